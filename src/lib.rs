@@ -1,0 +1,8 @@
+//! goodput: benchmarks LLM inference servers correctly.
+//!
+//! The modules follow the data flow in `shared/DESIGN.md`: `contract` → `plan` → `driver` →
+//! `client` → `record` → `analyze` → `report`, with `env` probing the target and `sim` the
+//! built-in simulated server. `main.rs` only parses the command line and calls [`cli::run`].
+
+pub mod sim;
+pub mod text;

@@ -1,0 +1,306 @@
+//! The simulator's performance model and fault settings: what it is, its documented defaults,
+//! and the validation that refuses impossible values before the server starts.
+
+use serde::{Deserialize, Serialize};
+
+/// Performance model of a continuous-batching engine.
+///
+/// Defaults resemble a 7–8B dense model in 16-bit precision on one modern data-centre GPU
+/// (A100/H100 class): prefill ≈ 12k tokens/s, a decode step of ≈ 12 ms plus a small per-sequence
+/// cost, up to 256 running sequences, and KV-cache room for 131,072 tokens.
+///
+/// Step time (seconds) = `decode_base_ms` + `decode_per_seq_ms` × running sequences
+/// + `decode_per_kv_token_us` × KV tokens held by decoding sequences
+/// + prefill tokens in the step ÷ `prefill_tokens_per_s`, multiplied by the warm-up factor.
+/// A prefilling sequence emits its first token at the end of the step that finishes its prefill;
+/// every later step emits one token per decoding sequence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    /// Model id served at `/v1/models`.
+    pub model: String,
+    /// Seed for generated text and fault decisions.
+    pub seed: u64,
+    /// Prefill throughput, prompt tokens per second.
+    pub prefill_tokens_per_s: f64,
+    /// Fixed cost of one scheduler step, milliseconds.
+    pub decode_base_ms: f64,
+    /// Extra step cost per running sequence, milliseconds.
+    pub decode_per_seq_ms: f64,
+    /// Extra step cost per KV-cache token of the decoding sequences, microseconds.
+    pub decode_per_kv_token_us: f64,
+    /// Maximum running sequences (batch size).
+    pub max_batch: u32,
+    /// KV-cache capacity in tokens; a request is admitted only when its prompt plus its maximum
+    /// output fit in what is free (FCFS: the head of the queue blocks those behind it).
+    pub kv_capacity_tokens: u64,
+    /// Chunked prefill: the most prefill tokens processed in one step (0 = unlimited).
+    pub prefill_chunk_tokens: u64,
+    /// Tokens per streamed chunk after the first (the first token is always sent at once,
+    /// as vLLM's `stream_interval` does).
+    pub tokens_per_chunk: u32,
+    /// `max_tokens` used when a request does not give one.
+    pub default_max_tokens: u32,
+    /// Without `ignore_eos`, a request stops at a "natural" length drawn deterministically from
+    /// its prompt in `[natural_min_tokens, natural_max_tokens]` (clamped by min/max tokens).
+    pub natural_min_tokens: u32,
+    /// Upper end of the natural output length.
+    pub natural_max_tokens: u32,
+    /// Context length advertised at `/v1/models` (`max_model_len`).
+    pub max_model_len: u32,
+    /// Prefix-cache block size in tokens.
+    pub prefix_block_tokens: u32,
+    /// Prefix-cache capacity in blocks, least recently used evicted first (0 = no prefix cache).
+    pub prefix_cache_blocks: u64,
+    /// Model load time, milliseconds: `/health` answers 503 and completion requests are
+    /// *refused* with 503 until it has passed (a real engine does not serve before it is loaded).
+    pub load_time_ms: f64,
+    /// Warm-up penalty: the first step is this many times slower, decaying linearly to 1.0
+    /// over `warmup_steps` steps (compilation, allocator growth, cold caches).
+    pub warmup_slowdown: f64,
+    /// Steps over which the warm-up penalty decays.
+    pub warmup_steps: u64,
+    /// Faults on demand; all off by default.
+    pub faults: Faults,
+}
+
+/// Faults, each decided per request from the seed and the request's arrival number, so a given
+/// configuration misbehaves the same way every time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Faults {
+    /// Fraction of requests answered with `error_status` instead of a completion.
+    pub error_rate: f64,
+    /// HTTP status for injected errors: 429, 500 or 503.
+    pub error_status: u16,
+    /// Period of full engine stalls, milliseconds (0 = none). The engine freezes for
+    /// `stall_for_ms` at every multiple of this period.
+    pub stall_every_ms: f64,
+    /// Length of each stall, milliseconds; must be shorter than the period.
+    pub stall_for_ms: f64,
+    /// Fraction of streams whose connection is dropped half-way through the output.
+    pub drop_rate: f64,
+    /// Fraction of streams in which one SSE event carries malformed JSON.
+    pub malformed_rate: f64,
+    /// Fraction of requests whose response headers are delayed by `slow_headers_ms`.
+    pub slow_headers_rate: f64,
+    /// Header delay, milliseconds.
+    pub slow_headers_ms: f64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            model: "goodput-sim-8b".into(),
+            seed: 0,
+            prefill_tokens_per_s: 12_000.0,
+            decode_base_ms: 12.0,
+            decode_per_seq_ms: 0.06,
+            decode_per_kv_token_us: 0.0,
+            max_batch: 256,
+            kv_capacity_tokens: 131_072,
+            prefill_chunk_tokens: 0,
+            tokens_per_chunk: 1,
+            default_max_tokens: 1024,
+            natural_min_tokens: 16,
+            natural_max_tokens: 512,
+            max_model_len: 8192,
+            prefix_block_tokens: 16,
+            prefix_cache_blocks: 4096,
+            load_time_ms: 0.0,
+            warmup_slowdown: 1.0,
+            warmup_steps: 0,
+            faults: Faults::default(),
+        }
+    }
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            error_rate: 0.0,
+            error_status: 503,
+            stall_every_ms: 0.0,
+            stall_for_ms: 0.0,
+            drop_rate: 0.0,
+            malformed_rate: 0.0,
+            slow_headers_rate: 0.0,
+            slow_headers_ms: 0.0,
+        }
+    }
+}
+
+/// A simulator setting outside its allowed range.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("simulator setting `{key}` = {value}: {rule}")]
+pub struct ConfigError {
+    /// Dotted key, e.g. `faults.stall_for_ms`.
+    pub key: String,
+    /// The offending value as written.
+    pub value: String,
+    /// The allowed range or rule.
+    pub rule: String,
+}
+
+impl SimConfig {
+    /// A configuration with near-zero cost: for throughput benchmarks of the HTTP path.
+    pub fn instant() -> Self {
+        SimConfig {
+            prefill_tokens_per_s: 1e12,
+            decode_base_ms: 0.0,
+            decode_per_seq_ms: 0.0,
+            max_batch: 100_000,
+            kv_capacity_tokens: u64::MAX / 4,
+            prefix_cache_blocks: 0,
+            ..SimConfig::default()
+        }
+    }
+
+    /// Checks every value against its allowed range; the first violation, naming its key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn err(key: &str, value: impl ToString, rule: &str) -> Result<(), ConfigError> {
+            Err(ConfigError {
+                key: key.into(),
+                value: value.to_string(),
+                rule: rule.into(),
+            })
+        }
+        let finite_pos = |x: f64| x.is_finite() && x > 0.0;
+        let finite_nonneg = |x: f64| x.is_finite() && x >= 0.0;
+        let fraction = |x: f64| (0.0..=1.0).contains(&x);
+        if self.model.trim().is_empty() {
+            return err("model", "\"\"", "must be a non-empty model id");
+        }
+        if !finite_pos(self.prefill_tokens_per_s) {
+            return err("prefill_tokens_per_s", self.prefill_tokens_per_s, "must be > 0");
+        }
+        for (k, v) in [
+            ("decode_base_ms", self.decode_base_ms),
+            ("decode_per_seq_ms", self.decode_per_seq_ms),
+            ("decode_per_kv_token_us", self.decode_per_kv_token_us),
+            ("load_time_ms", self.load_time_ms),
+            ("faults.stall_every_ms", self.faults.stall_every_ms),
+            ("faults.stall_for_ms", self.faults.stall_for_ms),
+            ("faults.slow_headers_ms", self.faults.slow_headers_ms),
+        ] {
+            if !finite_nonneg(v) {
+                return err(k, v, "must be a finite number >= 0");
+            }
+        }
+        if self.max_batch == 0 {
+            return err("max_batch", 0, "must be >= 1");
+        }
+        if self.kv_capacity_tokens == 0 {
+            return err("kv_capacity_tokens", 0, "must be >= 1");
+        }
+        if self.tokens_per_chunk == 0 {
+            return err("tokens_per_chunk", 0, "must be >= 1");
+        }
+        if self.default_max_tokens == 0 {
+            return err("default_max_tokens", 0, "must be >= 1");
+        }
+        if self.natural_min_tokens == 0 || self.natural_min_tokens > self.natural_max_tokens {
+            return err(
+                "natural_min_tokens",
+                self.natural_min_tokens,
+                &format!(
+                    "must be >= 1 and <= natural_max_tokens ({})",
+                    self.natural_max_tokens
+                ),
+            );
+        }
+        if self.prefix_block_tokens == 0 {
+            return err("prefix_block_tokens", 0, "must be >= 1");
+        }
+        if !(self.warmup_slowdown.is_finite() && self.warmup_slowdown >= 1.0) {
+            return err("warmup_slowdown", self.warmup_slowdown, "must be >= 1.0 (1.0 = no penalty)");
+        }
+        let f = &self.faults;
+        for (k, v) in [
+            ("faults.error_rate", f.error_rate),
+            ("faults.drop_rate", f.drop_rate),
+            ("faults.malformed_rate", f.malformed_rate),
+            ("faults.slow_headers_rate", f.slow_headers_rate),
+        ] {
+            if !fraction(v) {
+                return err(k, v, "must be a fraction in [0, 1]");
+            }
+        }
+        if ![429, 500, 503].contains(&f.error_status) {
+            return err("faults.error_status", f.error_status, "must be 429, 500 or 503");
+        }
+        if f.stall_for_ms > 0.0 && f.stall_every_ms == 0.0 {
+            return err(
+                "faults.stall_every_ms",
+                0,
+                "must be > 0 when faults.stall_for_ms is set",
+            );
+        }
+        if f.stall_every_ms > 0.0 && f.stall_for_ms >= f.stall_every_ms {
+            return err(
+                "faults.stall_for_ms",
+                f.stall_for_ms,
+                &format!(
+                    "must be shorter than faults.stall_every_ms ({})",
+                    f.stall_every_ms
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Duration of a step with these loads, before stalls, in seconds (the cost model).
+    pub fn step_seconds(&self, running: usize, prefill_tokens: u64, kv_tokens: u64) -> f64 {
+        if running == 0 {
+            return 0.0;
+        }
+        (self.decode_base_ms
+            + self.decode_per_seq_ms * running as f64
+            + self.decode_per_kv_token_us * kv_tokens as f64 / 1000.0)
+            / 1000.0
+            + prefill_tokens as f64 / self.prefill_tokens_per_s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        SimConfig::default().validate().unwrap();
+        SimConfig::instant().validate().unwrap();
+    }
+
+    #[test]
+    fn each_bad_value_names_its_key() {
+        let cases: Vec<(Box<dyn Fn(&mut SimConfig)>, &str)> = vec![
+            (Box::new(|c| c.prefill_tokens_per_s = -1.0), "prefill_tokens_per_s"),
+            (Box::new(|c| c.max_batch = 0), "max_batch"),
+            (Box::new(|c| c.decode_base_ms = f64::NAN), "decode_base_ms"),
+            (Box::new(|c| c.faults.error_rate = 1.5), "faults.error_rate"),
+            (Box::new(|c| c.faults.error_status = 404), "faults.error_status"),
+            (
+                Box::new(|c| {
+                    c.faults.stall_every_ms = 100.0;
+                    c.faults.stall_for_ms = 200.0;
+                }),
+                "faults.stall_for_ms",
+            ),
+            (Box::new(|c| c.warmup_slowdown = 0.5), "warmup_slowdown"),
+        ];
+        for (mutate, key) in cases {
+            let mut c = SimConfig::default();
+            mutate(&mut c);
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.key, key);
+            assert!(e.to_string().contains(key), "{e}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let e = toml::from_str::<SimConfig>("max_bacth = 3\n").unwrap_err();
+        assert!(e.to_string().contains("max_bacth"), "{e}");
+    }
+}

@@ -1,0 +1,82 @@
+//! Prometheus text exposition of the simulator's state, named after vLLM's `vllm:` metrics so the
+//! same scraper reads both.
+
+use std::fmt::Write;
+
+use super::engine::Counters;
+
+/// Bucket bounds (seconds) for the latency histograms, as vLLM uses for queue time.
+const BUCKETS: [f64; 14] = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A cumulative Prometheus histogram.
+#[derive(Debug, Clone, Default)]
+pub struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    pub fn observe(&mut self, v: f64) {
+        for (i, b) in BUCKETS.iter().enumerate() {
+            if v <= *b {
+                self.counts[i] += 1;
+            }
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn sum(&self) -> f64 {
+        self.sum
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str, labels: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (i, b) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{b}\"}} {}", self.counts[i]);
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+    }
+}
+
+/// What `/metrics` shows, updated by the engine loop once per step.
+#[derive(Debug, Clone, Default)]
+pub struct MetricsState {
+    pub running: usize,
+    pub waiting: usize,
+    pub kv_usage: f64,
+    pub counters: Counters,
+    pub queue_time: Histogram,
+    pub ttft: Histogram,
+    pub requests_ok: u64,
+}
+
+impl MetricsState {
+    pub fn render(&self, model: &str) -> String {
+        let labels = format!("model_name=\"{model}\"");
+        let mut out = String::with_capacity(4096);
+        let mut gauge = |name: &str, help: &str, kind: &str, v: String| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {v}");
+        };
+        gauge("vllm:num_requests_running", "Requests in the running batch.", "gauge", self.running.to_string());
+        gauge("vllm:num_requests_waiting", "Requests waiting to be admitted.", "gauge", self.waiting.to_string());
+        gauge("vllm:kv_cache_usage_perc", "Fraction of KV-cache tokens reserved.", "gauge", self.kv_usage.to_string());
+        gauge("vllm:prompt_tokens_total", "Prompt tokens prefilled.", "counter", self.counters.prompt_tokens.to_string());
+        gauge("vllm:generation_tokens_total", "Tokens generated.", "counter", self.counters.generation_tokens.to_string());
+        gauge("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", "counter", self.counters.prefix_queries.to_string());
+        gauge("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", "counter", self.counters.prefix_hits.to_string());
+        gauge("vllm:request_success_total", "Requests finished.", "counter", self.requests_ok.to_string());
+        self.queue_time.render(&mut out, "vllm:request_queue_time_seconds", "Time from arrival to admission.", &labels);
+        self.ttft.render(&mut out, "vllm:time_to_first_token_seconds", "Time from arrival to the first token.", &labels);
+        out
+    }
+}

@@ -1,0 +1,17 @@
+//! The built-in simulated inference server: the embedded default target and the test bench.
+//!
+//! [`engine`] is the one scheduler and cost model; [`server`] runs it behind an OpenAI-compatible
+//! HTTP API in real time, [`des`] runs it on a virtual clock. [`ledger`] records the ground truth
+//! both produce. This module knows nothing of contracts, plans or the client.
+
+pub mod config;
+pub mod des;
+pub mod engine;
+pub mod ledger;
+pub mod metrics;
+pub mod model;
+pub mod server;
+
+pub use config::{ConfigError, Faults, SimConfig};
+pub use ledger::GroundTruth;
+pub use server::{SimError, SimServer};

@@ -1,0 +1,118 @@
+//! Per-request decisions shared by both runners: output length, fault rolls, generated text.
+
+use super::config::SimConfig;
+use crate::text::{WORDS, mix2, unit_interval};
+
+/// What the client asked for, in the simulator's terms.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LengthAsk {
+    pub max_tokens: Option<u32>,
+    pub min_tokens: Option<u32>,
+    pub ignore_eos: bool,
+}
+
+/// How long the output will be and why it stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputPlan {
+    pub tokens: u32,
+    /// `"length"` when `max_tokens` cut it, else `"stop"`.
+    pub finish_reason: &'static str,
+}
+
+/// Decides the output length: exactly `max_tokens` with `ignore_eos`, else the prompt's
+/// deterministic natural length clamped to `[min_tokens, max_tokens]`.
+pub fn output_plan(cfg: &SimConfig, prompt_hash: u64, ask: LengthAsk) -> OutputPlan {
+    let max = ask.max_tokens.unwrap_or(cfg.default_max_tokens).max(1);
+    let min = ask.min_tokens.unwrap_or(0).min(max);
+    if ask.ignore_eos {
+        return OutputPlan {
+            tokens: max,
+            finish_reason: "length",
+        };
+    }
+    let span = u64::from(cfg.natural_max_tokens - cfg.natural_min_tokens) + 1;
+    let natural = cfg.natural_min_tokens + (mix2(cfg.seed, prompt_hash) % span) as u32;
+    let tokens = natural.clamp(min, max);
+    OutputPlan {
+        tokens,
+        finish_reason: if natural >= max { "length" } else { "stop" },
+    }
+}
+
+/// The kinds of fault, each with its own independent roll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    Error = 1,
+    Drop = 2,
+    Malformed = 3,
+    SlowHeaders = 4,
+}
+
+/// Whether fault `kind` strikes the request that arrived `seq`-th.
+pub fn fault_strikes(cfg: &SimConfig, seq: u64, kind: FaultKind) -> bool {
+    let rate = match kind {
+        FaultKind::Error => cfg.faults.error_rate,
+        FaultKind::Drop => cfg.faults.drop_rate,
+        FaultKind::Malformed => cfg.faults.malformed_rate,
+        FaultKind::SlowHeaders => cfg.faults.slow_headers_rate,
+    };
+    rate > 0.0 && unit_interval(mix2(mix2(cfg.seed, seq), kind as u64)) < rate
+}
+
+/// Hash of a prompt's token ids, the seed of its generated text and natural length.
+pub fn prompt_hash(ids: &[u64]) -> u64 {
+    ids.iter().fold(0x7072_6f6d_7074, |h, id| mix2(h, *id))
+}
+
+/// Appends generated tokens `first .. first + n` of a prompt to `out`, each as `" word"`: the
+/// text depends only on the seed, the prompt and the position, so runs are reproducible.
+pub fn push_text(seed: u64, prompt_hash: u64, first: u32, n: u32, out: &mut String) {
+    let base = mix2(seed, prompt_hash);
+    for j in first..first + n {
+        out.push(' ');
+        out.push_str(WORDS[(mix2(base, u64::from(j)) % WORDS.len() as u64) as usize]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ignore_eos_gives_exact_length() {
+        let c = SimConfig::default();
+        let ask = LengthAsk {
+            max_tokens: Some(77),
+            min_tokens: None,
+            ignore_eos: true,
+        };
+        assert_eq!(output_plan(&c, 1, ask).tokens, 77);
+    }
+
+    #[test]
+    fn natural_length_respects_min_and_max() {
+        let c = SimConfig::default();
+        for h in 0..200 {
+            let p = output_plan(
+                &c,
+                h,
+                LengthAsk {
+                    max_tokens: Some(100),
+                    min_tokens: Some(40),
+                    ignore_eos: false,
+                },
+            );
+            assert!((40..=100).contains(&p.tokens));
+        }
+    }
+
+    #[test]
+    fn text_is_deterministic_and_one_word_per_token() {
+        let (mut a, mut b) = (String::new(), String::new());
+        push_text(3, 9, 0, 5, &mut a);
+        push_text(3, 9, 0, 2, &mut b);
+        push_text(3, 9, 2, 3, &mut b);
+        assert_eq!(a, b);
+        assert_eq!(crate::text::count_words(&a), 5);
+    }
+}

@@ -1,0 +1,820 @@
+//! The HTTP runner: an OpenAI-compatible server on loopback whose engine is [`Engine`].
+//!
+//! One OS thread runs the scheduler loop (continuous batching for every sequence; no task or
+//! timer per token) and sleeps with `std::thread::sleep`, whose sub-millisecond precision keeps
+//! step timing faithful where tokio's 1 ms timer wheel would not. Handlers talk to it through a
+//! channel and stream what it delivers. Endpoints: `POST /v1/chat/completions`,
+//! `POST /v1/completions`, `GET /v1/models`, `GET /health`, `GET /version`, `GET /metrics`,
+//! `GET /ground_truth` (JSONL of finished requests).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio_util::sync::CancellationToken;
+
+use super::config::SimConfig;
+use super::engine::{Engine, Event, Submission};
+use super::ledger::{GroundTruth, Ledger};
+use super::metrics::MetricsState;
+use super::model::{FaultKind, LengthAsk, fault_strikes, output_plan, prompt_hash, push_text};
+use crate::text::word_ids;
+
+/// Why the simulator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Config(#[from] super::config::ConfigError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot create ground-truth file {path}: {source}")]
+    GroundTruthFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start the engine thread: {0}")]
+    Thread(std::io::Error),
+}
+
+enum Msg {
+    Arrive {
+        seq: u64,
+        t: f64,
+        request_id: Option<String>,
+        prompt_ids: Vec<u64>,
+        output_tokens: u32,
+        fault: Option<&'static str>,
+        reply: UnboundedSender<Delivery>,
+    },
+    Shutdown,
+}
+
+#[derive(Debug)]
+enum Delivery {
+    Chunk { first_index: u32, tokens: u32 },
+    Done,
+    Rejected,
+}
+
+struct Shared {
+    cfg: SimConfig,
+    epoch: Instant,
+    model_json: String,
+    created: u64,
+    arrivals: AtomicU64,
+    metrics: Mutex<MetricsState>,
+    done: Mutex<Vec<GroundTruth>>,
+    gt_file: Mutex<Option<BufWriter<File>>>,
+    engine: Sender<Msg>,
+}
+
+impl Shared {
+    fn now(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64()
+    }
+
+    fn ready(&self) -> bool {
+        self.now() * 1000.0 >= self.cfg.load_time_ms
+    }
+
+    fn record(&self, g: GroundTruth) {
+        if let Some(f) = lock(&self.gt_file).as_mut() {
+            // Ground truth is a test aid: a full disk must not take the server down.
+            let _ = serde_json::to_writer(&mut *f, &g);
+            let _ = f.write_all(b"\n");
+            let _ = f.flush();
+        }
+        lock(&self.done).push(g);
+    }
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A running simulator. Dropping it stops the engine thread and the listener.
+pub struct SimServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    engine_thread: Option<std::thread::JoinHandle<()>>,
+    cancel: CancellationToken,
+}
+
+impl SimServer {
+    /// Validates `cfg`, binds `addr` (port 0 = ephemeral) and starts serving.
+    pub async fn start(
+        cfg: SimConfig,
+        addr: SocketAddr,
+        ground_truth: Option<PathBuf>,
+    ) -> Result<SimServer, SimError> {
+        cfg.validate()?;
+        let gt_file = match ground_truth {
+            Some(path) => Some(BufWriter::new(
+                File::create(&path).map_err(|source| SimError::GroundTruthFile { path, source })?,
+            )),
+            None => None,
+        };
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| SimError::Bind { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| SimError::Bind { addr, source })?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let shared = Arc::new(Shared {
+            model_json: serde_json::to_string(&cfg.model).unwrap_or_else(|_| "\"sim\"".into()),
+            created: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            cfg,
+            epoch: Instant::now(),
+            arrivals: AtomicU64::new(0),
+            metrics: Mutex::new(MetricsState::default()),
+            done: Mutex::new(Vec::new()),
+            gt_file: Mutex::new(gt_file),
+            engine: tx,
+        });
+        let engine_shared = shared.clone();
+        let engine_thread = std::thread::Builder::new()
+            .name("goodput-sim-engine".into())
+            .spawn(move || engine_loop(engine_shared, rx))
+            .map_err(SimError::Thread)?;
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/v1/completions", post(completions))
+            .route("/v1/models", get(models))
+            .route("/health", get(health))
+            .route("/version", get(version))
+            .route("/metrics", get(metrics))
+            .route("/ground_truth", get(ground_truth_jsonl))
+            .with_state(shared.clone());
+        let cancel = CancellationToken::new();
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+        });
+        Ok(SimServer {
+            addr,
+            shared,
+            engine_thread: Some(engine_thread),
+            cancel,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://host:port`, without a trailing slash.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.shared.cfg
+    }
+
+    /// Ground truth of every request finished so far, in completion order.
+    pub fn ground_truth(&self) -> Vec<GroundTruth> {
+        lock(&self.shared.done).clone()
+    }
+
+    /// The current Prometheus exposition.
+    pub fn metrics_text(&self) -> String {
+        lock(&self.shared.metrics).render(&self.shared.cfg.model)
+    }
+
+    /// Stops accepting connections and ends the engine thread.
+    pub fn stop(&mut self) {
+        self.cancel.cancel();
+        let _ = self.shared.engine.send(Msg::Shutdown);
+        if let Some(t) = self.engine_thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
+    let mut engine = Engine::new(shared.cfg.clone());
+    let mut ledger = Ledger::default();
+    let mut replies: HashMap<u64, UnboundedSender<Delivery>> = HashMap::new();
+    let (mut events, mut gone, mut queue_obs, mut ttft_obs) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut last_end: Option<f64> = None;
+    let mut finished_ok = 0u64;
+
+    let accept = |m: Msg,
+                      engine: &mut Engine,
+                      ledger: &mut Ledger,
+                      replies: &mut HashMap<u64, UnboundedSender<Delivery>>|
+     -> bool {
+        match m {
+            Msg::Shutdown => false,
+            Msg::Arrive {
+                seq,
+                t,
+                request_id,
+                prompt_ids,
+                output_tokens,
+                fault,
+                reply,
+            } => {
+                ledger.arrive(seq, request_id, t, prompt_ids.len() as u32);
+                if let Some(f) = fault {
+                    ledger.set_outcome(seq, f);
+                }
+                replies.insert(seq, reply);
+                engine.submit(Submission {
+                    id: seq,
+                    prompt_ids,
+                    output_tokens,
+                });
+                true
+            }
+        }
+    };
+
+    loop {
+        let mut resumed_from_idle = false;
+        if engine.is_idle() {
+            match rx.recv() {
+                Ok(m) => {
+                    if !accept(m, &mut engine, &mut ledger, &mut replies) {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+            resumed_from_idle = true;
+        }
+        loop {
+            match rx.try_recv() {
+                Ok(m) => {
+                    if !accept(m, &mut engine, &mut ledger, &mut replies) {
+                        return;
+                    }
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return,
+            }
+        }
+        // Back-to-back steps keep the model's clock contiguous (sleep overshoot does not
+        // accumulate); after idleness, or a hiccup of more than 2 ms, resynchronise to real time.
+        let now = shared.now();
+        let start = match last_end {
+            Some(end) if !resumed_from_idle && now - end < 0.002 => end,
+            _ => now,
+        };
+        let Some(step) = engine.step(start, &mut events) else {
+            continue;
+        };
+        for ev in &events {
+            match *ev {
+                Event::Admitted { id, cached_tokens } => {
+                    if let Some(q) = ledger.admit(id, step.start, cached_tokens) {
+                        queue_obs.push(q);
+                    }
+                }
+                Event::Rejected { id } => {
+                    ledger.set_outcome(id, "rejected_too_long");
+                    if let Some(tx) = replies.remove(&id) {
+                        let _ = tx.send(Delivery::Rejected);
+                    }
+                    if let Some(g) = ledger.finish(id, step.start, "rejected_too_long") {
+                        shared.record(g);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let deadline = shared.epoch + Duration::from_secs_f64(step.end);
+        let now = Instant::now();
+        if deadline > now {
+            std::thread::sleep(deadline - now);
+        }
+        let t = shared.now();
+        for ev in &events {
+            match *ev {
+                Event::Chunk {
+                    id,
+                    first_index,
+                    tokens,
+                } => {
+                    if let Some(ttft) = ledger.chunk(id, t, tokens) {
+                        ttft_obs.push(ttft);
+                    }
+                    let sent = replies.get(&id).map(|tx| {
+                        tx.send(Delivery::Chunk {
+                            first_index,
+                            tokens,
+                        })
+                    });
+                    if matches!(sent, Some(Err(_))) {
+                        gone.push(id);
+                    }
+                }
+                Event::Finished { id } => {
+                    if let Some(tx) = replies.remove(&id) {
+                        let _ = tx.send(Delivery::Done);
+                    }
+                    if let Some(g) = ledger.finish(id, t, "ok") {
+                        finished_ok += u64::from(g.outcome == "ok");
+                        shared.record(g);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for id in gone.drain(..) {
+            engine.abort(id);
+            replies.remove(&id);
+            if let Some(g) = ledger.finish(id, t, "client_gone") {
+                shared.record(g);
+            }
+        }
+        {
+            let mut m = lock(&shared.metrics);
+            m.running = engine.running();
+            m.waiting = engine.waiting();
+            m.kv_usage = engine.kv_usage();
+            m.counters = engine.counters();
+            m.requests_ok = finished_ok;
+            for q in queue_obs.drain(..) {
+                m.queue_time.observe(q);
+            }
+            for x in ttft_obs.drain(..) {
+                m.ttft.observe(x);
+            }
+        }
+        last_end = Some(step.end);
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Api {
+    Chat,
+    Completions,
+}
+
+#[derive(Deserialize)]
+struct CompletionRequest {
+    model: Option<String>,
+    messages: Option<Vec<Message>>,
+    prompt: Option<Text>,
+    max_tokens: Option<u32>,
+    max_completion_tokens: Option<u32>,
+    min_tokens: Option<u32>,
+    #[serde(default)]
+    ignore_eos: bool,
+    #[serde(default)]
+    stream: bool,
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Option<Text>,
+}
+
+/// A string, or a list of strings or `{ "type": "text", "text": … }` parts.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Text {
+    One(String),
+    Many(Vec<Part>),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Part {
+    Str(String),
+    Obj { text: Option<String> },
+}
+
+impl Text {
+    fn push_to(&self, out: &mut String) {
+        match self {
+            Text::One(s) => push_line(out, s),
+            Text::Many(parts) => {
+                for p in parts {
+                    match p {
+                        Part::Str(s) => push_line(out, s),
+                        Part::Obj { text: Some(s) } => push_line(out, s),
+                        Part::Obj { text: None } => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn push_line(out: &mut String, s: &str) {
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(s);
+}
+
+fn error_response(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({
+        "error": { "message": message, "type": "invalid_request_error", "code": status.as_u16() }
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+async fn chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    complete(s, headers, body, Api::Chat).await
+}
+
+async fn completions(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    complete(s, headers, body, Api::Completions).await
+}
+
+async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> Response {
+    let t = s.now();
+    if !s.ready() {
+        let seq = s.arrivals.fetch_add(1, Ordering::Relaxed);
+        s.record(closed_record(seq, &headers, t, "refused_loading"));
+        return error_response(StatusCode::SERVICE_UNAVAILABLE, "model is still loading");
+    }
+    let req: CompletionRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, &format!("invalid JSON body: {e}")),
+    };
+    if let Some(m) = &req.model
+        && *m != s.cfg.model
+    {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            &format!("The model `{m}` does not exist; this server serves `{}`.", s.cfg.model),
+        );
+    }
+    let mut prompt = String::new();
+    match api {
+        Api::Chat => {
+            for m in req.messages.iter().flatten() {
+                if let Some(c) = &m.content {
+                    c.push_to(&mut prompt);
+                }
+            }
+        }
+        Api::Completions => {
+            if let Some(p) = &req.prompt {
+                p.push_to(&mut prompt);
+            }
+        }
+    }
+    let ids = word_ids(&prompt);
+    if ids.is_empty() {
+        let field = if api == Api::Chat { "messages" } else { "prompt" };
+        return error_response(StatusCode::BAD_REQUEST, &format!("`{field}` holds no tokens"));
+    }
+    let phash = prompt_hash(&ids);
+    let plan = output_plan(
+        &s.cfg,
+        phash,
+        LengthAsk {
+            max_tokens: req.max_completion_tokens.or(req.max_tokens),
+            min_tokens: req.min_tokens,
+            ignore_eos: req.ignore_eos,
+        },
+    );
+    let prompt_tokens = ids.len() as u32;
+    if u64::from(prompt_tokens) + u64::from(plan.tokens) > u64::from(s.cfg.max_model_len) {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "This model's maximum context length is {} tokens; the request asks for {} \
+                 ({} in the prompt, {} to generate).",
+                s.cfg.max_model_len,
+                prompt_tokens + plan.tokens,
+                prompt_tokens,
+                plan.tokens
+            ),
+        );
+    }
+
+    let seq = s.arrivals.fetch_add(1, Ordering::Relaxed);
+    if fault_strikes(&s.cfg, seq, FaultKind::Error) {
+        let status = StatusCode::from_u16(s.cfg.faults.error_status)
+            .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        let mut g = closed_record(seq, &headers, t, &format!("error_{}", status.as_u16()));
+        g.prompt_tokens = prompt_tokens;
+        s.record(g);
+        return error_response(status, "injected fault");
+    }
+    let drop_after = (req.stream && fault_strikes(&s.cfg, seq, FaultKind::Drop))
+        .then(|| (plan.tokens / 2).max(1));
+    let malformed_at = (req.stream && fault_strikes(&s.cfg, seq, FaultKind::Malformed))
+        .then(|| (plan.tokens / 2).max(1));
+    let fault = if drop_after.is_some() {
+        Some("dropped")
+    } else if malformed_at.is_some() {
+        Some("malformed")
+    } else {
+        None
+    };
+    let (tx, rx) = unbounded_channel();
+    let sent = s.engine.send(Msg::Arrive {
+        seq,
+        t,
+        request_id: request_id(&headers),
+        prompt_ids: ids,
+        output_tokens: plan.tokens,
+        fault,
+        reply: tx,
+    });
+    if sent.is_err() {
+        return error_response(StatusCode::SERVICE_UNAVAILABLE, "engine stopped");
+    }
+    if fault_strikes(&s.cfg, seq, FaultKind::SlowHeaders) {
+        tokio::time::sleep(Duration::from_secs_f64(s.cfg.faults.slow_headers_ms / 1000.0)).await;
+    }
+    let prefix = if api == Api::Chat { "chatcmpl" } else { "cmpl" };
+    let out = Output {
+        shared: s.clone(),
+        api,
+        id: format!("{prefix}-{seq}"),
+        phash,
+        prompt_tokens,
+        finish_reason: plan.finish_reason,
+    };
+    if req.stream {
+        let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
+        stream_response(out, rx, include_usage, drop_after, malformed_at)
+    } else {
+        full_response(out, rx).await
+    }
+}
+
+fn request_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+fn closed_record(seq: u64, headers: &HeaderMap, t: f64, outcome: &str) -> GroundTruth {
+    let mut l = Ledger::default();
+    l.arrive(seq, request_id(headers), t, 0);
+    l.set_outcome(seq, outcome);
+    l.finish(seq, t, outcome).expect("just opened")
+}
+
+/// Everything needed to render one response's events.
+struct Output {
+    shared: Arc<Shared>,
+    api: Api,
+    id: String,
+    phash: u64,
+    prompt_tokens: u32,
+    finish_reason: &'static str,
+}
+
+impl Output {
+    fn text(&self, first: u32, n: u32) -> String {
+        let mut s = String::with_capacity(n as usize * 7);
+        push_text(self.shared.cfg.seed, self.phash, first, n, &mut s);
+        s
+    }
+
+    fn usage(&self, completion: u32) -> serde_json::Value {
+        serde_json::json!({
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": self.prompt_tokens + completion,
+        })
+    }
+
+    /// One SSE event; `delta` is the chat delta object or, for completions, the text field.
+    fn event(&self, out: &mut String, text: Option<&str>, role: bool, finish: Option<&str>) {
+        use std::fmt::Write;
+        let finish = finish.map_or("null".to_owned(), |f| format!("\"{f}\""));
+        // Generated text is plain ASCII words: no JSON escaping is needed.
+        let (object, choice) = match self.api {
+            Api::Chat => {
+                let delta = match (role, text) {
+                    (true, _) => r#"{"role":"assistant","content":""}"#.to_owned(),
+                    (false, Some(t)) => format!(r#"{{"content":"{t}"}}"#),
+                    (false, None) => "{}".to_owned(),
+                };
+                ("chat.completion.chunk", format!(r#""delta":{delta}"#))
+            }
+            Api::Completions => ("text_completion", format!(r#""text":"{}""#, text.unwrap_or(""))),
+        };
+        let _ = write!(
+            out,
+            "data: {{\"id\":\"{}\",\"object\":\"{object}\",\"created\":{},\"model\":{},\
+             \"choices\":[{{\"index\":0,{choice},\"logprobs\":null,\"finish_reason\":{finish}}}]}}\n\n",
+            self.id, self.shared.created, self.shared.model_json
+        );
+    }
+}
+
+struct StreamState {
+    out: Output,
+    rx: UnboundedReceiver<Delivery>,
+    include_usage: bool,
+    drop_after: Option<u32>,
+    malformed_at: Option<u32>,
+    generated: u32,
+    started: bool,
+    finished: bool,
+}
+
+fn stream_response(
+    out: Output,
+    rx: UnboundedReceiver<Delivery>,
+    include_usage: bool,
+    drop_after: Option<u32>,
+    malformed_at: Option<u32>,
+) -> Response {
+    let state = StreamState {
+        out,
+        rx,
+        include_usage,
+        drop_after,
+        malformed_at,
+        generated: 0,
+        started: false,
+        finished: false,
+    };
+    let stream = futures_util::stream::unfold(state, |mut st| async move {
+        if st.finished {
+            return None;
+        }
+        let mut buf = String::new();
+        if !st.started {
+            st.started = true;
+            // Like vLLM, a chat stream opens with a role-only chunk before any token exists:
+            // a client that takes it for the first token under-reports TTFT.
+            if st.out.api == Api::Chat {
+                st.out.event(&mut buf, None, true, None);
+                return Some((Ok(Bytes::from(buf)), st));
+            }
+        }
+        match st.rx.recv().await {
+            Some(Delivery::Chunk {
+                first_index,
+                tokens,
+            }) => {
+                st.generated += tokens;
+                if st.drop_after.is_some_and(|d| st.generated >= d) {
+                    st.finished = true;
+                    let e = std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "fault: drop");
+                    return Some((Err(e), st));
+                }
+                if st.malformed_at.is_some_and(|m| st.generated >= m) {
+                    st.malformed_at = None;
+                    buf.push_str("data: {\"id\":\"");
+                    buf.push_str(&st.out.id);
+                    buf.push_str("\",\"choices\":[{\"delta\":{\"content\n\n");
+                }
+                let text = st.out.text(first_index, tokens);
+                st.out.event(&mut buf, Some(&text), false, None);
+                Some((Ok(Bytes::from(buf)), st))
+            }
+            Some(Delivery::Done) => {
+                st.finished = true;
+                let finish = st.out.finish_reason;
+                st.out.event(&mut buf, None, false, Some(finish));
+                if st.include_usage {
+                    let usage = serde_json::json!({
+                        "id": st.out.id, "object": match st.out.api {
+                            Api::Chat => "chat.completion.chunk", Api::Completions => "text_completion" },
+                        "created": st.out.shared.created, "model": st.out.shared.cfg.model,
+                        "choices": [], "usage": st.out.usage(st.generated),
+                    });
+                    buf.push_str("data: ");
+                    buf.push_str(&usage.to_string());
+                    buf.push_str("\n\n");
+                }
+                buf.push_str("data: [DONE]\n\n");
+                Some((Ok(Bytes::from(buf)), st))
+            }
+            Some(Delivery::Rejected) => {
+                st.finished = true;
+                buf.push_str(
+                    "data: {\"error\":{\"message\":\"request does not fit in the KV cache\",\"code\":400}}\n\n",
+                );
+                Some((Ok(Bytes::from(buf)), st))
+            }
+            None => {
+                st.finished = true;
+                let e = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "engine stopped");
+                Some((Err(e), st))
+            }
+        }
+    });
+    let mut resp = Body::from_stream(stream).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Response {
+    let mut text = String::new();
+    let mut generated = 0;
+    loop {
+        match rx.recv().await {
+            Some(Delivery::Chunk {
+                first_index,
+                tokens,
+            }) => {
+                push_text(out.shared.cfg.seed, out.phash, first_index, tokens, &mut text);
+                generated += tokens;
+            }
+            Some(Delivery::Done) => break,
+            Some(Delivery::Rejected) => {
+                return error_response(StatusCode::BAD_REQUEST, "request does not fit in the KV cache");
+            }
+            None => return error_response(StatusCode::SERVICE_UNAVAILABLE, "engine stopped"),
+        }
+    }
+    let choice = match out.api {
+        Api::Chat => serde_json::json!({
+            "index": 0, "message": { "role": "assistant", "content": text },
+            "logprobs": null, "finish_reason": out.finish_reason }),
+        Api::Completions => serde_json::json!({
+            "index": 0, "text": text, "logprobs": null, "finish_reason": out.finish_reason }),
+    };
+    let object = if out.api == Api::Chat { "chat.completion" } else { "text_completion" };
+    axum::Json(serde_json::json!({
+        "id": out.id, "object": object, "created": out.shared.created,
+        "model": out.shared.cfg.model, "choices": [choice], "usage": out.usage(generated),
+    }))
+    .into_response()
+}
+
+async fn models(State(s): State<Arc<Shared>>) -> Response {
+    axum::Json(serde_json::json!({
+        "object": "list",
+        "data": [{
+            "id": s.cfg.model, "object": "model", "created": s.created, "owned_by": "goodput-sim",
+            "root": s.cfg.model, "parent": null, "max_model_len": s.cfg.max_model_len,
+        }],
+    }))
+    .into_response()
+}
+
+async fn health(State(s): State<Arc<Shared>>) -> StatusCode {
+    if s.ready() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }
+}
+
+async fn version() -> Response {
+    axum::Json(serde_json::json!({
+        "engine": "goodput-sim", "version": env!("CARGO_PKG_VERSION"),
+    }))
+    .into_response()
+}
+
+async fn metrics(State(s): State<Arc<Shared>>) -> Response {
+    let text = lock(&s.metrics).render(&s.cfg.model);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn ground_truth_jsonl(State(s): State<Arc<Shared>>) -> Response {
+    let mut out = String::new();
+    for g in lock(&s.done).iter() {
+        if let Ok(line) = serde_json::to_string(g) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    ([(header::CONTENT_TYPE, "application/jsonl")], out).into_response()
+}

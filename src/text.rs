@@ -1,0 +1,86 @@
+//! Deterministic words and hashing shared by the plan (synthetic prompts) and the simulator
+//! (its tokenizer and generated text).
+//!
+//! The simulator's tokenizer is deliberately simple and documented: **one token per
+//! whitespace-separated word**. Synthetic prompts built from [`WORDS`] therefore have an exact
+//! token count on the simulator; against a real engine their length is an approximation and the
+//! bundle records the server-reported count beside the requested one.
+//!
+//! The hash is SplitMix64's finaliser (Steele, Lea & Flood, "Fast splittable pseudorandom number
+//! generators", OOPSLA 2014), hand-written because `std`'s `DefaultHasher` is not guaranteed to be
+//! stable across Rust releases and plans and simulated outputs must be reproducible forever.
+
+/// A fixed vocabulary: short, common English words, each a single simulator token.
+pub const WORDS: [&str; 128] = [
+    "the", "of", "and", "to", "in", "is", "was", "that", "for", "on", "with", "as", "by", "at",
+    "from", "this", "which", "or", "be", "are", "an", "it", "not", "have", "but", "had", "his",
+    "they", "were", "her", "one", "all", "their", "there", "been", "has", "when", "who", "will",
+    "more", "no", "if", "out", "so", "said", "what", "up", "its", "about", "into", "than", "them",
+    "can", "only", "other", "new", "some", "could", "time", "these", "two", "may", "then", "do",
+    "first", "any", "my", "now", "such", "like", "our", "over", "man", "me", "even", "most",
+    "made", "after", "also", "did", "many", "before", "must", "through", "back", "years", "where",
+    "much", "your", "way", "well", "down", "should", "because", "each", "just", "those", "people",
+    "how", "too", "little", "state", "good", "very", "make", "world", "still", "own", "see",
+    "men", "work", "long", "get", "here", "between", "both", "life", "being", "under", "never",
+    "day", "same", "another", "know", "while", "last", "might", "us",
+];
+
+/// SplitMix64 finaliser: a bijective 64-bit mix with good avalanche.
+pub fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Combines two values into one hash (order matters).
+pub fn mix2(a: u64, b: u64) -> u64 {
+    mix64(a ^ mix64(b))
+}
+
+/// A uniform number in [0, 1) derived from a hash: deterministic "coin flips" for faults.
+pub fn unit_interval(h: u64) -> f64 {
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Stable hash of a string (FNV-1a 64, then mixed).
+pub fn hash_str(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    mix64(h)
+}
+
+/// The simulator's token count of a text: whitespace-separated words.
+pub fn count_words(text: &str) -> u32 {
+    text.split_whitespace().count() as u32
+}
+
+/// The simulator's token ids of a text: one stable id per word.
+pub fn word_ids(text: &str) -> Vec<u64> {
+    text.split_whitespace().map(hash_str).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_single_tokens() {
+        for w in WORDS {
+            assert_eq!(count_words(w), 1, "{w}");
+        }
+    }
+
+    #[test]
+    fn hashes_are_stable_across_releases() {
+        // Pinned values: changing the hash silently changes every plan and simulated output.
+        assert_eq!(mix64(0), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(hash_str("the"), hash_str("the"));
+        assert_ne!(hash_str("the"), hash_str("of"));
+        let u = unit_interval(mix64(7));
+        assert!((0.0..1.0).contains(&u));
+    }
+}
