@@ -4,5 +4,7 @@
 //! `client` → `record` → `analyze` → `report`, with `env` probing the target and `sim` the
 //! built-in simulated server. `main.rs` only parses the command line and calls [`cli::run`].
 
+pub mod contract;
+pub mod plan;
 pub mod sim;
 pub mod text;

@@ -20,9 +20,9 @@ pub const WORDS: [&str; 128] = [
     "first", "any", "my", "now", "such", "like", "our", "over", "man", "me", "even", "most",
     "made", "after", "also", "did", "many", "before", "must", "through", "back", "years", "where",
     "much", "your", "way", "well", "down", "should", "because", "each", "just", "those", "people",
-    "how", "too", "little", "state", "good", "very", "make", "world", "still", "own", "see",
-    "men", "work", "long", "get", "here", "between", "both", "life", "being", "under", "never",
-    "day", "same", "another", "know", "while", "last", "might", "us",
+    "how", "too", "little", "state", "good", "very", "make", "world", "still", "own", "see", "men",
+    "work", "long", "get", "here", "between", "both", "life", "being", "under", "never", "day",
+    "same", "another", "know", "while", "last", "might", "us",
 ];
 
 /// SplitMix64 finaliser: a bijective 64-bit mix with good avalanche.

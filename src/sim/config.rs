@@ -172,7 +172,11 @@ impl SimConfig {
             return err("model", "\"\"", "must be a non-empty model id");
         }
         if !finite_pos(self.prefill_tokens_per_s) {
-            return err("prefill_tokens_per_s", self.prefill_tokens_per_s, "must be > 0");
+            return err(
+                "prefill_tokens_per_s",
+                self.prefill_tokens_per_s,
+                "must be > 0",
+            );
         }
         for (k, v) in [
             ("decode_base_ms", self.decode_base_ms),
@@ -213,7 +217,11 @@ impl SimConfig {
             return err("prefix_block_tokens", 0, "must be >= 1");
         }
         if !(self.warmup_slowdown.is_finite() && self.warmup_slowdown >= 1.0) {
-            return err("warmup_slowdown", self.warmup_slowdown, "must be >= 1.0 (1.0 = no penalty)");
+            return err(
+                "warmup_slowdown",
+                self.warmup_slowdown,
+                "must be >= 1.0 (1.0 = no penalty)",
+            );
         }
         let f = &self.faults;
         for (k, v) in [
@@ -227,7 +235,11 @@ impl SimConfig {
             }
         }
         if ![429, 500, 503].contains(&f.error_status) {
-            return err("faults.error_status", f.error_status, "must be 429, 500 or 503");
+            return err(
+                "faults.error_status",
+                f.error_status,
+                "must be 429, 500 or 503",
+            );
         }
         if f.stall_for_ms > 0.0 && f.stall_every_ms == 0.0 {
             return err(
@@ -275,11 +287,17 @@ mod tests {
     #[test]
     fn each_bad_value_names_its_key() {
         let cases: Vec<(Box<dyn Fn(&mut SimConfig)>, &str)> = vec![
-            (Box::new(|c| c.prefill_tokens_per_s = -1.0), "prefill_tokens_per_s"),
+            (
+                Box::new(|c| c.prefill_tokens_per_s = -1.0),
+                "prefill_tokens_per_s",
+            ),
             (Box::new(|c| c.max_batch = 0), "max_batch"),
             (Box::new(|c| c.decode_base_ms = f64::NAN), "decode_base_ms"),
             (Box::new(|c| c.faults.error_rate = 1.5), "faults.error_rate"),
-            (Box::new(|c| c.faults.error_status = 404), "faults.error_status"),
+            (
+                Box::new(|c| c.faults.error_status = 404),
+                "faults.error_status",
+            ),
             (
                 Box::new(|c| {
                     c.faults.stall_every_ms = 100.0;

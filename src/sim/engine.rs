@@ -30,7 +30,11 @@ pub enum Event {
     /// Can never fit in the KV cache (prompt + output exceed its capacity): refused at once.
     Rejected { id: u64 },
     /// Tokens `first_index .. first_index + tokens` were emitted at the step's end.
-    Chunk { id: u64, first_index: u32, tokens: u32 },
+    Chunk {
+        id: u64,
+        first_index: u32,
+        tokens: u32,
+    },
     /// All output emitted at the step's end.
     Finished { id: u64 },
 }
@@ -354,7 +358,10 @@ impl PrefixCache {
             self.touch(*h);
         }
         while self.stamp_of.len() as u64 > self.capacity {
-            let (stamp, h) = self.by_stamp.pop_first().expect("non-empty when over capacity");
+            let (stamp, h) = self
+                .by_stamp
+                .pop_first()
+                .expect("non-empty when over capacity");
             let _ = stamp;
             self.stamp_of.remove(&h);
         }

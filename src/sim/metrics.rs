@@ -40,7 +40,11 @@ impl Histogram {
     fn render(&self, out: &mut String, name: &str, help: &str, labels: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
         for (i, b) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{b}\"}} {}", self.counts[i]);
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels},le=\"{b}\"}} {}",
+                self.counts[i]
+            );
         }
         let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
         let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
@@ -65,18 +69,71 @@ impl MetricsState {
         let labels = format!("model_name=\"{model}\"");
         let mut out = String::with_capacity(4096);
         let mut gauge = |name: &str, help: &str, kind: &str, v: String| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {v}"
+            );
         };
-        gauge("vllm:num_requests_running", "Requests in the running batch.", "gauge", self.running.to_string());
-        gauge("vllm:num_requests_waiting", "Requests waiting to be admitted.", "gauge", self.waiting.to_string());
-        gauge("vllm:kv_cache_usage_perc", "Fraction of KV-cache tokens reserved.", "gauge", self.kv_usage.to_string());
-        gauge("vllm:prompt_tokens_total", "Prompt tokens prefilled.", "counter", self.counters.prompt_tokens.to_string());
-        gauge("vllm:generation_tokens_total", "Tokens generated.", "counter", self.counters.generation_tokens.to_string());
-        gauge("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", "counter", self.counters.prefix_queries.to_string());
-        gauge("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", "counter", self.counters.prefix_hits.to_string());
-        gauge("vllm:request_success_total", "Requests finished.", "counter", self.requests_ok.to_string());
-        self.queue_time.render(&mut out, "vllm:request_queue_time_seconds", "Time from arrival to admission.", &labels);
-        self.ttft.render(&mut out, "vllm:time_to_first_token_seconds", "Time from arrival to the first token.", &labels);
+        gauge(
+            "vllm:num_requests_running",
+            "Requests in the running batch.",
+            "gauge",
+            self.running.to_string(),
+        );
+        gauge(
+            "vllm:num_requests_waiting",
+            "Requests waiting to be admitted.",
+            "gauge",
+            self.waiting.to_string(),
+        );
+        gauge(
+            "vllm:kv_cache_usage_perc",
+            "Fraction of KV-cache tokens reserved.",
+            "gauge",
+            self.kv_usage.to_string(),
+        );
+        gauge(
+            "vllm:prompt_tokens_total",
+            "Prompt tokens prefilled.",
+            "counter",
+            self.counters.prompt_tokens.to_string(),
+        );
+        gauge(
+            "vllm:generation_tokens_total",
+            "Tokens generated.",
+            "counter",
+            self.counters.generation_tokens.to_string(),
+        );
+        gauge(
+            "vllm:prefix_cache_queries_total",
+            "Prompt tokens looked up in the prefix cache.",
+            "counter",
+            self.counters.prefix_queries.to_string(),
+        );
+        gauge(
+            "vllm:prefix_cache_hits_total",
+            "Prompt tokens found in the prefix cache.",
+            "counter",
+            self.counters.prefix_hits.to_string(),
+        );
+        gauge(
+            "vllm:request_success_total",
+            "Requests finished.",
+            "counter",
+            self.requests_ok.to_string(),
+        );
+        self.queue_time.render(
+            &mut out,
+            "vllm:request_queue_time_seconds",
+            "Time from arrival to admission.",
+            &labels,
+        );
+        self.ttft.render(
+            &mut out,
+            "vllm:time_to_first_token_seconds",
+            "Time from arrival to the first token.",
+            &labels,
+        );
         out
     }
 }

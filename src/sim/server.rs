@@ -127,9 +127,11 @@ impl SimServer {
     ) -> Result<SimServer, SimError> {
         cfg.validate()?;
         let gt_file = match ground_truth {
-            Some(path) => Some(BufWriter::new(
-                File::create(&path).map_err(|source| SimError::GroundTruthFile { path, source })?,
-            )),
+            Some(path) => {
+                Some(BufWriter::new(File::create(&path).map_err(|source| {
+                    SimError::GroundTruthFile { path, source }
+                })?))
+            }
             None => None,
         };
         let listener = tokio::net::TcpListener::bind(addr)
@@ -231,9 +233,9 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
     let mut finished_ok = 0u64;
 
     let accept = |m: Msg,
-                      engine: &mut Engine,
-                      ledger: &mut Ledger,
-                      replies: &mut HashMap<u64, UnboundedSender<Delivery>>|
+                  engine: &mut Engine,
+                  ledger: &mut Ledger,
+                  replies: &mut HashMap<u64, UnboundedSender<Delivery>>|
      -> bool {
         match m {
             Msg::Shutdown => false,
@@ -473,14 +475,19 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
     }
     let req: CompletionRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, &format!("invalid JSON body: {e}")),
+        Err(e) => {
+            return error_response(StatusCode::BAD_REQUEST, &format!("invalid JSON body: {e}"));
+        }
     };
     if let Some(m) = &req.model
         && *m != s.cfg.model
     {
         return error_response(
             StatusCode::NOT_FOUND,
-            &format!("The model `{m}` does not exist; this server serves `{}`.", s.cfg.model),
+            &format!(
+                "The model `{m}` does not exist; this server serves `{}`.",
+                s.cfg.model
+            ),
         );
     }
     let mut prompt = String::new();
@@ -500,8 +507,15 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
     }
     let ids = word_ids(&prompt);
     if ids.is_empty() {
-        let field = if api == Api::Chat { "messages" } else { "prompt" };
-        return error_response(StatusCode::BAD_REQUEST, &format!("`{field}` holds no tokens"));
+        let field = if api == Api::Chat {
+            "messages"
+        } else {
+            "prompt"
+        };
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            &format!("`{field}` holds no tokens"),
+        );
     }
     let phash = prompt_hash(&ids);
     let plan = output_plan(
@@ -562,7 +576,10 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "engine stopped");
     }
     if fault_strikes(&s.cfg, seq, FaultKind::SlowHeaders) {
-        tokio::time::sleep(Duration::from_secs_f64(s.cfg.faults.slow_headers_ms / 1000.0)).await;
+        tokio::time::sleep(Duration::from_secs_f64(
+            s.cfg.faults.slow_headers_ms / 1000.0,
+        ))
+        .await;
     }
     let prefix = if api == Api::Chat { "chatcmpl" } else { "cmpl" };
     let out = Output {
@@ -634,7 +651,10 @@ impl Output {
                 };
                 ("chat.completion.chunk", format!(r#""delta":{delta}"#))
             }
-            Api::Completions => ("text_completion", format!(r#""text":"{}""#, text.unwrap_or(""))),
+            Api::Completions => (
+                "text_completion",
+                format!(r#""text":"{}""#, text.unwrap_or("")),
+            ),
         };
         let _ = write!(
             out,
@@ -695,7 +715,8 @@ fn stream_response(
                 st.generated += tokens;
                 if st.drop_after.is_some_and(|d| st.generated >= d) {
                     st.finished = true;
-                    let e = std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "fault: drop");
+                    let e =
+                        std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "fault: drop");
                     return Some((Err(e), st));
                 }
                 if st.malformed_at.is_some_and(|m| st.generated >= m) {
@@ -742,7 +763,10 @@ fn stream_response(
     });
     let mut resp = Body::from_stream(stream).into_response();
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     resp
 }
@@ -756,12 +780,21 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
                 first_index,
                 tokens,
             }) => {
-                push_text(out.shared.cfg.seed, out.phash, first_index, tokens, &mut text);
+                push_text(
+                    out.shared.cfg.seed,
+                    out.phash,
+                    first_index,
+                    tokens,
+                    &mut text,
+                );
                 generated += tokens;
             }
             Some(Delivery::Done) => break,
             Some(Delivery::Rejected) => {
-                return error_response(StatusCode::BAD_REQUEST, "request does not fit in the KV cache");
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    "request does not fit in the KV cache",
+                );
             }
             None => return error_response(StatusCode::SERVICE_UNAVAILABLE, "engine stopped"),
         }
@@ -773,7 +806,11 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
         Api::Completions => serde_json::json!({
             "index": 0, "text": text, "logprobs": null, "finish_reason": out.finish_reason }),
     };
-    let object = if out.api == Api::Chat { "chat.completion" } else { "text_completion" };
+    let object = if out.api == Api::Chat {
+        "chat.completion"
+    } else {
+        "text_completion"
+    };
     axum::Json(serde_json::json!({
         "id": out.id, "object": object, "created": out.shared.created,
         "model": out.shared.cfg.model, "choices": [choice], "usage": out.usage(generated),
@@ -793,7 +830,11 @@ async fn models(State(s): State<Arc<Shared>>) -> Response {
 }
 
 async fn health(State(s): State<Arc<Shared>>) -> StatusCode {
-    if s.ready() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }
+    if s.ready() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    }
 }
 
 async fn version() -> Response {

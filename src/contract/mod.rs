@@ -1,0 +1,976 @@
+//! The workload contract: a TOML file that fixes everything a result depends on, written before
+//! timing starts. This module parses it strictly (unknown keys are errors), validates it (every
+//! error names file, line and key), fills every default so the bundle's copy is complete, and
+//! fingerprints its axes. It must not touch the network or the clock.
+
+pub mod source;
+pub mod units;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::sim::SimConfig;
+pub use units::{Millis, Seconds};
+
+/// A complete, validated contract. Every field has its resolved value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Contract {
+    /// Name of the contract; bundles go to `runs/<name>/`.
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// Free text for people.
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub target: Target,
+    #[serde(default)]
+    pub workload: Workload,
+    /// Required: a result without a stated load model is not a benchmark.
+    pub load: Load,
+    #[serde(default)]
+    pub warmup: Warmup,
+    #[serde(default)]
+    pub slo: Slo,
+    #[serde(default)]
+    pub measurement: Measurement,
+}
+
+/// The server under test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    /// Base URL (`http://127.0.0.1:8000`); absent = the embedded simulator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Endpoint kind.
+    #[serde(default)]
+    pub api: ApiKind,
+    /// Model id sent in requests; absent = the first model `/v1/models` lists (recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Name of the environment variable holding the API key. The key itself is never written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Per-request timeout; a request still running then is recorded as `timeout`.
+    #[serde(default = "default_timeout")]
+    pub timeout: Seconds,
+    /// Facts the client cannot discover.
+    #[serde(default)]
+    pub declared: Declared,
+    /// The embedded simulator's model (only without `url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulator: Option<SimConfig>,
+}
+
+/// Declared facts about the target; missing ones make a result directional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Declared {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ApiKind {
+    /// `POST /v1/chat/completions`.
+    #[default]
+    #[serde(rename = "openai-chat")]
+    OpenAiChat,
+    /// `POST /v1/completions`.
+    #[serde(rename = "openai-completions")]
+    OpenAiCompletions,
+}
+
+/// The requests' shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Seed of the plan: same contract and seed, same requests.
+    #[serde(default)]
+    pub seed: u64,
+    /// Stream responses (SSE). TTFT and ITL exist only when streaming.
+    #[serde(default = "yes")]
+    pub stream: bool,
+    #[serde(default)]
+    pub prompt_source: PromptSource,
+    /// Prompt length in tokens.
+    #[serde(default = "default_input")]
+    pub input_tokens: LengthDist,
+    /// Output length in tokens (`max_tokens`).
+    #[serde(default = "default_output")]
+    pub output_tokens: LengthDist,
+    /// Ask the server for exactly the planned output length (`ignore_eos`, `min_tokens`).
+    #[serde(default = "yes")]
+    pub enforce_output_length: bool,
+    #[serde(default)]
+    pub sampling: Sampling,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptSource {
+    /// Words from a fixed vocabulary, unique from the first word (no shared prefix).
+    #[default]
+    Synthetic,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sampling {
+    #[serde(default)]
+    pub temperature: f64,
+    #[serde(default = "one_f")]
+    pub top_p: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u32>,
+    /// Sampling seed sent with each request, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+/// A token-length distribution, rounded and clamped to `[min, max]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "lowercase", deny_unknown_fields)]
+pub enum LengthDist {
+    Fixed {
+        value: u32,
+    },
+    Uniform {
+        min: u32,
+        max: u32,
+    },
+    Normal {
+        mean: f64,
+        stddev: f64,
+        #[serde(default = "one")]
+        min: u32,
+        #[serde(default = "max_len")]
+        max: u32,
+    },
+    /// Log-normal with the given mean and standard deviation *of the lengths*.
+    Lognormal {
+        mean: f64,
+        stddev: f64,
+        #[serde(default = "one")]
+        min: u32,
+        #[serde(default = "max_len")]
+        max: u32,
+    },
+}
+
+/// The load model. One flat table (rather than a tagged enum) so that every error points at
+/// its own line; `resolve` checks that only the chosen model's keys are set and fills their
+/// defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Load {
+    /// `open`: requests are sent on a schedule whether or not earlier ones finished.
+    /// `closed`: `concurrency` users each wait for their answer (and think) before sending again.
+    pub model: LoadModel,
+    /// Open loop: arrival process (default poisson).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<Arrival>,
+    /// Open loop: offered rate, requests per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Open loop, gamma arrivals: shape (1 = Poisson; < 1 burstier, > 1 smoother).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burstiness: Option<f64>,
+    /// Open loop: most requests in flight; a scheduled request beyond it is client-dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+    /// Closed loop: number of users.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// Closed loop: pause between a user's answer and its next request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<Seconds>,
+    /// Measured requests (after warm-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    /// Measured duration (after warm-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Seconds>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadModel {
+    Open,
+    Closed,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    #[default]
+    Poisson,
+    Constant,
+    Gamma,
+}
+
+/// Requests sent before the measured (steady) phase, with the same workload shape.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Warmup {
+    #[serde(default)]
+    pub requests: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Seconds>,
+}
+
+/// Service-level objective: per-request thresholds, the percentile they are judged at, and the
+/// fraction of requests that must meet them all.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<Millis>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<Millis>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<Millis>,
+    #[serde(default = "default_percentile")]
+    pub percentile: f64,
+    #[serde(default = "default_attainment")]
+    pub attainment: f64,
+}
+
+/// Measurement boundaries: where latency starts, what counts as a token, when a run is valid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Measurement {
+    /// `intended` (open loop: the schedule's send time) or `sent` (the actual send).
+    #[serde(default)]
+    pub latency_origin: LatencyOrigin,
+    /// What counts as the first token: the first chunk carrying generated text.
+    #[serde(default)]
+    pub first_token: FirstToken,
+    /// Source of output token counts: server `usage` when reported (else client count), or
+    /// always the client's count.
+    #[serde(default)]
+    pub output_tokens: TokenSource,
+    /// How the client counts tokens in a chunk: `words` (exact on the simulator) or `chunks`
+    /// (one per text-carrying chunk). Default: `words` on the simulator, `chunks` elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_token_count: Option<ClientTokenCount>,
+    /// The run is invalid for tail claims when p99 dispatch lag exceeds this.
+    #[serde(default = "default_lag")]
+    pub max_dispatch_lag_ms: Millis,
+    /// The run is invalid when the achieved rate is this fraction below the offered rate.
+    #[serde(default = "default_rate_tolerance")]
+    pub rate_tolerance: f64,
+    /// Confidence for the sample-size check on reported percentiles (MLPerf early stopping).
+    #[serde(default = "default_confidence")]
+    pub confidence: f64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LatencyOrigin {
+    #[default]
+    Intended,
+    Sent,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FirstToken {
+    #[default]
+    #[serde(rename = "first-token-chunk")]
+    FirstTokenChunk,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenSource {
+    #[default]
+    Usage,
+    Client,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientTokenCount {
+    Words,
+    Chunks,
+}
+
+fn default_name() -> String {
+    "default".into()
+}
+fn default_timeout() -> Seconds {
+    Seconds(120.0)
+}
+fn yes() -> bool {
+    true
+}
+fn one() -> u32 {
+    1
+}
+fn one_f() -> f64 {
+    1.0
+}
+fn max_len() -> u32 {
+    131_072
+}
+fn default_input() -> LengthDist {
+    LengthDist::Fixed { value: 256 }
+}
+fn default_output() -> LengthDist {
+    LengthDist::Fixed { value: 128 }
+}
+const DEFAULT_IN_FLIGHT: u32 = 4096;
+fn default_percentile() -> f64 {
+    99.0
+}
+fn default_attainment() -> f64 {
+    0.9
+}
+fn default_lag() -> Millis {
+    Millis(5.0)
+}
+fn default_rate_tolerance() -> f64 {
+    0.05
+}
+fn default_confidence() -> f64 {
+    0.99
+}
+
+impl Default for Target {
+    fn default() -> Self {
+        Target {
+            url: None,
+            api: ApiKind::default(),
+            model: None,
+            api_key_env: None,
+            timeout: default_timeout(),
+            declared: Declared::default(),
+            simulator: None,
+        }
+    }
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            seed: 0,
+            stream: true,
+            prompt_source: PromptSource::default(),
+            input_tokens: default_input(),
+            output_tokens: default_output(),
+            enforce_output_length: true,
+            sampling: Sampling::default(),
+        }
+    }
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Sampling {
+            temperature: 0.0,
+            top_p: 1.0,
+            top_k: None,
+            seed: None,
+        }
+    }
+}
+
+impl Default for Slo {
+    fn default() -> Self {
+        Slo {
+            ttft_ms: None,
+            tpot_ms: None,
+            e2e_ms: None,
+            percentile: default_percentile(),
+            attainment: default_attainment(),
+        }
+    }
+}
+
+impl Default for Measurement {
+    fn default() -> Self {
+        Measurement {
+            latency_origin: LatencyOrigin::default(),
+            first_token: FirstToken::default(),
+            output_tokens: TokenSource::default(),
+            client_token_count: None,
+            max_dispatch_lag_ms: default_lag(),
+            rate_tolerance: default_rate_tolerance(),
+            confidence: default_confidence(),
+        }
+    }
+}
+
+impl Slo {
+    pub fn is_set(&self) -> bool {
+        self.ttft_ms.is_some() || self.tpot_ms.is_some() || self.e2e_ms.is_some()
+    }
+}
+
+impl Load {
+    pub fn is_open(&self) -> bool {
+        self.model == LoadModel::Open
+    }
+    pub fn requests(&self) -> Option<u64> {
+        self.requests
+    }
+    pub fn duration(&self) -> Option<Seconds> {
+        self.duration
+    }
+    /// Offered rate (open loop; 0 for closed).
+    pub fn rate(&self) -> f64 {
+        self.rate.unwrap_or(0.0)
+    }
+    pub fn arrival(&self) -> Arrival {
+        self.arrival.unwrap_or_default()
+    }
+    pub fn burstiness(&self) -> f64 {
+        self.burstiness.unwrap_or(1.0)
+    }
+    pub fn max_in_flight(&self) -> u32 {
+        self.max_in_flight.unwrap_or(DEFAULT_IN_FLIGHT)
+    }
+    pub fn concurrency(&self) -> u32 {
+        self.concurrency.unwrap_or(0)
+    }
+    pub fn think_time(&self) -> Seconds {
+        self.think_time.unwrap_or_default()
+    }
+    /// One line for headlines: "open loop, poisson arrivals at 5 req/s".
+    pub fn describe(&self) -> String {
+        match self.model {
+            LoadModel::Open => match self.arrival() {
+                Arrival::Gamma => format!(
+                    "open loop, gamma arrivals (shape {}) at {} req/s",
+                    self.burstiness(),
+                    self.rate()
+                ),
+                a => format!(
+                    "open loop, {} arrivals at {} req/s",
+                    format!("{a:?}").to_lowercase(),
+                    self.rate()
+                ),
+            },
+            LoadModel::Closed => format!(
+                "closed loop, concurrency {}, think time {}",
+                self.concurrency(),
+                self.think_time()
+            ),
+        }
+    }
+}
+
+impl LengthDist {
+    /// Mean of the distribution before clamping (for descriptions and checks).
+    pub fn nominal_mean(&self) -> f64 {
+        match self {
+            LengthDist::Fixed { value } => f64::from(*value),
+            LengthDist::Uniform { min, max } => (f64::from(*min) + f64::from(*max)) / 2.0,
+            LengthDist::Normal { mean, .. } | LengthDist::Lognormal { mean, .. } => *mean,
+        }
+    }
+}
+
+/// A contract that cannot be used, located as precisely as the input allows.
+#[derive(Debug, thiserror::Error)]
+pub enum ContractError {
+    #[error("cannot read contract {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}", located(.path, *.line, .key.as_deref(), .message))]
+    Invalid {
+        path: PathBuf,
+        line: Option<usize>,
+        key: Option<String>,
+        message: String,
+    },
+}
+
+fn located(path: &Path, line: Option<usize>, key: Option<&str>, message: &str) -> String {
+    let mut s = path.display().to_string();
+    if let Some(l) = line {
+        s.push_str(&format!(":{l}"));
+    }
+    s.push_str(": ");
+    if let Some(k) = key {
+        s.push_str(&format!("`{k}`: "));
+    }
+    s.push_str(message);
+    s
+}
+
+/// The contract used by `goodput run` with no file: the embedded simulator, open-loop Poisson.
+pub const BUILTIN: &str = include_str!("../../examples/chat.toml");
+
+/// Reads, parses, validates and resolves a contract file.
+pub fn load(path: &Path) -> Result<Contract, ContractError> {
+    let src = std::fs::read_to_string(path).map_err(|source| ContractError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&src, path)
+}
+
+/// Parses and resolves contract text; `path` is used in messages only.
+pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
+    let mut c: Contract = toml::from_str(src).map_err(|e| {
+        let line = e.span().map(|s| source::line_of_offset(src, s.start));
+        let table = line.and_then(|l| source::table_at_line(src, l));
+        let message = e.message().trim().to_owned();
+        ContractError::Invalid {
+            path: path.to_owned(),
+            line,
+            key: table,
+            message,
+        }
+    })?;
+    c.resolve()
+        .map_err(|(key, message)| ContractError::Invalid {
+            path: path.to_owned(),
+            line: source::line_of_key(src, &key),
+            key: Some(key),
+            message,
+        })?;
+    Ok(c)
+}
+
+type Problem = (String, String);
+
+fn problem(key: &str, msg: impl Into<String>) -> Result<(), Problem> {
+    Err((key.to_owned(), msg.into()))
+}
+
+impl Contract {
+    /// Validates every value and fills what depends on other fields.
+    pub fn resolve(&mut self) -> Result<(), Problem> {
+        if self.name.trim().is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return problem(
+                "name",
+                "must be non-empty and use only letters, digits, '-', '_' and '.' (it names a directory)",
+            );
+        }
+        match (&self.target.url, &mut self.target.simulator) {
+            (Some(url), Some(_)) => {
+                return problem(
+                    "target.simulator",
+                    format!(
+                        "configures the embedded simulator, but target.url ({url}) names an external server; remove one of them"
+                    ),
+                );
+            }
+            (Some(url), None) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return problem(
+                        "target.url",
+                        format!("`{url}` must start with http:// or https://"),
+                    );
+                }
+                if url.starts_with("https://") && !cfg!(feature = "tls") {
+                    return problem(
+                        "target.url",
+                        "https needs goodput built with `--features tls`",
+                    );
+                }
+            }
+            (None, sim) => {
+                let cfg = sim.get_or_insert_with(SimConfig::default);
+                if let Err(e) = cfg.validate() {
+                    return problem(
+                        &format!("target.simulator.{}", e.key),
+                        format!("= {}: {}", e.value, e.rule),
+                    );
+                }
+                match &self.target.model {
+                    Some(m) if *m != cfg.model => {
+                        return problem(
+                            "target.model",
+                            format!(
+                                "`{m}` differs from the simulator's model `{}` (set target.simulator.model)",
+                                cfg.model
+                            ),
+                        );
+                    }
+                    _ => self.target.model = Some(cfg.model.clone()),
+                }
+            }
+        }
+        if let Some(var) = &self.target.api_key_env
+            && (var.is_empty() || var.contains('='))
+        {
+            return problem(
+                "target.api_key_env",
+                "must be the *name* of an environment variable, not the key",
+            );
+        }
+        if !(self.target.timeout.0.is_finite() && self.target.timeout.0 > 0.0) {
+            return problem("target.timeout", "must be > 0");
+        }
+        check_dist("workload.input_tokens", &self.workload.input_tokens)?;
+        check_dist("workload.output_tokens", &self.workload.output_tokens)?;
+        let s = &self.workload.sampling;
+        if !(s.temperature.is_finite() && s.temperature >= 0.0) {
+            return problem("workload.sampling.temperature", "must be >= 0");
+        }
+        if !(s.top_p > 0.0 && s.top_p <= 1.0) {
+            return problem("workload.sampling.top_p", "must be in (0, 1]");
+        }
+        let l = &mut self.load;
+        match l.model {
+            LoadModel::Open => {
+                for (k, set) in [
+                    ("concurrency", l.concurrency.is_some()),
+                    ("think_time", l.think_time.is_some()),
+                ] {
+                    if set {
+                        return problem(&format!("load.{k}"), "applies to model = \"closed\" only");
+                    }
+                }
+                let Some(rate) = l.rate else {
+                    return problem(
+                        "load.rate",
+                        "missing: an open-loop load needs a rate in requests per second",
+                    );
+                };
+                if !(rate.is_finite() && rate > 0.0) {
+                    return problem(
+                        "load.rate",
+                        format!("= {rate}: must be > 0 requests per second"),
+                    );
+                }
+                let b = *l.burstiness.get_or_insert(1.0);
+                if !(b.is_finite() && b > 0.0) {
+                    return problem("load.burstiness", "must be > 0 (1 = Poisson)");
+                }
+                l.arrival.get_or_insert(Arrival::Poisson);
+                if *l.max_in_flight.get_or_insert(DEFAULT_IN_FLIGHT) == 0 {
+                    return problem("load.max_in_flight", "must be >= 1");
+                }
+            }
+            LoadModel::Closed => {
+                for (k, set) in [
+                    ("rate", l.rate.is_some()),
+                    ("arrival", l.arrival.is_some()),
+                    ("burstiness", l.burstiness.is_some()),
+                    ("max_in_flight", l.max_in_flight.is_some()),
+                ] {
+                    if set {
+                        return problem(
+                            &format!("load.{k}"),
+                            "applies to model = \"open\" only (a closed loop has no schedule)",
+                        );
+                    }
+                }
+                match l.concurrency {
+                    None => {
+                        return problem(
+                            "load.concurrency",
+                            "missing: a closed-loop load needs a concurrency",
+                        );
+                    }
+                    Some(0) => return problem("load.concurrency", "must be >= 1"),
+                    Some(_) => {}
+                }
+                if !(l.think_time.get_or_insert_default().0 >= 0.0) {
+                    return problem("load.think_time", "must be >= 0");
+                }
+                if self.measurement.latency_origin == LatencyOrigin::Intended {
+                    // A closed loop has no schedule: its only honest origin is the actual send.
+                    self.measurement.latency_origin = LatencyOrigin::Sent;
+                }
+            }
+        }
+        match (self.load.requests(), self.load.duration()) {
+            (None, None) => {
+                return problem(
+                    "load",
+                    "set `requests` or `duration` to say when the measured phase ends",
+                );
+            }
+            (Some(_), Some(_)) => {
+                return problem("load.duration", "set `requests` or `duration`, not both");
+            }
+            (Some(0), _) => return problem("load.requests", "must be >= 1"),
+            (_, Some(d)) if !(d.0 > 0.0) => return problem("load.duration", "must be > 0"),
+            _ => {}
+        }
+        if self.warmup.requests > 0 && self.warmup.duration.is_some() {
+            return problem(
+                "warmup.duration",
+                "set warm-up `requests` or `duration`, not both",
+            );
+        }
+        if let Some(d) = self.warmup.duration
+            && !(d.0 >= 0.0)
+        {
+            return problem("warmup.duration", "must be >= 0");
+        }
+        let slo = &self.slo;
+        for (k, v) in [
+            ("slo.ttft_ms", slo.ttft_ms),
+            ("slo.tpot_ms", slo.tpot_ms),
+            ("slo.e2e_ms", slo.e2e_ms),
+        ] {
+            if let Some(v) = v
+                && !(v.0.is_finite() && v.0 > 0.0)
+            {
+                return problem(k, format!("= {}: must be > 0 milliseconds", v.0));
+            }
+        }
+        if !(slo.percentile > 0.0 && slo.percentile <= 100.0) {
+            return problem(
+                "slo.percentile",
+                format!("= {}: must be in (0, 100]", slo.percentile),
+            );
+        }
+        if !(slo.attainment > 0.0 && slo.attainment <= 1.0) {
+            return problem(
+                "slo.attainment",
+                format!("= {}: must be a fraction in (0, 1]", slo.attainment),
+            );
+        }
+        let m = &mut self.measurement;
+        if !(m.max_dispatch_lag_ms.0 > 0.0) {
+            return problem("measurement.max_dispatch_lag_ms", "must be > 0");
+        }
+        if !(m.rate_tolerance > 0.0 && m.rate_tolerance < 1.0) {
+            return problem("measurement.rate_tolerance", "must be in (0, 1)");
+        }
+        if !(m.confidence > 0.5 && m.confidence < 1.0) {
+            return problem("measurement.confidence", "must be in (0.5, 1)");
+        }
+        if m.client_token_count.is_none() {
+            m.client_token_count = Some(if self.target.url.is_none() {
+                ClientTokenCount::Words
+            } else {
+                ClientTokenCount::Chunks
+            });
+        }
+        Ok(())
+    }
+
+    /// The resolved contract as TOML, every default written out.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# could not serialise: {e}\n"))
+    }
+
+    /// Whether the target is the embedded simulator.
+    pub fn embedded(&self) -> bool {
+        self.target.url.is_none()
+    }
+
+    /// Per-axis fingerprints (see shared/DESIGN.md).
+    pub fn fingerprints(&self) -> Fingerprints {
+        let mut target = serde_json::to_value(&self.target).unwrap_or_default();
+        if let Some(t) = target.as_object_mut() {
+            // Where the server listens and how long we wait are not properties of the server.
+            t.remove("timeout");
+            t.remove("api_key_env");
+            if let Some(url) = t.get("url").and_then(|u| u.as_str()).map(host_of) {
+                t.insert("url".into(), serde_json::Value::String(url));
+            }
+        }
+        let measurement = serde_json::json!({
+            "measurement": self.measurement,
+            "warmup": self.warmup,
+            "timeout_s": self.target.timeout.0,
+            "tool_major": env!("CARGO_PKG_VERSION_MAJOR"),
+        });
+        Fingerprints {
+            target: digest(&target),
+            workload: digest(&serde_json::to_value(&self.workload).unwrap_or_default()),
+            load: digest(&serde_json::to_value(&self.load).unwrap_or_default()),
+            slo: digest(&serde_json::to_value(&self.slo).unwrap_or_default()),
+            measurement: digest(&measurement),
+        }
+    }
+}
+
+fn host_of(url: &str) -> String {
+    let rest = url.split("://").nth(1).unwrap_or(url);
+    let hostport = rest.split('/').next().unwrap_or(rest);
+    match hostport.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h.to_owned(),
+        _ => hostport.to_owned(),
+    }
+}
+
+fn check_dist(key: &str, d: &LengthDist) -> Result<(), Problem> {
+    match d {
+        LengthDist::Fixed { value } if *value == 0 => {
+            problem(&format!("{key}.value"), "must be >= 1 token")
+        }
+        LengthDist::Uniform { min, max }
+        | LengthDist::Normal { min, max, .. }
+        | LengthDist::Lognormal { min, max, .. }
+            if *min == 0 || min > max =>
+        {
+            problem(
+                &format!("{key}.min"),
+                format!("= {min}: must be >= 1 and <= max ({max})"),
+            )
+        }
+        LengthDist::Normal { mean, stddev, .. } | LengthDist::Lognormal { mean, stddev, .. }
+            if !(mean.is_finite() && *mean > 0.0 && stddev.is_finite() && *stddev >= 0.0) =>
+        {
+            problem(&format!("{key}.mean"), "mean must be > 0 and stddev >= 0")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Stable hashes of each contract axis, over canonical JSON (sorted keys, numbers in canonical
+/// units, defaults filled), so equivalent contracts hash alike.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprints {
+    pub target: String,
+    pub workload: String,
+    pub load: String,
+    pub slo: String,
+    pub measurement: String,
+}
+
+impl Fingerprints {
+    /// A short hash of all axes, used in bundle directory names.
+    pub fn short(&self) -> String {
+        let all = format!(
+            "{}{}{}{}{}",
+            self.target, self.workload, self.load, self.slo, self.measurement
+        );
+        hex::encode(&Sha256::digest(all.as_bytes())[..4])
+    }
+}
+
+fn digest(v: &serde_json::Value) -> String {
+    // serde_json's map is ordered by key unless `preserve_order` is on, which this crate never
+    // enables: `to_string` is therefore canonical.
+    hex::encode(&Sha256::digest(v.to_string().as_bytes())[..8])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(s: &str) -> Result<Contract, ContractError> {
+        parse(s, Path::new("c.toml"))
+    }
+
+    const MIN: &str = "[load]\nmodel = \"open\"\nrate = 2\nrequests = 10\n";
+
+    #[test]
+    fn builtin_contract_is_valid_and_embedded() {
+        let c = parse_str(BUILTIN).unwrap();
+        assert!(c.embedded());
+        assert!(c.target.simulator.is_some());
+    }
+
+    #[test]
+    fn defaults_are_written_out() {
+        let c = parse_str(MIN).unwrap();
+        let t = c.to_toml();
+        for key in [
+            "timeout",
+            "input_tokens",
+            "latency_origin",
+            "percentile",
+            "client_token_count",
+            "prefill_tokens_per_s",
+        ] {
+            assert!(t.contains(key), "{key} missing from\n{t}");
+        }
+        // The resolved copy parses back to the same contract.
+        assert_eq!(parse_str(&t).unwrap(), c);
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let e = parse_str("[load]\nmodel = \"open\"\nrat = 2\nrequests = 10\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("c.toml:3"), "{e}");
+        assert!(e.contains("rat"), "{e}");
+    }
+
+    #[test]
+    fn impossible_values_name_their_key() {
+        let cases = [
+            (
+                "[load]\nmodel = \"open\"\nrate = 0\nrequests = 10\n",
+                "c.toml:3: `load.rate`",
+            ),
+            (
+                "[load]\nmodel = \"open\"\nrate = 1\nrequests = 10\n[workload]\ninput_tokens = { dist = \"uniform\", min = 9, max = 3 }\n",
+                "c.toml:6: `workload.input_tokens.min`",
+            ),
+            (
+                "[load]\nmodel = \"open\"\nrate = 1\nrequests = 10\n[slo]\npercentile = 120\n",
+                "c.toml:6: `slo.percentile`",
+            ),
+            ("[load]\nmodel = \"closed\"\nconcurrency = 4\n", "`load`"),
+            (
+                "[load]\nmodel = \"open\"\nrate = 1\nrequests = 10\n[target.simulator]\nmax_batch = 0\n",
+                "c.toml:6: `target.simulator.max_batch`",
+            ),
+        ];
+        for (src, want) in cases {
+            let e = parse_str(src).unwrap_err().to_string();
+            assert!(e.contains(want), "want {want:?} in {e:?}");
+        }
+    }
+
+    #[test]
+    fn missing_and_mistyped_fields_are_reported() {
+        let e = parse_str("[load]\nmodel = \"open\"\nrequests = 10\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c.toml:1: `load.rate`: missing"), "{e}");
+        let e = parse_str("[load]\nmodel = \"open\"\nrate = \"fast\"\nrequests = 10\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c.toml:3"), "{e}");
+        let e = parse_str("name = \"x\"\n").unwrap_err().to_string();
+        assert!(e.contains("load"), "{e}");
+    }
+
+    #[test]
+    fn closed_loop_measures_from_the_actual_send() {
+        let c = parse_str("[load]\nmodel = \"closed\"\nconcurrency = 4\nrequests = 8\n").unwrap();
+        assert_eq!(c.measurement.latency_origin, LatencyOrigin::Sent);
+    }
+
+    #[test]
+    fn fingerprints_ignore_spelling_and_track_axes() {
+        let a = parse_str(&format!("{MIN}[slo]\nttft_ms = 500\n")).unwrap();
+        let b = parse_str(&format!(
+            "[slo]\nttft_ms = \"0.5s\"\npercentile = 99\n{MIN}"
+        ))
+        .unwrap();
+        assert_eq!(a.fingerprints(), b.fingerprints());
+        let c = parse_str(&format!("{MIN}[slo]\nttft_ms = 400\n")).unwrap();
+        let (fa, fc) = (a.fingerprints(), c.fingerprints());
+        assert_ne!(fa.slo, fc.slo);
+        assert_eq!(
+            (fa.target, fa.workload, fa.load, fa.measurement),
+            (fc.target, fc.workload, fc.load, fc.measurement)
+        );
+    }
+}

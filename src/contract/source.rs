@@ -1,0 +1,77 @@
+//! Maps TOML keys and byte offsets back to lines, so every contract error names file, line and key.
+
+/// 1-based line of a byte offset.
+pub fn line_of_offset(src: &str, offset: usize) -> usize {
+    src[..offset.min(src.len())].matches('\n').count() + 1
+}
+
+/// 1-based line of the value at a dotted key path (`load.rate`, `workload.input_tokens.min`),
+/// or of the nearest enclosing table that exists.
+pub fn line_of_key(src: &str, path: &str) -> Option<usize> {
+    let doc = toml_edit::Document::parse(src).ok()?;
+    let mut best: Option<std::ops::Range<usize>> = None;
+    let mut item: Option<&toml_edit::Item> = None;
+    let mut value: Option<&toml_edit::Value> = None;
+    for (i, part) in path.split('.').enumerate() {
+        let next_item = if i == 0 {
+            doc.as_table().get(part)
+        } else if let Some(it) = item {
+            match it {
+                toml_edit::Item::Table(t) => t.get(part),
+                toml_edit::Item::Value(toml_edit::Value::InlineTable(t)) => {
+                    value = t.get(part);
+                    item = None;
+                    if let Some(v) = value {
+                        best = v.span().or(best);
+                    }
+                    continue;
+                }
+                _ => None,
+            }
+        } else if let Some(toml_edit::Value::InlineTable(t)) = value {
+            value = t.get(part);
+            if let Some(v) = value {
+                best = v.span().or(best);
+            }
+            continue;
+        } else {
+            None
+        };
+        match next_item {
+            Some(it) => {
+                best = it
+                    .span()
+                    .or_else(|| it.as_table().and_then(|t| t.span()))
+                    .or(best);
+                item = Some(it);
+            }
+            None => break,
+        }
+    }
+    best.map(|r| line_of_offset(src, r.start))
+}
+
+/// The `[table]` header in force at a line, for errors that carry only a position.
+pub fn table_at_line(src: &str, line: usize) -> Option<String> {
+    src.lines()
+        .take(line)
+        .filter_map(|l| {
+            let l = l.trim();
+            (l.starts_with('[') && l.ends_with(']')).then(|| l.trim_matches(['[', ']']).to_owned())
+        })
+        .last()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_keys_in_tables_and_inline_tables() {
+        let src = "name = \"x\"\n[load]\nmodel = \"open\"\nrate = 3\n\n[workload]\ninput_tokens = { dist = \"uniform\", min = 5, max = 1 }\n";
+        assert_eq!(line_of_key(src, "load.rate"), Some(4));
+        assert_eq!(line_of_key(src, "workload.input_tokens.min"), Some(7));
+        assert_eq!(line_of_key(src, "load.missing"), Some(2));
+        assert_eq!(table_at_line(src, 4).as_deref(), Some("load"));
+    }
+}
