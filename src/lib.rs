@@ -4,7 +4,16 @@
 //! `client` → `record` → `analyze` → `report`, with `env` probing the target and `sim` the
 //! built-in simulated server. `main.rs` only parses the command line and calls [`cli::run`].
 
+pub mod analyze;
+pub mod bundle;
+pub mod cli;
+pub mod client;
 pub mod contract;
+pub mod driver;
+pub mod env;
 pub mod plan;
+pub mod record;
+pub mod report;
+pub mod run;
 pub mod sim;
 pub mod text;

@@ -690,7 +690,8 @@ impl Contract {
                     Some(0) => return problem("load.concurrency", "must be >= 1"),
                     Some(_) => {}
                 }
-                if !(l.think_time.get_or_insert_default().0 >= 0.0) {
+                let t = l.think_time.get_or_insert_default().0;
+                if !(t.is_finite() && t >= 0.0) {
                     return problem("load.think_time", "must be >= 0");
                 }
                 if self.measurement.latency_origin == LatencyOrigin::Intended {
@@ -710,7 +711,9 @@ impl Contract {
                 return problem("load.duration", "set `requests` or `duration`, not both");
             }
             (Some(0), _) => return problem("load.requests", "must be >= 1"),
-            (_, Some(d)) if !(d.0 > 0.0) => return problem("load.duration", "must be > 0"),
+            (_, Some(d)) if !(d.0.is_finite() && d.0 > 0.0) => {
+                return problem("load.duration", "must be > 0");
+            }
             _ => {}
         }
         if self.warmup.requests > 0 && self.warmup.duration.is_some() {
@@ -720,7 +723,7 @@ impl Contract {
             );
         }
         if let Some(d) = self.warmup.duration
-            && !(d.0 >= 0.0)
+            && !(d.0.is_finite() && d.0 >= 0.0)
         {
             return problem("warmup.duration", "must be >= 0");
         }
@@ -749,7 +752,7 @@ impl Contract {
             );
         }
         let m = &mut self.measurement;
-        if !(m.max_dispatch_lag_ms.0 > 0.0) {
+        if !(m.max_dispatch_lag_ms.0.is_finite() && m.max_dispatch_lag_ms.0 > 0.0) {
             return problem("measurement.max_dispatch_lag_ms", "must be > 0");
         }
         if !(m.rate_tolerance > 0.0 && m.rate_tolerance < 1.0) {

@@ -15,7 +15,9 @@ use crate::contract::{Arrival, Contract, LengthDist, LoadModel};
 use crate::text::WORDS;
 
 /// Which part of a run a request belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     ColdStart,
@@ -236,23 +238,22 @@ fn open_schedule(
     let mut t = 0.0;
     let mut arrivals = Vec::new();
     // Warm-up.
-    let steady_start;
-    match warmup_duration {
+    let steady_start = match warmup_duration {
         Some(d) => {
             while t < d {
                 arrivals.push(us(t));
                 t += gap();
             }
-            steady_start = d.max(0.0);
+            d.max(0.0)
         }
         None => {
             for _ in 0..warmup_requests {
                 arrivals.push(us(t));
                 t += gap();
             }
-            steady_start = t;
+            t
         }
-    }
+    };
     let warmup = arrivals.len();
     if t < steady_start {
         t = steady_start;

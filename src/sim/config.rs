@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 /// Step time (seconds) = `decode_base_ms` + `decode_per_seq_ms` × running sequences
 /// + `decode_per_kv_token_us` × KV tokens held by decoding sequences
 /// + prefill tokens in the step ÷ `prefill_tokens_per_s`, multiplied by the warm-up factor.
+///
 /// A prefilling sequence emits its first token at the end of the step that finishes its prefill;
 /// every later step emits one token per decoding sequence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -286,7 +287,8 @@ mod tests {
 
     #[test]
     fn each_bad_value_names_its_key() {
-        let cases: Vec<(Box<dyn Fn(&mut SimConfig)>, &str)> = vec![
+        type Mutation = Box<dyn Fn(&mut SimConfig)>;
+        let cases: Vec<(Mutation, &str)> = vec![
             (
                 Box::new(|c| c.prefill_tokens_per_s = -1.0),
                 "prefill_tokens_per_s",

@@ -1,0 +1,546 @@
+//! Analysis: records + contract → summary. Pure: it reads no file and touches no network, so
+//! `goodput report` recomputes exactly what `goodput run` printed.
+//!
+//! Definitions (shared/DESIGN.md): latency origin is the intended send time in open loop and the
+//! actual send in closed loop; TTFT = origin → first text-carrying chunk; E2E = origin → end;
+//! TPOT = (E2E − TTFT)/(output tokens − 1) for ≥ 2 tokens; ITL = gaps between successive
+//! text-carrying chunks (one value per chunk; its token count is in the record); dispatch lag =
+//! actual − intended send. Latency distributions use successful requests; counts, attainment and
+//! errors use all of them.
+//!
+//! Rates are edge-free: offered rate = (n − 1) / (span of the steady requests' origins); achieved
+//! rate = (k − 1) / (span of the successful steady requests' ends). In a steady state the two
+//! agree; when the server falls behind, completions spread out and achieved drops below offered.
+//! Token throughput = achieved rate × mean tokens per successful request; goodput = achieved
+//! rate × the fraction of successful requests that met every SLO threshold.
+
+pub mod stats;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::contract::{Contract, Fingerprints, LatencyOrigin, TokenSource};
+use crate::plan::Phase;
+use crate::record::{Outcome, Record};
+pub use stats::{Dist, PERCENTILES, min_requests_for, percentile_sorted};
+
+/// Version of `summary.json`'s schema; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The summary of one run (`summary.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub schema_version: u32,
+    /// goodput version that computed it.
+    pub tool_version: String,
+    /// Contract name.
+    pub contract: String,
+    /// Load model in words.
+    pub load: String,
+    /// `open` or `closed`.
+    pub load_model: String,
+    /// `intended` or `sent`.
+    pub latency_origin: String,
+    pub fingerprints: Fingerprints,
+    /// Comparable or directional, with what is missing.
+    pub grade: Grade,
+    /// Whether tail and goodput claims are supported, with every reason they are not.
+    pub validity: Validity,
+    /// Statements every reader must see (closed-loop warning, token source, warm-up excluded…).
+    pub notes: Vec<String>,
+    /// The run was interrupted before its stop condition.
+    pub interrupted: bool,
+    /// Every phase present, side by side.
+    pub phases: BTreeMap<String, PhaseStats>,
+    /// The steady phase: the headline result.
+    pub steady: Steady,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Grade {
+    /// `comparable` or `directional`.
+    pub verdict: String,
+    /// Facts whose absence makes the result directional.
+    pub missing: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Validity {
+    /// `VALID` or `INVALID` (for tail and goodput claims).
+    pub verdict: String,
+    pub reasons: Vec<String>,
+}
+
+/// Counts and distributions of one phase. Milliseconds unless named otherwise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseStats {
+    pub requests: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub ttft_ms: Option<Dist>,
+    pub tpot_ms: Option<Dist>,
+    pub itl_ms: Option<Dist>,
+    pub e2e_ms: Option<Dist>,
+    /// Actual − intended send (open loop only).
+    pub dispatch_lag_ms: Option<Dist>,
+    /// Input tokens per request (server-reported when available, else planned).
+    pub input_tokens: Option<Dist>,
+    /// Output tokens per request (source in `Steady::output_token_source`).
+    pub output_tokens: Option<Dist>,
+}
+
+/// The steady-state result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Steady {
+    #[serde(flatten)]
+    pub stats: PhaseStats,
+    /// Span of the steady requests' latency origins, seconds.
+    pub window_s: f64,
+    pub throughput: Throughput,
+    /// `usage`, `client`, or `mixed: usage for N, client for M`.
+    pub output_token_source: String,
+    /// Failures by class (`client_dropped`, `timeout`, `http_status`, …).
+    pub errors: BTreeMap<String, u64>,
+    /// Requests finished with `finish_reason` other than the planned length's.
+    pub output_length_mismatches: u64,
+    pub slo: Option<SloResult>,
+    /// How many requests each reported percentile rests on, and how many it needs.
+    pub support: Vec<Support>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// Offered requests/s (open loop).
+    pub offered_rps: Option<f64>,
+    /// Completed requests/s.
+    pub achieved_rps: Option<f64>,
+    pub input_tokens_per_s: Option<f64>,
+    pub output_tokens_per_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SloResult {
+    /// Percentile the thresholds are judged at.
+    pub percentile: f64,
+    pub per_metric: Vec<SloMetric>,
+    /// Steady requests that met every threshold (failures never do).
+    pub met: u64,
+    /// met / steady requests.
+    pub attainment: f64,
+    /// The contract's attainment target.
+    pub attainment_target: f64,
+    /// Requests per second that met every threshold.
+    pub goodput_rps: Option<f64>,
+    /// Every per-metric percentile within its threshold and attainment at its target.
+    pub pass: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SloMetric {
+    pub metric: String,
+    pub threshold_ms: f64,
+    /// The metric at the SLO percentile.
+    pub value_ms: Option<f64>,
+    pub pass: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Support {
+    pub percentile: String,
+    /// Successful steady requests it is computed from.
+    pub requests: u64,
+    /// Requests needed with no SLO miss at the contract's confidence (MLPerf early stopping).
+    pub needed: u64,
+}
+
+/// Per-request metrics, derived from one record under the contract's boundaries.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestMetrics {
+    pub ttft_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub itl_ms: Vec<f64>,
+    pub dispatch_lag_ms: Option<f64>,
+    pub output_tokens: u32,
+    pub output_from_usage: bool,
+    pub input_tokens: u32,
+}
+
+fn ms(a: u64, b: u64) -> f64 {
+    (b as f64 - a as f64) / 1000.0
+}
+
+/// Derives one request's metrics.
+pub fn request_metrics(r: &Record, origin: LatencyOrigin, source: TokenSource) -> RequestMetrics {
+    let o = match origin {
+        LatencyOrigin::Intended => r.intended_us.or(r.sent_us),
+        LatencyOrigin::Sent => r.sent_us,
+    };
+    let (output_tokens, output_from_usage) = match (source, r.usage_completion_tokens) {
+        (TokenSource::Usage, Some(u)) => (u, true),
+        _ => (r.client_output_tokens, false),
+    };
+    let ttft = o.zip(r.first_token_us).map(|(o, f)| ms(o, f));
+    let e2e = o.zip(r.end_us).map(|(o, e)| ms(o, e));
+    let tpot = match (ttft, e2e) {
+        (Some(t), Some(e)) if output_tokens >= 2 => Some((e - t) / f64::from(output_tokens - 1)),
+        _ => None,
+    };
+    RequestMetrics {
+        ttft_ms: ttft,
+        e2e_ms: e2e,
+        tpot_ms: tpot,
+        itl_ms: r.chunks.windows(2).map(|w| ms(w[0].0, w[1].0)).collect(),
+        dispatch_lag_ms: r.intended_us.zip(r.sent_us).map(|(i, s)| ms(i, s)),
+        output_tokens,
+        output_from_usage,
+        input_tokens: r.usage_prompt_tokens.unwrap_or(r.input_tokens_planned),
+    }
+}
+
+/// Whether a successful request met every SLO threshold. A threshold whose metric does not
+/// exist for the request (TTFT without streaming) is not met; TPOT of a 1-token output is.
+fn meets_slo(c: &Contract, m: &RequestMetrics) -> bool {
+    let within =
+        |thr: Option<crate::contract::Millis>, v: Option<f64>, absent_ok: bool| match (thr, v) {
+            (None, _) => true,
+            (Some(t), Some(v)) => v <= t.0,
+            (Some(_), None) => absent_ok,
+        };
+    within(c.slo.ttft_ms, m.ttft_ms, false)
+        && within(c.slo.tpot_ms, m.tpot_ms, m.output_tokens < 2)
+        && within(c.slo.e2e_ms, m.e2e_ms, false)
+}
+
+fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
+    let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
+    let mut v: [Vec<f64>; 7] = Default::default();
+    let mut ok = 0;
+    for r in records {
+        if !r.is_ok() {
+            if let Some(l) = r.intended_us.zip(r.sent_us).map(|(i, s)| ms(i, s)) {
+                v[4].push(l);
+            }
+            continue;
+        }
+        ok += 1;
+        let m = request_metrics(r, origin, source);
+        v[0].extend(m.ttft_ms);
+        v[1].extend(m.tpot_ms);
+        v[2].extend(m.itl_ms.iter().copied());
+        v[3].extend(m.e2e_ms);
+        v[4].extend(m.dispatch_lag_ms);
+        v[5].push(f64::from(m.input_tokens));
+        v[6].push(f64::from(m.output_tokens));
+    }
+    let [ttft, tpot, itl, e2e, lag, input, output] = v;
+    PhaseStats {
+        requests: records.len() as u64,
+        ok,
+        failed: records.len() as u64 - ok,
+        ttft_ms: Dist::of(ttft),
+        tpot_ms: Dist::of(tpot),
+        itl_ms: Dist::of(itl),
+        e2e_ms: Dist::of(e2e),
+        dispatch_lag_ms: Dist::of(lag),
+        input_tokens: Dist::of(input),
+        output_tokens: Dist::of(output),
+    }
+}
+
+/// (n − 1) / (max − min) of a set of times in µs: an edge-free rate.
+fn rate(times: impl Iterator<Item = u64>) -> Option<f64> {
+    let (mut n, mut lo, mut hi) = (0u64, u64::MAX, 0u64);
+    for t in times {
+        n += 1;
+        lo = lo.min(t);
+        hi = hi.max(t);
+    }
+    (n >= 2 && hi > lo).then(|| (n - 1) as f64 / ((hi - lo) as f64 / 1e6))
+}
+
+/// Computes the summary of a run from its records.
+pub fn summarize(c: &Contract, records: &[Record], interrupted: bool) -> Summary {
+    let open = c.load.is_open();
+    let origin = c.measurement.latency_origin;
+    let source = c.measurement.output_tokens;
+    let mut by_phase: BTreeMap<Phase, Vec<&Record>> = BTreeMap::new();
+    for r in records {
+        by_phase.entry(r.phase).or_default().push(r);
+    }
+    let phases: BTreeMap<String, PhaseStats> = by_phase
+        .iter()
+        .map(|(p, rs)| (p.as_str().to_owned(), phase_stats(c, rs)))
+        .collect();
+    let steady_recs: Vec<&Record> = by_phase.get(&Phase::Steady).cloned().unwrap_or_default();
+    let stats = phase_stats(c, &steady_recs);
+
+    let origin_of = |r: &Record| match origin {
+        LatencyOrigin::Intended => r.intended_us.or(r.sent_us),
+        LatencyOrigin::Sent => r.sent_us,
+    };
+    let origins: Vec<u64> = steady_recs.iter().filter_map(|r| origin_of(r)).collect();
+    let window_s = match (origins.iter().min(), origins.iter().max()) {
+        (Some(a), Some(b)) => (b - a) as f64 / 1e6,
+        _ => 0.0,
+    };
+    let ok: Vec<&&Record> = steady_recs.iter().filter(|r| r.is_ok()).collect();
+    let achieved = rate(ok.iter().filter_map(|r| r.end_us));
+    let offered = if open {
+        rate(steady_recs.iter().filter_map(|r| r.intended_us))
+    } else {
+        None
+    };
+    let mean_of = |d: &Option<Dist>| d.as_ref().map(|d| d.mean);
+    let throughput = Throughput {
+        offered_rps: offered,
+        achieved_rps: achieved,
+        input_tokens_per_s: achieved
+            .zip(mean_of(&stats.input_tokens))
+            .map(|(r, m)| r * m),
+        output_tokens_per_s: achieved
+            .zip(mean_of(&stats.output_tokens))
+            .map(|(r, m)| r * m),
+    };
+
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    for r in &steady_recs {
+        if r.outcome != Outcome::Ok {
+            *errors.entry(r.outcome.as_str().to_owned()).or_default() += 1;
+        }
+    }
+    let metrics: Vec<RequestMetrics> = ok
+        .iter()
+        .map(|r| request_metrics(r, origin, source))
+        .collect();
+    let from_usage = metrics.iter().filter(|m| m.output_from_usage).count();
+    let output_token_source = match (from_usage, metrics.len() - from_usage) {
+        (_, 0) if from_usage > 0 => "usage".to_owned(),
+        (0, _) => "client".to_owned(),
+        (u, k) => format!("mixed: usage for {u}, client for {k}"),
+    };
+    let output_length_mismatches = if c.workload.enforce_output_length {
+        ok.iter()
+            .zip(&metrics)
+            .filter(|(r, m)| m.output_tokens != r.output_tokens_planned)
+            .count() as u64
+    } else {
+        0
+    };
+
+    let slo = c.slo.is_set().then(|| {
+        let met = metrics.iter().filter(|m| meets_slo(c, m)).count() as u64;
+        let p = c.slo.percentile;
+        let at = |f: fn(&RequestMetrics) -> Option<f64>| {
+            let mut v: Vec<f64> = metrics.iter().filter_map(f).collect();
+            v.sort_by(f64::total_cmp);
+            percentile_sorted(&v, p)
+        };
+        let mut per_metric = Vec::new();
+        for (name, thr, f) in [
+            (
+                "ttft",
+                c.slo.ttft_ms,
+                (|m: &RequestMetrics| m.ttft_ms) as fn(&RequestMetrics) -> Option<f64>,
+            ),
+            ("tpot", c.slo.tpot_ms, |m: &RequestMetrics| m.tpot_ms),
+            ("e2e", c.slo.e2e_ms, |m: &RequestMetrics| m.e2e_ms),
+        ] {
+            if let Some(t) = thr {
+                let value = at(f);
+                per_metric.push(SloMetric {
+                    metric: name.into(),
+                    threshold_ms: t.0,
+                    value_ms: value,
+                    pass: value.is_some_and(|v| v <= t.0),
+                });
+            }
+        }
+        let n = steady_recs.len() as u64;
+        let attainment = if n == 0 { 0.0 } else { met as f64 / n as f64 };
+        let good_fraction = if ok.is_empty() {
+            0.0
+        } else {
+            met as f64 / ok.len() as f64
+        };
+        SloResult {
+            percentile: p,
+            pass: per_metric.iter().all(|m| m.pass) && attainment >= c.slo.attainment,
+            per_metric,
+            met,
+            attainment,
+            attainment_target: c.slo.attainment,
+            goodput_rps: achieved.map(|r| r * good_fraction),
+        }
+    });
+
+    let confidence = c.measurement.confidence;
+    let support: Vec<Support> = PERCENTILES
+        .iter()
+        .map(|(p, name)| Support {
+            percentile: (*name).to_owned(),
+            requests: stats
+                .ttft_ms
+                .as_ref()
+                .or(stats.e2e_ms.as_ref())
+                .map_or(0, |d| d.count as u64),
+            needed: min_requests_for(*p, 0, confidence),
+        })
+        .collect();
+
+    // Validity for tail and goodput claims.
+    let mut reasons = Vec::new();
+    if interrupted {
+        reasons.push("the run was interrupted before its stop condition".to_owned());
+    }
+    if !open {
+        reasons.push("closed-loop load: the offered load adapts to the server, so tail-latency and capacity claims are not valid".to_owned());
+    } else {
+        if origin == LatencyOrigin::Sent {
+            reasons.push("open loop measured from the actual send (measurement.latency_origin = \"sent\"): coordinated omission is not corrected".to_owned());
+        }
+        if let Some(lag) = &stats.dispatch_lag_ms
+            && lag.p99 > c.measurement.max_dispatch_lag_ms.0
+        {
+            reasons.push(format!(
+                "the client fell behind its schedule: p99 dispatch lag {:.2} ms > {} ms (measurement.max_dispatch_lag_ms)",
+                lag.p99, c.measurement.max_dispatch_lag_ms.0
+            ));
+        }
+        if let Some(d) = errors.get("client_dropped") {
+            reasons.push(format!(
+                "{d} arrivals were client-dropped at load.max_in_flight = {}",
+                c.load.max_in_flight()
+            ));
+        }
+        if let (Some(o), Some(a)) = (offered, achieved)
+            && a < o * (1.0 - c.measurement.rate_tolerance)
+        {
+            reasons.push(format!(
+                "achieved {a:.2} req/s is more than {:.0}% below the offered {o:.2} req/s",
+                c.measurement.rate_tolerance * 100.0
+            ));
+        }
+    }
+    let p = c.slo.percentile;
+    let misses = slo
+        .as_ref()
+        .map_or(stats.failed, |s| steady_recs.len() as u64 - s.met);
+    let needed = min_requests_for(p, misses, confidence);
+    if (steady_recs.len() as u64) < needed {
+        reasons.push(format!(
+            "{} steady requests cannot support p{p} at {:.0}% confidence with {misses} SLO misses: {} needed (MLPerf early stopping)",
+            steady_recs.len(),
+            confidence * 100.0,
+            if needed == u64::MAX { "too many".to_owned() } else { needed.to_string() }
+        ));
+    }
+    let validity = Validity {
+        verdict: if reasons.is_empty() {
+            "VALID"
+        } else {
+            "INVALID"
+        }
+        .to_owned(),
+        reasons,
+    };
+
+    let grade = grade(c, records);
+    let mut notes = Vec::new();
+    if !open {
+        notes.push("Closed loop: latency is measured from the actual send and the load waits for the server; tail and capacity claims are not valid under closed-loop load.".to_owned());
+    }
+    if !c.workload.stream {
+        notes.push("Responses were not streamed: TTFT, TPOT and ITL are not measured.".to_owned());
+    }
+    if let Some(w) = phases.get("warmup") {
+        let rule = match c.warmup.duration {
+            Some(d) => format!("warm-up duration {d}"),
+            None => format!("warm-up requests = {}", c.warmup.requests),
+        };
+        notes.push(format!(
+            "{} warm-up requests excluded from steady statistics ({rule}).",
+            w.requests
+        ));
+    } else {
+        notes.push("No warm-up: steady statistics include the server's first requests.".to_owned());
+    }
+    let counting = match c.measurement.client_token_count {
+        Some(crate::contract::ClientTokenCount::Words) => "words (the simulator's tokenizer)",
+        _ => "one token per text-carrying chunk",
+    };
+    notes.push(format!(
+        "Output tokens from {output_token_source}; the client counts {counting}."
+    ));
+    if output_length_mismatches > 0 {
+        notes.push(format!("{output_length_mismatches} steady requests returned an output length other than planned although it was enforced."));
+    }
+
+    Summary {
+        schema_version: SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        contract: c.name.clone(),
+        load: c.load.describe(),
+        load_model: if open { "open" } else { "closed" }.to_owned(),
+        latency_origin: format!("{origin:?}").to_lowercase(),
+        fingerprints: c.fingerprints(),
+        grade,
+        validity,
+        notes,
+        interrupted,
+        phases,
+        steady: Steady {
+            stats,
+            window_s,
+            throughput,
+            output_token_source,
+            errors,
+            output_length_mismatches,
+            slo,
+            support,
+        },
+    }
+}
+
+/// Comparable when the contract and the facts it depends on are complete; else directional.
+fn grade(c: &Contract, records: &[Record]) -> Grade {
+    let mut missing = Vec::new();
+    if !c.embedded() {
+        let d = &c.target.declared;
+        for (name, v) in [
+            ("engine", &d.engine),
+            ("engine revision", &d.engine_revision),
+            ("model revision", &d.model_revision),
+            ("hardware", &d.hardware),
+            ("precision", &d.precision),
+        ] {
+            if v.is_none() {
+                missing.push(format!("{name} unknown (declare it in [target.declared])"));
+            }
+        }
+        if !records.iter().any(|r| r.usage_prompt_tokens.is_some()) {
+            missing.push(
+                "real prompt lengths unknown: the server reported no usage.prompt_tokens"
+                    .to_owned(),
+            );
+        }
+    }
+    if !c.workload.enforce_output_length
+        && !records.iter().any(|r| r.usage_completion_tokens.is_some())
+    {
+        missing.push("output length neither enforced nor reported by the server".to_owned());
+    }
+    if !c.slo.is_set() {
+        missing.push("no SLO: goodput undefined".to_owned());
+    }
+    Grade {
+        verdict: if missing.is_empty() {
+            "comparable"
+        } else {
+            "directional"
+        }
+        .to_owned(),
+        missing,
+    }
+}

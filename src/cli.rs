@@ -1,0 +1,242 @@
+//! The command line: parses arguments and calls the library. No logic of its own beyond
+//! choosing what to print and the exit status.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use crate::contract::{self, source};
+use crate::sim::{SimConfig, SimServer};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "goodput",
+    version,
+    about = "Benchmarks LLM inference servers correctly: a workload contract, open-loop load, distributions and goodput under an SLO."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a workload contract and keep the bundle (no contract: the built-in example against
+    /// the embedded simulator).
+    Run {
+        /// Contract file (TOML). Default: the built-in example (`goodput init` writes it).
+        contract: Option<PathBuf>,
+        /// Directory that receives bundles.
+        #[arg(long, default_value = "runs", env = "GOODPUT_OUT")]
+        out: PathBuf,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+        /// Print the summary as JSON instead of the text report.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a commented example contract.
+    Init {
+        #[arg(default_value = "goodput.toml")]
+        path: PathBuf,
+        /// Overwrite an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print a contract's plan as JSON lines (same contract and seed: same bytes).
+    Plan {
+        contract: PathBuf,
+        /// At most this many requests.
+        #[arg(long, default_value_t = 1_000_000)]
+        limit: u64,
+    },
+    /// Recompute and print a bundle's summary from its raw records.
+    Report {
+        bundle: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the simulated inference server on loopback until interrupted.
+    Sim {
+        /// Performance-model file (TOML; keys as in [target.simulator]).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Override one setting, e.g. `--set decode_base_ms=20` or `--set faults.error_rate=0.1`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        #[arg(long, default_value = "127.0.0.1")]
+        host: std::net::IpAddr,
+        #[arg(long, default_value_t = 8000)]
+        port: u16,
+        /// Append the ground truth of every request to this JSONL file.
+        #[arg(long)]
+        ground_truth: Option<PathBuf>,
+    },
+}
+
+/// Writes to stdout, returning the error (a closed pipe) instead of panicking like `print!`.
+fn say(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Runs a parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Run {
+            contract,
+            out,
+            quiet,
+            json,
+        } => {
+            let c = match &contract {
+                Some(p) => contract::load(p)?,
+                None => contract::parse(
+                    contract::BUILTIN,
+                    Path::new("<built-in examples/chat.toml>"),
+                )?,
+            };
+            let cancel = CancellationToken::new();
+            let on_signal = cancel.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("interrupted: finishing the records in flight…");
+                    on_signal.cancel();
+                }
+            });
+            let opts = crate::run::RunOptions {
+                out_root: out,
+                progress: !quiet,
+                argv: std::env::args().collect(),
+            };
+            let r = crate::run::run(c, opts, cancel).await?;
+            if json {
+                say(&(serde_json::to_string_pretty(&r.summary)? + "\n"))?;
+            } else {
+                say(&crate::report::document(&r.summary).terminal())?;
+                say(&format!("\nBundle: {}\n", r.bundle.dir.display()))?;
+            }
+            let st = &r.summary.steady.stats;
+            if st.ok == 0 {
+                let first = r
+                    .records
+                    .iter()
+                    .find_map(|x| x.error.clone())
+                    .unwrap_or_default();
+                bail!(
+                    "no request succeeded ({} failed{}); first error: {first}. The bundle is kept at {}",
+                    r.records.len(),
+                    r.aborted.map(|a| format!(", {a}")).unwrap_or_default(),
+                    r.bundle.dir.display()
+                );
+            }
+            Ok(if r.summary.interrupted {
+                ExitCode::from(130)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Init { path, force } => {
+            if path.exists() && !force {
+                bail!("{} exists; pass --force to overwrite it", path.display());
+            }
+            std::fs::write(&path, contract::BUILTIN)
+                .with_context(|| format!("writing {}", path.display()))?;
+            say(&format!(
+                "wrote {}; run it with: goodput run {}\n",
+                path.display(),
+                path.display()
+            ))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plan { contract, limit } => {
+            let c = contract::load(&contract)?;
+            say(&crate::plan::Plan::new(&c).to_jsonl(limit))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Report { bundle, json } => {
+            let (_, s) = crate::run::recompute(&bundle)?;
+            if json {
+                say(&(serde_json::to_string_pretty(&s)? + "\n"))?;
+            } else {
+                say(&crate::report::document(&s).terminal())?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sim {
+            config,
+            set,
+            host,
+            port,
+            ground_truth,
+        } => {
+            let cfg = sim_config(config.as_deref(), &set)?;
+            let mut server = SimServer::start(cfg, (host, port).into(), ground_truth).await?;
+            say(&format!(
+                "goodput sim listening on {} (model {})\n",
+                server.base_url(),
+                server.config().model
+            ))?;
+            tokio::signal::ctrl_c()
+                .await
+                .context("waiting for Ctrl-C")?;
+            server.stop();
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Builds a simulator configuration from a file and `KEY=VALUE` overrides; errors name the key
+/// (and the file and line when it came from the file).
+pub fn sim_config(file: Option<&Path>, sets: &[String]) -> anyhow::Result<SimConfig> {
+    let (src, name) = match file {
+        Some(p) => (
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+            p.display().to_string(),
+        ),
+        None => (String::new(), "--set".to_owned()),
+    };
+    let mut table: toml::Table = toml::from_str(&src).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| source::line_of_offset(&src, s.start))
+            .unwrap_or(0);
+        anyhow::anyhow!("{name}:{line}: {}", e.message().trim())
+    })?;
+    for s in sets {
+        let Some((key, value)) = s.split_once('=') else {
+            bail!("--set {s}: expected KEY=VALUE");
+        };
+        let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.to_owned()));
+        let mut t = &mut table;
+        let parts: Vec<&str> = key.trim().split('.').collect();
+        for p in &parts[..parts.len() - 1] {
+            t = t
+                .entry(p.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                .as_table_mut()
+                .with_context(|| format!("--set {key}: `{p}` is not a table"))?;
+        }
+        t.insert(parts[parts.len() - 1].to_owned(), value);
+    }
+    let cfg: SimConfig = toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| anyhow::anyhow!("{name}: {}", e.message().trim()))?;
+    if let Err(e) = cfg.validate() {
+        let line = file
+            .and_then(|_| source::line_of_key(&src, &e.key))
+            .map(|l| format!(":{l}"))
+            .unwrap_or_default();
+        bail!("{name}{line}: {e}");
+    }
+    Ok(cfg)
+}

@@ -1,0 +1,357 @@
+//! The client: one HTTP connection pool, endpoint adapters behind one trait, and the exchange
+//! that sends a request and timestamps every chunk as it arrives.
+//!
+//! It knows nothing of load models or phases: the driver hands it a prepared request and gets
+//! back a filled [`Record`]. Per chunk it does one JSON parse (borrowing, so text without escapes
+//! is not copied), one token count and one push; nothing is shared across requests.
+
+pub mod openai;
+pub mod sse;
+
+use std::borrow::Cow;
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::contract::{ClientTokenCount, Sampling};
+use crate::record::{Outcome, Record};
+use sse::SseParser;
+
+/// What an adapter needs to build a request body.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestSpec<'a> {
+    pub model: &'a str,
+    pub prompt: &'a str,
+    pub max_tokens: u32,
+    pub stream: bool,
+    /// Ask for exactly `max_tokens` (`ignore_eos`, `min_tokens`).
+    pub exact_output: bool,
+    pub sampling: &'a Sampling,
+}
+
+/// Token usage as servers report it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt_tokens: Option<u32>,
+    #[serde(default)]
+    pub completion_tokens: Option<u32>,
+}
+
+/// What one stream event (or a whole non-streamed body) says.
+#[derive(Debug, Default)]
+pub struct StreamEvent<'a> {
+    pub id: Option<Cow<'a, str>>,
+    /// Generated text in this event; `None` or empty means it carries no token.
+    pub text: Option<Cow<'a, str>>,
+    pub finish_reason: Option<Cow<'a, str>>,
+    pub usage: Option<Usage>,
+}
+
+/// One API kind. A new endpoint type (TGI's `/generate_stream`, say) is one more implementation.
+pub trait Adapter: Send + Sync {
+    /// Path under the base URL.
+    fn path(&self) -> &'static str;
+    /// The JSON request body.
+    fn body(&self, spec: &RequestSpec<'_>) -> Vec<u8>;
+    /// Parses one SSE event's data, or a whole non-streamed body. `[DONE]` never reaches it.
+    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String>;
+}
+
+/// Everything shared by the requests of a run. Cheap to share behind an `Arc`.
+pub struct Client {
+    http: reqwest::Client,
+    url: String,
+    api_key: Option<String>,
+    adapter: Box<dyn Adapter>,
+    counting: ClientTokenCount,
+    timeout: Duration,
+    stream: bool,
+    epoch: Instant,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The API key is deliberately not shown.
+        f.debug_struct("Client")
+            .field("url", &self.url)
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+/// Builds the HTTP connection pool used for a run.
+pub fn http_pool() -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(usize::MAX)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_nodelay(true)
+        .no_proxy()
+        .build()
+}
+
+/// Microseconds since `epoch`.
+pub fn micros_since(epoch: Instant) -> u64 {
+    epoch.elapsed().as_micros() as u64
+}
+
+impl Client {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        http: reqwest::Client,
+        base_url: &str,
+        api_key: Option<String>,
+        adapter: Box<dyn Adapter>,
+        counting: ClientTokenCount,
+        timeout: Duration,
+        stream: bool,
+        epoch: Instant,
+    ) -> Client {
+        let url = format!("{}{}", base_url.trim_end_matches('/'), adapter.path());
+        Client {
+            http,
+            url,
+            api_key,
+            adapter,
+            counting,
+            timeout,
+            stream,
+            epoch,
+        }
+    }
+
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    pub fn now_us(&self) -> u64 {
+        micros_since(self.epoch)
+    }
+
+    pub fn adapter(&self) -> &dyn Adapter {
+        self.adapter.as_ref()
+    }
+
+    /// Sends `body` and fills `rec` with what happened. Never panics on server behaviour; every
+    /// failure becomes an outcome with what was measured before it kept.
+    pub async fn execute(&self, body: Bytes, rec: &mut Record, cancel: &CancellationToken) {
+        let mut req = self
+            .http
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("x-request-id", &rec.request_id)
+            .body(body);
+        if let Some(k) = &self.api_key {
+            req = req.bearer_auth(k);
+        }
+        let sent = self.now_us();
+        rec.sent_us = Some(sent);
+        let deadline =
+            tokio::time::Instant::from_std(self.epoch + Duration::from_micros(sent) + self.timeout);
+
+        let resp = tokio::select! {
+            r = req.send() => r,
+            _ = tokio::time::sleep_until(deadline) => {
+                return rec.fail(Outcome::Timeout, format!("no response headers within {:?}", self.timeout), self.now_us());
+            }
+            _ = cancel.cancelled() => return rec.fail(Outcome::Interrupted, "run interrupted", self.now_us()),
+        };
+        let resp = match resp {
+            Ok(r) => r,
+            Err(e) => {
+                let class = if e.is_timeout() {
+                    Outcome::Timeout
+                } else {
+                    Outcome::Connect
+                };
+                return rec.fail(
+                    class,
+                    format!("{} ({})", describe(&e), self.url),
+                    self.now_us(),
+                );
+            }
+        };
+        let status = resp.status();
+        rec.http_status = Some(status.as_u16());
+        if !status.is_success() {
+            let snippet = read_snippet(resp).await;
+            return rec.fail(
+                Outcome::HttpStatus,
+                format!("HTTP {status} from {}: {snippet}", self.url),
+                self.now_us(),
+            );
+        }
+        let is_sse = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if self.stream && !is_sse {
+            let ct = resp
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("none")
+                .to_owned();
+            return rec.fail(
+                Outcome::NotStreamed,
+                format!(
+                    "streaming was asked for but {} answered with content-type {ct}",
+                    self.url
+                ),
+                self.now_us(),
+            );
+        }
+        let mut body = resp.bytes_stream();
+        let mut parser = SseParser::new();
+        let mut state = StreamState::default();
+        loop {
+            let next = tokio::select! {
+                n = body.next() => n,
+                _ = tokio::time::sleep_until(deadline) => {
+                    return rec.fail(Outcome::Timeout, format!("response not complete within {:?}", self.timeout), self.now_us());
+                }
+                _ = cancel.cancelled() => return rec.fail(Outcome::Interrupted, "run interrupted", self.now_us()),
+            };
+            let now = self.now_us();
+            match next {
+                Some(Ok(bytes)) if self.stream => {
+                    let _ = parser.feed(&bytes, &mut |data| {
+                        self.on_event(data, now, rec, &mut state)
+                    });
+                    if let Some((class, msg)) = state.failure.take() {
+                        return rec.fail(class, msg, now);
+                    }
+                    if state.done {
+                        rec.end_us = Some(now);
+                        return;
+                    }
+                }
+                Some(Ok(bytes)) => state.whole.extend_from_slice(&bytes),
+                Some(Err(e)) => {
+                    return rec.fail(
+                        Outcome::StreamBroken,
+                        format!("{} ({})", describe(&e), self.url),
+                        now,
+                    );
+                }
+                None => {
+                    rec.end_us = Some(now);
+                    if !self.stream {
+                        return self.finish_whole(&state.whole, rec, now);
+                    }
+                    if rec.finish_reason.is_none() {
+                        rec.fail(
+                            Outcome::StreamBroken,
+                            "stream ended without [DONE] or a finish_reason",
+                            now,
+                        );
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_event(
+        &self,
+        data: &[u8],
+        now: u64,
+        rec: &mut Record,
+        st: &mut StreamState,
+    ) -> ControlFlow<()> {
+        if data == b"[DONE]" {
+            st.done = true;
+            return ControlFlow::Break(());
+        }
+        let ev = match self.adapter.parse_event(data) {
+            Ok(ev) => ev,
+            Err(msg) => {
+                let class = if msg.starts_with("server error") {
+                    Outcome::StreamError
+                } else {
+                    Outcome::Malformed
+                };
+                let shown = String::from_utf8_lossy(&data[..data.len().min(200)]).into_owned();
+                st.failure = Some((class, format!("{msg}; event: {shown}")));
+                return ControlFlow::Break(());
+            }
+        };
+        if rec.response_id.is_none() {
+            rec.response_id = ev.id.map(Cow::into_owned);
+        }
+        if let Some(f) = ev.finish_reason {
+            rec.finish_reason = Some(f.into_owned());
+        }
+        if let Some(u) = ev.usage {
+            rec.usage_prompt_tokens = u.prompt_tokens.or(rec.usage_prompt_tokens);
+            rec.usage_completion_tokens = u.completion_tokens.or(rec.usage_completion_tokens);
+        }
+        if let Some(text) = ev.text.filter(|t| !t.is_empty()) {
+            let n = self.count(&text);
+            rec.first_token_us.get_or_insert(now);
+            rec.chunks.push((now, n));
+            rec.client_output_tokens += n;
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn finish_whole(&self, body: &[u8], rec: &mut Record, now: u64) {
+        match self.adapter.parse_event(body) {
+            Ok(ev) => {
+                rec.response_id = ev.id.map(Cow::into_owned);
+                rec.finish_reason = ev.finish_reason.map(Cow::into_owned);
+                if let Some(u) = ev.usage {
+                    rec.usage_prompt_tokens = u.prompt_tokens;
+                    rec.usage_completion_tokens = u.completion_tokens;
+                }
+                rec.client_output_tokens = ev.text.as_deref().map_or(0, |t| self.count(t));
+            }
+            Err(msg) => rec.fail(Outcome::Malformed, msg, now),
+        }
+    }
+
+    fn count(&self, text: &str) -> u32 {
+        match self.counting {
+            // A non-empty chunk carries at least one token even if it is all whitespace.
+            ClientTokenCount::Words => crate::text::count_words(text).max(1),
+            ClientTokenCount::Chunks => 1,
+        }
+    }
+}
+
+#[derive(Default)]
+struct StreamState {
+    done: bool,
+    failure: Option<(Outcome, String)>,
+    whole: Vec<u8>,
+}
+
+/// A reqwest error with its causes (e.g. "connection refused").
+fn describe(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+async fn read_snippet(resp: reqwest::Response) -> String {
+    let mut out = Vec::new();
+    let mut s = resp.bytes_stream();
+    while let Some(Ok(b)) = s.next().await {
+        out.extend_from_slice(&b);
+        if out.len() > 300 {
+            break;
+        }
+    }
+    out.truncate(300);
+    String::from_utf8_lossy(&out).trim().to_owned()
+}

@@ -1,0 +1,228 @@
+//! OpenAI-compatible adapters: `POST /v1/chat/completions` and `POST /v1/completions`, as served
+//! by vLLM, SGLang, TGI's OpenAI layer, llama.cpp's server and the built-in simulator.
+//!
+//! Real behaviours handled: a role-only first chunk (`"content": ""` or `null`), an empty final
+//! chunk that only carries `finish_reason`, usage in a separate final chunk whose `choices` is
+//! empty, `null` or missing, reasoning text in `reasoning_content`/`reasoning` (generated tokens
+//! too), and `{"error": …}` objects inside the stream.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Adapter, RequestSpec, StreamEvent, Usage};
+
+/// Chat or text completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenAi {
+    Chat,
+    Completions,
+}
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    message: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
+}
+
+impl Adapter for OpenAi {
+    fn path(&self) -> &'static str {
+        match self {
+            OpenAi::Chat => "/v1/chat/completions",
+            OpenAi::Completions => "/v1/completions",
+        }
+    }
+
+    fn body(&self, spec: &RequestSpec<'_>) -> Vec<u8> {
+        let mut b = json!({
+            "model": spec.model,
+            "max_tokens": spec.max_tokens,
+            "stream": spec.stream,
+            "temperature": spec.sampling.temperature,
+            "top_p": spec.sampling.top_p,
+        });
+        let o = b.as_object_mut().expect("object literal");
+        match self {
+            OpenAi::Chat => {
+                o.insert(
+                    "messages".into(),
+                    json!([{ "role": "user", "content": spec.prompt }]),
+                );
+            }
+            OpenAi::Completions => {
+                o.insert("prompt".into(), json!(spec.prompt));
+            }
+        }
+        if spec.stream {
+            o.insert("stream_options".into(), json!({ "include_usage": true }));
+        }
+        if spec.exact_output {
+            o.insert("ignore_eos".into(), json!(true));
+            o.insert("min_tokens".into(), json!(spec.max_tokens));
+        }
+        if let Some(k) = spec.sampling.top_k {
+            o.insert("top_k".into(), json!(k));
+        }
+        if let Some(s) = spec.sampling.seed {
+            o.insert("seed".into(), json!(s));
+        }
+        serde_json::to_vec(&b).unwrap_or_default()
+    }
+
+    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
+        let c: Chunk<'a> = serde_json::from_slice(data)
+            .map_err(|e| format!("event is not a completion chunk: {e}"))?;
+        if let Some(err) = c.error {
+            return Err(format!("server error in stream: {err}"));
+        }
+        let mut ev = StreamEvent {
+            id: c.id,
+            usage: c.usage,
+            ..StreamEvent::default()
+        };
+        if let Some(choice) = c.choices.and_then(|v| v.into_iter().next()) {
+            ev.finish_reason = choice.finish_reason;
+            ev.text = match (choice.delta.or(choice.message), choice.text) {
+                (Some(d), _) => join_text(d),
+                (None, Some(t)) => Some(t),
+                (None, None) => None,
+            };
+        }
+        Ok(ev)
+    }
+}
+
+/// Content plus any reasoning text: both are generated tokens.
+fn join_text(d: Delta<'_>) -> Option<Cow<'_, str>> {
+    let reasoning = d
+        .reasoning_content
+        .or(d.reasoning)
+        .filter(|r| !r.is_empty());
+    match (reasoning, d.content.filter(|c| !c.is_empty())) {
+        (None, c) => c,
+        (r, None) => r,
+        (Some(r), Some(c)) => Some(Cow::Owned(format!("{r}{c}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(a: OpenAi, s: &str) -> Option<String> {
+        a.parse_event(s.as_bytes())
+            .unwrap()
+            .text
+            .map(|t| t.into_owned())
+    }
+
+    #[test]
+    fn role_only_and_empty_chunks_carry_no_text() {
+        let a = OpenAi::Chat;
+        assert_eq!(
+            text(
+                a,
+                r#"{"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#
+            ),
+            None
+        );
+        assert_eq!(
+            text(
+                a,
+                r#"{"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#
+            ),
+            None
+        );
+        assert_eq!(
+            text(
+                a,
+                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#
+            ),
+            None
+        );
+        assert_eq!(
+            text(a, r#"{"choices":[{"delta":{"content":" hi"}}]}"#).as_deref(),
+            Some(" hi")
+        );
+        assert_eq!(
+            text(a, r#"{"choices":[{"delta":{"reasoning_content":"hmm"}}]}"#).as_deref(),
+            Some("hmm")
+        );
+    }
+
+    #[test]
+    fn usage_only_chunks_in_every_spelling() {
+        let a = OpenAi::Chat;
+        for s in [
+            r#"{"id":"x","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}"#,
+            r#"{"id":"x","choices":null,"usage":{"prompt_tokens":5,"completion_tokens":7}}"#,
+            r#"{"id":"x","usage":{"prompt_tokens":5,"completion_tokens":7}}"#,
+        ] {
+            let ev = a.parse_event(s.as_bytes()).unwrap();
+            let u = ev.usage.unwrap();
+            assert_eq!((u.prompt_tokens, u.completion_tokens), (Some(5), Some(7)));
+        }
+    }
+
+    #[test]
+    fn completions_text_and_errors() {
+        let a = OpenAi::Completions;
+        assert_eq!(
+            text(a, r#"{"choices":[{"text":"abc","finish_reason":null}]}"#).as_deref(),
+            Some("abc")
+        );
+        assert!(
+            a.parse_event(br#"{"error":{"message":"boom"}}"#)
+                .unwrap_err()
+                .contains("boom")
+        );
+        assert!(a.parse_event(b"{not json").is_err());
+    }
+
+    #[test]
+    fn body_asks_for_usage_and_exact_length() {
+        let sampling = crate::contract::Sampling::default();
+        let spec = RequestSpec {
+            model: "m",
+            prompt: "p q",
+            max_tokens: 9,
+            stream: true,
+            exact_output: true,
+            sampling: &sampling,
+        };
+        let v: serde_json::Value = serde_json::from_slice(&OpenAi::Chat.body(&spec)).unwrap();
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(v["ignore_eos"], true);
+        assert_eq!(v["min_tokens"], 9);
+        assert_eq!(v["messages"][0]["content"], "p q");
+    }
+}

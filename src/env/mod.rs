@@ -1,0 +1,83 @@
+//! The environment: facts about the client host and what the target says about itself, probed
+//! once per run and kept verbatim in `environment.json`. A probe that fails is recorded as
+//! absent with its reason, never fatal. Never records secrets.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::contract::Contract;
+
+/// Client-host facts read from the OS (Linux `/proc` where available).
+pub fn host() -> Value {
+    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned());
+    let cpu_model = read("/proc/cpuinfo").and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|v| v.trim().to_owned())
+    });
+    let mem_kib = read("/proc/meminfo").and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("MemTotal"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+    });
+    json!({
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+        "kernel": read("/proc/sys/kernel/osrelease"),
+        "hostname": read("/proc/sys/kernel/hostname"),
+        "cpu_model": cpu_model,
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "memory_bytes": mem_kib.map(|k| k * 1024),
+        "tool": "goodput",
+        "tool_version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+/// GETs `base + path`; the JSON (or text) answer, or why there was none.
+pub async fn probe(http: &reqwest::Client, base: &str, path: &str, key: Option<&str>) -> Value {
+    let url = format!("{}{path}", base.trim_end_matches('/'));
+    let mut req = http.get(&url).timeout(Duration::from_secs(5));
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    match req.send().await {
+        Err(e) => json!({ "endpoint": path, "absent": e.to_string() }),
+        Ok(r) => {
+            let status = r.status().as_u16();
+            let text = r.text().await.unwrap_or_default();
+            let body = serde_json::from_str::<Value>(&text)
+                .unwrap_or(Value::String(text.chars().take(2000).collect()));
+            if (200..300).contains(&status) {
+                json!({ "endpoint": path, "status": status, "answer": body })
+            } else {
+                json!({ "endpoint": path, "status": status, "absent": format!("HTTP {status}"), "answer": body })
+            }
+        }
+    }
+}
+
+/// The first model id a `/v1/models` probe lists.
+pub fn first_model(models_probe: &Value) -> Option<String> {
+    models_probe["answer"]["data"][0]["id"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The whole `environment.json`.
+pub fn document(c: &Contract, base: &str, probes: Vec<Value>) -> Value {
+    json!({
+        "client": host(),
+        "target": {
+            "kind": if c.embedded() { "embedded simulator" } else { "external" },
+            "url": base,
+            "api": c.target.api,
+            "model": c.target.model,
+            "declared": c.target.declared,
+            "simulator": c.target.simulator,
+        },
+        "probes": probes,
+    })
+}

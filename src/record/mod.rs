@@ -1,0 +1,155 @@
+//! The per-request record: one JSON line in `requests.jsonl`, written as the request finishes.
+//! It holds raw facts only (times, counts, outcome); every metric is derived from it in
+//! `analyze`. Times are microseconds on the client's monotonic clock since the run started.
+
+pub mod writer;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{Phase, PlannedRequest};
+
+/// One request, as the client saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Position in the plan.
+    pub index: u64,
+    /// Run phase the request belongs to.
+    pub phase: Phase,
+    /// `X-Request-Id` sent with the request (run id and index), to join with server logs.
+    pub request_id: String,
+    /// When the schedule said to send it (open loop); absent in closed loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intended_us: Option<u64>,
+    /// When it was actually sent; absent when it never was (client-dropped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_us: Option<u64>,
+    /// Arrival of the first chunk that carried generated text (role-only and empty chunks do
+    /// not count). Non-streaming: absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_us: Option<u64>,
+    /// End of the response (`[DONE]`, end of body, or the failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_us: Option<u64>,
+    /// Every text-carrying chunk: `[arrival µs, tokens in it]` (client count).
+    #[serde(default)]
+    pub chunks: Vec<(u64, u32)>,
+    /// Prompt length the plan asked for (simulator-tokenizer tokens).
+    pub input_tokens_planned: u32,
+    /// Output length the plan asked for (`max_tokens`).
+    pub output_tokens_planned: u32,
+    /// Server-reported prompt tokens (`usage.prompt_tokens`), when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_prompt_tokens: Option<u32>,
+    /// Server-reported output tokens (`usage.completion_tokens`), when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_completion_tokens: Option<u32>,
+    /// Output tokens counted by the client (method in the contract's measurement section).
+    pub client_output_tokens: u32,
+    /// `ok`, or the class of failure.
+    pub outcome: Outcome,
+    /// What went wrong, in words (never contains secrets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// HTTP status, when a response arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// The response's `id` field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    /// The last `finish_reason` the server sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+}
+
+/// How a request ended. Every failure is a record; none is excluded from counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    /// Could not connect or send.
+    Connect,
+    /// No complete answer within the contract's timeout.
+    Timeout,
+    /// The server answered with a non-success HTTP status.
+    HttpStatus,
+    /// The connection or stream broke before the end.
+    StreamBroken,
+    /// An event or body was not the JSON the API promises.
+    Malformed,
+    /// Streaming was asked for but the server answered without streaming.
+    NotStreamed,
+    /// The server reported an error inside the stream.
+    StreamError,
+    /// The open-loop schedule reached this request while `max_in_flight` were in flight.
+    ClientDropped,
+    /// The run was interrupted (Ctrl-C) while the request was in flight.
+    Interrupted,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Connect => "connect",
+            Outcome::Timeout => "timeout",
+            Outcome::HttpStatus => "http_status",
+            Outcome::StreamBroken => "stream_broken",
+            Outcome::Malformed => "malformed",
+            Outcome::NotStreamed => "not_streamed",
+            Outcome::StreamError => "stream_error",
+            Outcome::ClientDropped => "client_dropped",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl Record {
+    /// A record for a planned request, before it is sent.
+    pub fn planned(p: &PlannedRequest, phase: Phase, run_id: &str) -> Record {
+        Record {
+            index: p.index,
+            phase,
+            request_id: format!("{run_id}-{}", p.index),
+            intended_us: p.intended_us,
+            sent_us: None,
+            first_token_us: None,
+            end_us: None,
+            chunks: Vec::new(),
+            input_tokens_planned: p.input_tokens,
+            output_tokens_planned: p.output_tokens,
+            usage_prompt_tokens: None,
+            usage_completion_tokens: None,
+            client_output_tokens: 0,
+            outcome: Outcome::Ok,
+            error: None,
+            http_status: None,
+            response_id: None,
+            finish_reason: None,
+        }
+    }
+
+    /// Marks the record failed, keeping whatever was measured before.
+    pub fn fail(&mut self, outcome: Outcome, error: impl Into<String>, now_us: u64) {
+        self.outcome = outcome;
+        self.error = Some(error.into());
+        self.end_us.get_or_insert(now_us);
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.outcome == Outcome::Ok
+    }
+}
+
+/// Reads `requests.jsonl`; errors name the file and line.
+pub fn read_jsonl(path: &std::path::Path) -> Result<Vec<Record>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| format!("{}:{}: not a request record: {e}", path.display(), i + 1))
+        })
+        .collect()
+}

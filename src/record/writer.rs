@@ -1,0 +1,72 @@
+//! The one collector: request tasks send finished records over a channel; this task appends
+//! each to `requests.jsonl` at once (flushing whenever the queue is empty, so a killed run keeps
+//! every finished record) and feeds the live view. No lock is shared on the request path.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use hdrhistogram::Histogram;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::{Outcome, Record};
+
+/// Live counters for the progress display (approximate: all phases, origin = actual send).
+#[derive(Debug)]
+pub struct Live {
+    pub finished: u64,
+    pub errors: u64,
+    /// TTFT in microseconds; HDR histogram: fixed memory, 3 significant digits.
+    pub ttft_us: Histogram<u64>,
+}
+
+impl Default for Live {
+    fn default() -> Self {
+        Live {
+            finished: 0,
+            errors: 0,
+            ttft_us: Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .expect("static bounds are valid"),
+        }
+    }
+}
+
+pub type LiveView = Arc<Mutex<Live>>;
+
+/// Writes records until every sender is gone; returns them all, in completion order.
+pub async fn write_records(
+    path: &Path,
+    mut rx: UnboundedReceiver<Record>,
+    live: LiveView,
+) -> std::io::Result<Vec<Record>> {
+    let file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .await?;
+    let mut out = tokio::io::BufWriter::new(file);
+    let mut all = Vec::new();
+    let mut line = Vec::with_capacity(1024);
+    while let Some(rec) = rx.recv().await {
+        line.clear();
+        serde_json::to_writer(&mut line, &rec).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        out.write_all(&line).await?;
+        if rx.is_empty() {
+            out.flush().await?;
+        }
+        {
+            let mut l = live.lock().unwrap_or_else(|p| p.into_inner());
+            l.finished += 1;
+            if rec.outcome != Outcome::Ok {
+                l.errors += 1;
+            }
+            if let (Some(f), Some(s)) = (rec.first_token_us, rec.sent_us) {
+                let _ = l.ttft_us.record(f.saturating_sub(s).max(1));
+            }
+        }
+        all.push(rec);
+    }
+    out.flush().await?;
+    Ok(all)
+}

@@ -1,0 +1,287 @@
+//! Reports: pure renderers from a [`Summary`] to text. The content is built once as a [`Doc`]
+//! (headings, lines, tables); [`Doc::terminal`] and [`Doc::markdown`] only lay it out. Nothing
+//! here writes files or reads records.
+
+use std::fmt::Write;
+
+use crate::analyze::{Dist, PhaseStats, Summary};
+
+/// A report in neutral form.
+#[derive(Debug, Default)]
+pub struct Doc {
+    blocks: Vec<Block>,
+}
+
+#[derive(Debug)]
+enum Block {
+    Heading(String),
+    Line(String),
+    Table {
+        head: Vec<String>,
+        rows: Vec<Vec<String>>,
+    },
+}
+
+impl Doc {
+    fn h(&mut self, s: impl Into<String>) {
+        self.blocks.push(Block::Heading(s.into()));
+    }
+    fn line(&mut self, s: impl Into<String>) {
+        self.blocks.push(Block::Line(s.into()));
+    }
+    fn table(&mut self, head: &[&str], rows: Vec<Vec<String>>) {
+        self.blocks.push(Block::Table {
+            head: head.iter().map(|s| (*s).to_owned()).collect(),
+            rows,
+        });
+    }
+
+    /// Aligned plain text for a terminal.
+    pub fn terminal(&self) -> String {
+        let mut out = String::new();
+        for b in &self.blocks {
+            match b {
+                Block::Heading(h) => {
+                    let _ = writeln!(out, "\n{h}\n{}", "─".repeat(h.chars().count()));
+                }
+                Block::Line(l) => {
+                    let _ = writeln!(out, "{l}");
+                }
+                Block::Table { head, rows } => {
+                    let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+                    for r in rows {
+                        for (i, c) in r.iter().enumerate() {
+                            w[i] = w[i].max(c.chars().count());
+                        }
+                    }
+                    let fmt_row = |r: &[String]| {
+                        r.iter()
+                            .enumerate()
+                            .map(|(i, c)| {
+                                if i == 0 {
+                                    format!("{c:<w$}", w = w[i])
+                                } else {
+                                    format!("{c:>w$}", w = w[i])
+                                }
+                            })
+                            .collect::<Vec<_>>()
+                            .join("  ")
+                    };
+                    let _ = writeln!(out, "{}", fmt_row(head));
+                    for r in rows {
+                        let _ = writeln!(out, "{}", fmt_row(r));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// GitHub-flavoured Markdown (for `report.md` and pull requests).
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        for (i, b) in self.blocks.iter().enumerate() {
+            match b {
+                Block::Heading(h) => {
+                    let level = if i == 0 { "#" } else { "##" };
+                    let _ = writeln!(out, "\n{level} {h}\n");
+                }
+                Block::Line(l) => {
+                    let _ = writeln!(out, "{l}  ");
+                }
+                Block::Table { head, rows } => {
+                    let _ = writeln!(out, "\n| {} |", head.join(" | "));
+                    let _ = writeln!(
+                        out,
+                        "|{}|",
+                        head.iter().map(|_| "---").collect::<Vec<_>>().join("|")
+                    );
+                    for r in rows {
+                        let _ = writeln!(out, "| {} |", r.join(" | "));
+                    }
+                    out.push('\n');
+                }
+            }
+        }
+        out.trim_start().to_owned()
+    }
+}
+
+fn num(x: f64) -> String {
+    if !x.is_finite() {
+        "—".to_owned()
+    } else if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map_or("—".to_owned(), num)
+}
+
+fn dist_row(name: &str, d: &Option<Dist>) -> Option<Vec<String>> {
+    let d = d.as_ref()?;
+    Some(vec![
+        name.to_owned(),
+        d.count.to_string(),
+        num(d.mean),
+        num(d.p50),
+        num(d.p90),
+        num(d.p95),
+        num(d.p99),
+        num(d.p99_9),
+        num(d.max),
+    ])
+}
+
+/// One line that states what the result is: contract, load model, size, validity, grade.
+pub fn headline(s: &Summary) -> String {
+    let warm = s.phases.get("warmup").map_or(0, |p| p.requests);
+    format!(
+        "{} · {} · {} steady requests ({} warm-up excluded) · {} · {}",
+        s.contract, s.load, s.steady.stats.requests, warm, s.validity.verdict, s.grade.verdict
+    )
+}
+
+/// Builds the report.
+pub fn document(s: &Summary) -> Doc {
+    let mut d = Doc::default();
+    let st = &s.steady;
+    d.h(format!("goodput · {}", s.contract));
+    d.line(headline(s));
+    if let Some(slo) = &st.slo {
+        let parts: Vec<String> = slo
+            .per_metric
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} p{} {} ms ≤ {} ms {}",
+                    m.metric.to_uppercase(),
+                    slo.percentile,
+                    opt(m.value_ms),
+                    num(m.threshold_ms),
+                    if m.pass { "✓" } else { "✗" }
+                )
+            })
+            .collect();
+        d.line(format!(
+            "SLO {}: {}; attainment {:.1}% (target {:.0}%); goodput {} req/s",
+            if slo.pass { "met" } else { "NOT met" },
+            parts.join(", "),
+            slo.attainment * 100.0,
+            slo.attainment_target * 100.0,
+            opt(slo.goodput_rps)
+        ));
+    } else {
+        d.line("No SLO in the contract: goodput is undefined.");
+    }
+    let t = &st.throughput;
+    d.line(format!(
+        "Throughput: offered {} req/s, achieved {} req/s, input {} tok/s, output {} tok/s (steady window {:.1} s)",
+        opt(t.offered_rps),
+        opt(t.achieved_rps),
+        opt(t.input_tokens_per_s),
+        opt(t.output_tokens_per_s),
+        st.window_s
+    ));
+
+    d.h(format!(
+        "Steady state (ms, latency from the {} send)",
+        s.latency_origin
+    ));
+    let head = [
+        "metric", "n", "mean", "p50", "p90", "p95", "p99", "p99.9", "max",
+    ];
+    let rows = [
+        ("TTFT", &st.stats.ttft_ms),
+        ("TPOT", &st.stats.tpot_ms),
+        ("ITL", &st.stats.itl_ms),
+        ("E2E", &st.stats.e2e_ms),
+        ("dispatch lag", &st.stats.dispatch_lag_ms),
+        ("input tokens", &st.stats.input_tokens),
+        ("output tokens", &st.stats.output_tokens),
+    ]
+    .iter()
+    .filter_map(|(n, v)| dist_row(n, v))
+    .collect();
+    d.table(&head, rows);
+    d.line(
+        st.support
+            .iter()
+            .map(|x| {
+                format!(
+                    "{} rests on {} (needs ≥{})",
+                    x.percentile, x.requests, x.needed
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    );
+    if !st.errors.is_empty() {
+        let e: Vec<String> = st.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        d.line(format!(
+            "Failures: {} of {} steady requests: {}",
+            st.stats.failed,
+            st.stats.requests,
+            e.join(", ")
+        ));
+    }
+
+    d.h("Phases");
+    let phase_rows = s
+        .phases
+        .iter()
+        .map(|(name, p): (&String, &PhaseStats)| {
+            let q = |x: &Option<Dist>, f: fn(&Dist) -> f64| {
+                x.as_ref().map_or("—".to_owned(), |d| num(f(d)))
+            };
+            vec![
+                name.clone(),
+                p.requests.to_string(),
+                p.ok.to_string(),
+                p.failed.to_string(),
+                q(&p.ttft_ms, |d| d.p50),
+                q(&p.ttft_ms, |d| d.p99),
+                q(&p.e2e_ms, |d| d.p50),
+                q(&p.e2e_ms, |d| d.p99),
+            ]
+        })
+        .collect();
+    d.table(
+        &[
+            "phase", "requests", "ok", "failed", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99",
+        ],
+        phase_rows,
+    );
+
+    d.h(format!("Validity: {}", s.validity.verdict));
+    if s.validity.reasons.is_empty() {
+        d.line("No reason found to doubt tail or goodput claims.");
+    }
+    for r in &s.validity.reasons {
+        d.line(format!("- {r}"));
+    }
+    d.h(format!("Contract card: {}", s.grade.verdict));
+    let f = &s.fingerprints;
+    d.table(
+        &["axis", "fingerprint"],
+        vec![
+            vec!["target".into(), f.target.clone()],
+            vec!["workload".into(), f.workload.clone()],
+            vec!["load".into(), f.load.clone()],
+            vec!["slo".into(), f.slo.clone()],
+            vec!["measurement".into(), f.measurement.clone()],
+        ],
+    );
+    for m in &s.grade.missing {
+        d.line(format!("- missing: {m}"));
+    }
+    for n in &s.notes {
+        d.line(format!("Note: {n}"));
+    }
+    d
+}

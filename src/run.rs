@@ -1,0 +1,275 @@
+//! `goodput run`: contract → (embedded simulator) → preflight → bundle → driver → records →
+//! summary → report. This is the one place that wires the stages together.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::analyze::{Summary, summarize};
+use crate::bundle::{Bundle, CONTRACT, REQUESTS};
+use crate::client::openai::OpenAi;
+use crate::client::{Client, http_pool};
+use crate::contract::{ApiKind, ClientTokenCount, Contract};
+use crate::driver::Driver;
+use crate::plan::Plan;
+use crate::record::Record;
+use crate::record::writer::{Live, LiveView, write_records};
+use crate::sim::SimServer;
+
+/// How to run, beyond the contract.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Bundles go to `<out_root>/<contract name>/…`.
+    pub out_root: PathBuf,
+    /// Show a progress bar (only on a terminal).
+    pub progress: bool,
+    /// The command line, for `command.json`.
+    pub argv: Vec<String>,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunResult {
+    pub bundle: Bundle,
+    pub summary: Summary,
+    pub records: Vec<Record>,
+    /// Why the run stopped early, if it did on its own.
+    pub aborted: Option<String>,
+}
+
+/// Finished requests after which a run with no success at all is stopped.
+const FAIL_FAST_AFTER: u64 = 20;
+
+/// Runs a contract. `cancel` interrupts it (Ctrl-C); what was measured is kept either way.
+pub async fn run(
+    mut contract: Contract,
+    opts: RunOptions,
+    cancel: CancellationToken,
+) -> anyhow::Result<RunResult> {
+    // The embedded simulator lives as long as this function.
+    let sim = match (&contract.target.url, &contract.target.simulator) {
+        (None, Some(cfg)) => Some(
+            SimServer::start(cfg.clone(), ([127, 0, 0, 1], 0).into(), None)
+                .await
+                .context("starting the embedded simulator")?,
+        ),
+        _ => None,
+    };
+    let base = match (&sim, &contract.target.url) {
+        (Some(s), _) => s.base_url(),
+        (None, Some(u)) => u.trim_end_matches('/').to_owned(),
+        (None, None) => bail!("no target: set target.url or leave it out for the simulator"),
+    };
+    let api_key = match &contract.target.api_key_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            anyhow::anyhow!(
+                "target.api_key_env names `{var}`, but that variable is not set in the environment"
+            )
+        })?),
+        None => None,
+    };
+    let http = http_pool().context("building the HTTP client")?;
+
+    // Preflight: is the target there, and which model does it serve?
+    let models = crate::env::probe(&http, &base, "/v1/models", api_key.as_deref()).await;
+    let version = crate::env::probe(&http, &base, "/version", api_key.as_deref()).await;
+    if models.get("status").is_none() {
+        bail!(
+            "cannot reach the target at {base}: {}",
+            models["absent"].as_str().unwrap_or("no answer")
+        );
+    }
+    if contract.target.model.is_none() {
+        let m = crate::env::first_model(&models).with_context(|| {
+            format!("target.model is not set and {base}/v1/models lists no model ({}); set target.model", models["absent"].as_str().unwrap_or("empty list"))
+        })?;
+        contract.target.model = Some(m);
+    }
+    let model = contract.target.model.clone().unwrap_or_default();
+    raise_open_file_limit();
+
+    let bundle = Bundle::create(&opts.out_root, &contract)
+        .with_context(|| format!("creating a bundle under {}", opts.out_root.display()))?;
+    bundle.write(CONTRACT, &contract.to_toml())?;
+    let started = jiff::Timestamp::now();
+    let command = |end: Option<jiff::Timestamp>, interrupted: bool, aborted: &Option<String>| {
+        json!({
+            "argv": opts.argv,
+            "cwd": std::env::current_dir().ok(),
+            "tool_version": env!("CARGO_PKG_VERSION"),
+            "started_utc": started.to_string(),
+            "ended_utc": end.map(|e| e.to_string()),
+            "interrupted": interrupted,
+            "aborted": aborted,
+        })
+    };
+    bundle.write_json("command.json", &command(None, false, &None))?;
+    bundle.write_json(
+        "environment.json",
+        &crate::env::document(&contract, &base, vec![models, version]),
+    )?;
+
+    let contract = Arc::new(contract);
+    let plan = Arc::new(Plan::new(&contract));
+    let adapter = match contract.target.api {
+        ApiKind::OpenAiChat => OpenAi::Chat,
+        ApiKind::OpenAiCompletions => OpenAi::Completions,
+    };
+    let client = Arc::new(Client::new(
+        http,
+        &base,
+        api_key,
+        Box::new(adapter),
+        contract
+            .measurement
+            .client_token_count
+            .unwrap_or(ClientTokenCount::Chunks),
+        Duration::from_secs_f64(contract.target.timeout.seconds()),
+        contract.workload.stream,
+        Instant::now(),
+    ));
+    let run_id = bundle
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "run".into());
+    let driver = Arc::new(Driver {
+        client,
+        contract: contract.clone(),
+        plan: plan.clone(),
+        model,
+        run_id,
+    });
+
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let live: LiveView = Arc::new(Mutex::new(Live::default()));
+    let writer = {
+        let (path, live) = (bundle.path(REQUESTS), live.clone());
+        tokio::spawn(async move { write_records(&path, rx, live).await })
+    };
+    let done = CancellationToken::new();
+    let aborted = Arc::new(Mutex::new(None::<String>));
+    let monitor = tokio::spawn(monitor(
+        live.clone(),
+        plan.len(),
+        opts.progress && std::io::stderr().is_terminal(),
+        cancel.clone(),
+        done.clone(),
+        aborted.clone(),
+    ));
+    let outcome = driver.drive(tx, cancel.clone()).await;
+    let records = writer
+        .await
+        .context("record writer stopped")?
+        .context("writing requests.jsonl")?;
+    done.cancel();
+    let _ = monitor.await;
+    let aborted = aborted.lock().unwrap_or_else(|p| p.into_inner()).clone();
+
+    let interrupted = outcome.interrupted;
+    let summary = summarize(&contract, &records, interrupted);
+    bundle.write_summary(&summary)?;
+    bundle.write_json(
+        "command.json",
+        &command(Some(jiff::Timestamp::now()), interrupted, &aborted),
+    )?;
+    drop(sim);
+    Ok(RunResult {
+        bundle,
+        summary,
+        records,
+        aborted,
+    })
+}
+
+/// Progress display and the fail-fast rule, until `done`.
+async fn monitor(
+    live: LiveView,
+    planned: Option<u64>,
+    show: bool,
+    cancel: CancellationToken,
+    done: CancellationToken,
+    aborted: Arc<Mutex<Option<String>>>,
+) {
+    let bar = show.then(|| {
+        let b = match planned {
+            Some(n) => indicatif::ProgressBar::new(n),
+            None => indicatif::ProgressBar::new_spinner(),
+        };
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        b
+    });
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            _ = done.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        let (finished, errors, p50, p99) = {
+            let l = live.lock().unwrap_or_else(|p| p.into_inner());
+            let h = &l.ttft_us;
+            let q = |x: f64| {
+                if h.is_empty() {
+                    f64::NAN
+                } else {
+                    h.value_at_quantile(x) as f64 / 1000.0
+                }
+            };
+            (l.finished, l.errors, q(0.5), q(0.99))
+        };
+        if finished >= FAIL_FAST_AFTER && errors == finished && !cancel.is_cancelled() {
+            *aborted.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+                "the first {finished} requests all failed; stopped early"
+            ));
+            cancel.cancel();
+        }
+        if let Some(b) = &bar {
+            b.set_position(finished);
+            b.set_message(format!(
+                "errors {errors} · TTFT p50 {p50:.1} ms p99 {p99:.1} ms"
+            ));
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+}
+
+/// Thousands of concurrent streams need thousands of sockets: raise the soft limit to the hard.
+fn raise_open_file_limit() {
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    unsafe {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
+/// Recomputes a bundle's summary from `requests.jsonl` and `contract.toml` alone.
+pub fn recompute(dir: &std::path::Path) -> anyhow::Result<(Bundle, Summary)> {
+    let bundle = Bundle::open(dir)?;
+    let contract = crate::contract::load(&bundle.path(CONTRACT))?;
+    let records = crate::record::read_jsonl(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
+    let interrupted = std::fs::read_to_string(bundle.path("command.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["interrupted"].as_bool())
+        .unwrap_or(false);
+    Ok((bundle, summarize(&contract, &records, interrupted)))
+}
