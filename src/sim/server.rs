@@ -715,6 +715,9 @@ fn stream_response(
                 st.generated += tokens;
                 if st.drop_after.is_some_and(|d| st.generated >= d) {
                     st.finished = true;
+                    // Let hyper flush what was already yielded, so the cut falls mid-stream as
+                    // configured rather than before the headers reach the client.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                     let e =
                         std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "fault: drop");
                     return Some((Err(e), st));

@@ -1,0 +1,115 @@
+//! Helpers shared by the integration tests: a simulator on an ephemeral loopback port and a
+//! plain HTTP client that timestamps every SSE event (independent of goodput's own client).
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use goodput::sim::{SimConfig, SimServer};
+
+pub async fn sim(cfg: SimConfig) -> SimServer {
+    SimServer::start(cfg, ([127, 0, 0, 1], 0).into(), None)
+        .await
+        .expect("simulator starts")
+}
+
+/// A prompt of `n` simulator tokens, unique from its first word.
+pub fn prompt(tag: &str, n: usize) -> String {
+    let mut s = format!("u{tag}");
+    for i in 1..n {
+        s.push(' ');
+        s.push_str(goodput::text::WORDS[i % goodput::text::WORDS.len()]);
+    }
+    s
+}
+
+/// What a plain client saw of one response.
+#[derive(Debug, Default)]
+pub struct Seen {
+    pub status: u16,
+    pub headers_after: Duration,
+    /// (time since send, event data) for every SSE event, in order.
+    pub events: Vec<(Duration, String)>,
+    /// The body ended with an error (connection dropped).
+    pub broken: bool,
+    pub body: String,
+}
+
+impl Seen {
+    /// Parsed JSON events (skipping `[DONE]`); `None` for events that are not JSON.
+    pub fn json(&self) -> Vec<Option<serde_json::Value>> {
+        self.events
+            .iter()
+            .filter(|(_, d)| d != "[DONE]")
+            .map(|(_, d)| serde_json::from_str(d).ok())
+            .collect()
+    }
+
+    /// Arrival times of events that carry generated text, with the text.
+    pub fn token_events(&self) -> Vec<(Duration, String)> {
+        self.events
+            .iter()
+            .filter_map(|(t, d)| {
+                let v: serde_json::Value = serde_json::from_str(d).ok()?;
+                let c = &v["choices"][0];
+                let text = c["delta"]["content"].as_str().or(c["text"].as_str())?;
+                (!text.is_empty()).then(|| (*t, text.to_owned()))
+            })
+            .collect()
+    }
+}
+
+/// POSTs JSON and reads the whole response, timestamping each SSE event as it arrives.
+pub async fn post(http: &reqwest::Client, url: &str, body: serde_json::Value) -> Seen {
+    let t0 = Instant::now();
+    let resp = http
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .expect("request sent");
+    let mut seen = Seen {
+        status: resp.status().as_u16(),
+        headers_after: t0.elapsed(),
+        ..Seen::default()
+    };
+    let mut buf = String::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(part) = stream.next().await {
+        let at = t0.elapsed();
+        match part {
+            Ok(b) => {
+                let s = String::from_utf8_lossy(&b);
+                seen.body.push_str(&s);
+                buf.push_str(&s);
+                while let Some(i) = buf.find("\n\n") {
+                    let ev: String = buf.drain(..i + 2).collect();
+                    if let Some(data) = ev.trim_end().strip_prefix("data: ") {
+                        seen.events.push((at, data.to_owned()));
+                    }
+                }
+            }
+            Err(_) => {
+                seen.broken = true;
+                break;
+            }
+        }
+    }
+    seen
+}
+
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    goodput::analyze::percentile_sorted(&v, 50.0).expect("non-empty")
+}
