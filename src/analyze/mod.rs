@@ -544,3 +544,169 @@ fn grade(c: &Contract, records: &[Record]) -> Grade {
         missing,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::parse;
+    use std::path::Path;
+
+    fn contract(extra: &str) -> Contract {
+        parse(
+            &format!("[load]\nmodel = \"open\"\nrate = 10\nrequests = 4\n{extra}"),
+            Path::new("t"),
+        )
+        .unwrap()
+    }
+
+    /// A successful record: intended at `at`, sent 1 ms later, chunks at the given offsets.
+    fn rec(index: u64, at: u64, chunks: &[(u64, u32)], end: u64, usage: Option<u32>) -> Record {
+        let client: u32 = chunks.iter().map(|c| c.1).sum();
+        Record {
+            index,
+            phase: Phase::Steady,
+            request_id: format!("r-{index}"),
+            intended_us: Some(at),
+            sent_us: Some(at + 1_000),
+            first_token_us: chunks.first().map(|c| at + c.0),
+            end_us: Some(at + end),
+            chunks: chunks.iter().map(|(t, n)| (at + t, *n)).collect(),
+            input_tokens_planned: 100,
+            output_tokens_planned: usage.unwrap_or(client),
+            usage_prompt_tokens: Some(100),
+            usage_completion_tokens: usage,
+            client_output_tokens: client,
+            outcome: Outcome::Ok,
+            error: None,
+            http_status: Some(200),
+            response_id: None,
+            finish_reason: Some("length".into()),
+        }
+    }
+
+    #[test]
+    fn metrics_from_the_intended_time_with_multi_token_chunks() {
+        // First token 50 ms after the intended send; then a 3-token chunk and a 2-token chunk.
+        let r = rec(
+            0,
+            0,
+            &[(50_000, 1), (80_000, 3), (100_000, 2)],
+            110_000,
+            Some(6),
+        );
+        let m = request_metrics(&r, LatencyOrigin::Intended, TokenSource::Usage);
+        assert_eq!(m.ttft_ms, Some(50.0));
+        assert_eq!(m.e2e_ms, Some(110.0));
+        assert_eq!(m.tpot_ms, Some(60.0 / 5.0));
+        assert_eq!(m.itl_ms, vec![30.0, 20.0]);
+        assert_eq!(m.dispatch_lag_ms, Some(1.0));
+        // From the actual send, everything is 1 ms shorter.
+        let s = request_metrics(&r, LatencyOrigin::Sent, TokenSource::Usage);
+        assert_eq!((s.ttft_ms, s.e2e_ms), (Some(49.0), Some(109.0)));
+    }
+
+    #[test]
+    fn usage_wins_over_the_client_count_unless_told_otherwise() {
+        let r = rec(0, 0, &[(10_000, 1), (20_000, 1)], 20_000, Some(5));
+        assert_eq!(
+            request_metrics(&r, LatencyOrigin::Intended, TokenSource::Usage).output_tokens,
+            5
+        );
+        assert_eq!(
+            request_metrics(&r, LatencyOrigin::Intended, TokenSource::Client).output_tokens,
+            2
+        );
+        let no_usage = rec(0, 0, &[(10_000, 1), (20_000, 1)], 20_000, None);
+        let m = request_metrics(&no_usage, LatencyOrigin::Intended, TokenSource::Usage);
+        assert_eq!((m.output_tokens, m.output_from_usage), (2, false));
+    }
+
+    #[test]
+    fn one_token_outputs_have_no_tpot_and_meet_a_tpot_slo() {
+        let c = contract("[slo]\ntpot_ms = 1\n");
+        let r = rec(0, 0, &[(10_000, 1)], 10_000, Some(1));
+        let m = request_metrics(&r, LatencyOrigin::Intended, TokenSource::Usage);
+        assert_eq!(m.tpot_ms, None);
+        assert!(meets_slo(&c, &m));
+    }
+
+    #[test]
+    fn failures_count_against_attainment_but_not_in_latency() {
+        let c = contract("[slo]\nttft_ms = 60\npercentile = 50\nattainment = 0.5\n");
+        let mut failed = rec(3, 300_000, &[], 301_000, None);
+        failed.fail(Outcome::HttpStatus, "HTTP 500", 301_000);
+        let records = vec![
+            rec(0, 0, &[(50_000, 1), (60_000, 1)], 60_000, Some(2)),
+            rec(1, 100_000, &[(55_000, 1), (65_000, 1)], 65_000, Some(2)),
+            rec(2, 200_000, &[(90_000, 1), (99_000, 1)], 99_000, Some(2)), // misses the TTFT SLO
+            failed,
+        ];
+        let s = summarize(&c, &records, false);
+        let st = &s.steady;
+        assert_eq!((st.stats.requests, st.stats.ok, st.stats.failed), (4, 3, 1));
+        assert_eq!(st.stats.ttft_ms.as_ref().unwrap().count, 3);
+        assert_eq!(st.errors.get("http_status"), Some(&1));
+        let slo = st.slo.as_ref().unwrap();
+        assert_eq!(slo.met, 2);
+        assert_eq!(slo.attainment, 0.5);
+        // Achieved rate: 3 successes ending at 60, 165, 299 ms → 2 / 0.239 s.
+        let achieved = 2.0 / 0.239;
+        assert!((st.throughput.achieved_rps.unwrap() - achieved).abs() < 1e-9);
+        // Goodput: achieved × 2 of the 3 successes.
+        assert!((slo.goodput_rps.unwrap() - achieved * 2.0 / 3.0).abs() < 1e-9);
+        // Offered: 4 intended sends over 0.3 s.
+        assert!((st.throughput.offered_rps.unwrap() - 3.0 / 0.3).abs() < 1e-9);
+        // p50 TTFT of [50, 55, 90] is 55 ≤ 60; attainment 0.5 meets 0.5.
+        assert_eq!(slo.per_metric[0].value_ms, Some(55.0));
+        assert!(slo.pass);
+        // 4 requests cannot support p50 with 2 misses at 99% confidence.
+        assert_eq!(s.validity.verdict, "INVALID");
+        assert!(
+            s.validity
+                .reasons
+                .iter()
+                .any(|r| r.contains("cannot support p50")),
+            "{:?}",
+            s.validity.reasons
+        );
+    }
+
+    #[test]
+    fn client_drops_lag_and_shortfall_invalidate_tail_claims() {
+        let c = contract("[slo]\nttft_ms = 1000\npercentile = 50\n");
+        let mut records: Vec<Record> = (0..50)
+            .map(|i| rec(i, i * 100_000, &[(10_000, 1), (20_000, 1)], 20_000, Some(2)))
+            .collect();
+        records[3].sent_us = Some(records[3].intended_us.unwrap() + 50_000); // 50 ms late
+        records[7].fail(Outcome::ClientDropped, "cap", 700_000);
+        records[7].sent_us = None;
+        let s = summarize(&c, &records, false);
+        let reasons = s.validity.reasons.join("\n");
+        assert!(reasons.contains("dispatch lag"), "{reasons}");
+        assert!(
+            reasons.contains("1 arrivals were client-dropped"),
+            "{reasons}"
+        );
+    }
+
+    #[test]
+    fn closed_loop_is_flagged_and_measured_from_the_send() {
+        let c = parse(
+            "[load]\nmodel = \"closed\"\nconcurrency = 2\nrequests = 2\n",
+            Path::new("t"),
+        )
+        .unwrap();
+        let mut r = rec(0, 0, &[(10_000, 1), (20_000, 1)], 20_000, Some(2));
+        r.intended_us = None;
+        let s = summarize(&c, &[r], false);
+        assert_eq!(s.latency_origin, "sent");
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.contains("tail and capacity claims are not valid"))
+        );
+        assert!(s.validity.reasons.iter().any(|n| n.contains("closed-loop")));
+        assert_eq!(s.steady.stats.ttft_ms.as_ref().unwrap().p50, 9.0);
+        assert!(s.steady.throughput.offered_rps.is_none());
+    }
+}

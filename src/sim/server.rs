@@ -171,6 +171,11 @@ impl SimServer {
             .with_state(shared.clone());
         let cancel = CancellationToken::new();
         let stop = cancel.clone();
+        // Token-by-token SSE is many small writes: without TCP_NODELAY, Nagle's algorithm and
+        // delayed ACKs hold chunks back by up to 40 ms (real engine servers set it too).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         tokio::spawn(async move {
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(stop.cancelled_owned())

@@ -1,0 +1,455 @@
+//! `goodput run` end to end (issue #3): against the simulator in-process, against hand-rolled
+//! servers with real engines' stream quirks, and through the binary for bad input and Ctrl-C.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use goodput::contract::{self, Contract};
+use goodput::record::{Outcome, Record};
+use goodput::run::{RunOptions, RunResult, run};
+use goodput::sim::SimConfig;
+use tokio_util::sync::CancellationToken;
+
+fn parse(src: &str) -> Contract {
+    contract::parse(src, Path::new("test.toml")).unwrap()
+}
+
+async fn run_in(c: Contract, dir: &Path) -> RunResult {
+    let opts = RunOptions {
+        out_root: dir.to_owned(),
+        progress: false,
+        argv: vec!["test".into()],
+    };
+    run(c, opts, CancellationToken::new())
+        .await
+        .expect("run succeeds")
+}
+
+const FAST_SIM: &str = "[target.simulator]\nprefill_tokens_per_s = 50000\ndecode_base_ms = 4\ndecode_per_seq_ms = 0.05\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "name = \"open\"\n[workload]\nseed = 5\ninput_tokens = {{ dist = \"uniform\", min = 20, max = 80 }}\noutput_tokens = {{ dist = \"fixed\", value = 12 }}\n\
+         [load]\nmodel = \"open\"\nrate = 40\nrequests = 80\n[warmup]\nrequests = 5\n[slo]\nttft_ms = 500\ntpot_ms = 100\n{FAST_SIM}"
+    ));
+    let r = run_in(c, dir.path()).await;
+    for f in [
+        "contract.toml",
+        "command.json",
+        "environment.json",
+        "requests.jsonl",
+        "summary.json",
+        "report.md",
+    ] {
+        assert!(r.bundle.path(f).is_file(), "{f} missing");
+    }
+    let records = goodput::record::read_jsonl(&r.bundle.path("requests.jsonl")).unwrap();
+    assert_eq!(records.len(), 85);
+    assert!(records.iter().all(Record::is_ok));
+    let s = &r.summary;
+    assert_eq!(s.phases["warmup"].requests, 5);
+    assert_eq!(s.steady.stats.requests, 80);
+    assert_eq!(s.load_model, "open");
+    assert_eq!(s.latency_origin, "intended");
+    assert_eq!(s.steady.output_token_source, "usage");
+    assert_eq!(s.steady.output_length_mismatches, 0);
+    // Every request asked for exactly 12 tokens and got them.
+    assert!(
+        records
+            .iter()
+            .all(|x| x.usage_completion_tokens == Some(12) && x.client_output_tokens == 12)
+    );
+    // Server-reported prompt lengths equal the planned ones on the simulator.
+    assert!(
+        records
+            .iter()
+            .all(|x| x.usage_prompt_tokens == Some(x.input_tokens_planned))
+    );
+    let offered = s.steady.throughput.offered_rps.unwrap();
+    let achieved = s.steady.throughput.achieved_rps.unwrap();
+    assert!(
+        (achieved - offered).abs() / offered < 0.1,
+        "offered {offered} achieved {achieved}"
+    );
+    // 80 requests cannot support p99: the run says so rather than pretending.
+    assert_eq!(s.validity.verdict, "INVALID");
+    assert!(
+        s.validity.reasons.iter().any(|x| x.contains("459 needed")),
+        "{:?}",
+        s.validity.reasons
+    );
+    assert_eq!(s.grade.verdict, "comparable");
+    // The resolved contract writes every default out, and the summary is recomputable.
+    let resolved = std::fs::read_to_string(r.bundle.path("contract.toml")).unwrap();
+    assert!(
+        resolved.contains("max_in_flight")
+            && resolved.contains("latency_origin")
+            && resolved.contains("decode_base_ms")
+    );
+    let (_, again) = goodput::run::recompute(&r.bundle.dir).unwrap();
+    assert_eq!(&again, s);
+    let on_disk: goodput::analyze::Summary =
+        serde_json::from_str(&std::fs::read_to_string(r.bundle.path("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(&on_disk, s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_loop_run_keeps_concurrency_and_carries_the_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "[workload]\noutput_tokens = {{ dist = \"fixed\", value = 8 }}\ninput_tokens = {{ dist = \"fixed\", value = 32 }}\n\
+         [load]\nmodel = \"closed\"\nconcurrency = 4\nrequests = 40\n{FAST_SIM}"
+    ));
+    let r = run_in(c, dir.path()).await;
+    assert_eq!(r.records.len(), 40);
+    for x in &r.records {
+        let t = x.sent_us.unwrap();
+        let in_flight = r
+            .records
+            .iter()
+            .filter(|o| o.sent_us.unwrap() <= t && o.end_us.unwrap() > t)
+            .count();
+        assert!(in_flight <= 4, "{in_flight} in flight");
+        assert!(x.intended_us.is_none());
+    }
+    let s = &r.summary;
+    assert_eq!(s.latency_origin, "sent");
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.contains("tail and capacity claims are not valid"))
+    );
+    let text = goodput::report::document(s).terminal();
+    assert!(text.contains("closed-loop load"), "{text}");
+}
+
+/// A server with real engines' quirks: a role-only first chunk, a keep-alive comment, a
+/// multi-token chunk, an empty final chunk, and usage in a chunk whose `choices` is null.
+async fn quirky_server(streaming: bool) -> (String, tokio::task::JoinHandle<()>) {
+    async fn completions(streaming: bool) -> axum::response::Response {
+        if !streaming {
+            return axum::Json(serde_json::json!({"choices": [{"message": {"content": "x"}}]}))
+                .into_response();
+        }
+        let parts: Vec<(u64, &'static str)> = vec![
+            (
+                0,
+                "data: {\"id\":\"q1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}]}\n\n",
+            ),
+            (0, ": ping\n\n"),
+            (
+                40,
+                "data:{\"id\":\"q1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" alpha beta gamma\"}}]}\n\n",
+            ),
+            (
+                20,
+                "data: {\"id\":\"q1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" delta\"}}]}\n\n",
+            ),
+            (
+                0,
+                "data: {\"id\":\"q1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\n",
+            ),
+            (
+                0,
+                "data: {\"id\":\"q1\",\"choices\":null,\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":4}}\n\n",
+            ),
+            (0, "data: [DONE]\n\n"),
+        ];
+        // The delays are the behaviour under measurement (a 40 ms prefill), not synchronisation.
+        let stream = futures_util::stream::unfold(parts.into_iter(), |mut it| async move {
+            let (delay, text) = it.next()?;
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            Some((
+                Ok::<Bytes, std::io::Error>(Bytes::from_static(text.as_bytes())),
+                it,
+            ))
+        });
+        (
+            [("content-type", "text/event-stream")],
+            Body::from_stream(stream),
+        )
+            .into_response()
+    }
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(move || completions(streaming)))
+        .route(
+            "/v1/models",
+            get(|| async { axum::Json(serde_json::json!({"data": [{"id": "quirky"}]})) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    (
+        url,
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() }),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn role_only_chunks_comments_and_null_choices_are_measured_right() {
+    let (url, _server) = quirky_server(true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "[target]\nurl = \"{url}\"\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 3\n[measurement]\nclient_token_count = \"words\"\n"
+    ));
+    let r = run_in(c, dir.path()).await;
+    for x in &r.records {
+        assert_eq!(x.outcome, Outcome::Ok, "{:?}", x.error);
+        let sent = x.sent_us.unwrap();
+        // TTFT comes from the first text-carrying chunk, not the role-only one at ~0 ms.
+        let ttft_ms = (x.first_token_us.unwrap() - sent) as f64 / 1000.0;
+        assert!(
+            ttft_ms >= 39.0,
+            "TTFT {ttft_ms} ms counted a role-only chunk"
+        );
+        assert_eq!(x.chunks.iter().map(|c| c.1).collect::<Vec<_>>(), vec![3, 1]);
+        assert_eq!(
+            (
+                x.usage_completion_tokens,
+                x.usage_prompt_tokens,
+                x.client_output_tokens
+            ),
+            (Some(4), Some(7), 4)
+        );
+        assert_eq!(x.finish_reason.as_deref(), Some("length"));
+        assert_eq!(x.response_id.as_deref(), Some("q1"));
+    }
+    // TPOT = (E2E − TTFT) / (4 − 1) ≈ 20 ms / 3.
+    let tpot = r.summary.steady.stats.tpot_ms.as_ref().unwrap().p50;
+    assert!((tpot - 20.0 / 3.0).abs() < 2.0, "{tpot}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_does_not_stream_fails_every_request_clearly_and_stops_early() {
+    let (url, _server) = quirky_server(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "[target]\nurl = \"{url}\"\n[load]\nmodel = \"open\"\nrate = 200\nrequests = 400\n"
+    ));
+    let r = run_in(c, dir.path()).await;
+    // The first requests all failed the same way; fail-fast then interrupted those in flight.
+    assert!(
+        r.records[..20]
+            .iter()
+            .all(|x| x.outcome == Outcome::NotStreamed)
+    );
+    assert!(
+        r.records
+            .iter()
+            .all(|x| matches!(x.outcome, Outcome::NotStreamed | Outcome::Interrupted))
+    );
+    assert!(
+        r.records[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("application/json")
+    );
+    assert!(r.records[0].error.as_deref().unwrap().contains(&url));
+    assert!(r.aborted.is_some(), "fail-fast did not stop the run");
+    assert!(r.records.len() < 400);
+}
+
+// ---- through the binary --------------------------------------------------------------------
+
+fn goodput(args: &[&str], dir: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn assert_clean_failure(out: &std::process::Output, wants: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "should fail: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
+    for w in wants {
+        assert!(err.contains(w), "want {w:?} in: {err}");
+    }
+}
+
+#[test]
+fn bad_contracts_fail_with_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cases = [
+        (
+            "unknown.toml",
+            "[load]\nmodel = \"open\"\nrat = 2\nrequests = 3\n",
+            vec!["unknown.toml:3", "rat"],
+        ),
+        (
+            "missing.toml",
+            "[load]\nmodel = \"open\"\nrequests = 3\n",
+            vec!["missing.toml:1", "load.rate"],
+        ),
+        (
+            "type.toml",
+            "[load]\nmodel = \"open\"\nrate = \"fast\"\nrequests = 3\n",
+            vec!["type.toml:3"],
+        ),
+        (
+            "rate.toml",
+            "[load]\nmodel = \"open\"\nrate = -1\nrequests = 3\n",
+            vec!["rate.toml:3", "load.rate", "> 0"],
+        ),
+        (
+            "minmax.toml",
+            "[workload]\noutput_tokens = { dist = \"uniform\", min = 50, max = 5 }\n[load]\nmodel = \"open\"\nrate = 1\nrequests = 3\n",
+            vec!["minmax.toml:2", "workload.output_tokens.min"],
+        ),
+        (
+            "pct.toml",
+            "[load]\nmodel = \"open\"\nrate = 1\nrequests = 3\n[slo]\nttft_ms = 10\npercentile = 0\n",
+            vec!["pct.toml:7", "slo.percentile", "(0, 100]"],
+        ),
+    ];
+    for (name, text, wants) in cases {
+        let p = write(d, name, text);
+        assert_clean_failure(
+            &goodput(&["run", p.to_str().unwrap(), "--quiet"], d),
+            &wants,
+        );
+    }
+    assert_clean_failure(&goodput(&["run", "nope.toml"], d), &["nope.toml"]);
+    assert!(
+        !d.join("runs").exists(),
+        "no bundle for a contract that never ran"
+    );
+}
+
+#[test]
+fn an_unreachable_url_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let p = write(
+        dir.path(),
+        "c.toml",
+        &format!(
+            "[target]\nurl = \"http://127.0.0.1:{port}\"\nmodel = \"m\"\n[load]\nmodel = \"open\"\nrate = 1\nrequests = 3\n"
+        ),
+    );
+    assert_clean_failure(
+        &goodput(&["run", p.to_str().unwrap(), "--quiet"], dir.path()),
+        &[&format!("127.0.0.1:{port}")],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_error_on_every_request_fails_with_url_and_status() {
+    let mut cfg = SimConfig::default();
+    cfg.faults.error_rate = 1.0;
+    cfg.faults.error_status = 500;
+    let sim = common::sim(cfg).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "c.toml",
+        &format!(
+            "[target]\nurl = \"{}\"\n[load]\nmodel = \"open\"\nrate = 50\nrequests = 60\n",
+            sim.base_url()
+        ),
+    );
+    let d = dir.path().to_owned();
+    let out =
+        tokio::task::spawn_blocking(move || goodput(&["run", p.to_str().unwrap(), "--quiet"], &d))
+            .await
+            .unwrap();
+    assert_clean_failure(&out, &["no request succeeded", "HTTP 500", &sim.base_url()]);
+    // The bundle is kept, with every failure recorded.
+    let bundle = std::fs::read_dir(dir.path().join("runs/default"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let records = goodput::record::read_jsonl(&bundle.join("requests.jsonl")).unwrap();
+    assert!(!records.is_empty() && records.iter().all(|r| r.outcome == Outcome::HttpStatus));
+}
+
+#[test]
+fn ctrl_c_keeps_every_finished_record_and_marks_the_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "c.toml",
+        "name = \"int\"\n[load]\nmodel = \"open\"\nrate = 50\nrequests = 5000\n[workload]\noutput_tokens = { dist = \"fixed\", value = 20 }\n",
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["run", p.to_str().unwrap(), "--quiet"])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until some records are on disk, then interrupt.
+    let runs = dir.path().join("runs/int");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let jsonl = loop {
+        let found = std::fs::read_dir(&runs)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok)
+            .map(|e| e.path().join("requests.jsonl"));
+        if let Some(f) = found.filter(|f| {
+            std::fs::read_to_string(f)
+                .map(|t| t.lines().count() >= 10)
+                .unwrap_or(false)
+        }) {
+            break f;
+        }
+        assert!(std::time::Instant::now() < deadline, "no records appeared");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let bundle = jsonl.parent().unwrap();
+    let records = goodput::record::read_jsonl(&jsonl).unwrap();
+    assert!(records.len() >= 10 && records.len() < 5000);
+    let command: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("command.json")).unwrap())
+            .unwrap();
+    assert_eq!(command["interrupted"], true);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["interrupted"], true);
+    assert_eq!(summary["validity"]["verdict"], "INVALID");
+}
+
+#[test]
+fn init_writes_a_contract_that_runs_and_plans_are_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    assert!(goodput(&["init", "g.toml"], d).status.success());
+    assert!(contract::load(&d.join("g.toml")).is_ok());
+    assert_clean_failure(&goodput(&["init", "g.toml"], d), &["exists"]);
+    let a = goodput(&["plan", "g.toml", "--limit", "50"], d).stdout;
+    let b = goodput(&["plan", "g.toml", "--limit", "50"], d).stdout;
+    assert_eq!(a, b);
+    assert_eq!(String::from_utf8_lossy(&a).lines().count(), 50);
+}

@@ -1,0 +1,142 @@
+//! Timing-sensitive end-to-end tests (issue #3), in their own test binary so no other test
+//! competes for the two cores, and serialised with each other for the same reason.
+
+mod common;
+
+use std::path::Path;
+
+use goodput::contract::{self, Contract};
+use goodput::run::{RunOptions, RunResult, run};
+use goodput::sim::SimConfig;
+use tokio_util::sync::CancellationToken;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn parse(src: &str) -> Contract {
+    contract::parse(src, Path::new("test.toml")).unwrap()
+}
+
+async fn run_in(c: Contract, dir: &Path) -> RunResult {
+    let opts = RunOptions {
+        out_root: dir.to_owned(),
+        progress: false,
+        argv: vec!["test".into()],
+    };
+    run(c, opts, CancellationToken::new())
+        .await
+        .expect("run succeeds")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_measurements_agree_with_the_simulators_ground_truth() {
+    let _serial = SERIAL.lock().await;
+    let sim = common::sim(SimConfig {
+        prefill_tokens_per_s: 20_000.0,
+        decode_base_ms: 6.0,
+        decode_per_seq_ms: 0.1,
+        ..SimConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "[target]\nurl = \"{}\"\n[target.declared]\nengine = \"goodput-sim\"\n[workload]\nseed = 9\ninput_tokens = {{ dist = \"uniform\", min = 50, max = 300 }}\noutput_tokens = {{ dist = \"uniform\", min = 10, max = 40 }}\n\
+         [load]\nmodel = \"open\"\nrate = 20\nrequests = 200\n",
+        sim.base_url()
+    ));
+    let r = run_in(c, dir.path()).await;
+    let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> = sim
+        .ground_truth()
+        .into_iter()
+        .map(|g| (g.request_id.clone().unwrap(), g))
+        .collect();
+    let (mut ttft, mut e2e, mut itl) = (vec![], vec![], vec![]);
+    for x in &r.records {
+        let g = &gt[&x.request_id];
+        let sent = x.sent_us.unwrap() as f64;
+        let client_ttft = (x.first_token_us.unwrap() as f64 - sent) / 1000.0;
+        let server_ttft = (g.first_token_us.unwrap() - g.arrival_us) as f64 / 1000.0;
+        ttft.push((client_ttft - server_ttft).abs());
+        e2e.push(
+            ((x.end_us.unwrap() as f64 - sent) / 1000.0
+                - (g.end_us - g.arrival_us) as f64 / 1000.0)
+                .abs(),
+        );
+        assert_eq!(x.chunks.len(), g.chunks.len());
+        for (c, s) in x.chunks.windows(2).zip(g.chunks.windows(2)) {
+            itl.push(((c[1].0 - c[0].0) as f64 - (s[1].0 - s[0].0) as f64).abs() / 1000.0);
+        }
+    }
+    for (name, mut v) in [("TTFT", ttft), ("E2E", e2e), ("ITL", itl)] {
+        v.sort_by(f64::total_cmp);
+        let p50 = goodput::analyze::percentile_sorted(&v, 50.0).unwrap();
+        let p99 = goodput::analyze::percentile_sorted(&v, 99.0).unwrap();
+        assert!(
+            p50 <= 1.0 && p99 <= 5.0,
+            "{name}: median |error| {p50:.3} ms, p99 {p99:.3} ms"
+        );
+    }
+    // The model came from /v1/models, and the probes are in environment.json.
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r.bundle.path("environment.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        env["probes"][0]["answer"]["data"][0]["id"],
+        sim.config().model
+    );
+    assert_eq!(
+        r.summary.grade.verdict, "directional",
+        "undeclared facts make it directional"
+    );
+    assert!(
+        r.summary
+            .grade
+            .missing
+            .iter()
+            .any(|m| m.contains("engine revision"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_tail_sees_a_stall_that_closed_loop_hides() {
+    let _serial = SERIAL.lock().await;
+    // A 500 ms freeze every 4 s. Open loop keeps sending into the freeze (≈ 12% of arrivals land
+    // in one); a closed loop at the same mean rate has one request in flight, so
+    // only the 2–3 requests in flight at a freeze (of ≈ 600) see it.
+    let sim = "[target.simulator]\nprefill_tokens_per_s = 1000000\ndecode_base_ms = 2\ndecode_per_seq_ms = 0\n[target.simulator.faults]\nstall_every_ms = 4000\nstall_for_ms = 500\n";
+    let shape = "[workload]\ninput_tokens = { dist = \"fixed\", value = 8 }\noutput_tokens = { dist = \"fixed\", value = 4 }\n";
+    let dir = tempfile::tempdir().unwrap();
+    // Closed loop first; then open loop at exactly the mean rate the closed loop achieved.
+    let closed = run_in(
+        parse(&format!("name = \"c\"\n{shape}[load]\nmodel = \"closed\"\nconcurrency = 1\nthink_time = \"5ms\"\nduration = \"8s\"\n{sim}")),
+        dir.path(),
+    )
+    .await;
+    let rate = closed.summary.steady.throughput.achieved_rps.unwrap();
+    let open = run_in(
+        parse(&format!("name = \"o\"\n{shape}[load]\nmodel = \"open\"\narrival = \"constant\"\nrate = {rate:.3}\nduration = \"8s\"\n{sim}")),
+        dir.path(),
+    )
+    .await;
+    let p99 = |r: &RunResult| r.summary.steady.stats.ttft_ms.as_ref().unwrap().p99;
+    let (o, c) = (p99(&open), p99(&closed));
+    assert!(
+        o >= 300.0,
+        "open-loop p99 TTFT {o} ms should include the 500 ms stall"
+    );
+    assert!(
+        c * 4.0 <= o,
+        "closed-loop p99 {c} ms should hide most of it (open {o} ms)"
+    );
+    let achieved = open.summary.steady.throughput.achieved_rps.unwrap();
+    assert!(
+        rate > 40.0 && (achieved - rate).abs() / rate < 0.1,
+        "closed {rate} req/s, open achieved {achieved}"
+    );
+    assert!(
+        closed
+            .summary
+            .notes
+            .iter()
+            .any(|n| n.contains("not valid under closed-loop load"))
+    );
+}
