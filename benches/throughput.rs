@@ -1,1 +1,398 @@
-fn main() {}
+//! Throughput and overhead benchmarks for the simulator and the client (issues #2 and #3).
+//!
+//!     cargo bench --bench throughput
+//!
+//! Each scenario starts `goodput sim` (release build, near-zero cost) as its own process on
+//! loopback and drives it with goodput's real client and driver, as a user would. Both share
+//! this machine's cores, so the figures are a floor for either side alone. Prints one line per
+//! target with the measured value and whether it holds; exits non-zero if one does not.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use goodput::contract;
+use goodput::run::{RunOptions, RunResult, run};
+use tokio_util::sync::CancellationToken;
+
+/// A `goodput sim` child process, killed on drop.
+struct Sim {
+    child: Child,
+    url: String,
+}
+
+impl Sim {
+    fn start(extra: &[&str]) -> Sim {
+        let instant = [
+            "prefill_tokens_per_s=1e12",
+            "decode_base_ms=0",
+            "decode_per_seq_ms=0",
+            "max_batch=1000000",
+            "kv_capacity_tokens=1000000000000",
+            "prefix_cache_blocks=0",
+            "max_model_len=1000000",
+        ];
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_goodput"));
+        cmd.args(["sim", "--port", "0"]);
+        for s in instant {
+            cmd.args(["--set", s]);
+        }
+        cmd.args(extra).stdout(Stdio::piped());
+        let mut child = cmd.spawn().expect("goodput sim starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("banner");
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .expect("url in banner")
+            .to_owned();
+        Sim { child, url }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn drive(sim: &Sim, load: &str, input: u32, output: u32, dir: &Path) -> RunResult {
+    drive_warm(sim, load, input, output, 0, dir).await
+}
+
+async fn drive_warm(
+    sim: &Sim,
+    load: &str,
+    input: u32,
+    output: u32,
+    warmup: u32,
+    dir: &Path,
+) -> RunResult {
+    let src = format!(
+        "name = \"bench\"\n[target]\nurl = \"{}\"\ntimeout = \"600s\"\n[workload]\ninput_tokens = {{ dist = \"fixed\", value = {input} }}\n\
+         output_tokens = {{ dist = \"fixed\", value = {output} }}\n[load]\n{load}\n[warmup]\nrequests = {warmup}\n[measurement]\nclient_token_count = \"words\"\n",
+        sim.url
+    );
+    let c = contract::parse(&src, Path::new("bench.toml")).expect("bench contract");
+    let opts = RunOptions {
+        out_root: dir.to_owned(),
+        progress: false,
+        argv: vec!["bench".into()],
+    };
+    run(c, opts, CancellationToken::new())
+        .await
+        .expect("bench run")
+}
+
+/// Wall-clock output tokens per second: all tokens over first send → last end.
+fn tokens_per_s(r: &RunResult) -> f64 {
+    let start = r
+        .records
+        .iter()
+        .filter_map(|x| x.sent_us)
+        .min()
+        .unwrap_or(0);
+    let end = r.records.iter().filter_map(|x| x.end_us).max().unwrap_or(1);
+    let tokens: u64 = r
+        .records
+        .iter()
+        .map(|x| u64::from(x.client_output_tokens))
+        .sum();
+    tokens as f64 / ((end - start) as f64 / 1e6)
+}
+
+/// Most requests in flight at once, from the records.
+fn peak_in_flight(r: &RunResult) -> usize {
+    let mut ev: Vec<(u64, i64)> = Vec::new();
+    for x in &r.records {
+        if let (Some(s), Some(e)) = (x.sent_us, x.end_us) {
+            ev.push((s, 1));
+            ev.push((e, -1));
+        }
+    }
+    ev.sort();
+    let (mut cur, mut peak) = (0i64, 0i64);
+    for (_, d) in ev {
+        cur += d;
+        peak = peak.max(cur);
+    }
+    peak as usize
+}
+
+/// An in-process server whose first token is instant: a role-only chunk and the first token at
+/// once, then 127 more tokens 5 ms apart on each stream's own timer (so streams do not arrive in
+/// lockstep bursts), then usage and `[DONE]`. With 64 streams in flight, every millisecond of
+/// TTFT the client measures is its own (and loopback's) overhead.
+async fn instant_first_token_server() {
+    use axum::routing::{get, post};
+    const ROLE: &str = "data: {\"id\":\"s\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n";
+    const TOKEN: &str = "data: {\"id\":\"s\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" word\"},\"finish_reason\":null}]}\n\n";
+    const END: &str = "data: {\"id\":\"s\",\"choices\":[],\"usage\":{\"prompt_tokens\":64,\"completion_tokens\":128}}\n\ndata: [DONE]\n\n";
+    async fn completion() -> axum::response::Response {
+        use axum::response::IntoResponse;
+        let first = axum::body::Bytes::from(format!("{ROLE}{TOKEN}"));
+        let stream = futures_util::stream::unfold(0u32, move |i| {
+            let first = first.clone();
+            async move {
+                let chunk = match i {
+                    0 => first,
+                    1..=127 => {
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                        axum::body::Bytes::from_static(TOKEN.as_bytes())
+                    }
+                    128 => axum::body::Bytes::from_static(END.as_bytes()),
+                    _ => return None,
+                };
+                Some((Ok::<_, std::io::Error>(chunk), i + 1))
+            }
+        });
+        (
+            [("content-type", "text/event-stream")],
+            axum::body::Body::from_stream(stream),
+        )
+            .into_response()
+    }
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(completion))
+        .route(
+            "/v1/models",
+            get(|| async { axum::Json(serde_json::json!({"data": [{"id": "instant"}]})) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    println!(
+        "instant server on http://{}",
+        listener.local_addr().expect("addr")
+    );
+    let listener = axum::serve::ListenerExt::tap_io(listener, |t| {
+        let _ = t.set_nodelay(true);
+    });
+    let _ = axum::serve(listener, app).await;
+}
+
+/// Starts this benchmark binary again as the instant server, in its own process, so it shares
+/// the machine's cores with the client but not the client's scheduler, as a real server would.
+fn spawn_instant_server() -> Sim {
+    let mut child = Command::new(std::env::current_exe().expect("own path"))
+        .env(SERVE_ENV, "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("instant server starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("banner");
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("url in banner")
+        .to_owned();
+    Sim { child, url }
+}
+
+const SERVE_ENV: &str = "GOODPUT_BENCH_INSTANT_SERVER";
+
+/// The median of a few runs, and "min–max" for the record.
+fn median_and_range(v: &mut [f64]) -> (f64, String) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], format!("{:.2}–{:.2}", v[0], v[v.len() - 1]))
+}
+
+fn report(ok: &mut bool, what: &str, value: f64, unit: &str, holds: bool, target: &str) {
+    *ok &= holds;
+    println!(
+        "{what:<58} {value:>12.1} {unit:<8} target {target:<12} {}",
+        if holds { "ok" } else { "MISSED" }
+    );
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    if std::env::var_os(SERVE_ENV).is_some() {
+        rt.block_on(instant_first_token_server());
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut ok = true;
+    rt.block_on(async {
+        // 1. Simulator streaming rate to one client: 64 streams of 4,000 tokens.
+        let sim = Sim::start(&[]);
+        let r = drive(
+            &sim,
+            "model = \"closed\"\nconcurrency = 64\nrequests = 256",
+            16,
+            4000,
+            dir.path(),
+        )
+        .await;
+        assert!(r.records.iter().all(|x| x.is_ok()));
+        report(
+            &mut ok,
+            "simulator → client streamed tokens/s (64 streams)",
+            tokens_per_s(&r),
+            "tok/s",
+            tokens_per_s(&r) >= 200_000.0,
+            ">= 200000",
+        );
+        drop(sim);
+
+        // 2. The client at 5,000 concurrent streams.
+        let sim = Sim::start(&[]);
+        let r = drive(
+            &sim,
+            "model = \"closed\"\nconcurrency = 5000\nrequests = 5000",
+            16,
+            300,
+            dir.path(),
+        )
+        .await;
+        let failed = r.records.iter().filter(|x| !x.is_ok()).count();
+        let peak = peak_in_flight(&r);
+        report(
+            &mut ok,
+            &format!("client: peak concurrent streams ({failed} failed)"),
+            peak as f64,
+            "streams",
+            peak >= 5000 && failed == 0,
+            ">= 5000",
+        );
+        report(
+            &mut ok,
+            "client: streamed tokens/s at 5,000 streams",
+            tokens_per_s(&r),
+            "tok/s",
+            tokens_per_s(&r) >= 200_000.0,
+            ">= 200000",
+        );
+        drop(sim);
+
+        // 3. TTFT the client adds with 64 streams in flight, against a server whose first token
+        //    is instant: everything measured is client (and loopback) overhead. Tails on a noisy
+        //    2-core machine vary from run to run: the median of three runs is judged.
+        let sim = spawn_instant_server();
+        let (mut p99s, mut p50s) = (vec![], vec![]);
+        for _ in 0..3 {
+            // Warm-up: the first 128 requests include opening 64 connections in the same instant.
+            let r = drive_warm(
+                &sim,
+                "model = \"closed\"\nconcurrency = 64\nrequests = 1280",
+                64,
+                128,
+                128,
+                dir.path(),
+            )
+            .await;
+            assert!(
+                r.records.iter().all(|x| x.is_ok()),
+                "{:?}",
+                r.records.iter().find(|x| !x.is_ok())
+            );
+            let d = r.summary.steady.stats.ttft_ms.as_ref().expect("ttft");
+            p99s.push(d.p99);
+            p50s.push(d.p50);
+        }
+        let (p99, range) = median_and_range(&mut p99s);
+        report(
+            &mut ok,
+            &format!(
+                "client: TTFT p99 at concurrency 64, instant server (p50 {:.3} ms; runs {range})",
+                median_and_range(&mut p50s).0
+            ),
+            p99,
+            "ms",
+            p99 <= 2.0,
+            "<= 2",
+        );
+        drop(sim);
+
+        // 3b. For information: against the simulator at concurrency 64 (2 ms steps), client TTFT
+        //     minus the simulator's ground truth. This also contains the server's own delivery of
+        //     each step's 64-chunk burst, which a real engine has too; it is not a target.
+        let gt_path = dir.path().join("gt.jsonl");
+        let sim = Sim::start(&[
+            "--ground-truth",
+            gt_path.to_str().expect("utf-8 path"),
+            "--set",
+            "decode_base_ms=2",
+        ]);
+        let r = drive(
+            &sim,
+            "model = \"closed\"\nconcurrency = 64\nrequests = 1280",
+            64,
+            128,
+            dir.path(),
+        )
+        .await;
+        drop(sim);
+        let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> =
+            std::fs::read_to_string(&gt_path)
+                .expect("ground truth")
+                .lines()
+                .filter_map(|l| serde_json::from_str::<goodput::sim::GroundTruth>(l).ok())
+                .filter_map(|g| Some((g.request_id.clone()?, g)))
+                .collect();
+        let mut added: Vec<f64> = r
+            .records
+            .iter()
+            .filter_map(|x| {
+                let g = gt.get(&x.request_id)?;
+                let client = (x.first_token_us? - x.sent_us?) as f64 / 1000.0;
+                let server = (g.first_token_us? - g.arrival_us) as f64 / 1000.0;
+                Some(client - server)
+            })
+            .collect();
+        added.sort_by(f64::total_cmp);
+        let p50 = goodput::analyze::percentile_sorted(&added, 50.0).unwrap_or(f64::NAN);
+        let p99 = goodput::analyze::percentile_sorted(&added, 99.0).unwrap_or(f64::NAN);
+        println!(
+            "{:<58} {p99:>12.1} {:<8} (p50 {p50:.3} ms; information, see comment)",
+            "client TTFT − simulator ground truth at c=64, p99", "ms"
+        );
+
+        // 4. Dispatch lag of the open-loop schedule at 1,000 req/s (median of three runs).
+        let sim = Sim::start(&[]);
+        let (mut p99s, mut p50s) = (vec![], vec![]);
+        for _ in 0..3 {
+            let r = drive(
+                &sim,
+                "model = \"open\"\narrival = \"poisson\"\nrate = 1000\nrequests = 8000",
+                32,
+                8,
+                dir.path(),
+            )
+            .await;
+            let lag = r
+                .summary
+                .steady
+                .stats
+                .dispatch_lag_ms
+                .as_ref()
+                .expect("lag");
+            p99s.push(lag.p99);
+            p50s.push(lag.p50);
+        }
+        let (p99, range) = median_and_range(&mut p99s);
+        report(
+            &mut ok,
+            &format!(
+                "driver: dispatch lag p99 at 1,000 req/s open (p50 {:.3} ms; runs {range})",
+                median_and_range(&mut p50s).0
+            ),
+            p99,
+            "ms",
+            p99 <= 2.0,
+            "<= 2",
+        );
+        drop(sim);
+    });
+    if !ok {
+        std::process::exit(1);
+    }
+}

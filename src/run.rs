@@ -150,7 +150,7 @@ pub async fn run(
     let live: LiveView = Arc::new(Mutex::new(Live::default()));
     let writer = {
         let (path, live) = (bundle.path(REQUESTS), live.clone());
-        tokio::spawn(async move { write_records(&path, rx, live).await })
+        tokio::task::spawn_blocking(move || write_records(&path, rx, live))
     };
     let done = CancellationToken::new();
     let aborted = Arc::new(Mutex::new(None::<String>));

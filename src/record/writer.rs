@@ -1,12 +1,14 @@
-//! The one collector: request tasks send finished records over a channel; this task appends
-//! each to `requests.jsonl` at once (flushing whenever the queue is empty, so a killed run keeps
-//! every finished record) and feeds the live view. No lock is shared on the request path.
+//! The one collector: request tasks send finished records over a channel; one writer thread
+//! appends each to `requests.jsonl` at once (flushing whenever the queue is empty, so a killed
+//! run keeps every finished record) and feeds the live view. No lock is shared on the request
+//! path, and file I/O never runs on the async workers (nor hops to tokio's blocking pool per
+//! write, as `tokio::fs` would).
 
+use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use hdrhistogram::Histogram;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::{Outcome, Record};
@@ -34,26 +36,23 @@ impl Default for Live {
 pub type LiveView = Arc<Mutex<Live>>;
 
 /// Writes records until every sender is gone; returns them all, in completion order.
-pub async fn write_records(
+/// Blocking: run it on its own thread (`std::thread::spawn` or `spawn_blocking`).
+pub fn write_records(
     path: &Path,
     mut rx: UnboundedReceiver<Record>,
     live: LiveView,
 ) -> std::io::Result<Vec<Record>> {
-    let file = tokio::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(path)
-        .await?;
-    let mut out = tokio::io::BufWriter::new(file);
+        .open(path)?;
+    let mut out = std::io::BufWriter::new(file);
     let mut all = Vec::new();
-    let mut line = Vec::with_capacity(1024);
-    while let Some(rec) = rx.recv().await {
-        line.clear();
-        serde_json::to_writer(&mut line, &rec).map_err(std::io::Error::other)?;
-        line.push(b'\n');
-        out.write_all(&line).await?;
+    while let Some(rec) = rx.blocking_recv() {
+        serde_json::to_writer(&mut out, &rec).map_err(std::io::Error::other)?;
+        out.write_all(b"\n")?;
         if rx.is_empty() {
-            out.flush().await?;
+            out.flush()?;
         }
         {
             let mut l = live.lock().unwrap_or_else(|p| p.into_inner());
@@ -67,6 +66,6 @@ pub async fn write_records(
         }
         all.push(rec);
     }
-    out.flush().await?;
+    out.flush()?;
     Ok(all)
 }
