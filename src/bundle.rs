@@ -4,6 +4,7 @@
 //! ```text
 //! runs/<contract-name>/<UTC timestamp>-<short fingerprint>/
 //!   contract.toml  command.json  environment.json  requests.jsonl  summary.json  report.md
+//!   timeseries.json  [cold_start.json  server.stdout.log  server.stderr.log]
 //! ```
 
 use std::io;
@@ -15,6 +16,7 @@ use crate::contract::Contract;
 pub const REQUESTS: &str = "requests.jsonl";
 pub const CONTRACT: &str = "contract.toml";
 pub const SUMMARY: &str = "summary.json";
+pub const COLD_START: &str = "cold_start.json";
 
 #[derive(Debug, Clone)]
 pub struct Bundle {

@@ -38,6 +38,10 @@ pub enum Command {
         /// Print the summary as JSON instead of the text report.
         #[arg(long)]
         json: bool,
+        /// Measure a cold start: wait for the server to become ready (launching it when the
+        /// contract's [cold_start] says how) and report its first requests apart.
+        #[arg(long)]
+        cold_start: bool,
     },
     /// Write a commented example contract.
     Init {
@@ -94,14 +98,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out,
             quiet,
             json,
+            cold_start,
         } => {
-            let c = match &contract {
+            let mut c = match &contract {
                 Some(p) => contract::load(p)?,
                 None => contract::parse(
                     contract::BUILTIN,
                     Path::new("<built-in examples/chat.toml>"),
                 )?,
             };
+            if cold_start && c.cold_start.is_none() {
+                c.cold_start = Some(contract::ColdStart::default());
+            }
             let cancel = CancellationToken::new();
             let on_signal = cancel.clone();
             tokio::spawn(async move {

@@ -8,6 +8,7 @@ pub mod analyze;
 pub mod bundle;
 pub mod cli;
 pub mod client;
+pub mod coldstart;
 pub mod contract;
 pub mod driver;
 pub mod env;

@@ -3,6 +3,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,14 +12,15 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::analyze::{Summary, summarize};
-use crate::bundle::{Bundle, CONTRACT, REQUESTS};
+use crate::bundle::{Bundle, COLD_START, CONTRACT, REQUESTS};
 use crate::client::openai::OpenAi;
 use crate::client::{Client, http_pool};
+use crate::coldstart::Launched;
 use crate::contract::{ApiKind, ClientTokenCount, Contract};
 use crate::driver::Driver;
 use crate::plan::Plan;
 use crate::record::Record;
-use crate::record::writer::{Live, LiveView, write_records};
+use crate::record::writer::{Live, LiveView, Stability, write_records};
 use crate::sim::SimServer;
 
 /// How to run, beyond the contract.
@@ -51,6 +53,22 @@ pub async fn run(
     opts: RunOptions,
     cancel: CancellationToken,
 ) -> anyhow::Result<RunResult> {
+    // The run's clock starts here: with a cold-start test, at the launch.
+    let started = Instant::now();
+    crate::coldstart::substitute_port(&mut contract);
+    let cold = contract.cold_start.clone();
+    let http = http_pool().context("building the HTTP client")?;
+
+    // A launched server writes its log into the bundle, so the bundle comes first then.
+    let mut bundle = None;
+    let mut launched = None;
+    if let Some(cs) = cold.as_ref().filter(|cs| cs.launch.is_some()) {
+        let b = Bundle::create(&opts.out_root, &contract)
+            .with_context(|| format!("creating a bundle under {}", opts.out_root.display()))?;
+        b.write(CONTRACT, &contract.to_toml())?;
+        launched = Some(Launched::spawn(cs, &b.dir)?);
+        bundle = Some(b);
+    }
     // The embedded simulator lives as long as this function.
     let sim = match (&contract.target.url, &contract.target.simulator) {
         (None, Some(cfg)) => Some(
@@ -65,6 +83,20 @@ pub async fn run(
         (None, Some(u)) => u.trim_end_matches('/').to_owned(),
         (None, None) => bail!("no target: set target.url or leave it out for the simulator"),
     };
+    let mut timeline = match &cold {
+        Some(cs) => {
+            match crate::coldstart::wait_ready(&http, &base, cs, launched.as_mut(), started).await {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    if let Some(l) = launched.take() {
+                        l.stop().await;
+                    }
+                    return Err(e).context("cold start");
+                }
+            }
+        }
+        None => None,
+    };
     let api_key = match &contract.target.api_key_env {
         Some(var) => Some(std::env::var(var).map_err(|_| {
             anyhow::anyhow!(
@@ -73,7 +105,6 @@ pub async fn run(
         })?),
         None => None,
     };
-    let http = http_pool().context("building the HTTP client")?;
 
     // Preflight: is the target there, and which model does it serve?
     let models = crate::env::probe(&http, &base, "/v1/models", api_key.as_deref()).await;
@@ -93,16 +124,19 @@ pub async fn run(
     let model = contract.target.model.clone().unwrap_or_default();
     raise_open_file_limit();
 
-    let bundle = Bundle::create(&opts.out_root, &contract)
-        .with_context(|| format!("creating a bundle under {}", opts.out_root.display()))?;
+    let bundle = match bundle {
+        Some(b) => b,
+        None => Bundle::create(&opts.out_root, &contract)
+            .with_context(|| format!("creating a bundle under {}", opts.out_root.display()))?,
+    };
     bundle.write(CONTRACT, &contract.to_toml())?;
-    let started = jiff::Timestamp::now();
+    let wall_start = jiff::Timestamp::now();
     let command = |end: Option<jiff::Timestamp>, interrupted: bool, aborted: &Option<String>| {
         json!({
             "argv": opts.argv,
             "cwd": std::env::current_dir().ok(),
             "tool_version": env!("CARGO_PKG_VERSION"),
-            "started_utc": started.to_string(),
+            "started_utc": wall_start.to_string(),
             "ended_utc": end.map(|e| e.to_string()),
             "interrupted": interrupted,
             "aborted": aborted,
@@ -131,26 +165,33 @@ pub async fn run(
             .unwrap_or(ClientTokenCount::Chunks),
         Duration::from_secs_f64(contract.target.timeout.seconds()),
         contract.workload.stream,
-        Instant::now(),
+        started,
     ));
     let run_id = bundle
         .dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "run".into());
+    let stable = Arc::new(AtomicBool::new(false));
     let driver = Arc::new(Driver {
         client,
         contract: contract.clone(),
         plan: plan.clone(),
         model,
         run_id,
+        stable: stable.clone(),
     });
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let live: LiveView = Arc::new(Mutex::new(Live::default()));
+    let stability = contract.warmup.until_stable.as_ref().map(|u| Stability {
+        window: u.window as usize,
+        threshold: u.threshold,
+        flag: stable,
+    });
     let writer = {
         let (path, live) = (bundle.path(REQUESTS), live.clone());
-        tokio::task::spawn_blocking(move || write_records(&path, rx, live))
+        tokio::task::spawn_blocking(move || write_records(&path, rx, live, stability))
     };
     let done = CancellationToken::new();
     let aborted = Arc::new(Mutex::new(None::<String>));
@@ -162,6 +203,9 @@ pub async fn run(
         done.clone(),
         aborted.clone(),
     ));
+    if let Some(cs) = &cold {
+        driver.cold_requests(cs.requests, &tx, &cancel).await;
+    }
     let outcome = driver.drive(tx, cancel.clone()).await;
     let records = writer
         .await
@@ -170,9 +214,16 @@ pub async fn run(
     done.cancel();
     let _ = monitor.await;
     let aborted = aborted.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let (Some(l), Some(t)) = (launched.take(), timeline.as_mut()) {
+        t.exit = Some(l.stop().await);
+    }
+    if let Some(t) = &timeline {
+        bundle.write_json(COLD_START, t)?;
+    }
+    bundle.write_json("timeseries.json", &crate::analyze::timeseries(&records))?;
 
     let interrupted = outcome.interrupted;
-    let summary = summarize(&contract, &records, interrupted);
+    let summary = summarize(&contract, &records, interrupted, timeline.as_ref());
     bundle.write_summary(&summary)?;
     bundle.write_json(
         "command.json",
@@ -271,5 +322,13 @@ pub fn recompute(dir: &std::path::Path) -> anyhow::Result<(Bundle, Summary)> {
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .and_then(|v| v["interrupted"].as_bool())
         .unwrap_or(false);
-    Ok((bundle, summarize(&contract, &records, interrupted)))
+    let timeline = std::fs::read_to_string(bundle.path(COLD_START))
+        .ok()
+        .map(|t| serde_json::from_str::<crate::analyze::Timeline>(&t))
+        .transpose()
+        .with_context(|| format!("reading {}", bundle.path(COLD_START).display()))?;
+    Ok((
+        bundle,
+        summarize(&contract, &records, interrupted, timeline.as_ref()),
+    ))
 }

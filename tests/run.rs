@@ -11,6 +11,7 @@ use axum::body::{Body, Bytes};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use goodput::contract::{self, Contract};
+use goodput::plan::Phase;
 use goodput::record::{Outcome, Record};
 use goodput::run::{RunOptions, RunResult, run};
 use goodput::sim::SimConfig;
@@ -52,10 +53,26 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
         assert!(r.bundle.path(f).is_file(), "{f} missing");
     }
     let records = goodput::record::read_jsonl(&r.bundle.path("requests.jsonl")).unwrap();
-    assert_eq!(records.len(), 85);
     assert!(records.iter().all(Record::is_ok));
+    let count = |p: Phase| records.iter().filter(|x| x.phase == p).count();
+    assert_eq!((count(Phase::Warmup), count(Phase::Steady)), (5, 80));
+    // Drain requests kept the load on until the last steady request finished, and are kept.
+    let last_steady_end = records
+        .iter()
+        .filter(|x| x.phase == Phase::Steady)
+        .filter_map(|x| x.end_us)
+        .max()
+        .unwrap();
+    let drain: Vec<&Record> = records.iter().filter(|x| x.phase == Phase::Drain).collect();
+    assert!(!drain.is_empty() && drain.len() == records.len() - 85);
+    assert!(
+        drain
+            .iter()
+            .all(|d| d.intended_us.unwrap() <= last_steady_end + 200_000)
+    );
     let s = &r.summary;
     assert_eq!(s.phases["warmup"].requests, 5);
+    assert_eq!(s.phases["drain"].requests as usize, drain.len());
     assert_eq!(s.steady.stats.requests, 80);
     assert_eq!(s.load_model, "open");
     assert_eq!(s.latency_origin, "intended");
@@ -110,7 +127,17 @@ async fn closed_loop_run_keeps_concurrency_and_carries_the_warning() {
          [load]\nmodel = \"closed\"\nconcurrency = 4\nrequests = 40\n{FAST_SIM}"
     ));
     let r = run_in(c, dir.path()).await;
-    assert_eq!(r.records.len(), 40);
+    let steady = r
+        .records
+        .iter()
+        .filter(|x| x.phase == Phase::Steady)
+        .count();
+    let drain = r.records.iter().filter(|x| x.phase == Phase::Drain).count();
+    assert_eq!(steady, 40);
+    assert!(
+        drain <= 3 && steady + drain == r.records.len(),
+        "{drain} drain requests"
+    );
     for x in &r.records {
         let t = x.sent_us.unwrap();
         let in_flight = r

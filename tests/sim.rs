@@ -346,10 +346,10 @@ async fn discrete_event_mode_reproduces_http_mode_timings() {
     let plan = goodput::plan::Plan::new(&c);
     let start = tokio::time::Instant::now();
     let mut tasks = Vec::new();
-    for i in 0..60 {
-        let r = plan.request(i);
-        tokio::time::sleep_until(start + std::time::Duration::from_micros(r.intended_us.unwrap()))
-            .await;
+    let arrivals: Vec<u64> = plan.arrivals().unwrap().take(60).collect();
+    for (i, at) in arrivals.into_iter().enumerate() {
+        let r = plan.request(i as u64);
+        tokio::time::sleep_until(start + std::time::Duration::from_micros(at)).await;
         let (h, url) = (h.clone(), format!("{}/v1/chat/completions", s.base_url()));
         tasks.push(tokio::spawn(async move {
             post(&h, &url, chat(&r.prompt, 30)).await

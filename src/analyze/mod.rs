@@ -26,7 +26,147 @@ use crate::record::{Outcome, Record};
 pub use stats::{Dist, PERCENTILES, min_requests_for, percentile_sorted};
 
 /// Version of `summary.json`'s schema; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Whether warm-up has settled: the median of the last `window` TTFTs differs from the median of
+/// the `window` before it by less than `threshold`, relative to the earlier one. The same rule the
+/// collector applies live, so the summary can say why warm-up ended.
+pub fn settled(ttfts: &[f64], window: usize, threshold: f64) -> bool {
+    if window == 0 || ttfts.len() < 2 * window {
+        return false;
+    }
+    let n = ttfts.len();
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        percentile_sorted(&v, 50.0).unwrap_or(f64::NAN)
+    };
+    let (before, last) = (
+        median(&ttfts[n - 2 * window..n - window]),
+        median(&ttfts[n - window..]),
+    );
+    before > 0.0 && ((last - before).abs() / before) < threshold
+}
+
+/// The launch timeline of a cold-start test, µs on the run's clock (which starts at launch, or
+/// when the tool began waiting for a server that was starting). Kept as `cold_start.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    /// The launch command, when goodput started the server.
+    pub command: Option<Vec<String>>,
+    /// When the port first accepted a connection.
+    pub port_open_us: Option<u64>,
+    /// When the readiness endpoint first answered 2xx.
+    pub ready_us: u64,
+    /// Which endpoint said ready.
+    pub ready_endpoint: String,
+    /// How the launched server ended (after goodput stopped it).
+    pub exit: Option<String>,
+}
+
+/// The cold-start result: time to readiness and to the first token, and the first requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ColdStartResult {
+    pub launched: bool,
+    /// Launch (or start of waiting) → port open, seconds.
+    pub port_open_s: Option<f64>,
+    /// Launch → ready, seconds.
+    pub ready_s: f64,
+    /// Launch → first token of the first request, seconds.
+    pub first_token_s: Option<f64>,
+    /// TTFT of the very first request, ms (from its send).
+    pub first_request_ttft_ms: Option<f64>,
+    /// The cold-start requests (sent one after another once ready).
+    pub requests: PhaseStats,
+}
+
+/// How warm-up went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarmupResult {
+    /// The contract's rule in words.
+    pub rule: String,
+    pub requests: u64,
+    /// First warm-up send → first steady send, seconds.
+    pub duration_s: f64,
+    /// `requests`, `duration`, `stable`, `max_requests` (never settled) or `none`.
+    pub ended: String,
+}
+
+/// One second of a run (by send time), for seeing the early spike and any drift.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Second {
+    /// Seconds since the run's clock started.
+    pub t: u64,
+    pub starts: u64,
+    pub completions: u64,
+    pub errors: u64,
+    /// Requests in flight at the end of the second.
+    pub in_flight: u64,
+    /// Output tokens whose chunk arrived in this second.
+    pub output_tokens: u64,
+    /// TTFT (from send) of the requests sent in this second, ms.
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    /// Phases of the requests sent in this second.
+    pub phases: Vec<String>,
+}
+
+/// Per-second series of a run (`timeseries.json`).
+pub fn timeseries(records: &[Record]) -> Vec<Second> {
+    let last = records
+        .iter()
+        .filter_map(|r| r.end_us.max(r.sent_us))
+        .max()
+        .unwrap_or(0)
+        / 1_000_000;
+    let mut out: Vec<Second> = (0..=last)
+        .map(|t| Second {
+            t,
+            starts: 0,
+            completions: 0,
+            errors: 0,
+            in_flight: 0,
+            output_tokens: 0,
+            ttft_p50_ms: None,
+            ttft_p99_ms: None,
+            phases: Vec::new(),
+        })
+        .collect();
+    let mut ttfts: Vec<Vec<f64>> = vec![Vec::new(); out.len()];
+    let sec = |us: u64| (us / 1_000_000) as usize;
+    for r in records {
+        if let Some(s) = r.sent_us {
+            let b = &mut out[sec(s)];
+            b.starts += 1;
+            let p = r.phase.as_str().to_owned();
+            if !b.phases.contains(&p) {
+                b.phases.push(p);
+            }
+            if let Some(f) = r.first_token_us {
+                ttfts[sec(s)].push((f.saturating_sub(s)) as f64 / 1000.0);
+            }
+            let end = r.end_us.unwrap_or(s);
+            for b in &mut out[sec(s)..sec(end)] {
+                b.in_flight += 1;
+            }
+        }
+        if let Some(e) = r.end_us {
+            out[sec(e)].completions += 1;
+            if !r.is_ok() {
+                out[sec(e)].errors += 1;
+            }
+        }
+        for (t, n) in &r.chunks {
+            out[sec(*t)].output_tokens += u64::from(*n);
+        }
+    }
+    for (b, mut v) in out.iter_mut().zip(ttfts) {
+        v.sort_by(f64::total_cmp);
+        b.ttft_p50_ms = percentile_sorted(&v, 50.0);
+        b.ttft_p99_ms = percentile_sorted(&v, 99.0);
+    }
+    out
+}
 
 /// The summary of one run (`summary.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +191,9 @@ pub struct Summary {
     pub notes: Vec<String>,
     /// The run was interrupted before its stop condition.
     pub interrupted: bool,
+    /// The cold-start test, when the contract asked for one: its own result, never averaged in.
+    pub cold_start: Option<ColdStartResult>,
+    pub warmup: WarmupResult,
     /// Every phase present, side by side.
     pub phases: BTreeMap<String, PhaseStats>,
     /// The steady phase: the headline result.
@@ -260,8 +403,13 @@ fn rate(times: impl Iterator<Item = u64>) -> Option<f64> {
     (n >= 2 && hi > lo).then(|| (n - 1) as f64 / ((hi - lo) as f64 / 1e6))
 }
 
-/// Computes the summary of a run from its records.
-pub fn summarize(c: &Contract, records: &[Record], interrupted: bool) -> Summary {
+/// Computes the summary of a run from its records (and the launch timeline of a cold-start test).
+pub fn summarize(
+    c: &Contract,
+    records: &[Record],
+    interrupted: bool,
+    timeline: Option<&Timeline>,
+) -> Summary {
     let open = c.load.is_open();
     let origin = c.measurement.latency_origin;
     let source = c.measurement.output_tokens;
@@ -477,6 +625,42 @@ pub fn summarize(c: &Contract, records: &[Record], interrupted: bool) -> Summary
         notes.push(format!("{output_length_mismatches} steady requests returned an output length other than planned although it was enforced."));
     }
 
+    let cold_start = c.cold_start.as_ref().map(|cs| {
+        let recs: Vec<&Record> = by_phase.get(&Phase::ColdStart).cloned().unwrap_or_default();
+        let first = recs
+            .iter()
+            .filter(|r| r.first_token_us.is_some())
+            .min_by_key(|r| r.sent_us);
+        ColdStartResult {
+            launched: cs.launch.is_some(),
+            port_open_s: timeline
+                .and_then(|t| t.port_open_us)
+                .map(|u| u as f64 / 1e6),
+            ready_s: timeline.map_or(0.0, |t| t.ready_us as f64 / 1e6),
+            first_token_s: first.and_then(|r| r.first_token_us).map(|u| u as f64 / 1e6),
+            first_request_ttft_ms: first.and_then(|r| Some(ms(r.sent_us?, r.first_token_us?))),
+            requests: phase_stats(c, &recs),
+        }
+    });
+    let warm: Vec<&Record> = by_phase.get(&Phase::Warmup).cloned().unwrap_or_default();
+    let first_send = |rs: &[&Record]| rs.iter().filter_map(|r| r.intended_us.or(r.sent_us)).min();
+    let warmup = WarmupResult {
+        rule: warmup_rule(c),
+        requests: warm.len() as u64,
+        duration_s: match (first_send(&warm), first_send(&steady_recs)) {
+            (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e6,
+            _ => 0.0,
+        },
+        ended: match (&c.warmup.until_stable, c.warmup.duration) {
+            _ if warm.is_empty() => "none",
+            (Some(u), _) if (warm.len() as u64) < u.max_requests => "stable",
+            (Some(_), _) => "max_requests",
+            (None, Some(_)) => "duration",
+            (None, None) => "requests",
+        }
+        .to_owned(),
+    };
+
     Summary {
         schema_version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -489,6 +673,8 @@ pub fn summarize(c: &Contract, records: &[Record], interrupted: bool) -> Summary
         validity,
         notes,
         interrupted,
+        cold_start,
+        warmup,
         phases,
         steady: Steady {
             stats,
@@ -500,6 +686,19 @@ pub fn summarize(c: &Contract, records: &[Record], interrupted: bool) -> Summary
             slo,
             support,
         },
+    }
+}
+
+fn warmup_rule(c: &Contract) -> String {
+    match (&c.warmup.until_stable, c.warmup.duration) {
+        (Some(u), _) => format!(
+            "until the median TTFT of {} requests changes by < {}% (at most {} requests)",
+            u.window,
+            u.threshold * 100.0,
+            u.max_requests
+        ),
+        (None, Some(d)) => format!("duration {d}"),
+        (None, None) => format!("{} requests", c.warmup.requests),
     }
 }
 
@@ -641,7 +840,7 @@ mod tests {
             rec(2, 200_000, &[(90_000, 1), (99_000, 1)], 99_000, Some(2)), // misses the TTFT SLO
             failed,
         ];
-        let s = summarize(&c, &records, false);
+        let s = summarize(&c, &records, false, None);
         let st = &s.steady;
         assert_eq!((st.stats.requests, st.stats.ok, st.stats.failed), (4, 3, 1));
         assert_eq!(st.stats.ttft_ms.as_ref().unwrap().count, 3);
@@ -680,13 +879,58 @@ mod tests {
         records[3].sent_us = Some(records[3].intended_us.unwrap() + 50_000); // 50 ms late
         records[7].fail(Outcome::ClientDropped, "cap", 700_000);
         records[7].sent_us = None;
-        let s = summarize(&c, &records, false);
+        let s = summarize(&c, &records, false, None);
         let reasons = s.validity.reasons.join("\n");
         assert!(reasons.contains("dispatch lag"), "{reasons}");
         assert!(
             reasons.contains("1 arrivals were client-dropped"),
             "{reasons}"
         );
+    }
+
+    #[test]
+    fn settling_compares_the_last_two_windows() {
+        let mut v: Vec<f64> = (0..10).map(|i| 100.0 - 9.0 * f64::from(i)).collect();
+        assert!(!settled(&v, 3, 0.05));
+        v.extend([10.0, 10.2, 9.9, 10.1, 10.0, 9.8]);
+        assert!(settled(&v, 3, 0.05));
+        assert!(!settled(&v, 3, 0.0));
+        assert!(!settled(&v[..5], 3, 0.5), "needs two full windows");
+    }
+
+    #[test]
+    fn timeseries_counts_by_second() {
+        let records = vec![
+            rec(
+                0,
+                100_000,
+                &[(50_000, 1), (1_000_000, 1)],
+                1_000_000,
+                Some(2),
+            ),
+            rec(1, 1_200_000, &[(10_000, 1)], 10_000, Some(1)),
+        ];
+        let ts = timeseries(&records);
+        assert_eq!(ts.len(), 2);
+        assert_eq!(
+            (
+                ts[0].starts,
+                ts[0].completions,
+                ts[0].in_flight,
+                ts[0].output_tokens
+            ),
+            (1, 0, 1, 1)
+        );
+        assert_eq!(
+            (
+                ts[1].starts,
+                ts[1].completions,
+                ts[1].in_flight,
+                ts[1].output_tokens
+            ),
+            (1, 2, 0, 2)
+        );
+        assert_eq!(ts[0].ttft_p50_ms, Some(49.0));
     }
 
     #[test]
@@ -698,7 +942,7 @@ mod tests {
         .unwrap();
         let mut r = rec(0, 0, &[(10_000, 1), (20_000, 1)], 20_000, Some(2));
         r.intended_us = None;
-        let s = summarize(&c, &[r], false);
+        let s = summarize(&c, &[r], false, None);
         assert_eq!(s.latency_origin, "sent");
         assert!(
             s.notes

@@ -6,6 +6,7 @@
 pub mod source;
 pub mod units;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,9 @@ pub struct Contract {
     pub load: Load,
     #[serde(default)]
     pub warmup: Warmup,
+    /// Absent: no cold-start test (the server is taken as already warm).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_start: Option<ColdStart>,
     #[serde(default)]
     pub slo: Slo,
     #[serde(default)]
@@ -222,7 +226,8 @@ pub enum Arrival {
     Gamma,
 }
 
-/// Requests sent before the measured (steady) phase, with the same workload shape.
+/// Requests sent before the measured (steady) phase, with the same workload shape and the same
+/// arrival process. One rule: a number of `requests`, a `duration`, or `until_stable`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Warmup {
@@ -230,6 +235,64 @@ pub struct Warmup {
     pub requests: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<Seconds>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_stable: Option<UntilStable>,
+}
+
+/// Warm up until the median TTFT of the last `window` finished warm-up requests differs from
+/// that of the `window` before by less than `threshold` (relative), or `max_requests` were sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UntilStable {
+    #[serde(default = "default_window")]
+    pub window: u32,
+    #[serde(default = "default_threshold")]
+    pub threshold: f64,
+    #[serde(default = "default_max_warmup")]
+    pub max_requests: u64,
+}
+
+/// The cold-start test: optionally launch the server, time it to readiness and to the first
+/// token, and measure the first `requests` requests as their own result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColdStart {
+    /// Command that starts the server. `{port}` in it (and in `target.url`) is replaced by a
+    /// free loopback port. Absent: attach to a server that is starting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<Vec<String>>,
+    /// Extra environment for the launched server.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Working directory of the launched server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<PathBuf>,
+    /// Polled until it answers 2xx (falls back to `/v1/models` when it answers 404).
+    #[serde(default = "default_ready_path")]
+    pub ready_path: String,
+    /// Longest wait for readiness.
+    #[serde(default = "default_ready_timeout")]
+    pub ready_timeout: Seconds,
+    /// Requests sent one after another once ready, reported as the cold-start phase.
+    #[serde(default = "default_cold_requests")]
+    pub requests: u32,
+    /// Between SIGTERM and SIGKILL when stopping the launched server.
+    #[serde(default = "default_stop_grace")]
+    pub stop_grace: Seconds,
+}
+
+impl Default for ColdStart {
+    fn default() -> Self {
+        ColdStart {
+            launch: None,
+            env: BTreeMap::new(),
+            workdir: None,
+            ready_path: default_ready_path(),
+            ready_timeout: default_ready_timeout(),
+            requests: default_cold_requests(),
+            stop_grace: default_stop_grace(),
+        }
+    }
 }
 
 /// Service-level objective: per-request thresholds, the percentile they are judged at, and the
@@ -333,6 +396,27 @@ fn default_output() -> LengthDist {
     LengthDist::Fixed { value: 128 }
 }
 const DEFAULT_IN_FLIGHT: u32 = 4096;
+fn default_window() -> u32 {
+    20
+}
+fn default_threshold() -> f64 {
+    0.05
+}
+fn default_max_warmup() -> u64 {
+    500
+}
+fn default_ready_path() -> String {
+    "/health".into()
+}
+fn default_ready_timeout() -> Seconds {
+    Seconds(600.0)
+}
+fn default_cold_requests() -> u32 {
+    5
+}
+fn default_stop_grace() -> Seconds {
+    Seconds(10.0)
+}
 fn default_percentile() -> f64 {
     99.0
 }

@@ -5,11 +5,16 @@
 //! Open loop sends request `i` at its intended time whatever earlier requests are doing, so a
 //! slow server cannot slow the load down (no coordinated omission); an arrival that finds
 //! `max_in_flight` requests in flight is recorded as client-dropped, never skipped silently.
-//! Closed loop keeps `concurrency` users each waiting for its answer. When the stop condition is
-//! reached, requests in flight drain (each bounded by the contract's timeout) and are kept.
+//! Closed loop keeps `concurrency` users each waiting for its answer.
+//!
+//! Phases are labelled at send time by a [`Phaser`]: warm-up until its rule is met (a count, a
+//! duration, or the collector's signal that TTFT has settled), then steady until the stop rule,
+//! then **drain**: the same load keeps running, labelled `drain`, until the last steady request
+//! has finished. So every steady request is measured under steady load and none is left out of
+//! the steady statistics for being slow (which dropping "in flight at the end" would do).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,7 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::client::{Client, RequestSpec};
 use crate::contract::Contract;
-use crate::plan::{Phase, Plan, PlannedRequest};
+use crate::plan::{Phase, Phaser, Plan, PlannedRequest};
 use crate::record::{Outcome, Record};
 
 /// What the driver did.
@@ -31,6 +36,8 @@ pub struct DriveOutcome {
     pub dropped: u64,
     /// The run was interrupted before its stop condition.
     pub interrupted: bool,
+    /// Why warm-up ended (`requests`, `duration`, `stable`, `max_requests`, `none`).
+    pub warmup_end: Option<&'static str>,
 }
 
 /// A run's fixed inputs.
@@ -42,6 +49,8 @@ pub struct Driver {
     pub model: String,
     /// Prefix of every `X-Request-Id`.
     pub run_id: String,
+    /// Set by the collector when the warm-up statistic has settled (`until_stable`).
+    pub stable: Arc<AtomicBool>,
 }
 
 impl Driver {
@@ -102,26 +111,31 @@ impl Driver {
         cancel: &CancellationToken,
     ) -> DriveOutcome {
         let mut out = DriveOutcome::default();
-        let Some(sched) = self.plan.open.as_ref() else {
+        let Some(mut arrivals) = self.plan.arrivals() else {
             return out;
         };
         let cap = self.contract.load.max_in_flight();
         let in_flight = Arc::new(AtomicU32::new(0));
+        let steady_in_flight = Arc::new(AtomicU64::new(0));
+        let mut phaser = Phaser::new(self.plan.rules());
         let epoch = self.client.epoch();
-        let n = sched.arrivals_us.len() as u64;
-        let mut next = (n > 0).then(|| self.prepare(0));
-        for i in 0..n {
-            let Some((planned, body)) = next.take() else {
+        // The schedule starts now: intended times are offsets from here on the run's clock
+        // (which may have started earlier, at a cold-start launch).
+        let origin = self.client.now_us();
+        let mut next = Some((arrivals.next().unwrap_or(0), self.prepare(0)));
+        let mut i = 0u64;
+        while let Some((offset, (planned, body))) = next.take() {
+            let phase = phaser.next(offset, self.stable.load(Ordering::Acquire));
+            if phase == Phase::Drain && steady_in_flight.load(Ordering::Acquire) == 0 {
                 break;
-            };
-            if !sleep_until(
-                epoch + Duration::from_micros(sched.arrivals_us[i as usize]),
-                cancel,
-            ) {
+            }
+            let at = origin + offset;
+            if !sleep_until(epoch + Duration::from_micros(at), cancel) {
                 out.interrupted = true;
                 break;
             }
-            let mut rec = Record::planned(&planned, planned.phase, &self.run_id);
+            let mut rec = Record::planned(&planned, phase, &self.run_id);
+            rec.intended_us = Some(at);
             out.dispatched += 1;
             if in_flight.load(Ordering::Acquire) >= cap {
                 rec.fail(
@@ -133,22 +147,29 @@ impl Driver {
                 let _ = tx.send(rec);
             } else {
                 in_flight.fetch_add(1, Ordering::AcqRel);
-                let (me, tx, cancel, in_flight) =
-                    (self.clone(), tx.clone(), cancel.clone(), in_flight.clone());
+                let steady = phase == Phase::Steady;
+                if steady {
+                    steady_in_flight.fetch_add(1, Ordering::AcqRel);
+                }
+                let (me, tx, cancel) = (self.clone(), tx.clone(), cancel.clone());
+                let (in_flight, steady_in_flight) = (in_flight.clone(), steady_in_flight.clone());
                 tracker.spawn_on(
                     async move {
                         me.client.execute(body, &mut rec, &cancel).await;
                         in_flight.fetch_sub(1, Ordering::AcqRel);
                         let _ = tx.send(rec);
+                        if steady {
+                            steady_in_flight.fetch_sub(1, Ordering::AcqRel);
+                        }
                     },
                     handle,
                 );
             }
             // Build the next request while waiting for its time, not after.
-            if i + 1 < n {
-                next = Some(self.prepare(i + 1));
-            }
+            i += 1;
+            next = arrivals.next().map(|t| (t, self.prepare(i)));
         }
+        out.warmup_end = phaser.warmup_end;
         out
     }
 
@@ -157,12 +178,12 @@ impl Driver {
         tx: UnboundedSender<Record>,
         cancel: CancellationToken,
     ) -> DriveOutcome {
-        let c = &self.contract;
-        let users = c.load.concurrency().max(1);
+        let users = self.contract.load.concurrency().max(1);
         let shared = Arc::new(ClosedState {
+            origin: self.client.now_us(),
             next_index: AtomicU64::new(0),
-            steady_issued: AtomicU64::new(0),
-            steady_start_us: AtomicU64::new(u64::MAX),
+            phaser: Mutex::new(Phaser::new(self.plan.rules())),
+            steady_in_flight: AtomicU64::new(0),
             dispatched: AtomicU64::new(0),
         });
         let tracker = TaskTracker::new();
@@ -173,10 +194,16 @@ impl Driver {
         }
         tracker.close();
         tracker.wait().await;
+        let warmup_end = shared
+            .phaser
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .warmup_end;
         DriveOutcome {
             dispatched: shared.dispatched.load(Ordering::Acquire),
             dropped: 0,
             interrupted: cancel.is_cancelled(),
+            warmup_end,
         }
     }
 
@@ -187,49 +214,33 @@ impl Driver {
         tx: &UnboundedSender<Record>,
         cancel: &CancellationToken,
     ) {
-        let c = &self.contract;
-        let warmup_duration_us = c.warmup.duration.map(|d| (d.0 * 1e6) as u64);
-        let steady_requests = c.load.requests();
-        let steady_duration_us = c.load.duration().map(|d| (d.0 * 1e6) as u64);
-        let think = Duration::from_secs_f64(c.load.think_time().seconds());
+        let think = Duration::from_secs_f64(self.contract.load.think_time().seconds());
         loop {
             if cancel.is_cancelled() {
                 return;
             }
-            let i = st.next_index.fetch_add(1, Ordering::AcqRel);
-            let now = self.client.now_us();
-            let phase = match warmup_duration_us {
-                Some(d) if now < d => Phase::Warmup,
-                Some(_) => Phase::Steady,
-                None if i < c.warmup.requests => Phase::Warmup,
-                None => Phase::Steady,
-            };
-            if phase == Phase::Steady {
-                let start = match st.steady_start_us.compare_exchange(
-                    u64::MAX,
-                    now,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => now,
-                    Err(s) => s,
-                };
-                if let Some(d) = steady_duration_us
-                    && now >= start + d
-                {
-                    return;
-                }
-                if let Some(r) = steady_requests
-                    && st.steady_issued.fetch_add(1, Ordering::AcqRel) >= r
-                {
-                    return;
-                }
+            let since = self.client.now_us().saturating_sub(st.origin);
+            let phase = st
+                .phaser
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .next(since, self.stable.load(Ordering::Acquire));
+            if phase == Phase::Drain && st.steady_in_flight.load(Ordering::Acquire) == 0 {
+                return;
             }
+            let steady = phase == Phase::Steady;
+            if steady {
+                st.steady_in_flight.fetch_add(1, Ordering::AcqRel);
+            }
+            let i = st.next_index.fetch_add(1, Ordering::AcqRel);
             let (planned, body) = self.prepare(i);
             let mut rec = Record::planned(&planned, phase, &self.run_id);
             st.dispatched.fetch_add(1, Ordering::AcqRel);
             self.client.execute(body, &mut rec, cancel).await;
             let _ = tx.send(rec);
+            if steady {
+                st.steady_in_flight.fetch_sub(1, Ordering::AcqRel);
+            }
             if !think.is_zero() {
                 tokio::select! {
                     _ = cancel.cancelled() => return,
@@ -238,7 +249,29 @@ impl Driver {
             }
         }
     }
+
+    /// The cold-start requests: `n` requests one after another, labelled `cold_start`, with plan
+    /// indices far above the run's so they never collide.
+    pub async fn cold_requests(
+        &self,
+        n: u32,
+        tx: &UnboundedSender<Record>,
+        cancel: &CancellationToken,
+    ) {
+        for k in 0..u64::from(n) {
+            if cancel.is_cancelled() {
+                return;
+            }
+            let (planned, body) = self.prepare(COLD_START_INDEX + k);
+            let mut rec = Record::planned(&planned, Phase::ColdStart, &self.run_id);
+            self.client.execute(body, &mut rec, cancel).await;
+            let _ = tx.send(rec);
+        }
+    }
 }
+
+/// First plan index of cold-start requests.
+pub const COLD_START_INDEX: u64 = 1 << 40;
 
 /// Sleeps the thread until `deadline`; false if cancelled first (checked every 20 ms).
 fn sleep_until(deadline: std::time::Instant, cancel: &CancellationToken) -> bool {
@@ -255,8 +288,11 @@ fn sleep_until(deadline: std::time::Instant, cancel: &CancellationToken) -> bool
 }
 
 struct ClosedState {
+    /// When the loop started, µs on the run's clock.
+    origin: u64,
     next_index: AtomicU64,
-    steady_issued: AtomicU64,
-    steady_start_us: AtomicU64,
+    /// Locked once per request (closed loop sends at the server's pace, far from hot).
+    phaser: Mutex<Phaser>,
+    steady_in_flight: AtomicU64,
     dispatched: AtomicU64,
 }

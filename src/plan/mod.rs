@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, Gamma, LogNormal, Normal};
 use serde::Serialize;
 
-use crate::contract::{Arrival, Contract, LengthDist, LoadModel};
+use crate::contract::{Arrival, Contract, LengthDist};
 use crate::text::WORDS;
 
 /// Which part of a run a request belongs to.
@@ -41,7 +41,7 @@ impl Phase {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlannedRequest {
     pub index: u64,
-    /// Phase by plan position (closed loop with a warm-up *duration* decides at send time).
+    /// Phase, as labelled at send time (the listing labels it by the contract's rules).
     pub phase: Phase,
     /// Intended send time, microseconds after the run starts (open loop only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -53,18 +53,48 @@ pub struct PlannedRequest {
     pub prompt: String,
 }
 
-/// The schedule of an open-loop run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OpenSchedule {
-    /// Intended send times, µs from the start, warm-up first.
-    pub arrivals_us: Vec<u64>,
-    /// How many of them are warm-up.
-    pub warmup: usize,
-    /// Start and end of the steady window on the schedule: the end is the next scheduled
-    /// arrival after the last steady one (or start + duration), so the window holds exactly
-    /// the steady arrivals and their gaps.
-    pub steady_start_us: u64,
-    pub steady_end_us: u64,
+/// Open-loop arrival process parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ArrivalParams {
+    pub arrival: Arrival,
+    /// Requests per second.
+    pub rate: f64,
+    /// Gamma shape (gamma arrivals only).
+    pub shape: f64,
+}
+
+/// The intended send times of an open-loop run, µs from its start, in order and without end:
+/// warm-up, steady and drain arrivals are one process, so the load never changes shape at a
+/// phase boundary.
+#[derive(Debug, Clone)]
+pub struct ArrivalGen {
+    rng: ChaCha8Rng,
+    params: ArrivalParams,
+    t: f64,
+    started: bool,
+}
+
+impl ArrivalGen {
+    fn gap(&mut self) -> f64 {
+        let p = self.params;
+        match p.arrival {
+            Arrival::Constant => 1.0 / p.rate,
+            Arrival::Poisson => Exp::new(p.rate).map_or(1.0 / p.rate, |e| e.sample(&mut self.rng)),
+            Arrival::Gamma => Gamma::new(p.shape, 1.0 / (p.rate * p.shape))
+                .map_or(1.0 / p.rate, |g| g.sample(&mut self.rng)),
+        }
+    }
+}
+
+impl Iterator for ArrivalGen {
+    type Item = u64;
+    fn next(&mut self) -> Option<u64> {
+        if self.started {
+            self.t += self.gap();
+        }
+        self.started = true;
+        Some((self.t * 1e6).round() as u64)
+    }
 }
 
 /// A contract's plan.
@@ -73,50 +103,181 @@ pub struct Plan {
     seed: u64,
     input: LengthDist,
     output: LengthDist,
-    /// Open-loop schedule; `None` for closed loop.
-    pub open: Option<OpenSchedule>,
-    /// Closed loop: warm-up requests by count, and total requests when bounded by count.
-    pub closed_warmup: u64,
-    pub closed_total: Option<u64>,
+    /// Open-loop arrival process; `None` for closed loop.
+    pub open: Option<ArrivalParams>,
+    /// The phase rules, for listing the plan.
+    phases: PhaseRules,
+}
+
+/// When warm-up ends and when the measured phase ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhaseRules {
+    pub warmup: WarmupRule,
+    pub stop: StopRule,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum WarmupRule {
+    /// The first `n` requests.
+    Requests(u64),
+    /// Requests sent (or scheduled) before this time, µs.
+    Duration(u64),
+    /// Until the rolling median TTFT settles, at most `max` requests.
+    UntilStable { max: u64 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StopRule {
+    /// After `n` steady requests.
+    Requests(u64),
+    /// After this long from the first steady request, µs.
+    Duration(u64),
+}
+
+impl PhaseRules {
+    pub fn of(c: &Contract) -> PhaseRules {
+        let warmup = match (&c.warmup.until_stable, c.warmup.duration) {
+            (Some(u), _) => WarmupRule::UntilStable {
+                max: u.max_requests,
+            },
+            (None, Some(d)) => WarmupRule::Duration((d.0 * 1e6) as u64),
+            (None, None) => WarmupRule::Requests(c.warmup.requests),
+        };
+        let stop = match (c.load.requests, c.load.duration) {
+            (Some(n), _) => StopRule::Requests(n),
+            (None, Some(d)) => StopRule::Duration((d.0 * 1e6) as u64),
+            (None, None) => StopRule::Requests(0),
+        };
+        PhaseRules { warmup, stop }
+    }
+}
+
+/// Labels requests with phases as they are sent: warm-up until its rule is met, then steady
+/// until the stop rule, then drain (load kept on while the last steady requests finish).
+#[derive(Debug, Clone)]
+pub struct Phaser {
+    rules: PhaseRules,
+    phase: Phase,
+    warm: u64,
+    steady: u64,
+    steady_start_us: Option<u64>,
+    /// Why warm-up ended: `requests`, `duration`, `stable`, `max_requests`, or `none`.
+    pub warmup_end: Option<&'static str>,
+}
+
+impl Phaser {
+    pub fn new(rules: PhaseRules) -> Phaser {
+        Phaser {
+            rules,
+            phase: Phase::Warmup,
+            warm: 0,
+            steady: 0,
+            steady_start_us: None,
+            warmup_end: None,
+        }
+    }
+
+    /// The phase of the next request, sent (or scheduled) at `t_us`; `stable` says whether the
+    /// warm-up statistic has settled.
+    pub fn next(&mut self, t_us: u64, stable: bool) -> Phase {
+        if self.phase == Phase::Warmup {
+            let end = match self.rules.warmup {
+                WarmupRule::Requests(n) => {
+                    (self.warm >= n).then_some(if n == 0 { "none" } else { "requests" })
+                }
+                WarmupRule::Duration(d) => {
+                    (t_us >= d).then_some(if d == 0 { "none" } else { "duration" })
+                }
+                WarmupRule::UntilStable { max } => {
+                    if stable {
+                        Some("stable")
+                    } else if self.warm >= max {
+                        Some("max_requests")
+                    } else {
+                        None
+                    }
+                }
+            };
+            match end {
+                Some(why) => {
+                    self.warmup_end = Some(why);
+                    self.phase = Phase::Steady;
+                    self.steady_start_us = Some(t_us);
+                }
+                None => {
+                    self.warm += 1;
+                    return Phase::Warmup;
+                }
+            }
+        }
+        if self.phase == Phase::Steady {
+            let start = self.steady_start_us.unwrap_or(t_us);
+            let done = match self.rules.stop {
+                StopRule::Requests(n) => self.steady >= n,
+                StopRule::Duration(d) => t_us >= start + d,
+            };
+            if done {
+                self.phase = Phase::Drain;
+            } else {
+                self.steady += 1;
+                return Phase::Steady;
+            }
+        }
+        Phase::Drain
+    }
+
+    /// Whether the measured phase is over (only drain requests remain to send).
+    pub fn draining(&self) -> bool {
+        self.phase == Phase::Drain
+    }
 }
 
 const ARRIVAL_STREAM: u64 = u64::MAX;
 
 impl Plan {
     pub fn new(c: &Contract) -> Plan {
-        let seed = c.workload.seed;
-        let l = &c.load;
-        let (open, closed_total) = match l.model {
-            LoadModel::Open => (
-                Some(open_schedule(
-                    seed,
-                    l.arrival(),
-                    l.rate(),
-                    l.burstiness(),
-                    c.warmup.requests,
-                    c.warmup.duration.map(|d| d.0),
-                    l.requests,
-                    l.duration.map(|d| d.0),
-                )),
-                None,
-            ),
-            LoadModel::Closed => (None, l.requests.map(|r| r + c.warmup.requests)),
-        };
+        let open = c.load.is_open().then(|| ArrivalParams {
+            arrival: c.load.arrival(),
+            rate: c.load.rate(),
+            shape: c.load.burstiness(),
+        });
         Plan {
-            seed,
+            seed: c.workload.seed,
             input: c.workload.input_tokens.clone(),
             output: c.workload.output_tokens.clone(),
             open,
-            closed_warmup: c.warmup.requests,
-            closed_total,
+            phases: PhaseRules::of(c),
         }
     }
 
-    /// Number of requests, when bounded.
+    /// The open-loop arrival times, from the start, without end.
+    pub fn arrivals(&self) -> Option<ArrivalGen> {
+        self.open.map(|params| {
+            let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+            rng.set_stream(ARRIVAL_STREAM);
+            ArrivalGen {
+                rng,
+                params,
+                t: 0.0,
+                started: false,
+            }
+        })
+    }
+
+    pub fn rules(&self) -> PhaseRules {
+        self.phases
+    }
+
+    /// Requests in warm-up plus the measured phase when both are bounded by count (the most
+    /// warm-up may take for `until_stable`); `None` when a duration bounds them.
     pub fn len(&self) -> Option<u64> {
-        match &self.open {
-            Some(o) => Some(o.arrivals_us.len() as u64),
-            None => self.closed_total,
+        let warm = match self.phases.warmup {
+            WarmupRule::Requests(n) | WarmupRule::UntilStable { max: n } => n,
+            WarmupRule::Duration(_) => return None,
+        };
+        match self.phases.stop {
+            StopRule::Requests(n) => Some(warm + n),
+            StopRule::Duration(_) => None,
         }
     }
 
@@ -137,40 +298,34 @@ impl Plan {
             prompt.push(' ');
             prompt.push_str(w);
         }
-        let (phase, intended_us) = match &self.open {
-            Some(o) => (
-                if (index as usize) < o.warmup {
-                    Phase::Warmup
-                } else {
-                    Phase::Steady
-                },
-                o.arrivals_us.get(index as usize).copied(),
-            ),
-            None => (
-                if index < self.closed_warmup {
-                    Phase::Warmup
-                } else {
-                    Phase::Steady
-                },
-                None,
-            ),
-        };
         PlannedRequest {
             index,
-            phase,
-            intended_us,
+            phase: Phase::Steady,
+            intended_us: None,
             input_tokens,
             output_tokens,
             prompt,
         }
     }
 
-    /// The plan as JSON lines (at most `limit` requests): byte-identical for the same contract.
+    /// The plan as JSON lines: every request up to the end of the measured phase (at most
+    /// `limit`), with its phase and, in open loop, its intended send time. Byte-identical for
+    /// the same contract. (`until_stable` warm-up is decided during the run: the listing shows
+    /// its most warm-up requests.)
     pub fn to_jsonl(&self, limit: u64) -> String {
-        let n = self.len().unwrap_or(limit).min(limit);
         let mut out = String::new();
-        for i in 0..n {
-            out.push_str(&serde_json::to_string(&self.request(i)).unwrap_or_default());
+        let mut phaser = Phaser::new(self.phases);
+        let mut arrivals = self.arrivals();
+        for i in 0..limit {
+            let t = arrivals.as_mut().and_then(Iterator::next);
+            let phase = phaser.next(t.unwrap_or(0), false);
+            if phase == Phase::Drain {
+                break;
+            }
+            let mut r = self.request(i);
+            r.phase = phase;
+            r.intended_us = t;
+            out.push_str(&serde_json::to_string(&r).unwrap_or_default());
             out.push('\n');
         }
         out
@@ -212,78 +367,6 @@ fn sample_len(d: &LengthDist, rng: &mut ChaCha8Rng) -> u32 {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn open_schedule(
-    seed: u64,
-    arrival: Arrival,
-    rate: f64,
-    shape: f64,
-    warmup_requests: u64,
-    warmup_duration: Option<f64>,
-    requests: Option<u64>,
-    duration: Option<f64>,
-) -> OpenSchedule {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(ARRIVAL_STREAM);
-    let exp = Exp::new(rate).ok();
-    let gamma = Gamma::new(shape, 1.0 / (rate * shape)).ok();
-    let mut gap = move || -> f64 {
-        match arrival {
-            Arrival::Constant => 1.0 / rate,
-            Arrival::Poisson => exp.map_or(1.0 / rate, |e| e.sample(&mut rng)),
-            Arrival::Gamma => gamma.map_or(1.0 / rate, |g| g.sample(&mut rng)),
-        }
-    };
-    let us = |t: f64| (t * 1e6).round() as u64;
-    let mut t = 0.0;
-    let mut arrivals = Vec::new();
-    // Warm-up.
-    let steady_start = match warmup_duration {
-        Some(d) => {
-            while t < d {
-                arrivals.push(us(t));
-                t += gap();
-            }
-            d.max(0.0)
-        }
-        None => {
-            for _ in 0..warmup_requests {
-                arrivals.push(us(t));
-                t += gap();
-            }
-            t
-        }
-    };
-    let warmup = arrivals.len();
-    if t < steady_start {
-        t = steady_start;
-    }
-    let steady_end = match (requests, duration) {
-        (Some(n), _) => {
-            for _ in 0..n {
-                arrivals.push(us(t));
-                t += gap();
-            }
-            t
-        }
-        (None, Some(d)) => {
-            let end = steady_start + d;
-            while t < end {
-                arrivals.push(us(t));
-                t += gap();
-            }
-            end
-        }
-        (None, None) => steady_start,
-    };
-    OpenSchedule {
-        arrivals_us: arrivals,
-        warmup,
-        steady_start_us: us(steady_start),
-        steady_end_us: us(steady_end),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,26 +405,61 @@ mod tests {
     #[test]
     fn poisson_schedule_has_the_offered_rate() {
         let c = contract("model = \"open\"\nrate = 50\nrequests = 5000\n");
-        let o = Plan::new(&c).open.unwrap();
-        assert_eq!(o.arrivals_us.len(), 5000);
-        assert!(o.arrivals_us.windows(2).all(|w| w[0] <= w[1]));
-        let secs = (o.steady_end_us - o.steady_start_us) as f64 / 1e6;
-        let rate = 5000.0 / secs;
+        let t: Vec<u64> = Plan::new(&c).arrivals().unwrap().take(5001).collect();
+        assert_eq!(t[0], 0);
+        assert!(t.windows(2).all(|w| w[0] <= w[1]));
+        let rate = 5000.0 / (t[5000] as f64 / 1e6);
         // 5000 exponential gaps: the relative sd of the mean is 1/sqrt(5000) ≈ 1.4%.
         assert!((rate - 50.0).abs() < 50.0 * 0.06, "{rate}");
     }
 
     #[test]
-    fn warmup_comes_first_and_duration_bounds_the_window() {
+    fn listing_shows_warmup_first_and_stops_at_the_duration() {
         let c = parse("[load]\nmodel = \"open\"\narrival = \"constant\"\nrate = 10\nduration = \"2s\"\n[warmup]\nrequests = 5\n", Path::new("t")).unwrap();
-        let p = Plan::new(&c);
-        let o = p.open.clone().unwrap();
-        assert_eq!(o.warmup, 5);
-        assert_eq!(o.steady_start_us, 500_000);
-        assert_eq!(o.steady_end_us, 2_500_000);
-        assert_eq!(o.arrivals_us.len(), 25);
-        assert_eq!(p.request(4).phase, Phase::Warmup);
-        assert_eq!(p.request(5).phase, Phase::Steady);
+        let lines: Vec<serde_json::Value> = Plan::new(&c)
+            .to_jsonl(1000)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 25);
+        assert!(lines[..5].iter().all(|l| l["phase"] == "warmup"));
+        assert!(lines[5..].iter().all(|l| l["phase"] == "steady"));
+        assert_eq!(lines[5]["intended_us"], 500_000);
+        assert_eq!(lines[24]["intended_us"], 2_400_000);
+    }
+
+    #[test]
+    fn phaser_follows_each_rule() {
+        let rules = |w, s| PhaseRules { warmup: w, stop: s };
+        let mut p = Phaser::new(rules(WarmupRule::Requests(2), StopRule::Requests(3)));
+        let phases: Vec<Phase> = (0..7).map(|i| p.next(i, false)).collect();
+        use Phase::*;
+        assert_eq!(
+            phases,
+            vec![Warmup, Warmup, Steady, Steady, Steady, Drain, Drain]
+        );
+        assert_eq!(p.warmup_end, Some("requests"));
+        let mut p = Phaser::new(rules(
+            WarmupRule::UntilStable { max: 10 },
+            StopRule::Duration(100),
+        ));
+        assert_eq!(p.next(0, false), Warmup);
+        assert_eq!(p.next(5, true), Steady);
+        assert_eq!(p.warmup_end, Some("stable"));
+        assert_eq!(p.next(104, false), Steady);
+        assert_eq!(p.next(105, false), Drain);
+        let mut p = Phaser::new(rules(
+            WarmupRule::UntilStable { max: 2 },
+            StopRule::Requests(1),
+        ));
+        assert_eq!(
+            (p.next(0, false), p.next(1, false), p.next(2, false)),
+            (Warmup, Warmup, Steady)
+        );
+        assert_eq!(p.warmup_end, Some("max_requests"));
+        let mut p = Phaser::new(rules(WarmupRule::Requests(0), StopRule::Requests(1)));
+        assert_eq!(p.next(0, false), Steady);
+        assert_eq!(p.warmup_end, Some("none"));
     }
 
     #[test]
@@ -350,12 +468,8 @@ mod tests {
             let c = contract(&format!(
                 "model = \"open\"\narrival = \"gamma\"\nburstiness = {shape}\nrate = 20\nrequests = 4000\n"
             ));
-            let o = Plan::new(&c).open.unwrap();
-            let gaps: Vec<f64> = o
-                .arrivals_us
-                .windows(2)
-                .map(|w| (w[1] - w[0]) as f64)
-                .collect();
+            let t: Vec<u64> = Plan::new(&c).arrivals().unwrap().take(4000).collect();
+            let gaps: Vec<f64> = t.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
             let m = gaps.iter().sum::<f64>() / gaps.len() as f64;
             let var = gaps.iter().map(|g| (g - m).powi(2)).sum::<f64>() / gaps.len() as f64;
             (m, var.sqrt() / m)

@@ -6,6 +6,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hdrhistogram::Histogram;
@@ -35,13 +36,24 @@ impl Default for Live {
 
 pub type LiveView = Arc<Mutex<Live>>;
 
+/// The `until_stable` warm-up rule, watched by the collector.
+#[derive(Debug, Clone)]
+pub struct Stability {
+    pub window: usize,
+    pub threshold: f64,
+    /// Set once the warm-up TTFT has settled; the driver reads it.
+    pub flag: Arc<AtomicBool>,
+}
+
 /// Writes records until every sender is gone; returns them all, in completion order.
 /// Blocking: run it on its own thread (`std::thread::spawn` or `spawn_blocking`).
 pub fn write_records(
     path: &Path,
     mut rx: UnboundedReceiver<Record>,
     live: LiveView,
+    stability: Option<Stability>,
 ) -> std::io::Result<Vec<Record>> {
+    let mut warm_ttfts: Vec<f64> = Vec::new();
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -62,6 +74,15 @@ pub fn write_records(
             }
             if let (Some(f), Some(s)) = (rec.first_token_us, rec.sent_us) {
                 let _ = l.ttft_us.record(f.saturating_sub(s).max(1));
+            }
+        }
+        if let Some(st) = &stability
+            && rec.phase == crate::plan::Phase::Warmup
+            && let (Some(f), Some(s)) = (rec.first_token_us, rec.sent_us)
+        {
+            warm_ttfts.push(f.saturating_sub(s) as f64);
+            if crate::analyze::settled(&warm_ttfts, st.window, st.threshold) {
+                st.flag.store(true, Ordering::Release);
             }
         }
         all.push(rec);

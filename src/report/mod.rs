@@ -231,6 +231,23 @@ pub fn document(s: &Summary) -> Doc {
         ));
     }
 
+    if let Some(cs) = &s.cold_start {
+        d.h("Cold start (its own result; not in steady statistics)");
+        d.line(format!(
+            "{}: port open {} s → ready {:.2} s → first token {} s; first request TTFT {} ms (steady median {} ms)",
+            if cs.launched { "launched by goodput" } else { "attached while starting" },
+            opt(cs.port_open_s),
+            cs.ready_s,
+            opt(cs.first_token_s),
+            opt(cs.first_request_ttft_ms),
+            opt(st.stats.ttft_ms.as_ref().map(|d| d.p50)),
+        ));
+    }
+    d.line(format!(
+        "Warm-up: {} requests over {:.1} s, rule: {}; ended by {}.",
+        s.warmup.requests, s.warmup.duration_s, s.warmup.rule, s.warmup.ended
+    ));
+
     d.h("Phases");
     let phase_rows = s
         .phases

@@ -228,20 +228,29 @@ impl Drop for SimServer {
     }
 }
 
+/// An arrival not yet handed to the engine.
+struct Pending {
+    seq: u64,
+    t: f64,
+    request_id: Option<String>,
+    prompt_ids: Vec<u64>,
+    output_tokens: u32,
+    fault: Option<&'static str>,
+    reply: UnboundedSender<Delivery>,
+}
+
 fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
     let mut engine = Engine::new(shared.cfg.clone());
     let mut ledger = Ledger::default();
     let mut replies: HashMap<u64, UnboundedSender<Delivery>> = HashMap::new();
     let (mut events, mut gone, mut queue_obs, mut ttft_obs) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut pending: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
     let mut last_end: Option<f64> = None;
     let mut finished_ok = 0u64;
 
-    let accept = |m: Msg,
-                  engine: &mut Engine,
-                  ledger: &mut Ledger,
-                  replies: &mut HashMap<u64, UnboundedSender<Delivery>>|
-     -> bool {
+    // Returns false on shutdown.
+    let take = |m: Msg, pending: &mut std::collections::VecDeque<Pending>| -> bool {
         match m {
             Msg::Shutdown => false,
             Msg::Arrive {
@@ -253,15 +262,14 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
                 fault,
                 reply,
             } => {
-                ledger.arrive(seq, request_id, t, prompt_ids.len() as u32);
-                if let Some(f) = fault {
-                    ledger.set_outcome(seq, f);
-                }
-                replies.insert(seq, reply);
-                engine.submit(Submission {
-                    id: seq,
+                pending.push_back(Pending {
+                    seq,
+                    t,
+                    request_id,
                     prompt_ids,
                     output_tokens,
+                    fault,
+                    reply,
                 });
                 true
             }
@@ -270,10 +278,10 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
 
     loop {
         let mut resumed_from_idle = false;
-        if engine.is_idle() {
+        if engine.is_idle() && pending.is_empty() {
             match rx.recv() {
                 Ok(m) => {
-                    if !accept(m, &mut engine, &mut ledger, &mut replies) {
+                    if !take(m, &mut pending) {
                         return;
                     }
                 }
@@ -284,7 +292,7 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
         loop {
             match rx.try_recv() {
                 Ok(m) => {
-                    if !accept(m, &mut engine, &mut ledger, &mut replies) {
+                    if !take(m, &mut pending) {
                         return;
                     }
                 }
@@ -295,10 +303,31 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
         // Back-to-back steps keep the model's clock contiguous (sleep overshoot does not
         // accumulate); after idleness, or a hiccup of more than 2 ms, resynchronise to real time.
         let now = shared.now();
-        let start = match last_end {
+        let mut start = match last_end {
             Some(end) if !resumed_from_idle && now - end < 0.002 => end,
             _ => now,
         };
+        // An idle engine starts its next step when the next request arrives.
+        if engine.is_idle()
+            && let Some(first) = pending.front()
+        {
+            start = start.max(first.t);
+        }
+        // Only requests that had arrived when the step starts join it; one that arrived while
+        // this thread was catching up waits for the next step, as in the discrete-event runner.
+        while pending.front().is_some_and(|p| p.t <= start) {
+            let p = pending.pop_front().expect("front exists");
+            ledger.arrive(p.seq, p.request_id, p.t, p.prompt_ids.len() as u32);
+            if let Some(f) = p.fault {
+                ledger.set_outcome(p.seq, f);
+            }
+            replies.insert(p.seq, p.reply);
+            engine.submit(Submission {
+                id: p.seq,
+                prompt_ids: p.prompt_ids,
+                output_tokens: p.output_tokens,
+            });
+        }
         let Some(step) = engine.step(start, &mut events) else {
             continue;
         };

@@ -1,0 +1,249 @@
+//! The cold-start test's launcher: starts the server from the contract's `launch` command (in its
+//! own process group, output into the bundle), times process start → port open → ready, and
+//! stops it at the end (SIGTERM, then SIGKILL after the grace period). A server that exits or
+//! never becomes ready ends the test with its exit status and the tail of its log, and is never
+//! left running: [`Launched`] kills its process group when dropped on any path.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::analyze::Timeline;
+use crate::contract::{ColdStart, Contract};
+
+/// Why the server could not be brought up.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("cannot start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "the launched server exited with {status} before it was ready; last lines of its log:\n{tail}"
+    )]
+    Exited { status: String, tail: String },
+    #[error(
+        "the server was not ready at {url} within {timeout:?} (it was stopped); last lines of its log:\n{tail}"
+    )]
+    NotReady {
+        url: String,
+        timeout: Duration,
+        tail: String,
+    },
+    #[error("cannot write the server's log into the bundle: {0}")]
+    Log(std::io::Error),
+}
+
+/// Replaces `{port}` in `target.url` and `cold_start.launch` with a free loopback port.
+pub fn substitute_port(c: &mut Contract) -> Option<u16> {
+    let uses = c
+        .target
+        .url
+        .as_deref()
+        .is_some_and(|u| u.contains("{port}"))
+        || c.cold_start
+            .as_ref()
+            .and_then(|cs| cs.launch.as_ref())
+            .is_some_and(|l| l.iter().any(|a| a.contains("{port}")));
+    if !uses {
+        return None;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let p = port.to_string();
+    if let Some(u) = &mut c.target.url {
+        *u = u.replace("{port}", &p);
+    }
+    if let Some(l) = c.cold_start.as_mut().and_then(|cs| cs.launch.as_mut()) {
+        for a in l.iter_mut() {
+            *a = a.replace("{port}", &p);
+        }
+    }
+    Some(port)
+}
+
+/// A server goodput started.
+pub struct Launched {
+    child: tokio::process::Child,
+    pgid: i32,
+    grace: Duration,
+    logs: [PathBuf; 2],
+    stopped: bool,
+}
+
+impl Launched {
+    /// Starts `cs.launch`; stdout and stderr go to `server.stdout.log` / `server.stderr.log` in `dir`.
+    pub fn spawn(cs: &ColdStart, dir: &std::path::Path) -> Result<Launched, LaunchError> {
+        let cmd = cs.launch.as_deref().unwrap_or_default();
+        let logs = [dir.join("server.stdout.log"), dir.join("server.stderr.log")];
+        let out = std::fs::File::create(&logs[0]).map_err(LaunchError::Log)?;
+        let err = std::fs::File::create(&logs[1]).map_err(LaunchError::Log)?;
+        let mut command = tokio::process::Command::new(&cmd[0]);
+        command
+            .args(&cmd[1..])
+            .envs(&cs.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(w) = &cs.workdir {
+            command.current_dir(w);
+        }
+        let child = command.spawn().map_err(|source| LaunchError::Spawn {
+            command: cmd.join(" "),
+            source,
+        })?;
+        let pgid = child.id().map_or(0, |p| p as i32);
+        Ok(Launched {
+            child,
+            pgid,
+            grace: Duration::from_secs_f64(cs.stop_grace.seconds()),
+            logs,
+            stopped: false,
+        })
+    }
+
+    fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The last lines of the server's stderr and stdout.
+    pub fn log_tail(&self) -> String {
+        let mut out = String::new();
+        for (name, path) in ["stderr", "stdout"].iter().zip(self.logs.iter().rev()) {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            if !lines.is_empty() {
+                out.push_str(&format!("--- {name} ({}) ---\n", path.display()));
+                out.push_str(&lines[lines.len().saturating_sub(20)..].join("\n"));
+                out.push('\n');
+            }
+        }
+        if out.is_empty() {
+            "(the server wrote nothing)".into()
+        } else {
+            out
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        if self.pgid > 0 {
+            // SAFETY: signalling the process group we created for the server.
+            unsafe {
+                libc::kill(-self.pgid, sig);
+            }
+        }
+    }
+
+    /// SIGTERM to the process group, SIGKILL after the grace period; how it ended.
+    pub async fn stop(mut self) -> String {
+        self.stopped = true;
+        if let Some(s) = self.exited() {
+            self.signal(libc::SIGKILL); // children it may have left behind
+            return format!("had already exited: {s}");
+        }
+        self.signal(libc::SIGTERM);
+        match tokio::time::timeout(self.grace, self.child.wait()).await {
+            Ok(Ok(s)) => {
+                self.signal(libc::SIGKILL);
+                format!("stopped by SIGTERM: {s}")
+            }
+            _ => {
+                self.signal(libc::SIGKILL);
+                let s = self
+                    .child
+                    .wait()
+                    .await
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|e| e.to_string());
+                format!("killed after {:?} grace: {s}", self.grace)
+            }
+        }
+    }
+}
+
+impl Drop for Launched {
+    fn drop(&mut self) {
+        if !self.stopped {
+            self.signal(libc::SIGKILL);
+        }
+    }
+}
+
+/// Waits until the target is ready, timing the port opening and readiness from `started`.
+/// With a launched server, its early exit ends the wait with its status and log.
+pub async fn wait_ready(
+    http: &reqwest::Client,
+    base: &str,
+    cs: &ColdStart,
+    mut launched: Option<&mut Launched>,
+    started: Instant,
+) -> Result<Timeline, LaunchError> {
+    let timeout = Duration::from_secs_f64(cs.ready_timeout.seconds());
+    let hostport = base
+        .split("://")
+        .nth(1)
+        .unwrap_or(base)
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let mut port_open_us = None;
+    let mut path = cs.ready_path.clone();
+    let us = || started.elapsed().as_micros() as u64;
+    loop {
+        if let Some(l) = launched.as_deref_mut()
+            && let Some(status) = l.exited()
+        {
+            return Err(LaunchError::Exited {
+                status,
+                tail: l.log_tail(),
+            });
+        }
+        if started.elapsed() > timeout {
+            let tail = launched
+                .as_deref()
+                .map_or_else(|| "(not launched by goodput)".into(), Launched::log_tail);
+            return Err(LaunchError::NotReady {
+                url: format!("{base}{path}"),
+                timeout,
+                tail,
+            });
+        }
+        if port_open_us.is_none() && tokio::net::TcpStream::connect(&hostport).await.is_ok() {
+            port_open_us = Some(us());
+        }
+        if port_open_us.is_some() {
+            let r = http
+                .get(format!("{base}{path}"))
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await;
+            match r {
+                Ok(r) if r.status().is_success() => {
+                    return Ok(Timeline {
+                        command: cs.launch.clone(),
+                        port_open_us,
+                        ready_us: us(),
+                        ready_endpoint: path,
+                        exit: None,
+                    });
+                }
+                Ok(r) if r.status().as_u16() == 404 && path != "/v1/models" => {
+                    path = "/v1/models".into()
+                }
+                _ => {}
+            }
+        }
+        // Polling is the only way to see a port open; 10 ms keeps the timing error small.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
