@@ -81,6 +81,7 @@ async fn drive_warm(
         out_root: dir.to_owned(),
         progress: false,
         argv: vec!["bench".into()],
+        bundle_dir: None,
     };
     run(c, opts, CancellationToken::new())
         .await

@@ -41,6 +41,15 @@ impl Bundle {
         Ok(Bundle { dir })
     }
 
+    /// Creates exactly `dir` (a repeat's `run-NN`); it must not exist yet.
+    pub fn create_at(dir: &Path) -> io::Result<Bundle> {
+        std::fs::create_dir_all(dir.parent().unwrap_or(dir))?;
+        std::fs::create_dir(dir)?;
+        Ok(Bundle {
+            dir: dir.to_owned(),
+        })
+    }
+
     /// Opens an existing bundle (for `report`).
     pub fn open(dir: &Path) -> io::Result<Bundle> {
         if !dir.join(REQUESTS).is_file() || !dir.join(CONTRACT).is_file() {

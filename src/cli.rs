@@ -42,6 +42,24 @@ pub enum Command {
         /// contract's [cold_start] says how) and report its first requests apart.
         #[arg(long)]
         cold_start: bool,
+        /// Run the contract this many times (overrides [repeat] runs).
+        #[arg(long)]
+        repeats: Option<u32>,
+    },
+    /// Compare results (bundles or repeat sets) against the first, refusing when their
+    /// contracts differ in more than one variable.
+    Compare {
+        /// The baseline, then one or more results to compare with it.
+        #[arg(required = true, num_args = 2..)]
+        bundles: Vec<PathBuf>,
+        /// Relative change below which a difference is not called better or worse.
+        #[arg(long, default_value_t = 0.05)]
+        noise: f64,
+        #[arg(long)]
+        json: bool,
+        /// Print Markdown (for a pull request) instead of the terminal table.
+        #[arg(long)]
+        markdown: bool,
     },
     /// Write a commented example contract.
     Init {
@@ -99,6 +117,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             quiet,
             json,
             cold_start,
+            repeats,
         } => {
             let mut c = match &contract {
                 Some(p) => contract::load(p)?,
@@ -110,6 +129,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if cold_start && c.cold_start.is_none() {
                 c.cold_start = Some(contract::ColdStart::default());
             }
+            if let Some(n) = repeats {
+                if n == 0 {
+                    bail!("--repeats must be at least 1");
+                }
+                c.repeat.runs = n;
+            }
             let cancel = CancellationToken::new();
             let on_signal = cancel.clone();
             tokio::spawn(async move {
@@ -118,10 +143,34 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     on_signal.cancel();
                 }
             });
+            if c.repeat.runs > 1 {
+                let opts = crate::run::RunOptions {
+                    out_root: out,
+                    progress: !quiet,
+                    argv: std::env::args().collect(),
+                    bundle_dir: None,
+                };
+                let (parent, rs, results) = crate::run::run_repeats(c, opts, cancel).await?;
+                if json {
+                    say(&(serde_json::to_string_pretty(&rs)? + "\n"))?;
+                } else {
+                    for r in &results {
+                        say(&format!("{}\n", crate::report::headline(&r.summary)))?;
+                    }
+                    say(&crate::run::repeat_document(&rs).terminal())?;
+                    say(&format!("\nBundle: {}\n", parent.dir.display()))?;
+                }
+                return Ok(if results.iter().any(|r| r.summary.interrupted) {
+                    ExitCode::from(130)
+                } else {
+                    ExitCode::SUCCESS
+                });
+            }
             let opts = crate::run::RunOptions {
                 out_root: out,
                 progress: !quiet,
                 argv: std::env::args().collect(),
+                bundle_dir: None,
             };
             let r = crate::run::run(c, opts, cancel).await?;
             if json {
@@ -149,6 +198,39 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::SUCCESS
             })
+        }
+        Command::Compare {
+            bundles,
+            noise,
+            json,
+            markdown,
+        } => {
+            let sides = bundles
+                .iter()
+                .map(|b| crate::compare::load_side(b))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let comparisons: Vec<_> = sides[1..]
+                .iter()
+                .map(|o| crate::compare::compare(&sides[0], o, noise))
+                .collect();
+            if json {
+                say(&(serde_json::to_string_pretty(&comparisons)? + "\n"))?;
+            } else {
+                let doc = crate::compare::document(&comparisons);
+                say(&if markdown {
+                    doc.markdown()
+                } else {
+                    doc.terminal()
+                })?;
+            }
+            let refused = comparisons.iter().filter(|c| !c.refused.is_empty()).count();
+            if refused > 0 {
+                bail!(
+                    "{refused} of {} comparisons refused: their contracts differ in more than the variable under test",
+                    comparisons.len()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Init { path, force } => {
             if path.exists() && !force {

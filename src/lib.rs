@@ -9,6 +9,7 @@ pub mod bundle;
 pub mod cli;
 pub mod client;
 pub mod coldstart;
+pub mod compare;
 pub mod contract;
 pub mod driver;
 pub mod env;

@@ -26,6 +26,7 @@ async fn run_in(c: Contract, dir: &Path) -> RunResult {
         out_root: dir.to_owned(),
         progress: false,
         argv: vec!["test".into()],
+        bundle_dir: None,
     };
     run(c, opts, CancellationToken::new())
         .await

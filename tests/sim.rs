@@ -389,6 +389,10 @@ async fn discrete_event_mode_reproduces_http_mode_timings() {
             median(http_gt.iter().map(metric).collect()),
             median(des_gt.iter().map(metric).collect()),
         );
+        eprintln!(
+            "http {mh} des {md} per-request median rel {:.4}",
+            median(rel.clone())
+        );
         assert!(
             median(rel.clone()) <= 0.05,
             "per-request median relative error {:.3}",

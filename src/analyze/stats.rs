@@ -5,8 +5,10 @@
 //! and never by averaging percentiles. Hand-written because it is ten lines and must match numpy
 //! exactly; hdrhistogram is used only for the live progress view, where approximation is fine.
 
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{Binomial, DiscreteCDF};
+use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
 
 /// The p-th percentile (0..=100) of sorted values, numpy "linear".
 pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
@@ -28,6 +30,131 @@ pub const PERCENTILES: [(f64, &str); 5] = [
     (99.9, "p99.9"),
 ];
 
+/// A distribution-free 95% confidence interval for the p-th percentile of sorted values, from
+/// order statistics: with B ~ Binomial(n, p/100), the interval [x₍ᵣ₎, x₍ₛ₎] (1-based ranks)
+/// with r = the 2.5% quantile of B and s = its 97.5% quantile + 1 covers the true percentile with
+/// probability ≥ 95% (Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.2).
+/// `None` when n is too small for a two-sided interval at that percentile.
+pub fn percentile_ci(sorted: &[f64], p: f64) -> Option<[f64; 2]> {
+    let n = sorted.len() as u64;
+    if n == 0 {
+        return None;
+    }
+    let b = Binomial::new((p / 100.0).clamp(0.0, 1.0), n).ok()?;
+    let r = binomial_quantile(&b, n, 0.025);
+    let s = binomial_quantile(&b, n, 0.975) + 1;
+    (r >= 1 && s <= n).then(|| [sorted[(r - 1) as usize], sorted[(s - 1) as usize]])
+}
+
+/// The smallest k in 0..=n with P[B ≤ k] ≥ q, by bisection on the CDF. (statrs's own
+/// `inverse_cdf` panics for some small n, so it is not used.)
+fn binomial_quantile(b: &Binomial, n: u64, q: f64) -> u64 {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if b.cdf(mid) >= q {
+            hi = mid
+        } else {
+            lo = mid + 1
+        }
+    }
+    lo
+}
+
+/// Mean, sample standard deviation, coefficient of variation and a 95% Student-t confidence
+/// interval of a few run-level values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverRuns {
+    pub values: Vec<f64>,
+    pub mean: f64,
+    pub stddev: f64,
+    /// stddev / |mean|.
+    pub cv: f64,
+    /// 95% CI of the mean (Student t, n − 1 degrees of freedom); `None` with fewer than 2 runs.
+    pub ci95: Option<[f64; 2]>,
+}
+
+impl OverRuns {
+    pub fn of(values: Vec<f64>) -> OverRuns {
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n.max(1.0);
+        let var = if values.len() > 1 {
+            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)
+        } else {
+            0.0
+        };
+        let sd = var.sqrt();
+        let ci95 = (values.len() > 1)
+            .then(|| StudentsT::new(0.0, 1.0, n - 1.0).ok())
+            .flatten()
+            .map(|t| {
+                let h = t.inverse_cdf(0.975) * sd / n.sqrt();
+                [mean - h, mean + h]
+            });
+        OverRuns {
+            cv: if mean != 0.0 { sd / mean.abs() } else { 0.0 },
+            values,
+            mean,
+            stddev: sd,
+            ci95,
+        }
+    }
+}
+
+/// Welch's unequal-variance t interval for mean(b) − mean(a) at 95% (Welch 1947; degrees of
+/// freedom by the Welch–Satterthwaite equation). `None` with fewer than 2 values a side.
+pub fn welch_ci(a: &[f64], b: &[f64]) -> Option<(f64, [f64; 2])> {
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let (ra, rb) = (OverRuns::of(a.to_vec()), OverRuns::of(b.to_vec()));
+    let (va, vb) = (
+        ra.stddev.powi(2) / a.len() as f64,
+        rb.stddev.powi(2) / b.len() as f64,
+    );
+    let diff = rb.mean - ra.mean;
+    let se = (va + vb).sqrt();
+    if se == 0.0 {
+        return Some((diff, [diff, diff]));
+    }
+    let df = (va + vb).powi(2)
+        / (va.powi(2) / (a.len() as f64 - 1.0) + vb.powi(2) / (b.len() as f64 - 1.0));
+    let t = StudentsT::new(0.0, 1.0, df).ok()?.inverse_cdf(0.975);
+    Some((diff, [diff - t * se, diff + t * se]))
+}
+
+/// Percentile-bootstrap 95% interval for stat(b) − stat(a), resampling requests with a fixed
+/// seed (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13). It sees only
+/// request-to-request variation, not run-to-run: weaker evidence than [`welch_ci`] over runs.
+pub fn bootstrap_ci(
+    a: &[f64],
+    b: &[f64],
+    stat: fn(&mut [f64]) -> f64,
+    resamples: usize,
+) -> Option<(f64, [f64; 2])> {
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let diff = stat(&mut b.to_vec()) - stat(&mut a.to_vec());
+    let mut rng = ChaCha8Rng::seed_from_u64(0x0006_00d9_u64);
+    let mut pick = |v: &[f64]| -> Vec<f64> {
+        (0..v.len())
+            .map(|_| v[(rand::Rng::next_u64(&mut rng) % v.len() as u64) as usize])
+            .collect()
+    };
+    let mut diffs: Vec<f64> = (0..resamples)
+        .map(|_| stat(&mut pick(b)) - stat(&mut pick(a)))
+        .collect();
+    diffs.sort_by(f64::total_cmp);
+    Some((
+        diff,
+        [
+            percentile_sorted(&diffs, 2.5)?,
+            percentile_sorted(&diffs, 97.5)?,
+        ],
+    ))
+}
+
 /// Summary of a distribution. Sample standard deviation (n − 1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Dist {
@@ -42,6 +169,9 @@ pub struct Dist {
     #[serde(rename = "p99.9")]
     pub p99_9: f64,
     pub max: f64,
+    /// Distribution-free 95% confidence intervals of p50, p90, p95, p99 and p99.9 (order
+    /// statistics); `None` where there are too few values for one.
+    pub ci95: [Option<[f64; 2]>; 5],
 }
 
 impl Dist {
@@ -70,6 +200,7 @@ impl Dist {
             p99: p(99.0),
             p99_9: p(99.9),
             max: values[values.len() - 1],
+            ci95: PERCENTILES.map(|(q, _)| percentile_ci(&values, q)),
         })
     }
 }
@@ -131,6 +262,60 @@ mod tests {
         let d = Dist::of(vec![4.0, 1.0, 3.0, 2.0]).unwrap();
         assert_eq!((d.count, d.min, d.max, d.mean), (4, 1.0, 4.0, 2.5));
         assert!((d.stddev - 1.290_994_448_735_805_6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn percentile_ci_uses_binomial_ranks() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        // Binomial(100, 0.5): 2.5% quantile 40, 97.5% quantile 60 → ranks 40 and 61.
+        assert_eq!(percentile_ci(&v, 50.0), Some([40.0, 61.0]));
+        // 100 values cannot bound p99 from above.
+        assert_eq!(percentile_ci(&v, 99.0), None);
+        let big: Vec<f64> = (1..=1000).map(f64::from).collect();
+        let [lo, hi] = percentile_ci(&big, 99.0).unwrap();
+        assert!(lo < 990.0 && hi > 990.0 && hi <= 1000.0, "{lo} {hi}");
+    }
+
+    #[test]
+    fn percentile_ci_never_panics_on_small_samples() {
+        for n in 1..60 {
+            let v: Vec<f64> = (0..n).map(f64::from).collect();
+            for (p, _) in PERCENTILES {
+                if let Some([lo, hi]) = percentile_ci(&v, p) {
+                    assert!(lo <= hi);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn student_t_and_welch_match_hand_computation() {
+        // values 10, 12, 14: mean 12, sd 2, t(0.975, 2) = 4.302653 → half-width 4.968
+        let r = OverRuns::of(vec![10.0, 12.0, 14.0]);
+        assert_eq!((r.mean, r.stddev), (12.0, 2.0));
+        let [lo, hi] = r.ci95.unwrap();
+        assert!(
+            (hi - 12.0 - 4.302_653 * 2.0 / 3f64.sqrt()).abs() < 1e-4
+                && (12.0 - lo - (hi - 12.0)).abs() < 1e-9
+        );
+        // Welch: a = [10, 12, 14] (var 4), b = [20, 21, 22] (var 1): diff 9,
+        // se = sqrt(4/3 + 1/3) = 1.29099, df = (5/3)² / ((4/3)²/2 + (1/3)²/2) = 2.94118,
+        // t(0.975, 2.94118) ≈ 3.2258 → half-width ≈ 4.1645.
+        let (d, [lo, hi]) = welch_ci(&[10.0, 12.0, 14.0], &[20.0, 21.0, 22.0]).unwrap();
+        assert_eq!(d, 9.0);
+        assert!(((hi - lo) / 2.0 - 4.1645).abs() < 0.01, "{lo} {hi}");
+        assert!(welch_ci(&[1.0], &[2.0, 3.0]).is_none());
+    }
+
+    #[test]
+    fn bootstrap_brackets_a_clear_shift_and_not_a_null_one() {
+        let a: Vec<f64> = (0..200).map(|i| 100.0 + f64::from(i % 10)).collect();
+        let b: Vec<f64> = a.iter().map(|x| x + 20.0).collect();
+        let mean = |v: &mut [f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let (d, [lo, hi]) = bootstrap_ci(&a, &b, mean, 500).unwrap();
+        assert!((d - 20.0).abs() < 1e-9 && lo > 18.0 && hi < 22.0);
+        let (_, [lo, hi]) = bootstrap_ci(&a, &a, mean, 500).unwrap();
+        assert!(lo <= 0.0 && hi >= 0.0);
     }
 
     #[test]

@@ -40,6 +40,33 @@ pub struct Contract {
     pub slo: Slo,
     #[serde(default)]
     pub measurement: Measurement,
+    #[serde(default)]
+    pub repeat: Repeat,
+}
+
+/// Repeats of the same plan, each its own bundle inside a parent bundle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Repeat {
+    #[serde(default = "one_u32")]
+    pub runs: u32,
+    /// Pause between runs. The embedded simulator is restarted for every run; an external
+    /// server is not touched (its caches stay warm unless the contract launches it).
+    #[serde(default)]
+    pub pause: Seconds,
+}
+
+impl Default for Repeat {
+    fn default() -> Self {
+        Repeat {
+            runs: 1,
+            pause: Seconds(0.0),
+        }
+    }
+}
+
+fn one_u32() -> u32 {
+    1
 }
 
 /// The server under test.
@@ -835,6 +862,12 @@ impl Contract {
                 format!("= {}: must be a fraction in (0, 1]", slo.attainment),
             );
         }
+        if self.repeat.runs == 0 {
+            return problem("repeat.runs", "must be >= 1");
+        }
+        if !(self.repeat.pause.0.is_finite() && self.repeat.pause.0 >= 0.0) {
+            return problem("repeat.pause", "must be >= 0");
+        }
         let m = &mut self.measurement;
         if !(m.max_dispatch_lag_ms.0.is_finite() && m.max_dispatch_lag_ms.0 > 0.0) {
             return problem("measurement.max_dispatch_lag_ms", "must be > 0");
@@ -865,8 +898,11 @@ impl Contract {
         self.target.url.is_none()
     }
 
-    /// Per-axis fingerprints (see shared/DESIGN.md).
-    pub fn fingerprints(&self) -> Fingerprints {
+    /// The canonical form of each contract axis (shared/DESIGN.md): what fingerprints hash and
+    /// what `compare` diffs. Durations are numbers in their field's unit, defaults are filled,
+    /// and things that do not change the result (port, API key variable, repeat count) are left
+    /// out.
+    pub fn axes(&self) -> [(&'static str, serde_json::Value); 5] {
         let mut target = serde_json::to_value(&self.target).unwrap_or_default();
         if let Some(t) = target.as_object_mut() {
             // Where the server listens and how long we wait are not properties of the server.
@@ -879,15 +915,31 @@ impl Contract {
         let measurement = serde_json::json!({
             "measurement": self.measurement,
             "warmup": self.warmup,
+            "cold_start": self.cold_start.as_ref().map(|c| serde_json::json!({"requests": c.requests, "ready_path": c.ready_path})),
             "timeout_s": self.target.timeout.0,
             "tool_major": env!("CARGO_PKG_VERSION_MAJOR"),
         });
+        [
+            ("target", target),
+            (
+                "workload",
+                serde_json::to_value(&self.workload).unwrap_or_default(),
+            ),
+            ("load", serde_json::to_value(&self.load).unwrap_or_default()),
+            ("slo", serde_json::to_value(&self.slo).unwrap_or_default()),
+            ("measurement", measurement),
+        ]
+    }
+
+    /// Per-axis fingerprints (see shared/DESIGN.md).
+    pub fn fingerprints(&self) -> Fingerprints {
+        let [t, w, l, s, m] = self.axes().map(|(_, v)| digest(&v));
         Fingerprints {
-            target: digest(&target),
-            workload: digest(&serde_json::to_value(&self.workload).unwrap_or_default()),
-            load: digest(&serde_json::to_value(&self.load).unwrap_or_default()),
-            slo: digest(&serde_json::to_value(&self.slo).unwrap_or_default()),
-            measurement: digest(&measurement),
+            target: t,
+            workload: w,
+            load: l,
+            slo: s,
+            measurement: m,
         }
     }
 }
@@ -934,6 +986,13 @@ pub struct Fingerprints {
     pub load: String,
     pub slo: String,
     pub measurement: String,
+}
+
+impl Contract {
+    /// Fingerprints in axis order (target, workload, load, slo, measurement).
+    pub fn fingerprints_list(&self) -> [String; 5] {
+        self.axes().map(|(_, v)| digest(&v))
+    }
 }
 
 impl Fingerprints {
@@ -1042,6 +1101,52 @@ mod tests {
     fn closed_loop_measures_from_the_actual_send() {
         let c = parse_str("[load]\nmodel = \"closed\"\nconcurrency = 4\nrequests = 8\n").unwrap();
         assert_eq!(c.measurement.latency_origin, LatencyOrigin::Sent);
+    }
+
+    #[test]
+    fn changing_any_field_changes_exactly_its_axis() {
+        let base = parse_str(&format!("{MIN}[slo]\nttft_ms = 500\n")).unwrap();
+        let edits: [(&str, &str); 8] = [
+            ("[target.simulator]\ndecode_base_ms = 13\n", "target"),
+            ("[target.declared]\nhardware = \"H100\"\n", "target"),
+            ("[workload]\nseed = 9\n", "workload"),
+            (
+                "[workload]\ninput_tokens = { dist = \"fixed\", value = 512 }\n",
+                "workload",
+            ),
+            ("[workload.sampling]\ntemperature = 0.7\n", "workload"),
+            ("[measurement]\nmax_dispatch_lag_ms = 9\n", "measurement"),
+            ("[warmup]\nrequests = 3\n", "measurement"),
+            ("[repeat]\nruns = 5\n", "none"),
+        ];
+        let fp = |c: &Contract| {
+            c.axes()
+                .map(|(n, _)| n)
+                .into_iter()
+                .zip(c.fingerprints_list())
+                .collect::<Vec<_>>()
+        };
+        for (edit, axis) in edits {
+            let c = parse_str(&format!("{MIN}[slo]\nttft_ms = 500\n{edit}")).unwrap();
+            let changed: Vec<&str> = fp(&base)
+                .iter()
+                .zip(fp(&c))
+                .filter(|(a, b)| a.1 != b.1)
+                .map(|(a, _)| a.0)
+                .collect();
+            let want: Vec<&str> = if axis == "none" { vec![] } else { vec![axis] };
+            assert_eq!(changed, want, "{edit}");
+        }
+        let rate =
+            parse_str("[load]\nmodel = \"open\"\nrate = 3\nrequests = 10\n[slo]\nttft_ms = 500\n")
+                .unwrap();
+        let changed: Vec<&str> = fp(&base)
+            .iter()
+            .zip(fp(&rate))
+            .filter(|(a, b)| a.1 != b.1)
+            .map(|(a, _)| a.0)
+            .collect();
+        assert_eq!(changed, vec!["load"]);
     }
 
     #[test]

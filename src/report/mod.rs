@@ -23,13 +23,13 @@ enum Block {
 }
 
 impl Doc {
-    fn h(&mut self, s: impl Into<String>) {
+    pub fn h(&mut self, s: impl Into<String>) {
         self.blocks.push(Block::Heading(s.into()));
     }
-    fn line(&mut self, s: impl Into<String>) {
+    pub fn line(&mut self, s: impl Into<String>) {
         self.blocks.push(Block::Line(s.into()));
     }
-    fn table(&mut self, head: &[&str], rows: Vec<Vec<String>>) {
+    pub fn table(&mut self, head: &[&str], rows: Vec<Vec<String>>) {
         self.blocks.push(Block::Table {
             head: head.iter().map(|s| (*s).to_owned()).collect(),
             rows,
@@ -209,6 +209,24 @@ pub fn document(s: &Summary) -> Doc {
     .filter_map(|(n, v)| dist_row(n, v))
     .collect();
     d.table(&head, rows);
+    for (name, dist) in [
+        ("TTFT", &st.stats.ttft_ms),
+        ("TPOT", &st.stats.tpot_ms),
+        ("E2E", &st.stats.e2e_ms),
+    ] {
+        if let Some(x) = dist {
+            let vals = [x.p50, x.p90, x.p95, x.p99, x.p99_9];
+            let parts: Vec<String> = crate::analyze::PERCENTILES
+                .iter()
+                .zip(vals.iter().zip(&x.ci95))
+                .map(|((_, label), (v, ci))| match ci {
+                    Some([lo, hi]) => format!("{label} = {} [{}, {}]", num(*v), num(*lo), num(*hi)),
+                    None => format!("{label} = {} [too few requests]", num(*v)),
+                })
+                .collect();
+            d.line(format!("{name} 95% CI: {}", parts.join(" · ")));
+        }
+    }
     d.line(
         st.support
             .iter()

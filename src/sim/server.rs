@@ -247,6 +247,7 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut pending: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
     let mut last_end: Option<f64> = None;
+    let mut last_dur = 0.0_f64;
     let mut finished_ok = 0u64;
 
     // Returns false on shutdown.
@@ -300,11 +301,16 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
                 Err(TryRecvError::Disconnected) => return,
             }
         }
-        // Back-to-back steps keep the model's clock contiguous (sleep overshoot does not
-        // accumulate); after idleness, or a hiccup of more than 2 ms, resynchronise to real time.
+        // The model's clock stays contiguous while the engine is busy: a thread that wakes late
+        // (sleep overshoot, a busy machine) runs the overdue steps back to back to catch up
+        // rather than opening a step the cost model would not have. Only a real hiccup (longer
+        // than three steps, or 2 ms for near-zero-cost steps) resynchronises to real time, and
+        // after idleness the next step starts when the first waiting request arrived.
         let now = shared.now();
+        let catch_up = (3.0 * last_dur).max(0.002);
         let mut start = match last_end {
-            Some(end) if !resumed_from_idle && now - end < 0.002 => end,
+            Some(end) if !resumed_from_idle && now - end < catch_up => end,
+            Some(end) if resumed_from_idle => pending.front().map_or(now, |p| p.t.max(end)),
             _ => now,
         };
         // An idle engine starts its next step when the next request arrives.
@@ -340,11 +346,11 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
                 }
                 Event::Rejected { id } => {
                     ledger.set_outcome(id, "rejected_too_long");
-                    if let Some(tx) = replies.remove(&id) {
-                        let _ = tx.send(Delivery::Rejected);
-                    }
                     if let Some(g) = ledger.finish(id, step.start, "rejected_too_long") {
                         shared.record(g);
+                    }
+                    if let Some(tx) = replies.remove(&id) {
+                        let _ = tx.send(Delivery::Rejected);
                     }
                 }
                 _ => {}
@@ -377,12 +383,13 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
                     }
                 }
                 Event::Finished { id } => {
-                    if let Some(tx) = replies.remove(&id) {
-                        let _ = tx.send(Delivery::Done);
-                    }
+                    // Ground truth first: a client that has seen [DONE] must find it recorded.
                     if let Some(g) = ledger.finish(id, t, "ok") {
                         finished_ok += u64::from(g.outcome == "ok");
                         shared.record(g);
+                    }
+                    if let Some(tx) = replies.remove(&id) {
+                        let _ = tx.send(Delivery::Done);
                     }
                 }
                 _ => {}
@@ -410,6 +417,7 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
             }
         }
         last_end = Some(step.end);
+        last_dur = step.end - step.start;
     }
 }
 

@@ -1,0 +1,477 @@
+//! `compare`: first the axes diff, which refuses to rank results whose contracts differ in more
+//! than the one variable under test; then, per headline metric, the difference with a 95%
+//! confidence interval and a verdict. Reads bundles, never the network.
+//!
+//! Rules: the measurement axis and the SLO must be identical; at most one of target, workload
+//! and load may differ (none: the same contract twice, e.g. a noise check). Intervals: Welch's t
+//! over run-level values when both sides have at least two runs; otherwise a bootstrap over
+//! requests, labelled weaker because it cannot see run-to-run variation. A difference is called
+//! better or worse only when its interval excludes zero *and* it exceeds the noise threshold.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::analyze::stats::{OverRuns, bootstrap_ci, percentile_sorted, welch_ci};
+use crate::analyze::{Summary, request_metrics};
+use crate::contract::Contract;
+use crate::plan::Phase;
+use crate::record::Record;
+
+/// One side of a comparison: a single bundle or a repeat set.
+#[derive(Debug)]
+pub struct Side {
+    pub path: PathBuf,
+    pub contract: Contract,
+    pub runs: Vec<(Summary, Vec<Record>)>,
+}
+
+/// Loads a bundle (`summary.json` + `requests.jsonl`) or a repeat set (`run-*` bundles inside).
+pub fn load_side(path: &Path) -> anyhow::Result<Side> {
+    let mut dirs: Vec<PathBuf> = if path.join("repeat.json").is_file() {
+        std::fs::read_dir(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_dir()
+                    && p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
+            })
+            .collect()
+    } else {
+        vec![path.to_owned()]
+    };
+    dirs.sort();
+    let mut runs = Vec::new();
+    let mut contract = None;
+    for d in &dirs {
+        let (bundle, summary) =
+            crate::run::recompute(d).with_context(|| format!("loading {}", d.display()))?;
+        let records = crate::record::read_jsonl(&bundle.path(crate::bundle::REQUESTS))
+            .map_err(anyhow::Error::msg)?;
+        contract.get_or_insert(crate::contract::load(
+            &bundle.path(crate::bundle::CONTRACT),
+        )?);
+        runs.push((summary, records));
+    }
+    let contract = contract.with_context(|| format!("{} holds no runs", path.display()))?;
+    Ok(Side {
+        path: path.to_owned(),
+        contract,
+        runs,
+    })
+}
+
+/// Fields that differ on one axis: (dotted key, A's value, B's value).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AxisDiff {
+    pub axis: String,
+    pub fields: Vec<(String, String, String)>,
+}
+
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                flatten(
+                    &if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    },
+                    x,
+                    out,
+                );
+            }
+        }
+        other => {
+            out.insert(prefix.to_owned(), other.to_string());
+        }
+    }
+}
+
+/// Every differing field, grouped by axis.
+pub fn axes_diff(a: &Contract, b: &Contract) -> Vec<AxisDiff> {
+    let mut out = Vec::new();
+    for ((axis, va), (_, vb)) in a.axes().into_iter().zip(b.axes()) {
+        let (mut fa, mut fb) = (BTreeMap::new(), BTreeMap::new());
+        flatten(axis, &va, &mut fa);
+        flatten(axis, &vb, &mut fb);
+        let keys: std::collections::BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
+        let absent = || "(absent)".to_owned();
+        let fields: Vec<(String, String, String)> = keys
+            .into_iter()
+            .filter(|k| fa.get(*k) != fb.get(*k))
+            .map(|k| {
+                (
+                    k.clone(),
+                    fa.get(k).cloned().unwrap_or_else(absent),
+                    fb.get(k).cloned().unwrap_or_else(absent),
+                )
+            })
+            .collect();
+        if !fields.is_empty() {
+            out.push(AxisDiff {
+                axis: axis.to_owned(),
+                fields,
+            });
+        }
+    }
+    out
+}
+
+/// Why two results may not be ranked; empty when they may.
+pub fn refusals(diffs: &[AxisDiff]) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let show = |d: &AxisDiff| {
+        d.fields
+            .iter()
+            .map(|(k, a, b)| format!("{k} {a} vs {b}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    for d in diffs {
+        match d.axis.as_str() {
+            "measurement" => reasons.push(format!("measurement boundaries differ: {}", show(d))),
+            "slo" => reasons.push(format!(
+                "SLO differs (goodput and attainment are not comparable): {}",
+                show(d)
+            )),
+            _ => {}
+        }
+    }
+    let varied: Vec<&AxisDiff> = diffs
+        .iter()
+        .filter(|d| ["target", "workload", "load"].contains(&d.axis.as_str()))
+        .collect();
+    if varied.len() > 1 {
+        let names: Vec<&str> = varied.iter().map(|d| d.axis.as_str()).collect();
+        reasons.push(format!(
+            "{} axes differ ({}): change one variable at a time",
+            varied.len(),
+            names.join(", ")
+        ));
+        for d in &varied {
+            let what = if d.fields.iter().any(|(k, _, _)| k == "load.model") {
+                "closed vs open loop".to_owned()
+            } else {
+                format!(
+                    "{} differs",
+                    if d.axis == "workload" {
+                        "workload shape"
+                    } else {
+                        &d.axis
+                    }
+                )
+            };
+            reasons.push(format!("{what}: {}", show(d)));
+        }
+    }
+    reasons
+}
+
+/// One metric compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricComparison {
+    pub metric: String,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    /// b − a.
+    pub diff: Option<f64>,
+    pub ci95: Option<[f64; 2]>,
+    /// `welch over runs`, `bootstrap over requests (weaker: one run a side)`, or `none`.
+    pub method: String,
+    /// `better`, `worse`, `no significant difference`, or `not enough data`.
+    pub verdict: String,
+}
+
+/// The headline metrics of a summary: name, value, lower is better.
+pub fn headline(s: &Summary) -> Vec<(&'static str, Option<f64>, bool)> {
+    let st = &s.steady;
+    let d =
+        |x: &Option<crate::analyze::Dist>, f: fn(&crate::analyze::Dist) -> f64| x.as_ref().map(f);
+    vec![
+        ("ttft_p50_ms", d(&st.stats.ttft_ms, |d| d.p50), true),
+        ("ttft_p99_ms", d(&st.stats.ttft_ms, |d| d.p99), true),
+        ("tpot_p50_ms", d(&st.stats.tpot_ms, |d| d.p50), true),
+        ("tpot_p99_ms", d(&st.stats.tpot_ms, |d| d.p99), true),
+        ("e2e_p99_ms", d(&st.stats.e2e_ms, |d| d.p99), true),
+        (
+            "output_tokens_per_s",
+            st.throughput.output_tokens_per_s,
+            false,
+        ),
+        (
+            "goodput_rps",
+            st.slo.as_ref().and_then(|x| x.goodput_rps),
+            false,
+        ),
+        ("attainment", st.slo.as_ref().map(|x| x.attainment), false),
+    ]
+}
+
+fn p50(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    percentile_sorted(v, 50.0).unwrap_or(f64::NAN)
+}
+fn p99(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    percentile_sorted(v, 99.0).unwrap_or(f64::NAN)
+}
+
+/// Per-request values of a latency metric over a side's steady requests.
+fn per_request(side: &Side, metric: &str) -> Vec<f64> {
+    let c = &side.contract;
+    let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
+    side.runs
+        .iter()
+        .flat_map(|(_, recs)| recs.iter())
+        .filter(|r| r.phase == Phase::Steady && r.is_ok())
+        .filter_map(|r| {
+            let m = request_metrics(r, origin, source);
+            match metric {
+                "ttft_p50_ms" | "ttft_p99_ms" => m.ttft_ms,
+                "tpot_p50_ms" | "tpot_p99_ms" => m.tpot_ms,
+                "e2e_p99_ms" => m.e2e_ms,
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Compares every headline metric of B against A.
+pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> {
+    let values = |side: &Side, i: usize| -> Vec<f64> {
+        side.runs
+            .iter()
+            .filter_map(|(s, _)| headline(s)[i].1)
+            .collect()
+    };
+    let names = headline(&a.runs[0].0);
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _, lower_better))| {
+            let (va, vb) = (values(a, i), values(b, i));
+            let (ma, mb) = (OverRuns::of(va.clone()), OverRuns::of(vb.clone()));
+            let (mean_a, mean_b) = (
+                (!va.is_empty()).then_some(ma.mean),
+                (!vb.is_empty()).then_some(mb.mean),
+            );
+            let (ci, method) = if va.len() >= 2 && vb.len() >= 2 {
+                (welch_ci(&va, &vb).map(|x| x.1), "welch over runs")
+            } else {
+                let stat: Option<fn(&mut [f64]) -> f64> = match *name {
+                    "ttft_p50_ms" | "tpot_p50_ms" => Some(p50),
+                    "ttft_p99_ms" | "tpot_p99_ms" | "e2e_p99_ms" => Some(p99),
+                    _ => None,
+                };
+                match stat {
+                    Some(f) => (
+                        bootstrap_ci(&per_request(a, name), &per_request(b, name), f, 1000)
+                            .map(|x| x.1),
+                        "bootstrap over requests (weaker: one run a side)",
+                    ),
+                    None => (None, "none (needs two runs a side)"),
+                }
+            };
+            let diff = mean_a.zip(mean_b).map(|(x, y)| y - x);
+            let verdict = match (diff, ci, mean_a) {
+                (Some(d), Some([lo, hi]), Some(base)) => {
+                    let significant = lo > 0.0 || hi < 0.0;
+                    let material = d.abs() > noise * base.abs();
+                    if significant && material {
+                        if (d < 0.0) == *lower_better {
+                            "better"
+                        } else {
+                            "worse"
+                        }
+                    } else {
+                        "no significant difference"
+                    }
+                }
+                _ => "not enough data",
+            };
+            MetricComparison {
+                metric: (*name).to_owned(),
+                a: mean_a,
+                b: mean_b,
+                diff,
+                ci95: ci,
+                method: method.to_owned(),
+                verdict: verdict.to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// A baseline compared with one other result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub baseline: PathBuf,
+    pub other: PathBuf,
+    pub runs: (usize, usize),
+    pub diffs: Vec<AxisDiff>,
+    /// Empty when the comparison proceeds.
+    pub refused: Vec<String>,
+    pub metrics: Vec<MetricComparison>,
+}
+
+/// Compares `other` against `baseline` (refusing, with reasons, when the rules are broken).
+pub fn compare(baseline: &Side, other: &Side, noise: f64) -> Comparison {
+    let diffs = axes_diff(&baseline.contract, &other.contract);
+    let refused = refusals(&diffs);
+    let metrics = if refused.is_empty() {
+        compare_metrics(baseline, other, noise)
+    } else {
+        Vec::new()
+    };
+    Comparison {
+        baseline: baseline.path.clone(),
+        other: other.path.clone(),
+        runs: (baseline.runs.len(), other.runs.len()),
+        diffs,
+        refused,
+        metrics,
+    }
+}
+
+/// The comparison as a report document.
+pub fn document(cs: &[Comparison]) -> crate::report::Doc {
+    let mut d = crate::report::Doc::default();
+    d.h("goodput compare");
+    for c in cs {
+        d.h(format!(
+            "{} vs baseline {} ({} vs {} runs)",
+            c.other.display(),
+            c.baseline.display(),
+            c.runs.1,
+            c.runs.0
+        ));
+        if c.diffs.is_empty() {
+            d.line("Same contract on every axis.");
+        }
+        for a in &c.diffs {
+            let fields: Vec<String> = a
+                .fields
+                .iter()
+                .map(|(k, x, y)| format!("{k}: {x} → {y}"))
+                .collect();
+            d.line(format!("{} differs: {}", a.axis, fields.join("; ")));
+        }
+        if !c.refused.is_empty() {
+            d.line("REFUSED: these results cannot be ranked.");
+            for r in &c.refused {
+                d.line(format!("- {r}"));
+            }
+            continue;
+        }
+        let f = |x: Option<f64>| x.map_or("—".to_owned(), |v| format!("{v:.3}"));
+        let rows = c
+            .metrics
+            .iter()
+            .map(|m| {
+                vec![
+                    m.metric.clone(),
+                    f(m.a),
+                    f(m.b),
+                    f(m.diff),
+                    m.ci95
+                        .map_or("—".into(), |[lo, hi]| format!("[{lo:.3}, {hi:.3}]")),
+                    m.verdict.clone(),
+                    m.method.clone(),
+                ]
+            })
+            .collect();
+        d.table(
+            &[
+                "metric",
+                "baseline",
+                "other",
+                "difference",
+                "95% CI",
+                "verdict",
+                "method",
+            ],
+            rows,
+        );
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::parse;
+
+    fn c(extra: &str) -> Contract {
+        parse(
+            &format!(
+                "[load]\nmodel = \"open\"\nrate = 5\nrequests = 100\n[slo]\nttft_ms = 500\n{extra}"
+            ),
+            Path::new("t"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn one_varied_axis_proceeds() {
+        let d = axes_diff(
+            &c(""),
+            &c("[workload]\ninput_tokens = { dist = \"fixed\", value = 512 }\n"),
+        );
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].axis, "workload");
+        assert_eq!(
+            d[0].fields,
+            vec![(
+                "workload.input_tokens.value".into(),
+                "256".into(),
+                "512".into()
+            )]
+        );
+        assert!(refusals(&d).is_empty());
+        assert!(
+            refusals(&axes_diff(&c(""), &c(""))).is_empty(),
+            "the same contract twice"
+        );
+    }
+
+    #[test]
+    fn two_axes_measurement_and_slo_are_refused_with_reasons() {
+        let base = c("");
+        let two = parse("[load]\nmodel = \"open\"\nrate = 9\nrequests = 100\n[slo]\nttft_ms = 500\n[workload]\ninput_tokens = { dist = \"fixed\", value = 1024 }\n", Path::new("t")).unwrap();
+        let r = refusals(&axes_diff(&base, &two)).join("\n");
+        assert!(r.contains("2 axes differ (workload, load)"), "{r}");
+        assert!(
+            r.contains("workload shape differs: workload.input_tokens.value 256 vs 1024"),
+            "{r}"
+        );
+        let r = refusals(&axes_diff(
+            &base,
+            &c("[measurement]\nmax_dispatch_lag_ms = 20\n"),
+        ))
+        .join("\n");
+        assert!(
+            r.contains(
+                "measurement boundaries differ: measurement.measurement.max_dispatch_lag_ms"
+            ),
+            "{r}"
+        );
+        let slo = parse(
+            "[load]\nmodel = \"open\"\nrate = 5\nrequests = 100\n[slo]\nttft_ms = 400\n",
+            Path::new("t"),
+        )
+        .unwrap();
+        let r = refusals(&axes_diff(&base, &slo)).join("\n");
+        assert!(
+            r.contains("SLO differs") && r.contains("slo.ttft_ms 500.0 vs 400.0"),
+            "{r}"
+        );
+        let closed = parse("[load]\nmodel = \"closed\"\nconcurrency = 4\nrequests = 100\n[slo]\nttft_ms = 500\n[workload]\nseed = 3\n", Path::new("t")).unwrap();
+        let r = refusals(&axes_diff(&base, &closed)).join("\n");
+        assert!(r.contains("closed vs open loop"), "{r}");
+    }
+}

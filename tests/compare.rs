@@ -1,0 +1,101 @@
+//! Repeats and `compare` with the simulator (issue #7).
+
+use std::path::Path;
+use std::process::Command;
+
+use goodput::compare::{compare, load_side};
+use goodput::contract::{self, Contract};
+use goodput::run::{RunOptions, run_repeats};
+use tokio_util::sync::CancellationToken;
+
+fn contract(decode_ms: f64, name: &str) -> Contract {
+    let src = format!(
+        "name = \"{name}\"\n[target.simulator]\ndecode_base_ms = {decode_ms}\ndecode_per_seq_ms = 0.1\nprefill_tokens_per_s = 40000\n\
+         [workload]\nseed = 4\ninput_tokens = {{ dist = \"fixed\", value = 64 }}\noutput_tokens = {{ dist = \"fixed\", value = 24 }}\n\
+         [load]\nmodel = \"open\"\nrate = 30\nrequests = 60\n[warmup]\nrequests = 10\n[repeat]\nruns = 3\n"
+    );
+    contract::parse(&src, Path::new("t.toml")).unwrap()
+}
+
+async fn repeat_set(c: Contract, dir: &Path) -> std::path::PathBuf {
+    let opts = RunOptions {
+        out_root: dir.to_owned(),
+        progress: false,
+        argv: vec![],
+        bundle_dir: None,
+    };
+    let (parent, rs, results) = run_repeats(c, opts, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!((rs.runs, results.len()), (3, 3));
+    assert!(rs.metrics["tpot_p50_ms"].ci95.is_some());
+    assert!(parent.path("repeat.json").is_file() && parent.path("run-03/requests.jsonl").is_file());
+    parent.dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_contract_is_no_difference_and_a_slower_decode_is_worse() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = repeat_set(contract(10.0, "a"), dir.path()).await;
+    let b = repeat_set(contract(10.0, "a"), dir.path()).await;
+    let slow = repeat_set(contract(13.0, "a"), dir.path()).await;
+    let (sa, sb, ss) = (
+        load_side(&a).unwrap(),
+        load_side(&b).unwrap(),
+        load_side(&slow).unwrap(),
+    );
+
+    let same = compare(&sa, &sb, 0.05);
+    assert!(same.refused.is_empty() && same.diffs.is_empty());
+    for m in same.metrics.iter().filter(|m| m.a.is_some()) {
+        assert_eq!(m.verdict, "no significant difference", "{m:?}");
+        assert_eq!(m.method, "welch over runs");
+    }
+
+    let slower = compare(&sa, &ss, 0.05);
+    assert!(slower.refused.is_empty(), "{:?}", slower.refused);
+    assert_eq!(slower.diffs.len(), 1);
+    assert_eq!(slower.diffs[0].axis, "target");
+    let tpot = slower
+        .metrics
+        .iter()
+        .find(|m| m.metric == "tpot_p50_ms")
+        .unwrap();
+    assert_eq!(tpot.verdict, "worse", "{tpot:?}");
+    let [lo, hi] = tpot.ci95.unwrap();
+    assert!(lo > 0.0 && hi > lo, "CI {lo}..{hi} should exclude zero");
+    // Decode steps went from ≈ 10.x to ≈ 13.x ms: a +30% change in TPOT.
+    let rel = tpot.diff.unwrap() / tpot.a.unwrap();
+    assert!((0.2..0.4).contains(&rel), "{rel}");
+
+    // Through the binary: one varied axis proceeds; changing two refuses with a non-zero exit.
+    let bin = env!("CARGO_BIN_EXE_goodput");
+    let ok = Command::new(bin)
+        .args(["compare", a.to_str().unwrap(), slow.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        text.contains("tpot_p50_ms") && text.contains("worse"),
+        "{text}"
+    );
+    let mut two = contract(13.0, "a");
+    two.load.rate = Some(20.0);
+    let other = repeat_set(two, dir.path()).await;
+    let refused = Command::new(bin)
+        .args(["compare", a.to_str().unwrap(), other.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let out = String::from_utf8_lossy(&refused.stdout);
+    assert!(
+        out.contains("REFUSED") && out.contains("2 axes differ (target, load)"),
+        "{out}"
+    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("refused"));
+}
