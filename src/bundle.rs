@@ -17,6 +17,7 @@ pub const REQUESTS: &str = "requests.jsonl";
 pub const CONTRACT: &str = "contract.toml";
 pub const SUMMARY: &str = "summary.json";
 pub const COLD_START: &str = "cold_start.json";
+pub const PREDICTION: &str = "prediction.json";
 
 #[derive(Debug, Clone)]
 pub struct Bundle {

@@ -45,6 +45,10 @@ pub enum Command {
         /// Run the contract this many times (overrides [repeat] runs).
         #[arg(long)]
         repeats: Option<u32>,
+        /// Write down expectations before the run, e.g. "ttft_p99<=300ms,goodput>=12"
+        /// (overrides [prediction]); the report shows predicted vs measured.
+        #[arg(long)]
+        predict: Option<String>,
     },
     /// Compare results (bundles or repeat sets) against the first, refusing when their
     /// contracts differ in more than one variable.
@@ -118,6 +122,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             cold_start,
             repeats,
+            predict,
         } => {
             let mut c = match &contract {
                 Some(p) => contract::load(p)?,
@@ -128,6 +133,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             if cold_start && c.cold_start.is_none() {
                 c.cold_start = Some(contract::ColdStart::default());
+            }
+            if let Some(p) = predict {
+                crate::predict::parse_list(&p).map_err(|e| anyhow::anyhow!("--predict: {e}"))?;
+                c.prediction = Some(contract::PredictionSpec {
+                    expect: p
+                        .split(',')
+                        .map(|x| x.trim().to_owned())
+                        .filter(|x| !x.is_empty())
+                        .collect(),
+                });
             }
             if let Some(n) = repeats {
                 if n == 0 {

@@ -14,6 +14,7 @@ pub mod contract;
 pub mod driver;
 pub mod env;
 pub mod plan;
+pub mod predict;
 pub mod record;
 pub mod report;
 pub mod run;

@@ -12,7 +12,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::analyze::{Summary, summarize};
-use crate::bundle::{Bundle, COLD_START, CONTRACT, REQUESTS};
+use crate::bundle::{Bundle, COLD_START, CONTRACT, PREDICTION, REQUESTS};
 use crate::client::openai::OpenAi;
 use crate::client::{Client, http_pool};
 use crate::coldstart::Launched;
@@ -130,6 +130,26 @@ pub async fn run(
         None => new_bundle(&opts, &contract)?,
     };
     bundle.write(CONTRACT, &contract.to_toml())?;
+    // A prediction is written, and its hash recorded, before the first request is sent.
+    let prediction = match &contract.prediction {
+        Some(spec) => {
+            let expect = spec
+                .expect
+                .iter()
+                .map(|e| crate::predict::parse(e))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(anyhow::Error::msg)?;
+            let p = crate::predict::Prediction {
+                made_utc: jiff::Timestamp::now().to_string(),
+                expect,
+            };
+            let bytes = serde_json::to_vec_pretty(&p)?;
+            std::fs::write(bundle.path(PREDICTION), &bytes)?;
+            Some((p, crate::predict::hash(&bytes)))
+        }
+        None => None,
+    };
+    let prediction_sha256 = prediction.as_ref().map(|(_, h)| h.clone());
     let wall_start = jiff::Timestamp::now();
     let command = |end: Option<jiff::Timestamp>, interrupted: bool, aborted: &Option<String>| {
         json!({
@@ -140,6 +160,7 @@ pub async fn run(
             "ended_utc": end.map(|e| e.to_string()),
             "interrupted": interrupted,
             "aborted": aborted,
+            "prediction_sha256": prediction_sha256,
         })
     };
     bundle.write_json("command.json", &command(None, false, &None))?;
@@ -223,7 +244,8 @@ pub async fn run(
     bundle.write_json("timeseries.json", &crate::analyze::timeseries(&records))?;
 
     let interrupted = outcome.interrupted;
-    let summary = summarize(&contract, &records, interrupted, timeline.as_ref());
+    let mut summary = summarize(&contract, &records, interrupted, timeline.as_ref());
+    summary.predictions = prediction.map(|(p, _)| crate::predict::check(&p, &summary, true));
     bundle.write_summary(&summary)?;
     bundle.write_json(
         "command.json",
@@ -455,18 +477,23 @@ pub fn recompute(dir: &std::path::Path) -> anyhow::Result<(Bundle, Summary)> {
     let bundle = Bundle::open(dir)?;
     let contract = crate::contract::load(&bundle.path(CONTRACT))?;
     let records = crate::record::read_jsonl(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
-    let interrupted = std::fs::read_to_string(bundle.path("command.json"))
+    let command: serde_json::Value = std::fs::read_to_string(bundle.path("command.json"))
         .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v["interrupted"].as_bool())
-        .unwrap_or(false);
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let interrupted = command["interrupted"].as_bool().unwrap_or(false);
     let timeline = std::fs::read_to_string(bundle.path(COLD_START))
         .ok()
         .map(|t| serde_json::from_str::<crate::analyze::Timeline>(&t))
         .transpose()
         .with_context(|| format!("reading {}", bundle.path(COLD_START).display()))?;
-    Ok((
-        bundle,
-        summarize(&contract, &records, interrupted, timeline.as_ref()),
-    ))
+    let mut summary = summarize(&contract, &records, interrupted, timeline.as_ref());
+    if let Ok(bytes) = std::fs::read(bundle.path(PREDICTION)) {
+        let p: crate::predict::Prediction = serde_json::from_slice(&bytes)
+            .with_context(|| format!("reading {}", bundle.path(PREDICTION).display()))?;
+        let verified =
+            command["prediction_sha256"].as_str() == Some(crate::predict::hash(&bytes).as_str());
+        summary.predictions = Some(crate::predict::check(&p, &summary, verified));
+    }
+    Ok((bundle, summary))
 }

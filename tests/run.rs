@@ -481,3 +481,69 @@ fn init_writes_a_contract_that_runs_and_plans_are_byte_identical() {
     assert_eq!(a, b);
     assert_eq!(String::from_utf8_lossy(&a).lines().count(), 50);
 }
+
+#[test]
+fn a_prediction_is_kept_before_the_run_checked_after_and_edits_show() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = write(
+        d,
+        "c.toml",
+        "name = \"pred\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 8 }\n[load]\nmodel = \"open\"\nrate = 40\nrequests = 40\n[target.simulator]\ndecode_base_ms = 3\n",
+    );
+    let out = goodput(
+        &[
+            "run",
+            p.to_str().unwrap(),
+            "--quiet",
+            "--predict",
+            "ttft_p99<=10s, output_tokens_per_s>=1000000",
+        ],
+        d,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("hash verified"), "{text}");
+    assert!(
+        text.contains("held") && text.contains("did not hold"),
+        "{text}"
+    );
+    let bundle = std::fs::read_dir(d.join("runs/pred"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let pred: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("prediction.json")).unwrap())
+            .unwrap();
+    let cmd: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("command.json")).unwrap())
+            .unwrap();
+    let made: jiff::Timestamp = pred["made_utc"].as_str().unwrap().parse().unwrap();
+    let started: jiff::Timestamp = cmd["started_utc"].as_str().unwrap().parse().unwrap();
+    assert!(
+        made <= started,
+        "prediction made {made}, run started {started}"
+    );
+    // Editing the prediction afterwards is visible.
+    let edited = std::fs::read_to_string(bundle.join("prediction.json"))
+        .unwrap()
+        .replace("1000000", "1");
+    std::fs::write(bundle.join("prediction.json"), edited).unwrap();
+    let report = goodput(&["report", bundle.to_str().unwrap()], d);
+    assert!(
+        String::from_utf8_lossy(&report.stdout).contains("HASH MISMATCH"),
+        "{} {}",
+        String::from_utf8_lossy(&report.stdout),
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert_clean_failure(
+        &goodput(&["run", p.to_str().unwrap(), "--predict", "speed >= 3"], d),
+        &["--predict", "unknown metric"],
+    );
+}

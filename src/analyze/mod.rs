@@ -198,6 +198,9 @@ pub struct Summary {
     pub phases: BTreeMap<String, PhaseStats>,
     /// The steady phase: the headline result.
     pub steady: Steady,
+    /// Expectations written before the run, against what was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predictions: Option<crate::predict::Check>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -686,6 +689,7 @@ pub fn summarize(
             slo,
             support,
         },
+        predictions: None,
     }
 }
 

@@ -42,6 +42,16 @@ pub struct Contract {
     pub measurement: Measurement,
     #[serde(default)]
     pub repeat: Repeat,
+    /// Expectations written down before the run (part of no axis: they do not change it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<PredictionSpec>,
+}
+
+/// `[prediction] expect = ["ttft_p99 <= 300ms", "goodput >= 12"]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PredictionSpec {
+    pub expect: Vec<String>,
 }
 
 /// Repeats of the same plan, each its own bundle inside a parent bundle.
@@ -861,6 +871,11 @@ impl Contract {
                 "slo.attainment",
                 format!("= {}: must be a fraction in (0, 1]", slo.attainment),
             );
+        }
+        if let Some(p) = &self.prediction {
+            for e in &p.expect {
+                crate::predict::parse(e).map_err(|m| ("prediction.expect".to_owned(), m))?;
+            }
         }
         if self.repeat.runs == 0 {
             return problem("repeat.runs", "must be >= 1");

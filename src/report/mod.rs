@@ -293,6 +293,34 @@ pub fn document(s: &Summary) -> Doc {
         phase_rows,
     );
 
+    if let Some(p) = &s.predictions {
+        d.h("Predictions");
+        d.line(format!(
+            "Made {} before the first request; {}",
+            p.made_utc,
+            if p.hash_verified {
+                "hash verified: unchanged since."
+            } else {
+                "HASH MISMATCH: prediction.json was edited after the run started."
+            }
+        ));
+        let rows = p
+            .outcomes
+            .iter()
+            .map(|o| {
+                vec![
+                    o.text.clone(),
+                    o.measured.map_or("not measured".into(), num),
+                    match o.held {
+                        Some(true) => "held".into(),
+                        Some(false) => "did not hold".into(),
+                        None => "—".into(),
+                    },
+                ]
+            })
+            .collect();
+        d.table(&["prediction", "measured", "outcome"], rows);
+    }
     d.h(format!("Validity: {}", s.validity.verdict));
     if s.validity.reasons.is_empty() {
         d.line("No reason found to doubt tail or goodput claims.");

@@ -1,0 +1,180 @@
+//! Predictions: expectations written down before the first request, stored with a timestamp
+//! and a hash in the bundle, and checked against the measurement afterwards. Editing
+//! `prediction.json` after the run shows: its hash no longer matches the one `command.json`
+//! recorded at the start.
+//!
+//! Grammar (hand-written: one metric, one comparison, one number with an optional unit):
+//! `<metric> <op> <number>[unit]`, e.g. `ttft_p99<=300ms`, `goodput>=12`, `attainment >= 95%`.
+//! Metrics are the headline ones (`ttft_p50`, `ttft_p99`, `tpot_p50`, `tpot_p99`, `e2e_p99` in
+//! ms; `output_tokens_per_s`; `goodput` in req/s; `attainment` as a fraction or %).
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::analyze::Summary;
+
+/// One expectation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Expectation {
+    /// As written.
+    pub text: String,
+    /// Headline metric name (as in `compare`).
+    pub metric: String,
+    /// `<=`, `<`, `>=` or `>`.
+    pub op: String,
+    /// In the metric's unit (ms, tok/s, req/s, fraction).
+    pub value: f64,
+}
+
+/// What `prediction.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    /// When it was written (UTC), before the first request.
+    pub made_utc: String,
+    pub expect: Vec<Expectation>,
+}
+
+/// How one expectation fared.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub text: String,
+    pub metric: String,
+    pub op: String,
+    pub predicted: f64,
+    pub measured: Option<f64>,
+    /// `None` when the metric was not measured.
+    pub held: Option<bool>,
+}
+
+/// The check of a bundle's prediction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub made_utc: String,
+    /// The file still hashes to what was recorded before the run.
+    pub hash_verified: bool,
+    pub outcomes: Vec<Outcome>,
+}
+
+/// Parses one expectation; the error says what is wrong with it.
+pub fn parse(text: &str) -> Result<Expectation, String> {
+    let t = text.trim();
+    let (pos, op) = ["<=", ">=", "<", ">"]
+        .iter()
+        .find_map(|op| t.find(op).map(|p| (p, *op)))
+        .ok_or_else(|| format!("`{t}` has no comparison (<=, <, >=, >)"))?;
+    let name = t[..pos].trim().to_lowercase();
+    let rhs = t[pos + op.len()..].trim();
+    let split = rhs
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .unwrap_or(rhs.len());
+    let number: f64 = rhs[..split]
+        .parse()
+        .map_err(|_| format!("`{t}`: `{rhs}` does not start with a number"))?;
+    let unit = rhs[split..].trim();
+    let (metric, value) = match name.trim_end_matches("_ms") {
+        m @ ("ttft_p50" | "ttft_p99" | "tpot_p50" | "tpot_p99" | "e2e_p99") => {
+            let ms = match unit {
+                "" | "ms" => number,
+                "s" => number * 1000.0,
+                u => return Err(format!("`{t}`: unit `{u}` is not a time (ms or s)")),
+            };
+            (format!("{m}_ms"), ms)
+        }
+        "output_tokens_per_s" | "output_tps" | "throughput" => match unit {
+            "" | "tok/s" => ("output_tokens_per_s".to_owned(), number),
+            u => return Err(format!("`{t}`: unit `{u}` should be tok/s")),
+        },
+        "goodput" | "goodput_rps" => match unit {
+            "" | "req/s" => ("goodput_rps".to_owned(), number),
+            u => return Err(format!("`{t}`: unit `{u}` should be req/s")),
+        },
+        "attainment" => match unit {
+            "" => ("attainment".to_owned(), number),
+            "%" => ("attainment".to_owned(), number / 100.0),
+            u => return Err(format!("`{t}`: unit `{u}` should be % or none")),
+        },
+        other => {
+            return Err(format!(
+                "`{t}`: unknown metric `{other}` (ttft_p50, ttft_p99, tpot_p50, tpot_p99, e2e_p99, output_tokens_per_s, goodput, attainment)"
+            ));
+        }
+    };
+    Ok(Expectation {
+        text: t.to_owned(),
+        metric,
+        op: op.to_owned(),
+        value,
+    })
+}
+
+/// Parses a comma-separated list (`--predict`).
+pub fn parse_list(text: &str) -> Result<Vec<Expectation>, String> {
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(parse)
+        .collect()
+}
+
+/// The hash recorded before the run: SHA-256 of the file's exact bytes.
+pub fn hash(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Checks a prediction against a summary.
+pub fn check(p: &Prediction, s: &Summary, hash_verified: bool) -> Check {
+    let values = crate::compare::headline(s);
+    let outcomes = p
+        .expect
+        .iter()
+        .map(|e| {
+            let measured = values
+                .iter()
+                .find(|(n, _, _)| *n == e.metric)
+                .and_then(|(_, v, _)| *v);
+            let held = measured.map(|m| match e.op.as_str() {
+                "<=" => m <= e.value,
+                "<" => m < e.value,
+                ">=" => m >= e.value,
+                _ => m > e.value,
+            });
+            Outcome {
+                text: e.text.clone(),
+                metric: e.metric.clone(),
+                op: e.op.clone(),
+                predicted: e.value,
+                measured,
+                held,
+            }
+        })
+        .collect();
+    Check {
+        made_utc: p.made_utc.clone(),
+        hash_verified,
+        outcomes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_names() {
+        let e = parse("ttft_p99<=300ms").unwrap();
+        assert_eq!(
+            (e.metric.as_str(), e.op.as_str(), e.value),
+            ("ttft_p99_ms", "<=", 300.0)
+        );
+        assert_eq!(parse("e2e_p99_ms < 2s").unwrap().value, 2000.0);
+        assert_eq!(parse("goodput>=12").unwrap().metric, "goodput_rps");
+        assert_eq!(parse("attainment >= 95%").unwrap().value, 0.95);
+        assert!(parse("ttft_p99 300").unwrap_err().contains("no comparison"));
+        assert!(parse("speed >= 3").unwrap_err().contains("unknown metric"));
+        assert!(
+            parse("ttft_p99 <= 3 tok/s")
+                .unwrap_err()
+                .contains("not a time")
+        );
+        assert_eq!(parse_list("ttft_p99<=300ms, goodput>=12").unwrap().len(), 2);
+    }
+}
