@@ -203,6 +203,16 @@ fn median_and_range(v: &mut [f64]) -> (f64, String) {
     (v[v.len() / 2], format!("{:.2}–{:.2}", v[0], v[v.len() - 1]))
 }
 
+/// Reports the median of a few runs' p99 (ms) against `bound`, with the p50 and the range.
+fn report_median(ok: &mut bool, what: &str, p50s: &mut [f64], p99s: &mut [f64], bound: f64) {
+    let (p99, range) = median_and_range(p99s);
+    let label = format!(
+        "{what} (p50 {:.3} ms; runs {range})",
+        median_and_range(p50s).0
+    );
+    report(ok, &label, p99, "ms", p99 <= bound, &format!("<= {bound}"));
+}
+
 fn report(ok: &mut bool, what: &str, value: f64, unit: &str, holds: bool, target: &str) {
     *ok &= holds;
     println!(
@@ -299,17 +309,12 @@ fn main() {
             p99s.push(d.p99);
             p50s.push(d.p50);
         }
-        let (p99, range) = median_and_range(&mut p99s);
-        report(
+        report_median(
             &mut ok,
-            &format!(
-                "client: TTFT p99 at concurrency 64, instant server (p50 {:.3} ms; runs {range})",
-                median_and_range(&mut p50s).0
-            ),
-            p99,
-            "ms",
-            p99 <= 2.0,
-            "<= 2",
+            "client: TTFT p99 at concurrency 64, instant server",
+            &mut p50s,
+            &mut p99s,
+            2.0,
         );
         drop(sim);
 
@@ -379,17 +384,12 @@ fn main() {
             p99s.push(lag.p99);
             p50s.push(lag.p50);
         }
-        let (p99, range) = median_and_range(&mut p99s);
-        report(
+        report_median(
             &mut ok,
-            &format!(
-                "driver: dispatch lag p99 at 1,000 req/s open (p50 {:.3} ms; runs {range})",
-                median_and_range(&mut p50s).0
-            ),
-            p99,
-            "ms",
-            p99 <= 2.0,
-            "<= 2",
+            "driver: dispatch lag p99 at 1,000 req/s open",
+            &mut p50s,
+            &mut p99s,
+            2.0,
         );
         drop(sim);
     });

@@ -1,27 +1,14 @@
 //! Cold start and warm-up (issue #4): launch timing, the first requests as their own result,
 //! `until_stable`, and launch failures that leave nothing running.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
-use goodput::contract::{self, Contract};
+use common::{parse, try_run_in as run_in};
+use goodput::contract::Contract;
 use goodput::plan::Phase;
-use goodput::run::{RunOptions, RunResult, run};
-use tokio_util::sync::CancellationToken;
-
-fn parse(src: &str) -> Contract {
-    contract::parse(src, Path::new("test.toml")).unwrap()
-}
-
-async fn run_in(c: Contract, dir: &Path) -> anyhow::Result<RunResult> {
-    let opts = RunOptions {
-        out_root: dir.to_owned(),
-        progress: false,
-        argv: vec!["test".into()],
-        bundle_dir: None,
-    };
-    run(c, opts, CancellationToken::new()).await
-}
 
 const BIN: &str = env!("CARGO_BIN_EXE_goodput");
 

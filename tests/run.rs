@@ -10,28 +10,11 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use goodput::contract::{self, Contract};
+use common::{parse, run_in};
+use goodput::contract;
 use goodput::plan::Phase;
 use goodput::record::{Outcome, Record};
-use goodput::run::{RunOptions, RunResult, run};
 use goodput::sim::SimConfig;
-use tokio_util::sync::CancellationToken;
-
-fn parse(src: &str) -> Contract {
-    contract::parse(src, Path::new("test.toml")).unwrap()
-}
-
-async fn run_in(c: Contract, dir: &Path) -> RunResult {
-    let opts = RunOptions {
-        out_root: dir.to_owned(),
-        progress: false,
-        argv: vec!["test".into()],
-        bundle_dir: None,
-    };
-    run(c, opts, CancellationToken::new())
-        .await
-        .expect("run succeeds")
-}
 
 const FAST_SIM: &str = "[target.simulator]\nprefill_tokens_per_s = 50000\ndecode_base_ms = 4\ndecode_per_seq_ms = 0.05\n";
 

@@ -3,30 +3,11 @@
 
 mod common;
 
-use std::path::Path;
-
-use goodput::contract::{self, Contract};
-use goodput::run::{RunOptions, RunResult, run};
+use common::{parse, run_in};
+use goodput::run::RunResult;
 use goodput::sim::SimConfig;
-use tokio_util::sync::CancellationToken;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn parse(src: &str) -> Contract {
-    contract::parse(src, Path::new("test.toml")).unwrap()
-}
-
-async fn run_in(c: Contract, dir: &Path) -> RunResult {
-    let opts = RunOptions {
-        out_root: dir.to_owned(),
-        progress: false,
-        argv: vec!["test".into()],
-        bundle_dir: None,
-    };
-    run(c, opts, CancellationToken::new())
-        .await
-        .expect("run succeeds")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_measurements_agree_with_the_simulators_ground_truth() {

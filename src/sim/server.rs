@@ -54,15 +54,7 @@ pub enum SimError {
 }
 
 enum Msg {
-    Arrive {
-        seq: u64,
-        t: f64,
-        request_id: Option<String>,
-        prompt_ids: Vec<u64>,
-        output_tokens: u32,
-        fault: Option<&'static str>,
-        reply: UnboundedSender<Delivery>,
-    },
+    Arrive(Pending),
     Shutdown,
 }
 
@@ -254,24 +246,8 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
     let take = |m: Msg, pending: &mut std::collections::VecDeque<Pending>| -> bool {
         match m {
             Msg::Shutdown => false,
-            Msg::Arrive {
-                seq,
-                t,
-                request_id,
-                prompt_ids,
-                output_tokens,
-                fault,
-                reply,
-            } => {
-                pending.push_back(Pending {
-                    seq,
-                    t,
-                    request_id,
-                    prompt_ids,
-                    output_tokens,
-                    fault,
-                    reply,
-                });
+            Msg::Arrive(p) => {
+                pending.push_back(p);
                 true
             }
         }
@@ -605,7 +581,7 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         None
     };
     let (tx, rx) = unbounded_channel();
-    let sent = s.engine.send(Msg::Arrive {
+    let sent = s.engine.send(Msg::Arrive(Pending {
         seq,
         t,
         request_id: request_id(&headers),
@@ -613,7 +589,7 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         output_tokens: plan.tokens,
         fault,
         reply: tx,
-    });
+    }));
     if sent.is_err() {
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "engine stopped");
     }

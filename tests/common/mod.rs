@@ -5,7 +5,31 @@
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use goodput::contract::{self, Contract};
+use goodput::run::{RunOptions, RunResult};
 use goodput::sim::{SimConfig, SimServer};
+use tokio_util::sync::CancellationToken;
+
+/// Parses contract text (panics on a test's own mistake).
+pub fn parse(src: &str) -> Contract {
+    contract::parse(src, std::path::Path::new("test.toml")).unwrap()
+}
+
+/// Runs a contract with its bundle under `dir`, quietly.
+pub async fn try_run_in(c: Contract, dir: &std::path::Path) -> anyhow::Result<RunResult> {
+    let opts = RunOptions {
+        out_root: dir.to_owned(),
+        progress: false,
+        argv: vec!["test".into()],
+        bundle_dir: None,
+    };
+    goodput::run::run(c, opts, CancellationToken::new()).await
+}
+
+/// Runs a contract that must succeed.
+pub async fn run_in(c: Contract, dir: &std::path::Path) -> RunResult {
+    try_run_in(c, dir).await.expect("run succeeds")
+}
 
 pub async fn sim(cfg: SimConfig) -> SimServer {
     SimServer::start(cfg, ([127, 0, 0, 1], 0).into(), None)
