@@ -99,3 +99,65 @@ async fn same_contract_is_no_difference_and_a_slower_decode_is_worse() {
     );
     assert!(String::from_utf8_lossy(&refused.stderr).contains("refused"));
 }
+
+/// One small run against the embedded simulator with a TTFT SLO of `slo_ms`; returns its bundle.
+async fn bundle(slo_ms: u32, extra: &str, dir: &Path) -> std::path::PathBuf {
+    let src = format!(
+        "name = \"axes\"\n[target.simulator]\ndecode_base_ms = 2\n[workload]\noutput_tokens = {{ dist = \"fixed\", value = 4 }}\n\
+         [load]\nmodel = \"open\"\nrate = 50\nrequests = 12\n[slo]\nttft_ms = {slo_ms}\n{extra}"
+    );
+    let opts = RunOptions {
+        out_root: dir.to_owned(),
+        progress: false,
+        argv: vec![],
+        bundle_dir: None,
+    };
+    let c = contract::parse(&src, Path::new("t.toml")).unwrap();
+    goodput::run::run(c, opts, CancellationToken::new())
+        .await
+        .unwrap()
+        .bundle
+        .dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bundles_differing_in_measurement_slo_or_two_axes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = bundle(500, "", d).await;
+    let one = bundle(500, "[workload.sampling]\ntemperature = 0.5\n", d).await;
+    let two = bundle(
+        500,
+        "[workload.sampling]\ntemperature = 0.5\n[target.declared]\nhardware = \"x\"\n",
+        d,
+    )
+    .await;
+    let measurement = bundle(500, "[measurement]\nmax_dispatch_lag_ms = 20\n", d).await;
+    let slo = bundle(400, "", d).await;
+    let bin = env!("CARGO_BIN_EXE_goodput");
+    let cmp = |other: &Path| {
+        Command::new(bin)
+            .args(["compare", base.to_str().unwrap(), other.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let out = cmp(&one);
+    assert!(
+        out.status.success(),
+        "one axis should proceed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for (other, want) in [
+        (&two, "2 axes differ (target, workload)"),
+        (&measurement, "measurement boundaries differ"),
+        (&slo, "SLO differs"),
+    ] {
+        let out = cmp(other);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{text}");
+        assert!(
+            text.contains("REFUSED") && text.contains(want),
+            "want {want:?} in {text}"
+        );
+    }
+}

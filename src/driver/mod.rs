@@ -36,8 +36,6 @@ pub struct DriveOutcome {
     pub dropped: u64,
     /// The run was interrupted before its stop condition.
     pub interrupted: bool,
-    /// Why warm-up ended (`requests`, `duration`, `stable`, `max_requests`, `none`).
-    pub warmup_end: Option<&'static str>,
 }
 
 /// A run's fixed inputs.
@@ -169,7 +167,6 @@ impl Driver {
             i += 1;
             next = arrivals.next().map(|t| (t, self.prepare(i)));
         }
-        out.warmup_end = phaser.warmup_end;
         out
     }
 
@@ -194,16 +191,10 @@ impl Driver {
         }
         tracker.close();
         tracker.wait().await;
-        let warmup_end = shared
-            .phaser
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .warmup_end;
         DriveOutcome {
             dispatched: shared.dispatched.load(Ordering::Acquire),
             dropped: 0,
             interrupted: cancel.is_cancelled(),
-            warmup_end,
         }
     }
 
