@@ -164,9 +164,15 @@ pub async fn run(
         })
     };
     bundle.write_json("command.json", &command(None, false, &None))?;
+    // Every engine's documented metadata endpoint, kept verbatim (absent ones say why).
+    let mut probes = vec![models, version];
+    for path in crate::env::ENGINE_PROBES.iter().skip(1) {
+        probes.push(crate::env::probe(&http, &base, path, api_key.as_deref()).await);
+    }
+    let network = crate::env::network_path(&base).await;
     bundle.write_json(
         "environment.json",
-        &crate::env::document(&contract, &base, vec![models, version]),
+        &crate::env::document(&contract, &base, probes, network),
     )?;
 
     let contract = Arc::new(contract);

@@ -97,6 +97,43 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
     );
     let (_, again) = goodput::run::recompute(&r.bundle.dir).unwrap();
     assert_eq!(&again, s);
+    // The environment: every engine probe kept verbatim or marked absent, the path to the
+    // target, and the client's facts (GPU absence recorded, not an error).
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r.bundle.path("environment.json")).unwrap())
+            .unwrap();
+    let probes = env["probes"].as_array().unwrap();
+    let endpoints: Vec<&str> = probes
+        .iter()
+        .map(|p| p["endpoint"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        endpoints,
+        [
+            "/v1/models",
+            "/version",
+            "/get_server_info",
+            "/get_model_info",
+            "/info",
+            "/props",
+            "/api/version"
+        ]
+    );
+    assert_eq!(probes[1]["answer"]["engine"], "goodput-sim");
+    assert!(
+        probes[2..].iter().all(|p| p["absent"].is_string()),
+        "the simulator has no SGLang/TGI/llama.cpp endpoints"
+    );
+    assert_eq!(env["network"]["path"], "loopback");
+    assert!(env["network"]["tcp_connect_rtt_ms"].as_f64().unwrap() < 100.0);
+    assert!(
+        env["client"]["git_revision"].is_string()
+            && env["client"]["rustc"]
+                .as_str()
+                .unwrap()
+                .starts_with("rustc")
+    );
+    assert!(env["client"]["gpus"].is_object());
     let on_disk: goodput::analyze::Summary =
         serde_json::from_str(&std::fs::read_to_string(r.bundle.path("summary.json")).unwrap())
             .unwrap();

@@ -33,7 +33,85 @@ pub fn host() -> Value {
         "memory_bytes": mem_kib.map(|k| k * 1024),
         "tool": "goodput",
         "tool_version": env!("CARGO_PKG_VERSION"),
+        "git_revision": env!("GOODPUT_GIT_REV"),
+        "rustc": env!("GOODPUT_RUSTC"),
+        "gpus": gpus(),
     })
+}
+
+/// Local GPUs as `nvidia-smi` reports them; its absence is recorded, not an error.
+pub fn gpus() -> Value {
+    let out = std::process::Command::new("nvidia-smi")
+        .args([
+            "--query-gpu=name,memory.total,driver_version,uuid",
+            "--format=csv,noheader",
+        ])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let rows: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(|l| {
+                    let f: Vec<&str> = l.split(',').map(str::trim).collect();
+                    json!({ "name": f.first(), "memory": f.get(1), "driver": f.get(2), "uuid": f.get(3) })
+                })
+                .collect();
+            json!({ "source": "nvidia-smi", "devices": rows })
+        }
+        Ok(o) => {
+            json!({ "absent": format!("nvidia-smi failed: {}", String::from_utf8_lossy(&o.stderr).trim()) })
+        }
+        Err(_) => json!({ "absent": "nvidia-smi not found: no NVIDIA GPU visible to this client" }),
+    }
+}
+
+/// Metadata endpoints of the engines people benchmark, tried in turn and kept verbatim
+/// (documented by each engine): OpenAI-compatible servers, vLLM, SGLang, TGI, llama.cpp's server
+/// and Ollama. A probe that fails is recorded as absent, never fatal.
+pub const ENGINE_PROBES: [&str; 6] = [
+    "/version",
+    "/get_server_info",
+    "/get_model_info",
+    "/info",
+    "/props",
+    "/api/version",
+];
+
+/// Where the target is relative to this client, and the TCP connect round trip to it (median
+/// of five connects, ms).
+pub async fn network_path(base: &str) -> Value {
+    let hostport = base
+        .split("://")
+        .nth(1)
+        .unwrap_or(base)
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let host = hostport
+        .rsplit_once(':')
+        .map_or(hostport.as_str(), |(h, _)| h)
+        .trim_matches(['[', ']']);
+    let kind = if host == "localhost" || host.starts_with("127.") || host == "::1" {
+        "loopback"
+    } else {
+        "remote or same host (not loopback)"
+    };
+    let mut rtts = Vec::new();
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        if tokio::time::timeout(
+            Duration::from_secs(2),
+            tokio::net::TcpStream::connect(&hostport),
+        )
+        .await
+        .is_ok_and(|r| r.is_ok())
+        {
+            rtts.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    rtts.sort_by(f64::total_cmp);
+    json!({ "path": kind, "host": host, "tcp_connect_rtt_ms": rtts.get(rtts.len() / 2) })
 }
 
 /// GETs `base + path`; the JSON (or text) answer, or why there was none.
@@ -67,9 +145,10 @@ pub fn first_model(models_probe: &Value) -> Option<String> {
 }
 
 /// The whole `environment.json`.
-pub fn document(c: &Contract, base: &str, probes: Vec<Value>) -> Value {
+pub fn document(c: &Contract, base: &str, probes: Vec<Value>, network: Value) -> Value {
     json!({
         "client": host(),
+        "network": network,
         "target": {
             "kind": if c.embedded() { "embedded simulator" } else { "external" },
             "url": base,

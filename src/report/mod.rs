@@ -153,6 +153,25 @@ pub fn document(s: &Summary) -> Doc {
     let st = &s.steady;
     d.h(format!("goodput · {}", s.contract));
     d.line(headline(s));
+    d.line(format!(
+        "Contract card ({}): the axes this result depends on",
+        s.grade.verdict
+    ));
+    let f = &s.fingerprints;
+    d.table(
+        &["axis", "fingerprint"],
+        vec![
+            vec!["target".into(), f.target.clone()],
+            vec!["workload".into(), f.workload.clone()],
+            vec!["load".into(), f.load.clone()],
+            vec!["slo".into(), f.slo.clone()],
+            vec!["measurement".into(), f.measurement.clone()],
+        ],
+    );
+    for m in &s.grade.missing {
+        d.line(format!("- missing: {m}"));
+    }
+
     if let Some(slo) = &st.slo {
         let parts: Vec<String> = slo
             .per_metric
@@ -327,21 +346,6 @@ pub fn document(s: &Summary) -> Doc {
     }
     for r in &s.validity.reasons {
         d.line(format!("- {r}"));
-    }
-    d.h(format!("Contract card: {}", s.grade.verdict));
-    let f = &s.fingerprints;
-    d.table(
-        &["axis", "fingerprint"],
-        vec![
-            vec!["target".into(), f.target.clone()],
-            vec!["workload".into(), f.workload.clone()],
-            vec!["load".into(), f.load.clone()],
-            vec!["slo".into(), f.slo.clone()],
-            vec!["measurement".into(), f.measurement.clone()],
-        ],
-    );
-    for m in &s.grade.missing {
-        d.line(format!("- missing: {m}"));
     }
     for n in &s.notes {
         d.line(format!("Note: {n}"));
