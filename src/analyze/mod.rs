@@ -8,11 +8,15 @@
 //! actual − intended send. Latency distributions use successful requests; counts, attainment and
 //! errors use all of them.
 //!
-//! Rates are edge-free: offered rate = (n − 1) / (span of the steady requests' origins); achieved
-//! rate = (k − 1) / (span of the successful steady requests' ends). In a steady state the two
-//! agree; when the server falls behind, completions spread out and achieved drops below offered.
-//! Token throughput = achieved rate × mean tokens per successful request; goodput = achieved
-//! rate × the fraction of successful requests that met every SLO threshold.
+//! Rates are measured over the **steady window**: from the first to the last steady request's
+//! latency origin. Offered rate = (n − 1) / window. Because warm-up runs before the window and
+//! drain keeps the same load on after it, the server is under steady load for the whole window,
+//! so achieved rate = successful completions (of any phase) inside the window / window, and
+//! token throughput = output tokens whose chunks arrived inside it (input: prompts whose first
+//! token arrived inside it) / window. When the server falls behind, fewer completions land in
+//! the window and achieved drops below offered. (Spans of the steady requests' own completions
+//! were tried first: they swing with the first and last requests' E2E.) Goodput = achieved
+//! rate × the fraction of successful steady requests that met every SLO threshold.
 
 pub mod stats;
 
@@ -395,6 +399,27 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
     }
 }
 
+/// Ratio of server-reported to client-counted output tokens over successful requests (1 when
+/// counting by the client, or when the server reported none), to express chunk-timed token
+/// counts in the contract's token source.
+fn usage_scale(ok: &[&&Record], source: TokenSource) -> f64 {
+    if source == TokenSource::Client {
+        return 1.0;
+    }
+    let (mut usage, mut client) = (0u64, 0u64);
+    for r in ok {
+        if let Some(u) = r.usage_completion_tokens {
+            usage += u64::from(u);
+            client += u64::from(r.client_output_tokens);
+        }
+    }
+    if usage == 0 || client == 0 {
+        1.0
+    } else {
+        usage as f64 / client as f64
+    }
+}
+
 /// (n − 1) / (max − min) of a set of times in µs: an edge-free rate.
 fn rate(times: impl Iterator<Item = u64>) -> Option<f64> {
     let (mut n, mut lo, mut hi) = (0u64, u64::MAX, 0u64);
@@ -432,27 +457,43 @@ pub fn summarize(
         LatencyOrigin::Sent => r.sent_us,
     };
     let origins: Vec<u64> = steady_recs.iter().filter_map(|r| origin_of(r)).collect();
-    let window_s = match (origins.iter().min(), origins.iter().max()) {
-        (Some(a), Some(b)) => (b - a) as f64 / 1e6,
-        _ => 0.0,
-    };
+    let window = origins
+        .iter()
+        .min()
+        .copied()
+        .zip(origins.iter().max().copied())
+        .filter(|(a, b)| b > a);
+    let window_s = window.map_or(0.0, |(a, b)| (b - a) as f64 / 1e6);
     let ok: Vec<&&Record> = steady_recs.iter().filter(|r| r.is_ok()).collect();
-    let achieved = rate(ok.iter().filter_map(|r| r.end_us));
     let offered = if open {
         rate(steady_recs.iter().filter_map(|r| r.intended_us))
     } else {
         None
     };
-    let mean_of = |d: &Option<Dist>| d.as_ref().map(|d| d.mean);
+    let inside = |t: u64| window.is_some_and(|(a, b)| t >= a && t <= b);
+    let per_s = |x: f64| window.map(|_| x / window_s);
+    let completions = records
+        .iter()
+        .filter(|r| r.is_ok() && r.end_us.is_some_and(inside))
+        .count();
+    let achieved = per_s(completions as f64);
+    let output_tokens: u64 = records
+        .iter()
+        .flat_map(|r| r.chunks.iter())
+        .filter(|c| inside(c.0))
+        .map(|c| u64::from(c.1))
+        .sum();
+    let input_tokens: u64 = records
+        .iter()
+        .filter(|r| r.first_token_us.is_some_and(inside))
+        .map(|r| u64::from(r.usage_prompt_tokens.unwrap_or(r.input_tokens_planned)))
+        .sum();
     let throughput = Throughput {
         offered_rps: offered,
         achieved_rps: achieved,
-        input_tokens_per_s: achieved
-            .zip(mean_of(&stats.input_tokens))
-            .map(|(r, m)| r * m),
-        output_tokens_per_s: achieved
-            .zip(mean_of(&stats.output_tokens))
-            .map(|(r, m)| r * m),
+        input_tokens_per_s: per_s(input_tokens as f64),
+        // Chunk token counts are the client's; scale to the server's usage when it reported one.
+        output_tokens_per_s: per_s(output_tokens as f64 * usage_scale(&ok, source)),
     };
 
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
@@ -568,8 +609,26 @@ pub fn summarize(
         if let (Some(o), Some(a)) = (offered, achieved)
             && a < o * (1.0 - c.measurement.rate_tolerance)
         {
+            // A window that opens before the server is fully loaded reads low: say so.
+            let warm_s = {
+                let w: Vec<u64> = by_phase
+                    .get(&Phase::Warmup)
+                    .map(|v| v.iter().filter_map(|r| origin_of(r)).collect())
+                    .unwrap_or_default();
+                match (w.iter().min(), origins.iter().min()) {
+                    (Some(a), Some(b)) => b.saturating_sub(*a) as f64 / 1e6,
+                    _ => 0.0,
+                }
+            };
+            let hint = match &stats.e2e_ms {
+                Some(e) if warm_s * 1000.0 < e.p90 => format!(
+                    " (warm-up lasted {warm_s:.1} s, less than the p90 E2E of {:.1} s: the window began before the server was fully loaded; lengthen warm-up)",
+                    e.p90 / 1000.0
+                ),
+                _ => String::new(),
+            };
             reasons.push(format!(
-                "achieved {a:.2} req/s is more than {:.0}% below the offered {o:.2} req/s",
+                "achieved {a:.2} req/s is more than {:.0}% below the offered {o:.2} req/s{hint}",
                 c.measurement.rate_tolerance * 100.0
             ));
         }
@@ -852,8 +911,8 @@ mod tests {
         let slo = st.slo.as_ref().unwrap();
         assert_eq!(slo.met, 2);
         assert_eq!(slo.attainment, 0.5);
-        // Achieved rate: 3 successes ending at 60, 165, 299 ms → 2 / 0.239 s.
-        let achieved = 2.0 / 0.239;
+        // Steady window: origins 0 … 300 ms. All 3 successes end inside it → 3 / 0.3 s.
+        let achieved = 3.0 / 0.3;
         assert!((st.throughput.achieved_rps.unwrap() - achieved).abs() < 1e-9);
         // Goodput: achieved × 2 of the 3 successes.
         assert!((slo.goodput_rps.unwrap() - achieved * 2.0 / 3.0).abs() < 1e-9);
