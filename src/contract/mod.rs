@@ -959,9 +959,14 @@ impl Contract {
     }
 }
 
-fn host_of(url: &str) -> String {
+/// The `host:port` part of a URL (`http://127.0.0.1:8000/v1` → `127.0.0.1:8000`).
+pub fn authority(url: &str) -> &str {
     let rest = url.split("://").nth(1).unwrap_or(url);
-    let hostport = rest.split('/').next().unwrap_or(rest);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+fn host_of(url: &str) -> String {
+    let hostport = authority(url);
     match hostport.rsplit_once(':') {
         Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h.to_owned(),
         _ => hostport.to_owned(),

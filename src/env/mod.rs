@@ -80,14 +80,7 @@ pub const ENGINE_PROBES: [&str; 6] = [
 /// Where the target is relative to this client, and the TCP connect round trip to it (median
 /// of five connects, ms).
 pub async fn network_path(base: &str) -> Value {
-    let hostport = base
-        .split("://")
-        .nth(1)
-        .unwrap_or(base)
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    let hostport = crate::contract::authority(base).to_owned();
     let host = hostport
         .rsplit_once(':')
         .map_or(hostport.as_str(), |(h, _)| h)
