@@ -37,8 +37,16 @@ impl Sim {
         for s in instant {
             cmd.args(["--set", s]);
         }
-        cmd.args(extra).stdout(Stdio::piped());
-        let mut child = cmd.spawn().expect("goodput sim starts");
+        cmd.args(extra);
+        Sim::spawn(cmd)
+    }
+
+    /// Starts a server process that prints a banner line with its `http://` URL.
+    fn spawn(mut cmd: Command) -> Sim {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("server process starts");
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut line)
@@ -178,21 +186,9 @@ async fn instant_first_token_server() {
 /// Starts this benchmark binary again as the instant server, in its own process, so it shares
 /// the machine's cores with the client but not the client's scheduler, as a real server would.
 fn spawn_instant_server() -> Sim {
-    let mut child = Command::new(std::env::current_exe().expect("own path"))
-        .env(SERVE_ENV, "1")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("instant server starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("banner");
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("url in banner")
-        .to_owned();
-    Sim { child, url }
+    let mut cmd = Command::new(std::env::current_exe().expect("own path"));
+    cmd.env(SERVE_ENV, "1");
+    Sim::spawn(cmd)
 }
 
 const SERVE_ENV: &str = "GOODPUT_BENCH_INSTANT_SERVER";
