@@ -4,7 +4,7 @@
 //! ```text
 //! runs/<contract-name>/<UTC timestamp>-<short fingerprint>/
 //!   contract.toml  command.json  environment.json  requests.jsonl  summary.json  report.md
-//!   timeseries.json  [cold_start.json  server.stdout.log  server.stderr.log]
+//!   timeseries.json  [metrics.jsonl  cold_start.json  server.stdout.log  server.stderr.log]
 //! ```
 
 use std::io;
@@ -18,6 +18,9 @@ pub const CONTRACT: &str = "contract.toml";
 pub const SUMMARY: &str = "summary.json";
 pub const COLD_START: &str = "cold_start.json";
 pub const PREDICTION: &str = "prediction.json";
+pub const ENVIRONMENT: &str = "environment.json";
+/// The target's `/metrics` scrapes, one JSON line per scrape, appended as taken.
+pub const METRICS: &str = "metrics.jsonl";
 
 #[derive(Debug, Clone)]
 pub struct Bundle {

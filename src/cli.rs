@@ -86,6 +86,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Grade a result as comparable or directional and list what it lacks: a goodput bundle or
+    /// repeat set, a vLLM `bench serve --save-result` JSON, or a GuideLLM report JSON.
+    Audit {
+        path: PathBuf,
+        /// Print the audit as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the simulated inference server on loopback until interrupted.
     Sim {
         /// Performance-model file (TOML; keys as in [target.simulator]).
@@ -271,6 +279,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 say(&(serde_json::to_string_pretty(&s)? + "\n"))?;
             } else {
                 say(&crate::report::document(&s).terminal())?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit { path, json } => {
+            let a = crate::audit::audit(&path)?;
+            if json {
+                say(&(serde_json::to_string_pretty(&a)? + "\n"))?;
+            } else {
+                say(&a.document().terminal())?;
             }
             Ok(ExitCode::SUCCESS)
         }

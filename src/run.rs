@@ -11,13 +11,15 @@ use anyhow::{Context, bail};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::analyze::{Summary, summarize};
-use crate::bundle::{Bundle, COLD_START, CONTRACT, PREDICTION, REQUESTS};
+use crate::analyze::{Inputs, Summary, summarize};
+use crate::bundle::{Bundle, COLD_START, CONTRACT, ENVIRONMENT, METRICS, PREDICTION, REQUESTS};
 use crate::client::openai::OpenAi;
 use crate::client::{Client, http_pool};
 use crate::coldstart::Launched;
 use crate::contract::{ApiKind, ClientTokenCount, Contract};
 use crate::driver::Driver;
+use crate::env::facts::Facts;
+use crate::env::prom::Scraper;
 use crate::plan::Plan;
 use crate::record::Record;
 use crate::record::writer::{Live, LiveView, Stability, write_records};
@@ -164,16 +166,40 @@ pub async fn run(
         })
     };
     bundle.write_json("command.json", &command(None, false, &None))?;
-    // Every engine's documented metadata endpoint, kept verbatim (absent ones say why).
-    let mut probes = vec![models, version];
-    for path in crate::env::ENGINE_PROBES.iter().skip(1) {
-        probes.push(crate::env::probe(&http, &base, path, api_key.as_deref()).await);
-    }
+    // Every engine's documented metadata endpoint, kept verbatim (absent ones say why), and
+    // the facts they state, resolved against the declared ones.
+    let probes = crate::env::probe_engines(
+        &http,
+        &base,
+        api_key.as_deref(),
+        &model,
+        vec![models, version],
+    )
+    .await;
+    let facts = Facts::resolve(&contract.target.declared, &probes);
     let network = crate::env::network_path(&base).await;
-    bundle.write_json(
-        "environment.json",
-        &crate::env::document(&contract, &base, probes, network),
-    )?;
+    let mut environment = crate::env::document(&contract, &base, probes, &facts, network);
+    // The server's own metrics, scraped before, during and after the load.
+    let every = contract.measurement.server_metrics_interval.0;
+    let scraper = match every > 0.0 {
+        false => Err("off (measurement.server_metrics_interval = 0)".to_owned()),
+        true => {
+            Scraper::start(
+                http.clone(),
+                &base,
+                api_key.clone(),
+                Duration::from_secs_f64(every),
+                started,
+                &bundle.path(METRICS),
+            )
+            .await
+        }
+    };
+    environment["server_metrics"] = match &scraper {
+        Ok(_) => json!({ "endpoint": "/metrics", "file": METRICS }),
+        Err(why) => json!({ "endpoint": "/metrics", "absent": why }),
+    };
+    bundle.write_json(ENVIRONMENT, &environment)?;
 
     let contract = Arc::new(contract);
     let plan = Arc::new(Plan::new(&contract));
@@ -234,6 +260,9 @@ pub async fn run(
         driver.cold_requests(cs.requests, &tx, &cancel).await;
     }
     let outcome = driver.drive(tx, cancel.clone()).await;
+    if let Ok(s) = scraper {
+        s.finish().await.context("writing metrics.jsonl")?;
+    }
     let records = writer
         .await
         .context("record writer stopped")?
@@ -250,7 +279,14 @@ pub async fn run(
     bundle.write_json("timeseries.json", &crate::analyze::timeseries(&records))?;
 
     let interrupted = outcome.interrupted;
-    let mut summary = summarize(&contract, &records, interrupted, timeline.as_ref());
+    let scrapes = crate::env::prom::read(&bundle.path(METRICS)).unwrap_or_default();
+    let inputs = Inputs {
+        interrupted,
+        timeline: timeline.as_ref(),
+        facts: Some(&facts),
+        scrapes: &scrapes,
+    };
+    let mut summary = summarize(&contract, &records, &inputs);
     summary.predictions = prediction.map(|(p, _)| crate::predict::check(&p, &summary, true));
     bundle.write_summary(&summary)?;
     bundle.write_json(
@@ -493,7 +529,28 @@ pub fn recompute(dir: &std::path::Path) -> anyhow::Result<(Bundle, Summary)> {
         .map(|t| serde_json::from_str::<crate::analyze::Timeline>(&t))
         .transpose()
         .with_context(|| format!("reading {}", bundle.path(COLD_START).display()))?;
-    let mut summary = summarize(&contract, &records, interrupted, timeline.as_ref());
+    let environment: serde_json::Value = std::fs::read_to_string(bundle.path(ENVIRONMENT))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    // Facts are re-derived, not trusted: the probes' verbatim answers against the contract's
+    // declarations as they stand now.
+    let probes = environment["probes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let facts = Some(Facts::resolve(&contract.target.declared, &probes));
+    let scrapes = match bundle.path(METRICS) {
+        p if p.exists() => crate::env::prom::read(&p).map_err(anyhow::Error::msg)?,
+        _ => Vec::new(),
+    };
+    let inputs = Inputs {
+        interrupted,
+        timeline: timeline.as_ref(),
+        facts: facts.as_ref(),
+        scrapes: &scrapes,
+    };
+    let mut summary = summarize(&contract, &records, &inputs);
     if let Ok(bytes) = std::fs::read(bundle.path(PREDICTION)) {
         let p: crate::predict::Prediction = serde_json::from_slice(&bytes)
             .with_context(|| format!("reading {}", bundle.path(PREDICTION).display()))?;

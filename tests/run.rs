@@ -116,7 +116,8 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
             "/get_model_info",
             "/info",
             "/props",
-            "/api/version"
+            "/api/version",
+            "/api/tags"
         ]
     );
     assert_eq!(probes[1]["answer"]["engine"], "goodput-sim");

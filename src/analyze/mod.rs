@@ -18,6 +18,7 @@
 //! were tried first: they swing with the first and last requests' E2E.) Goodput = achieved
 //! rate × the fraction of successful steady requests that met every SLO threshold.
 
+pub mod server;
 pub mod stats;
 
 use std::collections::BTreeMap;
@@ -25,6 +26,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::contract::{Contract, Fingerprints, LatencyOrigin, TokenSource};
+use crate::env::facts::Facts;
 use crate::plan::Phase;
 use crate::record::{Outcome, Record};
 pub use stats::{Dist, PERCENTILES, min_requests_for, percentile_sorted};
@@ -205,6 +207,9 @@ pub struct Summary {
     /// Expectations written before the run, against what was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predictions: Option<crate::predict::Check>,
+    /// The server's own metrics over the steady window, when it publishes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<server::ServerSide>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -431,13 +436,28 @@ fn rate(times: impl Iterator<Item = u64>) -> Option<f64> {
     (n >= 2 && hi > lo).then(|| (n - 1) as f64 / ((hi - lo) as f64 / 1e6))
 }
 
-/// Computes the summary of a run from its records (and the launch timeline of a cold-start test).
-pub fn summarize(
-    c: &Contract,
-    records: &[Record],
-    interrupted: bool,
-    timeline: Option<&Timeline>,
-) -> Summary {
+/// What a summary reads besides the contract and the records, all of it kept in the bundle.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Inputs<'a> {
+    /// The run was interrupted before its stop condition.
+    pub interrupted: bool,
+    /// The launch timeline of a cold-start test (`cold_start.json`).
+    pub timeline: Option<&'a Timeline>,
+    /// The target's facts, discovered and declared (`environment.json`). `None`: the declared
+    /// facts alone.
+    pub facts: Option<&'a Facts>,
+    /// The target's `/metrics` scrapes (`metrics.jsonl`).
+    pub scrapes: &'a [crate::env::prom::Scrape],
+}
+
+/// Computes the summary of a run from its records and what else the bundle keeps.
+pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
+    let Inputs {
+        interrupted,
+        timeline,
+        facts,
+        scrapes,
+    } = *inputs;
     let open = c.load.is_open();
     let origin = c.measurement.latency_origin;
     let source = c.measurement.output_tokens;
@@ -656,7 +676,7 @@ pub fn summarize(
         reasons,
     };
 
-    let grade = grade(c, records);
+    let grade = grade(c, records, facts);
     let mut notes = Vec::new();
     if !open {
         notes.push("Closed loop: latency is measured from the actual send and the load waits for the server; tail and capacity claims are not valid under closed-loop load.".to_owned());
@@ -749,6 +769,7 @@ pub fn summarize(
             support,
         },
         predictions: None,
+        server: window.and_then(|(a, b)| server::derive(scrapes, a as f64 / 1e6, b as f64 / 1e6)),
     }
 }
 
@@ -766,20 +787,26 @@ fn warmup_rule(c: &Contract) -> String {
 }
 
 /// Comparable when the contract and the facts it depends on are complete; else directional.
-fn grade(c: &Contract, records: &[Record]) -> Grade {
+fn grade(c: &Contract, records: &[Record], facts: Option<&Facts>) -> Grade {
     let mut missing = Vec::new();
     if !c.embedded() {
-        let d = &c.target.declared;
-        for (name, v) in [
-            ("engine", &d.engine),
-            ("engine revision", &d.engine_revision),
-            ("model revision", &d.model_revision),
-            ("hardware", &d.hardware),
-            ("precision", &d.precision),
-        ] {
-            if v.is_none() {
-                missing.push(format!("{name} unknown (declare it in [target.declared])"));
+        let declared_only;
+        let facts = match facts {
+            Some(f) => f,
+            None => {
+                declared_only = Facts::resolve(&c.target.declared, &[]);
+                &declared_only
             }
+        };
+        for (key, name) in crate::env::facts::GRADED {
+            if facts.get(key).is_none() {
+                missing.push(format!(
+                    "{name} unknown: the server did not say and [target.declared] does not state it"
+                ));
+            }
+        }
+        for d in &facts.disagreements {
+            missing.push(format!("inconsistent: {d}"));
         }
         if !records.iter().any(|r| r.usage_prompt_tokens.is_some()) {
             missing.push(
@@ -903,7 +930,7 @@ mod tests {
             rec(2, 200_000, &[(90_000, 1), (99_000, 1)], 99_000, Some(2)), // misses the TTFT SLO
             failed,
         ];
-        let s = summarize(&c, &records, false, None);
+        let s = summarize(&c, &records, &Inputs::default());
         let st = &s.steady;
         assert_eq!((st.stats.requests, st.stats.ok, st.stats.failed), (4, 3, 1));
         assert_eq!(st.stats.ttft_ms.as_ref().unwrap().count, 3);
@@ -942,7 +969,7 @@ mod tests {
         records[3].sent_us = Some(records[3].intended_us.unwrap() + 50_000); // 50 ms late
         records[7].fail(Outcome::ClientDropped, "cap", 700_000);
         records[7].sent_us = None;
-        let s = summarize(&c, &records, false, None);
+        let s = summarize(&c, &records, &Inputs::default());
         let reasons = s.validity.reasons.join("\n");
         assert!(reasons.contains("dispatch lag"), "{reasons}");
         assert!(
@@ -1005,7 +1032,7 @@ mod tests {
         .unwrap();
         let mut r = rec(0, 0, &[(10_000, 1), (20_000, 1)], 20_000, Some(2));
         r.intended_us = None;
-        let s = summarize(&c, &[r], false, None);
+        let s = summarize(&c, &[r], &Inputs::default());
         assert_eq!(s.latency_origin, "sent");
         assert!(
             s.notes

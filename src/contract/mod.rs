@@ -376,6 +376,10 @@ pub struct Measurement {
     /// Confidence for the sample-size check on reported percentiles (MLPerf early stopping).
     #[serde(default = "default_confidence")]
     pub confidence: f64,
+    /// How often the target's Prometheus `/metrics` is scraped during the run (also once
+    /// before and once after); `0` turns scraping off.
+    #[serde(default = "default_scrape")]
+    pub server_metrics_interval: Seconds,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -469,6 +473,9 @@ fn default_rate_tolerance() -> f64 {
 fn default_confidence() -> f64 {
     0.99
 }
+fn default_scrape() -> Seconds {
+    Seconds(1.0)
+}
 
 impl Default for Target {
     fn default() -> Self {
@@ -531,6 +538,7 @@ impl Default for Measurement {
             max_dispatch_lag_ms: default_lag(),
             rate_tolerance: default_rate_tolerance(),
             confidence: default_confidence(),
+            server_metrics_interval: default_scrape(),
         }
     }
 }
@@ -886,6 +894,13 @@ impl Contract {
         let m = &mut self.measurement;
         if !(m.max_dispatch_lag_ms.0.is_finite() && m.max_dispatch_lag_ms.0 > 0.0) {
             return problem("measurement.max_dispatch_lag_ms", "must be > 0");
+        }
+        let scrape = m.server_metrics_interval.0;
+        if !(scrape.is_finite() && (scrape == 0.0 || scrape >= 0.05)) {
+            return problem(
+                "measurement.server_metrics_interval",
+                "must be 0 (off) or at least 50ms",
+            );
         }
         if !(m.rate_tolerance > 0.0 && m.rate_tolerance < 1.0) {
             return problem("measurement.rate_tolerance", "must be in (0, 1)");

@@ -65,17 +65,52 @@ pub fn gpus() -> Value {
     }
 }
 
-/// Metadata endpoints of the engines people benchmark, tried in turn and kept verbatim
-/// (documented by each engine): OpenAI-compatible servers, vLLM, SGLang, TGI, llama.cpp's server
-/// and Ollama. A probe that fails is recorded as absent, never fatal.
-pub const ENGINE_PROBES: [&str; 6] = [
+pub mod facts;
+pub mod prom;
+
+/// Metadata endpoints of the engines people benchmark, tried in turn after `/v1/models` and kept
+/// verbatim (documented by each engine): vLLM, SGLang, TGI, llama.cpp's server and Ollama.
+/// A probe that fails is recorded as absent, never fatal.
+pub const ENGINE_PROBES: [&str; 7] = [
     "/version",
     "/get_server_info",
     "/get_model_info",
     "/info",
     "/props",
     "/api/version",
+    "/api/tags",
 ];
+
+/// Every engine probe after the preflight's `/v1/models` (and `/version`, when given in
+/// `done`), plus Ollama's `POST /api/show` for the model under test when Ollama answered.
+pub async fn probe_engines(
+    http: &reqwest::Client,
+    base: &str,
+    key: Option<&str>,
+    model: &str,
+    mut done: Vec<Value>,
+) -> Vec<Value> {
+    for path in ENGINE_PROBES {
+        if !done.iter().any(|p| p["endpoint"] == path) {
+            done.push(probe(http, base, path, key).await);
+        }
+    }
+    let ollama = done
+        .iter()
+        .any(|p| p["endpoint"] == "/api/version" && p.get("absent").is_none());
+    if ollama {
+        let url = format!("{}/api/show", base.trim_end_matches('/'));
+        let mut req = http
+            .post(&url)
+            .timeout(Duration::from_secs(5))
+            .json(&json!({ "model": model }));
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        done.push(answer("/api/show", "POST", req).await);
+    }
+    done
+}
 
 /// Where the target is relative to this client, and the TCP connect round trip to it (median
 /// of five connects, ms).
@@ -114,17 +149,22 @@ pub async fn probe(http: &reqwest::Client, base: &str, path: &str, key: Option<&
     if let Some(k) = key {
         req = req.bearer_auth(k);
     }
+    answer(path, "GET", req).await
+}
+
+async fn answer(path: &str, method: &str, req: reqwest::RequestBuilder) -> Value {
     match req.send().await {
-        Err(e) => json!({ "endpoint": path, "absent": e.to_string() }),
+        Err(e) => json!({ "endpoint": path, "method": method, "absent": e.to_string() }),
         Ok(r) => {
             let status = r.status().as_u16();
             let text = r.text().await.unwrap_or_default();
             let body = serde_json::from_str::<Value>(&text)
                 .unwrap_or(Value::String(text.chars().take(2000).collect()));
             if (200..300).contains(&status) {
-                json!({ "endpoint": path, "status": status, "answer": body })
+                json!({ "endpoint": path, "method": method, "status": status, "answer": body })
             } else {
-                json!({ "endpoint": path, "status": status, "absent": format!("HTTP {status}"), "answer": body })
+                json!({ "endpoint": path, "method": method, "status": status,
+                        "absent": format!("HTTP {status}"), "answer": body })
             }
         }
     }
@@ -138,7 +178,18 @@ pub fn first_model(models_probe: &Value) -> Option<String> {
 }
 
 /// The whole `environment.json`.
-pub fn document(c: &Contract, base: &str, probes: Vec<Value>, network: Value) -> Value {
+pub fn document(
+    c: &Contract,
+    base: &str,
+    probes: Vec<Value>,
+    facts: &facts::Facts,
+    network: Value,
+) -> Value {
+    let absent: Vec<&str> = facts::GRADED
+        .iter()
+        .filter(|(k, _)| facts.get(k).is_none())
+        .map(|(_, name)| *name)
+        .collect();
     json!({
         "client": host(),
         "network": network,
@@ -150,6 +201,8 @@ pub fn document(c: &Contract, base: &str, probes: Vec<Value>, network: Value) ->
             "declared": c.target.declared,
             "simulator": c.target.simulator,
         },
+        "facts": facts,
+        "absent": absent,
         "probes": probes,
     })
 }

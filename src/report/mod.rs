@@ -54,18 +54,35 @@ impl Doc {
                             w[i] = w[i].max(c.chars().count());
                         }
                     }
+                    // Numbers (and their placeholders) align right; words align left.
+                    let numeric = |c: &str| {
+                        c.parse::<f64>().is_ok()
+                            || matches!(c, "—" | "-" | "n/a")
+                            || c.trim_end_matches(['%', 'x', '×']).parse::<f64>().is_ok()
+                    };
+                    let right: Vec<bool> = (0..w.len())
+                        .map(|i| {
+                            i > 0
+                                && rows.iter().all(|r| {
+                                    r.get(i)
+                                        .is_none_or(|c| numeric(c.trim_start_matches(['+', '-'])))
+                                })
+                        })
+                        .collect();
                     let fmt_row = |r: &[String]| {
                         r.iter()
                             .enumerate()
                             .map(|(i, c)| {
-                                if i == 0 {
-                                    format!("{c:<w$}", w = w[i])
-                                } else {
+                                if right[i] {
                                     format!("{c:>w$}", w = w[i])
+                                } else {
+                                    format!("{c:<w$}", w = w[i])
                                 }
                             })
                             .collect::<Vec<_>>()
                             .join("  ")
+                            .trim_end()
+                            .to_owned()
                     };
                     let _ = writeln!(out, "{}", fmt_row(head));
                     for r in rows {
@@ -311,6 +328,33 @@ pub fn document(s: &Summary) -> Doc {
         ],
         phase_rows,
     );
+
+    if let Some(sv) = &s.server {
+        d.h(format!(
+            "Server's own metrics ({} names, {} scrapes; {:.1}–{:.1} s)",
+            sv.engine, sv.scrapes, sv.from_s, sv.to_s
+        ));
+        let g = |x: &Option<crate::analyze::server::Gauge>| {
+            x.as_ref().map_or("—".to_owned(), |g| {
+                format!("mean {} max {}", num(g.mean), num(g.max))
+            })
+        };
+        d.line(format!(
+            "Running requests {} · waiting {} · KV-cache usage (fraction) {}",
+            g(&sv.running),
+            g(&sv.waiting),
+            g(&sv.kv_cache_usage)
+        ));
+        if let Some(q) = &sv.queue_time {
+            d.line(format!(
+                "Queue time (server): mean {} ms over {} requests; p50 ≈ {} ms, p99 ≈ {} ms (from histogram buckets)",
+                num(q.mean_ms),
+                q.requests,
+                opt(q.p50_ms),
+                opt(q.p99_ms)
+            ));
+        }
+    }
 
     if let Some(p) = &s.predictions {
         d.h("Predictions");

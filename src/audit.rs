@@ -1,0 +1,620 @@
+//! `goodput audit`: grades a result — this tool's bundle or repeat set, a vLLM serving-benchmark
+//! result (`vllm bench serve --save-result`), or a GuideLLM report — as **comparable** or
+//! **directional**, and lists in plain words each fact it lacks or contradicts.
+//!
+//! Two kinds of finding: *missing* facts make a result directional (it cannot be put beside
+//! another without guessing); *limits* leave it comparable but bound what it can support
+//! (closed-loop load and tail claims, one run and variance).
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::bundle::{CONTRACT, REQUESTS, SUMMARY};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Audit {
+    /// What was read.
+    pub path: String,
+    /// `goodput bundle`, `goodput repeat set`, `vLLM bench serve result`, `GuideLLM report`.
+    pub format: String,
+    /// `comparable` or `directional`.
+    pub verdict: String,
+    /// Facts absent or inconsistent: each one alone makes the result directional.
+    pub missing: Vec<String>,
+    /// What the result, even complete, cannot support.
+    pub limits: Vec<String>,
+    /// What the result states for each contract axis, in words.
+    pub axes: Vec<(String, String)>,
+}
+
+impl Audit {
+    fn new(path: &Path, format: &str) -> Audit {
+        Audit {
+            path: path.display().to_string(),
+            format: format.to_owned(),
+            verdict: String::new(),
+            missing: Vec::new(),
+            limits: Vec::new(),
+            axes: Vec::new(),
+        }
+    }
+
+    fn axis(&mut self, name: &str, text: impl Into<String>) {
+        self.axes.push((name.to_owned(), text.into()));
+    }
+
+    fn done(mut self) -> Audit {
+        self.verdict = if self.missing.is_empty() {
+            "comparable"
+        } else {
+            "directional"
+        }
+        .to_owned();
+        self
+    }
+
+    pub fn document(&self) -> crate::report::Doc {
+        let mut d = crate::report::Doc::default();
+        d.h(format!("Audit · {}", self.path));
+        d.line(format!("{}: {}", self.format, self.verdict.to_uppercase()));
+        d.table(
+            &["axis", "what the result states"],
+            self.axes
+                .iter()
+                .map(|(a, t)| vec![a.clone(), t.clone()])
+                .collect(),
+        );
+        if self.missing.is_empty() {
+            d.line("Nothing missing: every fact the result depends on is stated.");
+        }
+        for m in &self.missing {
+            d.line(format!("- missing: {m}"));
+        }
+        for l in &self.limits {
+            d.line(format!("- limit: {l}"));
+        }
+        d
+    }
+}
+
+/// Audits the result at `path` (a bundle or repeat-set directory, its `summary.json`, or a
+/// result file of another benchmark).
+pub fn audit(path: &Path) -> anyhow::Result<Audit> {
+    if path.is_dir() {
+        return audit_dir(path);
+    }
+    if path.file_name().is_some_and(|n| n == SUMMARY)
+        && let Some(dir) = path.parent()
+        && dir.join(CONTRACT).is_file()
+    {
+        return audit_dir(dir);
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: unrecognised format: not JSON (line {}, column {}: {e}); expected a goodput bundle directory, a vLLM `bench serve --save-result` JSON or a GuideLLM report JSON",
+            path.display(),
+            e.line(),
+            e.column()
+        )
+    })?;
+    if v["benchmarks"].is_array()
+        && (v.get("args").is_some() || v["benchmarks"][0].get("config").is_some())
+    {
+        return guidellm(path, &v);
+    }
+    if v.get("model_id").is_some()
+        && (v.get("backend").is_some() || v.get("endpoint_type").is_some())
+        && (v.get("completed").is_some() || v.get("mean_ttft_ms").is_some())
+    {
+        return vllm(path, &v);
+    }
+    bail!(
+        "{}: unrecognised format: JSON, but neither a vLLM `bench serve --save-result` result (needs `model_id`, `backend`, `completed`) nor a GuideLLM report (needs `benchmarks` with `config`)",
+        path.display()
+    )
+}
+
+fn audit_dir(dir: &Path) -> anyhow::Result<Audit> {
+    if dir.join(CONTRACT).is_file() && dir.join(REQUESTS).is_file() {
+        let mut a = Audit::new(dir, "goodput bundle");
+        bundle(dir, &mut a)?;
+        a.limits
+            .push("single run: no variance (repeat with `goodput run --repeats N`)".into());
+        return Ok(a.done());
+    }
+    let mut runs: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join(CONTRACT).is_file() && p.join(REQUESTS).is_file())
+        .collect();
+    runs.sort();
+    if runs.is_empty() {
+        if dir.join(SUMMARY).is_file() {
+            bail!(
+                "{}: a summary without its raw records ({REQUESTS}) or contract ({CONTRACT}): nothing to recompute or audit",
+                dir.display()
+            );
+        }
+        bail!(
+            "{}: unrecognised format: not a goodput bundle (needs {CONTRACT} and {REQUESTS}) nor a repeat set of them",
+            dir.display()
+        );
+    }
+    let mut a = Audit::new(dir, "goodput repeat set");
+    for run in &runs {
+        let mut one = Audit::new(run, "");
+        bundle(run, &mut one)?;
+        let name = run.file_name().map(|n| n.to_string_lossy().into_owned());
+        let name = name.unwrap_or_default();
+        for m in one.missing {
+            let m = format!("{name}: {m}");
+            if !a.missing.contains(&m) {
+                a.missing.push(m);
+            }
+        }
+        for l in one.limits {
+            if !a.limits.contains(&l) {
+                a.limits.push(l);
+            }
+        }
+        if a.axes.is_empty() {
+            a.axes = one.axes;
+        }
+    }
+    a.axis(
+        "runs",
+        format!("{} runs: variance reported in repeat.json", runs.len()),
+    );
+    if runs.len() < 2 {
+        a.limits.push("single run: no variance".into());
+    }
+    Ok(a.done())
+}
+
+/// One bundle: recomputed from its raw records, then checked against what it says it was.
+fn bundle(dir: &Path, a: &mut Audit) -> anyhow::Result<()> {
+    let (bundle, s) = crate::run::recompute(dir)?;
+    let contract = crate::contract::load(&bundle.path(CONTRACT))?;
+    a.missing.extend(s.grade.missing.iter().cloned());
+    // What the bundle says it was must be what its raw records say.
+    match std::fs::read_to_string(bundle.path(SUMMARY)) {
+        Err(_) => a
+            .missing
+            .push("summary.json absent: the run never finished writing".into()),
+        Ok(text) => {
+            let kept: Value = serde_json::from_str(&text).unwrap_or_default();
+            let now = serde_json::to_value(&s)?;
+            for (what, pointer) in [
+                ("fingerprints", "/fingerprints"),
+                ("steady request count", "/steady/requests"),
+                ("steady TTFT p99", "/steady/ttft_ms/p99"),
+                ("goodput", "/steady/slo/goodput_rps"),
+            ] {
+                let (k, n) = (kept.pointer(pointer), now.pointer(pointer));
+                if !same(k, n) {
+                    a.missing.push(format!(
+                        "inconsistent: summary.json's {what} ({}) differs from a recomputation from {REQUESTS} and {CONTRACT} ({})",
+                        k.map_or("absent".into(), Value::to_string),
+                        n.map_or("absent".into(), Value::to_string)
+                    ));
+                }
+            }
+        }
+    }
+    if !bundle.path(crate::bundle::ENVIRONMENT).is_file() {
+        a.missing
+            .push("environment.json absent: client host and server facts unknown".into());
+    }
+    if s.load_model == "closed" {
+        a.limits
+            .push("closed-loop load: tail latency and capacity claims are not valid".into());
+    }
+    for r in &s.validity.reasons {
+        a.limits
+            .push(format!("tail/goodput claims not supported: {r}"));
+    }
+    if s.interrupted {
+        a.limits
+            .push("interrupted before its stop condition: fewer requests than planned".into());
+    }
+    let f = &s.fingerprints;
+    a.axis(
+        "target",
+        format!(
+            "{} · model {} [{}]",
+            contract
+                .target
+                .url
+                .as_deref()
+                .unwrap_or("embedded simulator"),
+            contract.target.model.as_deref().unwrap_or("?"),
+            f.target
+        ),
+    );
+    let w = &contract.workload;
+    a.axis(
+        "workload",
+        format!(
+            "seed {} · {} · output length {} [{}]",
+            w.seed,
+            if w.stream { "streamed" } else { "not streamed" },
+            if w.enforce_output_length {
+                "enforced"
+            } else {
+                "not enforced"
+            },
+            f.workload
+        ),
+    );
+    a.axis("load", format!("{} [{}]", s.load, f.load));
+    a.axis("warm-up", s.warmup.rule.clone());
+    a.axis(
+        "slo",
+        match &s.steady.slo {
+            Some(slo) => format!(
+                "p{} · attainment target {:.0}% [{}]",
+                slo.percentile,
+                slo.attainment_target * 100.0,
+                f.slo
+            ),
+            None => format!("none [{}]", f.slo),
+        },
+    );
+    a.axis(
+        "measurement",
+        format!(
+            "latency from the {} send [{}]",
+            s.latency_origin, f.measurement
+        ),
+    );
+    Ok(())
+}
+
+fn same(a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (a, b) {
+        (Some(Value::Number(x)), Some(Value::Number(y))) => {
+            let (x, y) = (
+                x.as_f64().unwrap_or(f64::NAN),
+                y.as_f64().unwrap_or(f64::NAN),
+            );
+            (x - y).abs() <= 1e-9 * x.abs().max(1.0)
+        }
+        (a, b) => a == b,
+    }
+}
+
+/// Metadata keys a `--metadata KEY=VALUE` may add to a vLLM result, per fact we look for.
+const VLLM_METADATA: [(&str, &[&str], &str); 5] = [
+    (
+        "engine",
+        &["engine", "server", "server_engine"],
+        "engine unknown: the file names only the client backend",
+    ),
+    (
+        "engine revision",
+        &[
+            "engine_version",
+            "vllm_version",
+            "version",
+            "engine_revision",
+            "server_version",
+        ],
+        "engine revision unknown",
+    ),
+    (
+        "model revision",
+        &["model_revision", "revision", "model_sha"],
+        "model revision unknown",
+    ),
+    (
+        "hardware",
+        &["hardware", "gpu", "gpu_type", "device"],
+        "hardware unknown",
+    ),
+    (
+        "precision",
+        &["precision", "dtype", "quantization"],
+        "precision unknown",
+    ),
+];
+
+fn vllm(path: &Path, v: &Value) -> anyhow::Result<Audit> {
+    let mut a = Audit::new(path, "vLLM bench serve result");
+    let backend = v["backend"]
+        .as_str()
+        .or(v["endpoint_type"].as_str())
+        .unwrap_or("?");
+    let mut stated = Vec::new();
+    for (fact, keys, missing) in VLLM_METADATA {
+        match keys.iter().find_map(|k| v[*k].as_str().map(|x| (*k, x))) {
+            Some((k, x)) => stated.push(format!("{fact} {x} (metadata `{k}`)")),
+            None if fact == "engine" => a.missing.push(format!("{missing} `{backend}`")),
+            None => a.missing.push(missing.to_owned()),
+        }
+    }
+    a.axis(
+        "target",
+        format!(
+            "model {} · client backend {backend}{}",
+            v["model_id"].as_str().unwrap_or("?"),
+            if stated.is_empty() {
+                String::new()
+            } else {
+                format!(" · {}", stated.join(", "))
+            }
+        ),
+    );
+    let detailed = v["input_lens"].is_array() && v["output_lens"].is_array();
+    let enforced = v["ignore_eos"].as_bool() == Some(true);
+    a.axis(
+        "workload",
+        format!(
+            "{} prompts · {} input / {} output tokens in all · {} · ignore_eos {}",
+            v["num_prompts"],
+            v["total_input_tokens"],
+            v["total_output_tokens"],
+            if detailed {
+                "per-request lengths kept"
+            } else {
+                "per-request lengths not kept"
+            },
+            match v["ignore_eos"].as_bool() {
+                Some(b) => b.to_string(),
+                None => "not recorded".into(),
+            }
+        ),
+    );
+    if !enforced && !detailed {
+        a.missing.push(
+            "output length not enforced (no ignore_eos) and not recorded per request (saved without --save-detailed)".into(),
+        );
+    } else if !detailed {
+        a.missing.push(
+            "real token lengths per request not recorded (saved without --save-detailed): only totals".into(),
+        );
+    }
+    let rate = match &v["request_rate"] {
+        Value::String(s) if s == "inf" => None,
+        Value::Number(n) => n.as_f64(),
+        _ => None,
+    };
+    let cap = v["max_concurrency"].as_u64();
+    let burst = v["burstiness"].as_f64().unwrap_or(1.0);
+    let load = match (rate, cap) {
+        (None, Some(c)) => {
+            a.limits.push(format!("closed-loop load: all requests queued behind a concurrency cap of {c}; tail latency and capacity claims are not valid"));
+            format!("closed loop, concurrency {c}")
+        }
+        (None, None) => {
+            a.limits.push("every request sent at once (request_rate = inf): a burst, not latency under a stated load".into());
+            "burst: all requests at t = 0".into()
+        }
+        (Some(r), c) => {
+            if let Some(c) = c {
+                a.limits.push(format!("arrivals held behind a concurrency cap of {c} and latency measured from the actual send: queueing in the client is hidden (coordinated omission)"));
+            }
+            format!(
+                "open loop, {} arrivals at {r} req/s{}",
+                if burst == 1.0 {
+                    "Poisson".to_owned()
+                } else {
+                    format!("gamma (burstiness {burst})")
+                },
+                c.map_or(String::new(), |c| format!(", capped at {c} in flight"))
+            )
+        }
+    };
+    a.axis("load", load);
+    a.missing.push(
+        "warm-up not stated: the result does not say which requests, if any, were excluded as warm-up".into(),
+    );
+    a.axis("warm-up", "not stated");
+    match v.get("request_goodput") {
+        Some(g) if !g.is_null() => a.axis(
+            "slo",
+            format!("goodput {g} req/s under the --goodput thresholds (thresholds not saved)"),
+        ),
+        _ => {
+            a.missing.push("no SLO: goodput undefined".into());
+            a.axis("slo", "none");
+        }
+    }
+    a.axis(
+        "measurement",
+        "latency from the actual send; TTFT to the first non-empty chunk; percentiles as saved",
+    );
+    if let Some(failed) = v["failed"].as_u64().filter(|f| *f > 0) {
+        a.limits.push(format!("{failed} requests failed"));
+    }
+    a.limits.push("single run: no variance".into());
+    Ok(a.done())
+}
+
+fn guidellm(path: &Path, v: &Value) -> anyhow::Result<Audit> {
+    let mut a = Audit::new(path, "GuideLLM report");
+    let benches = v["benchmarks"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    if benches.is_empty() {
+        bail!(
+            "{}: a GuideLLM report with no benchmarks in it",
+            path.display()
+        );
+    }
+    let args = &v["args"];
+    let cfg0 = &benches[0]["config"];
+    let target = args["target"]
+        .as_str()
+        .or(cfg0["backend"]["target"].as_str())
+        .unwrap_or("?");
+    let model = args["model"]
+        .as_str()
+        .or(cfg0["backend"]["model"].as_str())
+        .unwrap_or("?");
+    a.axis("target", format!("{target} · model {model}"));
+    for m in [
+        "engine unknown",
+        "engine revision unknown",
+        "model revision unknown",
+        "hardware unknown",
+        "precision unknown",
+    ] {
+        a.missing.push(m.into());
+    }
+    a.axis(
+        "workload",
+        match &args["data"] {
+            Value::Null => "not stated".to_owned(),
+            d => format!("data {d}"),
+        },
+    );
+    let mut loads = Vec::new();
+    let mut closed = false;
+    for b in benches {
+        let s = &b["config"]["strategy"];
+        let kind = s["type_"].as_str().unwrap_or("?");
+        loads.push(match kind {
+            "synchronous" => {
+                closed = true;
+                "closed loop, 1 at a time".to_owned()
+            }
+            "concurrent" => {
+                closed = true;
+                format!("closed loop, {} streams", s["streams"])
+            }
+            "throughput" => {
+                closed = true;
+                format!("closed loop, up to {} in flight", s["max_concurrency"])
+            }
+            "constant" | "poisson" => format!("open loop, {kind} at {} req/s", s["rate"]),
+            other => format!("`{other}`"),
+        });
+        if b["metrics"]["output_token_count"].is_null()
+            || b["metrics"]["prompt_token_count"].is_null()
+        {
+            let m = "real token lengths not recorded (no prompt/output token counts)".to_owned();
+            if !a.missing.contains(&m) {
+                a.missing.push(m);
+            }
+        }
+    }
+    a.axis("load", loads.join("; "));
+    if closed {
+        a.limits.push(
+            "closed-loop load (synchronous/concurrent/throughput): tail latency and capacity claims are not valid".into(),
+        );
+    }
+    let phase_set = |p: &Value| p["percent"].is_number() || p["value"].is_number();
+    let warm = benches.iter().all(|b| phase_set(&b["config"]["warmup"]))
+        || args["warmup"].is_number()
+        || phase_set(&args["warmup"]);
+    if warm {
+        a.axis("warm-up", format!("{}", cfg0["warmup"]));
+    } else {
+        a.missing.push("warm-up not stated".into());
+        a.axis("warm-up", "not stated");
+    }
+    a.missing.push("no SLO: goodput undefined".into());
+    a.axis("slo", "none");
+    a.axis(
+        "measurement",
+        "GuideLLM's own (latency from the actual send)",
+    );
+    a.limits.push(format!(
+        "single run per load point ({} benchmark{}): no variance",
+        benches.len(),
+        if benches.len() == 1 { "" } else { "s" }
+    ));
+    Ok(a.done())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/audit")
+            .join(name)
+    }
+
+    #[test]
+    fn vllm_result_lists_what_it_lacks() {
+        let a = audit(&fixture("vllm-bench-serve.json")).unwrap();
+        assert_eq!(a.format, "vLLM bench serve result");
+        assert_eq!(a.verdict, "directional");
+        let has = |s: &str| a.missing.iter().any(|m| m.contains(s));
+        for s in [
+            "engine unknown",
+            "engine revision unknown",
+            "model revision unknown",
+            "hardware unknown",
+            "precision unknown",
+            "output length not enforced",
+            "warm-up not stated",
+            "no SLO",
+        ] {
+            assert!(has(s), "{s} not in {:?}", a.missing);
+        }
+        assert!(a.limits.iter().any(|l| l.starts_with("closed-loop load")));
+        assert!(a.limits.iter().any(|l| l.starts_with("single run")));
+    }
+
+    #[test]
+    fn vllm_result_with_metadata_and_goodput_lacks_less() {
+        let a = audit(&fixture("vllm-bench-serve-detailed.json")).unwrap();
+        assert_eq!(a.verdict, "directional");
+        // Stated through --metadata, --goodput and --save-detailed; warm-up is never recorded.
+        assert_eq!(a.missing, vec![
+            "warm-up not stated: the result does not say which requests, if any, were excluded as warm-up".to_owned()
+        ]);
+        assert!(
+            a.axes
+                .iter()
+                .any(|(k, t)| k == "load" && t.contains("open loop, Poisson arrivals at 4"))
+        );
+        assert!(a.limits.iter().any(|l| l.contains("coordinated omission")));
+    }
+
+    #[test]
+    fn guidellm_report_lists_what_it_lacks() {
+        let a = audit(&fixture("guidellm-benchmarks.json")).unwrap();
+        assert_eq!(a.format, "GuideLLM report");
+        assert_eq!(a.verdict, "directional");
+        assert!(a.missing.contains(&"engine revision unknown".to_owned()));
+        assert!(a.missing.contains(&"no SLO: goodput undefined".to_owned()));
+        // It states its warm-up and records token counts.
+        assert!(
+            !a.missing.iter().any(|m| m.contains("warm-up")),
+            "{:?}",
+            a.missing
+        );
+        assert!(!a.missing.iter().any(|m| m.contains("token lengths")));
+        assert!(a.axes.iter().any(|(k, t)| k == "load"
+            && t.contains("closed loop, 1 at a time")
+            && t.contains("open loop, constant at 2.0 req/s")));
+        assert!(a.limits.iter().any(|l| l.starts_with("closed-loop load")));
+    }
+
+    #[test]
+    fn garbage_is_a_clean_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("junk.json");
+        std::fs::write(&junk, "not json {").unwrap();
+        let e = audit(&junk).unwrap_err().to_string();
+        assert!(
+            e.contains("junk.json") && e.contains("unrecognised format: not JSON (line 1"),
+            "{e}"
+        );
+        std::fs::write(&junk, r#"{"hello": [1, 2]}"#).unwrap();
+        let e = audit(&junk).unwrap_err().to_string();
+        assert!(e.contains("unrecognised format: JSON, but neither"), "{e}");
+        let e = audit(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("not a goodput bundle"), "{e}");
+        let e = audit(&dir.path().join("absent.json")).unwrap_err();
+        assert!(format!("{e:#}").contains("absent.json"), "{e:#}");
+    }
+}

@@ -1,0 +1,310 @@
+//! Server metrics: the target's Prometheus `/metrics`, scraped before the load starts, at an
+//! interval while it runs, and after it stops. Each scrape is appended to `metrics.jsonl` as it
+//! is taken (an interrupted run keeps what was scraped); the analysis derives queue time,
+//! running/waiting requests and KV-cache usage from those lines, never from the network.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+/// One scrape as kept in `metrics.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scrape {
+    /// Seconds since the run's epoch (the same clock as the records).
+    pub t_s: f64,
+    /// `before`, `during` or `after` the load.
+    pub when: String,
+    /// `name{label="value",…}` → value. Histogram buckets are kept only before and after.
+    pub series: BTreeMap<String, f64>,
+}
+
+/// At most this many series are kept per scrape (an engine with per-LoRA or per-path labels can
+/// publish thousands).
+const MAX_SERIES: usize = 5000;
+
+/// One sample line: metric name, labels in order, value.
+pub type Sample = (String, Vec<(String, String)>, f64);
+
+/// Parses the Prometheus text exposition format (version 0.0.4) into `(name, labels, value)`.
+///
+/// Hand-written on purpose: the crate of the field, `prometheus-parse` 0.2, matches metric names
+/// with `\w+` and so drops every `vllm:`/`sglang:`/`llamacpp:` series (the colon is legal in the
+/// format and is what these engines use), and splits label values on commas. The grammar is
+/// small: `name[{label="escaped value",…}] value [timestamp]`, `#` lines are comments.
+pub fn parse(text: &str) -> Result<Vec<Sample>, String> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let err = |what: &str| format!("line {}: {what}: `{}`", i + 1, truncate(line));
+        let name_end = line
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or(line.len());
+        if name_end == 0 {
+            return Err(err("no metric name"));
+        }
+        let name = &line[..name_end];
+        let mut rest = &line[name_end..];
+        let mut labels = Vec::new();
+        if let Some(r) = rest.strip_prefix('{') {
+            rest = r;
+            loop {
+                rest = rest.trim_start_matches([' ', ',']);
+                if let Some(r) = rest.strip_prefix('}') {
+                    rest = r;
+                    break;
+                }
+                let eq = rest.find('=').ok_or_else(|| err("label without `=`"))?;
+                let key = rest[..eq].trim().to_owned();
+                rest = rest[eq + 1..]
+                    .trim_start()
+                    .strip_prefix('"')
+                    .ok_or_else(|| err("label value not quoted"))?;
+                let mut value = String::new();
+                let mut chars = rest.char_indices();
+                let close = loop {
+                    match chars.next() {
+                        None => return Err(err("unterminated label value")),
+                        Some((j, '"')) => break j,
+                        Some((_, '\\')) => match chars.next() {
+                            Some((_, 'n')) => value.push('\n'),
+                            Some((_, c)) => value.push(c),
+                            None => return Err(err("unterminated label value")),
+                        },
+                        Some((_, c)) => value.push(c),
+                    }
+                };
+                rest = &rest[close + 1..];
+                labels.push((key, value));
+            }
+        }
+        let token = rest
+            .split_whitespace()
+            .next()
+            .ok_or_else(|| err("no value"))?;
+        let value = match token {
+            "+Inf" | "Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            "NaN" => f64::NAN,
+            t => t.parse::<f64>().map_err(|_| err("value is not a number"))?,
+        };
+        out.push((name.to_owned(), labels, value));
+    }
+    Ok(out)
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(120).collect()
+}
+
+/// The canonical key of a series: `name{a="x",b="y"}` with labels sorted.
+pub fn key(name: &str, labels: &[(String, String)]) -> String {
+    if labels.is_empty() {
+        return name.to_owned();
+    }
+    let mut l: Vec<_> = labels.iter().collect();
+    l.sort();
+    let inner: Vec<String> = l
+        .iter()
+        .map(|(k, v)| format!("{k}={}", serde_json::Value::String(v.clone())))
+        .collect();
+    format!("{name}{{{}}}", inner.join(","))
+}
+
+/// Splits a canonical key back into its name and one label's value.
+pub fn label<'a>(key: &'a str, label: &str) -> Option<&'a str> {
+    let inner = key.split_once('{')?.1;
+    let pat = format!("{label}=\"");
+    let start = inner.find(&pat)? + pat.len();
+    let end = inner[start..].find('"')? + start;
+    Some(&inner[start..end])
+}
+
+pub fn name(key: &str) -> &str {
+    key.split_once('{').map_or(key, |(n, _)| n)
+}
+
+/// Scrapes `/metrics` in the background until stopped.
+pub struct Scraper {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+struct Target {
+    http: reqwest::Client,
+    url: String,
+    key: Option<String>,
+    epoch: Instant,
+}
+
+impl Target {
+    async fn scrape(&self, when: &str) -> Result<Scrape, String> {
+        let mut req = self.http.get(&self.url).timeout(Duration::from_secs(5));
+        if let Some(k) = &self.key {
+            req = req.bearer_auth(k);
+        }
+        let t_s = self.epoch.elapsed().as_secs_f64();
+        let resp = req.send().await.map_err(|e| e.to_string())?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(format!("{} answered HTTP {}", self.url, status.as_u16()));
+        }
+        let text = resp.text().await.map_err(|e| e.to_string())?;
+        let parsed = parse(&text).map_err(|e| format!("{}: {e}", self.url))?;
+        let mut series = BTreeMap::new();
+        for (name, labels, value) in parsed {
+            if when == "during" && name.ends_with("_bucket") {
+                continue;
+            }
+            if series.len() >= MAX_SERIES {
+                break;
+            }
+            series.insert(key(&name, &labels), value);
+        }
+        Ok(Scrape {
+            t_s,
+            when: when.to_owned(),
+            series,
+        })
+    }
+}
+
+fn append(file: &mut std::fs::File, s: &Scrape) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(s)?;
+    line.push(b'\n');
+    file.write_all(&line)
+}
+
+impl Scraper {
+    /// Takes the `before` scrape and starts scraping every `interval`. When the target has no
+    /// usable `/metrics`, returns why instead (recorded, never fatal).
+    pub async fn start(
+        http: reqwest::Client,
+        base: &str,
+        key: Option<String>,
+        interval: Duration,
+        epoch: Instant,
+        path: &Path,
+    ) -> Result<Scraper, String> {
+        let target = Target {
+            http,
+            url: format!("{}/metrics", base.trim_end_matches('/')),
+            key,
+            epoch,
+        };
+        let first = target.scrape("before").await?;
+        if first.series.is_empty() {
+            return Err(format!("{} lists no series", target.url));
+        }
+        let mut file = std::fs::File::create(path).map_err(|e| e.to_string())?;
+        append(&mut file, &first).map_err(|e| e.to_string())?;
+        let stop = CancellationToken::new();
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                let mut tick = tokio::time::interval(interval);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                tick.tick().await;
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tick.tick() => {
+                            // A scrape that fails mid-run is skipped: the gap shows in t_s.
+                            if let Ok(s) = target.scrape("during").await {
+                                append(&mut file, &s)?;
+                            }
+                        }
+                    }
+                }
+                if let Ok(s) = target.scrape("after").await {
+                    append(&mut file, &s)?;
+                }
+                file.flush()
+            }
+        });
+        Ok(Scraper { stop, task })
+    }
+
+    /// Stops scraping after one last `after` scrape.
+    pub async fn finish(self) -> std::io::Result<()> {
+        self.stop.cancel();
+        self.task.await.unwrap_or(Ok(()))
+    }
+}
+
+/// Reads `metrics.jsonl`.
+pub fn read(path: &Path) -> Result<Vec<Scrape>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_colon_names_escaped_labels_and_special_values() {
+        let text = "# HELP vllm:num_requests_running Running.\n\
+                    # TYPE vllm:num_requests_running gauge\n\
+                    vllm:num_requests_running{engine=\"0\",model_name=\"a,b \\\"q\\\" }\"} 3\n\
+                    tgi_queue_size 0 1712345678000\n\
+                    x_bucket{le=\"+Inf\"} +Inf\n\
+                    \n\
+                    y NaN\n";
+        let p = parse(text).unwrap();
+        assert_eq!(p.len(), 4);
+        assert_eq!(p[0].0, "vllm:num_requests_running");
+        assert_eq!(
+            p[0].1,
+            vec![
+                ("engine".into(), "0".into()),
+                ("model_name".into(), "a,b \"q\" }".into())
+            ]
+        );
+        assert_eq!(p[0].2, 3.0);
+        assert_eq!(p[1], ("tgi_queue_size".into(), vec![], 0.0));
+        assert!(p[2].2.is_infinite());
+        assert!(p[3].2.is_nan());
+        let k = key(&p[0].0, &p[0].1);
+        assert_eq!(name(&k), "vllm:num_requests_running");
+        assert_eq!(label(&k, "engine"), Some("0"));
+    }
+
+    #[test]
+    fn malformed_lines_name_their_line() {
+        let e = parse("ok 1\nbad{le=\"1\" 2\n").unwrap_err();
+        assert!(e.starts_with("line 2:"), "{e}");
+        let e = parse("ok 1\nok2 one\n").unwrap_err();
+        assert!(e.contains("line 2: value is not a number"), "{e}");
+    }
+
+    #[test]
+    fn parses_what_the_simulator_publishes() {
+        let mut m = crate::sim::metrics::MetricsState::default();
+        m.queue_time.observe(0.003);
+        m.running = 7;
+        let p = parse(&m.render("sim")).unwrap();
+        assert!(
+            p.iter()
+                .any(|(n, _, v)| n == "vllm:num_requests_running" && *v == 7.0)
+        );
+        assert!(
+            p.iter()
+                .any(|(n, l, v)| n == "vllm:request_queue_time_seconds_bucket"
+                    && l.iter().any(|(k, x)| k == "le" && x == "0.005")
+                    && *v == 1.0)
+        );
+    }
+}

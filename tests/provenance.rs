@@ -1,0 +1,211 @@
+//! Provenance: what the bundle keeps about the target (probe answers, resolved facts, the
+//! server's own metrics) and `goodput audit` grading bundles from them.
+
+mod common;
+
+use std::path::Path;
+
+use axum::routing::{get, post};
+use common::{parse, run_in, sim};
+use goodput::sim::SimConfig;
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn queueing_sim() -> SimConfig {
+    SimConfig {
+        max_batch: 4,
+        decode_base_ms: 5.0,
+        decode_per_seq_ms: 0.0,
+        prefill_tokens_per_s: 100_000.0,
+        ..SimConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn environment_keeps_probes_facts_and_server_metrics_that_match_ground_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(queueing_sim()).await;
+    let c = parse(&format!(
+        "name = \"prov\"\n[target]\nurl = \"{}\"\n[target.declared]\nengine = \"goodput-sim\"\nmodel_revision = \"r1\"\nhardware = \"2 vCPU\"\nprecision = \"none (simulated)\"\n\
+         [workload]\nseed = 3\ninput_tokens = {{ dist = \"fixed\", value = 40 }}\noutput_tokens = {{ dist = \"fixed\", value = 10 }}\n\
+         [load]\nmodel = \"open\"\nrate = 55\nrequests = 220\n[warmup]\nrequests = 0\n[slo]\nttft_ms = 1000\n\
+         [measurement]\nserver_metrics_interval = \"250ms\"\n",
+        server.base_url()
+    ));
+    let r = run_in(c, dir.path()).await;
+    let env = json(&r.bundle.path("environment.json"));
+    // Probe answers verbatim, with the endpoint that gave them; absent ones say why.
+    let probes = env["probes"].as_array().unwrap();
+    let by = |e: &str| probes.iter().find(|p| p["endpoint"] == e).unwrap();
+    assert_eq!(by("/version")["answer"]["engine"], "goodput-sim");
+    assert_eq!(
+        by("/v1/models")["answer"]["data"][0]["id"],
+        server.config().model
+    );
+    assert_eq!(by("/props")["absent"], "HTTP 404");
+    // Facts: discovered ones say where from; declared ones that agree are not flagged.
+    assert_eq!(env["facts"]["facts"]["engine"]["source"], "GET /version");
+    assert_eq!(env["facts"]["facts"]["hardware"]["source"], "declared");
+    assert_eq!(env["facts"]["disagreements"].as_array().unwrap().len(), 0);
+    assert_eq!(env["absent"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        r.summary.grade.verdict, "comparable",
+        "{:?}",
+        r.summary.grade
+    );
+
+    // Server metrics: scraped before, during and after, one line each as taken.
+    let scrapes = goodput::env::prom::read(&r.bundle.path("metrics.jsonl")).unwrap();
+    assert_eq!(scrapes.first().unwrap().when, "before");
+    assert_eq!(scrapes.last().unwrap().when, "after");
+    assert!(scrapes.iter().filter(|s| s.when == "during").count() >= 8);
+    let sv = r.summary.server.as_ref().expect("server-side figures");
+    assert_eq!(sv.engine, "vllm");
+    let running = sv.running.as_ref().unwrap();
+    assert!(running.max <= 4.0 && running.mean > 0.5, "{running:?}");
+    // The server-reported queue time agrees with the simulator's ground truth.
+    let gt = server.ground_truth();
+    let waits: Vec<f64> = gt
+        .iter()
+        .filter_map(|g| Some((g.admitted_us? - g.arrival_us) as f64 / 1000.0))
+        .collect();
+    let truth = waits.iter().sum::<f64>() / waits.len() as f64;
+    let q = sv.queue_time.as_ref().unwrap();
+    assert!(
+        (q.mean_ms - truth).abs() <= (0.3 * truth).max(2.0),
+        "server queue time {} ms vs ground truth {truth} ms",
+        q.mean_ms
+    );
+    // …and survives recomputation from the bundle alone.
+    let (_, again) = goodput::run::recompute(&r.bundle.dir).unwrap();
+    assert_eq!(again.server, r.summary.server);
+
+    // Audit: complete → comparable; with two declared facts removed → directional, listing
+    // exactly those two.
+    let a = goodput::audit::audit(&r.bundle.dir).unwrap();
+    assert_eq!(a.verdict, "comparable", "{:?}", a.missing);
+    let contract = r.bundle.path("contract.toml");
+    let text = std::fs::read_to_string(&contract).unwrap();
+    let cut: String = text
+        .lines()
+        .filter(|l| !l.starts_with("hardware") && !l.starts_with("precision"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(cut, text);
+    std::fs::write(&contract, cut).unwrap();
+    let a = goodput::audit::audit(&r.bundle.dir).unwrap();
+    assert_eq!(a.verdict, "directional");
+    let hardware_and_precision: Vec<String> = ["hardware", "precision"]
+        .iter()
+        .map(|f| {
+            format!("{f} unknown: the server did not say and [target.declared] does not state it")
+        })
+        .collect();
+    // The contract changed, so its target fingerprint no longer matches summary.json: that is
+    // reported too, as an inconsistency.
+    let (facts, other): (Vec<_>, Vec<_>) = a
+        .missing
+        .iter()
+        .cloned()
+        .partition(|m| !m.starts_with("inconsistent"));
+    assert_eq!(facts, hardware_and_precision);
+    assert_eq!(other.len(), 1, "{other:?}");
+    assert!(other[0].contains("fingerprints"), "{other:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_no_metadata_yields_a_complete_bundle_marked_absent() {
+    async fn chat() -> ([(&'static str, &'static str); 1], &'static str) {
+        let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi there\"}}]}\n\n\
+         data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n\
+         data: [DONE]\n\n";
+        ([("content-type", "text/event-stream")], body)
+    }
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route(
+            "/v1/models",
+            get(|| async { axum::Json(serde_json::json!({"data": [{"id": "bare"}]})) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let srv = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "[target]\nurl = \"{url}\"\n[load]\nmodel = \"open\"\nrate = 50\nrequests = 10\n[warmup]\nrequests = 0\n[slo]\nttft_ms = 100\n"
+    ));
+    let r = run_in(c, dir.path()).await;
+    for f in [
+        "contract.toml",
+        "command.json",
+        "environment.json",
+        "requests.jsonl",
+        "summary.json",
+        "report.md",
+    ] {
+        assert!(r.bundle.path(f).is_file(), "{f} missing");
+    }
+    assert!(!r.bundle.path("metrics.jsonl").exists());
+    let env = json(&r.bundle.path("environment.json"));
+    assert_eq!(
+        env["absent"],
+        serde_json::json!([
+            "engine",
+            "engine revision",
+            "model revision",
+            "hardware",
+            "precision"
+        ])
+    );
+    assert_eq!(
+        env["server_metrics"]["absent"],
+        format!("{url}/metrics answered HTTP 404")
+    );
+    for p in env["probes"].as_array().unwrap() {
+        if p["endpoint"] != "/v1/models" {
+            assert!(p["absent"].is_string(), "{p}");
+        }
+    }
+    assert!(r.records.iter().all(|x| x.is_ok()), "{:?}", r.records[0]);
+    assert!(r.summary.server.is_none());
+    let a = goodput::audit::audit(&r.bundle.dir).unwrap();
+    assert_eq!(a.verdict, "directional");
+    assert_eq!(a.missing.len(), 5, "{:?}", a.missing);
+    srv.abort();
+}
+
+#[test]
+fn audit_through_the_binary_reads_other_tools_and_refuses_garbage() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit");
+    let run = |p: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+            .arg("audit")
+            .arg(p)
+            .output()
+            .unwrap()
+    };
+    let out = run(&fixtures.join("vllm-bench-serve.json"));
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("vLLM bench serve result: DIRECTIONAL"),
+        "{text}"
+    );
+    assert!(text.contains("- missing: warm-up not stated"), "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("results.json");
+    std::fs::write(&junk, b"\x00\x01garbage").unwrap();
+    let out = run(&junk);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("results.json") && err.contains("unrecognised format"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
+}
