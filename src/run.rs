@@ -176,9 +176,14 @@ pub async fn run(
         vec![models, version],
     )
     .await;
-    let facts = Facts::resolve(&contract.target.declared, &probes);
     let network = crate::env::network_path(&base).await;
-    let mut environment = crate::env::document(&contract, &base, probes, &facts, network);
+    let client_host = crate::env::host();
+    let mut probes = probes;
+    probes.extend(crate::env::this_host(&client_host, &network));
+    probes.extend(crate::env::hash_model_file(&probes, &network).await);
+    let facts = Facts::resolve(&contract.target.declared, &probes);
+    let mut environment =
+        crate::env::document(&contract, &base, client_host, probes, &facts, network);
     // The server's own metrics, scraped before, during and after the load.
     let every = contract.measurement.server_metrics_interval.0;
     let scraper = match every > 0.0 {

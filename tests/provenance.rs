@@ -90,7 +90,7 @@ async fn environment_keeps_probes_facts_and_server_metrics_that_match_ground_tru
     let resolved = std::fs::read_to_string(&path).unwrap();
     let without = |text: &str| -> String {
         text.lines()
-            .filter(|l| !l.starts_with("hardware") && !l.starts_with("precision"))
+            .filter(|l| !l.starts_with("model_revision") && !l.starts_with("precision"))
             .map(|l| format!("{l}\n"))
             .collect()
     };
@@ -104,12 +104,13 @@ async fn environment_keeps_probes_facts_and_server_metrics_that_match_ground_tru
         a.missing
     );
 
-    // The same contract run without two declared facts: directional, listing exactly those two.
+    // The same contract run without two declared facts the server cannot state: directional,
+    // listing exactly those two. (Hardware would not do: a loopback target's is this host's.)
     let c = goodput::contract::parse(&without(&resolved), Path::new("cut.toml")).unwrap();
     let r = run_in(c, dir.path()).await;
     let a = goodput::audit::audit(&r.bundle.dir).unwrap();
     assert_eq!(a.verdict, "directional");
-    let expected: Vec<String> = ["hardware", "precision"]
+    let expected: Vec<String> = ["model revision", "precision"]
         .iter()
         .map(|f| {
             format!("{f} unknown: the server did not say and [target.declared] does not state it")
@@ -154,20 +155,14 @@ async fn a_server_with_no_metadata_yields_a_complete_bundle_marked_absent() {
     let env = json(&r.bundle.path("environment.json"));
     assert_eq!(
         env["absent"],
-        serde_json::json!([
-            "engine",
-            "engine revision",
-            "model revision",
-            "hardware",
-            "precision"
-        ])
+        serde_json::json!(["engine", "engine revision", "model revision", "precision"])
     );
     assert_eq!(
         env["server_metrics"]["absent"],
         format!("{url}/metrics answered HTTP 404")
     );
     for p in env["probes"].as_array().unwrap() {
-        if p["endpoint"] != "/v1/models" {
+        if p["endpoint"] != "/v1/models" && p["endpoint"] != "this host" {
             assert!(p["absent"].is_string(), "{p}");
         }
     }
@@ -175,7 +170,11 @@ async fn a_server_with_no_metadata_yields_a_complete_bundle_marked_absent() {
     assert!(r.summary.server.is_none());
     let a = goodput::audit::audit(&r.bundle.dir).unwrap();
     assert_eq!(a.verdict, "directional");
-    assert_eq!(a.missing.len(), 5, "{:?}", a.missing);
+    assert_eq!(a.missing.len(), 4, "{:?}", a.missing);
+    assert_eq!(
+        env["facts"]["facts"]["hardware"]["source"], "loopback this host",
+        "a loopback target runs on this host"
+    );
     srv.abort();
 }
 

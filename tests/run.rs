@@ -568,3 +568,83 @@ fn a_prediction_is_kept_before_the_run_checked_after_and_edits_show() {
         &["--predict", "unknown metric"],
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_without_usage_is_counted_by_the_client_and_says_so() {
+    // Imitates servers that never send usage in streams (llama-cpp-python, some proxies).
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "[workload]\noutput_tokens = {{ dist = \"fixed\", value = 9 }}\n[load]\nmodel = \"open\"\nrate = 50\nrequests = 20\n[warmup]\nrequests = 0\n{FAST_SIM}stream_usage = false\n"
+    ));
+    let r = run_in(c, dir.path()).await;
+    assert!(
+        r.records
+            .iter()
+            .all(|x| x.is_ok() && x.usage_completion_tokens.is_none())
+    );
+    let s = &r.summary;
+    assert_eq!(s.steady.output_token_source, "client");
+    assert_eq!(s.steady.lengths.output_reported_mean, None);
+    // The client's word count is exact on the simulator: lengths still match the plan.
+    assert!(r.records.iter().all(|x| x.client_output_tokens == 9));
+    assert_eq!(s.steady.output_length_mismatches, 0);
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.starts_with("Output tokens from client")),
+        "{:?}",
+        s.notes
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_longer_than_planned_at_the_server_earn_a_note() {
+    // A chat template and a real tokenizer make prompts longer than planned: imitated by a
+    // server that reports 50% more prompt tokens than it was sent.
+    async fn chat(body: String) -> ([(&'static str, &'static str); 1], String) {
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let words = v["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .split_whitespace()
+            .count();
+        let reported = words * 3 / 2;
+        let out = format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"a b\"}}}}]}}\n\n\
+             data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"length\"}}]}}\n\n\
+             data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":{reported},\"completion_tokens\":2}}}}\n\ndata: [DONE]\n\n"
+        );
+        ([("content-type", "text/event-stream")], out)
+    }
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route(
+            "/v1/models",
+            get(|| async { axum::Json(serde_json::json!({"data": [{"id": "m"}]})) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let srv = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "[target]\nurl = \"{url}\"\n[workload]\ninput_tokens = {{ dist = \"fixed\", value = 40 }}\noutput_tokens = {{ dist = \"fixed\", value = 2 }}\n[load]\nmodel = \"open\"\nrate = 50\nrequests = 10\n[warmup]\nrequests = 0\n"
+    ));
+    let r = run_in(c, dir.path()).await;
+    let l = &r.summary.steady.lengths;
+    assert_eq!(l.input_planned_mean, Some(40.0));
+    assert_eq!(l.input_reported_mean, Some(60.0));
+    assert!(
+        r.summary.notes.iter().any(|n| n
+            .starts_with("Input lengths as the server counted them differ")
+            && n.contains("(+50%)")),
+        "{:?}",
+        r.summary.notes
+    );
+    assert!(
+        !r.summary
+            .notes
+            .iter()
+            .any(|n| n.starts_with("Output lengths"))
+    );
+    srv.abort();
+}

@@ -259,6 +259,9 @@ pub struct Steady {
     pub errors: BTreeMap<String, u64>,
     /// Requests finished with `finish_reason` other than the planned length's.
     pub output_length_mismatches: u64,
+    /// Planned token lengths against what the server reported for them.
+    #[serde(default)]
+    pub lengths: LengthCheck,
     pub slo: Option<SloResult>,
     /// How many requests each reported percentile rests on, and how many it needs.
     pub support: Vec<Support>,
@@ -540,6 +543,7 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
     } else {
         0
     };
+    let lengths = length_check(&ok);
 
     let slo = c.slo.is_set().then(|| {
         let met = metrics.iter().filter(|m| meets_slo(c, m)).count() as u64;
@@ -703,6 +707,30 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
     notes.push(format!(
         "Output tokens from {output_token_source}; the client counts {counting}."
     ));
+    // Unenforced output lengths end where the model stops: only enforced ones are checked.
+    let enforced = c.workload.enforce_output_length;
+    for (what, planned, reported) in [
+        (
+            "Input",
+            lengths.input_planned_mean,
+            lengths.input_reported_mean,
+        ),
+        (
+            "Output",
+            lengths.output_planned_mean.filter(|_| enforced),
+            lengths.output_reported_mean,
+        ),
+    ] {
+        if let (Some(p), Some(r)) = (planned, reported)
+            && p > 0.0
+            && ((r - p) / p).abs() > LENGTH_TOLERANCE
+        {
+            notes.push(format!(
+                "{what} lengths as the server counted them differ from the plan: planned mean {p:.1} tokens, reported {r:.1} ({:+.0}%). The prompts are built for the simulator's tokenizer (one token per word) and a chat template adds tokens; compare results at the reported lengths.",
+                (r - p) / p * 100.0
+            ));
+        }
+    }
     if output_length_mismatches > 0 {
         notes.push(format!("{output_length_mismatches} steady requests returned an output length other than planned although it was enforced."));
     }
@@ -763,6 +791,7 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
             window_s,
             throughput,
             output_token_source,
+            lengths,
             errors,
             output_length_mismatches,
             slo,
@@ -783,6 +812,38 @@ fn warmup_rule(c: &Contract) -> String {
         ),
         (None, Some(d)) => format!("duration {d}"),
         (None, None) => format!("{} requests", c.warmup.requests),
+    }
+}
+
+/// Relative difference between planned and server-reported mean lengths that earns a note.
+const LENGTH_TOLERANCE: f64 = 0.10;
+
+/// Mean planned and server-reported token lengths of successful requests.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LengthCheck {
+    pub input_planned_mean: Option<f64>,
+    /// From `usage.prompt_tokens`, over the requests that reported it.
+    pub input_reported_mean: Option<f64>,
+    pub output_planned_mean: Option<f64>,
+    /// From `usage.completion_tokens`.
+    pub output_reported_mean: Option<f64>,
+}
+
+fn length_check(ok: &[&&Record]) -> LengthCheck {
+    let mean = |xs: Vec<f64>| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
+    LengthCheck {
+        input_planned_mean: mean(ok.iter().map(|r| r.input_tokens_planned as f64).collect()),
+        input_reported_mean: mean(
+            ok.iter()
+                .filter_map(|r| r.usage_prompt_tokens.map(f64::from))
+                .collect(),
+        ),
+        output_planned_mean: mean(ok.iter().map(|r| r.output_tokens_planned as f64).collect()),
+        output_reported_mean: mean(
+            ok.iter()
+                .filter_map(|r| r.usage_completion_tokens.map(f64::from))
+                .collect(),
+        ),
     }
 }
 

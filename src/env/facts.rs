@@ -23,6 +23,10 @@ pub const GRADED: [(&str, &str); 5] = [
     ("precision", "precision"),
 ];
 
+/// Evidence that suggests a fact rather than states it: the host a loopback target runs on
+/// suggests its hardware, but a declaration (which GPU the engine uses) is more specific.
+const INFERRED: [&str; 1] = ["this host"];
+
 /// One fact: its value, where it came from, and the declared value when that differs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fact {
@@ -52,6 +56,7 @@ impl Facts {
     /// `{endpoint, absent}`) and the contract's declarations.
     pub fn resolve(declared: &Declared, probes: &[Value]) -> Facts {
         let mut discovered: BTreeMap<String, Fact> = BTreeMap::new();
+        let mut inferred = Vec::new();
         for p in probes {
             let Some(answer) = p.get("answer").filter(|_| p.get("absent").is_none()) else {
                 continue;
@@ -59,6 +64,9 @@ impl Facts {
             let endpoint = p["endpoint"].as_str().unwrap_or_default();
             let method = p["method"].as_str().unwrap_or("GET");
             let source = format!("{method} {endpoint}");
+            if INFERRED.contains(&endpoint) {
+                inferred.push(source.clone());
+            }
             for (name, value) in extract(endpoint, answer) {
                 // The first endpoint to say a fact keeps it: probes run most specific first.
                 discovered.entry(name.to_owned()).or_insert(Fact {
@@ -75,6 +83,14 @@ impl Facts {
         for (name, value) in declared_pairs(declared) {
             let Some(value) = value else { continue };
             match out.facts.get_mut(name) {
+                // An inferred fact yields to a declared one without dispute.
+                Some(found) if inferred.contains(&found.source) => {
+                    *found = Fact {
+                        value: value.clone(),
+                        source: "declared".into(),
+                        declared: None,
+                    };
+                }
                 Some(found) if !agree(&found.value, value) => {
                     out.disagreements.push(format!(
                         "declared {name} `{value}` but {} says `{}`",
@@ -201,12 +217,45 @@ fn extract(endpoint: &str, a: &Value) -> Vec<(&'static str, String)> {
         }
         "/props" => {
             put("engine", Some("llama.cpp".into()));
-            put("engine_revision", s(&a["build_info"]));
-            put("model", s(&a["model_path"]));
+            // A build without its number and commit (`b0-unknown`, as pip wheels report) does
+            // not identify a revision; the declared one is kept instead.
+            put(
+                "engine_revision",
+                s(&a["build_info"]).filter(|b| !b.contains("unknown")),
+            );
+            put("model_file", s(&a["model_path"]));
+            put("precision", s(&a["model_ftype"]));
             put("slots", s(&a["total_slots"]));
             put(
                 "max_model_len",
                 s(&a["default_generation_settings"]["n_ctx"]),
+            );
+        }
+        // Not an endpoint: a loopback target's hardware is this host's.
+        "this host" => {
+            let gpus: Vec<String> = a["gpus"]
+                .as_array()
+                .map(|g| g.iter().filter_map(|d| s(&d["name"])).collect())
+                .unwrap_or_default();
+            put(
+                "hardware",
+                s(&a["cpu_model"]).map(|cpu| {
+                    let mut h = format!("{cpu}, {} CPUs", a["cpus"]);
+                    if let Some(m) = a["memory_bytes"].as_u64() {
+                        h += &format!(", {} GiB", m >> 30);
+                    }
+                    if !gpus.is_empty() {
+                        h += &format!(", GPUs: {}", gpus.join(", "));
+                    }
+                    h + " (this host: loopback target)"
+                }),
+            );
+        }
+        // Not an endpoint: the client's own SHA-256 of the model file a loopback server named.
+        "model file" => {
+            put(
+                "model_revision",
+                s(&a["sha256"]).map(|h| format!("sha256:{h}")),
             );
         }
         "/api/version" => {
@@ -301,6 +350,29 @@ mod tests {
         assert_eq!(f.get("engine_revision"), Some("b6123-e4aa2b0c"));
         assert_eq!(f.get("slots"), Some("4"));
         assert_eq!(f.get("max_model_len"), Some("8192"));
+        assert_eq!(f.get("precision"), Some("Q4_K - Medium"));
+        assert_eq!(
+            f.get("model_file"),
+            Some("/models/gemma-3-270m-Q4_K_M.gguf")
+        );
+    }
+
+    #[test]
+    fn an_anonymous_build_is_no_revision_and_a_file_hash_is_one() {
+        let mut props = fixture("llamacpp-props");
+        props["build_info"] = json!("b0-unknown");
+        let hash = json!({ "endpoint": "model file", "method": "sha256", "status": 200,
+                           "answer": { "path": "/m.gguf", "bytes": 3, "sha256": "ab12" } });
+        let declared = Declared {
+            engine_revision: Some("xllamacpp 2026.10.11549".into()),
+            ..Declared::default()
+        };
+        let f = Facts::resolve(&declared, &[probe("/props", props), hash]);
+        assert_eq!(f.get("engine_revision"), Some("xllamacpp 2026.10.11549"));
+        assert_eq!(f.facts["engine_revision"].source, "declared");
+        assert_eq!(f.get("model_revision"), Some("sha256:ab12"));
+        assert_eq!(f.facts["model_revision"].source, "sha256 model file");
+        assert!(f.disagreements.is_empty());
     }
 
     #[test]

@@ -142,6 +142,52 @@ pub async fn network_path(base: &str) -> Value {
     json!({ "path": kind, "host": host, "tcp_connect_rtt_ms": rtts.get(rtts.len() / 2) })
 }
 
+/// A loopback target runs on this host: its hardware is this host's, kept as evidence beside the
+/// probes (CPU, core count, memory, GPUs).
+pub fn this_host(client: &Value, network: &Value) -> Option<Value> {
+    (network["path"] == "loopback").then(|| {
+        json!({ "endpoint": "this host", "method": "loopback", "status": 200, "answer": {
+            "cpu_model": client["cpu_model"], "cpus": client["cpus"],
+            "memory_bytes": client["memory_bytes"], "gpus": client["gpus"]["devices"],
+        }})
+    })
+}
+
+/// Model files above this size are not hashed (the hash would delay the run by minutes).
+const MAX_HASHED_MODEL_BYTES: u64 = 4 << 30;
+
+/// When the target is on this host and names its model file (llama.cpp's `/props`
+/// `model_path`), the file's SHA-256: the model's revision, as evidence kept beside the probes.
+pub async fn hash_model_file(probes: &[Value], network: &Value) -> Option<Value> {
+    if network["path"] != "loopback" {
+        return None;
+    }
+    let path = probes
+        .iter()
+        .find(|p| p["endpoint"] == "/props" && p.get("absent").is_none())?["answer"]["model_path"]
+        .as_str()?
+        .to_owned();
+    let bytes = std::fs::metadata(&path).ok()?.len();
+    if bytes > MAX_HASHED_MODEL_BYTES {
+        return Some(json!({ "endpoint": "model file", "method": "sha256",
+            "absent": format!("{path}: {bytes} bytes, above the {MAX_HASHED_MODEL_BYTES}-byte hashing limit") }));
+    }
+    let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<(String, String)> {
+        use sha2::{Digest, Sha256};
+        let mut f = std::fs::File::open(&path)?;
+        let mut h = Sha256::new();
+        std::io::copy(&mut f, &mut h)?;
+        Ok((path, format!("{:x}", h.finalize())))
+    })
+    .await
+    .ok()?;
+    Some(match hashed {
+        Ok((path, sha)) => json!({ "endpoint": "model file", "method": "sha256", "status": 200,
+            "answer": { "path": path, "bytes": bytes, "sha256": sha } }),
+        Err(e) => json!({ "endpoint": "model file", "method": "sha256", "absent": e.to_string() }),
+    })
+}
+
 /// GETs `base + path`; the JSON (or text) answer, or why there was none.
 pub async fn probe(http: &reqwest::Client, base: &str, path: &str, key: Option<&str>) -> Value {
     let url = format!("{}{path}", base.trim_end_matches('/'));
@@ -181,6 +227,7 @@ pub fn first_model(models_probe: &Value) -> Option<String> {
 pub fn document(
     c: &Contract,
     base: &str,
+    client: Value,
     probes: Vec<Value>,
     facts: &facts::Facts,
     network: Value,
@@ -191,7 +238,7 @@ pub fn document(
         .map(|(_, name)| *name)
         .collect();
     json!({
-        "client": host(),
+        "client": client,
         "network": network,
         "target": {
             "kind": if c.embedded() { "embedded simulator" } else { "external" },

@@ -61,6 +61,10 @@ pub struct SimConfig {
     pub warmup_slowdown: f64,
     /// Steps over which the warm-up penalty decays.
     pub warmup_steps: u64,
+    /// Whether a stream honours `stream_options.include_usage` with a final usage-only chunk.
+    /// `false` imitates servers that never report usage in streams (llama-cpp-python's server,
+    /// some proxies): the client must then count tokens itself and say so.
+    pub stream_usage: bool,
     /// Faults on demand; all off by default.
     pub faults: Faults,
 }
@@ -111,6 +115,7 @@ impl Default for SimConfig {
             load_time_ms: 0.0,
             warmup_slowdown: 1.0,
             warmup_steps: 0,
+            stream_usage: true,
             faults: Faults::default(),
         }
     }

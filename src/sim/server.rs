@@ -609,7 +609,8 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         finish_reason: plan.finish_reason,
     };
     if req.stream {
-        let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
+        let include_usage =
+            out.shared.cfg.stream_usage && req.stream_options.is_some_and(|o| o.include_usage);
         stream_response(out, rx, include_usage, drop_after, malformed_at)
     } else {
         full_response(out, rx).await

