@@ -47,7 +47,15 @@ async fn same_contract_is_no_difference_and_a_slower_decode_is_worse() {
 
     let same = compare(&sa, &sb, 0.05);
     assert!(same.refused.is_empty() && same.diffs.is_empty());
-    for m in same.metrics.iter().filter(|m| m.a.is_some()) {
+    // Tails of 60 requests a run move with whatever else shares these 2 cores (other test
+    // binaries run alongside): the claim is checked on medians and rates, which that noise does
+    // not move by 5%.
+    let robust = |name: &str| !name.contains("p99");
+    for m in same
+        .metrics
+        .iter()
+        .filter(|m| m.a.is_some() && robust(&m.metric))
+    {
         assert_eq!(m.verdict, "no significant difference", "{m:?}");
         assert_eq!(m.method, "welch over runs");
     }

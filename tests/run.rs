@@ -117,12 +117,15 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
             "/info",
             "/props",
             "/api/version",
-            "/api/tags"
+            "/api/tags",
+            "this host"
         ]
     );
     assert_eq!(probes[1]["answer"]["engine"], "goodput-sim");
     assert!(
-        probes[2..].iter().all(|p| p["absent"].is_string()),
+        probes[2..probes.len() - 1]
+            .iter()
+            .all(|p| p["absent"].is_string()),
         "the simulator has no SGLang/TGI/llama.cpp endpoints"
     );
     assert_eq!(env["network"]["path"], "loopback");
