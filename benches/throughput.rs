@@ -81,7 +81,7 @@ async fn drive_warm(
 ) -> RunResult {
     let src = format!(
         "name = \"bench\"\n[target]\nurl = \"{}\"\ntimeout = \"600s\"\n[workload]\ninput_tokens = {{ dist = \"fixed\", value = {input} }}\n\
-         output_tokens = {{ dist = \"fixed\", value = {output} }}\n[load]\n{load}\n[warmup]\nrequests = {warmup}\n[measurement]\nclient_token_count = \"words\"\n",
+         output_tokens = {{ dist = \"fixed\", value = {output} }}\n[load]\n{load}\n[warmup]\nrequests = {warmup}\n[measurement]\nclient_token_count = \"words\"\nserver_metrics_interval = 0\n",
         sim.url
     );
     let c = contract::parse(&src, Path::new("bench.toml")).expect("bench contract");
@@ -228,166 +228,182 @@ fn main() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let mut ok = true;
+    // `cargo bench --bench throughput -- lag ttft` runs only the scenarios named.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let want = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
     rt.block_on(async {
         // 1. Simulator streaming rate to one client: 64 streams of 4,000 tokens.
-        let sim = Sim::start(&[]);
-        let r = drive(
-            &sim,
-            "model = \"closed\"\nconcurrency = 64\nrequests = 256",
-            16,
-            4000,
-            dir.path(),
-        )
-        .await;
-        assert!(r.records.iter().all(|x| x.is_ok()));
-        report(
-            &mut ok,
-            "simulator → client streamed tokens/s (64 streams)",
-            tokens_per_s(&r),
-            "tok/s",
-            tokens_per_s(&r) >= 200_000.0,
-            ">= 200000",
-        );
-        drop(sim);
+        if want("tokens") {
+            let sim = Sim::start(&[]);
+            let r = drive(
+                &sim,
+                "model = \"closed\"\nconcurrency = 64\nrequests = 256",
+                16,
+                4000,
+                dir.path(),
+            )
+            .await;
+            assert!(r.records.iter().all(|x| x.is_ok()));
+            report(
+                &mut ok,
+                "simulator → client streamed tokens/s (64 streams)",
+                tokens_per_s(&r),
+                "tok/s",
+                tokens_per_s(&r) >= 200_000.0,
+                ">= 200000",
+            );
+            drop(sim);
+        }
 
         // 2. The client at 5,000 concurrent streams.
-        let sim = Sim::start(&[]);
-        let r = drive(
-            &sim,
-            "model = \"closed\"\nconcurrency = 5000\nrequests = 5000",
-            16,
-            300,
-            dir.path(),
-        )
-        .await;
-        let failed = r.records.iter().filter(|x| !x.is_ok()).count();
-        let peak = peak_in_flight(&r);
-        report(
-            &mut ok,
-            &format!("client: peak concurrent streams ({failed} failed)"),
-            peak as f64,
-            "streams",
-            peak >= 5000 && failed == 0,
-            ">= 5000",
-        );
-        report(
-            &mut ok,
-            "client: streamed tokens/s at 5,000 streams",
-            tokens_per_s(&r),
-            "tok/s",
-            tokens_per_s(&r) >= 200_000.0,
-            ">= 200000",
-        );
-        drop(sim);
+        if want("streams") {
+            let sim = Sim::start(&[]);
+            let r = drive(
+                &sim,
+                "model = \"closed\"\nconcurrency = 5000\nrequests = 5000",
+                16,
+                300,
+                dir.path(),
+            )
+            .await;
+            let failed = r.records.iter().filter(|x| !x.is_ok()).count();
+            let peak = peak_in_flight(&r);
+            report(
+                &mut ok,
+                &format!("client: peak concurrent streams ({failed} failed)"),
+                peak as f64,
+                "streams",
+                peak >= 5000 && failed == 0,
+                ">= 5000",
+            );
+            report(
+                &mut ok,
+                "client: streamed tokens/s at 5,000 streams",
+                tokens_per_s(&r),
+                "tok/s",
+                tokens_per_s(&r) >= 200_000.0,
+                ">= 200000",
+            );
+            drop(sim);
+        }
 
         // 3. TTFT the client adds with 64 streams in flight, against a server whose first token
         //    is instant: everything measured is client (and loopback) overhead. Tails on a noisy
         //    2-core machine vary from run to run: the median of three runs is judged.
-        let sim = spawn_instant_server();
-        let (mut p99s, mut p50s) = (vec![], vec![]);
-        for _ in 0..3 {
-            // Warm-up: the first 128 requests include opening 64 connections in the same instant.
-            let r = drive_warm(
-                &sim,
-                "model = \"closed\"\nconcurrency = 64\nrequests = 1280",
-                64,
-                128,
-                128,
-                dir.path(),
-            )
-            .await;
-            assert!(
-                r.records.iter().all(|x| x.is_ok()),
-                "{:?}",
-                r.records.iter().find(|x| !x.is_ok())
+        if want("ttft") {
+            let sim = spawn_instant_server();
+            let (mut p99s, mut p50s) = (vec![], vec![]);
+            for _ in 0..3 {
+                // Warm-up: the first 128 requests include opening 64 connections in the same instant.
+                let r = drive_warm(
+                    &sim,
+                    "model = \"closed\"\nconcurrency = 64\nrequests = 1280",
+                    64,
+                    128,
+                    128,
+                    dir.path(),
+                )
+                .await;
+                assert!(
+                    r.records.iter().all(|x| x.is_ok()),
+                    "{:?}",
+                    r.records.iter().find(|x| !x.is_ok())
+                );
+                let d = r.summary.steady.stats.ttft_ms.as_ref().expect("ttft");
+                p99s.push(d.p99);
+                p50s.push(d.p50);
+            }
+            report_median(
+                &mut ok,
+                "client: TTFT p99 at concurrency 64, instant server",
+                &mut p50s,
+                &mut p99s,
+                2.0,
             );
-            let d = r.summary.steady.stats.ttft_ms.as_ref().expect("ttft");
-            p99s.push(d.p99);
-            p50s.push(d.p50);
+            drop(sim);
         }
-        report_median(
-            &mut ok,
-            "client: TTFT p99 at concurrency 64, instant server",
-            &mut p50s,
-            &mut p99s,
-            2.0,
-        );
-        drop(sim);
 
         // 3b. For information: against the simulator at concurrency 64 (2 ms steps), client TTFT
         //     minus the simulator's ground truth. This also contains the server's own delivery of
         //     each step's 64-chunk burst, which a real engine has too; it is not a target.
-        let gt_path = dir.path().join("gt.jsonl");
-        let sim = Sim::start(&[
-            "--ground-truth",
-            gt_path.to_str().expect("utf-8 path"),
-            "--set",
-            "decode_base_ms=2",
-        ]);
-        let r = drive(
-            &sim,
-            "model = \"closed\"\nconcurrency = 64\nrequests = 1280",
-            64,
-            128,
-            dir.path(),
-        )
-        .await;
-        drop(sim);
-        let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> =
-            std::fs::read_to_string(&gt_path)
-                .expect("ground truth")
-                .lines()
-                .filter_map(|l| serde_json::from_str::<goodput::sim::GroundTruth>(l).ok())
-                .filter_map(|g| Some((g.request_id.clone()?, g)))
-                .collect();
-        let mut added: Vec<f64> = r
-            .records
-            .iter()
-            .filter_map(|x| {
-                let g = gt.get(&x.request_id)?;
-                let client = (x.first_token_us? - x.sent_us?) as f64 / 1000.0;
-                let server = (g.first_token_us? - g.arrival_us) as f64 / 1000.0;
-                Some(client - server)
-            })
-            .collect();
-        added.sort_by(f64::total_cmp);
-        let p50 = goodput::analyze::percentile_sorted(&added, 50.0).unwrap_or(f64::NAN);
-        let p99 = goodput::analyze::percentile_sorted(&added, 99.0).unwrap_or(f64::NAN);
-        println!(
-            "{:<58} {p99:>12.1} {:<8} (p50 {p50:.3} ms; information, see comment)",
-            "client TTFT − simulator ground truth at c=64, p99", "ms"
-        );
-
-        // 4. Dispatch lag of the open-loop schedule at 1,000 req/s (median of three runs).
-        let sim = Sim::start(&[]);
-        let (mut p99s, mut p50s) = (vec![], vec![]);
-        for _ in 0..3 {
+        if want("ttft-gt") {
+            let gt_path = dir.path().join("gt.jsonl");
+            let sim = Sim::start(&[
+                "--ground-truth",
+                gt_path.to_str().expect("utf-8 path"),
+                "--set",
+                "decode_base_ms=2",
+            ]);
             let r = drive(
                 &sim,
-                "model = \"open\"\narrival = \"poisson\"\nrate = 1000\nrequests = 8000",
-                32,
-                8,
+                "model = \"closed\"\nconcurrency = 64\nrequests = 1280",
+                64,
+                128,
                 dir.path(),
             )
             .await;
-            let lag = r
-                .summary
-                .steady
-                .stats
-                .dispatch_lag_ms
-                .as_ref()
-                .expect("lag");
-            p99s.push(lag.p99);
-            p50s.push(lag.p50);
+            drop(sim);
+            let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> =
+                std::fs::read_to_string(&gt_path)
+                    .expect("ground truth")
+                    .lines()
+                    .filter_map(|l| serde_json::from_str::<goodput::sim::GroundTruth>(l).ok())
+                    .filter_map(|g| Some((g.request_id.clone()?, g)))
+                    .collect();
+            let mut added: Vec<f64> = r
+                .records
+                .iter()
+                .filter_map(|x| {
+                    let g = gt.get(&x.request_id)?;
+                    let client = (x.first_token_us? - x.sent_us?) as f64 / 1000.0;
+                    let server = (g.first_token_us? - g.arrival_us) as f64 / 1000.0;
+                    Some(client - server)
+                })
+                .collect();
+            added.sort_by(f64::total_cmp);
+            let p50 = goodput::analyze::percentile_sorted(&added, 50.0).unwrap_or(f64::NAN);
+            let p99 = goodput::analyze::percentile_sorted(&added, 99.0).unwrap_or(f64::NAN);
+            println!(
+                "{:<58} {p99:>12.1} {:<8} (p50 {p50:.3} ms; information, see comment)",
+                "client TTFT − simulator ground truth at c=64, p99", "ms"
+            );
         }
-        report_median(
-            &mut ok,
-            "driver: dispatch lag p99 at 1,000 req/s open",
-            &mut p50s,
-            &mut p99s,
-            2.0,
-        );
-        drop(sim);
+
+        // 4. Dispatch lag of the open-loop schedule at 1,000 req/s (median of three runs).
+        if want("lag") {
+            let sim = Sim::start(&[]);
+            let (mut p99s, mut p50s) = (vec![], vec![]);
+            for _ in 0..3 {
+                let r = drive(
+                    &sim,
+                    "model = \"open\"\narrival = \"poisson\"\nrate = 1000\nrequests = 8000",
+                    32,
+                    8,
+                    dir.path(),
+                )
+                .await;
+                let lag = r
+                    .summary
+                    .steady
+                    .stats
+                    .dispatch_lag_ms
+                    .as_ref()
+                    .expect("lag");
+                p99s.push(lag.p99);
+                p50s.push(lag.p50);
+            }
+            report_median(
+                &mut ok,
+                "driver: dispatch lag p99 at 1,000 req/s open",
+                &mut p50s,
+                &mut p99s,
+                2.0,
+            );
+            drop(sim);
+        }
     });
     if !ok {
         std::process::exit(1);
