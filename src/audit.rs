@@ -288,6 +288,10 @@ fn same(a: Option<&Value>, b: Option<&Value>) -> bool {
     }
 }
 
+/// Other tools' results carry speed figures only.
+const QUALITY_MISSING: &str =
+    "no quality check: no accuracy or output-consistency figure stands beside the speed figures";
+
 /// Metadata keys a `--metadata KEY=VALUE` may add to a vLLM result, per fact we look for.
 const VLLM_METADATA: [(&str, &[&str], &str); 5] = [
     (
@@ -428,6 +432,7 @@ fn vllm(path: &Path, v: &Value) -> anyhow::Result<Audit> {
         "measurement",
         "latency from the actual send; TTFT to the first non-empty chunk; percentiles as saved",
     );
+    a.missing.push(QUALITY_MISSING.into());
     if let Some(failed) = v["failed"].as_u64().filter(|f| *f > 0) {
         a.limits.push(format!("{failed} requests failed"));
     }
@@ -517,6 +522,7 @@ fn guidellm(path: &Path, v: &Value) -> anyhow::Result<Audit> {
         a.missing.push("warm-up not stated".into());
         a.axis("warm-up", "not stated");
     }
+    a.missing.push(QUALITY_MISSING.into());
     a.missing.push("no SLO: goodput undefined".into());
     a.axis("slo", "none");
     a.axis(
@@ -567,10 +573,15 @@ mod tests {
     fn vllm_result_with_metadata_and_goodput_lacks_less() {
         let a = audit(&fixture("vllm-bench-serve-detailed.json")).unwrap();
         assert_eq!(a.verdict, "directional");
-        // Stated through --metadata, --goodput and --save-detailed; warm-up is never recorded.
-        assert_eq!(a.missing, vec![
-            "warm-up not stated: the result does not say which requests, if any, were excluded as warm-up".to_owned()
-        ]);
+        // Stated through --metadata, --goodput and --save-detailed; warm-up and quality are
+        // never recorded.
+        assert_eq!(
+            a.missing,
+            vec![
+                "warm-up not stated: the result does not say which requests, if any, were excluded as warm-up".to_owned(),
+                QUALITY_MISSING.to_owned(),
+            ]
+        );
         assert!(
             a.axes
                 .iter()

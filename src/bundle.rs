@@ -21,6 +21,8 @@ pub const PREDICTION: &str = "prediction.json";
 pub const ENVIRONMENT: &str = "environment.json";
 /// The target's `/metrics` scrapes, one JSON line per scrape, appended as taken.
 pub const METRICS: &str = "metrics.jsonl";
+/// `[quality] mode = "reference"`: the reference set, copied in.
+pub const REFERENCES: &str = "references.jsonl";
 
 #[derive(Debug, Clone)]
 pub struct Bundle {

@@ -64,6 +64,9 @@ pub enum Command {
         /// Print Markdown (for a pull request) instead of the terminal table.
         #[arg(long)]
         markdown: bool,
+        /// Exit 0 even when quality was not held constant (the report still says so).
+        #[arg(long)]
+        allow_quality_change: bool,
     },
     /// Write a commented example contract.
     Init {
@@ -227,6 +230,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             noise,
             json,
             markdown,
+            allow_quality_change,
         } => {
             let sides = bundles
                 .iter()
@@ -250,6 +254,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if refused > 0 {
                 bail!(
                     "{refused} of {} comparisons refused: their contracts differ in more than the variable under test",
+                    comparisons.len()
+                );
+            }
+            let unheld = comparisons.iter().filter(|c| !c.quality.held()).count();
+            if unheld > 0 && !allow_quality_change {
+                bail!(
+                    "{unheld} of {} comparisons did not hold quality constant (shown above); pass --allow-quality-change to accept that",
                     comparisons.len()
                 );
             }

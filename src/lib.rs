@@ -16,6 +16,7 @@ pub mod driver;
 pub mod env;
 pub mod plan;
 pub mod predict;
+pub mod quality;
 pub mod record;
 pub mod report;
 pub mod run;

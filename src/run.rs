@@ -12,9 +12,11 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::analyze::{Inputs, Summary, summarize};
-use crate::bundle::{Bundle, COLD_START, CONTRACT, ENVIRONMENT, METRICS, PREDICTION, REQUESTS};
+use crate::bundle::{
+    Bundle, COLD_START, CONTRACT, ENVIRONMENT, METRICS, PREDICTION, REFERENCES, REQUESTS,
+};
 use crate::client::openai::OpenAi;
-use crate::client::{Client, http_pool};
+use crate::client::{Client, KeepOutput, http_pool};
 use crate::coldstart::Launched;
 use crate::contract::{ApiKind, ClientTokenCount, Contract};
 use crate::driver::Driver;
@@ -131,6 +133,12 @@ pub async fn run(
         Some(b) => b,
         None => new_bundle(&opts, &contract)?,
     };
+    // A reference set travels with the bundle, so the bundle alone recomputes its scores.
+    if let Some(src) = contract.quality.references.clone() {
+        std::fs::copy(&src, bundle.path(REFERENCES))
+            .with_context(|| format!("copying {} into the bundle", src.display()))?;
+        contract.quality.references = Some(REFERENCES.into());
+    }
     bundle.write(CONTRACT, &contract.to_toml())?;
     // A prediction is written, and its hash recorded, before the first request is sent.
     let prediction = match &contract.prediction {
@@ -212,19 +220,28 @@ pub async fn run(
         ApiKind::OpenAiChat => OpenAi::Chat,
         ApiKind::OpenAiCompletions => OpenAi::Completions,
     };
-    let client = Arc::new(Client::new(
-        http,
-        &base,
-        api_key,
-        Box::new(adapter),
-        contract
-            .measurement
-            .client_token_count
-            .unwrap_or(ClientTokenCount::Chunks),
-        Duration::from_secs_f64(contract.target.timeout.seconds()),
-        contract.workload.stream,
-        started,
-    ));
+    let q = &contract.quality;
+    let keep = match (q.records_output(), q.keeps_text()) {
+        (false, _) => KeepOutput::Nothing,
+        (true, true) => KeepOutput::Text,
+        (true, false) => KeepOutput::Digest,
+    };
+    let client = Arc::new(
+        Client::new(
+            http,
+            &base,
+            api_key,
+            Box::new(adapter),
+            contract
+                .measurement
+                .client_token_count
+                .unwrap_or(ClientTokenCount::Chunks),
+            Duration::from_secs_f64(contract.target.timeout.seconds()),
+            contract.workload.stream,
+            started,
+        )
+        .keep_output(keep),
+    );
     let run_id = bundle
         .dir
         .file_name()

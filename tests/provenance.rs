@@ -31,7 +31,7 @@ async fn environment_keeps_probes_facts_and_server_metrics_that_match_ground_tru
         "name = \"prov\"\n[target]\nurl = \"{}\"\n[target.declared]\nengine = \"goodput-sim\"\nmodel_revision = \"r1\"\nhardware = \"2 vCPU\"\nprecision = \"none (simulated)\"\n\
          [workload]\nseed = 3\ninput_tokens = {{ dist = \"fixed\", value = 40 }}\noutput_tokens = {{ dist = \"fixed\", value = 10 }}\n\
          [load]\nmodel = \"open\"\nrate = 55\nrequests = 220\n[warmup]\nrequests = 0\n[slo]\nttft_ms = 1000\n\
-         [measurement]\nserver_metrics_interval = \"250ms\"\n",
+         [measurement]\nserver_metrics_interval = \"250ms\"\n[quality]\nmode = \"consistency\"\n",
         server.base_url()
     ));
     let r = run_in(c, dir.path()).await;
@@ -170,7 +170,8 @@ async fn a_server_with_no_metadata_yields_a_complete_bundle_marked_absent() {
     assert!(r.summary.server.is_none());
     let a = goodput::audit::audit(&r.bundle.dir).unwrap();
     assert_eq!(a.verdict, "directional");
-    assert_eq!(a.missing.len(), 4, "{:?}", a.missing);
+    assert_eq!(a.missing.len(), 5, "{:?}", a.missing);
+    assert!(a.missing.iter().any(|m| m.starts_with("no quality check")));
     assert_eq!(
         env["facts"]["facts"]["hardware"]["source"], "loopback this host",
         "a loopback target runs on this host"

@@ -69,6 +69,8 @@ ttft_ms = 3000
 tpot_ms = 250
 [measurement]
 server_metrics_interval = "200ms"
+[quality]
+mode = "consistency"
 "#,
         version = engine_version()
     )

@@ -23,7 +23,7 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
     let dir = tempfile::tempdir().unwrap();
     let c = parse(&format!(
         "name = \"open\"\n[workload]\nseed = 5\ninput_tokens = {{ dist = \"uniform\", min = 20, max = 80 }}\noutput_tokens = {{ dist = \"fixed\", value = 12 }}\n\
-         [load]\nmodel = \"open\"\nrate = 40\nrequests = 80\n[warmup]\nrequests = 5\n[slo]\nttft_ms = 500\ntpot_ms = 100\n{FAST_SIM}"
+         [load]\nmodel = \"open\"\nrate = 40\nrequests = 80\n[warmup]\nrequests = 5\n[slo]\nttft_ms = 500\ntpot_ms = 100\n[quality]\nmode = \"consistency\"\n{FAST_SIM}"
     ));
     let r = run_in(c, dir.path()).await;
     for f in [

@@ -207,6 +207,9 @@ pub struct Summary {
     /// Expectations written before the run, against what was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predictions: Option<crate::predict::Check>,
+    /// Output quality beside the speed figures (`[quality]`; absent in mode `none`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<crate::quality::QualityResult>,
     /// The server's own metrics over the steady window, when it publishes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<server::ServerSide>,
@@ -798,6 +801,12 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
             support,
         },
         predictions: None,
+        quality: crate::quality::summarize(
+            c.quality.mode,
+            c.quality.scoring,
+            &c.quality.items,
+            records,
+        ),
         server: window.and_then(|(a, b)| server::derive(scrapes, a as f64 / 1e6, b as f64 / 1e6)),
     }
 }
@@ -884,6 +893,12 @@ fn grade(c: &Contract, records: &[Record], facts: Option<&Facts>) -> Grade {
     if !c.slo.is_set() {
         missing.push("no SLO: goodput undefined".to_owned());
     }
+    if c.quality.mode == crate::contract::QualityMode::None {
+        missing.push(
+            "no quality check: outputs are neither kept for comparison nor scored ([quality] mode = \"none\")"
+                .to_owned(),
+        );
+    }
     Grade {
         verdict: if missing.is_empty() {
             "comparable"
@@ -931,6 +946,8 @@ mod tests {
             http_status: Some(200),
             response_id: None,
             finish_reason: Some("length".into()),
+            output_digest: None,
+            output_text: None,
         }
     }
 

@@ -72,6 +72,16 @@ pub struct Client {
     timeout: Duration,
     stream: bool,
     epoch: Instant,
+    keep: KeepOutput,
+}
+
+/// What of the generated text a record keeps (`[quality]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KeepOutput {
+    #[default]
+    Nothing,
+    Digest,
+    Text,
 }
 
 impl std::fmt::Debug for Client {
@@ -121,6 +131,24 @@ impl Client {
             timeout,
             stream,
             epoch,
+            keep: KeepOutput::Nothing,
+        }
+    }
+
+    /// Keeps the generated text's digest (and the text) in every successful record.
+    pub fn keep_output(mut self, keep: KeepOutput) -> Client {
+        self.keep = keep;
+        self
+    }
+
+    fn keep(&self, rec: &mut Record, text: Option<&str>) {
+        if self.keep == KeepOutput::Nothing {
+            return;
+        }
+        let text = text.unwrap_or_default();
+        rec.output_digest = Some(crate::quality::digest(text));
+        if self.keep == KeepOutput::Text {
+            rec.output_text = Some(text.to_owned());
         }
     }
 
@@ -228,6 +256,7 @@ impl Client {
                     }
                     if state.done {
                         rec.end_us = Some(now);
+                        self.keep(rec, state.text.as_deref());
                         return;
                     }
                 }
@@ -250,6 +279,8 @@ impl Client {
                             "stream ended without [DONE] or a finish_reason",
                             now,
                         );
+                    } else {
+                        self.keep(rec, state.text.as_deref());
                     }
                     return;
                 }
@@ -292,6 +323,9 @@ impl Client {
             rec.usage_completion_tokens = u.completion_tokens.or(rec.usage_completion_tokens);
         }
         if let Some(text) = ev.text.filter(|t| !t.is_empty()) {
+            if self.keep != KeepOutput::Nothing {
+                st.text.get_or_insert_with(String::new).push_str(&text);
+            }
             let n = self.count(&text);
             rec.first_token_us.get_or_insert(now);
             rec.chunks.push((now, n));
@@ -310,6 +344,7 @@ impl Client {
                     rec.usage_completion_tokens = u.completion_tokens;
                 }
                 rec.client_output_tokens = ev.text.as_deref().map_or(0, |t| self.count(t));
+                self.keep(rec, ev.text.as_deref());
             }
             Err(msg) => rec.fail(Outcome::Malformed, msg, now),
         }
@@ -327,6 +362,8 @@ impl Client {
 #[derive(Default)]
 struct StreamState {
     done: bool,
+    /// The generated text so far, when it is kept.
+    text: Option<String>,
     failure: Option<(Outcome, String)>,
     whole: Vec<u8>,
 }

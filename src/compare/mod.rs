@@ -317,17 +317,107 @@ pub struct Comparison {
     /// Empty when the comparison proceeds.
     pub refused: Vec<String>,
     pub metrics: Vec<MetricComparison>,
+    /// Whether output quality was held constant, and the figures that say so.
+    pub quality: QualityGuard,
+}
+
+/// The quality guard: a faster result with different outputs is not a win.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QualityGuard {
+    /// `held`, `not held` or `unchecked` (`[quality] mode = "none"`).
+    pub status: String,
+    /// What was measured, in words.
+    pub detail: String,
+    /// `consistency`: the request-by-request agreement of the first runs of each side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consistency: Option<crate::quality::Consistency>,
+}
+
+impl QualityGuard {
+    pub fn held(&self) -> bool {
+        self.status != "not held"
+    }
+}
+
+/// Checks that `other`'s outputs are those of `baseline` (consistency) or score as well
+/// (reference), by the baseline contract's tolerances.
+pub fn quality_guard(baseline: &Side, other: &Side) -> QualityGuard {
+    use crate::contract::QualityMode;
+    let q = &baseline.contract.quality;
+    let unchecked = |detail: &str| QualityGuard {
+        status: "unchecked".into(),
+        detail: detail.into(),
+        consistency: None,
+    };
+    match q.mode {
+        QualityMode::None => unchecked(
+            "[quality] mode = \"none\": outputs were not kept, so quality is not known to be the same",
+        ),
+        QualityMode::Consistency => {
+            let Some(c) = crate::quality::consistency(&baseline.runs[0].1, &other.runs[0].1) else {
+                return unchecked("no steady request succeeded on both sides with its output kept");
+            };
+            let held = c.identical >= q.min_identical;
+            QualityGuard {
+                status: if held { "held" } else { "not held" }.into(),
+                detail: format!(
+                    "{:.1}% of {} requests gave identical outputs (tolerance ≥ {:.1}%), {:.1}% the same length{}",
+                    c.identical * 100.0,
+                    c.pairs,
+                    q.min_identical * 100.0,
+                    c.same_length * 100.0,
+                    c.token_agreement.map_or(String::new(), |t| format!(
+                        ", mean token agreement {:.1}%",
+                        t * 100.0
+                    ))
+                ),
+                consistency: Some(c),
+            }
+        }
+        QualityMode::Reference => {
+            let mean = |s: &Side| {
+                let v: Vec<f64> = s
+                    .runs
+                    .iter()
+                    .filter_map(|(sum, _)| Some(sum.quality.as_ref()?.reference.as_ref()?.mean))
+                    .collect();
+                (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+            };
+            let (Some(a), Some(b)) = (mean(baseline), mean(other)) else {
+                return unchecked("reference scores missing on one side");
+            };
+            let held = b >= q.min_relative_score * a;
+            QualityGuard {
+                status: if held { "held" } else { "not held" }.into(),
+                detail: format!(
+                    "reference score {:.3} vs baseline {a:.3} ({:.1}% of it; tolerance ≥ {:.1}%)",
+                    b,
+                    if a > 0.0 { b / a * 100.0 } else { 100.0 },
+                    q.min_relative_score * 100.0
+                ),
+                consistency: None,
+            }
+        }
+    }
 }
 
 /// Compares `other` against `baseline` (refusing, with reasons, when the rules are broken).
 pub fn compare(baseline: &Side, other: &Side, noise: f64) -> Comparison {
     let diffs = axes_diff(&baseline.contract, &other.contract);
     let refused = refusals(&diffs);
-    let metrics = if refused.is_empty() {
+    let quality = quality_guard(baseline, other);
+    let mut metrics = if refused.is_empty() {
         compare_metrics(baseline, other, noise)
     } else {
         Vec::new()
     };
+    if !quality.held() {
+        for m in &mut metrics {
+            if m.verdict == "better" {
+                m.verdict = "not a win: quality not held constant".into();
+            }
+        }
+    }
     Comparison {
         baseline: baseline.path.clone(),
         other: other.path.clone(),
@@ -335,6 +425,7 @@ pub fn compare(baseline: &Side, other: &Side, noise: f64) -> Comparison {
         diffs,
         refused,
         metrics,
+        quality,
     }
 }
 
@@ -368,6 +459,12 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
             }
             continue;
         }
+        let g = &c.quality;
+        d.line(match g.status.as_str() {
+            "not held" => format!("QUALITY NOT HELD CONSTANT: {}. The speed figures below compare different services.", g.detail),
+            "held" => format!("Quality held: {}.", g.detail),
+            _ => format!("Quality unchecked: {}.", g.detail),
+        });
         let f = |x: Option<f64>| x.map_or("—".to_owned(), |v| format!("{v:.3}"));
         let rows = c
             .metrics

@@ -42,9 +42,102 @@ pub struct Contract {
     pub measurement: Measurement,
     #[serde(default)]
     pub repeat: Repeat,
+    /// How output quality is held constant beside the speed figures.
+    #[serde(default)]
+    pub quality: Quality,
     /// Expectations written down before the run (part of no axis: they do not change it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction: Option<PredictionSpec>,
+}
+
+/// `[quality]`: what stands beside every speed number so a faster result with different
+/// outputs is not called a win.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quality {
+    /// `none`, `consistency` (outputs kept as digests, compared request by request between
+    /// results of the same plan) or `reference` (prompts from `references`, answers scored).
+    #[serde(default)]
+    pub mode: QualityMode,
+    /// Keep each output's text in the records (always on in `reference` mode).
+    #[serde(default)]
+    pub keep_text: bool,
+    /// `compare` guard for `consistency`: the fraction of identical outputs below which
+    /// quality is not held constant (greedy decoding should reproduce itself).
+    #[serde(default = "default_min_identical")]
+    pub min_identical: f64,
+    /// `compare` guard for `reference`: the candidate's mean score must be at least this
+    /// fraction of the baseline's (MLPerf requires 99% of reference accuracy).
+    #[serde(default = "default_min_relative_score")]
+    pub min_relative_score: f64,
+    /// `reference` mode: JSONL of `{"prompt": …, "answer": …}` (relative to the contract).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub references: Option<std::path::PathBuf>,
+    /// SHA-256 of `references`, filled when the contract is loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub references_sha256: Option<String>,
+    /// `reference` mode: `exact`, `contains` or `rouge-l`.
+    #[serde(default)]
+    pub scoring: Scoring,
+    /// The references, read when the contract is loaded.
+    #[serde(skip)]
+    pub items: std::sync::Arc<Vec<crate::quality::Reference>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QualityMode {
+    #[default]
+    None,
+    Consistency,
+    Reference,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Scoring {
+    /// Normalised answer equals the normalised output.
+    #[serde(rename = "exact")]
+    Exact,
+    /// Normalised output contains the normalised answer.
+    #[default]
+    #[serde(rename = "contains")]
+    Contains,
+    /// ROUGE-L F1 over words (Lin, 2004): longest common subsequence.
+    #[serde(rename = "rouge-l")]
+    RougeL,
+}
+
+impl Default for Quality {
+    fn default() -> Self {
+        Quality {
+            mode: QualityMode::None,
+            keep_text: false,
+            min_identical: default_min_identical(),
+            min_relative_score: default_min_relative_score(),
+            references: None,
+            references_sha256: None,
+            scoring: Scoring::default(),
+            items: Default::default(),
+        }
+    }
+}
+
+fn default_min_identical() -> f64 {
+    0.99
+}
+fn default_min_relative_score() -> f64 {
+    0.99
+}
+
+impl Quality {
+    /// Whether records keep output text or its digest.
+    pub fn records_output(&self) -> bool {
+        self.mode != QualityMode::None
+    }
+
+    pub fn keeps_text(&self) -> bool {
+        self.keep_text || self.mode == QualityMode::Reference
+    }
 }
 
 /// `[prediction] expect = ["ttft_p99 <= 300ms", "goodput >= 12"]`.
@@ -675,6 +768,35 @@ pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
             key: Some(key),
             message,
         })?;
+    if let Some(rel) = &c.quality.references {
+        let file = match path.parent() {
+            Some(dir) if rel.is_relative() => dir.join(rel),
+            _ => rel.clone(),
+        };
+        let (items, sha) =
+            crate::quality::load_references(&file).map_err(|message| ContractError::Invalid {
+                path: path.to_owned(),
+                line: source::line_of_key(src, "quality.references"),
+                key: Some("quality.references".into()),
+                message,
+            })?;
+        if let Some(kept) = &c.quality.references_sha256
+            && *kept != sha
+        {
+            return Err(ContractError::Invalid {
+                path: path.to_owned(),
+                line: source::line_of_key(src, "quality.references_sha256"),
+                key: Some("quality.references_sha256".into()),
+                message: format!(
+                    "{} has changed since this contract was resolved (SHA-256 {sha}, expected {kept})",
+                    file.display()
+                ),
+            });
+        }
+        c.quality.references = Some(file);
+        c.quality.references_sha256 = Some(sha);
+        c.quality.items = std::sync::Arc::new(items);
+    }
     Ok(c)
 }
 
@@ -895,6 +1017,27 @@ impl Contract {
         if !(m.max_dispatch_lag_ms.0.is_finite() && m.max_dispatch_lag_ms.0 > 0.0) {
             return problem("measurement.max_dispatch_lag_ms", "must be > 0");
         }
+        let q = &self.quality;
+        for (key, v) in [
+            ("quality.min_identical", q.min_identical),
+            ("quality.min_relative_score", q.min_relative_score),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return problem(key, format!("= {v}: must be a fraction in (0, 1]"));
+            }
+        }
+        match (q.mode, &q.references) {
+            (QualityMode::Reference, None) => {
+                return problem(
+                    "quality.references",
+                    "mode = \"reference\" needs a references file (JSONL of {\"prompt\", \"answer\"})",
+                );
+            }
+            (QualityMode::None | QualityMode::Consistency, Some(_)) => {
+                return problem("quality.references", "is only read in mode = \"reference\"");
+            }
+            _ => {}
+        }
         let scrape = m.server_metrics_interval.0;
         if !(scrape.is_finite() && (scrape == 0.0 || scrape >= 0.05)) {
             return problem(
@@ -932,7 +1075,7 @@ impl Contract {
     /// what `compare` diffs. Durations are numbers in their field's unit, defaults are filled,
     /// and things that do not change the result (port, API key variable, repeat count) are left
     /// out.
-    pub fn axes(&self) -> [(&'static str, serde_json::Value); 5] {
+    pub fn axes(&self) -> [(&'static str, serde_json::Value); 6] {
         let mut target = serde_json::to_value(&self.target).unwrap_or_default();
         if let Some(t) = target.as_object_mut() {
             // Where the server listens and how long we wait are not properties of the server.
@@ -958,18 +1101,27 @@ impl Contract {
             ("load", serde_json::to_value(&self.load).unwrap_or_default()),
             ("slo", serde_json::to_value(&self.slo).unwrap_or_default()),
             ("measurement", measurement),
+            ("quality", {
+                // The dataset is named by its content, not by where it lies.
+                let mut q = serde_json::to_value(&self.quality).unwrap_or_default();
+                if let Some(o) = q.as_object_mut() {
+                    o.remove("references");
+                }
+                q
+            }),
         ]
     }
 
     /// Per-axis fingerprints (see shared/DESIGN.md).
     pub fn fingerprints(&self) -> Fingerprints {
-        let [t, w, l, s, m] = self.axes().map(|(_, v)| digest(&v));
+        let [t, w, l, s, m, q] = self.axes().map(|(_, v)| digest(&v));
         Fingerprints {
             target: t,
             workload: w,
             load: l,
             slo: s,
             measurement: m,
+            quality: q,
         }
     }
 }
@@ -1021,11 +1173,14 @@ pub struct Fingerprints {
     pub load: String,
     pub slo: String,
     pub measurement: String,
+    /// Absent in bundles written before the quality axis existed.
+    #[serde(default)]
+    pub quality: String,
 }
 
 impl Contract {
-    /// Fingerprints in axis order (target, workload, load, slo, measurement).
-    pub fn fingerprints_list(&self) -> [String; 5] {
+    /// Fingerprints in axis order (target, workload, load, slo, measurement, quality).
+    pub fn fingerprints_list(&self) -> [String; 6] {
         self.axes().map(|(_, v)| digest(&v))
     }
 }
@@ -1034,8 +1189,8 @@ impl Fingerprints {
     /// A short hash of all axes, used in bundle directory names.
     pub fn short(&self) -> String {
         let all = format!(
-            "{}{}{}{}{}",
-            self.target, self.workload, self.load, self.slo, self.measurement
+            "{}{}{}{}{}{}",
+            self.target, self.workload, self.load, self.slo, self.measurement, self.quality
         );
         hex::encode(&Sha256::digest(all.as_bytes())[..4])
     }

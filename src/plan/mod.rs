@@ -107,6 +107,8 @@ pub struct Plan {
     pub open: Option<ArrivalParams>,
     /// The phase rules, for listing the plan.
     phases: PhaseRules,
+    /// `[quality] mode = "reference"`: request `i` asks reference `i mod n`'s prompt.
+    references: std::sync::Arc<Vec<crate::quality::Reference>>,
 }
 
 /// When warm-up ends and when the measured phase ends.
@@ -247,6 +249,7 @@ impl Plan {
             output: c.workload.output_tokens.clone(),
             open,
             phases: PhaseRules::of(c),
+            references: c.quality.items.clone(),
         }
     }
 
@@ -291,6 +294,17 @@ impl Plan {
         rng.set_stream(index);
         let input_tokens = sample_len(&self.input, &mut rng);
         let output_tokens = sample_len(&self.output, &mut rng);
+        if !self.references.is_empty() {
+            let r = &self.references[(index % self.references.len() as u64) as usize];
+            return PlannedRequest {
+                index,
+                phase: Phase::Steady,
+                intended_us: None,
+                input_tokens: crate::text::count_words(&r.prompt),
+                output_tokens,
+                prompt: r.prompt.clone(),
+            };
+        }
         // The first word is unique to the request (and seed), so no two prompts share a prefix.
         let mut prompt = format!("r{index}s{}", self.seed);
         for _ in 1..input_tokens {

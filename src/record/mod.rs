@@ -59,6 +59,12 @@ pub struct Record {
     /// The last `finish_reason` the server sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// SHA-256 (first 16 hex digits) of the generated text, when `[quality]` asks for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_digest: Option<String>,
+    /// The generated text itself, with `keep_text` or in `reference` mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_text: Option<String>,
 }
 
 /// How a request ended. Every failure is a record; none is excluded from counts.
@@ -125,6 +131,8 @@ impl Record {
             http_status: None,
             response_id: None,
             finish_reason: None,
+            output_digest: None,
+            output_text: None,
         }
     }
 

@@ -159,9 +159,29 @@ fn dist_row(name: &str, d: &Option<Dist>) -> Option<Vec<String>> {
 pub fn headline(s: &Summary) -> String {
     let warm = s.phases.get("warmup").map_or(0, |p| p.requests);
     format!(
-        "{} · {} · {} steady requests ({} warm-up excluded) · {} · {}",
-        s.contract, s.load, s.steady.stats.requests, warm, s.validity.verdict, s.grade.verdict
+        "{} · {} · {} steady requests ({} warm-up excluded) · {} · {} · {}",
+        s.contract,
+        s.load,
+        s.steady.stats.requests,
+        warm,
+        quality_line(s),
+        s.validity.verdict,
+        s.grade.verdict
     )
+}
+
+/// The quality figure that stands beside the speed figures.
+pub fn quality_line(s: &Summary) -> String {
+    match &s.quality {
+        None => "quality unchecked".into(),
+        Some(q) => match &q.reference {
+            Some(r) => format!(
+                "reference score {:.3} ({:?}, {} scored)",
+                r.mean, r.scoring, r.scored
+            ),
+            None => format!("quality: {} outputs kept for consistency", q.outputs),
+        },
+    }
 }
 
 /// Builds the report.
@@ -183,6 +203,7 @@ pub fn document(s: &Summary) -> Doc {
             vec!["load".into(), f.load.clone()],
             vec!["slo".into(), f.slo.clone()],
             vec!["measurement".into(), f.measurement.clone()],
+            vec!["quality".into(), f.quality.clone()],
         ],
     );
     for m in &s.grade.missing {

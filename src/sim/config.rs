@@ -91,6 +91,11 @@ pub struct Faults {
     pub slow_headers_rate: f64,
     /// Header delay, milliseconds.
     pub slow_headers_ms: f64,
+    /// Fraction of prompts whose output text departs from the undegraded text after its first
+    /// three tokens (a quantisation or template change; same prompts in every run).
+    pub perturb_rate: f64,
+    /// Fraction of prompts whose output stops at half its length with `finish_reason: "stop"`.
+    pub truncate_rate: f64,
 }
 
 impl Default for SimConfig {
@@ -132,6 +137,8 @@ impl Default for Faults {
             malformed_rate: 0.0,
             slow_headers_rate: 0.0,
             slow_headers_ms: 0.0,
+            perturb_rate: 0.0,
+            truncate_rate: 0.0,
         }
     }
 }
@@ -234,6 +241,8 @@ impl SimConfig {
             ("faults.error_rate", f.error_rate),
             ("faults.drop_rate", f.drop_rate),
             ("faults.malformed_rate", f.malformed_rate),
+            ("faults.perturb_rate", f.perturb_rate),
+            ("faults.truncate_rate", f.truncate_rate),
             ("faults.slow_headers_rate", f.slow_headers_rate),
         ] {
             if !fraction(v) {

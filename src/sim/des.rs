@@ -9,7 +9,7 @@ use std::collections::{BinaryHeap, HashMap};
 use super::config::SimConfig;
 use super::engine::{Engine, Event, Submission};
 use super::ledger::{GroundTruth, Ledger};
-use super::model::{FaultKind, LengthAsk, fault_strikes, output_plan, prompt_hash};
+use super::model::{FaultKind, LengthAsk, degraded_output_plan, fault_strikes, prompt_hash};
 use crate::text::word_ids;
 
 /// One request of a discrete-event workload.
@@ -111,7 +111,7 @@ pub fn run(cfg: &SimConfig, load: DesLoad) -> Vec<GroundTruth> {
                 finish(g, &mut done, &mut pending, t);
                 continue;
             }
-            let plan = output_plan(cfg, prompt_hash(&ids), r.ask);
+            let plan = degraded_output_plan(cfg, prompt_hash(&ids), r.ask);
             seq_of.insert(seq, i);
             engine.submit(Submission {
                 id: seq,

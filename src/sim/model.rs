@@ -39,6 +39,19 @@ pub fn output_plan(cfg: &SimConfig, prompt_hash: u64, ask: LengthAsk) -> OutputP
     }
 }
 
+/// The output plan, cut short when the truncation fault strikes this prompt (even under
+/// `ignore_eos`: that is the bug it imitates).
+pub fn degraded_output_plan(cfg: &SimConfig, prompt_hash: u64, ask: LengthAsk) -> OutputPlan {
+    let plan = output_plan(cfg, prompt_hash, ask);
+    if degraded(cfg, prompt_hash, Degrade::Truncate) && plan.tokens > 1 {
+        return OutputPlan {
+            tokens: plan.tokens / 2,
+            finish_reason: "stop",
+        };
+    }
+    plan
+}
+
 /// The kinds of fault, each with its own independent roll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultKind {
@@ -64,13 +77,42 @@ pub fn prompt_hash(ids: &[u64]) -> u64 {
     ids.iter().fold(0x7072_6f6d_7074, |h, id| mix2(h, *id))
 }
 
+/// Degradations of output quality, each struck per prompt (not per arrival), so the same
+/// prompts are degraded in every run of a configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Degrade {
+    /// The text departs from the reference text after its first few tokens.
+    Perturb = 11,
+    /// The output stops at half its length with `finish_reason: "stop"`.
+    Truncate = 12,
+}
+
+/// Whether `kind` degrades the output for this prompt.
+pub fn degraded(cfg: &SimConfig, prompt_hash: u64, kind: Degrade) -> bool {
+    let rate = match kind {
+        Degrade::Perturb => cfg.faults.perturb_rate,
+        Degrade::Truncate => cfg.faults.truncate_rate,
+    };
+    rate > 0.0 && unit_interval(mix2(mix2(cfg.seed, prompt_hash), kind as u64)) < rate
+}
+
+/// Tokens of a perturbed output that still match the unperturbed text.
+const PERTURB_AFTER: u32 = 3;
+
 /// Appends generated tokens `first .. first + n` of a prompt to `out`, each as `" word"`: the
-/// text depends only on the seed, the prompt and the position, so runs are reproducible.
-pub fn push_text(seed: u64, prompt_hash: u64, first: u32, n: u32, out: &mut String) {
-    let base = mix2(seed, prompt_hash);
+/// text depends only on the seed, the prompt and the position, so runs are reproducible (a
+/// perturbed prompt's text departs after `PERTURB_AFTER` tokens).
+pub fn push_text(cfg: &SimConfig, prompt_hash: u64, first: u32, n: u32, out: &mut String) {
+    let base = mix2(cfg.seed, prompt_hash);
+    let perturb = degraded(cfg, prompt_hash, Degrade::Perturb);
     for j in first..first + n {
+        let b = if perturb && j >= PERTURB_AFTER {
+            mix2(base, 0x5045_5254)
+        } else {
+            base
+        };
         out.push(' ');
-        out.push_str(WORDS[(mix2(base, u64::from(j)) % WORDS.len() as u64) as usize]);
+        out.push_str(WORDS[(mix2(b, u64::from(j)) % WORDS.len() as u64) as usize]);
     }
 }
 
@@ -108,11 +150,55 @@ mod tests {
 
     #[test]
     fn text_is_deterministic_and_one_word_per_token() {
+        let c = SimConfig {
+            seed: 3,
+            ..SimConfig::default()
+        };
         let (mut a, mut b) = (String::new(), String::new());
-        push_text(3, 9, 0, 5, &mut a);
-        push_text(3, 9, 0, 2, &mut b);
-        push_text(3, 9, 2, 3, &mut b);
+        push_text(&c, 9, 0, 5, &mut a);
+        push_text(&c, 9, 0, 2, &mut b);
+        push_text(&c, 9, 2, 3, &mut b);
         assert_eq!(a, b);
         assert_eq!(crate::text::count_words(&a), 5);
+    }
+
+    #[test]
+    fn degradations_strike_the_configured_fraction_of_prompts() {
+        let mut c = SimConfig::default();
+        c.faults.perturb_rate = 0.3;
+        c.faults.truncate_rate = 0.1;
+        let n = 4000;
+        let perturbed = (0..n)
+            .filter(|h| degraded(&c, *h, Degrade::Perturb))
+            .count();
+        let truncated = (0..n)
+            .filter(|h| degraded(&c, *h, Degrade::Truncate))
+            .count();
+        // Binomial sd at n = 4000: ≈ 29 and 19.
+        assert!((perturbed as f64 - 1200.0).abs() < 120.0, "{perturbed}");
+        assert!((truncated as f64 - 400.0).abs() < 80.0, "{truncated}");
+        let h = (0..n).find(|h| degraded(&c, *h, Degrade::Perturb)).unwrap();
+        let clean = SimConfig::default();
+        let (mut good, mut bad) = (String::new(), String::new());
+        push_text(&clean, h, 0, 8, &mut good);
+        push_text(&c, h, 0, 8, &mut bad);
+        let (g, b): (Vec<&str>, Vec<&str>) = (good.split(' ').collect(), bad.split(' ').collect());
+        assert_eq!(g[..4], b[..4], "the first {PERTURB_AFTER} tokens agree");
+        assert_ne!(g, b);
+        let ask = LengthAsk {
+            max_tokens: Some(40),
+            min_tokens: None,
+            ignore_eos: true,
+        };
+        let t = (0..n)
+            .find(|h| degraded(&c, *h, Degrade::Truncate))
+            .unwrap();
+        assert_eq!(
+            degraded_output_plan(&c, t, ask),
+            OutputPlan {
+                tokens: 20,
+                finish_reason: "stop"
+            }
+        );
     }
 }

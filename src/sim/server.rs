@@ -31,7 +31,9 @@ use super::config::SimConfig;
 use super::engine::{Engine, Event, Submission};
 use super::ledger::{GroundTruth, Ledger};
 use super::metrics::MetricsState;
-use super::model::{FaultKind, LengthAsk, fault_strikes, output_plan, prompt_hash, push_text};
+use super::model::{
+    FaultKind, LengthAsk, degraded_output_plan, fault_strikes, prompt_hash, push_text,
+};
 use crate::text::word_ids;
 
 /// Why the simulator could not start.
@@ -536,7 +538,7 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         );
     }
     let phash = prompt_hash(&ids);
-    let plan = output_plan(
+    let plan = degraded_output_plan(
         &s.cfg,
         phash,
         LengthAsk {
@@ -644,7 +646,7 @@ struct Output {
 impl Output {
     fn text(&self, first: u32, n: u32) -> String {
         let mut s = String::with_capacity(n as usize * 7);
-        push_text(self.shared.cfg.seed, self.phash, first, n, &mut s);
+        push_text(&self.shared.cfg, self.phash, first, n, &mut s);
         s
     }
 
@@ -802,13 +804,7 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
                 first_index,
                 tokens,
             }) => {
-                push_text(
-                    out.shared.cfg.seed,
-                    out.phash,
-                    first_index,
-                    tokens,
-                    &mut text,
-                );
+                push_text(&out.shared.cfg, out.phash, first_index, tokens, &mut text);
                 generated += tokens;
             }
             Some(Delivery::Done) => break,
