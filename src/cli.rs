@@ -97,6 +97,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show coordinated omission: open vs closed loop from 50% to 120% of capacity, on the
+    /// simulator's discrete-event clock (seconds).
+    Demo {
+        /// Performance-model file for the simulated engine (TOML; keys as in [target.simulator]).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Override one setting, e.g. `--set max_batch=32`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Print the points as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the simulated inference server on loopback until interrupted.
     Sim {
         /// Performance-model file (TOML; keys as in [target.simulator]).
@@ -290,6 +303,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 say(&(serde_json::to_string_pretty(&s)? + "\n"))?;
             } else {
                 say(&crate::report::document(&s).terminal())?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo { config, set, json } => {
+            let cfg = sim_config(config.as_deref(), &set)?;
+            let demo = crate::demo::run(&cfg, crate::demo::DemoSpec::default());
+            if json {
+                say(&(serde_json::to_string_pretty(&demo)? + "\n"))?;
+            } else {
+                say(&demo.document().terminal())?;
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -12,6 +12,7 @@ pub mod client;
 pub mod coldstart;
 pub mod compare;
 pub mod contract;
+pub mod demo;
 pub mod driver;
 pub mod env;
 pub mod plan;

@@ -31,6 +31,8 @@ pub enum DesLoad {
     Closed {
         concurrency: usize,
         think_s: f64,
+        /// The users' first requests are spread evenly over this many seconds (0: all at once).
+        stagger_s: f64,
         requests: Vec<DesRequest>,
     },
 }
@@ -43,8 +45,9 @@ pub fn run(cfg: &SimConfig, load: DesLoad) -> Vec<GroundTruth> {
         DesLoad::Closed {
             concurrency,
             think_s,
+            stagger_s,
             requests,
-        } => (requests, Some((concurrency.max(1), think_s))),
+        } => (requests, Some((concurrency.max(1), think_s, stagger_s))),
     };
     // Pending arrivals ordered by (time in ns, request index).
     let mut pending: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
@@ -56,9 +59,9 @@ pub fn run(cfg: &SimConfig, load: DesLoad) -> Vec<GroundTruth> {
                 pending.push(Reverse((ns(r.arrival_s), i)));
             }
         }
-        Some((c, _)) => {
+        Some((c, _, stagger)) => {
             for i in 0..c.min(requests.len()) {
-                pending.push(Reverse((0, i)));
+                pending.push(Reverse((ns(stagger * i as f64 / c as f64), i)));
             }
             next_closed = c.min(requests.len());
         }
@@ -78,7 +81,7 @@ pub fn run(cfg: &SimConfig, load: DesLoad) -> Vec<GroundTruth> {
                       pending: &mut BinaryHeap<Reverse<(u64, usize)>>,
                       t: f64| {
         done.push(g);
-        if let Some((_, think)) = closed
+        if let Some((_, think, _)) = closed
             && next_closed < requests.len()
         {
             pending.push(Reverse((ns(t + think), next_closed)));
@@ -182,6 +185,7 @@ mod tests {
             DesLoad::Closed {
                 concurrency: 4,
                 think_s: 0.0,
+                stagger_s: 0.0,
                 requests: reqs,
             },
         );
