@@ -97,6 +97,22 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a contract once per value of one field (`--vary load.rate=1,2,4,8`), all else equal,
+    /// and tabulate offered vs achieved rate, latency, throughput, attainment and goodput.
+    Sweep {
+        contract: PathBuf,
+        /// KEY=V1,V2,… — the one contract field to vary (given twice: refused).
+        #[arg(long, required = true)]
+        vary: Vec<String>,
+        #[arg(long, default_value = "runs", env = "GOODPUT_OUT")]
+        out: PathBuf,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+        /// Print the sweep as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show coordinated omission: open vs closed loop from 50% to 120% of capacity, on the
     /// simulator's discrete-event clock (seconds).
     Demo {
@@ -305,6 +321,46 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 say(&crate::report::document(&s).terminal())?;
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Sweep {
+            contract: path,
+            vary,
+            out,
+            quiet,
+            json,
+        } => {
+            let vary = crate::sweep::Vary::parse(&vary)?;
+            let src = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let cancel = CancellationToken::new();
+            let on_signal = cancel.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("interrupted: finishing the point in flight…");
+                    on_signal.cancel();
+                }
+            });
+            let (bundle, r) = crate::sweep::sweep(
+                &path,
+                &src,
+                &vary,
+                &out,
+                !quiet,
+                std::env::args().collect(),
+                cancel,
+            )
+            .await?;
+            if json {
+                say(&(serde_json::to_string_pretty(&r)? + "\n"))?;
+            } else {
+                say(&crate::sweep::document(&r).terminal())?;
+                say(&format!("\nSweep bundle: {}\n", bundle.dir.display()))?;
+            }
+            Ok(if r.interrupted {
+                ExitCode::from(130)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Command::Demo { config, set, json } => {
             let cfg = sim_config(config.as_deref(), &set)?;

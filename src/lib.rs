@@ -22,4 +22,5 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod sim;
+pub mod sweep;
 pub mod text;

@@ -124,7 +124,7 @@ impl Doc {
     }
 }
 
-fn num(x: f64) -> String {
+pub fn num(x: f64) -> String {
     if !x.is_finite() {
         "—".to_owned()
     } else if x.abs() >= 100.0 {
