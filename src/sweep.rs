@@ -192,7 +192,7 @@ pub async fn sweep(
 pub fn document(r: &SweepResult) -> crate::report::Doc {
     let mut d = crate::report::Doc::default();
     d.h(format!("goodput sweep · {} · {}", r.contract, r.vary.key));
-    let f = |x: Option<f64>| x.map_or("—".to_owned(), |v| crate::report::num(v));
+    let f = |x: Option<f64>| x.map_or("—".to_owned(), crate::report::num);
     let pct = |x: Option<f64>| x.map_or("—".to_owned(), |v| format!("{:.1}%", v * 100.0));
     let rows = r
         .points
