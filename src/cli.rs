@@ -102,8 +102,18 @@ pub enum Command {
     Sweep {
         contract: PathBuf,
         /// KEY=V1,V2,… — the one contract field to vary (given twice: refused).
-        #[arg(long, required = true)]
+        #[arg(long, required_unless_present = "capacity")]
         vary: Vec<String>,
+        /// Instead of a list: find the highest open-loop load.rate whose SLO attainment meets
+        /// the target (bracketing, then bisection).
+        #[arg(long, conflicts_with = "vary")]
+        capacity: bool,
+        /// Relative width at which the capacity search stops.
+        #[arg(long, default_value_t = 0.05)]
+        resolution: f64,
+        /// Most runs the capacity search makes.
+        #[arg(long, default_value_t = 12)]
+        max_runs: usize,
         #[arg(long, default_value = "runs", env = "GOODPUT_OUT")]
         out: PathBuf,
         /// No progress bar.
@@ -325,11 +335,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sweep {
             contract: path,
             vary,
+            capacity,
+            resolution,
+            max_runs,
             out,
             quiet,
             json,
         } => {
-            let vary = crate::sweep::Vary::parse(&vary)?;
             let src = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
             let cancel = CancellationToken::new();
@@ -340,16 +352,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     on_signal.cancel();
                 }
             });
-            let (bundle, r) = crate::sweep::sweep(
-                &path,
-                &src,
-                &vary,
-                &out,
-                !quiet,
-                std::env::args().collect(),
+            let o = crate::sweep::SweepOptions {
+                out_root: out,
+                progress: !quiet,
+                argv: std::env::args().collect(),
                 cancel,
-            )
-            .await?;
+            };
+            let (bundle, r) = if capacity {
+                if !(resolution > 0.0 && resolution < 1.0) {
+                    bail!("--resolution must be a fraction in (0, 1)");
+                }
+                crate::sweep::capacity(&path, &src, resolution, max_runs, &o).await?
+            } else {
+                let vary = crate::sweep::Vary::parse(&vary)?;
+                crate::sweep::sweep(&path, &src, &vary, &o).await?
+            };
             if json {
                 say(&(serde_json::to_string_pretty(&r)? + "\n"))?;
             } else {

@@ -131,10 +131,23 @@ impl SweepPoint {
 pub struct SweepResult {
     pub contract: String,
     pub vary: Vary,
+    /// With `--capacity`: the search's answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Capacity>,
     /// Fingerprints every point shares (all axes but the varied one are identical by
     /// construction; the list shows it).
     pub points: Vec<SweepPoint>,
     pub interrupted: bool,
+}
+
+/// Where and how a sweep's runs go.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// The parent bundle goes to `<out_root>/<contract name>/…`.
+    pub out_root: PathBuf,
+    pub progress: bool,
+    pub argv: Vec<String>,
+    pub cancel: CancellationToken,
 }
 
 /// Runs one bundle per value under a parent bundle (`sweep.json`, `sweep.md`).
@@ -142,11 +155,9 @@ pub async fn sweep(
     path: &Path,
     src: &str,
     vary: &Vary,
-    out_root: &Path,
-    progress: bool,
-    argv: Vec<String>,
-    cancel: CancellationToken,
+    o: &SweepOptions,
 ) -> anyhow::Result<(Bundle, SweepResult)> {
+    let (out_root, cancel) = (o.out_root.as_path(), &o.cancel);
     // Every variant is built and validated before the first run: no partial sweep on a typo.
     let mut variants: Vec<(String, Contract)> = Vec::new();
     for v in &vary.values {
@@ -169,8 +180,8 @@ pub async fn sweep(
         let dir = parent.dir.join(format!("point-{:02}", i + 1));
         let opts = RunOptions {
             out_root: out_root.to_owned(),
-            progress,
-            argv: argv.clone(),
+            progress: o.progress,
+            argv: o.argv.clone(),
             bundle_dir: Some(dir),
         };
         let r = run(c, opts, cancel.clone()).await?;
@@ -180,8 +191,93 @@ pub async fn sweep(
     let result = SweepResult {
         contract: name,
         vary: vary.clone(),
+        capacity: None,
         points,
         interrupted,
+    };
+    parent.write_json("sweep.json", &result)?;
+    parent.write("sweep.md", &document(&result).markdown())?;
+    Ok((parent, result))
+}
+
+/// `--capacity`: the highest open-loop `load.rate` whose SLO attainment meets the contract's
+/// target, found by bracketing then bisection, every run kept as a point of the sweep.
+pub async fn capacity(
+    path: &Path,
+    src: &str,
+    resolution: f64,
+    max_runs: usize,
+    o: &SweepOptions,
+) -> anyhow::Result<(Bundle, SweepResult)> {
+    let (out_root, cancel) = (o.out_root.as_path(), &o.cancel);
+    let base = contract::parse(src, path)?;
+    if !base.load.is_open() {
+        bail!(
+            "--capacity needs open-loop load: a closed loop cannot find a capacity (it slows down with the server)"
+        );
+    }
+    if !base.slo.is_set() {
+        bail!("--capacity needs an [slo]: capacity is the highest rate at which the SLO holds");
+    }
+    let parent = Bundle::create(out_root, &base)
+        .with_context(|| format!("creating a bundle under {}", out_root.display()))?;
+    parent.write("contract.toml", src)?;
+    let points = std::sync::Mutex::new(Vec::<SweepPoint>::new());
+    let cap = search_capacity(base.load.rate(), resolution, max_runs, |rate| {
+        let (parent, points, cancel, argv) = (&parent, &points, cancel.clone(), o.argv.clone());
+        async move {
+            if cancel.is_cancelled() {
+                return Ok(None);
+            }
+            let value = format!("{rate:.4}");
+            let text = set_key(src, "load.rate", &value).map_err(anyhow::Error::msg)?;
+            let c = contract::parse(&text, path)?;
+            let n = points.lock().unwrap_or_else(|p| p.into_inner()).len();
+            let opts = RunOptions {
+                out_root: out_root.to_owned(),
+                progress: o.progress,
+                argv,
+                bundle_dir: Some(parent.dir.join(format!("point-{:02}", n + 1))),
+            };
+            let r = run(c, opts, cancel).await?;
+            if r.summary.interrupted {
+                return Ok(None);
+            }
+            let s = &r.summary;
+            let ok = s
+                .steady
+                .slo
+                .as_ref()
+                .is_some_and(|x| x.attainment >= x.attainment_target);
+            let lagged = s
+                .validity
+                .reasons
+                .iter()
+                .any(|x| x.contains("dispatch lag"));
+            points
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(SweepPoint::of(&value, &r.bundle, s));
+            Ok(Some((ok, lagged)))
+        }
+    })
+    .await?;
+    let mut points = points.into_inner().unwrap_or_else(|p| p.into_inner());
+    points.sort_by(|a, b| {
+        a.value
+            .parse::<f64>()
+            .unwrap_or(0.0)
+            .total_cmp(&b.value.parse::<f64>().unwrap_or(0.0))
+    });
+    let result = SweepResult {
+        contract: base.name.clone(),
+        vary: Vary {
+            key: "load.rate".into(),
+            values: points.iter().map(|p| p.value.clone()).collect(),
+        },
+        interrupted: cancel.is_cancelled(),
+        capacity: Some(cap),
+        points,
     };
     parent.write_json("sweep.json", &result)?;
     parent.write("sweep.md", &document(&result).markdown())?;
@@ -230,6 +326,25 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
         rows,
     );
     d.line("Latency in ms, steady phase of each point; every point's bundle holds its raw records and full report.");
+    if let Some(c) = &r.capacity {
+        d.line(match (c.capacity_rps, c.failed_at_rps) {
+            (Some(lo), Some(hi)) => format!(
+                "Capacity at the SLO: {lo:.2} req/s (attainment met); {hi:.2} req/s failed — bracket {:.1}% wide after {} runs.",
+                (hi - lo) / hi * 100.0,
+                c.tried.len()
+            ),
+            (Some(lo), None) => format!(
+                "Every rate tried met the SLO, up to {lo:.2} req/s: capacity is above it (raise --max-runs)."
+            ),
+            (None, Some(hi)) => format!(
+                "No rate tried met the SLO, down to {hi:.2} req/s."
+            ),
+            (None, None) => "No run finished.".to_owned(),
+        });
+        if c.client_limited {
+            d.line("The client fell behind its schedule at a failing rate (dispatch lag): the answer may be the client's limit, not the server's.");
+        }
+    }
     if r.interrupted {
         d.line("Interrupted: the points after the last one shown were not run.");
     }
@@ -268,5 +383,113 @@ mod tests {
         let bare = set_key(src, "load.arrival", "constant").unwrap();
         assert!(bare.contains("arrival = \"constant\""), "{bare}");
         assert!(set_key(src, "load.model.x", "1").is_err());
+    }
+}
+
+/// How a capacity search ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Capacity {
+    /// Highest offered rate (req/s) whose SLO attainment met the target; `None` when even the
+    /// lowest rate tried failed.
+    pub capacity_rps: Option<f64>,
+    /// Lowest rate tried that failed; `None` when none failed within the runs allowed.
+    pub failed_at_rps: Option<f64>,
+    /// Relative width of the final bracket, (failed − capacity) / failed.
+    pub resolution: Option<f64>,
+    /// Rates tried, in order, with whether each passed.
+    pub tried: Vec<(f64, bool)>,
+    /// Runs near the answer whose client fell behind its schedule: the answer may be the
+    /// client's limit rather than the server's.
+    pub client_limited: bool,
+}
+
+/// Brackets then bisects the rate at which `passes` turns false: doubling (or halving) from
+/// `start` until the outcome flips, then halving the bracket until it is narrower than
+/// `resolution` (relative) or `max_runs` rates have been tried. `passes` returns (passed,
+/// client fell behind).
+pub async fn search_capacity<F, Fut>(
+    start: f64,
+    resolution: f64,
+    max_runs: usize,
+    mut passes: F,
+) -> anyhow::Result<Capacity>
+where
+    F: FnMut(f64) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<(bool, bool)>>>,
+{
+    let mut tried = Vec::new();
+    let (mut lo, mut hi): (Option<f64>, Option<f64>) = (None, None);
+    let mut client_limited = false;
+    let mut rate = start;
+    while tried.len() < max_runs {
+        let Some((ok, lagged)) = passes(rate).await? else {
+            break; // interrupted
+        };
+        tried.push((rate, ok));
+        if ok {
+            lo = Some(lo.map_or(rate, |l: f64| l.max(rate)));
+        } else {
+            hi = Some(hi.map_or(rate, |h: f64| h.min(rate)));
+            client_limited |= lagged;
+        }
+        rate = match (lo, hi) {
+            (Some(l), None) => l * 2.0,
+            (None, Some(h)) => h / 2.0,
+            (Some(l), Some(h)) if (h - l) / h > resolution => (l + h) / 2.0,
+            _ => break,
+        };
+    }
+    Ok(Capacity {
+        capacity_rps: lo,
+        failed_at_rps: hi,
+        resolution: lo.zip(hi).map(|(l, h)| (h - l) / h),
+        tried,
+        client_limited,
+    })
+}
+
+#[cfg(test)]
+mod capacity_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn brackets_then_bisects_to_the_resolution() {
+        let truth = 37.0;
+        let c = search_capacity(
+            5.0,
+            0.05,
+            20,
+            |r| async move { Ok(Some((r <= truth, false))) },
+        )
+        .await
+        .unwrap();
+        let (lo, hi) = (c.capacity_rps.unwrap(), c.failed_at_rps.unwrap());
+        assert!(lo <= truth && truth < hi && (hi - lo) / hi <= 0.05, "{c:?}");
+        // Doubling from 5: 5, 10, 20, 40 (fails), then bisection.
+        assert_eq!(
+            &c.tried[..4],
+            &[(5.0, true), (10.0, true), (20.0, true), (40.0, false)]
+        );
+        // Starting above: halves down first.
+        let c = search_capacity(
+            200.0,
+            0.05,
+            20,
+            |r| async move { Ok(Some((r <= truth, false))) },
+        )
+        .await
+        .unwrap();
+        assert!(c.capacity_rps.unwrap() <= truth && c.failed_at_rps.unwrap() > truth);
+        // A run budget stops it, saying how wide the bracket still is.
+        let c = search_capacity(
+            5.0,
+            0.001,
+            6,
+            |r| async move { Ok(Some((r <= truth, false))) },
+        )
+        .await
+        .unwrap();
+        assert_eq!(c.tried.len(), 6);
+        assert!(c.resolution.unwrap() > 0.001);
     }
 }
