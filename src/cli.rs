@@ -22,6 +22,20 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Where bundles go and how results are shown, for the commands that run load.
+#[derive(Debug, clap::Args)]
+pub struct OutputArgs {
+    /// Directory that receives bundles.
+    #[arg(long, default_value = "runs", env = "GOODPUT_OUT")]
+    pub out: PathBuf,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Print the result as JSON instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a workload contract and keep the bundle (no contract: the built-in example against
@@ -29,15 +43,8 @@ pub enum Command {
     Run {
         /// Contract file (TOML). Default: the built-in example (`goodput init` writes it).
         contract: Option<PathBuf>,
-        /// Directory that receives bundles.
-        #[arg(long, default_value = "runs", env = "GOODPUT_OUT")]
-        out: PathBuf,
-        /// No progress bar.
-        #[arg(long, short)]
-        quiet: bool,
-        /// Print the summary as JSON instead of the text report.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArgs,
         /// Measure a cold start: wait for the server to become ready (launching it when the
         /// contract's [cold_start] says how) and report its first requests apart.
         #[arg(long)]
@@ -114,14 +121,8 @@ pub enum Command {
         /// Most runs the capacity search makes.
         #[arg(long, default_value_t = 12)]
         max_runs: usize,
-        #[arg(long, default_value = "runs", env = "GOODPUT_OUT")]
-        out: PathBuf,
-        /// No progress bar.
-        #[arg(long, short)]
-        quiet: bool,
-        /// Print the sweep as JSON.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Show coordinated omission: open vs closed loop from 50% to 120% of capacity, on the
     /// simulator's discrete-event clock (seconds).
@@ -167,9 +168,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run {
             contract,
-            out,
-            quiet,
-            json,
+            output: OutputArgs { out, quiet, json },
             cold_start,
             repeats,
             predict,
@@ -338,9 +337,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             capacity,
             resolution,
             max_runs,
-            out,
-            quiet,
-            json,
+            output: OutputArgs { out, quiet, json },
         } => {
             let src = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;

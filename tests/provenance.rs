@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use axum::routing::{get, post};
+use axum::routing::post;
 use common::{parse, run_in, sim};
 use goodput::sim::SimConfig;
 
@@ -127,30 +127,13 @@ async fn a_server_with_no_metadata_yields_a_complete_bundle_marked_absent() {
          data: [DONE]\n\n";
         ([("content-type", "text/event-stream")], body)
     }
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route(
-            "/v1/models",
-            get(|| async { axum::Json(serde_json::json!({"data": [{"id": "bare"}]})) }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let srv = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (url, srv) = common::mock_openai(post(chat), "bare").await;
     let dir = tempfile::tempdir().unwrap();
     let c = parse(&format!(
         "[target]\nurl = \"{url}\"\n[load]\nmodel = \"open\"\nrate = 50\nrequests = 10\n[warmup]\nrequests = 0\n[slo]\nttft_ms = 100\n"
     ));
     let r = run_in(c, dir.path()).await;
-    for f in [
-        "contract.toml",
-        "command.json",
-        "environment.json",
-        "requests.jsonl",
-        "summary.json",
-        "report.md",
-    ] {
-        assert!(r.bundle.path(f).is_file(), "{f} missing");
-    }
+    common::assert_bundle_complete(&r.bundle, &[]);
     assert!(!r.bundle.path("metrics.jsonl").exists());
     let env = json(&r.bundle.path("environment.json"));
     assert_eq!(

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::post;
 use common::{parse, run_in};
 use goodput::contract;
 use goodput::plan::Phase;
@@ -26,16 +26,7 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
          [load]\nmodel = \"open\"\nrate = 40\nrequests = 80\n[warmup]\nrequests = 5\n[slo]\nttft_ms = 500\ntpot_ms = 100\n[quality]\nmode = \"consistency\"\n{FAST_SIM}"
     ));
     let r = run_in(c, dir.path()).await;
-    for f in [
-        "contract.toml",
-        "command.json",
-        "environment.json",
-        "requests.jsonl",
-        "summary.json",
-        "report.md",
-    ] {
-        assert!(r.bundle.path(f).is_file(), "{f} missing");
-    }
+    common::assert_bundle_complete(&r.bundle, &["metrics.jsonl"]);
     let records = goodput::record::read_jsonl(&r.bundle.path("requests.jsonl")).unwrap();
     assert!(records.iter().all(Record::is_ok));
     let count = |p: Phase| records.iter().filter(|x| x.phase == p).count();
@@ -231,18 +222,7 @@ async fn quirky_server(streaming: bool) -> (String, tokio::task::JoinHandle<()>)
         )
             .into_response()
     }
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", post(move || completions(streaming)))
-        .route(
-            "/v1/models",
-            get(|| async { axum::Json(serde_json::json!({"data": [{"id": "quirky"}]})) }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    (
-        url,
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() }),
-    )
+    common::mock_openai(post(move || completions(streaming)), "quirky").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -619,15 +599,7 @@ async fn prompts_longer_than_planned_at_the_server_earn_a_note() {
         );
         ([("content-type", "text/event-stream")], out)
     }
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route(
-            "/v1/models",
-            get(|| async { axum::Json(serde_json::json!({"data": [{"id": "m"}]})) }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let srv = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (url, srv) = common::mock_openai(post(chat), "m").await;
     let dir = tempfile::tempdir().unwrap();
     let c = parse(&format!(
         "[target]\nurl = \"{url}\"\n[workload]\ninput_tokens = {{ dist = \"fixed\", value = 40 }}\noutput_tokens = {{ dist = \"fixed\", value = 2 }}\n[load]\nmodel = \"open\"\nrate = 50\nrequests = 10\n[warmup]\nrequests = 0\n"

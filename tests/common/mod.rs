@@ -137,3 +137,47 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     goodput::analyze::percentile_sorted(&v, 50.0).expect("non-empty")
 }
+
+/// Files every run's bundle holds, whatever its contract.
+pub const BUNDLE_FILES: [&str; 7] = [
+    "contract.toml",
+    "command.json",
+    "environment.json",
+    "requests.jsonl",
+    "summary.json",
+    "report.md",
+    "timeseries.json",
+];
+
+/// Asserts the bundle holds every standard file and each of `extra`.
+pub fn assert_bundle_complete(bundle: &goodput::bundle::Bundle, extra: &[&str]) {
+    for f in BUNDLE_FILES.iter().chain(extra) {
+        assert!(
+            bundle.path(f).is_file(),
+            "{f} missing from {}",
+            bundle.dir.display()
+        );
+    }
+}
+
+/// A stand-in OpenAI-compatible server on an ephemeral loopback port: `chat` answers
+/// `POST /v1/chat/completions`, `/v1/models` lists `model`, every other path is 404.
+pub async fn mock_openai(
+    chat: axum::routing::MethodRouter,
+    model: &'static str,
+) -> (String, tokio::task::JoinHandle<()>) {
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", chat)
+        .route(
+            "/v1/models",
+            axum::routing::get(move || async move {
+                axum::Json(serde_json::json!({"data": [{"id": model}]}))
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    (
+        url,
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() }),
+    )
+}
