@@ -378,7 +378,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Demo { config, set, json } => {
             let cfg = sim_config(config.as_deref(), &set)?;
-            let demo = crate::demo::run(&cfg, crate::demo::DemoSpec::default());
+            let demo = crate::demo::run(&cfg, crate::demo::DemoSpec::default())
+                .map_err(anyhow::Error::msg)?;
             if json {
                 say(&(serde_json::to_string_pretty(&demo)? + "\n"))?;
             } else {

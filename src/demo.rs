@@ -96,72 +96,74 @@ fn ttft_ms(gt: &[crate::sim::GroundTruth], skip: usize) -> Vec<f64> {
 }
 
 /// Runs the demo on `cfg`'s engine.
-pub fn run(cfg: &SimConfig, spec: DemoSpec) -> Demo {
+pub fn run(cfg: &SimConfig, spec: DemoSpec) -> Result<Demo, String> {
     // Capacity: everything offered at once; completions over the span.
     let burst: Vec<DesRequest> = (0..spec.requests).map(|i| request(i, &spec, 0.0)).collect();
     let gt = des::run(cfg, DesLoad::Open(burst));
     let end = gt.iter().map(|g| g.end_us).max().unwrap_or(1) as f64 / 1e6;
-    let capacity_rps = gt.len() as f64 / end;
+    let capacity_rps = gt.iter().filter(|g| g.first_token_us.is_some()).count() as f64 / end;
+    if !(capacity_rps.is_finite() && capacity_rps > 0.0) {
+        return Err(format!(
+            "this engine configuration completes no request of the demo's workload ({} input / {} output tokens): nothing to load",
+            spec.input_tokens, spec.output_tokens
+        ));
+    }
     // Unloaded end-to-end time, for the closed loop's think time.
     let alone = des::run(cfg, DesLoad::Open(vec![request(0, &spec, 0.0)]));
     let e2e_alone_s = alone[0].end_us.saturating_sub(alone[0].arrival_us) as f64 / 1e6;
     // The first tenth of each run is its warm-up, left out.
     let skip = spec.requests / 10;
-    let points = spec
-        .loads
-        .iter()
-        .map(|&load| {
-            let rate = load * capacity_rps;
-            let mut rng = ChaCha8Rng::seed_from_u64(7);
-            let gap = Exp::new(rate).expect("rate > 0");
-            let mut t = 0.0;
-            let open: Vec<DesRequest> = (0..spec.requests)
-                .map(|i| {
-                    t += gap.sample(&mut rng);
-                    request(i, &spec, t)
-                })
-                .collect();
-            let o = ttft_ms(&des::run(cfg, DesLoad::Open(open)), skip);
-            // As concurrency-capped benchmarks do: enough users to carry `rate` at the unloaded
-            // latency (Little's law), each sending again as soon as answered.
-            let users = ((rate * e2e_alone_s).round() as usize).max(1);
-            let closed: Vec<DesRequest> =
-                (0..spec.requests).map(|i| request(i, &spec, 0.0)).collect();
-            let cg = des::run(
-                cfg,
-                DesLoad::Closed {
-                    concurrency: users,
-                    think_s: 0.0,
-                    // Users start spread over one cycle, as real ones drift apart.
-                    stagger_s: e2e_alone_s,
-                    requests: closed,
-                },
-            );
-            let c = ttft_ms(&cg, skip);
-            let span = cg
-                .iter()
-                .skip(skip)
-                .map(|g| g.arrival_us)
-                .fold((u64::MAX, 0), |(lo, hi), a| (lo.min(a), hi.max(a)));
-            let sent = cg.len().saturating_sub(skip + 1) as f64;
-            let p = |v: &[f64], q: f64| percentile_sorted(v, q).unwrap_or(f64::NAN);
-            DemoPoint {
-                load,
-                offered_rps: rate,
-                open_ttft_p50_ms: p(&o, 50.0),
-                open_ttft_p99_ms: p(&o, 99.0),
-                closed_ttft_p50_ms: p(&c, 50.0),
-                closed_ttft_p99_ms: p(&c, 99.0),
-                closed_achieved_rps: sent / ((span.1.saturating_sub(span.0)) as f64 / 1e6),
-                closed_users: users,
-            }
-        })
-        .collect();
-    Demo {
+    let mut points = Vec::new();
+    for &load in &spec.loads {
+        let rate = load * capacity_rps;
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let gap = Exp::new(rate).map_err(|e| format!("load {load}: {e}"))?;
+        let mut t = 0.0;
+        let open: Vec<DesRequest> = (0..spec.requests)
+            .map(|i| {
+                t += gap.sample(&mut rng);
+                request(i, &spec, t)
+            })
+            .collect();
+        let o = ttft_ms(&des::run(cfg, DesLoad::Open(open)), skip);
+        // As concurrency-capped benchmarks do: enough users to carry `rate` at the unloaded
+        // latency (Little's law), each sending again as soon as answered.
+        let users = ((rate * e2e_alone_s).round() as usize).max(1);
+        let closed: Vec<DesRequest> = (0..spec.requests).map(|i| request(i, &spec, 0.0)).collect();
+        let cg = des::run(
+            cfg,
+            DesLoad::Closed {
+                concurrency: users,
+                think_s: 0.0,
+                // Users start spread over one cycle, as real ones drift apart.
+                stagger_s: e2e_alone_s,
+                requests: closed,
+            },
+        );
+        let c = ttft_ms(&cg, skip);
+        let span = cg
+            .iter()
+            .skip(skip)
+            .map(|g| g.arrival_us)
+            .fold((u64::MAX, 0), |(lo, hi), a| (lo.min(a), hi.max(a)));
+        let sent = cg.len().saturating_sub(skip + 1) as f64;
+        let p = |v: &[f64], q: f64| percentile_sorted(v, q).unwrap_or(f64::NAN);
+        points.push(DemoPoint {
+            load,
+            offered_rps: rate,
+            open_ttft_p50_ms: p(&o, 50.0),
+            open_ttft_p99_ms: p(&o, 99.0),
+            closed_ttft_p50_ms: p(&c, 50.0),
+            closed_ttft_p99_ms: p(&c, 99.0),
+            closed_achieved_rps: sent / ((span.1.saturating_sub(span.0)) as f64 / 1e6),
+            closed_users: users,
+        });
+    }
+    Ok(Demo {
         spec,
         capacity_rps,
         points,
-    }
+    })
 }
 
 impl Demo {
@@ -229,7 +231,7 @@ mod tests {
             ..DemoSpec::default()
         };
         let slo = spec.slo_ttft_p99_ms;
-        let d = run(&SimConfig::default(), spec);
+        let d = run(&SimConfig::default(), spec).unwrap();
         assert!(d.capacity_rps > 0.0);
         let (low, high) = (&d.points[0], &d.points[1]);
         // At half load both loops agree and meet the SLO.
