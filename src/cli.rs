@@ -95,6 +95,9 @@ pub enum Command {
         bundle: PathBuf,
         #[arg(long)]
         json: bool,
+        /// Print the self-contained HTML report (charts inline) instead of text.
+        #[arg(long, conflicts_with = "json")]
+        html: bool,
     },
     /// Grade a result as comparable or directional and list what it lacks: a goodput bundle or
     /// repeat set, a vLLM `bench serve --save-result` JSON, or a GuideLLM report JSON.
@@ -322,10 +325,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             say(&crate::plan::Plan::new(&c).to_jsonl(limit))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Report { bundle, json } => {
-            let (_, s) = crate::run::recompute(&bundle)?;
+        Command::Report { bundle, json, html } => {
+            let (b, s) = crate::run::recompute(&bundle)?;
             if json {
                 say(&(serde_json::to_string_pretty(&s)? + "\n"))?;
+            } else if html {
+                let c = contract::load(&b.path(crate::bundle::CONTRACT))?;
+                let records = crate::record::read_jsonl(&b.path(crate::bundle::REQUESTS))
+                    .map_err(anyhow::Error::msg)?;
+                let seconds = crate::analyze::timeseries(&records);
+                say(&crate::report::html::page(&c, &s, &records, &seconds))?;
             } else {
                 say(&crate::report::document(&s).terminal())?;
             }

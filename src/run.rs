@@ -298,7 +298,8 @@ pub async fn run(
     if let Some(t) = &timeline {
         bundle.write_json(COLD_START, t)?;
     }
-    bundle.write_json("timeseries.json", &crate::analyze::timeseries(&records))?;
+    let seconds = crate::analyze::timeseries(&records);
+    bundle.write_json("timeseries.json", &seconds)?;
 
     let interrupted = outcome.interrupted;
     let scrapes = crate::env::prom::read(&bundle.path(METRICS)).unwrap_or_default();
@@ -311,6 +312,10 @@ pub async fn run(
     let mut summary = summarize(&contract, &records, &inputs);
     summary.predictions = prediction.map(|(p, _)| crate::predict::check(&p, &summary, true));
     bundle.write_summary(&summary)?;
+    bundle.write(
+        "report.html",
+        &crate::report::html::page(&contract, &summary, &records, &seconds),
+    )?;
     bundle.write_json(
         "command.json",
         &command(Some(jiff::Timestamp::now()), interrupted, &aborted),

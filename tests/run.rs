@@ -614,3 +614,53 @@ async fn prompts_longer_than_planned_at_the_server_earn_a_note() {
     );
     srv.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_html_report_is_self_contained_with_every_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "name = \"html\"\n[workload]\noutput_tokens = {{ dist = \"uniform\", min = 4, max = 16 }}\n[load]\nmodel = \"open\"\nrate = 60\nrequests = 120\n[warmup]\nrequests = 20\n[slo]\nttft_ms = 300\ntpot_ms = 60\n[quality]\nmode = \"consistency\"\n{FAST_SIM}"
+    ));
+    let r = run_in(c, dir.path()).await;
+    let html = std::fs::read_to_string(r.bundle.path("report.html")).unwrap();
+    // One file: no script, no stylesheet or image fetched, nothing but the SVG namespace URI.
+    assert!(html.starts_with("<!doctype html>"));
+    for banned in ["<script", "<link", "src=", "@import", "url("] {
+        assert!(!html.contains(banned), "{banned}");
+    }
+    assert_eq!(
+        html.matches("http").count(),
+        html.matches("http://www.w3.org/2000/svg").count()
+    );
+    for id in [
+        "cdf-ttft",
+        "cdf-tpot",
+        "cdf-itl",
+        "cdf-e2e",
+        "timeline-load",
+        "timeline-ttft",
+        "lengths-input",
+        "lengths-output",
+    ] {
+        assert!(
+            html.contains(&format!("id=\"{id}\"")),
+            "figure {id} missing"
+        );
+    }
+    // The contract card and verdict come first; the SLO thresholds are drawn.
+    let card = html.find("Contract card").unwrap();
+    assert!(card < html.find("<svg").unwrap());
+    assert!(html.contains("SLO p99 ≤ 300 ms") && html.contains("SLO p99 ≤ 60 ms"));
+    assert!(
+        html.contains("class=\"band b0\""),
+        "phases shaded on the timeline"
+    );
+    // `goodput report --html` recomputes the same page from the bundle alone.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["report", "--html"])
+        .arg(&r.bundle.dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), html);
+}

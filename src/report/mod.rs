@@ -1,6 +1,10 @@
 //! Reports: pure renderers from a [`Summary`] to text. The content is built once as a [`Doc`]
-//! (headings, lines, tables); [`Doc::terminal`] and [`Doc::markdown`] only lay it out. Nothing
-//! here writes files or reads records.
+//! (headings, lines, tables, figures); [`Doc::terminal`], [`Doc::markdown`] and [`Doc::html`]
+//! only lay it out (text renderers skip figures). Nothing here writes files; `html` draws its
+//! figures from records it is handed.
+
+pub mod html;
+pub mod svg;
 
 use std::fmt::Write;
 
@@ -20,6 +24,8 @@ enum Block {
         head: Vec<String>,
         rows: Vec<Vec<String>>,
     },
+    /// An SVG element (HTML only).
+    Figure(String),
 }
 
 impl Doc {
@@ -28,6 +34,56 @@ impl Doc {
     }
     pub fn line(&mut self, s: impl Into<String>) {
         self.blocks.push(Block::Line(s.into()));
+    }
+    pub fn figure(&mut self, svg: String) {
+        self.blocks.push(Block::Figure(svg));
+    }
+
+    /// The body of an HTML page (headings, paragraphs, tables, inline SVG figures).
+    pub fn html(&self) -> String {
+        let esc = |s: &str| {
+            s.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+        };
+        let mut out = String::new();
+        for (i, b) in self.blocks.iter().enumerate() {
+            match b {
+                Block::Heading(h) => {
+                    let tag = if i == 0 { "h1" } else { "h2" };
+                    let _ = writeln!(out, "<{tag}>{}</{tag}>", esc(h));
+                }
+                Block::Line(l) => {
+                    let class =
+                        if l.contains("INVALID") || l.contains("NOT") || l.starts_with("- missing")
+                        {
+                            " class=\"warn\""
+                        } else {
+                            ""
+                        };
+                    let _ = writeln!(out, "<p{class}>{}</p>", esc(l));
+                }
+                Block::Table { head, rows } => {
+                    out.push_str("<table><thead><tr>");
+                    for h in head {
+                        let _ = write!(out, "<th>{}</th>", esc(h));
+                    }
+                    out.push_str("</tr></thead><tbody>");
+                    for r in rows {
+                        out.push_str("<tr>");
+                        for c in r {
+                            let _ = write!(out, "<td>{}</td>", esc(c));
+                        }
+                        out.push_str("</tr>");
+                    }
+                    out.push_str("</tbody></table>\n");
+                }
+                Block::Figure(svg) => {
+                    let _ = writeln!(out, "<figure>{svg}</figure>");
+                }
+            }
+        }
+        out
     }
     pub fn table(&mut self, head: &[&str], rows: Vec<Vec<String>>) {
         self.blocks.push(Block::Table {
@@ -47,6 +103,7 @@ impl Doc {
                 Block::Line(l) => {
                     let _ = writeln!(out, "{l}");
                 }
+                Block::Figure(_) => {}
                 Block::Table { head, rows } => {
                     let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
                     for r in rows {
@@ -106,6 +163,7 @@ impl Doc {
                 Block::Line(l) => {
                     let _ = writeln!(out, "{l}  ");
                 }
+                Block::Figure(_) => {}
                 Block::Table { head, rows } => {
                     let _ = writeln!(out, "\n| {} |", head.join(" | "));
                     let _ = writeln!(

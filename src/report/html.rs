@@ -1,0 +1,161 @@
+//! `report.html`: one self-contained file (inline CSS and SVG, no script, no network) with the
+//! whole text report — contract card and verdict first — followed by the figures: TTFT, TPOT,
+//! ITL and E2E CDFs with the SLO thresholds drawn, the per-second timeline with its phases
+//! shaded, and planned vs server-reported length distributions.
+
+use crate::analyze::{Second, Summary, request_metrics};
+use crate::contract::Contract;
+use crate::plan::Phase;
+use crate::record::Record;
+
+use super::svg::{Chart, cdf};
+
+const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}\
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}\
+table{border-collapse:collapse;margin:.5em 0}td,th{padding:2px 10px;border-bottom:1px solid #eee;text-align:right}\
+td:first-child,th:first-child{text-align:left}p.warn{color:#a33}\
+figure{margin:1em 0}svg.chart{width:100%;max-width:640px;height:auto;background:#fff}\
+.title{font-weight:600;font-size:13px}.tick{font-size:10px;fill:#555}.axislabel{font-size:11px;fill:#333}\
+.legend{font-size:11px}.grid{stroke:#eee}.axis,.tickmark{stroke:#888}.series{stroke-width:1.8}\
+.threshold{stroke:#D55E00;stroke-width:1.5;stroke-dasharray:5 3}.thresholdlabel{font-size:10px;fill:#D55E00}\
+.band{opacity:.35}.b0{fill:#f2e6c9}.b1{fill:#dcebf5}.b2{fill:#e3f1e3}.bandlabel{font-size:10px;fill:#666}";
+
+/// The page for one run.
+pub fn page(c: &Contract, s: &Summary, records: &[Record], seconds: &[Second]) -> String {
+    let mut d = super::document(s);
+    d.h("Figures");
+    let steady: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.phase == Phase::Steady && r.is_ok())
+        .collect();
+    let m: Vec<_> = steady
+        .iter()
+        .map(|r| request_metrics(r, c.measurement.latency_origin, c.measurement.output_tokens))
+        .collect();
+    let threshold = |name: &str| {
+        s.steady.slo.as_ref().and_then(|slo| {
+            slo.per_metric.iter().find(|x| x.metric == name).map(|x| {
+                (
+                    x.threshold_ms,
+                    format!("SLO p{} ≤ {} ms", slo.percentile, x.threshold_ms),
+                )
+            })
+        })
+    };
+    let series: [(&str, &str, Vec<f64>); 4] = [
+        ("TTFT", "ttft", m.iter().filter_map(|x| x.ttft_ms).collect()),
+        ("TPOT", "tpot", m.iter().filter_map(|x| x.tpot_ms).collect()),
+        (
+            "ITL",
+            "itl",
+            m.iter().flat_map(|x| x.itl_ms.iter().copied()).collect(),
+        ),
+        ("E2E", "e2e", m.iter().filter_map(|x| x.e2e_ms).collect()),
+    ];
+    for (title, key, values) in series {
+        if values.is_empty() {
+            continue;
+        }
+        let mut chart = Chart::new(
+            &format!("cdf-{key}"),
+            &format!("{title} CDF, steady state ({} values)", values.len()),
+            &format!("{title} (ms, from the {} send)", s.latency_origin),
+            "fraction of requests",
+        )
+        .line(title, cdf(&values, 400))
+        .y_max(1.0);
+        if let Some((x, name)) = threshold(key) {
+            chart = chart.vline(x, &name);
+        }
+        d.figure(chart.render());
+    }
+    if !seconds.is_empty() {
+        let pts = |f: &dyn Fn(&Second) -> Option<f64>| -> Vec<(f64, f64)> {
+            seconds
+                .iter()
+                .filter_map(|x| Some((x.t as f64, f(x)?)))
+                .collect()
+        };
+        let mut load = Chart::new(
+            "timeline-load",
+            "Per second: load",
+            "seconds since the run started",
+            "requests",
+        )
+        .line("starts/s", pts(&|x| Some(x.starts as f64)))
+        .line("in flight", pts(&|x| Some(x.in_flight as f64)));
+        let mut ttft = Chart::new(
+            "timeline-ttft",
+            "Per second: TTFT of the requests sent",
+            "seconds since the run started",
+            "ms",
+        )
+        .line("TTFT p50", pts(&|x| x.ttft_p50_ms))
+        .line("TTFT p99", pts(&|x| x.ttft_p99_ms));
+        for (name, a, b) in phase_spans(seconds) {
+            load = load.band(a, b, &name);
+            ttft = ttft.band(a, b, &name);
+        }
+        if let Some((x, _)) = threshold("ttft") {
+            ttft = ttft.line("SLO", seconds.iter().map(|s| (s.t as f64, x)).collect());
+        }
+        d.figure(load.render());
+        d.figure(ttft.render());
+    }
+    let lengths = |planned: Vec<f64>, reported: Vec<f64>, what: &str| {
+        let mut ch = Chart::new(
+            &format!("lengths-{}", what.to_lowercase()),
+            &format!("{what} length: planned vs reported by the server"),
+            "tokens",
+            "fraction of requests",
+        )
+        .line("planned", cdf(&planned, 200))
+        .y_max(1.0);
+        if !reported.is_empty() {
+            ch = ch.line("reported (usage)", cdf(&reported, 200));
+        }
+        ch.render()
+    };
+    d.figure(lengths(
+        steady
+            .iter()
+            .map(|r| f64::from(r.input_tokens_planned))
+            .collect(),
+        steady
+            .iter()
+            .filter_map(|r| r.usage_prompt_tokens.map(f64::from))
+            .collect(),
+        "Input",
+    ));
+    d.figure(lengths(
+        steady
+            .iter()
+            .map(|r| f64::from(r.output_tokens_planned))
+            .collect(),
+        steady
+            .iter()
+            .filter_map(|r| r.usage_completion_tokens.map(f64::from))
+            .collect(),
+        "Output",
+    ));
+    let body = d.html();
+    let title = format!("goodput · {}", s.contract)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;");
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{title}</title><style>{CSS}</style></head><body>\n{body}</body></html>\n"
+    )
+}
+
+/// Contiguous spans of seconds whose sent requests were all of one phase.
+fn phase_spans(seconds: &[Second]) -> Vec<(String, f64, f64)> {
+    let mut out: Vec<(String, f64, f64)> = Vec::new();
+    for s in seconds {
+        let Some(p) = s.phases.first() else { continue };
+        match out.last_mut() {
+            Some((name, _, end)) if name == p && *end >= s.t as f64 => *end = s.t as f64 + 1.0,
+            _ => out.push((p.clone(), s.t as f64, s.t as f64 + 1.0)),
+        }
+    }
+    out
+}
