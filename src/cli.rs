@@ -74,6 +74,9 @@ pub enum Command {
         /// Exit 0 even when quality was not held constant (the report still says so).
         #[arg(long)]
         allow_quality_change: bool,
+        /// Print a self-contained HTML page instead.
+        #[arg(long, conflicts_with_all = ["json", "markdown"])]
+        html: bool,
     },
     /// Write a commented example contract.
     Init {
@@ -139,6 +142,9 @@ pub enum Command {
         /// Print the points as JSON.
         #[arg(long)]
         json: bool,
+        /// Print a self-contained HTML page with both curves instead.
+        #[arg(long, conflicts_with = "json")]
+        html: bool,
     },
     /// Serve the simulated inference server on loopback until interrupted.
     Sim {
@@ -272,6 +278,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             markdown,
             allow_quality_change,
+            html,
         } => {
             let sides = bundles
                 .iter()
@@ -287,6 +294,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let doc = crate::compare::document(&comparisons);
                 say(&if markdown {
                     doc.markdown()
+                } else if html {
+                    crate::report::html::wrap("goodput compare", &doc)
                 } else {
                     doc.terminal()
                 })?;
@@ -385,12 +394,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
-        Command::Demo { config, set, json } => {
+        Command::Demo {
+            config,
+            set,
+            json,
+            html,
+        } => {
             let cfg = sim_config(config.as_deref(), &set)?;
             let demo = crate::demo::run(&cfg, crate::demo::DemoSpec::default())
                 .map_err(anyhow::Error::msg)?;
             if json {
                 say(&(serde_json::to_string_pretty(&demo)? + "\n"))?;
+            } else if html {
+                say(&crate::report::html::demo_page(&demo))?;
             } else {
                 say(&demo.document().terminal())?;
             }

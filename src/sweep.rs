@@ -197,6 +197,7 @@ pub async fn sweep(
     };
     parent.write_json("sweep.json", &result)?;
     parent.write("sweep.md", &document(&result).markdown())?;
+    parent.write("sweep.html", &crate::report::html::sweep_page(&result))?;
     Ok((parent, result))
 }
 
@@ -281,6 +282,7 @@ pub async fn capacity(
     };
     parent.write_json("sweep.json", &result)?;
     parent.write("sweep.md", &document(&result).markdown())?;
+    parent.write("sweep.html", &crate::report::html::sweep_page(&result))?;
     Ok((parent, result))
 }
 

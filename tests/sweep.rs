@@ -28,6 +28,8 @@ async fn a_rate_sweep_gives_one_bundle_per_rising_point() {
         assert_eq!(p.attainment, Some(1.0));
     }
     assert!(parent.path("sweep.json").is_file() && parent.path("sweep.md").is_file());
+    let html = std::fs::read_to_string(parent.path("sweep.html")).unwrap();
+    assert!(html.contains("id=\"sweep-latency\"") && html.contains("id=\"sweep-goodput\""));
     // Every point shares every axis but load.
     let fp: Vec<goodput::contract::Fingerprints> = r
         .points
@@ -136,6 +138,11 @@ async fn capacity_search_agrees_with_the_simulators_own_capacity() {
     assert!(lo < hi, "{c:?}");
     assert_eq!(r.points.len(), c.tried.len());
     assert!(parent.path("sweep.json").is_file());
+    let html = std::fs::read_to_string(parent.path("sweep.html")).unwrap();
+    assert!(
+        html.contains(&format!("capacity {lo:.1} req/s")),
+        "capacity marked"
+    );
     // The same search on the discrete-event clock, judged on ground truth: the simulator's own
     // capacity at this SLO. The client's answer must be within 10% of it.
     let truth = goodput::sweep::search_capacity(30.0, 0.02, 16, |rate| async move {
@@ -149,4 +156,22 @@ async fn capacity_search_agrees_with_the_simulators_own_capacity() {
         c.tried
     );
     assert!((lo - t).abs() / t <= 0.10, "client {lo} vs simulator {t}");
+}
+
+#[test]
+fn the_demo_page_draws_both_loops_against_the_slo() {
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["demo", "--html"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = String::from_utf8(out.stdout).unwrap();
+    assert!(html.starts_with("<!doctype html>") && html.contains("id=\"demo-ttft\""));
+    for series in ["open loop p99", "closed loop p99", "SLO 500 ms"] {
+        assert!(html.contains(series), "{series}");
+    }
 }
