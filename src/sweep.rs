@@ -177,14 +177,7 @@ pub async fn sweep(
             interrupted = true;
             break;
         }
-        let dir = parent.dir.join(format!("point-{:02}", i + 1));
-        let opts = RunOptions {
-            out_root: out_root.to_owned(),
-            progress: o.progress,
-            argv: o.argv.clone(),
-            bundle_dir: Some(dir),
-        };
-        let r = run(c, opts, cancel.clone()).await?;
+        let r = run_point(&parent, i + 1, c, o).await?;
         interrupted |= r.summary.interrupted;
         points.push(SweepPoint::of(&value, &r.bundle, &r.summary));
     }
@@ -195,9 +188,7 @@ pub async fn sweep(
         points,
         interrupted,
     };
-    parent.write_json("sweep.json", &result)?;
-    parent.write("sweep.md", &document(&result).markdown())?;
-    parent.write("sweep.html", &crate::report::html::sweep_page(&result))?;
+    write_sweep(&parent, &result)?;
     Ok((parent, result))
 }
 
@@ -225,7 +216,7 @@ pub async fn capacity(
     parent.write("contract.toml", src)?;
     let points = std::sync::Mutex::new(Vec::<SweepPoint>::new());
     let cap = search_capacity(base.load.rate(), resolution, max_runs, |rate| {
-        let (parent, points, cancel, argv) = (&parent, &points, cancel.clone(), o.argv.clone());
+        let (parent, points, cancel) = (&parent, &points, cancel.clone());
         async move {
             if cancel.is_cancelled() {
                 return Ok(None);
@@ -234,13 +225,7 @@ pub async fn capacity(
             let text = set_key(src, "load.rate", &value).map_err(anyhow::Error::msg)?;
             let c = contract::parse(&text, path)?;
             let n = points.lock().unwrap_or_else(|p| p.into_inner()).len();
-            let opts = RunOptions {
-                out_root: out_root.to_owned(),
-                progress: o.progress,
-                argv,
-                bundle_dir: Some(parent.dir.join(format!("point-{:02}", n + 1))),
-            };
-            let r = run(c, opts, cancel).await?;
+            let r = run_point(parent, n + 1, c, o).await?;
             if r.summary.interrupted {
                 return Ok(None);
             }
@@ -280,10 +265,31 @@ pub async fn capacity(
         capacity: Some(cap),
         points,
     };
-    parent.write_json("sweep.json", &result)?;
-    parent.write("sweep.md", &document(&result).markdown())?;
-    parent.write("sweep.html", &crate::report::html::sweep_page(&result))?;
+    write_sweep(&parent, &result)?;
     Ok((parent, result))
+}
+
+/// Runs one point's contract into `point-NN` of the parent bundle.
+async fn run_point(
+    parent: &Bundle,
+    n: usize,
+    c: Contract,
+    o: &SweepOptions,
+) -> anyhow::Result<crate::run::RunResult> {
+    let opts = RunOptions {
+        out_root: o.out_root.clone(),
+        progress: o.progress,
+        argv: o.argv.clone(),
+        bundle_dir: Some(parent.dir.join(format!("point-{n:02}"))),
+    };
+    run(c, opts, o.cancel.clone()).await
+}
+
+/// `sweep.json`, `sweep.md` and `sweep.html` in the parent bundle.
+fn write_sweep(parent: &Bundle, r: &SweepResult) -> std::io::Result<()> {
+    parent.write_json("sweep.json", r)?;
+    parent.write("sweep.md", &document(r).markdown())?;
+    parent.write("sweep.html", &crate::report::html::sweep_page(r))
 }
 
 /// The sweep as a report.
