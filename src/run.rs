@@ -194,19 +194,18 @@ pub async fn run(
         crate::env::document(&contract, &base, client_host, probes, &facts, network);
     // The server's own metrics, scraped before, during and after the load.
     let every = contract.measurement.server_metrics_interval.0;
-    let scraper = match every > 0.0 {
-        false => Err("off (measurement.server_metrics_interval = 0)".to_owned()),
-        true => {
-            Scraper::start(
-                http.clone(),
-                &base,
-                api_key.clone(),
-                Duration::from_secs_f64(every),
-                started,
-                &bundle.path(METRICS),
-            )
-            .await
-        }
+    let scraper = if every > 0.0 {
+        Scraper::start(
+            http.clone(),
+            &base,
+            api_key.clone(),
+            Duration::from_secs_f64(every),
+            started,
+            &bundle.path(METRICS),
+        )
+        .await
+    } else {
+        Err("off (measurement.server_metrics_interval = 0)".to_owned())
     };
     environment["server_metrics"] = match &scraper {
         Ok(_) => json!({ "endpoint": "/metrics", "file": METRICS }),
