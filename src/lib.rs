@@ -24,3 +24,4 @@ pub mod run;
 pub mod sim;
 pub mod sweep;
 pub mod text;
+pub mod workload;

@@ -19,10 +19,10 @@ use crate::client::openai::OpenAi;
 use crate::client::{Client, KeepOutput, http_pool};
 use crate::coldstart::Launched;
 use crate::contract::{ApiKind, ClientTokenCount, Contract};
-use crate::driver::Driver;
+use crate::driver::{COLD_START_INDEX, Driver};
 use crate::env::facts::Facts;
 use crate::env::prom::Scraper;
-use crate::plan::Plan;
+use crate::plan::{PRIME_INDEX, Phase, Plan};
 use crate::record::Record;
 use crate::record::writer::{Live, LiveView, Stability, write_records};
 use crate::sim::SimServer;
@@ -278,8 +278,16 @@ pub async fn run(
         aborted.clone(),
     ));
     if let Some(cs) = &cold {
-        driver.cold_requests(cs.requests, &tx, &cancel).await;
+        let n = u64::from(cs.requests);
+        driver
+            .sequential(COLD_START_INDEX, n, Phase::ColdStart, &tx, &cancel)
+            .await;
     }
+    // A warm prefix cache: each shared prefix sent once, one at a time, before the load, and
+    // kept as warm-up records.
+    driver
+        .sequential(PRIME_INDEX, plan.priming(), Phase::Warmup, &tx, &cancel)
+        .await;
     let outcome = driver.drive(tx, cancel.clone()).await;
     if let Ok(s) = scraper {
         s.finish().await.context("writing metrics.jsonl")?;

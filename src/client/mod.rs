@@ -26,6 +26,8 @@ use sse::SseParser;
 pub struct RequestSpec<'a> {
     pub model: &'a str,
     pub prompt: &'a str,
+    /// Chat messages to send instead of one user message with `prompt`.
+    pub messages: Option<&'a [crate::workload::Message]>,
     pub max_tokens: u32,
     pub stream: bool,
     /// Ask for exactly `max_tokens` (`ignore_eos`, `min_tokens`).

@@ -73,10 +73,11 @@ impl Adapter for OpenAi {
         let o = b.as_object_mut().expect("object literal");
         match self {
             OpenAi::Chat => {
-                o.insert(
-                    "messages".into(),
-                    json!([{ "role": "user", "content": spec.prompt }]),
-                );
+                let messages = match spec.messages {
+                    Some(m) => json!(m),
+                    None => json!([{ "role": "user", "content": spec.prompt }]),
+                };
+                o.insert("messages".into(), messages);
             }
             OpenAi::Completions => {
                 o.insert("prompt".into(), json!(spec.prompt));
@@ -212,6 +213,7 @@ mod tests {
     fn body_asks_for_usage_and_exact_length() {
         let sampling = crate::contract::Sampling::default();
         let spec = RequestSpec {
+            messages: None,
             model: "m",
             prompt: "p q",
             max_tokens: 9,

@@ -238,27 +238,73 @@ pub struct Workload {
     /// Stream responses (SSE). TTFT and ITL exist only when streaming.
     #[serde(default = "yes")]
     pub stream: bool,
+    /// Counts and builds prompts: a Hugging Face `tokenizer.json` (relative to the contract),
+    /// exact for its model; absent, the simulator's words (exact on the simulator only, and
+    /// labelled approximate against any other target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<PathBuf>,
+    /// SHA-256 of `tokenizer`, filled when the contract is loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_sha256: Option<String>,
+    /// `synthetic` prompts, or prompts from `dataset`.
     #[serde(default)]
     pub prompt_source: PromptSource,
-    /// Prompt length in tokens.
-    #[serde(default = "default_input")]
-    pub input_tokens: LengthDist,
-    /// Output length in tokens (`max_tokens`).
-    #[serde(default = "default_output")]
-    pub output_tokens: LengthDist,
+    /// JSONL (`{"prompt" | "messages", "output_tokens"?}`) or ShareGPT file, relative to the
+    /// contract: the prompts (`prompt_source = "dataset"`) or the lengths of `empirical` dists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<PathBuf>,
+    /// `jsonl` or `sharegpt`; detected from the file when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_format: Option<crate::workload::DatasetFormat>,
+    /// SHA-256 of `dataset`, filled when the contract is loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_sha256: Option<String>,
+    /// Cache state: `cold` (every prompt unique from its first word), `shared` (requests share
+    /// one of `prefixes` prefixes of `shared_prefix_tokens` tokens) or `warm` (shared, and each
+    /// prefix sent once before the load starts).
+    #[serde(default)]
+    pub prefix_cache: PrefixCache,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_prefix_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefixes: Option<u32>,
+    /// Prompt length in tokens (default: fixed 256; `dataset` for dataset prompts; `trace`
+    /// under a trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<LengthDist>,
+    /// Output length in tokens (`max_tokens`; default fixed 128, `trace` under a trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<LengthDist>,
     /// Ask the server for exactly the planned output length (`ignore_eos`, `min_tokens`).
     #[serde(default = "yes")]
     pub enforce_output_length: bool,
     #[serde(default)]
     pub sampling: Sampling,
+    /// The files above, read when the contract is loaded.
+    #[serde(skip)]
+    pub sources: crate::workload::Loaded,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PromptSource {
-    /// Words from a fixed vocabulary, unique from the first word (no shared prefix).
+    /// Words from a fixed vocabulary, built to the planned length in the workload's tokenizer.
     #[default]
     Synthetic,
+    /// Entries of `workload.dataset`, in a seeded order.
+    Dataset,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefixCache {
+    /// No two prompts share a prefix: each starts with its own request tag.
+    #[default]
+    Cold,
+    /// Prompts start with one of `prefixes` shared prefixes, then their own tag.
+    Shared,
+    /// As `shared`, with each prefix sent once (one output token) before the load starts.
+    Warm,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -303,6 +349,20 @@ pub enum LengthDist {
         #[serde(default = "max_len")]
         max: u32,
     },
+    /// Drawn uniformly from observed lengths: a file of whole numbers, one per line, or (no
+    /// `file`) the workload's dataset: its prompts' tokens (input) or answers' (output).
+    Empirical {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file: Option<PathBuf>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file_sha256: Option<String>,
+        #[serde(skip)]
+        values: std::sync::Arc<Vec<u32>>,
+    },
+    /// Each dataset entry's own length (`prompt_source = "dataset"`).
+    Dataset,
+    /// Each trace row's own length (`load.arrival = "trace"`).
+    Trace,
 }
 
 /// The load model. One flat table (rather than a tagged enum) so that every error points at
@@ -332,6 +392,16 @@ pub struct Load {
     /// Closed loop: pause between a user's answer and its next request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think_time: Option<Seconds>,
+    /// Open loop, `arrival = "trace"`: CSV or JSONL of (timestamp, input tokens, output
+    /// tokens), relative to the contract; replayed at its own timing divided by `speedup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<PathBuf>,
+    /// SHA-256 of `trace`, filled when the contract is loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_sha256: Option<String>,
+    /// Trace replay: 2.0 sends it twice as fast (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
     /// Measured requests (after warm-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
@@ -354,6 +424,8 @@ pub enum Arrival {
     Poisson,
     Constant,
     Gamma,
+    /// The rows of `load.trace`, at their own offsets.
+    Trace,
 }
 
 /// Requests sent before the measured (steady) phase, with the same workload shape and the same
@@ -589,11 +661,20 @@ impl Default for Workload {
         Workload {
             seed: 0,
             stream: true,
+            tokenizer: None,
+            tokenizer_sha256: None,
             prompt_source: PromptSource::default(),
-            input_tokens: default_input(),
-            output_tokens: default_output(),
+            dataset: None,
+            dataset_format: None,
+            dataset_sha256: None,
+            prefix_cache: PrefixCache::default(),
+            shared_prefix_tokens: None,
+            prefixes: None,
+            input_tokens: Some(default_input()),
+            output_tokens: Some(default_output()),
             enforce_output_length: true,
             sampling: Sampling::default(),
+            sources: Default::default(),
         }
     }
 }
@@ -680,6 +761,17 @@ impl Load {
                     self.burstiness(),
                     self.rate()
                 ),
+                Arrival::Trace => format!(
+                    "open loop, trace replay of {}{}",
+                    self.trace
+                        .as_deref()
+                        .and_then(Path::file_name)
+                        .map_or_else(|| "?".into(), |n| n.to_string_lossy().into_owned()),
+                    match self.speedup {
+                        Some(x) if x != 1.0 => format!(" at {x}× speed"),
+                        _ => String::new(),
+                    }
+                ),
                 a => format!(
                     "open loop, {} arrivals at {} req/s",
                     format!("{a:?}").to_lowercase(),
@@ -702,6 +794,10 @@ impl LengthDist {
             LengthDist::Fixed { value } => f64::from(*value),
             LengthDist::Uniform { min, max } => (f64::from(*min) + f64::from(*max)) / 2.0,
             LengthDist::Normal { mean, .. } | LengthDist::Lognormal { mean, .. } => *mean,
+            LengthDist::Empirical { values, .. } if !values.is_empty() => {
+                values.iter().map(|&v| f64::from(v)).sum::<f64>() / values.len() as f64
+            }
+            LengthDist::Empirical { .. } | LengthDist::Dataset | LengthDist::Trace => f64::NAN,
         }
     }
 }
@@ -768,36 +864,186 @@ pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
             key: Some(key),
             message,
         })?;
+    read_files(&mut c, src, path)?;
+    Ok(c)
+}
+
+/// Reads the files a contract names (references, tokenizer, dataset, lengths, trace), checks
+/// each against the SHA-256 the contract kept, and records the hashes it read.
+fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractError> {
+    use crate::workload::{self, Prompt, Sources, Tokenizer};
+    let invalid = |key: &str, message: String| ContractError::Invalid {
+        path: path.to_owned(),
+        line: source::line_of_key(src, key),
+        key: Some(key.to_owned()),
+        message,
+    };
+    let beside = |rel: &Path| match path.parent() {
+        Some(dir) if rel.is_relative() => dir.join(rel),
+        _ => rel.to_owned(),
+    };
+    // The file as it is now must be the file the contract was resolved against.
+    let check = |key: &str, file: &Path, sha: &str, kept: &Option<String>| match kept {
+        Some(k) if k != sha => Err(invalid(
+            &format!("{key}_sha256"),
+            format!(
+                "{} has changed since this contract was resolved (SHA-256 {sha}, expected {k})",
+                file.display()
+            ),
+        )),
+        _ => Ok(()),
+    };
     if let Some(rel) = &c.quality.references {
-        let file = match path.parent() {
-            Some(dir) if rel.is_relative() => dir.join(rel),
-            _ => rel.clone(),
-        };
+        let file = beside(rel);
         let (items, sha) =
-            crate::quality::load_references(&file).map_err(|message| ContractError::Invalid {
-                path: path.to_owned(),
-                line: source::line_of_key(src, "quality.references"),
-                key: Some("quality.references".into()),
-                message,
-            })?;
-        if let Some(kept) = &c.quality.references_sha256
-            && *kept != sha
-        {
-            return Err(ContractError::Invalid {
-                path: path.to_owned(),
-                line: source::line_of_key(src, "quality.references_sha256"),
-                key: Some("quality.references_sha256".into()),
-                message: format!(
-                    "{} has changed since this contract was resolved (SHA-256 {sha}, expected {kept})",
-                    file.display()
-                ),
-            });
-        }
+            crate::quality::load_references(&file).map_err(|m| invalid("quality.references", m))?;
+        check(
+            "quality.references",
+            &file,
+            &sha,
+            &c.quality.references_sha256,
+        )?;
         c.quality.references = Some(file);
         c.quality.references_sha256 = Some(sha);
         c.quality.items = std::sync::Arc::new(items);
     }
-    Ok(c)
+    let w = &mut c.workload;
+    let mut sources = Sources::default();
+    if let Some(rel) = &w.tokenizer {
+        let file = beside(rel);
+        let (t, sha) = Tokenizer::load(&file).map_err(|m| invalid("workload.tokenizer", m))?;
+        check("workload.tokenizer", &file, &sha, &w.tokenizer_sha256)?;
+        w.tokenizer = Some(file);
+        w.tokenizer_sha256 = Some(sha);
+        sources.tokenizer = t;
+    }
+    if let Some(rel) = &w.dataset {
+        let file = beside(rel);
+        let sha = workload::sha256_file(&file).map_err(|m| invalid("workload.dataset", m))?;
+        check("workload.dataset", &file, &sha, &w.dataset_sha256)?;
+        let (d, format) = workload::dataset::load(&file, w.dataset_format)
+            .map_err(|m| invalid("workload.dataset", m))?;
+        if c.target.api == ApiKind::OpenAiCompletions
+            && let Some(item) = d.items.iter().find(|i| i.messages.is_some())
+        {
+            return Err(invalid(
+                "target.api",
+                format!(
+                    "{} {} has `messages`, which only api = \"openai-chat\" can send",
+                    file.display(),
+                    item.at
+                ),
+            ));
+        }
+        let t = &sources.tokenizer;
+        sources.prompts = d
+            .items
+            .into_iter()
+            .map(|i| Prompt {
+                input_tokens: t.count(&i.prompt),
+                output_tokens: i
+                    .output_tokens
+                    .or_else(|| i.answer.as_deref().map(|a| t.count(a).max(1))),
+                prompt: i.prompt,
+                messages: i.messages,
+                at: i.at,
+            })
+            .collect();
+        sources.skipped = d.skipped;
+        w.dataset = Some(file);
+        w.dataset_sha256 = Some(sha);
+        w.dataset_format = Some(format);
+    }
+    let dataset_name = w
+        .dataset
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    for (key, dist, input) in [
+        ("workload.input_tokens", &mut w.input_tokens, true),
+        ("workload.output_tokens", &mut w.output_tokens, false),
+    ] {
+        let needs_each = matches!(dist, Some(LengthDist::Dataset));
+        let from_dataset = |prompts: &[Prompt]| -> Result<Vec<u32>, ContractError> {
+            prompts
+                .iter()
+                .map(|p| match (input, p.output_tokens) {
+                    (true, _) => Ok(p.input_tokens),
+                    (false, Some(n)) => Ok(n),
+                    (false, None) => Err(invalid(
+                        key,
+                        format!(
+                            "{dataset_name} {}: no output length (add \"output_tokens\", or set {key} to a distribution)",
+                            p.at
+                        ),
+                    )),
+                })
+                .collect()
+        };
+        if needs_each {
+            from_dataset(&sources.prompts)?;
+        }
+        if let Some(LengthDist::Empirical {
+            file,
+            file_sha256,
+            values,
+        }) = dist
+        {
+            let v = match file {
+                Some(rel) => {
+                    let f = beside(rel);
+                    let sha = workload::sha256_file(&f).map_err(|m| invalid(key, m))?;
+                    check(&format!("{key}.file"), &f, &sha, file_sha256)?;
+                    let v = workload::load_lengths(&f).map_err(|m| invalid(key, m))?;
+                    *file = Some(f);
+                    *file_sha256 = Some(sha);
+                    v
+                }
+                None => from_dataset(&sources.prompts)?,
+            };
+            *values = std::sync::Arc::new(v);
+        }
+    }
+    let l = &mut c.load;
+    if let Some(rel) = &l.trace {
+        let file = beside(rel);
+        let sha = workload::sha256_file(&file).map_err(|m| invalid("load.trace", m))?;
+        check("load.trace", &file, &sha, &l.trace_sha256)?;
+        let rows = workload::trace::load(&file).map_err(|m| invalid("load.trace", m))?;
+        let available = (rows.len() as u64).checked_sub(c.warmup.requests);
+        if l.requests.is_none() && l.duration.is_none() {
+            if c.warmup.duration.is_some() || c.warmup.until_stable.is_some() {
+                return Err(invalid(
+                    "load",
+                    "a trace replayed to its end needs a warm-up by `requests` (or set load.requests or load.duration)".into(),
+                ));
+            }
+            l.requests = Some(available.filter(|&n| n > 0).ok_or_else(|| {
+                invalid(
+                    "warmup.requests",
+                    format!("leaves none of the trace's {} rows to measure", rows.len()),
+                )
+            })?);
+        }
+        if let Some(n) = l.requests
+            && available.is_none_or(|a| n > a)
+        {
+            return Err(invalid(
+                "load.requests",
+                format!(
+                    "= {n}: {} has {} rows, {} of them warm-up",
+                    file.display(),
+                    rows.len(),
+                    c.warmup.requests
+                ),
+            ));
+        }
+        l.trace = Some(file);
+        l.trace_sha256 = Some(sha);
+        sources.trace = rows;
+    }
+    c.workload.sources = crate::workload::Loaded(std::sync::Arc::new(sources));
+    Ok(())
 }
 
 type Problem = (String, String);
@@ -876,8 +1122,7 @@ impl Contract {
         if !(self.target.timeout.0.is_finite() && self.target.timeout.0 > 0.0) {
             return problem("target.timeout", "must be > 0");
         }
-        check_dist("workload.input_tokens", &self.workload.input_tokens)?;
-        check_dist("workload.output_tokens", &self.workload.output_tokens)?;
+        self.resolve_workload()?;
         let s = &self.workload.sampling;
         if !(s.temperature.is_finite() && s.temperature >= 0.0) {
             return problem("workload.sampling.temperature", "must be >= 0");
@@ -896,23 +1141,58 @@ impl Contract {
                         return problem(&format!("load.{k}"), "applies to model = \"closed\" only");
                     }
                 }
-                let Some(rate) = l.rate else {
-                    return problem(
-                        "load.rate",
-                        "missing: an open-loop load needs a rate in requests per second",
-                    );
-                };
-                if !(rate.is_finite() && rate > 0.0) {
-                    return problem(
-                        "load.rate",
-                        format!("= {rate}: must be > 0 requests per second"),
-                    );
+                if l.arrival == Some(Arrival::Trace) {
+                    for (k, set) in [
+                        ("rate", l.rate.is_some()),
+                        ("burstiness", l.burstiness.is_some()),
+                    ] {
+                        if set {
+                            return problem(
+                                &format!("load.{k}"),
+                                "does not apply to arrival = \"trace\" (the trace's timestamps set the rate; use `speedup` to scale it)",
+                            );
+                        }
+                    }
+                    if l.trace.is_none() {
+                        return problem(
+                            "load.trace",
+                            "missing: arrival = \"trace\" needs a trace file (CSV or JSONL of timestamp, input tokens, output tokens)",
+                        );
+                    }
+                    let x = *l.speedup.get_or_insert(1.0);
+                    if !(x.is_finite() && x > 0.0) {
+                        return problem("load.speedup", format!("= {x}: must be > 0"));
+                    }
+                } else {
+                    for (k, set) in [
+                        ("trace", l.trace.is_some()),
+                        ("speedup", l.speedup.is_some()),
+                    ] {
+                        if set {
+                            return problem(
+                                &format!("load.{k}"),
+                                "applies to arrival = \"trace\" only",
+                            );
+                        }
+                    }
+                    let Some(rate) = l.rate else {
+                        return problem(
+                            "load.rate",
+                            "missing: an open-loop load needs a rate in requests per second",
+                        );
+                    };
+                    if !(rate.is_finite() && rate > 0.0) {
+                        return problem(
+                            "load.rate",
+                            format!("= {rate}: must be > 0 requests per second"),
+                        );
+                    }
+                    let b = *l.burstiness.get_or_insert(1.0);
+                    if !(b.is_finite() && b > 0.0) {
+                        return problem("load.burstiness", "must be > 0 (1 = Poisson)");
+                    }
+                    l.arrival.get_or_insert(Arrival::Poisson);
                 }
-                let b = *l.burstiness.get_or_insert(1.0);
-                if !(b.is_finite() && b > 0.0) {
-                    return problem("load.burstiness", "must be > 0 (1 = Poisson)");
-                }
-                l.arrival.get_or_insert(Arrival::Poisson);
                 if *l.max_in_flight.get_or_insert(DEFAULT_IN_FLIGHT) == 0 {
                     return problem("load.max_in_flight", "must be >= 1");
                 }
@@ -923,6 +1203,8 @@ impl Contract {
                     ("arrival", l.arrival.is_some()),
                     ("burstiness", l.burstiness.is_some()),
                     ("max_in_flight", l.max_in_flight.is_some()),
+                    ("trace", l.trace.is_some()),
+                    ("speedup", l.speedup.is_some()),
                 ] {
                     if set {
                         return problem(
@@ -952,6 +1234,8 @@ impl Contract {
             }
         }
         match (self.load.requests(), self.load.duration()) {
+            // A trace without a bound is replayed to its end (the bound is filled when it is read).
+            (None, None) if self.load.arrival == Some(Arrival::Trace) => {}
             (None, None) => {
                 return problem(
                     "load",
@@ -1057,6 +1341,131 @@ impl Contract {
             } else {
                 ClientTokenCount::Chunks
             });
+        }
+        Ok(())
+    }
+
+    /// Checks the workload's keys against each other and fills the length defaults that
+    /// depend on the prompt source and arrival process. (Files are read by `parse`.)
+    fn resolve_workload(&mut self) -> Result<(), Problem> {
+        let trace = self.load.arrival == Some(Arrival::Trace);
+        let w = &mut self.workload;
+        let dataset = w.prompt_source == PromptSource::Dataset;
+        let input = w
+            .input_tokens
+            .get_or_insert_with(|| match (trace, dataset) {
+                (true, _) => LengthDist::Trace,
+                (false, true) => LengthDist::Dataset,
+                (false, false) => default_input(),
+            });
+        let output = w.output_tokens.get_or_insert_with(|| {
+            if trace {
+                LengthDist::Trace
+            } else {
+                default_output()
+            }
+        });
+        for (key, d) in [
+            ("workload.input_tokens", &*input),
+            ("workload.output_tokens", &*output),
+        ] {
+            check_dist(key, d)?;
+            match d {
+                LengthDist::Trace if !trace => {
+                    return problem(key, "dist = \"trace\" needs load.arrival = \"trace\"");
+                }
+                LengthDist::Dataset if !dataset => {
+                    return problem(key, "dist = \"dataset\" needs prompt_source = \"dataset\"");
+                }
+                LengthDist::Empirical { file: None, .. } if w.dataset.is_none() => {
+                    return problem(
+                        key,
+                        "dist = \"empirical\" needs a `file` of lengths, or workload.dataset to take them from",
+                    );
+                }
+                LengthDist::Trace => {}
+                _ if trace => {
+                    return problem(
+                        key,
+                        "under arrival = \"trace\" each request's lengths are its trace row's: set dist = \"trace\" or leave it out",
+                    );
+                }
+                _ => {}
+            }
+        }
+        if dataset && !trace && *input != LengthDist::Dataset {
+            return problem(
+                "workload.input_tokens",
+                "dataset prompts have their own lengths: leave input_tokens out (or dist = \"dataset\"); for synthetic prompts with a dataset's lengths use prompt_source = \"synthetic\" and dist = \"empirical\"",
+            );
+        }
+        let uses_dataset = dataset
+            || [&*input, &*output]
+                .iter()
+                .any(|d| matches!(d, LengthDist::Empirical { file: None, .. }));
+        match (&w.dataset, uses_dataset) {
+            (None, true) => {
+                return problem(
+                    "workload.dataset",
+                    "missing: prompt_source = \"dataset\" needs a dataset file (JSONL or ShareGPT)",
+                );
+            }
+            (Some(_), false) => {
+                return problem(
+                    "workload.dataset",
+                    "is not used: set prompt_source = \"dataset\", or take lengths from it with dist = \"empirical\"",
+                );
+            }
+            _ => {}
+        }
+        if w.dataset_format.is_some() && w.dataset.is_none() {
+            return problem(
+                "workload.dataset_format",
+                "applies to workload.dataset only",
+            );
+        }
+        match w.prefix_cache {
+            PrefixCache::Cold => {
+                for (k, set) in [
+                    ("shared_prefix_tokens", w.shared_prefix_tokens.is_some()),
+                    ("prefixes", w.prefixes.is_some()),
+                ] {
+                    if set {
+                        return problem(
+                            &format!("workload.{k}"),
+                            "applies to prefix_cache = \"shared\" or \"warm\" only",
+                        );
+                    }
+                }
+            }
+            PrefixCache::Shared | PrefixCache::Warm => {
+                let Some(n) = w.shared_prefix_tokens.filter(|&n| n >= 1) else {
+                    return problem(
+                        "workload.shared_prefix_tokens",
+                        "a shared or warm prefix cache needs shared_prefix_tokens >= 1",
+                    );
+                };
+                if *w.prefixes.get_or_insert(1) == 0 {
+                    return problem("workload.prefixes", "must be >= 1");
+                }
+                let shortest = match input {
+                    LengthDist::Fixed { value } => Some(*value),
+                    LengthDist::Uniform { min, .. }
+                    | LengthDist::Normal { min, .. }
+                    | LengthDist::Lognormal { min, .. } => Some(*min),
+                    _ => None,
+                };
+                if let Some(m) = shortest
+                    && m <= n
+                {
+                    return problem(
+                        "workload.shared_prefix_tokens",
+                        format!(
+                            "= {n} leaves no room for a request's own tokens: input_tokens can be as short as {m}"
+                        ),
+                    );
+                }
+            }
         }
         Ok(())
     }

@@ -58,6 +58,7 @@ impl Driver {
         let body = self.client.adapter().body(&RequestSpec {
             model: &self.model,
             prompt: &p.prompt,
+            messages: p.messages.as_deref(),
             max_tokens: p.output_tokens,
             stream: w.stream,
             exact_output: w.enforce_output_length,
@@ -241,20 +242,23 @@ impl Driver {
         }
     }
 
-    /// The cold-start requests: `n` requests one after another, labelled `cold_start`, with plan
-    /// indices far above the run's so they never collide.
-    pub async fn cold_requests(
+    /// Requests sent one after another before the load, labelled `phase`: the cold-start
+    /// requests and the warm prefixes. Their plan indices start at `first`, far above the run's,
+    /// so they never collide.
+    pub async fn sequential(
         &self,
-        n: u32,
+        first: u64,
+        n: u64,
+        phase: Phase,
         tx: &UnboundedSender<Record>,
         cancel: &CancellationToken,
     ) {
-        for k in 0..u64::from(n) {
+        for k in 0..n {
             if cancel.is_cancelled() {
                 return;
             }
-            let (planned, body) = self.prepare(COLD_START_INDEX + k);
-            let mut rec = Record::planned(&planned, Phase::ColdStart, &self.run_id);
+            let (planned, body) = self.prepare(first + k);
+            let mut rec = Record::planned(&planned, phase, &self.run_id);
             self.client.execute(body, &mut rec, cancel).await;
             let _ = tx.send(rec);
         }

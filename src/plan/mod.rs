@@ -11,8 +11,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, Gamma, LogNormal, Normal};
 use serde::Serialize;
 
-use crate::contract::{Arrival, Contract, LengthDist};
-use crate::text::WORDS;
+use crate::contract::{Arrival, Contract, LengthDist, PrefixCache, PromptSource};
+use crate::workload::{Loaded, Message};
 
 /// Which part of a run a request belongs to.
 #[derive(
@@ -46,11 +46,15 @@ pub struct PlannedRequest {
     /// Intended send time, microseconds after the run starts (open loop only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub intended_us: Option<u64>,
-    /// Planned prompt length, in the simulator tokenizer's tokens.
+    /// Prompt length in the workload tokenizer's tokens, counted on the prompt as built.
     pub input_tokens: u32,
     /// Planned output length (`max_tokens`).
     pub output_tokens: u32,
+    /// The prompt's text (for `messages`, their contents joined by newlines).
     pub prompt: String,
+    /// A dataset entry's chat messages, sent as they are (with the request's tag in the first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<Message>>,
 }
 
 /// Open-loop arrival process parameters.
@@ -72,6 +76,9 @@ pub struct ArrivalGen {
     params: ArrivalParams,
     t: f64,
     started: bool,
+    /// Trace replay: the offsets, µs, and the next row. The process ends with the trace.
+    trace: std::sync::Arc<Vec<u64>>,
+    row: usize,
 }
 
 impl ArrivalGen {
@@ -82,6 +89,7 @@ impl ArrivalGen {
             Arrival::Poisson => Exp::new(p.rate).map_or(1.0 / p.rate, |e| e.sample(&mut self.rng)),
             Arrival::Gamma => Gamma::new(p.shape, 1.0 / (p.rate * p.shape))
                 .map_or(1.0 / p.rate, |g| g.sample(&mut self.rng)),
+            Arrival::Trace => 0.0,
         }
     }
 }
@@ -89,6 +97,11 @@ impl ArrivalGen {
 impl Iterator for ArrivalGen {
     type Item = u64;
     fn next(&mut self) -> Option<u64> {
+        if self.params.arrival == Arrival::Trace {
+            let t = self.trace.get(self.row).copied();
+            self.row += 1;
+            return t;
+        }
         if self.started {
             self.t += self.gap();
         }
@@ -109,7 +122,20 @@ pub struct Plan {
     phases: PhaseRules,
     /// `[quality] mode = "reference"`: request `i` asks reference `i mod n`'s prompt.
     references: std::sync::Arc<Vec<crate::quality::Reference>>,
+    /// Tokenizer, dataset and trace.
+    sources: Loaded,
+    /// Dataset prompts: request `i` takes entry `order[i mod n]` (a seeded shuffle).
+    order: std::sync::Arc<Vec<u32>>,
+    /// Shared prefixes (`prefix_cache = "shared"` or `"warm"`), built once.
+    prefixes: std::sync::Arc<Vec<String>>,
+    /// Whether the prefixes are sent once before the load (`"warm"`).
+    warm: bool,
+    /// Trace arrival offsets, µs, after the speed-up.
+    trace_us: std::sync::Arc<Vec<u64>>,
 }
+
+/// First plan index of the requests that send each shared prefix once (`prefix_cache = "warm"`).
+pub const PRIME_INDEX: u64 = 1 << 41;
 
 /// When warm-up ends and when the measured phase ends.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -235,6 +261,9 @@ impl Phaser {
 }
 
 const ARRIVAL_STREAM: u64 = u64::MAX;
+const ORDER_STREAM: u64 = u64::MAX - 1;
+/// Prefix `k` is built from stream `PREFIX_STREAM - k`.
+const PREFIX_STREAM: u64 = u64::MAX - 2;
 
 impl Plan {
     pub fn new(c: &Contract) -> Plan {
@@ -243,14 +272,72 @@ impl Plan {
             rate: c.load.rate(),
             shape: c.load.burstiness(),
         });
+        let w = &c.workload;
+        let sources = w.sources.clone();
+        let seed = w.seed;
+        let mut order: Vec<u32> = Vec::new();
+        if w.prompt_source == PromptSource::Dataset {
+            order = (0..sources.prompts.len() as u32).collect();
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_stream(ORDER_STREAM);
+            rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
+        }
+        let prefixes = match (w.prefix_cache, w.shared_prefix_tokens) {
+            (PrefixCache::Shared | PrefixCache::Warm, Some(n)) => {
+                (0..u64::from(w.prefixes.unwrap_or(1)))
+                    .map(|k| {
+                        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                        rng.set_stream(PREFIX_STREAM - k);
+                        sources
+                            .tokenizer
+                            .build(&format!("p{k}s{seed}"), n, &mut rng)
+                            .0
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        let speedup = c.load.speedup.unwrap_or(1.0);
+        let trace_us = sources
+            .trace
+            .iter()
+            .map(|r| (r.offset_s / speedup * 1e6).round() as u64)
+            .collect();
         Plan {
-            seed: c.workload.seed,
-            input: c.workload.input_tokens.clone(),
-            output: c.workload.output_tokens.clone(),
+            seed,
+            input: w
+                .input_tokens
+                .clone()
+                .unwrap_or(LengthDist::Fixed { value: 256 }),
+            output: w
+                .output_tokens
+                .clone()
+                .unwrap_or(LengthDist::Fixed { value: 128 }),
             open,
             phases: PhaseRules::of(c),
             references: c.quality.items.clone(),
+            sources,
+            order: std::sync::Arc::new(order),
+            prefixes: std::sync::Arc::new(prefixes),
+            warm: w.prefix_cache == PrefixCache::Warm,
+            trace_us: std::sync::Arc::new(trace_us),
         }
+    }
+
+    /// How many requests send the shared prefixes before the load (`prefix_cache = "warm"`);
+    /// they are plan indices `PRIME_INDEX..PRIME_INDEX + n`.
+    pub fn priming(&self) -> u64 {
+        if self.warm {
+            self.prefixes.len() as u64
+        } else {
+            0
+        }
+    }
+
+    /// Whether prompt lengths are the target's own tokens (a tokenizer file), rather than the
+    /// simulator's words.
+    pub fn exact_tokens(&self) -> bool {
+        self.sources.tokenizer.is_file()
     }
 
     /// The open-loop arrival times, from the start, without end.
@@ -263,6 +350,8 @@ impl Plan {
                 params,
                 t: 0.0,
                 started: false,
+                trace: self.trace_us.clone(),
+                row: 0,
             }
         })
     }
@@ -290,28 +379,89 @@ impl Plan {
 
     /// Request `index`, generated on its own.
     pub fn request(&self, index: u64) -> PlannedRequest {
+        let t = &self.sources.tokenizer;
+        if let Some(k) = index
+            .checked_sub(PRIME_INDEX)
+            .filter(|&k| k < self.priming())
+        {
+            let prompt = self.prefixes[k as usize].clone();
+            return PlannedRequest {
+                index,
+                phase: Phase::Warmup,
+                intended_us: None,
+                input_tokens: t.count(&prompt),
+                output_tokens: 1,
+                prompt,
+                messages: None,
+            };
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         rng.set_stream(index);
-        let input_tokens = sample_len(&self.input, &mut rng);
-        let output_tokens = sample_len(&self.output, &mut rng);
+        let row = self
+            .sources
+            .trace
+            .get((index % self.sources.trace.len().max(1) as u64) as usize);
+        let item = (!self.order.is_empty()).then(|| {
+            &self.sources.prompts[self.order[(index % self.order.len() as u64) as usize] as usize]
+        });
+        let mut length = |d: &LengthDist, input: bool| match (d, row, item) {
+            (LengthDist::Trace, Some(r), _) => {
+                if input {
+                    r.input_tokens
+                } else {
+                    r.output_tokens
+                }
+            }
+            (LengthDist::Dataset, _, Some(i)) => {
+                if input {
+                    i.input_tokens
+                } else {
+                    i.output_tokens.unwrap_or(1)
+                }
+            }
+            _ => sample_len(d, &mut rng),
+        };
+        let input_tokens = length(&self.input, true);
+        let output_tokens = length(&self.output, false);
         if !self.references.is_empty() {
             let r = &self.references[(index % self.references.len() as u64) as usize];
             return PlannedRequest {
                 index,
                 phase: Phase::Steady,
                 intended_us: None,
-                input_tokens: crate::text::count_words(&r.prompt),
+                input_tokens: t.count(&r.prompt),
                 output_tokens,
                 prompt: r.prompt.clone(),
+                messages: None,
             };
         }
-        // The first word is unique to the request (and seed), so no two prompts share a prefix.
-        let mut prompt = format!("r{index}s{}", self.seed);
-        for _ in 1..input_tokens {
-            let w = WORDS[(rand::Rng::next_u32(&mut rng) as usize) % WORDS.len()];
-            prompt.push(' ');
-            prompt.push_str(w);
+        // The request's own tag: its first word (or the first after a shared prefix) is unique
+        // to it and the seed, so no prompt shares more than the intended prefix with another.
+        let mut lead = String::new();
+        if !self.prefixes.is_empty() {
+            let k = rand::Rng::next_u32(&mut rng) as usize % self.prefixes.len();
+            lead.push_str(&self.prefixes[k]);
+            lead.push(' ');
         }
+        lead.push_str(&format!("r{index}s{}", self.seed));
+        let (prompt, messages, input_tokens) = match item {
+            Some(i) => {
+                let prompt = format!("{lead}\n{}", i.prompt);
+                let messages = i.messages.as_ref().map(|m| {
+                    let mut m = m.clone();
+                    if let Some(first) = m.first_mut() {
+                        first.content = format!("{lead}\n{}", first.content);
+                    }
+                    m
+                });
+                let n = t.count(&prompt);
+                (prompt, messages, n)
+            }
+            None => {
+                let (prompt, n) = t.build(&lead, input_tokens, &mut rng);
+                (prompt, None, n)
+            }
+        };
         PlannedRequest {
             index,
             phase: Phase::Steady,
@@ -319,6 +469,7 @@ impl Plan {
             input_tokens,
             output_tokens,
             prompt,
+            messages,
         }
     }
 
@@ -364,6 +515,11 @@ fn sample_len(d: &LengthDist, rng: &mut ChaCha8Rng) -> u32 {
             Ok(n) => clamp(n.sample(rng), min, max),
             Err(_) => clamp(mean, min, max),
         },
+        LengthDist::Empirical { ref values, .. } if !values.is_empty() => {
+            values[(rand::Rng::next_u64(rng) % values.len() as u64) as usize]
+        }
+        // Per-request lengths (dataset, trace) are taken before sampling; nothing to draw.
+        LengthDist::Empirical { .. } | LengthDist::Dataset | LengthDist::Trace => 1,
         LengthDist::Lognormal {
             mean,
             stddev,

@@ -1,0 +1,295 @@
+//! Prompt datasets: JSONL of `{"prompt" | "messages", "output_tokens"?}` and the ShareGPT
+//! conversation format (a JSON array, or JSON lines, of `{"conversations": [{"from", "value"}…]}`).
+//!
+//! From a ShareGPT conversation the first human turn is the prompt and the answer that follows it
+//! gives the output length, as vLLM's and SGLang's benchmark loaders take it. Conversations
+//! without that pair (an answer first, a question never answered) are skipped and counted, as
+//! those loaders do; anything malformed is an error naming the file and line (or entry).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Which format a dataset file is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetFormat {
+    /// One JSON object per line: `prompt` or `messages`, optional `output_tokens`.
+    Jsonl,
+    /// ShareGPT conversations: a JSON array or JSON lines.
+    Sharegpt,
+}
+
+/// A chat message sent as it stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+/// One usable dataset entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    /// Prompt text (the messages' contents joined by newlines, for `messages` entries).
+    pub prompt: String,
+    /// Sent verbatim to a chat endpoint when present.
+    pub messages: Option<Vec<Message>>,
+    /// Output length the entry asks for: `output_tokens`, or the tokens of ShareGPT's answer.
+    pub output_tokens: Option<u32>,
+    /// ShareGPT's answer, counted once the tokenizer is known.
+    pub answer: Option<String>,
+    /// Where it came from (`line 4`, `entry 12`), for messages.
+    pub at: String,
+}
+
+/// A loaded dataset.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dataset {
+    pub items: Vec<Item>,
+    /// Conversations without a human turn answered by the model.
+    pub skipped: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    messages: Option<Vec<Message>>,
+    #[serde(default)]
+    output_tokens: Option<u32>,
+    /// Free-form label, ignored.
+    #[serde(default)]
+    #[allow(dead_code)]
+    id: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Conversation {
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+    conversations: Vec<Turn>,
+}
+
+#[derive(Deserialize)]
+struct Turn {
+    from: String,
+    value: String,
+}
+
+/// Guesses a file's format from its first character: `[` opens a ShareGPT array; lines whose
+/// first object has `conversations` are ShareGPT lines; anything else is JSONL.
+pub fn detect(text: &str) -> DatasetFormat {
+    let t = text.trim_start();
+    if t.starts_with('[') {
+        return DatasetFormat::Sharegpt;
+    }
+    let first = t.lines().next().unwrap_or("");
+    match serde_json::from_str::<serde_json::Value>(first) {
+        Ok(v) if v.get("conversations").is_some() => DatasetFormat::Sharegpt,
+        _ => DatasetFormat::Jsonl,
+    }
+}
+
+/// Reads a dataset; `format` `None` detects it. Returns it with the format used.
+pub fn load(
+    path: &Path,
+    format: Option<DatasetFormat>,
+) -> Result<(Dataset, DatasetFormat), String> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+    let format = format.unwrap_or_else(|| detect(&text));
+    let mut out = Dataset::default();
+    match format {
+        DatasetFormat::Jsonl => {
+            for (i, line) in text.lines().enumerate() {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let at = format!("line {}", i + 1);
+                let l: Line = serde_json::from_str(line).map_err(|e| {
+                    format!(
+                        "{name}:{}: {e} (each line is {{\"prompt\": …}} or {{\"messages\": […]}}, with an optional \"output_tokens\")",
+                        i + 1
+                    )
+                })?;
+                out.items
+                    .push(jsonl_item(l, &at).map_err(|m| format!("{name}:{}: {m}", i + 1))?);
+            }
+        }
+        DatasetFormat::Sharegpt => {
+            let t = text.trim_start();
+            let convs: Vec<(String, Conversation)> = if t.starts_with('[') {
+                let v: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| {
+                    format!(
+                        "{name}:{}: {e} (expected a JSON array of conversations)",
+                        e.line()
+                    )
+                })?;
+                v.into_iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        let at = format!("entry {}", i + 1);
+                        serde_json::from_value::<Conversation>(v)
+                            .map(|c| (at.clone(), c))
+                            .map_err(|e| format!("{name}: {at}: {e} (expected {{\"conversations\": [{{\"from\", \"value\"}}, …]}})"))
+                    })
+                    .collect::<Result<_, _>>()?
+            } else {
+                text.lines()
+                    .enumerate()
+                    .filter(|(_, l)| !l.trim().is_empty())
+                    .map(|(i, l)| {
+                        serde_json::from_str::<Conversation>(l)
+                            .map(|c| (format!("line {}", i + 1), c))
+                            .map_err(|e| format!("{name}:{}: {e} (expected {{\"conversations\": [{{\"from\", \"value\"}}, …]}})", i + 1))
+                    })
+                    .collect::<Result<_, _>>()?
+            };
+            for (at, c) in convs {
+                let turns = &c.conversations;
+                let q = turns.iter().position(|t| is_human(&t.from));
+                let pair = q.and_then(|q| {
+                    turns
+                        .get(q + 1)
+                        .filter(|a| is_model(&a.from))
+                        .map(|a| (&turns[q], a))
+                });
+                match pair {
+                    Some((q, a)) if !q.value.trim().is_empty() => out.items.push(Item {
+                        prompt: q.value.clone(),
+                        messages: None,
+                        output_tokens: None,
+                        answer: Some(a.value.clone()),
+                        at: match &c.id {
+                            Some(id) => format!("{at} (id {id})"),
+                            None => at,
+                        },
+                    }),
+                    _ => out.skipped += 1,
+                }
+            }
+        }
+    }
+    if out.items.is_empty() {
+        return Err(format!(
+            "{name}: no usable prompt in the file ({} entries skipped)",
+            out.skipped
+        ));
+    }
+    Ok((out, format))
+}
+
+fn is_human(from: &str) -> bool {
+    matches!(from, "human" | "user")
+}
+
+fn is_model(from: &str) -> bool {
+    matches!(from, "gpt" | "assistant" | "chatgpt" | "bard" | "model")
+}
+
+fn jsonl_item(l: Line, at: &str) -> Result<Item, String> {
+    let (prompt, messages) = match (l.prompt, l.messages) {
+        (Some(p), None) if !p.trim().is_empty() => (p, None),
+        (Some(_), None) => return Err("`prompt` is empty".into()),
+        (None, Some(m)) if !m.is_empty() => {
+            if let Some(bad) = m.iter().find(|m| {
+                !matches!(
+                    m.role.as_str(),
+                    "system" | "user" | "assistant" | "developer" | "tool"
+                )
+            }) {
+                return Err(format!("`messages`: unknown role `{}`", bad.role));
+            }
+            (
+                m.iter()
+                    .map(|m| m.content.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                Some(m),
+            )
+        }
+        (None, Some(_)) => return Err("`messages` is empty".into()),
+        (Some(_), Some(_)) => return Err("set `prompt` or `messages`, not both".into()),
+        (None, None) => return Err("missing `prompt` (or `messages`)".into()),
+    };
+    if l.output_tokens == Some(0) {
+        return Err("`output_tokens` must be >= 1".into());
+    }
+    Ok(Item {
+        prompt,
+        messages,
+        output_tokens: l.output_tokens,
+        answer: None,
+        at: at.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.jsonl");
+        std::fs::write(&p, text).unwrap();
+        (dir, p)
+    }
+
+    #[test]
+    fn the_shipped_sharegpt_sample_loads_and_skips_what_vllm_skips() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/data/sharegpt-sample.json");
+        let (d, f) = load(&p, None).unwrap();
+        assert_eq!(f, DatasetFormat::Sharegpt);
+        assert_eq!((d.items.len(), d.skipped), (20, 2));
+        assert!(d.items[0].prompt.starts_with("How do I keep bread"));
+        assert!(
+            d.items
+                .iter()
+                .all(|i| i.answer.as_deref().is_some_and(|a| !a.is_empty()))
+        );
+    }
+
+    #[test]
+    fn jsonl_prompts_and_messages() {
+        let (_d, p) = write(concat!(
+            "{\"prompt\": \"Say hi\", \"output_tokens\": 12}\n\n",
+            "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"Why?\"}]}\n",
+        ));
+        let (d, f) = load(&p, None).unwrap();
+        assert_eq!(f, DatasetFormat::Jsonl);
+        assert_eq!(d.items[0].output_tokens, Some(12));
+        assert_eq!(d.items[1].prompt, "Be brief.\nWhy?");
+        assert_eq!(d.items[1].at, "line 3");
+    }
+
+    #[test]
+    fn bad_lines_name_file_and_line() {
+        for (text, want) in [
+            ("{\"prompt\": \"a\"}\nnot json\n", "d.jsonl:2:"),
+            (
+                "{\"prompt\": \"a\"}\n{\"output_tokens\": 3}\n",
+                "d.jsonl:2: missing `prompt`",
+            ),
+            (
+                "{\"prompt\": \"a\", \"promt\": 1}\n",
+                "d.jsonl:1: unknown field `promt`",
+            ),
+            ("{\"prompt\": \" \"}\n", "d.jsonl:1: `prompt` is empty"),
+            (
+                "{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}\n",
+                "unknown role `robot`",
+            ),
+        ] {
+            let (_d, p) = write(text);
+            let e = load(&p, None).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+        let (_d, p) = write("[{\"conversations\": [{\"from\": \"human\"}]}]");
+        let e = load(&p, None).unwrap_err();
+        assert!(e.contains("entry 1") && e.contains("value"), "{e}");
+        let (_d, p) = write("[{\"conversations\": [{\"from\": \"gpt\", \"value\": \"hi\"}]}]");
+        assert!(load(&p, None).unwrap_err().contains("no usable prompt"));
+    }
+}

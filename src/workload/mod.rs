@@ -1,0 +1,88 @@
+//! The files a workload is built from, loaded once when the contract is read: the tokenizer
+//! that counts and builds prompts, a prompt dataset, files of observed lengths, and an arrival
+//! trace. Each is named in the contract by path and SHA-256, so a bundle says exactly what it
+//! was built from, and a file changed since is refused rather than silently used.
+
+pub mod dataset;
+pub mod tokenizer;
+pub mod trace;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use dataset::{DatasetFormat, Message};
+pub use tokenizer::Tokenizer;
+
+/// A dataset entry ready to plan: its prompt, counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prompt {
+    pub prompt: String,
+    pub messages: Option<Vec<Message>>,
+    /// Tokens of `prompt` (or of the messages' contents) by the workload's tokenizer.
+    pub input_tokens: u32,
+    /// The entry's output length, when it has one.
+    pub output_tokens: Option<u32>,
+    pub at: String,
+}
+
+/// Everything loaded from files for a workload.
+#[derive(Debug, Default)]
+pub struct Sources {
+    pub tokenizer: Tokenizer,
+    pub prompts: Vec<Prompt>,
+    /// Dataset entries skipped as unusable (ShareGPT conversations without an answered question).
+    pub skipped: usize,
+    pub trace: Vec<trace::Row>,
+}
+
+/// Shared, immutable sources. Compares equal to any other: their identity is in the contract's
+/// path and SHA-256 fields beside them, which equality already covers.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded(pub Arc<Sources>);
+
+impl PartialEq for Loaded {
+    fn eq(&self, _: &Loaded) -> bool {
+        true
+    }
+}
+
+impl std::ops::Deref for Loaded {
+    type Target = Sources;
+    fn deref(&self) -> &Sources {
+        &self.0
+    }
+}
+
+/// SHA-256 of a file, hex.
+pub fn sha256_file(path: &Path) -> Result<String, String> {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(hex::encode(Sha256::digest(&bytes)))
+}
+
+/// Reads a file of observed lengths: one whole number per line (blank lines and `#` comments
+/// skipped). Every error names the file and line.
+pub fn load_lengths(path: &Path) -> Result<Vec<u32>, String> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.split('#').next().unwrap_or("").trim();
+        if l.is_empty() {
+            continue;
+        }
+        match l.parse::<u32>() {
+            Ok(n) if n >= 1 => out.push(n),
+            _ => {
+                return Err(format!(
+                    "{name}:{}: `{l}` is not a length (a whole number >= 1 per line)",
+                    i + 1
+                ));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{name}: no lengths in the file"));
+    }
+    Ok(out)
+}

@@ -1,0 +1,241 @@
+//! Counting and building prompts in the target's tokens.
+//!
+//! Two tokenizers: the simulator's (one token per whitespace-separated word, exact against the
+//! simulator and an approximation anywhere else) and a Hugging Face `tokenizer.json` read from a
+//! local file by the `tokenizers` crate (exact for the model it belongs to). The bundle says
+//! which one counted, so an approximate length is never passed off as an exact one.
+//!
+//! Synthetic prompts are built to an exact count: words are appended while they fit, each
+//! word's cost in tokens known from the tokenizer (pre-tokenizers of byte-level BPE, Metaspace
+//! and WordPiece models split at spaces, so a word's tokens do not depend on its neighbours),
+//! single-token words fill the remainder, and the finished text is counted once more. Where a
+//! tokenizer merges across words after all, the text is trimmed or filled a word at a time until
+//! the count is exact; the plan records the final count either way.
+
+use std::path::Path;
+
+use rand::Rng;
+use sha2::{Digest, Sha256};
+
+use crate::text::WORDS;
+
+/// A tokenizer able to count and build prompts.
+#[derive(Default)]
+pub enum Tokenizer {
+    /// The simulator's: one token per word.
+    #[default]
+    Words,
+    /// A Hugging Face `tokenizer.json`.
+    File {
+        tok: Box<tokenizers::Tokenizer>,
+        /// Tokens each of [`WORDS`] adds after a space.
+        cost: Vec<u32>,
+        /// Indices into [`WORDS`] of the words that add exactly one token.
+        unit: Vec<usize>,
+    },
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tokenizer::Words => f.write_str("Tokenizer::Words"),
+            Tokenizer::File { tok, .. } => {
+                write!(f, "Tokenizer::File({} tokens)", tok.get_vocab_size(true))
+            }
+        }
+    }
+}
+
+impl Tokenizer {
+    /// Loads a `tokenizer.json`; the error names the file. Returns it with its SHA-256.
+    pub fn load(path: &Path) -> Result<(Tokenizer, String), String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let sha = hex::encode(Sha256::digest(&bytes));
+        let tok = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
+            format!(
+                "{}: not a Hugging Face tokenizer.json this build can load: {e}",
+                path.display()
+            )
+        })?;
+        let base = count_with(&tok, "the")?;
+        let mut cost = Vec::with_capacity(WORDS.len());
+        for w in WORDS {
+            cost.push(count_with(&tok, &format!("the {w}"))?.saturating_sub(base));
+        }
+        let unit: Vec<usize> = (0..WORDS.len()).filter(|&i| cost[i] == 1).collect();
+        if unit.is_empty() {
+            return Err(format!(
+                "{}: no common English word is a single token in this tokenizer, so prompts cannot be built to an exact length",
+                path.display()
+            ));
+        }
+        Ok((
+            Tokenizer::File {
+                tok: Box::new(tok),
+                cost,
+                unit,
+            },
+            sha,
+        ))
+    }
+
+    /// Whether counts are the target's own (false: the simulator's words against a real server).
+    pub fn is_file(&self) -> bool {
+        matches!(self, Tokenizer::File { .. })
+    }
+
+    /// Tokens in `text` (no special tokens: a chat template's are the server's to add).
+    pub fn count(&self, text: &str) -> u32 {
+        match self {
+            Tokenizer::Words => crate::text::count_words(text),
+            Tokenizer::File { tok, .. } => count_with(tok, text).unwrap_or(u32::MAX),
+        }
+    }
+
+    fn word_cost(&self, i: usize) -> u32 {
+        match self {
+            Tokenizer::Words => 1,
+            Tokenizer::File { cost, .. } => cost[i],
+        }
+    }
+
+    fn unit_word(&self, rng: &mut impl Rng) -> &'static str {
+        match self {
+            Tokenizer::Words => WORDS[(rng.next_u32() as usize) % WORDS.len()],
+            Tokenizer::File { unit, .. } => WORDS[unit[(rng.next_u32() as usize) % unit.len()]],
+        }
+    }
+
+    /// A prompt of exactly `n` tokens that starts with `lead` (a request's unique tag, or a
+    /// shared prefix and a tag), then words drawn from `rng`. When `lead` alone is longer than
+    /// `n`, its first `n` tokens. Returns the text and its count (equal to `n` unless the
+    /// tokenizer defeats every adjustment, which the caller records as it is).
+    pub fn build(&self, lead: &str, n: u32, rng: &mut impl Rng) -> (String, u32) {
+        let mut text = lead.to_owned();
+        let mut have = self.count(&text);
+        if have > n {
+            return self.truncate(lead, n);
+        }
+        while have < n {
+            let i = (rng.next_u32() as usize) % WORDS.len();
+            let c = self.word_cost(i);
+            let w = if c >= 1 && have + c <= n {
+                have += c;
+                WORDS[i]
+            } else {
+                have += 1;
+                self.unit_word(rng)
+            };
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(w);
+        }
+        if matches!(self, Tokenizer::Words) {
+            return (text, n);
+        }
+        // Verify, and adjust a word at a time if the tokenizer merged across a boundary.
+        let mut actual = self.count(&text);
+        for _ in 0..32 {
+            if actual == n {
+                break;
+            }
+            if actual < n {
+                text.push(' ');
+                text.push_str(self.unit_word(rng));
+            } else {
+                match text.rfind(' ') {
+                    Some(cut) if cut >= lead.len() => text.truncate(cut),
+                    _ => break,
+                }
+            }
+            actual = self.count(&text);
+        }
+        (text, actual)
+    }
+
+    /// The first `n` tokens of `text`, decoded.
+    fn truncate(&self, text: &str, n: u32) -> (String, u32) {
+        match self {
+            Tokenizer::Words => {
+                let t: Vec<&str> = text.split_whitespace().take(n as usize).collect();
+                (t.join(" "), t.len() as u32)
+            }
+            Tokenizer::File { tok, .. } => {
+                let ids = tok
+                    .encode(text, false)
+                    .map(|e| e.get_ids().to_vec())
+                    .unwrap_or_default();
+                let cut = &ids[..ids.len().min(n as usize)];
+                let s = tok.decode(cut, false).unwrap_or_default();
+                let c = self.count(&s);
+                (s, c)
+            }
+        }
+    }
+}
+
+fn count_with(tok: &tokenizers::Tokenizer, text: &str) -> Result<u32, String> {
+    tok.encode(text, false)
+        .map(|e| e.len() as u32)
+        .map_err(|e| format!("tokenizer failed on {text:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    fn fixture() -> Tokenizer {
+        Tokenizer::load(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer.json"),
+        )
+        .unwrap()
+        .0
+    }
+
+    #[test]
+    fn built_prompts_tokenize_back_to_exactly_the_requested_length() {
+        let t = fixture();
+        assert!(t.is_file());
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for n in [1, 2, 3, 5, 8, 16, 17, 100, 511, 512, 2048] {
+            for k in 0..5 {
+                let lead = format!("r{k}s9");
+                let (text, c) = t.build(&lead, n, &mut rng);
+                assert_eq!(c, n, "{text:?}");
+                assert_eq!(t.count(&text), n, "{text:?}");
+                if n >= 8 {
+                    assert!(text.starts_with(&lead), "{text:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_fixture_is_a_real_subword_tokenizer() {
+        // Words split into several tokens: counting words would be wrong by a wide margin.
+        let t = fixture();
+        let s = "Octopuses have three hearts and blue blood.";
+        assert!(
+            t.count(s) > crate::text::count_words(s) + 3,
+            "{}",
+            t.count(s)
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_tokenizer_names_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("tokenizer.json");
+        std::fs::write(&p, "{\"not\": \"a tokenizer\"}").unwrap();
+        let e = Tokenizer::load(&p).unwrap_err();
+        assert!(
+            e.contains("tokenizer.json") && e.contains("not a Hugging Face"),
+            "{e}"
+        );
+        let e = Tokenizer::load(&dir.path().join("missing.json")).unwrap_err();
+        assert!(e.contains("missing.json"), "{e}");
+    }
+}

@@ -1,0 +1,236 @@
+//! Arrival traces: rows of (timestamp, input tokens, output tokens), replayed as an open-loop
+//! arrival process at their own timing or time-scaled.
+//!
+//! Read as CSV with a header (the `csv` crate) or as JSON lines. Column names follow the public
+//! production traces: Azure LLM inference traces (`TIMESTAMP,ContextTokens,GeneratedTokens`,
+//! timestamps as `2023-11-16 18:15:46.6805900`) and BurstGPT (`Timestamp`, `Request tokens`,
+//! `Response tokens`, timestamps in seconds), besides plain `timestamp,input_tokens,output_tokens`.
+//! Names match without regard to case. Rows must be in time order: a trace out of order is an
+//! error naming its line, not something quietly sorted.
+
+use std::path::Path;
+
+/// One trace row, as an offset from the trace's first row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Row {
+    /// Seconds after the first row (before any speed-up).
+    pub offset_s: f64,
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+}
+
+const TIME: [&str; 5] = ["timestamp", "time", "arrival_time", "ts", "arrived_at"];
+const INPUT: [&str; 5] = [
+    "input_tokens",
+    "contexttokens",
+    "request tokens",
+    "prompt_tokens",
+    "input",
+];
+const OUTPUT: [&str; 5] = [
+    "output_tokens",
+    "generatedtokens",
+    "response tokens",
+    "completion_tokens",
+    "output",
+];
+
+fn column(header: &[String], names: &[&str]) -> Option<usize> {
+    header
+        .iter()
+        .position(|h| names.contains(&h.trim().to_ascii_lowercase().as_str()))
+}
+
+/// Seconds since an arbitrary origin: a number of seconds, or a civil date-time.
+fn seconds(v: &str) -> Result<f64, String> {
+    let v = v.trim().trim_matches('"');
+    if let Ok(x) = v.parse::<f64>() {
+        return if x.is_finite() {
+            Ok(x)
+        } else {
+            Err(format!("timestamp `{v}` is not finite"))
+        };
+    }
+    let dt: jiff::civil::DateTime = v.replacen(' ', "T", 1).parse().map_err(|_| {
+        format!("timestamp `{v}` is neither seconds nor a date-time like 2023-11-16 18:15:46.68")
+    })?;
+    let z = dt
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .map_err(|e| format!("timestamp `{v}`: {e}"))?;
+    Ok(z.timestamp().as_nanosecond() as f64 / 1e9)
+}
+
+fn tokens(v: &str, what: &str) -> Result<u32, String> {
+    let v = v.trim();
+    let n: f64 = v
+        .parse()
+        .map_err(|_| format!("{what} `{v}` is not a number"))?;
+    if !(n.is_finite() && n >= 1.0 && n <= f64::from(u32::MAX) && n.fract() == 0.0) {
+        return Err(format!(
+            "{what} `{v}` must be a whole number >= 1 (BurstGPT marks failed requests with 0 response tokens: filter them out)"
+        ));
+    }
+    Ok(n as u32)
+}
+
+/// Reads a trace; every error names the file and line. Returns the rows, offsets from the first.
+pub fn load(path: &Path) -> Result<Vec<Row>, String> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+    let mut raw: Vec<(usize, f64, u32, u32)> = Vec::new();
+    if text.trim_start().starts_with('{') {
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let at = |m: String| format!("{name}:{}: {m}", i + 1);
+            let v: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(line).map_err(|e| at(e.to_string()))?;
+            let keys: Vec<String> = v.keys().cloned().collect();
+            let get = |names: &[&str], what: &str| {
+                column(&keys, names)
+                    .map(|k| match &v[&keys[k]] {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .ok_or_else(|| at(format!("missing `{}` ({what})", names[0])))
+            };
+            raw.push((
+                i + 1,
+                seconds(&get(&TIME, "arrival time")?).map_err(at)?,
+                tokens(&get(&INPUT, "prompt length")?, "input tokens").map_err(at)?,
+                tokens(&get(&OUTPUT, "output length")?, "output tokens").map_err(at)?,
+            ));
+        }
+    } else {
+        let mut r = csv::ReaderBuilder::new()
+            .trim(csv::Trim::All)
+            .from_reader(text.as_bytes());
+        let header: Vec<String> = r
+            .headers()
+            .map_err(|e| format!("{name}:1: {e}"))?
+            .iter()
+            .map(str::to_owned)
+            .collect();
+        let need = |names: &[&str], what: &str| {
+            column(&header, names).ok_or_else(|| {
+                format!(
+                    "{name}:1: no {what} column (expected one of: {}; found: {})",
+                    names.join(", "),
+                    header.join(", ")
+                )
+            })
+        };
+        let (t, i_col, o_col) = (
+            need(&TIME, "timestamp")?,
+            need(&INPUT, "input-token")?,
+            need(&OUTPUT, "output-token")?,
+        );
+        for rec in r.records() {
+            let rec = rec.map_err(|e| {
+                let line = e.position().map_or(0, |p| p.line());
+                format!("{name}:{line}: {e}")
+            })?;
+            let line = rec.position().map_or(0, |p| p.line() as usize);
+            let at = |m: String| format!("{name}:{line}: {m}");
+            let field = |k: usize| rec.get(k).unwrap_or("");
+            raw.push((
+                line,
+                seconds(field(t)).map_err(at)?,
+                tokens(field(i_col), "input tokens").map_err(at)?,
+                tokens(field(o_col), "output tokens").map_err(at)?,
+            ));
+        }
+    }
+    let Some(&(_, first, _, _)) = raw.first() else {
+        return Err(format!("{name}: the trace has no rows"));
+    };
+    let mut prev = first;
+    let mut rows = Vec::with_capacity(raw.len());
+    for (line, t, i, o) in raw {
+        if t < prev {
+            return Err(format!(
+                "{name}:{line}: timestamp goes back in time ({:.6} s before the previous row); a trace must be in arrival order",
+                prev - t
+            ));
+        }
+        prev = t;
+        rows.push(Row {
+            offset_s: t - first,
+            input_tokens: i,
+            output_tokens: o,
+        });
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        (dir, p)
+    }
+
+    #[test]
+    fn azure_burstgpt_and_jsonl_shapes_load() {
+        let (_d, p) = write(
+            "azure.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:47.1805900,396,109\n",
+        );
+        let rows = load(&p).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!((rows[1].offset_s - 0.5).abs() < 1e-6, "{rows:?}");
+        assert_eq!((rows[1].input_tokens, rows[1].output_tokens), (396, 109));
+        let (_d, p) = write(
+            "burst.csv",
+            "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,Conversation log\n45.25,ChatGPT,1087,123,1210,Conversation log\n",
+        );
+        let rows = load(&p).unwrap();
+        assert_eq!(rows[1].offset_s, 40.25);
+        let (_d, p) = write(
+            "t.jsonl",
+            "{\"timestamp\": 1.5, \"input_tokens\": 10, \"output_tokens\": 3}\n{\"timestamp\": 2.0, \"input_tokens\": 12, \"output_tokens\": 4}\n",
+        );
+        assert_eq!(load(&p).unwrap()[1].offset_s, 0.5);
+    }
+
+    #[test]
+    fn bad_traces_name_file_and_line() {
+        for (name, text, want) in [
+            (
+                "a.csv",
+                "timestamp,input_tokens,output_tokens\n1,5,5\n0.5,5,5\n",
+                "a.csv:3: timestamp goes back",
+            ),
+            (
+                "b.csv",
+                "when,input_tokens,output_tokens\n1,5,5\n",
+                "b.csv:1: no timestamp column",
+            ),
+            (
+                "c.csv",
+                "timestamp,input_tokens,output_tokens\n1,5,0\n",
+                "c.csv:2: output tokens `0`",
+            ),
+            (
+                "d.csv",
+                "timestamp,input_tokens,output_tokens\nsoon,5,5\n",
+                "d.csv:2: timestamp `soon`",
+            ),
+            (
+                "e.jsonl",
+                "{\"timestamp\": 1, \"input_tokens\": 5}\n",
+                "e.jsonl:1: missing `output_tokens`",
+            ),
+            ("f.csv", "timestamp,input_tokens,output_tokens\n", "no rows"),
+        ] {
+            let (_d, p) = write(name, text);
+            let e = load(&p).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+    }
+}
