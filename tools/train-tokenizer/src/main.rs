@@ -7,13 +7,15 @@
 use std::path::Path;
 
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+use tokenizers::models::TrainerWrapper;
 use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::models::TrainerWrapper;
 use tokenizers::{AddedToken, Tokenizer};
 
 fn main() {
-    let out = std::env::args().nth(1).expect("usage: train-tokenizer OUT.json");
+    let out = std::env::args()
+        .nth(1)
+        .expect("usage: train-tokenizer OUT.json");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let sample = std::fs::read_to_string(root.join("examples/data/sharegpt-sample.json"))
         .expect("read the ShareGPT sample");
@@ -54,6 +56,12 @@ fn main() {
         .expect("train");
     tokenizer.save(&out, false).expect("save");
     let t = Tokenizer::from_file(&out).expect("reload");
-    let e = t.encode("How do I keep bread from going stale?", false).expect("encode");
-    eprintln!("vocab {} · sample → {:?}", t.get_vocab_size(true), e.get_tokens());
+    let e = t
+        .encode("How do I keep bread from going stale?", false)
+        .expect("encode");
+    eprintln!(
+        "vocab {} · sample → {:?}",
+        t.get_vocab_size(true),
+        e.get_tokens()
+    );
 }
