@@ -546,7 +546,7 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
     } else {
         0
     };
-    let lengths = length_check(&ok);
+    let lengths = length_check(c, &steady_recs, &ok);
 
     let slo = c.slo.is_set().then(|| {
         let met = metrics.iter().filter(|m| meets_slo(c, m)).count() as u64;
@@ -710,30 +710,7 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
     notes.push(format!(
         "Output tokens from {output_token_source}; the client counts {counting}."
     ));
-    // Unenforced output lengths end where the model stops: only enforced ones are checked.
-    let enforced = c.workload.enforce_output_length;
-    for (what, planned, reported) in [
-        (
-            "Input",
-            lengths.input_planned_mean,
-            lengths.input_reported_mean,
-        ),
-        (
-            "Output",
-            lengths.output_planned_mean.filter(|_| enforced),
-            lengths.output_reported_mean,
-        ),
-    ] {
-        if let (Some(p), Some(r)) = (planned, reported)
-            && p > 0.0
-            && ((r - p) / p).abs() > LENGTH_TOLERANCE
-        {
-            notes.push(format!(
-                "{what} lengths as the server counted them differ from the plan: planned mean {p:.1} tokens, reported {r:.1} ({:+.0}%). The prompts are built for the simulator's tokenizer (one token per word) and a chat template adds tokens; compare results at the reported lengths.",
-                (r - p) / p * 100.0
-            ));
-        }
-    }
+    notes.extend(length_notes(c, &lengths));
     if output_length_mismatches > 0 {
         notes.push(format!("{output_length_mismatches} steady requests returned an output length other than planned although it was enforced."));
     }
@@ -824,12 +801,17 @@ fn warmup_rule(c: &Contract) -> String {
     }
 }
 
-/// Relative difference between planned and server-reported mean lengths that earns a note.
-const LENGTH_TOLERANCE: f64 = 0.10;
-
-/// Mean planned and server-reported token lengths of successful requests.
+/// Token lengths three ways, for input and output: the distribution the contract requested,
+/// what was sent (counted by the workload's tokenizer), and what the server reported.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LengthCheck {
+    /// Who counted the sent lengths, and whether that is exact for the target.
+    #[serde(default)]
+    pub counted_by: String,
+    #[serde(default)]
+    pub input: LengthDists,
+    #[serde(default)]
+    pub output: LengthDists,
     pub input_planned_mean: Option<f64>,
     /// From `usage.prompt_tokens`, over the requests that reported it.
     pub input_reported_mean: Option<f64>,
@@ -838,9 +820,63 @@ pub struct LengthCheck {
     pub output_reported_mean: Option<f64>,
 }
 
-fn length_check(ok: &[&&Record]) -> LengthCheck {
+/// One side's lengths: requested (the contract's distribution or source), sent (steady
+/// requests, as planned) and reported (successful steady requests' `usage`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LengthDists {
+    pub requested: Option<Dist>,
+    pub sent: Option<Dist>,
+    pub reported: Option<Dist>,
+}
+
+fn length_check(c: &Contract, steady: &[&Record], ok: &[&&Record]) -> LengthCheck {
     let mean = |xs: Vec<f64>| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
+    let plan = crate::plan::Plan::new(c);
+    let requested = |input| {
+        plan.requested_lengths(input)
+            .and_then(|v| Dist::of(v.into_iter().map(f64::from).collect()))
+    };
+    let side = |input: bool| LengthDists {
+        requested: requested(input),
+        sent: Dist::of(
+            steady
+                .iter()
+                .filter(|r| r.sent_us.is_some())
+                .map(|r| {
+                    f64::from(if input {
+                        r.input_tokens_planned
+                    } else {
+                        r.output_tokens_planned
+                    })
+                })
+                .collect(),
+        ),
+        reported: Dist::of(
+            ok.iter()
+                .filter_map(|r| {
+                    if input {
+                        r.usage_prompt_tokens
+                    } else {
+                        r.usage_completion_tokens
+                    }
+                })
+                .map(f64::from)
+                .collect(),
+        ),
+    };
+    let counted_by = match (&c.workload.tokenizer, c.embedded()) {
+        (Some(p), _) => format!(
+            "{} (SHA-256 {}): exact for its model",
+            p.display(),
+            c.workload.tokenizer_sha256.as_deref().map_or("?", |s| &s[..s.len().min(12)])
+        ),
+        (None, true) => "the simulator's tokenizer (one token per word): exact".to_owned(),
+        (None, false) => "simulator words, not the target's tokenizer: approximate (set workload.tokenizer for exact lengths)".to_owned(),
+    };
     LengthCheck {
+        counted_by,
+        input: side(true),
+        output: side(false),
         input_planned_mean: mean(ok.iter().map(|r| r.input_tokens_planned as f64).collect()),
         input_reported_mean: mean(
             ok.iter()
@@ -854,6 +890,52 @@ fn length_check(ok: &[&&Record]) -> LengthCheck {
                 .collect(),
         ),
     }
+}
+
+/// Requests sent before a requested-vs-sent difference is a finding rather than sampling noise.
+const LENGTH_CHECK_MIN: usize = 100;
+
+/// Warnings where requested, sent and reported lengths part by more than the tolerance.
+fn length_notes(c: &Contract, l: &LengthCheck) -> Vec<String> {
+    let tol = c.measurement.length_tolerance;
+    let rel = |a: f64, b: f64| if b > 0.0 { (a - b) / b } else { 0.0 };
+    let mut notes = Vec::new();
+    // Unenforced output lengths end where the model stops: only enforced ones are checked.
+    let enforced = c.workload.enforce_output_length;
+    for (what, d, check_reported) in [("Input", &l.input, true), ("Output", &l.output, enforced)] {
+        if let (Some(r), Some(s)) = (&d.requested, &d.sent)
+            && s.count >= LENGTH_CHECK_MIN
+        {
+            let worst = [rel(s.mean, r.mean), rel(s.p50, r.p50)]
+                .into_iter()
+                .fold(0.0_f64, |m, x| if x.abs() > m.abs() { x } else { m });
+            if worst.abs() > tol {
+                notes.push(format!(
+                    "{what} lengths sent differ from those requested by {:+.0}% (requested mean {:.1}, p50 {:.0}; sent mean {:.1}, p50 {:.0} over {} requests).",
+                    worst * 100.0, r.mean, r.p50, s.mean, s.p50, s.count
+                ));
+            }
+        }
+        if let (Some(s), Some(rep)) = (&d.sent, &d.reported)
+            && check_reported
+        {
+            let x = rel(rep.mean, s.mean);
+            if x.abs() > tol {
+                let why = if what == "Output" {
+                    "the server did not honour the requested length"
+                } else if c.workload.tokenizer.is_some() {
+                    "counted with the workload's tokenizer; the difference is the server's own additions (chat template, BOS token) or a tokenizer that is not the model's"
+                } else {
+                    "prompts were counted in the simulator's words, not the target's tokens (set workload.tokenizer), and a chat template adds tokens"
+                };
+                notes.push(format!(
+                    "{what} lengths as the server counted them differ from those sent: sent mean {:.1} tokens, reported {:.1} ({:+.0}%): {why}. Compare results at the reported lengths.",
+                    s.mean, rep.mean, x * 100.0
+                ));
+            }
+        }
+    }
+    notes
 }
 
 /// Comparable when the contract and the facts it depends on are complete; else directional.

@@ -538,6 +538,10 @@ pub struct Measurement {
     /// The run is invalid when the achieved rate is this fraction below the offered rate.
     #[serde(default = "default_rate_tolerance")]
     pub rate_tolerance: f64,
+    /// Relative difference between requested, sent and server-reported token lengths (mean,
+    /// p50 or p90) above which the summary warns.
+    #[serde(default = "default_length_tolerance")]
+    pub length_tolerance: f64,
     /// Confidence for the sample-size check on reported percentiles (MLPerf early stopping).
     #[serde(default = "default_confidence")]
     pub confidence: f64,
@@ -632,6 +636,9 @@ fn default_attainment() -> f64 {
 fn default_lag() -> Millis {
     Millis(5.0)
 }
+fn default_length_tolerance() -> f64 {
+    0.10
+}
 fn default_rate_tolerance() -> f64 {
     0.05
 }
@@ -670,8 +677,8 @@ impl Default for Workload {
             prefix_cache: PrefixCache::default(),
             shared_prefix_tokens: None,
             prefixes: None,
-            input_tokens: Some(default_input()),
-            output_tokens: Some(default_output()),
+            input_tokens: None,
+            output_tokens: None,
             enforce_output_length: true,
             sampling: Sampling::default(),
             sources: Default::default(),
@@ -711,6 +718,7 @@ impl Default for Measurement {
             client_token_count: None,
             max_dispatch_lag_ms: default_lag(),
             rate_tolerance: default_rate_tolerance(),
+            length_tolerance: default_length_tolerance(),
             confidence: default_confidence(),
             server_metrics_interval: default_scrape(),
         }
@@ -1331,6 +1339,9 @@ impl Contract {
         }
         if !(m.rate_tolerance > 0.0 && m.rate_tolerance < 1.0) {
             return problem("measurement.rate_tolerance", "must be in (0, 1)");
+        }
+        if !(m.length_tolerance > 0.0 && m.length_tolerance.is_finite()) {
+            return problem("measurement.length_tolerance", "must be > 0");
         }
         if !(m.confidence > 0.5 && m.confidence < 1.0) {
             return problem("measurement.confidence", "must be in (0.5, 1)");

@@ -262,6 +262,7 @@ impl Phaser {
 
 const ARRIVAL_STREAM: u64 = u64::MAX;
 const ORDER_STREAM: u64 = u64::MAX - 1;
+const REQUESTED_STREAM: u64 = u64::MAX - 1 - (1 << 32);
 /// Prefix `k` is built from stream `PREFIX_STREAM - k`.
 const PREFIX_STREAM: u64 = u64::MAX - 2;
 
@@ -332,6 +333,45 @@ impl Plan {
         } else {
             0
         }
+    }
+
+    /// The distribution the contract asks for, as lengths: a trace's, a dataset's or a lengths
+    /// file's own values, or 4,096 seeded draws from a parametric distribution. `None` when the
+    /// source file was not read (a bundle recomputed without it).
+    pub fn requested_lengths(&self, input: bool) -> Option<Vec<u32>> {
+        let d = if input { &self.input } else { &self.output };
+        let s = &self.sources;
+        let v: Vec<u32> = match d {
+            LengthDist::Trace => s
+                .trace
+                .iter()
+                .map(|r| {
+                    if input {
+                        r.input_tokens
+                    } else {
+                        r.output_tokens
+                    }
+                })
+                .collect(),
+            LengthDist::Dataset => s
+                .prompts
+                .iter()
+                .filter_map(|p| {
+                    if input {
+                        Some(p.input_tokens)
+                    } else {
+                        p.output_tokens
+                    }
+                })
+                .collect(),
+            LengthDist::Empirical { values, .. } => values.to_vec(),
+            _ => {
+                let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+                rng.set_stream(REQUESTED_STREAM);
+                (0..4096).map(|_| sample_len(d, &mut rng)).collect()
+            }
+        };
+        (!v.is_empty()).then_some(v)
     }
 
     /// Whether prompt lengths are the target's own tokens (a tokenizer file), rather than the
@@ -437,6 +477,7 @@ impl Plan {
         }
         // The request's own tag: its first word (or the first after a shared prefix) is unique
         // to it and the seed, so no prompt shares more than the intended prefix with another.
+        // (Dataset entries are distinct already; they are tagged only when they repeat.)
         let mut lead = String::new();
         if !self.prefixes.is_empty() {
             let k = rand::Rng::next_u32(&mut rng) as usize % self.prefixes.len();
@@ -444,8 +485,21 @@ impl Plan {
             lead.push(' ');
         }
         lead.push_str(&format!("r{index}s{}", self.seed));
+        let pass = if self.order.is_empty() {
+            0
+        } else {
+            index / self.order.len() as u64
+        };
         let (prompt, messages, input_tokens) = match item {
+            // A dataset's prompts go as they are on the first pass over it; only a repeat (or a
+            // shared prefix) gets the lead, so a repeated entry cannot hit the prefix cache.
+            Some(i) if pass == 0 && self.prefixes.is_empty() => {
+                (i.prompt.clone(), i.messages.clone(), i.input_tokens)
+            }
             Some(i) => {
+                if pass == 0 {
+                    lead.truncate(lead.len() - format!(" r{index}s{}", self.seed).len());
+                }
                 let prompt = format!("{lead}\n{}", i.prompt);
                 let messages = i.messages.as_ref().map(|m| {
                     let mut m = m.clone();

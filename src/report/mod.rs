@@ -324,6 +324,25 @@ pub fn document(s: &Summary) -> Doc {
     .filter_map(|(n, v)| dist_row(n, v))
     .collect();
     d.table(&head, rows);
+    let l = &st.lengths;
+    if l.input.sent.is_some() {
+        d.line(format!(
+            "Token lengths: requested, sent and server-reported; counted by {}.",
+            l.counted_by
+        ));
+        let rows = [
+            ("input requested", &l.input.requested),
+            ("input sent", &l.input.sent),
+            ("input reported", &l.input.reported),
+            ("output requested", &l.output.requested),
+            ("output sent", &l.output.sent),
+            ("output reported", &l.output.reported),
+        ]
+        .iter()
+        .filter_map(|(n, v)| dist_row(n, v))
+        .collect();
+        d.table(&head, rows);
+    }
     for (name, dist) in [
         ("TTFT", &st.stats.ttft_ms),
         ("TPOT", &st.stats.tpot_ms),

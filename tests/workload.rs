@@ -1,0 +1,338 @@
+//! Token-exact workloads: prompts built with a real tokenizer, datasets, empirical lengths, cache
+//! state and trace replay, each checked against the simulator's ground truth or the source file.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{run_in, sim};
+use goodput::contract::{self, Contract, ContractError};
+use goodput::plan::{Phase, Plan};
+use goodput::sim::SimConfig;
+use goodput::workload::Tokenizer;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn tokenizer_path() -> PathBuf {
+    Path::new(ROOT).join("tests/fixtures/tokenizer.json")
+}
+
+fn sharegpt_path() -> PathBuf {
+    Path::new(ROOT).join("examples/data/sharegpt-sample.json")
+}
+
+fn parse_at(dir: &Path, src: &str) -> Result<Contract, ContractError> {
+    contract::parse(src, &dir.join("c.toml"))
+}
+
+/// The p-th percentile (nearest rank) of integer lengths.
+fn pct(v: &[u32], p: f64) -> u32 {
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    s[((p / 100.0 * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1]
+}
+
+#[test]
+fn planned_prompts_tokenize_back_to_exactly_their_planned_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse_at(
+        dir.path(),
+        &format!(
+            "[target]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n[workload]\ntokenizer = \"{}\"\ninput_tokens = {{ dist = \"lognormal\", mean = 300, stddev = 200, min = 1, max = 2000 }}\n[load]\nmodel = \"open\"\nrate = 1\nrequests = 200\n",
+            tokenizer_path().display()
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        c.workload.tokenizer_sha256.as_deref().map(str::len),
+        Some(64)
+    );
+    let (tok, _) = Tokenizer::load(&tokenizer_path()).unwrap();
+    let plan = Plan::new(&c);
+    assert!(plan.exact_tokens());
+    let requested = plan.requested_lengths(true).unwrap();
+    let mut sent = Vec::new();
+    for i in 0..200 {
+        let r = plan.request(i);
+        assert_eq!(tok.count(&r.prompt), r.input_tokens, "request {i}");
+        sent.push(r.input_tokens);
+    }
+    // The lengths are the distribution's draws, not what words happened to tokenize into.
+    let mut rng_free: Vec<u32> = requested.clone();
+    rng_free.truncate(200);
+    assert!(sent.iter().any(|&n| n < 100) && sent.iter().any(|&n| n > 500));
+    assert!((pct(&sent, 50.0) as f64 / pct(&requested, 50.0) as f64 - 1.0).abs() < 0.2);
+}
+
+#[test]
+fn empirical_lengths_reproduce_their_source_quantiles() {
+    let dir = tempfile::tempdir().unwrap();
+    // A skewed source: many short, a long tail, as production output lengths are.
+    let source: Vec<u32> = (1..=400u32).map(|i| 5 + (i * i) / 40).collect();
+    let mut text = String::from("# output lengths observed in production\n");
+    for v in &source {
+        text.push_str(&format!("{v}\n"));
+    }
+    std::fs::write(dir.path().join("lengths.txt"), text).unwrap();
+    let c = parse_at(
+        dir.path(),
+        "[workload]\noutput_tokens = { dist = \"empirical\", file = \"lengths.txt\" }\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 10\n",
+    )
+    .unwrap();
+    let plan = Plan::new(&c);
+    let drawn: Vec<u32> = (0..20_000).map(|i| plan.request(i).output_tokens).collect();
+    for p in [10.0, 25.0, 50.0, 75.0, 90.0, 99.0] {
+        let (want, got) = (pct(&source, p), pct(&drawn, p));
+        assert!(
+            (f64::from(got) - f64::from(want)).abs() <= f64::from(want) * 0.05 + 1.0,
+            "p{p}: source {want}, drawn {got}"
+        );
+    }
+    assert!(drawn.iter().all(|v| source.contains(v)));
+    // From the dataset itself: the ShareGPT answers' lengths.
+    let c = parse_at(
+        dir.path(),
+        &format!(
+            "[workload]\ndataset = \"{}\"\noutput_tokens = {{ dist = \"empirical\" }}\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 10\n",
+            sharegpt_path().display()
+        ),
+    )
+    .unwrap();
+    let answers = Plan::new(&c).requested_lengths(false).unwrap();
+    assert_eq!(answers.len(), 20);
+    let plan = Plan::new(&c);
+    assert!((0..500).all(|i| answers.contains(&plan.request(i).output_tokens)));
+}
+
+#[test]
+fn sharegpt_prompts_are_sent_as_written_with_their_answers_lengths() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse_at(
+        dir.path(),
+        &format!(
+            "[workload]\nprompt_source = \"dataset\"\ndataset = \"{}\"\noutput_tokens = {{ dist = \"dataset\" }}\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 30\n",
+            sharegpt_path().display()
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        c.workload.dataset_format,
+        Some(goodput::workload::DatasetFormat::Sharegpt)
+    );
+    let text = c.to_toml();
+    assert!(
+        text.contains("dataset_sha256") && text.contains("dist = \"dataset\""),
+        "{text}"
+    );
+    let plan = Plan::new(&c);
+    let src: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sharegpt_path()).unwrap()).unwrap();
+    let questions: Vec<&str> = src
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(20)
+        .map(|c| c["conversations"][0]["value"].as_str().unwrap())
+        .collect();
+    let first: Vec<String> = (0..20).map(|i| plan.request(i).prompt).collect();
+    // The first pass sends every usable entry once, verbatim, in a seeded order.
+    let mut sorted = first.clone();
+    sorted.sort();
+    let mut want: Vec<String> = questions.iter().map(|q| q.to_string()).collect();
+    want.sort();
+    assert_eq!(sorted, want);
+    assert_ne!(first, questions);
+    let r = plan.request(3);
+    assert_eq!(r.input_tokens, goodput::text::count_words(&r.prompt));
+    // A repeat is tagged, so it cannot hit a prefix cache the first pass filled.
+    let again = plan.request(23);
+    assert!(again.prompt.ends_with(&first[3]) && again.prompt != first[3]);
+}
+
+#[test]
+fn bad_workload_files_name_file_line_and_key_before_any_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("bad.jsonl"),
+        "{\"prompt\": \"ok\"}\n{\"text\": \"no prompt\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("trace.csv"),
+        "timestamp,input_tokens,output_tokens\n0.0,10,5\n0.5,10,5\n0.25,10,5\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("tok.json"), "{}").unwrap();
+    for (src, want) in [
+        (
+            "[workload]\nprompt_source = \"dataset\"\ndataset = \"bad.jsonl\"\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 5\n",
+            vec![
+                "c.toml:3",
+                "`workload.dataset`",
+                "bad.jsonl:2",
+                "unknown field `text`",
+            ],
+        ),
+        (
+            "[workload]\ntokenizer = \"tok.json\"\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 5\n",
+            vec![
+                "c.toml:2",
+                "`workload.tokenizer`",
+                "tok.json",
+                "not a Hugging Face",
+            ],
+        ),
+        (
+            "[load]\nmodel = \"open\"\narrival = \"trace\"\ntrace = \"trace.csv\"\n",
+            vec![
+                "c.toml:4",
+                "`load.trace`",
+                "trace.csv:4",
+                "goes back in time",
+            ],
+        ),
+        (
+            "[load]\nmodel = \"open\"\narrival = \"trace\"\ntrace = \"trace.csv\"\nrate = 3\n",
+            vec!["`load.rate`", "speedup"],
+        ),
+        (
+            "[workload]\nprefix_cache = \"warm\"\ninput_tokens = { dist = \"fixed\", value = 64 }\nshared_prefix_tokens = 64\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 5\n",
+            vec!["`workload.shared_prefix_tokens`", "no room"],
+        ),
+        (
+            "[workload]\nprompt_source = \"dataset\"\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 5\n",
+            vec!["`workload.dataset`", "missing"],
+        ),
+    ] {
+        let e = parse_at(d, src).unwrap_err().to_string();
+        for w in want {
+            assert!(e.contains(w), "{w:?} not in: {e}");
+        }
+    }
+}
+
+/// Ground truth of each finished record, joined on `X-Request-Id`.
+fn cached_by_phase(
+    server: &goodput::sim::SimServer,
+    records: &[goodput::record::Record],
+) -> Vec<(Phase, u32, u32)> {
+    let gt = server.ground_truth();
+    records
+        .iter()
+        .map(|r| {
+            let g = gt
+                .iter()
+                .find(|g| g.request_id.as_deref() == Some(r.request_id.as_str()))
+                .expect("the simulator saw the request");
+            (r.phase, g.cached_tokens, g.prompt_tokens)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_prefixes_hit_the_simulators_cache_and_cold_prompts_miss_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig::default()).await;
+    let contract = |cache: &str| {
+        common::parse(&format!(
+            "name = \"cache-{cache}\"\n[target]\nurl = \"{}\"\n[workload]\nseed = 5\nprefix_cache = \"{cache}\"\n{}input_tokens = {{ dist = \"uniform\", min = 80, max = 120 }}\noutput_tokens = {{ dist = \"fixed\", value = 3 }}\n[load]\nmodel = \"open\"\nrate = 40\nrequests = 40\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
+            server.base_url(),
+            if cache == "cold" {
+                ""
+            } else {
+                "shared_prefix_tokens = 64\nprefixes = 3\n"
+            }
+        ))
+    };
+    let warm = run_in(contract("warm"), dir.path()).await;
+    let seen = cached_by_phase(&server, &warm.records);
+    let primes: Vec<_> = seen.iter().filter(|s| s.0 == Phase::Warmup).collect();
+    assert_eq!(primes.len(), 3, "one priming request per prefix: {seen:?}");
+    assert!(primes.iter().all(|p| p.1 == 0 && p.2 == 64), "{primes:?}");
+    let steady: Vec<_> = seen.iter().filter(|s| s.0 == Phase::Steady).collect();
+    assert_eq!(
+        steady.len(),
+        40,
+        "{:?}",
+        warm.records
+            .iter()
+            .map(|r| (r.index, r.phase))
+            .collect::<Vec<_>>()
+    );
+    // 64 shared tokens are exactly four 16-token blocks; the request's own tag starts the fifth.
+    assert!(steady.iter().all(|s| s.1 == 64), "{steady:?}");
+    let text = std::fs::read_to_string(warm.bundle.path("contract.toml")).unwrap();
+    assert!(text.contains("prefix_cache = \"warm\""), "{text}");
+
+    let cold = run_in(contract("cold"), dir.path()).await;
+    let seen = cached_by_phase(&server, &cold.records);
+    assert!(seen.iter().all(|s| s.1 == 0), "{seen:?}");
+    assert_eq!(seen.iter().filter(|s| s.0 == Phase::Steady).count(), 40);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_is_replayed_at_its_own_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig::default()).await;
+    // 40 rows over ~3 s of trace time with bursts and gaps, replayed at 2× speed.
+    let mut csv = String::from("TIMESTAMP,ContextTokens,GeneratedTokens\n");
+    let mut offsets = Vec::new();
+    let mut t = 0.0f64;
+    for i in 0..40u32 {
+        t += [0.01, 0.2, 0.05, 0.003, 0.12][i as usize % 5];
+        offsets.push(t);
+        let secs = 46.0 + t;
+        csv.push_str(&format!(
+            "2023-11-16 18:15:{secs:09.6},{},{}\n",
+            20 + i,
+            2 + i % 3
+        ));
+    }
+    std::fs::write(dir.path().join("trace.csv"), csv).unwrap();
+    let c = parse_at(
+        dir.path(),
+        &format!(
+            "name = \"trace\"\n[target]\nurl = \"{}\"\n[load]\nmodel = \"open\"\narrival = \"trace\"\ntrace = \"trace.csv\"\nspeedup = 2.0\n[warmup]\nrequests = 5\n[measurement]\nserver_metrics_interval = 0\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        c.load.requests,
+        Some(35),
+        "replayed to the end of the trace"
+    );
+    let r = run_in(c, dir.path()).await;
+    let mut recs = r.records.clone();
+    recs.sort_by_key(|r| r.index);
+    assert_eq!(recs.len(), 40);
+    let gt = server.ground_truth();
+    let arrival = |r: &goodput::record::Record| {
+        gt.iter()
+            .find(|g| g.request_id.as_deref() == Some(r.request_id.as_str()))
+            .unwrap()
+            .arrival_us as f64
+    };
+    let (t0, a0) = (recs[0].intended_us.unwrap() as f64, arrival(&recs[0]));
+    let mut errors_ms = Vec::new();
+    for (i, rec) in recs.iter().enumerate() {
+        // The schedule is the trace's, to the microsecond.
+        let want_us = (offsets[i] - offsets[0]) / 2.0 * 1e6;
+        assert!(
+            (rec.intended_us.unwrap() as f64 - t0 - want_us).abs() <= 1.0,
+            "row {i}"
+        );
+        assert_eq!(rec.input_tokens_planned, 20 + i as u32);
+        assert_eq!(rec.output_tokens_planned, 2 + i as u32 % 3);
+        // The server saw each request at its trace offset (relative to the first).
+        errors_ms.push(((arrival(rec) - a0) - want_us).abs() / 1e3);
+    }
+    errors_ms.sort_by(f64::total_cmp);
+    let within = errors_ms.iter().filter(|e| **e <= 2.0).count();
+    assert!(within >= 38 && errors_ms[20] <= 1.0, "{errors_ms:?}");
+    assert_eq!(
+        r.summary.load,
+        "open loop, trace replay of trace.csv at 2× speed"
+    );
+}
