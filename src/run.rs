@@ -59,6 +59,11 @@ pub async fn run(
     opts: RunOptions,
     cancel: CancellationToken,
 ) -> anyhow::Result<RunResult> {
+    if let Some(f) = contract.workload.sources.missing.first() {
+        bail!(
+            "{f} is named by the contract (with its SHA-256) but is not there: put it back to run this contract"
+        );
+    }
     // The run's clock starts here: with a cold-start test, at the launch.
     let started = Instant::now();
     crate::coldstart::substitute_port(&mut contract);

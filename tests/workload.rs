@@ -336,3 +336,77 @@ async fn a_trace_is_replayed_at_its_own_offsets() {
         "open loop, trace replay of trace.csv at 2× speed"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bundle_lists_requested_sent_and_reported_lengths_and_who_counted_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig::default()).await;
+    // The tokenizer is not the server's (the simulator counts words): the summary must say so.
+    let c = parse_at(
+        dir.path(),
+        &format!(
+            "name = \"lengths\"\n[target]\nurl = \"{}\"\n[workload]\ntokenizer = \"{}\"\ninput_tokens = {{ dist = \"uniform\", min = 100, max = 200 }}\noutput_tokens = {{ dist = \"fixed\", value = 4 }}\n[load]\nmodel = \"closed\"\nconcurrency = 4\nrequests = 120\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
+            server.base_url(),
+            tokenizer_path().display()
+        ),
+    )
+    .unwrap();
+    let r = run_in(c, dir.path()).await;
+    let l = &r.summary.steady.lengths;
+    assert!(
+        l.counted_by.contains("tokenizer.json") && l.counted_by.contains("exact"),
+        "{}",
+        l.counted_by
+    );
+    let (req, sent, rep) = (
+        l.input.requested.as_ref().unwrap(),
+        l.input.sent.as_ref().unwrap(),
+        l.input.reported.as_ref().unwrap(),
+    );
+    assert_eq!((req.count, sent.count, rep.count), (4096, 120, 120));
+    assert!(
+        (sent.mean / req.mean - 1.0).abs() < 0.1,
+        "{} vs {}",
+        sent.mean,
+        req.mean
+    );
+    // BPE tokens outnumber the simulator's words, so the server reports fewer.
+    assert!(rep.mean < sent.mean * 0.9, "{} vs {}", rep.mean, sent.mean);
+    let notes = r.summary.notes.join("\n");
+    assert!(
+        notes.contains("Input lengths as the server counted them differ from those sent"),
+        "{notes}"
+    );
+    assert!(!notes.contains("Output lengths"), "{notes}");
+    // Kept in summary.json, and recomputed the same from the bundle.
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r.bundle.path("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        json["steady"]["lengths"]["input"]["requested"]["count"],
+        4096
+    );
+    let (_, again) = goodput::run::recompute(&r.bundle.dir).unwrap();
+    assert_eq!(again.steady.lengths, r.summary.steady.lengths);
+    // Moved elsewhere without its tokenizer, the bundle still reports (sent and reported
+    // lengths come from its records) but will not run again until the file is back.
+    let moved = dir.path().join("tokenizer-moved.json");
+    let kept = r.bundle.path("contract.toml");
+    let text = std::fs::read_to_string(&kept).unwrap();
+    let tok = tokenizer_path().display().to_string();
+    std::fs::write(&kept, text.replace(&tok, &moved.display().to_string())).unwrap();
+    let (_, again) = goodput::run::recompute(&r.bundle.dir).unwrap();
+    assert_eq!(
+        again.steady.lengths.input.sent,
+        r.summary.steady.lengths.input.sent
+    );
+    let c = contract::load(&kept).unwrap();
+    let e = common::try_run_in(c, dir.path())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tokenizer-moved.json") && e.contains("not there"),
+        "{e}"
+    );
+}

@@ -917,16 +917,29 @@ fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractEr
     }
     let w = &mut c.workload;
     let mut sources = Sources::default();
-    if let Some(rel) = &w.tokenizer {
-        let file = beside(rel);
+    // A resolved contract (a bundle's) whose file is no longer there still reads: its records
+    // carry the lengths, the hash names the file, and `run` refuses it until the file is back.
+    let mut gone = |file: &Path, kept: &Option<String>| {
+        let g = kept.is_some() && !file.exists();
+        if g {
+            sources.missing.push(file.display().to_string());
+        }
+        g
+    };
+    if let Some(rel) = w.tokenizer.clone()
+        && let file = beside(&rel)
+        && !gone(&file, &w.tokenizer_sha256)
+    {
         let (t, sha) = Tokenizer::load(&file).map_err(|m| invalid("workload.tokenizer", m))?;
         check("workload.tokenizer", &file, &sha, &w.tokenizer_sha256)?;
         w.tokenizer = Some(file);
         w.tokenizer_sha256 = Some(sha);
         sources.tokenizer = t;
     }
-    if let Some(rel) = &w.dataset {
-        let file = beside(rel);
+    if let Some(rel) = w.dataset.clone()
+        && let file = beside(&rel)
+        && !gone(&file, &w.dataset_sha256)
+    {
         let sha = workload::sha256_file(&file).map_err(|m| invalid("workload.dataset", m))?;
         check("workload.dataset", &file, &sha, &w.dataset_sha256)?;
         let (d, format) = workload::dataset::load(&file, w.dataset_format)
@@ -998,6 +1011,7 @@ fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractEr
         }) = dist
         {
             let v = match file {
+                Some(rel) if gone(&beside(rel), file_sha256) => Vec::new(),
                 Some(rel) => {
                     let f = beside(rel);
                     let sha = workload::sha256_file(&f).map_err(|m| invalid(key, m))?;
@@ -1013,8 +1027,10 @@ fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractEr
         }
     }
     let l = &mut c.load;
-    if let Some(rel) = &l.trace {
-        let file = beside(rel);
+    if let Some(rel) = l.trace.clone()
+        && let file = beside(&rel)
+        && !gone(&file, &l.trace_sha256)
+    {
         let sha = workload::sha256_file(&file).map_err(|m| invalid("load.trace", m))?;
         check("load.trace", &file, &sha, &l.trace_sha256)?;
         let rows = workload::trace::load(&file).map_err(|m| invalid("load.trace", m))?;

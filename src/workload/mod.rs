@@ -33,6 +33,8 @@ pub struct Sources {
     /// Dataset entries skipped as unusable (ShareGPT conversations without an answered question).
     pub skipped: usize,
     pub trace: Vec<trace::Row>,
+    /// Files a resolved contract names that are no longer there (see `contract::parse`).
+    pub missing: Vec<String>,
 }
 
 /// Shared, immutable sources. Compares equal to any other: their identity is in the contract's
