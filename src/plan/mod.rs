@@ -130,6 +130,8 @@ pub struct Plan {
     prefixes: std::sync::Arc<Vec<String>>,
     /// Whether the prefixes are sent once before the load (`"warm"`).
     warm: bool,
+    /// Tokens in each shared prefix (0 without).
+    prefix_tokens: u32,
     /// Trace arrival offsets, µs, after the speed-up.
     trace_us: std::sync::Arc<Vec<u64>>,
 }
@@ -298,6 +300,11 @@ impl Plan {
             }
             _ => Vec::new(),
         };
+        let prefix_tokens = if prefixes.is_empty() {
+            0
+        } else {
+            w.shared_prefix_tokens.unwrap_or(0)
+        };
         let speedup = c.load.speedup.unwrap_or(1.0);
         let trace_us = sources
             .trace
@@ -321,6 +328,7 @@ impl Plan {
             order: std::sync::Arc::new(order),
             prefixes: std::sync::Arc::new(prefixes),
             warm: w.prefix_cache == PrefixCache::Warm,
+            prefix_tokens,
             trace_us: std::sync::Arc::new(trace_us),
         }
     }
@@ -353,12 +361,13 @@ impl Plan {
                     }
                 })
                 .collect(),
+            // A dataset prompt goes behind the shared prefix, if any: the request asks for both.
             LengthDist::Dataset => s
                 .prompts
                 .iter()
                 .filter_map(|p| {
                     if input {
-                        Some(p.input_tokens)
+                        Some(p.input_tokens + self.prefix_tokens)
                     } else {
                         p.output_tokens
                     }
