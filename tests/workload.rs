@@ -410,3 +410,17 @@ async fn the_bundle_lists_requested_sent_and_reported_lengths_and_who_counted_th
         "{e}"
     );
 }
+
+#[test]
+fn every_example_contract_reads() {
+    let dir = Path::new(ROOT).join("examples");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            contract::load(&p).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+    }
+    assert!(n >= 4, "{n} examples");
+}
