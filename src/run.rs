@@ -26,6 +26,7 @@ use crate::plan::{PRIME_INDEX, Phase, Plan};
 use crate::record::Record;
 use crate::record::writer::{Live, LiveView, Stability, write_records};
 use crate::sim::SimServer;
+use crate::workload::server::{ServerCounter, recount};
 
 /// How to run, beyond the contract.
 #[derive(Debug, Clone)]
@@ -197,6 +198,24 @@ pub async fn run(
     let facts = Facts::resolve(&contract.target.declared, &probes);
     let mut environment =
         crate::env::document(&contract, &base, client_host, probes, &facts, network);
+    // `tokenizer = "server"`: lengths in the target's own tokens, measured before the load.
+    if contract.workload.server_tokenizer() {
+        let counter = ServerCounter::detect(http.clone(), &base, &model, api_key.as_deref())
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let kept = recount(&counter, &mut contract)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        if kept["mismatches"].as_array().is_some_and(|m| !m.is_empty()) {
+            eprintln!(
+                "warning: {} of {} planned prompts do not count as planned at {} (see environment.json `tokenizer`)",
+                kept["mismatches"].as_array().map_or(0, Vec::len),
+                kept["checked"],
+                counter.url()
+            );
+        }
+        environment["tokenizer"] = kept;
+    }
     // The server's own metrics, scraped before, during and after the load.
     let every = contract.measurement.server_metrics_interval.0;
     let scraper = if every > 0.0 {

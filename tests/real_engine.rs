@@ -171,19 +171,44 @@ async fn llamacpp_streaming_chat_open_loop_with_cold_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
-async fn llamacpp_slots_batch_concurrent_completions() {
+async fn llamacpp_slots_batch_concurrent_completions_in_the_servers_own_tokens() {
     let dir = tempfile::tempdir().unwrap();
-    let c = common::parse(&contract(
+    // Lengths in Gemma's tokens, with no tokenizer.json: counted through llama.cpp's /tokenize.
+    let text = contract(
         "real-batch",
         "openai-completions",
         "model = \"closed\"\nconcurrency = 4\nrequests = 12",
         0,
         1,
-    ));
+    )
+    .replace(
+        "input_tokens = { dist = \"fixed\", value = 64 }",
+        "tokenizer = \"server\"\ninput_tokens = { dist = \"uniform\", min = 16, max = 160 }",
+    );
+    let c = common::parse(&text);
     let r = common::run_in(c, dir.path()).await;
     let records = goodput::record::read_jsonl(&r.bundle.path("requests.jsonl")).unwrap();
     let failed: Vec<_> = records.iter().filter(|x| !x.is_ok()).collect();
     assert!(failed.is_empty(), "{failed:?}");
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r.bundle.path("environment.json")).unwrap())
+            .unwrap();
+    let tk = &env["tokenizer"];
+    assert!(
+        tk["endpoint"].as_str().unwrap().ends_with("/tokenize"),
+        "{tk}"
+    );
+    assert_eq!(tk["exact"], tk["checked"], "{tk}");
+    // Every prompt arrived at exactly its planned length: what the server reports differs from
+    // the plan only by the special tokens it adds itself (Gemma's BOS), the same for every one.
+    let extra: BTreeSet<i64> = records
+        .iter()
+        .map(|x| i64::from(x.usage_prompt_tokens.unwrap()) - i64::from(x.input_tokens_planned))
+        .collect();
+    assert_eq!(extra.len(), 1, "{extra:?}");
+    assert!((0..=2).contains(extra.first().unwrap()), "{extra:?}");
+    let planned: BTreeSet<u32> = records.iter().map(|x| x.input_tokens_planned).collect();
+    assert!(planned.len() >= 6, "lengths vary: {planned:?}");
     assert!(
         records
             .iter()

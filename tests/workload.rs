@@ -424,3 +424,39 @@ fn every_example_contract_reads() {
     }
     assert!(n >= 4, "{n} examples");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_tokenizer_file_the_targets_tokenize_endpoint_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig::default()).await;
+    let c = common::parse(&format!(
+        "name = \"server-tok\"\n[target]\nurl = \"{}\"\n[workload]\ntokenizer = \"server\"\ninput_tokens = {{ dist = \"uniform\", min = 20, max = 90 }}\noutput_tokens = {{ dist = \"fixed\", value = 3 }}\n[load]\nmodel = \"closed\"\nconcurrency = 2\nrequests = 24\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
+        server.base_url()
+    ));
+    let r = run_in(c, dir.path()).await;
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r.bundle.path("environment.json")).unwrap())
+            .unwrap();
+    let tk = &env["tokenizer"];
+    assert_eq!(tk["checked"], 24, "{tk}");
+    assert_eq!(tk["exact"], 24, "{tk}");
+    assert_eq!(tk["following_word_tokens"].as_array().unwrap().len(), 128);
+    // The requests' tags are spelt in the measured words, so every prompt is exact.
+    for x in &r.records {
+        assert_eq!(x.usage_prompt_tokens, Some(x.input_tokens_planned), "{x:?}");
+    }
+    let by = &r.summary.steady.lengths.counted_by;
+    assert!(by.contains("tokenize endpoint"), "{by}");
+    // A target without the endpoint is refused before any request, naming the URL and status.
+    let c = common::parse(&format!(
+        "name = \"no-tok\"\n[target]\nurl = \"{}/nothing\"\nmodel = \"{}\"\n[workload]\ntokenizer = \"server\"\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 2\n",
+        server.base_url(),
+        server.config().model
+    ));
+    let e = common::try_run_in(c, dir.path()).await.unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("/nothing/tokenize") && e.contains("HTTP 404"),
+        "{e}"
+    );
+}

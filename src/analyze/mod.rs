@@ -865,6 +865,7 @@ fn length_check(c: &Contract, steady: &[&Record], ok: &[&&Record]) -> LengthChec
         ),
     };
     let counted_by = match (&c.workload.tokenizer, c.embedded()) {
+        (Some(_), _) if c.workload.server_tokenizer() => "the target's own tokenize endpoint (word costs measured and a sample of prompts checked before the load; environment.json `tokenizer`): exact".to_owned(),
         (Some(p), _) => format!(
             "{} (SHA-256 {}): exact for its model",
             p.display(),

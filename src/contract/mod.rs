@@ -239,8 +239,8 @@ pub struct Workload {
     #[serde(default = "yes")]
     pub stream: bool,
     /// Counts and builds prompts: a Hugging Face `tokenizer.json` (relative to the contract),
-    /// exact for its model; absent, the simulator's words (exact on the simulator only, and
-    /// labelled approximate against any other target).
+    /// exact for its model; `"server"`, the target's own tokenize endpoint; absent, the
+    /// simulator's words (exact on the simulator only, and labelled approximate elsewhere).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<PathBuf>,
     /// SHA-256 of `tokenizer`, filled when the contract is loaded.
@@ -663,6 +663,13 @@ impl Default for Target {
     }
 }
 
+impl Workload {
+    /// `tokenizer = "server"`: count through the target's tokenize endpoint.
+    pub fn server_tokenizer(&self) -> bool {
+        self.tokenizer.as_deref() == Some(Path::new("server"))
+    }
+}
+
 impl Default for Workload {
     fn default() -> Self {
         Workload {
@@ -927,6 +934,7 @@ fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractEr
         g
     };
     if let Some(rel) = w.tokenizer.clone()
+        && !w.server_tokenizer()
         && let file = beside(&rel)
         && !gone(&file, &w.tokenizer_sha256)
     {
@@ -962,6 +970,7 @@ fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractEr
             .into_iter()
             .map(|i| Prompt {
                 input_tokens: t.count(&i.prompt),
+                answer: i.answer.clone(),
                 output_tokens: i
                     .output_tokens
                     .or_else(|| i.answer.as_deref().map(|a| t.count(a).max(1))),

@@ -293,7 +293,7 @@ impl Plan {
                         rng.set_stream(PREFIX_STREAM - k);
                         sources
                             .tokenizer
-                            .build(&format!("p{k}s{seed}"), n, &mut rng)
+                            .build(&sources.tokenizer.tag('p', k, seed), n, &mut rng)
                             .0
                     })
                     .collect()
@@ -493,7 +493,8 @@ impl Plan {
             lead.push_str(&self.prefixes[k]);
             lead.push(' ');
         }
-        lead.push_str(&format!("r{index}s{}", self.seed));
+        let tag = t.tag('r', index, self.seed);
+        lead.push_str(&tag);
         let pass = if self.order.is_empty() {
             0
         } else {
@@ -507,7 +508,7 @@ impl Plan {
             }
             Some(i) => {
                 if pass == 0 {
-                    lead.truncate(lead.len() - format!(" r{index}s{}", self.seed).len());
+                    lead.truncate(lead.len() - tag.len() - 1);
                 }
                 let prompt = format!("{lead}\n{}", i.prompt);
                 let messages = i.messages.as_ref().map(|m| {
@@ -517,7 +518,7 @@ impl Plan {
                     }
                     m
                 });
-                let n = t.count(&prompt);
+                let n = t.count_behind(&lead, &prompt, i.input_tokens);
                 (prompt, messages, n)
             }
             None => {

@@ -160,6 +160,7 @@ impl SimServer {
             .route("/v1/models", get(models))
             .route("/health", get(health))
             .route("/version", get(version))
+            .route("/tokenize", post(tokenize))
             .route("/metrics", get(metrics))
             .route("/ground_truth", get(ground_truth_jsonl))
             .with_state(shared.clone());
@@ -853,6 +854,38 @@ async fn health(State(s): State<Arc<Shared>>) -> StatusCode {
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     }
+}
+
+/// `POST /tokenize` in vLLM's shape (`{"model", "prompt"}` or `{"messages"}` → `{"count",
+/// "max_model_len", "tokens"}`), also reading llama.cpp's `content` and TGI's `inputs`; counted as
+/// the simulator counts prompts, one token per word.
+async fn tokenize(State(s): State<Arc<Shared>>, body: axum::body::Bytes) -> Response {
+    let v: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return (StatusCode::BAD_REQUEST, format!("invalid JSON: {e}")).into_response();
+        }
+    };
+    let text = match ["prompt", "content", "inputs"]
+        .iter()
+        .find_map(|k| v.get(*k).and_then(|x| x.as_str()))
+    {
+        Some(t) => t.to_owned(),
+        None => v["messages"]
+            .as_array()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|x| x["content"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default(),
+    };
+    let tokens: Vec<u32> = word_ids(&text).iter().map(|&id| id as u32).collect();
+    axum::Json(serde_json::json!({
+        "count": tokens.len(), "max_model_len": s.cfg.max_model_len, "tokens": tokens,
+    }))
+    .into_response()
 }
 
 async fn version() -> Response {

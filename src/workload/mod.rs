@@ -4,6 +4,7 @@
 //! was built from, and a file changed since is refused rather than silently used.
 
 pub mod dataset;
+pub mod server;
 pub mod tokenizer;
 pub mod trace;
 
@@ -22,6 +23,8 @@ pub struct Prompt {
     pub input_tokens: u32,
     /// The entry's output length, when it has one.
     pub output_tokens: Option<u32>,
+    /// ShareGPT's answer, whose length is the output target (kept to recount it).
+    pub answer: Option<String>,
     pub at: String,
 }
 

@@ -1,9 +1,11 @@
 //! Counting and building prompts in the target's tokens.
 //!
-//! Two tokenizers: the simulator's (one token per whitespace-separated word, exact against the
-//! simulator and an approximation anywhere else) and a Hugging Face `tokenizer.json` read from a
-//! local file by the `tokenizers` crate (exact for the model it belongs to). The bundle says
-//! which one counted, so an approximate length is never passed off as an exact one.
+//! Three tokenizers: the simulator's (one token per whitespace-separated word, exact against the
+//! simulator and an approximation anywhere else), a Hugging Face `tokenizer.json` read from a
+//! local file by the `tokenizers` crate (exact for the model it belongs to), and a table of word
+//! costs measured through the target's own `/tokenize` endpoint (exact for texts spelt in
+//! [`WORDS`], which synthetic prompts and, in that mode, request tags are). The bundle says which
+//! one counted, so an approximate length is never passed off as an exact one.
 //!
 //! Synthetic prompts are built to an exact count: words are appended while they fit, each
 //! word's cost in tokens known from the tokenizer (pre-tokenizers of byte-level BPE, Metaspace
@@ -33,6 +35,15 @@ pub enum Tokenizer {
         /// Indices into [`WORDS`] of the words that add exactly one token.
         unit: Vec<usize>,
     },
+    /// Costs measured by the target's tokenize endpoint (see `workload::server`).
+    Table {
+        /// Tokens of each of [`WORDS`] at the start of a text.
+        first: Vec<u32>,
+        /// Tokens each adds after a space.
+        cost: Vec<u32>,
+        unit: Vec<usize>,
+        index: std::collections::HashMap<&'static str, usize>,
+    },
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -42,6 +53,7 @@ impl std::fmt::Debug for Tokenizer {
             Tokenizer::File { tok, .. } => {
                 write!(f, "Tokenizer::File({} tokens)", tok.get_vocab_size(true))
             }
+            Tokenizer::Table { cost, .. } => write!(f, "Tokenizer::Table({cost:?})"),
         }
     }
 }
@@ -79,9 +91,42 @@ impl Tokenizer {
         ))
     }
 
+    /// A table of word costs measured by the target: `first[i]` and `cost[i]` are the tokens
+    /// of `WORDS[i]` at the start of a text and after a space.
+    pub fn table(first: Vec<u32>, cost: Vec<u32>) -> Result<Tokenizer, String> {
+        if first.len() != WORDS.len() || cost.len() != WORDS.len() {
+            return Err("a word-cost table needs one entry per word".into());
+        }
+        let unit: Vec<usize> = (0..WORDS.len()).filter(|&i| cost[i] == 1).collect();
+        if unit.is_empty() {
+            return Err("no common English word is a single token for this target, so prompts cannot be built to an exact length".into());
+        }
+        let index = WORDS.iter().enumerate().map(|(i, w)| (*w, i)).collect();
+        Ok(Tokenizer::Table {
+            first,
+            cost,
+            unit,
+            index,
+        })
+    }
+
     /// Whether counts are the target's own (false: the simulator's words against a real server).
     pub fn is_file(&self) -> bool {
-        matches!(self, Tokenizer::File { .. })
+        !matches!(self, Tokenizer::Words)
+    }
+
+    /// A request's (or prefix's) tag: unique to `(a, b)`, so a prompt starting with it shares no
+    /// prefix with another. `r12s0`-style, except under a measured table, where it is spelt in
+    /// [`WORDS`] (three little-endian base-128 digits of `a`, one of `b`) so its cost is known.
+    pub fn tag(&self, kind: char, a: u64, b: u64) -> String {
+        match self {
+            Tokenizer::Table { .. } => {
+                let d = |x: u64| WORDS[(x % WORDS.len() as u64) as usize];
+                let n = WORDS.len() as u64;
+                format!("{} {} {} {}", d(a), d(a / n), d(a / (n * n)), d(b))
+            }
+            _ => format!("{kind}{a}s{b}"),
+        }
     }
 
     /// Tokens in `text` (no special tokens: a chat template's are the server's to add).
@@ -89,20 +134,46 @@ impl Tokenizer {
         match self {
             Tokenizer::Words => crate::text::count_words(text),
             Tokenizer::File { tok, .. } => count_with(tok, text).unwrap_or(u32::MAX),
+            Tokenizer::Table {
+                first, cost, index, ..
+            } => {
+                // Words outside the table (only in texts not built here) are estimated at four
+                // characters a token; everything the plan builds is spelt in table words.
+                text.split_whitespace()
+                    .enumerate()
+                    .map(|(k, w)| match (index.get(w).copied(), k) {
+                        (Some(i), 0) => first[i],
+                        (Some(i), _) => cost[i],
+                        (None, _) => (w.len() as u32).div_ceil(4),
+                    })
+                    .sum()
+            }
+        }
+    }
+
+    /// Tokens of `text`, which is `lead`, a newline, and a text of `rest` tokens. Exact with a
+    /// tokenizer at hand; under a measured table (which knows only its words), the lead's cost
+    /// plus one for the newline plus `rest` as the target counted it.
+    pub fn count_behind(&self, lead: &str, text: &str, rest: u32) -> u32 {
+        match self {
+            Tokenizer::Table { .. } => self.count(lead) + 1 + rest,
+            _ => self.count(text),
         }
     }
 
     fn word_cost(&self, i: usize) -> u32 {
         match self {
             Tokenizer::Words => 1,
-            Tokenizer::File { cost, .. } => cost[i],
+            Tokenizer::File { cost, .. } | Tokenizer::Table { cost, .. } => cost[i],
         }
     }
 
     fn unit_word(&self, rng: &mut impl Rng) -> &'static str {
         match self {
             Tokenizer::Words => WORDS[(rng.next_u32() as usize) % WORDS.len()],
-            Tokenizer::File { unit, .. } => WORDS[unit[(rng.next_u32() as usize) % unit.len()]],
+            Tokenizer::File { unit, .. } | Tokenizer::Table { unit, .. } => {
+                WORDS[unit[(rng.next_u32() as usize) % unit.len()]]
+            }
         }
     }
 
@@ -131,8 +202,9 @@ impl Tokenizer {
             }
             text.push_str(w);
         }
-        if matches!(self, Tokenizer::Words) {
-            return (text, n);
+        if !matches!(self, Tokenizer::File { .. }) {
+            let c = self.count(&text);
+            return (text, c);
         }
         // Verify, and adjust a word at a time if the tokenizer merged across a boundary.
         let mut actual = self.count(&text);
@@ -157,9 +229,22 @@ impl Tokenizer {
     /// The first `n` tokens of `text`, decoded.
     fn truncate(&self, text: &str, n: u32) -> (String, u32) {
         match self {
-            Tokenizer::Words => {
-                let t: Vec<&str> = text.split_whitespace().take(n as usize).collect();
-                (t.join(" "), t.len() as u32)
+            Tokenizer::Words | Tokenizer::Table { .. } => {
+                // Whole words until the next would exceed `n` (a table knows words, not pieces).
+                let mut out = String::new();
+                for w in text.split_whitespace() {
+                    let with = if out.is_empty() {
+                        w.to_owned()
+                    } else {
+                        format!("{out} {w}")
+                    };
+                    if self.count(&with) > n {
+                        break;
+                    }
+                    out = with;
+                }
+                let c = self.count(&out);
+                (out, c)
             }
             Tokenizer::File { tok, .. } => {
                 let ids = tok

@@ -1,0 +1,188 @@
+//! Counting in the target's own tokens through its tokenize endpoint, for targets whose
+//! `tokenizer.json` is not at hand (`workload.tokenizer = "server"`).
+//!
+//! One `POST /tokenize` body is read by every engine that has the endpoint: vLLM and SGLang take
+//! `{"model", "prompt", "add_special_tokens"}` and answer `{"count", "tokens", …}`; llama.cpp's
+//! server takes `{"content", "add_special"}` and answers `{"tokens": […]}`; TGI takes `{"inputs"}`
+//! and answers a list of tokens. Each ignores the others' keys. Before the run goodput measures
+//! what each of its prompt words costs there (at the start of a text and after a space), builds
+//! synthetic prompts from that table, counts dataset prompts one by one, and checks a sample of
+//! the planned prompts against the endpoint, keeping all of it in the bundle.
+
+use serde_json::{Value, json};
+
+use super::{Loaded, Sources, Tokenizer};
+use crate::contract::{Contract, LengthDist};
+use crate::text::WORDS;
+
+/// Planned prompts checked against the endpoint before the run.
+const CHECKED: u64 = 32;
+
+/// A target's tokenize endpoint.
+pub struct ServerCounter {
+    http: reqwest::Client,
+    url: String,
+    model: String,
+    auth: Option<String>,
+}
+
+impl ServerCounter {
+    /// The endpoint at `base`, checked with one request; the error names the URL and status.
+    pub async fn detect(
+        http: reqwest::Client,
+        base: &str,
+        model: &str,
+        api_key: Option<&str>,
+    ) -> Result<ServerCounter, String> {
+        let c = ServerCounter {
+            http,
+            url: format!("{}/tokenize", base.trim_end_matches('/')),
+            model: model.to_owned(),
+            auth: api_key.map(|k| format!("Bearer {k}")),
+        };
+        c.count("the").await.map_err(|e| {
+            format!("workload.tokenizer = \"server\", but the target cannot count tokens: {e}")
+        })?;
+        Ok(c)
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Tokens in `text`, without the special tokens a server adds where it can be told not to.
+    pub async fn count(&self, text: &str) -> Result<u32, String> {
+        let body = json!({
+            "model": self.model, "prompt": text, "add_special_tokens": false,
+            "content": text, "add_special": false,
+            "inputs": text,
+        });
+        let mut req = self.http.post(&self.url).json(&body);
+        if let Some(a) = &self.auth {
+            req = req.header(reqwest::header::AUTHORIZATION, a);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| format!("POST {}: {e}", self.url))?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(format!("POST {}: HTTP {}", self.url, status.as_u16()));
+        }
+        let v: Value = resp
+            .json()
+            .await
+            .map_err(|e| format!("POST {}: answer is not JSON: {e}", self.url))?;
+        parse_count(&v).ok_or_else(|| {
+            format!(
+                "POST {}: unrecognised answer (expected \"count\", \"tokens\" or a list)",
+                self.url
+            )
+        })
+    }
+
+    /// The word-cost table of [`WORDS`] on this target.
+    pub async fn table(&self) -> Result<Tokenizer, String> {
+        let base = self.count("the").await?;
+        let mut first = Vec::with_capacity(WORDS.len());
+        let mut cost = Vec::with_capacity(WORDS.len());
+        for w in WORDS {
+            first.push(self.count(w).await?);
+            cost.push(self.count(&format!("the {w}")).await?.saturating_sub(base));
+        }
+        Tokenizer::table(first, cost)
+    }
+}
+
+/// Recounts a contract's workload in the target's tokens: the word table synthetic prompts are
+/// built from, every dataset prompt and answer, and lengths drawn from the dataset. Then checks
+/// the first planned prompts against the endpoint. Returns what the bundle keeps of it.
+pub async fn recount(counter: &ServerCounter, c: &mut Contract) -> Result<Value, String> {
+    let table = counter.table().await?;
+    let old = c.workload.sources.clone();
+    let mut prompts = old.prompts.clone();
+    for p in &mut prompts {
+        p.input_tokens = counter.count(&p.prompt).await?;
+        if let Some(a) = &p.answer {
+            p.output_tokens = Some(counter.count(a).await?.max(1));
+        }
+    }
+    let (first, cost) = match &table {
+        Tokenizer::Table { first, cost, .. } => (first.clone(), cost.clone()),
+        _ => (Vec::new(), Vec::new()),
+    };
+    for (dist, input) in [
+        (&mut c.workload.input_tokens, true),
+        (&mut c.workload.output_tokens, false),
+    ] {
+        if let Some(LengthDist::Empirical {
+            file: None, values, ..
+        }) = dist
+        {
+            let v: Vec<u32> = prompts
+                .iter()
+                .filter_map(|p| {
+                    if input {
+                        Some(p.input_tokens)
+                    } else {
+                        p.output_tokens
+                    }
+                })
+                .collect();
+            *values = std::sync::Arc::new(v);
+        }
+    }
+    c.workload.sources = Loaded(std::sync::Arc::new(Sources {
+        tokenizer: table,
+        prompts,
+        skipped: old.skipped,
+        trace: old.trace.clone(),
+        missing: old.missing.clone(),
+    }));
+    let plan = crate::plan::Plan::new(c);
+    let n = plan.len().map_or(CHECKED, |l| l.min(CHECKED));
+    let mut mismatches = Vec::new();
+    for i in 0..n {
+        let r = plan.request(i);
+        let server = counter.count(&r.prompt).await?;
+        if server != r.input_tokens {
+            mismatches.push(json!({ "index": i, "planned": r.input_tokens, "server": server }));
+        }
+    }
+    Ok(json!({
+        "source": "server",
+        "endpoint": counter.url(),
+        "words": WORDS.to_vec(),
+        "first_word_tokens": first,
+        "following_word_tokens": cost,
+        "checked": n,
+        "exact": n - mismatches.len() as u64,
+        "mismatches": mismatches,
+    }))
+}
+
+/// The token count in a tokenize answer of any of the known shapes.
+pub fn parse_count(v: &Value) -> Option<u32> {
+    if let Some(n) = v.get("count").and_then(Value::as_u64) {
+        return u32::try_from(n).ok();
+    }
+    let list = v.get("tokens").unwrap_or(v).as_array()?;
+    u32::try_from(list.len()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_engines_answer_shape_is_read() {
+        // vLLM / SGLang, llama.cpp, TGI.
+        let vllm = json!({"count": 3, "max_model_len": 8192, "tokens": [1, 2, 3]});
+        let llamacpp = json!({"tokens": [5, 6]});
+        let tgi = json!([{"id": 1, "text": "a", "start": 0, "stop": 1}]);
+        assert_eq!(parse_count(&vllm), Some(3));
+        assert_eq!(parse_count(&llamacpp), Some(2));
+        assert_eq!(parse_count(&tgi), Some(1));
+        assert_eq!(parse_count(&json!({"detail": "Not Found"})), None);
+    }
+}
