@@ -262,12 +262,25 @@ async fn warm_prefixes_hit_the_simulators_cache_and_cold_prompts_miss_it() {
     );
     // 64 shared tokens are exactly four 16-token blocks; the request's own tag starts the fifth.
     assert!(steady.iter().all(|s| s.1 == 64), "{steady:?}");
+    // The server says so too: its usage reports the cached prompt tokens.
+    let cached = warm.summary.steady.lengths.input_cached.as_ref().unwrap();
+    assert_eq!((cached.min, cached.max, cached.count), (64.0, 64.0, 40));
     let text = std::fs::read_to_string(warm.bundle.path("contract.toml")).unwrap();
     assert!(text.contains("prefix_cache = \"warm\""), "{text}");
 
     let cold = run_in(contract("cold"), dir.path()).await;
     let seen = cached_by_phase(&server, &cold.records);
     assert!(seen.iter().all(|s| s.1 == 0), "{seen:?}");
+    assert_eq!(
+        cold.summary
+            .steady
+            .lengths
+            .input_cached
+            .as_ref()
+            .unwrap()
+            .max,
+        0.0
+    );
     assert_eq!(seen.iter().filter(|s| s.0 == Phase::Steady).count(), 40);
 }
 

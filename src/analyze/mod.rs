@@ -812,6 +812,10 @@ pub struct LengthCheck {
     pub input: LengthDists,
     #[serde(default)]
     pub output: LengthDists,
+    /// Prompt tokens the server served from its prefix cache, as it reported them
+    /// (`usage.prompt_tokens_details.cached_tokens`): the cache state as realised.
+    #[serde(default)]
+    pub input_cached: Option<Dist>,
     pub input_planned_mean: Option<f64>,
     /// From `usage.prompt_tokens`, over the requests that reported it.
     pub input_reported_mean: Option<f64>,
@@ -878,6 +882,12 @@ fn length_check(c: &Contract, steady: &[&Record], ok: &[&&Record]) -> LengthChec
         counted_by,
         input: side(true),
         output: side(false),
+        input_cached: Dist::of(
+            ok.iter()
+                .filter_map(|r| r.usage_cached_tokens)
+                .map(f64::from)
+                .collect(),
+        ),
         input_planned_mean: mean(ok.iter().map(|r| r.input_tokens_planned as f64).collect()),
         input_reported_mean: mean(
             ok.iter()
@@ -1023,6 +1033,7 @@ mod tests {
             output_tokens_planned: usage.unwrap_or(client),
             usage_prompt_tokens: Some(100),
             usage_completion_tokens: usage,
+            usage_cached_tokens: None,
             client_output_tokens: client,
             outcome: Outcome::Ok,
             error: None,

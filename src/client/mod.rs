@@ -42,6 +42,22 @@ pub struct Usage {
     pub prompt_tokens: Option<u32>,
     #[serde(default)]
     pub completion_tokens: Option<u32>,
+    /// `prompt_tokens_details.cached_tokens`: prompt tokens served from the prefix cache
+    /// (OpenAI's field; vLLM with `--enable-prompt-tokens-details`, SGLang, llama.cpp).
+    #[serde(default)]
+    pub prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+pub struct PromptDetails {
+    #[serde(default)]
+    pub cached_tokens: Option<u32>,
+}
+
+impl Usage {
+    pub fn cached_tokens(&self) -> Option<u32> {
+        self.prompt_tokens_details.and_then(|d| d.cached_tokens)
+    }
 }
 
 /// What one stream event (or a whole non-streamed body) says.
@@ -323,6 +339,7 @@ impl Client {
         if let Some(u) = ev.usage {
             rec.usage_prompt_tokens = u.prompt_tokens.or(rec.usage_prompt_tokens);
             rec.usage_completion_tokens = u.completion_tokens.or(rec.usage_completion_tokens);
+            rec.usage_cached_tokens = u.cached_tokens().or(rec.usage_cached_tokens);
         }
         if let Some(text) = ev.text.filter(|t| !t.is_empty()) {
             if self.keep != KeepOutput::Nothing {
@@ -344,6 +361,7 @@ impl Client {
                 if let Some(u) = ev.usage {
                     rec.usage_prompt_tokens = u.prompt_tokens;
                     rec.usage_completion_tokens = u.completion_tokens;
+                    rec.usage_cached_tokens = u.cached_tokens();
                 }
                 rec.client_output_tokens = ev.text.as_deref().map_or(0, |t| self.count(t));
                 self.keep(rec, ev.text.as_deref());

@@ -43,6 +43,10 @@ pub struct Record {
     /// Server-reported output tokens (`usage.completion_tokens`), when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_completion_tokens: Option<u32>,
+    /// Server-reported prompt tokens served from its prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`), when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_cached_tokens: Option<u32>,
     /// Output tokens counted by the client (method in the contract's measurement section).
     pub client_output_tokens: u32,
     /// `ok`, or the class of failure.
@@ -125,6 +129,7 @@ impl Record {
             output_tokens_planned: p.output_tokens,
             usage_prompt_tokens: None,
             usage_completion_tokens: None,
+            usage_cached_tokens: None,
             client_output_tokens: 0,
             outcome: Outcome::Ok,
             error: None,

@@ -334,6 +334,7 @@ pub fn document(s: &Summary) -> Doc {
             ("input requested", &l.input.requested),
             ("input sent", &l.input.sent),
             ("input reported", &l.input.reported),
+            ("input cached", &l.input_cached),
             ("output requested", &l.output.requested),
             ("output sent", &l.output.sent),
             ("output reported", &l.output.reported),

@@ -62,8 +62,14 @@ enum Msg {
 
 #[derive(Debug)]
 enum Delivery {
-    Chunk { first_index: u32, tokens: u32 },
-    Done,
+    Chunk {
+        first_index: u32,
+        tokens: u32,
+    },
+    /// Finished; `cached` prompt tokens came from the prefix cache.
+    Done {
+        cached: u32,
+    },
     Rejected,
 }
 
@@ -363,12 +369,14 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
                 }
                 Event::Finished { id } => {
                     // Ground truth first: a client that has seen [DONE] must find it recorded.
+                    let mut cached = 0;
                     if let Some(g) = ledger.finish(id, t, "ok") {
                         finished_ok += u64::from(g.outcome == "ok");
+                        cached = g.cached_tokens;
                         shared.record(g);
                     }
                     if let Some(tx) = replies.remove(&id) {
-                        let _ = tx.send(Delivery::Done);
+                        let _ = tx.send(Delivery::Done { cached });
                     }
                 }
                 _ => {}
@@ -651,11 +659,12 @@ impl Output {
         s
     }
 
-    fn usage(&self, completion: u32) -> serde_json::Value {
+    fn usage(&self, completion: u32, cached: u32) -> serde_json::Value {
         serde_json::json!({
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion,
             "total_tokens": self.prompt_tokens + completion,
+            "prompt_tokens_details": { "cached_tokens": cached },
         })
     }
 
@@ -754,7 +763,7 @@ fn stream_response(
                 st.out.event(&mut buf, Some(&text), false, None);
                 Some((Ok(Bytes::from(buf)), st))
             }
-            Some(Delivery::Done) => {
+            Some(Delivery::Done { cached }) => {
                 st.finished = true;
                 let finish = st.out.finish_reason;
                 st.out.event(&mut buf, None, false, Some(finish));
@@ -763,7 +772,7 @@ fn stream_response(
                         "id": st.out.id, "object": match st.out.api {
                             Api::Chat => "chat.completion.chunk", Api::Completions => "text_completion" },
                         "created": st.out.shared.created, "model": st.out.shared.cfg.model,
-                        "choices": [], "usage": st.out.usage(st.generated),
+                        "choices": [], "usage": st.out.usage(st.generated, cached),
                     });
                     buf.push_str("data: ");
                     buf.push_str(&usage.to_string());
@@ -799,7 +808,7 @@ fn stream_response(
 async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Response {
     let mut text = String::new();
     let mut generated = 0;
-    loop {
+    let cached = loop {
         match rx.recv().await {
             Some(Delivery::Chunk {
                 first_index,
@@ -808,7 +817,7 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
                 push_text(&out.shared.cfg, out.phash, first_index, tokens, &mut text);
                 generated += tokens;
             }
-            Some(Delivery::Done) => break,
+            Some(Delivery::Done { cached }) => break cached,
             Some(Delivery::Rejected) => {
                 return error_response(
                     StatusCode::BAD_REQUEST,
@@ -817,7 +826,7 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
             }
             None => return error_response(StatusCode::SERVICE_UNAVAILABLE, "engine stopped"),
         }
-    }
+    };
     let choice = match out.api {
         Api::Chat => serde_json::json!({
             "index": 0, "message": { "role": "assistant", "content": text },
@@ -832,7 +841,7 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
     };
     axum::Json(serde_json::json!({
         "id": out.id, "object": object, "created": out.shared.created,
-        "model": out.shared.cfg.model, "choices": [choice], "usage": out.usage(generated),
+        "model": out.shared.cfg.model, "choices": [choice], "usage": out.usage(generated, cached),
     }))
     .into_response()
 }
