@@ -473,3 +473,39 @@ async fn without_a_tokenizer_file_the_targets_tokenize_endpoint_counts() {
         "{e}"
     );
 }
+
+#[test]
+fn the_same_files_elsewhere_are_the_same_workload_and_an_edited_one_is_not() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let trace = "timestamp,input_tokens,output_tokens\n0,10,5\n0.5,12,6\n1.0,14,7\n";
+    for d in [a.path(), b.path()] {
+        std::fs::copy(tokenizer_path(), d.join("tokenizer.json")).unwrap();
+        std::fs::copy(sharegpt_path(), d.join("data.json")).unwrap();
+        std::fs::write(d.join("trace.csv"), trace).unwrap();
+    }
+    let src = "[workload]\ntokenizer = \"tokenizer.json\"\nprompt_source = \"dataset\"\ndataset = \"data.json\"\n[load]\nmodel = \"open\"\narrival = \"trace\"\ntrace = \"trace.csv\"\n";
+    let (ca, cb) = (
+        parse_at(a.path(), src).unwrap(),
+        parse_at(b.path(), src).unwrap(),
+    );
+    assert_ne!(ca.workload.tokenizer, cb.workload.tokenizer);
+    assert_eq!(ca.fingerprints(), cb.fingerprints());
+    // Dataset prompts timed by a trace keep their own lengths; the trace gives the outputs.
+    assert_eq!(
+        ca.workload.input_tokens,
+        Some(goodput::contract::LengthDist::Dataset)
+    );
+    assert_eq!(
+        ca.workload.output_tokens,
+        Some(goodput::contract::LengthDist::Trace)
+    );
+    let r = Plan::new(&ca).request(1);
+    assert_eq!(r.output_tokens, 6);
+    let (tok, _) = Tokenizer::load(&tokenizer_path()).unwrap();
+    assert_eq!(r.input_tokens, tok.count(&r.prompt));
+    std::fs::write(b.path().join("trace.csv"), trace.replace("14,7", "15,7")).unwrap();
+    let cb = parse_at(b.path(), src).unwrap();
+    let (fa, fb) = (ca.fingerprints(), cb.fingerprints());
+    assert_ne!(fa.load, fb.load);
+    assert_eq!(fa.workload, fb.workload);
+}

@@ -1387,11 +1387,12 @@ impl Contract {
         let trace = self.load.arrival == Some(Arrival::Trace);
         let w = &mut self.workload;
         let dataset = w.prompt_source == PromptSource::Dataset;
+        // Dataset prompts keep their own lengths, also when a trace times them.
         let input = w
             .input_tokens
-            .get_or_insert_with(|| match (trace, dataset) {
-                (true, _) => LengthDist::Trace,
-                (false, true) => LengthDist::Dataset,
+            .get_or_insert_with(|| match (dataset, trace) {
+                (true, _) => LengthDist::Dataset,
+                (false, true) => LengthDist::Trace,
                 (false, false) => default_input(),
             });
         let output = w.output_tokens.get_or_insert_with(|| {
@@ -1419,17 +1420,17 @@ impl Contract {
                         "dist = \"empirical\" needs a `file` of lengths, or workload.dataset to take them from",
                     );
                 }
-                LengthDist::Trace => {}
+                LengthDist::Trace | LengthDist::Dataset => {}
                 _ if trace => {
                     return problem(
                         key,
-                        "under arrival = \"trace\" each request's lengths are its trace row's: set dist = \"trace\" or leave it out",
+                        "under arrival = \"trace\" each request's lengths are its trace row's (or its dataset entry's): set dist = \"trace\" or leave it out",
                     );
                 }
                 _ => {}
             }
         }
-        if dataset && !trace && *input != LengthDist::Dataset {
+        if dataset && *input != LengthDist::Dataset {
             return problem(
                 "workload.input_tokens",
                 "dataset prompts have their own lengths: leave input_tokens out (or dist = \"dataset\"); for synthetic prompts with a dataset's lengths use prompt_source = \"synthetic\" and dist = \"empirical\"",
@@ -1537,13 +1538,21 @@ impl Contract {
             "timeout_s": self.target.timeout.0,
             "tool_major": env!("CARGO_PKG_VERSION_MAJOR"),
         });
+        // A file is named by its content, not by where it lies: the same tokenizer, dataset or
+        // trace in another directory (or on another machine) is the same workload.
+        let mut workload = serde_json::to_value(&self.workload).unwrap_or_default();
+        by_content(&mut workload, &["tokenizer", "dataset"]);
+        for dist in ["input_tokens", "output_tokens"] {
+            if let Some(d) = workload.get_mut(dist) {
+                by_content(d, &["file"]);
+            }
+        }
+        let mut load = serde_json::to_value(&self.load).unwrap_or_default();
+        by_content(&mut load, &["trace"]);
         [
             ("target", target),
-            (
-                "workload",
-                serde_json::to_value(&self.workload).unwrap_or_default(),
-            ),
-            ("load", serde_json::to_value(&self.load).unwrap_or_default()),
+            ("workload", workload),
+            ("load", load),
             ("slo", serde_json::to_value(&self.slo).unwrap_or_default()),
             ("measurement", measurement),
             ("quality", {
@@ -1582,6 +1591,17 @@ fn host_of(url: &str) -> String {
     match hostport.rsplit_once(':') {
         Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h.to_owned(),
         _ => hostport.to_owned(),
+    }
+}
+
+/// Drops each `key` whose `key_sha256` sits beside it, leaving the file's identity to its hash.
+fn by_content(v: &mut serde_json::Value, keys: &[&str]) {
+    if let Some(o) = v.as_object_mut() {
+        for k in keys {
+            if o.contains_key(&format!("{k}_sha256")) {
+                o.remove(*k);
+            }
+        }
     }
 }
 
