@@ -33,7 +33,7 @@ pub struct Record {
     /// Every text-carrying chunk: `[arrival µs, tokens in it]` (client count).
     #[serde(default)]
     pub chunks: Vec<(u64, u32)>,
-    /// Prompt length the plan asked for (simulator-tokenizer tokens).
+    /// Prompt length as sent, in the workload tokenizer's tokens (see the summary's lengths).
     pub input_tokens_planned: u32,
     /// Output length the plan asked for (`max_tokens`).
     pub output_tokens_planned: u32,

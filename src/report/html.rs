@@ -102,15 +102,20 @@ pub fn page(c: &Contract, s: &Summary, records: &[Record], seconds: &[Second]) -
         d.figure(load.render());
         d.figure(ttft.render());
     }
+    let plan = crate::plan::Plan::new(c);
     let lengths = |planned: Vec<f64>, reported: Vec<f64>, what: &str| {
+        let requested = plan.requested_lengths(what == "Input").unwrap_or_default();
         let mut ch = Chart::new(
             &format!("lengths-{}", what.to_lowercase()),
-            &format!("{what} length: planned vs reported by the server"),
+            &format!("{what} length: requested, sent, and reported by the server"),
             "tokens",
             "fraction of requests",
-        )
-        .line("planned", cdf(&planned, 200))
-        .y_max(1.0);
+        );
+        if !requested.is_empty() {
+            let r: Vec<f64> = requested.into_iter().map(f64::from).collect();
+            ch = ch.line("requested", cdf(&r, 200));
+        }
+        ch = ch.line("sent", cdf(&planned, 200)).y_max(1.0);
         if !reported.is_empty() {
             ch = ch.line("reported (usage)", cdf(&reported, 200));
         }
