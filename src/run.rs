@@ -26,7 +26,7 @@ use crate::plan::{PRIME_INDEX, Phase, Plan};
 use crate::record::Record;
 use crate::record::writer::{Live, LiveView, Stability, write_records};
 use crate::sim::SimServer;
-use crate::workload::server::{ServerCounter, recount};
+use crate::workload::server::{ServerCounter, check, recount};
 
 /// How to run, beyond the contract.
 #[derive(Debug, Clone)]
@@ -203,7 +203,15 @@ pub async fn run(
         let counter = ServerCounter::detect(http.clone(), &base, &model, api_key.as_deref())
             .await
             .map_err(anyhow::Error::msg)?;
-        let kept = recount(&counter, &mut contract)
+        recount(&counter, &mut contract)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let plan = Plan::new(&contract);
+        let first = (0..plan.len().unwrap_or(u64::MAX)).map(|i| {
+            let r = plan.request(i);
+            (i, r.prompt, r.input_tokens)
+        });
+        let kept = check(&counter, &contract.workload.sources.tokenizer, first)
             .await
             .map_err(anyhow::Error::msg)?;
         if kept["mismatches"].as_array().is_some_and(|m| !m.is_empty()) {

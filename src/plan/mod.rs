@@ -386,7 +386,7 @@ impl Plan {
     /// Whether prompt lengths are the target's own tokens (a tokenizer file), rather than the
     /// simulator's words.
     pub fn exact_tokens(&self) -> bool {
-        self.sources.tokenizer.is_file()
+        self.sources.tokenizer.counts_model_tokens()
     }
 
     /// The open-loop arrival times, from the start, without end.

@@ -95,9 +95,8 @@ impl ServerCounter {
 }
 
 /// Recounts a contract's workload in the target's tokens: the word table synthetic prompts are
-/// built from, every dataset prompt and answer, and lengths drawn from the dataset. Then checks
-/// the first planned prompts against the endpoint. Returns what the bundle keeps of it.
-pub async fn recount(counter: &ServerCounter, c: &mut Contract) -> Result<Value, String> {
+/// built from, every dataset prompt and answer, and lengths drawn from the dataset.
+pub async fn recount(counter: &ServerCounter, c: &mut Contract) -> Result<(), String> {
     let table = counter.table().await?;
     let old = c.workload.sources.clone();
     let mut prompts = old.prompts.clone();
@@ -107,10 +106,6 @@ pub async fn recount(counter: &ServerCounter, c: &mut Contract) -> Result<Value,
             p.output_tokens = Some(counter.count(a).await?.max(1));
         }
     }
-    let (first, cost) = match &table {
-        Tokenizer::Table { first, cost, .. } => (first.clone(), cost.clone()),
-        _ => (Vec::new(), Vec::new()),
-    };
     for (dist, input) in [
         (&mut c.workload.input_tokens, true),
         (&mut c.workload.output_tokens, false),
@@ -139,14 +134,26 @@ pub async fn recount(counter: &ServerCounter, c: &mut Contract) -> Result<Value,
         trace: old.trace.clone(),
         missing: old.missing.clone(),
     }));
-    let plan = crate::plan::Plan::new(c);
-    let n = plan.len().map_or(CHECKED, |l| l.min(CHECKED));
-    let mut mismatches = Vec::new();
-    for i in 0..n {
-        let r = plan.request(i);
-        let server = counter.count(&r.prompt).await?;
-        if server != r.input_tokens {
-            mismatches.push(json!({ "index": i, "planned": r.input_tokens, "server": server }));
+    Ok(())
+}
+
+/// Counts the first planned prompts (`prompts` yields index, text, planned count) at the
+/// endpoint, and returns what the bundle keeps: the word table and the check.
+pub async fn check(
+    counter: &ServerCounter,
+    table: &Tokenizer,
+    prompts: impl Iterator<Item = (u64, String, u32)>,
+) -> Result<Value, String> {
+    let (first, cost) = match table {
+        Tokenizer::Table { first, cost, .. } => (first.clone(), cost.clone()),
+        _ => (Vec::new(), Vec::new()),
+    };
+    let (mut n, mut mismatches) = (0u64, Vec::new());
+    for (index, text, planned) in prompts.take(CHECKED as usize) {
+        n += 1;
+        let server = counter.count(&text).await?;
+        if server != planned {
+            mismatches.push(json!({ "index": index, "planned": planned, "server": server }));
         }
     }
     Ok(json!({

@@ -110,8 +110,9 @@ impl Tokenizer {
         })
     }
 
-    /// Whether counts are the target's own (false: the simulator's words against a real server).
-    pub fn is_file(&self) -> bool {
+    /// Whether counts are a real model's tokens (a file or a measured table), not the
+    /// simulator's words.
+    pub fn counts_model_tokens(&self) -> bool {
         !matches!(self, Tokenizer::Words)
     }
 
@@ -283,7 +284,7 @@ mod tests {
     #[test]
     fn built_prompts_tokenize_back_to_exactly_the_requested_length() {
         let t = fixture();
-        assert!(t.is_file());
+        assert!(t.counts_model_tokens());
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         for n in [1, 2, 3, 5, 8, 16, 17, 100, 511, 512, 2048] {
             for k in 0..5 {
