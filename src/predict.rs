@@ -9,7 +9,6 @@
 //! ms; `output_tokens_per_s`; `goodput` in req/s; `attainment` as a fraction or %).
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::analyze::Summary;
 
@@ -117,7 +116,7 @@ pub fn parse_list(text: &str) -> Result<Vec<Expectation>, String> {
 
 /// The hash recorded before the run: SHA-256 of the file's exact bytes.
 pub fn hash(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
+    crate::text::sha256_hex(bytes)
 }
 
 /// Checks a prediction against a summary.

@@ -70,7 +70,7 @@ pub fn load_references(path: &Path) -> Result<(Vec<Reference>, String), String> 
     if out.is_empty() {
         return Err(format!("{}: no references in it", path.display()));
     }
-    Ok((out, hex::encode(Sha256::digest(&bytes))))
+    Ok((out, crate::text::sha256_hex(&bytes)))
 }
 
 /// SQuAD-style normalised words.

@@ -53,6 +53,12 @@ pub fn hash_str(s: &str) -> u64 {
     mix64(h)
 }
 
+/// SHA-256 of bytes, hex: how files (contracts' inputs, predictions) are named by content.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
+}
+
 /// The simulator's token count of a text: whitespace-separated words.
 pub fn count_words(text: &str) -> u32 {
     text.split_whitespace().count() as u32

@@ -948,9 +948,9 @@ fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractEr
         && let file = beside(&rel)
         && !gone(&file, &w.dataset_sha256)
     {
-        let sha = workload::sha256_file(&file).map_err(|m| invalid("workload.dataset", m))?;
+        let (text, sha) = workload::read(&file).map_err(|m| invalid("workload.dataset", m))?;
         check("workload.dataset", &file, &sha, &w.dataset_sha256)?;
-        let (d, format) = workload::dataset::load(&file, w.dataset_format)
+        let (d, format) = workload::dataset::parse(&file, &text, w.dataset_format)
             .map_err(|m| invalid("workload.dataset", m))?;
         if c.target.api == ApiKind::OpenAiCompletions
             && let Some(item) = d.items.iter().find(|i| i.messages.is_some())
@@ -1023,9 +1023,9 @@ fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractEr
                 Some(rel) if gone(&beside(rel), file_sha256) => Vec::new(),
                 Some(rel) => {
                     let f = beside(rel);
-                    let sha = workload::sha256_file(&f).map_err(|m| invalid(key, m))?;
+                    let (text, sha) = workload::read(&f).map_err(|m| invalid(key, m))?;
                     check(&format!("{key}.file"), &f, &sha, file_sha256)?;
-                    let v = workload::load_lengths(&f).map_err(|m| invalid(key, m))?;
+                    let v = workload::parse_lengths(&f, &text).map_err(|m| invalid(key, m))?;
                     *file = Some(f);
                     *file_sha256 = Some(sha);
                     v
@@ -1040,9 +1040,9 @@ fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractEr
         && let file = beside(&rel)
         && !gone(&file, &l.trace_sha256)
     {
-        let sha = workload::sha256_file(&file).map_err(|m| invalid("load.trace", m))?;
+        let (text, sha) = workload::read(&file).map_err(|m| invalid("load.trace", m))?;
         check("load.trace", &file, &sha, &l.trace_sha256)?;
-        let rows = workload::trace::load(&file).map_err(|m| invalid("load.trace", m))?;
+        let rows = workload::trace::parse(&file, &text).map_err(|m| invalid("load.trace", m))?;
         let available = (rows.len() as u64).checked_sub(c.warmup.requests);
         if l.requests.is_none() && l.duration.is_none() {
             if c.warmup.duration.is_some() || c.warmup.until_stable.is_some() {

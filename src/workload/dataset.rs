@@ -92,14 +92,23 @@ pub fn detect(text: &str) -> DatasetFormat {
     }
 }
 
-/// Reads a dataset; `format` `None` detects it. Returns it with the format used.
+/// Reads a dataset (see [`parse`]).
 pub fn load(
     path: &Path,
     format: Option<DatasetFormat>,
 ) -> Result<(Dataset, DatasetFormat), String> {
+    parse(path, &super::read(path)?.0, format)
+}
+
+/// Parses a dataset's text; `format` `None` detects it. Returns it with the format used.
+/// `path` names the file in messages.
+pub fn parse(
+    path: &Path,
+    text: &str,
+    format: Option<DatasetFormat>,
+) -> Result<(Dataset, DatasetFormat), String> {
     let name = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
-    let format = format.unwrap_or_else(|| detect(&text));
+    let format = format.unwrap_or_else(|| detect(text));
     let mut out = Dataset::default();
     match format {
         DatasetFormat::Jsonl => {
@@ -121,7 +130,7 @@ pub fn load(
         DatasetFormat::Sharegpt => {
             let t = text.trim_start();
             let convs: Vec<(String, Conversation)> = if t.starts_with('[') {
-                let v: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| {
+                let v: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|e| {
                     format!(
                         "{name}:{}: {e} (expected a JSON array of conversations)",
                         e.line()

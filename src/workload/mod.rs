@@ -58,18 +58,24 @@ impl std::ops::Deref for Loaded {
     }
 }
 
-/// SHA-256 of a file, hex.
-pub fn sha256_file(path: &Path) -> Result<String, String> {
-    use sha2::{Digest, Sha256};
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(hex::encode(Sha256::digest(&bytes)))
+/// A text file's contents and SHA-256, from one read; errors name the file.
+pub fn read(path: &Path) -> Result<(String, String), String> {
+    let name = path.display();
+    let bytes = std::fs::read(path).map_err(|e| format!("{name}: {e}"))?;
+    let sha = crate::text::sha256_hex(&bytes);
+    let text = String::from_utf8(bytes).map_err(|_| format!("{name}: not UTF-8 text"))?;
+    Ok((text, sha))
 }
 
-/// Reads a file of observed lengths: one whole number per line (blank lines and `#` comments
-/// skipped). Every error names the file and line.
+/// Reads a file of observed lengths (see [`parse_lengths`]).
 pub fn load_lengths(path: &Path) -> Result<Vec<u32>, String> {
+    parse_lengths(path, &read(path)?.0)
+}
+
+/// Parses observed lengths: one whole number per line (blank lines and `#` comments skipped).
+/// Every error names the file (`path`, for messages) and line.
+pub fn parse_lengths(path: &Path, text: &str) -> Result<Vec<u32>, String> {
     let name = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.split('#').next().unwrap_or("").trim();

@@ -17,7 +17,6 @@
 use std::path::Path;
 
 use rand::Rng;
-use sha2::{Digest, Sha256};
 
 use crate::text::WORDS;
 
@@ -62,7 +61,7 @@ impl Tokenizer {
     /// Loads a `tokenizer.json`; the error names the file. Returns it with its SHA-256.
     pub fn load(path: &Path) -> Result<(Tokenizer, String), String> {
         let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let sha = hex::encode(Sha256::digest(&bytes));
+        let sha = crate::text::sha256_hex(&bytes);
         let tok = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
             format!(
                 "{}: not a Hugging Face tokenizer.json this build can load: {e}",

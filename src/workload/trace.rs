@@ -73,10 +73,15 @@ fn tokens(v: &str, what: &str) -> Result<u32, String> {
     Ok(n as u32)
 }
 
-/// Reads a trace; every error names the file and line. Returns the rows, offsets from the first.
+/// Reads a trace (see [`parse`]).
 pub fn load(path: &Path) -> Result<Vec<Row>, String> {
+    parse(path, &super::read(path)?.0)
+}
+
+/// Parses a trace's text; every error names the file (`path`) and line. Returns the rows,
+/// offsets from the first.
+pub fn parse(path: &Path, text: &str) -> Result<Vec<Row>, String> {
     let name = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
     let mut raw: Vec<(usize, f64, u32, u32)> = Vec::new();
     if text.trim_start().starts_with('{') {
         for (i, line) in text.lines().enumerate() {
