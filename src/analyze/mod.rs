@@ -846,24 +846,12 @@ fn length_check(c: &Contract, steady: &[&Record], ok: &[&&Record]) -> LengthChec
             steady
                 .iter()
                 .filter(|r| r.sent_us.is_some())
-                .map(|r| {
-                    f64::from(if input {
-                        r.input_tokens_planned
-                    } else {
-                        r.output_tokens_planned
-                    })
-                })
+                .map(|r| f64::from(r.planned_tokens(input)))
                 .collect(),
         ),
         reported: Dist::of(
             ok.iter()
-                .filter_map(|r| {
-                    if input {
-                        r.usage_prompt_tokens
-                    } else {
-                        r.usage_completion_tokens
-                    }
-                })
+                .filter_map(|r| r.reported_tokens(input))
                 .map(f64::from)
                 .collect(),
         ),

@@ -997,16 +997,16 @@ fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractEr
         let from_dataset = |prompts: &[Prompt]| -> Result<Vec<u32>, ContractError> {
             prompts
                 .iter()
-                .map(|p| match (input, p.output_tokens) {
-                    (true, _) => Ok(p.input_tokens),
-                    (false, Some(n)) => Ok(n),
-                    (false, None) => Err(invalid(
-                        key,
-                        format!(
-                            "{dataset_name} {}: no output length (add \"output_tokens\", or set {key} to a distribution)",
-                            p.at
-                        ),
-                    )),
+                .map(|p| {
+                    p.length(input).ok_or_else(|| {
+                        invalid(
+                            key,
+                            format!(
+                                "{dataset_name} {}: no output length (add \"output_tokens\", or set {key} to a distribution)",
+                                p.at
+                            ),
+                        )
+                    })
                 })
                 .collect()
         };

@@ -362,17 +362,13 @@ impl Plan {
                 })
                 .collect(),
             // A dataset prompt goes behind the shared prefix, if any: the request asks for both.
-            LengthDist::Dataset => s
-                .prompts
-                .iter()
-                .filter_map(|p| {
-                    if input {
-                        Some(p.input_tokens + self.prefix_tokens)
-                    } else {
-                        p.output_tokens
-                    }
-                })
-                .collect(),
+            LengthDist::Dataset => {
+                let behind = if input { self.prefix_tokens } else { 0 };
+                s.prompts
+                    .iter()
+                    .filter_map(|p| p.length(input).map(|n| n + behind))
+                    .collect()
+            }
             LengthDist::Empirical { values, .. } => values.to_vec(),
             _ => {
                 let mut rng = ChaCha8Rng::seed_from_u64(self.seed);

@@ -114,6 +114,24 @@ impl Outcome {
 }
 
 impl Record {
+    /// Planned prompt (`input`) or output length.
+    pub fn planned_tokens(&self, input: bool) -> u32 {
+        if input {
+            self.input_tokens_planned
+        } else {
+            self.output_tokens_planned
+        }
+    }
+
+    /// Server-reported prompt (`input`) or output length, when reported.
+    pub fn reported_tokens(&self, input: bool) -> Option<u32> {
+        if input {
+            self.usage_prompt_tokens
+        } else {
+            self.usage_completion_tokens
+        }
+    }
+
     /// A record for a planned request, before it is sent.
     pub fn planned(p: &PlannedRequest, phase: Phase, run_id: &str) -> Record {
         Record {

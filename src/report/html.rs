@@ -121,28 +121,19 @@ pub fn page(c: &Contract, s: &Summary, records: &[Record], seconds: &[Second]) -
         }
         ch.render()
     };
-    d.figure(lengths(
-        steady
-            .iter()
-            .map(|r| f64::from(r.input_tokens_planned))
-            .collect(),
-        steady
-            .iter()
-            .filter_map(|r| r.usage_prompt_tokens.map(f64::from))
-            .collect(),
-        "Input",
-    ));
-    d.figure(lengths(
-        steady
-            .iter()
-            .map(|r| f64::from(r.output_tokens_planned))
-            .collect(),
-        steady
-            .iter()
-            .filter_map(|r| r.usage_completion_tokens.map(f64::from))
-            .collect(),
-        "Output",
-    ));
+    for (input, what) in [(true, "Input"), (false, "Output")] {
+        d.figure(lengths(
+            steady
+                .iter()
+                .map(|r| f64::from(r.planned_tokens(input)))
+                .collect(),
+            steady
+                .iter()
+                .filter_map(|r| r.reported_tokens(input).map(f64::from))
+                .collect(),
+            what,
+        ));
+    }
     wrap(&format!("goodput · {}", s.contract), &d)
 }
 

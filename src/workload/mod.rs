@@ -28,6 +28,17 @@ pub struct Prompt {
     pub at: String,
 }
 
+impl Prompt {
+    /// The entry's input length, or its output length when it has one.
+    pub fn length(&self, input: bool) -> Option<u32> {
+        if input {
+            Some(self.input_tokens)
+        } else {
+            self.output_tokens
+        }
+    }
+}
+
 /// Everything loaded from files for a workload.
 #[derive(Debug, Default)]
 pub struct Sources {

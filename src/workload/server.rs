@@ -114,16 +114,7 @@ pub async fn recount(counter: &ServerCounter, c: &mut Contract) -> Result<(), St
             file: None, values, ..
         }) = dist
         {
-            let v: Vec<u32> = prompts
-                .iter()
-                .filter_map(|p| {
-                    if input {
-                        Some(p.input_tokens)
-                    } else {
-                        p.output_tokens
-                    }
-                })
-                .collect();
+            let v: Vec<u32> = prompts.iter().filter_map(|p| p.length(input)).collect();
             *values = std::sync::Arc::new(v);
         }
     }
