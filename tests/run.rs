@@ -65,6 +65,18 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
             .iter()
             .all(|x| x.usage_prompt_tokens == Some(x.input_tokens_planned))
     );
+    // Each arrival: intended, then the dispatch thread's wake-up, then the send; the two parts
+    // of the lag are reported beside it.
+    assert!(records.iter().all(|x| {
+        let (i, d, s) = (
+            x.intended_us.unwrap(),
+            x.dispatched_us.unwrap(),
+            x.sent_us.unwrap(),
+        );
+        i <= d && d <= s
+    }));
+    assert_eq!(s.steady.stats.dispatch_wake_ms.as_ref().unwrap().count, 80);
+    assert_eq!(s.steady.stats.dispatch_queue_ms.as_ref().unwrap().count, 80);
     let offered = s.steady.throughput.offered_rps.unwrap();
     let achieved = s.steady.throughput.achieved_rps.unwrap();
     assert!(
@@ -153,7 +165,7 @@ async fn closed_loop_run_keeps_concurrency_and_carries_the_warning() {
             .filter(|o| o.sent_us.unwrap() <= t && o.end_us.unwrap() > t)
             .count();
         assert!(in_flight <= 4, "{in_flight} in flight");
-        assert!(x.intended_us.is_none());
+        assert!(x.intended_us.is_none() && x.dispatched_us.is_none());
     }
     let s = &r.summary;
     assert_eq!(s.latency_origin, "sent");

@@ -242,6 +242,14 @@ pub struct PhaseStats {
     pub e2e_ms: Option<Dist>,
     /// Actual − intended send (open loop only).
     pub dispatch_lag_ms: Option<Dist>,
+    /// The part of the dispatch lag by which the dispatch thread woke after the intended time
+    /// (the OS ran it late: the client machine's CPUs were busy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_wake_ms: Option<Dist>,
+    /// The part of the dispatch lag the request then waited for the client's async runtime
+    /// (the client itself was busy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_queue_ms: Option<Dist>,
     /// Input tokens per request (server-reported when available, else planned).
     pub input_tokens: Option<Dist>,
     /// Output tokens per request (source in `Steady::output_token_source`).
@@ -353,11 +361,25 @@ pub fn request_metrics(r: &Record, origin: LatencyOrigin, source: TokenSource) -
         e2e_ms: e2e,
         tpot_ms: tpot,
         itl_ms: r.chunks.windows(2).map(|w| ms(w[0].0, w[1].0)).collect(),
-        dispatch_lag_ms: r.intended_us.zip(r.sent_us).map(|(i, s)| ms(i, s)),
+        dispatch_lag_ms: dispatch_lag(r)[0],
         output_tokens,
         output_from_usage,
         input_tokens: r.usage_prompt_tokens.unwrap_or(r.input_tokens_planned),
     }
+}
+
+/// Dispatch lag and its two parts, ms: actual − intended send; when the dispatch thread woke −
+/// intended; actual send − wake. Open loop only; the parts need `dispatched_us`.
+fn dispatch_lag(r: &Record) -> [Option<f64>; 3] {
+    let Some(i) = r.intended_us else {
+        return [None; 3];
+    };
+    let (d, s) = (r.dispatched_us, r.sent_us);
+    [
+        s.map(|s| ms(i, s)),
+        d.map(|d| ms(i, d)),
+        d.zip(s).map(|(d, s)| ms(d, s)),
+    ]
 }
 
 /// Whether a successful request met every SLO threshold. A threshold whose metric does not
@@ -376,13 +398,14 @@ fn meets_slo(c: &Contract, m: &RequestMetrics) -> bool {
 
 fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
     let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
-    let mut v: [Vec<f64>; 7] = Default::default();
+    let mut v: [Vec<f64>; 9] = Default::default();
     let mut ok = 0;
     for r in records {
+        // Every arrival's lag counts, whatever became of the request.
+        for (k, l) in [4, 7, 8].into_iter().zip(dispatch_lag(r)) {
+            v[k].extend(l);
+        }
         if !r.is_ok() {
-            if let Some(l) = r.intended_us.zip(r.sent_us).map(|(i, s)| ms(i, s)) {
-                v[4].push(l);
-            }
             continue;
         }
         ok += 1;
@@ -391,11 +414,10 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         v[1].extend(m.tpot_ms);
         v[2].extend(m.itl_ms.iter().copied());
         v[3].extend(m.e2e_ms);
-        v[4].extend(m.dispatch_lag_ms);
         v[5].push(f64::from(m.input_tokens));
         v[6].push(f64::from(m.output_tokens));
     }
-    let [ttft, tpot, itl, e2e, lag, input, output] = v;
+    let [ttft, tpot, itl, e2e, lag, input, output, wake, queue] = v;
     PhaseStats {
         requests: records.len() as u64,
         ok,
@@ -405,6 +427,8 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         itl_ms: Dist::of(itl),
         e2e_ms: Dist::of(e2e),
         dispatch_lag_ms: Dist::of(lag),
+        dispatch_wake_ms: Dist::of(wake),
+        dispatch_queue_ms: Dist::of(queue),
         input_tokens: Dist::of(input),
         output_tokens: Dist::of(output),
     }
@@ -622,10 +646,17 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
         if let Some(lag) = &stats.dispatch_lag_ms
             && lag.p99 > c.measurement.max_dispatch_lag_ms.0
         {
-            reasons.push(format!(
+            let mut why = format!(
                 "the client fell behind its schedule: p99 dispatch lag {:.2} ms > {} ms (measurement.max_dispatch_lag_ms)",
                 lag.p99, c.measurement.max_dispatch_lag_ms.0
-            ));
+            );
+            if let (Some(w), Some(q)) = (&stats.dispatch_wake_ms, &stats.dispatch_queue_ms) {
+                why += &format!(
+                    "; p99 {:.2} ms of it the dispatch thread woke late (CPU contention on the client machine), p99 {:.2} ms requests waited for the client's runtime (the client was busy)",
+                    w.p99, q.p99
+                );
+            }
+            reasons.push(why);
         }
         if let Some(d) = errors.get("client_dropped") {
             reasons.push(format!(
@@ -1013,6 +1044,7 @@ mod tests {
             phase: Phase::Steady,
             request_id: format!("r-{index}"),
             intended_us: Some(at),
+            dispatched_us: Some(at + 300),
             sent_us: Some(at + 1_000),
             first_token_us: chunks.first().map(|c| at + c.0),
             end_us: Some(at + end),
@@ -1126,12 +1158,29 @@ mod tests {
         let mut records: Vec<Record> = (0..50)
             .map(|i| rec(i, i * 100_000, &[(10_000, 1), (20_000, 1)], 20_000, Some(2)))
             .collect();
-        records[3].sent_us = Some(records[3].intended_us.unwrap() + 50_000); // 50 ms late
+        // Sent 50 ms late after waking on time (0.3 ms): the runtime's wait.
+        records[3].sent_us = Some(records[3].intended_us.unwrap() + 50_000);
+        // Woke 40 ms late, then sent 0.5 ms later: the dispatch thread's lateness.
+        let at = records[5].intended_us.unwrap();
+        (records[5].dispatched_us, records[5].sent_us) = (Some(at + 40_000), Some(at + 40_500));
         records[7].fail(Outcome::ClientDropped, "cap", 700_000);
         records[7].sent_us = None;
         let s = summarize(&c, &records, &Inputs::default());
+        let st = &s.steady.stats;
+        let (lag, wake, queue) = (
+            st.dispatch_lag_ms.as_ref().unwrap(),
+            st.dispatch_wake_ms.as_ref().unwrap(),
+            st.dispatch_queue_ms.as_ref().unwrap(),
+        );
+        // The dropped arrival woke (counted in the wake part) but was never sent.
+        assert_eq!((lag.count, wake.count, queue.count), (49, 50, 49));
+        assert_eq!((lag.max, wake.max, queue.max), (50.0, 40.0, 49.7));
         let reasons = s.validity.reasons.join("\n");
         assert!(reasons.contains("dispatch lag"), "{reasons}");
+        assert!(
+            reasons.contains("the dispatch thread woke late"),
+            "{reasons}"
+        );
         assert!(
             reasons.contains("1 arrivals were client-dropped"),
             "{reasons}"

@@ -20,6 +20,10 @@ pub struct Record {
     /// When the schedule said to send it (open loop); absent in closed loop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intended_us: Option<u64>,
+    /// When the open-loop dispatcher woke to send it; absent in closed loop. `sent_us` minus
+    /// this is the time the request waited for the client's async runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatched_us: Option<u64>,
     /// When it was actually sent; absent when it never was (client-dropped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_us: Option<u64>,
@@ -139,6 +143,7 @@ impl Record {
             phase,
             request_id: format!("{run_id}-{}", p.index),
             intended_us: p.intended_us,
+            dispatched_us: None,
             sent_us: None,
             first_token_us: None,
             end_us: None,

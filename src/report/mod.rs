@@ -317,6 +317,8 @@ pub fn document(s: &Summary) -> Doc {
         ("ITL", &st.stats.itl_ms),
         ("E2E", &st.stats.e2e_ms),
         ("dispatch lag", &st.stats.dispatch_lag_ms),
+        ("  woke late", &st.stats.dispatch_wake_ms),
+        ("  runtime wait", &st.stats.dispatch_queue_ms),
         ("input tokens", &st.stats.input_tokens),
         ("output tokens", &st.stats.output_tokens),
     ]
