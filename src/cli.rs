@@ -34,6 +34,11 @@ pub struct OutputArgs {
     /// Print the result as JSON instead of the text report.
     #[arg(long)]
     pub json: bool,
+    /// Leave the CPUs' idle states alone. By default a run asks the kernel
+    /// (/dev/cpu_dma_latency, when writable) to keep idle CPUs quick to wake, so the open-loop
+    /// schedule is kept to the tens of microseconds; environment.json says whether it held.
+    #[arg(long)]
+    pub no_wake_latency_hold: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -177,7 +182,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run {
             contract,
-            output: OutputArgs { out, quiet, json },
+            output:
+                OutputArgs {
+                    out,
+                    quiet,
+                    json,
+                    no_wake_latency_hold,
+                },
             cold_start,
             repeats,
             predict,
@@ -222,6 +233,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     progress: !quiet,
                     argv: std::env::args().collect(),
                     bundle_dir: None,
+                    wake_latency_hold: !no_wake_latency_hold,
                 };
                 let (parent, rs, results) = crate::run::run_repeats(c, opts, cancel).await?;
                 if json {
@@ -244,6 +256,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 progress: !quiet,
                 argv: std::env::args().collect(),
                 bundle_dir: None,
+                wake_latency_hold: !no_wake_latency_hold,
             };
             let r = crate::run::run(c, opts, cancel).await?;
             if json {
@@ -355,7 +368,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             capacity,
             resolution,
             max_runs,
-            output: OutputArgs { out, quiet, json },
+            output:
+                OutputArgs {
+                    out,
+                    quiet,
+                    json,
+                    no_wake_latency_hold,
+                },
         } => {
             let src = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
@@ -372,6 +391,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 progress: !quiet,
                 argv: std::env::args().collect(),
                 cancel,
+                wake_latency_hold: !no_wake_latency_hold,
             };
             let (bundle, r) = if capacity {
                 if !(resolution > 0.0 && resolution < 1.0) {

@@ -22,6 +22,7 @@ use crate::contract::{ApiKind, ClientTokenCount, Contract};
 use crate::driver::{COLD_START_INDEX, Driver};
 use crate::env::facts::Facts;
 use crate::env::prom::Scraper;
+use crate::env::wake::WakeLatency;
 use crate::plan::{PRIME_INDEX, Phase, Plan};
 use crate::record::Record;
 use crate::record::writer::{Live, LiveView, Stability, write_records};
@@ -39,6 +40,8 @@ pub struct RunOptions {
     pub argv: Vec<String>,
     /// Write the bundle exactly here (a repeat's `run-NN`), instead of under `out_root`.
     pub bundle_dir: Option<PathBuf>,
+    /// Keep the machine's idle CPUs quick to wake while the run lasts ([`WakeLatency`]).
+    pub wake_latency_hold: bool,
 }
 
 /// What a run produced.
@@ -65,6 +68,12 @@ pub async fn run(
             "{f} is named by the contract (with its SHA-256) but is not there: put it back to run this contract"
         );
     }
+    // Held until the run returns: the schedule and every timestamp depend on prompt wake-ups.
+    let wake = if opts.wake_latency_hold {
+        WakeLatency::hold()
+    } else {
+        WakeLatency::declined()
+    };
     // The run's clock starts here: with a cold-start test, at the launch.
     let started = Instant::now();
     crate::coldstart::substitute_port(&mut contract);
@@ -239,6 +248,7 @@ pub async fn run(
     } else {
         Err("off (measurement.server_metrics_interval = 0)".to_owned())
     };
+    environment["client_wake_latency"] = wake.status.clone();
     environment["server_metrics"] = match &scraper {
         Ok(_) => json!({ "endpoint": "/metrics", "file": METRICS }),
         Err(why) => json!({ "endpoint": "/metrics", "absent": why }),

@@ -148,6 +148,8 @@ pub struct SweepOptions {
     pub progress: bool,
     pub argv: Vec<String>,
     pub cancel: CancellationToken,
+    /// See [`RunOptions::wake_latency_hold`].
+    pub wake_latency_hold: bool,
 }
 
 /// Runs one bundle per value under a parent bundle (`sweep.json`, `sweep.md`).
@@ -281,6 +283,7 @@ async fn run_point(
         progress: o.progress,
         argv: o.argv.clone(),
         bundle_dir: Some(parent.dir.join(format!("point-{n:02}"))),
+        wake_latency_hold: o.wake_latency_hold,
     };
     run(c, opts, o.cancel.clone()).await
 }

@@ -23,6 +23,7 @@ async fn repeat_set(c: Contract, dir: &Path) -> std::path::PathBuf {
         progress: false,
         argv: vec![],
         bundle_dir: None,
+        wake_latency_hold: true,
     };
     let (parent, rs, results) = run_repeats(c, opts, CancellationToken::new())
         .await
@@ -119,6 +120,7 @@ async fn bundle(slo_ms: u32, extra: &str, dir: &Path) -> std::path::PathBuf {
         progress: false,
         argv: vec![],
         bundle_dir: None,
+        wake_latency_hold: true,
     };
     let c = contract::parse(&src, Path::new("t.toml")).unwrap();
     goodput::run::run(c, opts, CancellationToken::new())

@@ -105,6 +105,9 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
     let env: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(r.bundle.path("environment.json")).unwrap())
             .unwrap();
+    // Whether the idle CPUs were held quick to wake, and if not, why.
+    let wake = &env["client_wake_latency"];
+    assert!(wake["held"] == true || wake["why"].is_string(), "{wake}");
     let probes = env["probes"].as_array().unwrap();
     let endpoints: Vec<&str> = probes
         .iter()

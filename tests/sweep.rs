@@ -12,6 +12,7 @@ async fn a_rate_sweep_gives_one_bundle_per_rising_point() {
     std::fs::write(&path, src).unwrap();
     let vary = goodput::sweep::Vary::parse(&["load.rate=10,20,40".into()]).unwrap();
     let o = goodput::sweep::SweepOptions {
+        wake_latency_hold: true,
         out_root: dir.path().to_owned(),
         progress: false,
         argv: vec![],
@@ -125,6 +126,7 @@ async fn capacity_search_agrees_with_the_simulators_own_capacity() {
     let path = dir.path().join("cap.toml");
     std::fs::write(&path, src).unwrap();
     let o = goodput::sweep::SweepOptions {
+        wake_latency_hold: true,
         out_root: dir.path().to_owned(),
         progress: false,
         argv: vec![],

@@ -652,7 +652,7 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
             );
             if let (Some(w), Some(q)) = (&stats.dispatch_wake_ms, &stats.dispatch_queue_ms) {
                 why += &format!(
-                    "; p99 {:.2} ms of it the dispatch thread woke late (CPU contention on the client machine), p99 {:.2} ms requests waited for the client's runtime (the client was busy)",
+                    "; p99 {:.2} ms of it the dispatch thread woke late (the client machine's CPUs were busy, or slow to wake from idle: see environment.json client_wake_latency), p99 {:.2} ms requests waited for the client's runtime (the client was busy)",
                     w.p99, q.p99
                 );
             }

@@ -22,6 +22,7 @@ pub async fn try_run_in(c: Contract, dir: &std::path::Path) -> anyhow::Result<Ru
         progress: false,
         argv: vec!["test".into()],
         bundle_dir: None,
+        wake_latency_hold: true,
     };
     goodput::run::run(c, opts, CancellationToken::new()).await
 }
