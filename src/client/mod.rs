@@ -194,17 +194,26 @@ impl Client {
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
         }
+        // The timeout and the cancellation are made once per request and polled by reference:
+        // made afresh per chunk, each would register and deregister itself with the timer and
+        // the run's token, locks shared by every request. The token is the request's own child,
+        // so polling it locks nothing another request touches.
+        let cancel = cancel.child_token();
+        let cancelled = cancel.cancelled();
         let sent = self.now_us();
         rec.sent_us = Some(sent);
-        let deadline =
-            tokio::time::Instant::from_std(self.epoch + Duration::from_micros(sent) + self.timeout);
+        let deadline_us = sent + self.timeout.as_micros() as u64;
+        let timeout = tokio::time::sleep_until(tokio::time::Instant::from_std(
+            self.epoch + Duration::from_micros(deadline_us),
+        ));
+        tokio::pin!(cancelled, timeout);
 
         let resp = tokio::select! {
             r = req.send() => r,
-            _ = tokio::time::sleep_until(deadline) => {
+            () = &mut timeout => {
                 return rec.fail(Outcome::Timeout, format!("no response headers within {:?}", self.timeout), self.now_us());
             }
-            _ = cancel.cancelled() => return rec.fail(Outcome::Interrupted, "run interrupted", self.now_us()),
+            () = &mut cancelled => return rec.fail(Outcome::Interrupted, "run interrupted", self.now_us()),
         };
         let resp = match resp {
             Ok(r) => r,
@@ -255,15 +264,20 @@ impl Client {
         let mut body = resp.bytes_stream();
         let mut parser = SseParser::new();
         let mut state = StreamState::default();
+        let too_slow = || format!("response not complete within {:?}", self.timeout);
         loop {
+            // The body first: a chunk that is ready is read without polling the others.
             let next = tokio::select! {
+                biased;
                 n = body.next() => n,
-                _ = tokio::time::sleep_until(deadline) => {
-                    return rec.fail(Outcome::Timeout, format!("response not complete within {:?}", self.timeout), self.now_us());
-                }
-                _ = cancel.cancelled() => return rec.fail(Outcome::Interrupted, "run interrupted", self.now_us()),
+                () = &mut timeout => return rec.fail(Outcome::Timeout, too_slow(), self.now_us()),
+                () = &mut cancelled => return rec.fail(Outcome::Interrupted, "run interrupted", self.now_us()),
             };
             let now = self.now_us();
+            // A body that is never pending would never let the timer be polled.
+            if now > deadline_us {
+                return rec.fail(Outcome::Timeout, too_slow(), now);
+            }
             match next {
                 Some(Ok(bytes)) if self.stream => {
                     let _ = parser.feed(&bytes, &mut |data| {
