@@ -351,6 +351,12 @@ pub async fn run(
     bundle.write_json("timeseries.json", &seconds)?;
 
     let interrupted = outcome.interrupted;
+    if outcome.built_late > 0 {
+        eprintln!(
+            "warning: {} requests were not built by their send time: building their prompts is slower than the arrivals; their dispatch lag counts it as a late wake-up",
+            outcome.built_late
+        );
+    }
     let scrapes = crate::env::prom::read(&bundle.path(METRICS)).unwrap_or_default();
     let inputs = Inputs {
         interrupted,

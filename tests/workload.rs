@@ -509,3 +509,50 @@ fn the_same_files_elsewhere_are_the_same_workload_and_an_edited_one_is_not() {
     assert_ne!(fa.load, fb.load);
     assert_eq!(fa.workload, fb.workload);
 }
+
+/// Requests are built ahead of the schedule: prompts that take twice the gap between arrivals
+/// to build (timed here, on this build of the tokenizer) are still sent on time. Built in line,
+/// request k would leave about k × half a build late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_slower_to_build_than_the_arrivals_are_built_ahead_and_sent_on_time() {
+    use rand::SeedableRng;
+    let (tokenizer, _) = Tokenizer::load(&tokenizer_path()).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    let mut build = |i| {
+        tokenizer.build(&format!("t{i}"), 1000, &mut rng);
+    };
+    // Timed once the tokenizer's word cache is warm, as it is for most of a run.
+    (0..10).for_each(&mut build);
+    let t0 = std::time::Instant::now();
+    (0..20).for_each(&mut build);
+    let build_s = t0.elapsed().as_secs_f64() / 20.0;
+    let rate = 2.0 / build_s;
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig {
+        prefill_tokens_per_s: 1e8,
+        decode_base_ms: 1.0,
+        ..SimConfig::default()
+    })
+    .await;
+    let n = 120;
+    let c = parse_at(
+        dir.path(),
+        &format!(
+            "name = \"ahead\"\n[target]\nurl = \"{}\"\n[workload]\ntokenizer = \"{}\"\ninput_tokens = {{ dist = \"fixed\", value = 1000 }}\noutput_tokens = {{ dist = \"fixed\", value = 2 }}\n[load]\nmodel = \"open\"\narrival = \"constant\"\nrate = {rate}\nrequests = {n}\nmax_in_flight = 10000\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
+            server.base_url(),
+            tokenizer_path().display()
+        ),
+    )
+    .unwrap();
+    let r = run_in(c, dir.path()).await;
+    assert!(r.records.iter().all(|x| x.is_ok()));
+    let lag = r.summary.steady.stats.dispatch_lag_ms.as_ref().unwrap();
+    // In line, the p99 request would be ~59 builds late; ahead, a few milliseconds at most.
+    let bound_ms = (10.0 * build_s * 1e3).max(20.0);
+    assert!(
+        lag.p99 <= bound_ms,
+        "dispatch lag p99 {:.1} ms > {bound_ms:.1} ms (one build {:.2} ms, {n} requests at {rate:.0}/s)",
+        lag.p99,
+        build_s * 1e3
+    );
+}

@@ -14,6 +14,7 @@
 //! the steady statistics for being slow (which dropping "in flight at the end" would do).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +37,9 @@ pub struct DriveOutcome {
     pub dropped: u64,
     /// The run was interrupted before its stop condition.
     pub interrupted: bool,
+    /// Open-loop arrivals whose request was not built by its send time (prompt building was
+    /// slower than the arrivals; their lag shows it as a late wake-up).
+    pub built_late: u64,
 }
 
 /// A run's fixed inputs.
@@ -110,9 +114,39 @@ impl Driver {
         cancel: &CancellationToken,
     ) -> DriveOutcome {
         let mut out = DriveOutcome::default();
-        let Some(mut arrivals) = self.plan.arrivals() else {
+        let Some(arrivals) = self.plan.arrivals() else {
             return out;
         };
+        // Requests are built ahead, on a thread of their own: a prompt built with a
+        // `tokenizer.json` costs about a microsecond per token, more than the gap between
+        // arrivals at high rates, and the schedule must not wait for it. The queue is full
+        // before the schedule starts, and absorbs bursts of arrivals after.
+        let (built_tx, built) = std::sync::mpsc::sync_channel(BUILD_AHEAD);
+        let (ready_tx, ready) = std::sync::mpsc::channel::<()>();
+        let me = self.clone();
+        let builder = std::thread::Builder::new()
+            .name("goodput-build".into())
+            .spawn(move || {
+                for (i, offset) in (0u64..).zip(arrivals) {
+                    if built_tx.send((offset, me.prepare(i))).is_err() {
+                        return; // the schedule is over
+                    }
+                    if i + 1 == BUILD_AHEAD as u64 {
+                        let _ = ready_tx.send(());
+                    }
+                }
+            });
+        if builder.is_err() {
+            out.interrupted = true;
+            return out;
+        }
+        // Until the queue is full, or the plan is built (the sender hung up).
+        while let Err(RecvTimeoutError::Timeout) = ready.recv_timeout(Duration::from_millis(20)) {
+            if cancel.is_cancelled() {
+                out.interrupted = true;
+                return out;
+            }
+        }
         let cap = self.contract.load.max_in_flight();
         let in_flight = Arc::new(AtomicU32::new(0));
         let steady_in_flight = Arc::new(AtomicU64::new(0));
@@ -122,14 +156,19 @@ impl Driver {
         // The schedule starts now: intended times are offsets from here on the run's clock
         // (which may have started earlier, at a cold-start launch).
         let origin = self.client.now_us();
-        let mut next = Some((arrivals.next().unwrap_or(0), self.prepare(0)));
-        let mut i = 0u64;
-        while let Some((offset, (planned, body))) = next.take() {
+        let next = || match built.try_recv() {
+            Ok(b) => Some((b, false)),
+            Err(TryRecvError::Empty) => built.recv().ok().map(|b| (b, true)),
+            Err(TryRecvError::Disconnected) => None,
+        };
+        while let Some(((offset, (planned, body)), waited)) = next() {
             let phase = phaser.next(offset, self.stable.load(Ordering::Acquire));
             if phase == Phase::Drain && steady_in_flight.load(Ordering::Acquire) == 0 {
                 break;
             }
             let at = origin + offset;
+            // The builder kept this request past its time.
+            out.built_late += u64::from(waited && self.client.now_us() > at);
             if !sleep_until(epoch + Duration::from_micros(at), cancel) {
                 out.interrupted = true;
                 break;
@@ -167,9 +206,6 @@ impl Driver {
                     handle,
                 );
             }
-            // Build the next request while waiting for its time, not after.
-            i += 1;
-            next = arrivals.next().map(|t| (t, self.prepare(i)));
         }
         out
     }
@@ -199,6 +235,7 @@ impl Driver {
             dispatched: shared.dispatched.load(Ordering::Acquire),
             dropped: 0,
             interrupted: cancel.is_cancelled(),
+            built_late: 0,
         }
     }
 
@@ -267,6 +304,9 @@ impl Driver {
         }
     }
 }
+
+/// Open-loop requests built ahead of the schedule (bodies, typically a few KB each).
+const BUILD_AHEAD: usize = 256;
 
 /// First plan index of cold-start requests.
 pub const COLD_START_INDEX: u64 = 1 << 40;
