@@ -41,6 +41,19 @@ pub struct OutputArgs {
     pub no_wake_latency_hold: bool,
 }
 
+impl OutputArgs {
+    /// How a run started from this command line writes and shows itself.
+    fn run_options(&self) -> crate::run::RunOptions {
+        crate::run::RunOptions {
+            out_root: self.out.clone(),
+            progress: !self.quiet,
+            argv: std::env::args().collect(),
+            bundle_dir: None,
+            wake_latency_hold: !self.no_wake_latency_hold,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a workload contract and keep the bundle (no contract: the built-in example against
@@ -182,13 +195,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run {
             contract,
-            output:
-                OutputArgs {
-                    out,
-                    quiet,
-                    json,
-                    no_wake_latency_hold,
-                },
+            output,
             cold_start,
             repeats,
             predict,
@@ -228,15 +235,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             });
             if c.repeat.runs > 1 {
-                let opts = crate::run::RunOptions {
-                    out_root: out,
-                    progress: !quiet,
-                    argv: std::env::args().collect(),
-                    bundle_dir: None,
-                    wake_latency_hold: !no_wake_latency_hold,
-                };
-                let (parent, rs, results) = crate::run::run_repeats(c, opts, cancel).await?;
-                if json {
+                let (parent, rs, results) =
+                    crate::run::run_repeats(c, output.run_options(), cancel).await?;
+                if output.json {
                     say(&(serde_json::to_string_pretty(&rs)? + "\n"))?;
                 } else {
                     for r in &results {
@@ -251,15 +252,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     ExitCode::SUCCESS
                 });
             }
-            let opts = crate::run::RunOptions {
-                out_root: out,
-                progress: !quiet,
-                argv: std::env::args().collect(),
-                bundle_dir: None,
-                wake_latency_hold: !no_wake_latency_hold,
-            };
-            let r = crate::run::run(c, opts, cancel).await?;
-            if json {
+            let r = crate::run::run(c, output.run_options(), cancel).await?;
+            if output.json {
                 say(&(serde_json::to_string_pretty(&r.summary)? + "\n"))?;
             } else {
                 say(&crate::report::document(&r.summary).terminal())?;
@@ -368,13 +362,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             capacity,
             resolution,
             max_runs,
-            output:
-                OutputArgs {
-                    out,
-                    quiet,
-                    json,
-                    no_wake_latency_hold,
-                },
+            output,
         } => {
             let src = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
@@ -386,12 +374,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     on_signal.cancel();
                 }
             });
+            let json = output.json;
+            let opts = output.run_options();
             let o = crate::sweep::SweepOptions {
-                out_root: out,
-                progress: !quiet,
-                argv: std::env::args().collect(),
+                out_root: opts.out_root,
+                progress: opts.progress,
+                argv: opts.argv,
                 cancel,
-                wake_latency_hold: !no_wake_latency_hold,
+                wake_latency_hold: opts.wake_latency_hold,
             };
             let (bundle, r) = if capacity {
                 if !(resolution > 0.0 && resolution < 1.0) {

@@ -679,3 +679,45 @@ async fn the_html_report_is_self_contained_with_every_figure() {
     assert!(out.status.success());
     assert_eq!(String::from_utf8(out.stdout).unwrap(), html);
 }
+
+#[test]
+fn no_wake_latency_hold_leaves_idle_states_alone_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = write(
+        d,
+        "c.toml",
+        "name = \"nohold\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 4 }\n[load]\nmodel = \"open\"\nrate = 50\nrequests = 20\n[warmup]\nrequests = 0\n",
+    );
+    let out = goodput(
+        &[
+            "run",
+            p.to_str().unwrap(),
+            "--quiet",
+            "--no-wake-latency-hold",
+        ],
+        d,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bundle = std::fs::read_dir(d.join("runs/nohold"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("environment.json")).unwrap())
+            .unwrap();
+    let wake = &env["client_wake_latency"];
+    assert_eq!(wake["held"], false, "{wake}");
+    assert!(
+        wake["why"]
+            .as_str()
+            .unwrap()
+            .contains("--no-wake-latency-hold")
+    );
+}
