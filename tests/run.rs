@@ -312,6 +312,16 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// The one bundle a single run wrote under `dir`.
+fn only_bundle(dir: &Path) -> PathBuf {
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs.pop().unwrap()
+}
+
 fn assert_clean_failure(out: &std::process::Output, wants: &[&str]) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "should fail: {err}");
@@ -522,12 +532,7 @@ fn a_prediction_is_kept_before_the_run_checked_after_and_edits_show() {
         text.contains("held") && text.contains("did not hold"),
         "{text}"
     );
-    let bundle = std::fs::read_dir(d.join("runs/pred"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let bundle = only_bundle(&d.join("runs/pred"));
     let pred: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(bundle.join("prediction.json")).unwrap())
             .unwrap();
@@ -703,12 +708,7 @@ fn no_wake_latency_hold_leaves_idle_states_alone_and_says_so() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let bundle = std::fs::read_dir(d.join("runs/nohold"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let bundle = only_bundle(&d.join("runs/nohold"));
     let env: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(bundle.join("environment.json")).unwrap())
             .unwrap();

@@ -243,7 +243,8 @@ pub struct PhaseStats {
     /// Actual − intended send (open loop only).
     pub dispatch_lag_ms: Option<Dist>,
     /// The part of the dispatch lag by which the dispatch thread woke after the intended time
-    /// (the OS ran it late: the client machine's CPUs were busy).
+    /// (the OS ran it late: busy CPUs, or idle ones slow to wake; or its request was not built
+    /// in time, which the run warns about).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch_wake_ms: Option<Dist>,
     /// The part of the dispatch lag the request then waited for the client's async runtime

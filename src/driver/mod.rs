@@ -14,7 +14,7 @@
 //! the steady statistics for being slow (which dropping "in flight at the end" would do).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::client::{Client, RequestSpec};
 use crate::contract::Contract;
-use crate::plan::{Phase, Phaser, Plan, PlannedRequest};
+use crate::plan::{ArrivalGen, Phase, Phaser, Plan, PlannedRequest};
 use crate::record::{Outcome, Record};
 
 /// What the driver did.
@@ -117,30 +117,11 @@ impl Driver {
         let Some(arrivals) = self.plan.arrivals() else {
             return out;
         };
-        // Requests are built ahead, on a thread of their own: a prompt built with a
-        // `tokenizer.json` costs about a microsecond per token, more than the gap between
-        // arrivals at high rates, and the schedule must not wait for it. The queue is full
-        // before the schedule starts, and absorbs bursts of arrivals after.
-        let (built_tx, built) = std::sync::mpsc::sync_channel(BUILD_AHEAD);
-        let (ready_tx, ready) = std::sync::mpsc::channel::<()>();
-        let me = self.clone();
-        let builder = std::thread::Builder::new()
-            .name("goodput-build".into())
-            .spawn(move || {
-                for (i, offset) in (0u64..).zip(arrivals) {
-                    if built_tx.send((offset, me.prepare(i))).is_err() {
-                        return; // the schedule is over
-                    }
-                    if i + 1 == BUILD_AHEAD as u64 {
-                        let _ = ready_tx.send(());
-                    }
-                }
-            });
-        if builder.is_err() {
-            out.interrupted = true;
+        let Ok((built, ready)) = self.build_ahead(arrivals) else {
+            out.interrupted = true; // no thread to build on: nothing can be sent
             return out;
-        }
-        // Until the queue is full, or the plan is built (the sender hung up).
+        };
+        // Until the queue is full, or the plan is built (the builder hung up).
         while let Err(RecvTimeoutError::Timeout) = ready.recv_timeout(Duration::from_millis(20)) {
             if cancel.is_cancelled() {
                 out.interrupted = true;
@@ -208,6 +189,33 @@ impl Driver {
             }
         }
         out
+    }
+
+    /// Builds open-loop requests ahead, on a thread of their own: a prompt built with a
+    /// `tokenizer.json` costs about a microsecond per token, more than the gap between arrivals
+    /// at high rates, and the schedule must not wait for it. Returns the queue, up to
+    /// [`BUILD_AHEAD`] long, and a signal sent when it is first full (dropped when the plan
+    /// ends first). The builder stops when the queue's receiver is dropped.
+    fn build_ahead(
+        self: &Arc<Self>,
+        arrivals: ArrivalGen,
+    ) -> std::io::Result<(Receiver<Built>, Receiver<()>)> {
+        let (built_tx, built) = std::sync::mpsc::sync_channel(BUILD_AHEAD);
+        let (ready_tx, ready) = std::sync::mpsc::channel();
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("goodput-build".into())
+            .spawn(move || {
+                for (i, offset) in (0u64..).zip(arrivals) {
+                    if built_tx.send((offset, me.prepare(i))).is_err() {
+                        return; // the schedule is over
+                    }
+                    if i + 1 == BUILD_AHEAD as u64 {
+                        let _ = ready_tx.send(());
+                    }
+                }
+            })?;
+        Ok((built, ready))
     }
 
     async fn closed_loop(
@@ -307,6 +315,9 @@ impl Driver {
 
 /// Open-loop requests built ahead of the schedule (bodies, typically a few KB each).
 const BUILD_AHEAD: usize = 256;
+
+/// A request built ahead: its offset in the schedule (µs), the plan's entry and the body.
+type Built = (u64, (PlannedRequest, Bytes));
 
 /// First plan index of cold-start requests.
 pub const COLD_START_INDEX: u64 = 1 << 40;
