@@ -50,7 +50,7 @@ fn planned_prompts_tokenize_back_to_exactly_their_planned_length() {
     let (tok, _) = Tokenizer::load(&tokenizer_path()).unwrap();
     let plan = Plan::new(&c);
     assert!(plan.exact_tokens());
-    let requested = plan.requested_lengths(true).unwrap();
+    let requested = goodput::plan::requested_lengths(&c, true).unwrap();
     let mut sent = Vec::new();
     for i in 0..200 {
         let r = plan.request(i);
@@ -98,7 +98,7 @@ fn empirical_lengths_reproduce_their_source_quantiles() {
         ),
     )
     .unwrap();
-    let answers = Plan::new(&c).requested_lengths(false).unwrap();
+    let answers = goodput::plan::requested_lengths(&c, false).unwrap();
     assert_eq!(answers.len(), 20);
     let plan = Plan::new(&c);
     assert!((0..500).all(|i| answers.contains(&plan.request(i).output_tokens)));

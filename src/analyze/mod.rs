@@ -867,9 +867,8 @@ pub struct LengthDists {
 
 fn length_check(c: &Contract, steady: &[&Record], ok: &[&&Record]) -> LengthCheck {
     let mean = |xs: Vec<f64>| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
-    let plan = crate::plan::Plan::new(c);
     let requested = |input| {
-        plan.requested_lengths(input)
+        crate::plan::requested_lengths(c, input)
             .and_then(|v| Dist::of(v.into_iter().map(f64::from).collect()))
     };
     let side = |input: bool| LengthDists {

@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, Gamma, LogNormal, Normal};
 use serde::Serialize;
 
-use crate::contract::{Arrival, Contract, LengthDist, PrefixCache, PromptSource};
+use crate::contract::{Arrival, Contract, LengthDist, PrefixCache, PromptSource, Workload};
 use crate::workload::{Loaded, Message};
 
 /// Which part of a run a request belongs to.
@@ -130,8 +130,6 @@ pub struct Plan {
     prefixes: std::sync::Arc<Vec<String>>,
     /// Whether the prefixes are sent once before the load (`"warm"`).
     warm: bool,
-    /// Tokens in each shared prefix (0 without).
-    prefix_tokens: u32,
     /// Trace arrival offsets, µs, after the speed-up.
     trace_us: std::sync::Arc<Vec<u64>>,
 }
@@ -268,6 +266,62 @@ const REQUESTED_STREAM: u64 = u64::MAX - 1 - (1 << 32);
 /// Prefix `k` is built from stream `PREFIX_STREAM - k`.
 const PREFIX_STREAM: u64 = u64::MAX - 2;
 
+/// The input (`input`) or output length distribution the workload asks for, defaults filled in.
+fn asked_lengths(w: &Workload, input: bool) -> LengthDist {
+    let (d, default) = if input {
+        (&w.input_tokens, 256)
+    } else {
+        (&w.output_tokens, 128)
+    };
+    d.clone().unwrap_or(LengthDist::Fixed { value: default })
+}
+
+/// Tokens of shared prefix in front of every prompt (0 without one; the contract refuses a
+/// shared or warm cache without at least one prefix of at least one token).
+fn shared_prefix_tokens(w: &Workload) -> u32 {
+    match (w.prefix_cache, w.shared_prefix_tokens) {
+        (PrefixCache::Shared | PrefixCache::Warm, Some(n)) => n,
+        _ => 0,
+    }
+}
+
+/// The distribution the contract asks for, as lengths: a trace's, a dataset's or a lengths
+/// file's own values, or 4,096 seeded draws from a parametric distribution. `None` when the
+/// source file was not read (a bundle recomputed without it). Builds no prompt, so reports can
+/// call it without planning the run.
+pub fn requested_lengths(c: &Contract, input: bool) -> Option<Vec<u32>> {
+    let w = &c.workload;
+    let s = &w.sources;
+    let v: Vec<u32> = match asked_lengths(w, input) {
+        LengthDist::Trace => s
+            .trace
+            .iter()
+            .map(|r| {
+                if input {
+                    r.input_tokens
+                } else {
+                    r.output_tokens
+                }
+            })
+            .collect(),
+        // A dataset prompt goes behind the shared prefix, if any: the request asks for both.
+        LengthDist::Dataset => {
+            let behind = if input { shared_prefix_tokens(w) } else { 0 };
+            s.prompts
+                .iter()
+                .filter_map(|p| p.length(input).map(|n| n + behind))
+                .collect()
+        }
+        LengthDist::Empirical { values, .. } => values.to_vec(),
+        d => {
+            let mut rng = ChaCha8Rng::seed_from_u64(w.seed);
+            rng.set_stream(REQUESTED_STREAM);
+            (0..4096).map(|_| sample_len(&d, &mut rng)).collect()
+        }
+    };
+    (!v.is_empty()).then_some(v)
+}
+
 impl Plan {
     pub fn new(c: &Contract) -> Plan {
         let open = c.load.is_open().then(|| ArrivalParams {
@@ -285,25 +339,18 @@ impl Plan {
             rng.set_stream(ORDER_STREAM);
             rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
         }
-        let prefixes = match (w.prefix_cache, w.shared_prefix_tokens) {
-            (PrefixCache::Shared | PrefixCache::Warm, Some(n)) => {
-                (0..u64::from(w.prefixes.unwrap_or(1)))
-                    .map(|k| {
-                        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                        rng.set_stream(PREFIX_STREAM - k);
-                        sources
-                            .tokenizer
-                            .build(&sources.tokenizer.tag('p', k, seed), n, &mut rng)
-                            .0
-                    })
-                    .collect()
-            }
-            _ => Vec::new(),
-        };
-        let prefix_tokens = if prefixes.is_empty() {
-            0
-        } else {
-            w.shared_prefix_tokens.unwrap_or(0)
+        let prefixes = match shared_prefix_tokens(w) {
+            0 => Vec::new(),
+            n => (0..u64::from(w.prefixes.unwrap_or(1)))
+                .map(|k| {
+                    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                    rng.set_stream(PREFIX_STREAM - k);
+                    sources
+                        .tokenizer
+                        .build(&sources.tokenizer.tag('p', k, seed), n, &mut rng)
+                        .0
+                })
+                .collect(),
         };
         let speedup = c.load.speedup.unwrap_or(1.0);
         let trace_us = sources
@@ -313,14 +360,8 @@ impl Plan {
             .collect();
         Plan {
             seed,
-            input: w
-                .input_tokens
-                .clone()
-                .unwrap_or(LengthDist::Fixed { value: 256 }),
-            output: w
-                .output_tokens
-                .clone()
-                .unwrap_or(LengthDist::Fixed { value: 128 }),
+            input: asked_lengths(w, true),
+            output: asked_lengths(w, false),
             open,
             phases: PhaseRules::of(c),
             references: c.quality.items.clone(),
@@ -328,7 +369,6 @@ impl Plan {
             order: std::sync::Arc::new(order),
             prefixes: std::sync::Arc::new(prefixes),
             warm: w.prefix_cache == PrefixCache::Warm,
-            prefix_tokens,
             trace_us: std::sync::Arc::new(trace_us),
         }
     }
@@ -341,42 +381,6 @@ impl Plan {
         } else {
             0
         }
-    }
-
-    /// The distribution the contract asks for, as lengths: a trace's, a dataset's or a lengths
-    /// file's own values, or 4,096 seeded draws from a parametric distribution. `None` when the
-    /// source file was not read (a bundle recomputed without it).
-    pub fn requested_lengths(&self, input: bool) -> Option<Vec<u32>> {
-        let d = if input { &self.input } else { &self.output };
-        let s = &self.sources;
-        let v: Vec<u32> = match d {
-            LengthDist::Trace => s
-                .trace
-                .iter()
-                .map(|r| {
-                    if input {
-                        r.input_tokens
-                    } else {
-                        r.output_tokens
-                    }
-                })
-                .collect(),
-            // A dataset prompt goes behind the shared prefix, if any: the request asks for both.
-            LengthDist::Dataset => {
-                let behind = if input { self.prefix_tokens } else { 0 };
-                s.prompts
-                    .iter()
-                    .filter_map(|p| p.length(input).map(|n| n + behind))
-                    .collect()
-            }
-            LengthDist::Empirical { values, .. } => values.to_vec(),
-            _ => {
-                let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
-                rng.set_stream(REQUESTED_STREAM);
-                (0..4096).map(|_| sample_len(d, &mut rng)).collect()
-            }
-        };
-        (!v.is_empty()).then_some(v)
     }
 
     /// Whether prompt lengths are the target's own tokens (a tokenizer file), rather than the

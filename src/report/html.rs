@@ -102,9 +102,8 @@ pub fn page(c: &Contract, s: &Summary, records: &[Record], seconds: &[Second]) -
         d.figure(load.render());
         d.figure(ttft.render());
     }
-    let plan = crate::plan::Plan::new(c);
     let lengths = |planned: Vec<f64>, reported: Vec<f64>, what: &str| {
-        let requested = plan.requested_lengths(what == "Input").unwrap_or_default();
+        let requested = crate::plan::requested_lengths(c, what == "Input").unwrap_or_default();
         let mut ch = Chart::new(
             &format!("lengths-{}", what.to_lowercase()),
             &format!("{what} length: requested, sent, and reported by the server"),
