@@ -556,3 +556,76 @@ async fn prompts_slower_to_build_than_the_arrivals_are_built_ahead_and_sent_on_t
         build_s * 1e3
     );
 }
+
+/// Words, and each punctuation mark as a token of its own: a tokenizer that is not words.
+fn words_and_marks(text: &str) -> usize {
+    text.split_whitespace().count() + text.chars().filter(|c| c.is_ascii_punctuation()).count()
+}
+
+/// A dataset under `tokenizer = "server"` is recounted at the target, entry by entry, several
+/// requests at a time: here a `/tokenize` that counts punctuation marks as tokens too, so word
+/// counts cannot pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dataset_is_recounted_at_the_targets_tokenize_endpoint() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (now, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (n2, p2) = (now.clone(), peak.clone());
+    let app = axum::Router::new().route(
+        "/tokenize",
+        axum::routing::post(move |body: axum::Json<serde_json::Value>| {
+            let (now, peak) = (n2.clone(), p2.clone());
+            async move {
+                peak.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                // A round trip's worth of work, so requests in flight overlap.
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                let text = body["prompt"].as_str().unwrap_or_default();
+                axum::Json(serde_json::json!({ "count": words_and_marks(text) }))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = parse_at(
+        dir.path(),
+        &format!(
+            "[target]\nurl = \"{base}\"\nmodel = \"m\"\n[workload]\ntokenizer = \"server\"\nprompt_source = \"dataset\"\ndataset = \"{}\"\ninput_tokens = {{ dist = \"dataset\" }}\noutput_tokens = {{ dist = \"dataset\" }}\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 4\n",
+            sharegpt_path().display()
+        ),
+    )
+    .unwrap();
+    let counter =
+        goodput::workload::server::ServerCounter::detect(reqwest::Client::new(), &base, "m", None)
+            .await
+            .unwrap();
+    goodput::workload::server::recount(&counter, &mut c)
+        .await
+        .unwrap();
+    let prompts = &c.workload.sources.prompts;
+    assert_eq!(prompts.len(), 20);
+    for p in prompts {
+        assert_eq!(
+            p.input_tokens as usize,
+            words_and_marks(&p.prompt),
+            "{}",
+            p.at
+        );
+        let answer = p.answer.as_deref().unwrap();
+        assert_eq!(
+            p.output_tokens,
+            Some(words_and_marks(answer) as u32),
+            "{}",
+            p.at
+        );
+    }
+    assert!(
+        prompts
+            .iter()
+            .any(|p| p.input_tokens as usize != p.prompt.split_whitespace().count())
+    );
+    assert!(peak.load(Ordering::SeqCst) > 1, "counted one at a time");
+}

@@ -18,6 +18,9 @@ use crate::text::WORDS;
 /// Planned prompts checked against the endpoint before the run.
 const CHECKED: u64 = 32;
 
+/// `/tokenize` requests in flight while recounting a dataset.
+const RECOUNT_IN_FLIGHT: usize = 16;
+
 /// A target's tokenize endpoint.
 pub struct ServerCounter {
     http: reqwest::Client,
@@ -97,14 +100,27 @@ impl ServerCounter {
 /// Recounts a contract's workload in the target's tokens: the word table synthetic prompts are
 /// built from, every dataset prompt and answer, and lengths drawn from the dataset.
 pub async fn recount(counter: &ServerCounter, c: &mut Contract) -> Result<(), String> {
+    use futures_util::{StreamExt, TryStreamExt};
     let table = counter.table().await?;
     let old = c.workload.sources.clone();
+    // A few at a time: a ShareGPT file holds tens of thousands of conversations, and one round
+    // trip after another is minutes before the first request.
+    let counts: Vec<(u32, Option<u32>)> = futures_util::stream::iter(&old.prompts)
+        .map(|p| async move {
+            let input = counter.count(&p.prompt).await?;
+            let output = match &p.answer {
+                Some(a) => Some(counter.count(a).await?.max(1)),
+                None => None,
+            };
+            Ok::<_, String>((input, output))
+        })
+        .buffered(RECOUNT_IN_FLIGHT)
+        .try_collect()
+        .await?;
     let mut prompts = old.prompts.clone();
-    for p in &mut prompts {
-        p.input_tokens = counter.count(&p.prompt).await?;
-        if let Some(a) = &p.answer {
-            p.output_tokens = Some(counter.count(a).await?.max(1));
-        }
+    for (p, (input, output)) in prompts.iter_mut().zip(counts) {
+        p.input_tokens = input;
+        p.output_tokens = output.or(p.output_tokens);
     }
     for (dist, input) in [
         (&mut c.workload.input_tokens, true),
