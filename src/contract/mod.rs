@@ -886,76 +886,155 @@ pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
 /// Reads the files a contract names (references, tokenizer, dataset, lengths, trace), checks
 /// each against the SHA-256 the contract kept, and records the hashes it read.
 fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractError> {
-    use crate::workload::{self, Prompt, Sources, Tokenizer};
-    let invalid = |key: &str, message: String| ContractError::Invalid {
-        path: path.to_owned(),
-        line: source::line_of_key(src, key),
-        key: Some(key.to_owned()),
-        message,
+    let mut files = Files {
+        path,
+        src,
+        missing: Vec::new(),
     };
-    let beside = |rel: &Path| match path.parent() {
-        Some(dir) if rel.is_relative() => dir.join(rel),
-        _ => rel.to_owned(),
-    };
-    // The file as it is now must be the file the contract was resolved against.
-    let check = |key: &str, file: &Path, sha: &str, kept: &Option<String>| match kept {
-        Some(k) if k != sha => Err(invalid(
-            &format!("{key}_sha256"),
-            format!(
-                "{} has changed since this contract was resolved (SHA-256 {sha}, expected {k})",
-                file.display()
-            ),
-        )),
-        _ => Ok(()),
-    };
-    if let Some(rel) = &c.quality.references {
-        let file = beside(rel);
-        let (items, sha) =
-            crate::quality::load_references(&file).map_err(|m| invalid("quality.references", m))?;
-        check(
-            "quality.references",
-            &file,
-            &sha,
-            &c.quality.references_sha256,
-        )?;
-        c.quality.references = Some(file);
-        c.quality.references_sha256 = Some(sha);
-        c.quality.items = std::sync::Arc::new(items);
-    }
-    let w = &mut c.workload;
-    let mut sources = Sources::default();
-    // A resolved contract (a bundle's) whose file is no longer there still reads: its records
-    // carry the lengths, the hash names the file, and `run` refuses it until the file is back.
-    let mut gone = |file: &Path, kept: &Option<String>| {
-        let g = kept.is_some() && !file.exists();
-        if g {
-            sources.missing.push(file.display().to_string());
+    files.references(c)?;
+    let mut sources = crate::workload::Sources::default();
+    files.tokenizer(&mut c.workload, &mut sources)?;
+    files.dataset(c, &mut sources)?;
+    files.lengths(&mut c.workload, &sources.prompts)?;
+    files.trace(c, &mut sources)?;
+    sources.missing = files.missing;
+    c.workload.sources = crate::workload::Loaded(std::sync::Arc::new(sources));
+    Ok(())
+}
+
+/// The files of one contract: where they are (beside the contract), whether they are still the
+/// files it was resolved against, and which of them are gone.
+struct Files<'a> {
+    /// The contract file, and its text (for the line of a key in errors).
+    path: &'a Path,
+    src: &'a str,
+    /// Files a resolved contract names (with their hash) that are no longer there. Such a
+    /// contract still reads (a bundle's records carry the lengths); `run` refuses it.
+    missing: Vec<String>,
+}
+
+impl Files<'_> {
+    fn invalid(&self, key: &str, message: String) -> ContractError {
+        ContractError::Invalid {
+            path: self.path.to_owned(),
+            line: source::line_of_key(self.src, key),
+            key: Some(key.to_owned()),
+            message,
         }
-        g
-    };
-    if let Some(rel) = w.tokenizer.clone()
-        && !w.server_tokenizer()
-        && let file = beside(&rel)
-        && !gone(&file, &w.tokenizer_sha256)
-    {
-        let (t, sha) = Tokenizer::load(&file).map_err(|m| invalid("workload.tokenizer", m))?;
-        check("workload.tokenizer", &file, &sha, &w.tokenizer_sha256)?;
+    }
+
+    /// A path from the contract, relative to the contract's directory.
+    fn beside(&self, rel: &Path) -> PathBuf {
+        match self.path.parent() {
+            Some(dir) if rel.is_relative() => dir.join(rel),
+            _ => rel.to_owned(),
+        }
+    }
+
+    /// The file as it is now must be the file the contract was resolved against (`kept`).
+    fn check(
+        &self,
+        key: &str,
+        file: &Path,
+        sha: &str,
+        kept: &Option<String>,
+    ) -> Result<(), ContractError> {
+        match kept {
+            Some(k) if k != sha => Err(self.invalid(
+                &format!("{key}_sha256"),
+                format!(
+                    "{} has changed since this contract was resolved (SHA-256 {sha}, expected {k})",
+                    file.display()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `rel` beside the contract, or `None` when a resolved contract's file is gone (noted).
+    fn present(&mut self, rel: &Path, kept: &Option<String>) -> Option<PathBuf> {
+        let file = self.beside(rel);
+        if kept.is_some() && !file.exists() {
+            self.missing.push(file.display().to_string());
+            return None;
+        }
+        Some(file)
+    }
+
+    /// The text and SHA-256 of `file`, checked against `kept` (`key` names it in errors, and
+    /// `sha_key` + `_sha256` the kept hash).
+    fn read(
+        &self,
+        key: &str,
+        sha_key: &str,
+        file: &Path,
+        kept: &Option<String>,
+    ) -> Result<(String, String), ContractError> {
+        let (text, sha) = crate::workload::read(file).map_err(|m| self.invalid(key, m))?;
+        self.check(sha_key, file, &sha, kept)?;
+        Ok((text, sha))
+    }
+
+    fn references(&self, c: &mut Contract) -> Result<(), ContractError> {
+        let q = &mut c.quality;
+        let Some(rel) = &q.references else {
+            return Ok(());
+        };
+        let key = "quality.references";
+        let file = self.beside(rel);
+        let (items, sha) =
+            crate::quality::load_references(&file).map_err(|m| self.invalid(key, m))?;
+        self.check(key, &file, &sha, &q.references_sha256)?;
+        q.references = Some(file);
+        q.references_sha256 = Some(sha);
+        q.items = std::sync::Arc::new(items);
+        Ok(())
+    }
+
+    fn tokenizer(
+        &mut self,
+        w: &mut Workload,
+        sources: &mut crate::workload::Sources,
+    ) -> Result<(), ContractError> {
+        let key = "workload.tokenizer";
+        let Some(file) = w
+            .tokenizer
+            .clone()
+            .filter(|_| !w.server_tokenizer())
+            .and_then(|rel| self.present(&rel, &w.tokenizer_sha256))
+        else {
+            return Ok(());
+        };
+        let (t, sha) = crate::workload::Tokenizer::load(&file).map_err(|m| self.invalid(key, m))?;
+        self.check(key, &file, &sha, &w.tokenizer_sha256)?;
         w.tokenizer = Some(file);
         w.tokenizer_sha256 = Some(sha);
         sources.tokenizer = t;
+        Ok(())
     }
-    if let Some(rel) = w.dataset.clone()
-        && let file = beside(&rel)
-        && !gone(&file, &w.dataset_sha256)
-    {
-        let (text, sha) = workload::read(&file).map_err(|m| invalid("workload.dataset", m))?;
-        check("workload.dataset", &file, &sha, &w.dataset_sha256)?;
-        let (d, format) = workload::dataset::parse(&file, &text, w.dataset_format)
-            .map_err(|m| invalid("workload.dataset", m))?;
+
+    fn dataset(
+        &mut self,
+        c: &mut Contract,
+        sources: &mut crate::workload::Sources,
+    ) -> Result<(), ContractError> {
+        use crate::workload::{Prompt, dataset};
+        let key = "workload.dataset";
+        let w = &mut c.workload;
+        let Some(file) = w
+            .dataset
+            .clone()
+            .and_then(|rel| self.present(&rel, &w.dataset_sha256))
+        else {
+            return Ok(());
+        };
+        let (text, sha) = self.read(key, key, &file, &w.dataset_sha256)?;
+        let (d, format) =
+            dataset::parse(&file, &text, w.dataset_format).map_err(|m| self.invalid(key, m))?;
         if c.target.api == ApiKind::OpenAiCompletions
             && let Some(item) = d.items.iter().find(|i| i.messages.is_some())
         {
-            return Err(invalid(
+            return Err(self.invalid(
                 "target.api",
                 format!(
                     "{} {} has `messages`, which only api = \"openai-chat\" can send",
@@ -983,76 +1062,100 @@ fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractEr
         w.dataset = Some(file);
         w.dataset_sha256 = Some(sha);
         w.dataset_format = Some(format);
+        Ok(())
     }
-    let dataset_name = w
-        .dataset
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    for (key, dist, input) in [
-        ("workload.input_tokens", &mut w.input_tokens, true),
-        ("workload.output_tokens", &mut w.output_tokens, false),
-    ] {
-        let needs_each = matches!(dist, Some(LengthDist::Dataset));
-        let from_dataset = |prompts: &[Prompt]| -> Result<Vec<u32>, ContractError> {
-            prompts
-                .iter()
-                .map(|p| {
-                    p.length(input).ok_or_else(|| {
-                        invalid(
-                            key,
-                            format!(
-                                "{dataset_name} {}: no output length (add \"output_tokens\", or set {key} to a distribution)",
-                                p.at
-                            ),
-                        )
+
+    /// `empirical` lengths (from a file of lengths, or from the dataset), and a check that
+    /// `dataset` lengths exist for every entry.
+    fn lengths(
+        &mut self,
+        w: &mut Workload,
+        prompts: &[crate::workload::Prompt],
+    ) -> Result<(), ContractError> {
+        let dataset_name = w
+            .dataset
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        for (key, dist, input) in [
+            ("workload.input_tokens", &mut w.input_tokens, true),
+            ("workload.output_tokens", &mut w.output_tokens, false),
+        ] {
+            let from_dataset = || -> Result<Vec<u32>, ContractError> {
+                prompts
+                    .iter()
+                    .map(|p| {
+                        p.length(input).ok_or_else(|| {
+                            self.invalid(
+                                key,
+                                format!(
+                                    "{dataset_name} {}: no output length (add \"output_tokens\", or set {key} to a distribution)",
+                                    p.at
+                                ),
+                            )
+                        })
                     })
-                })
-                .collect()
-        };
-        if needs_each {
-            from_dataset(&sources.prompts)?;
-        }
-        if let Some(LengthDist::Empirical {
-            file,
-            file_sha256,
-            values,
-        }) = dist
-        {
-            let v = match file {
-                Some(rel) if gone(&beside(rel), file_sha256) => Vec::new(),
-                Some(rel) => {
-                    let f = beside(rel);
-                    let (text, sha) = workload::read(&f).map_err(|m| invalid(key, m))?;
-                    check(&format!("{key}.file"), &f, &sha, file_sha256)?;
-                    let v = workload::parse_lengths(&f, &text).map_err(|m| invalid(key, m))?;
-                    *file = Some(f);
-                    *file_sha256 = Some(sha);
-                    v
-                }
-                None => from_dataset(&sources.prompts)?,
+                    .collect()
             };
-            *values = std::sync::Arc::new(v);
+            match dist {
+                Some(LengthDist::Dataset) => {
+                    from_dataset()?;
+                }
+                Some(LengthDist::Empirical {
+                    file,
+                    file_sha256,
+                    values,
+                }) => {
+                    let v = match file.clone() {
+                        None => from_dataset()?,
+                        Some(rel) => match self.present(&rel, file_sha256) {
+                            None => Vec::new(),
+                            Some(f) => {
+                                let (text, sha) =
+                                    self.read(key, &format!("{key}.file"), &f, file_sha256)?;
+                                let v = crate::workload::parse_lengths(&f, &text)
+                                    .map_err(|m| self.invalid(key, m))?;
+                                *file = Some(f);
+                                *file_sha256 = Some(sha);
+                                v
+                            }
+                        },
+                    };
+                    *values = std::sync::Arc::new(v);
+                }
+                _ => {}
+            }
         }
+        Ok(())
     }
-    let l = &mut c.load;
-    if let Some(rel) = l.trace.clone()
-        && let file = beside(&rel)
-        && !gone(&file, &l.trace_sha256)
-    {
-        let (text, sha) = workload::read(&file).map_err(|m| invalid("load.trace", m))?;
-        check("load.trace", &file, &sha, &l.trace_sha256)?;
-        let rows = workload::trace::parse(&file, &text).map_err(|m| invalid("load.trace", m))?;
+
+    /// A trace to replay; without `requests` or `duration`, the run replays it to its end.
+    fn trace(
+        &mut self,
+        c: &mut Contract,
+        sources: &mut crate::workload::Sources,
+    ) -> Result<(), ContractError> {
+        let key = "load.trace";
+        let l = &mut c.load;
+        let Some(file) = l
+            .trace
+            .clone()
+            .and_then(|rel| self.present(&rel, &l.trace_sha256))
+        else {
+            return Ok(());
+        };
+        let (text, sha) = self.read(key, key, &file, &l.trace_sha256)?;
+        let rows = crate::workload::trace::parse(&file, &text).map_err(|m| self.invalid(key, m))?;
         let available = (rows.len() as u64).checked_sub(c.warmup.requests);
         if l.requests.is_none() && l.duration.is_none() {
             if c.warmup.duration.is_some() || c.warmup.until_stable.is_some() {
-                return Err(invalid(
+                return Err(self.invalid(
                     "load",
                     "a trace replayed to its end needs a warm-up by `requests` (or set load.requests or load.duration)".into(),
                 ));
             }
             l.requests = Some(available.filter(|&n| n > 0).ok_or_else(|| {
-                invalid(
+                self.invalid(
                     "warmup.requests",
                     format!("leaves none of the trace's {} rows to measure", rows.len()),
                 )
@@ -1061,7 +1164,7 @@ fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractEr
         if let Some(n) = l.requests
             && available.is_none_or(|a| n > a)
         {
-            return Err(invalid(
+            return Err(self.invalid(
                 "load.requests",
                 format!(
                     "= {n}: {} has {} rows, {} of them warm-up",
@@ -1074,9 +1177,8 @@ fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractEr
         l.trace = Some(file);
         l.trace_sha256 = Some(sha);
         sources.trace = rows;
+        Ok(())
     }
-    c.workload.sources = crate::workload::Loaded(std::sync::Arc::new(sources));
-    Ok(())
 }
 
 type Problem = (String, String);
