@@ -975,6 +975,21 @@ impl Files<'_> {
         Ok((text, sha))
     }
 
+    /// The file the contract names at `key` (if it names one and it is there): its path, text
+    /// and SHA-256, checked against `kept`.
+    fn named(
+        &mut self,
+        key: &str,
+        rel: &Option<PathBuf>,
+        kept: &Option<String>,
+    ) -> Result<Option<(PathBuf, String, String)>, ContractError> {
+        let Some(file) = rel.as_deref().and_then(|r| self.present(r, kept)) else {
+            return Ok(None);
+        };
+        let (text, sha) = self.read(key, key, &file, kept)?;
+        Ok(Some((file, text, sha)))
+    }
+
     fn references(&self, c: &mut Contract) -> Result<(), ContractError> {
         let q = &mut c.quality;
         let Some(rel) = &q.references else {
@@ -1021,14 +1036,9 @@ impl Files<'_> {
         use crate::workload::{Prompt, dataset};
         let key = "workload.dataset";
         let w = &mut c.workload;
-        let Some(file) = w
-            .dataset
-            .clone()
-            .and_then(|rel| self.present(&rel, &w.dataset_sha256))
-        else {
+        let Some((file, text, sha)) = self.named(key, &w.dataset, &w.dataset_sha256)? else {
             return Ok(());
         };
-        let (text, sha) = self.read(key, key, &file, &w.dataset_sha256)?;
         let (d, format) =
             dataset::parse(&file, &text, w.dataset_format).map_err(|m| self.invalid(key, m))?;
         if c.target.api == ApiKind::OpenAiCompletions
@@ -1137,14 +1147,9 @@ impl Files<'_> {
     ) -> Result<(), ContractError> {
         let key = "load.trace";
         let l = &mut c.load;
-        let Some(file) = l
-            .trace
-            .clone()
-            .and_then(|rel| self.present(&rel, &l.trace_sha256))
-        else {
+        let Some((file, text, sha)) = self.named(key, &l.trace, &l.trace_sha256)? else {
             return Ok(());
         };
-        let (text, sha) = self.read(key, key, &file, &l.trace_sha256)?;
         let rows = crate::workload::trace::parse(&file, &text).map_err(|m| self.invalid(key, m))?;
         let available = (rows.len() as u64).checked_sub(c.warmup.requests);
         if l.requests.is_none() && l.duration.is_none() {
