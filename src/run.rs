@@ -249,6 +249,7 @@ pub async fn run(
         Err("off (measurement.server_metrics_interval = 0)".to_owned())
     };
     environment["client_wake_latency"] = wake.status.clone();
+    environment["client_http"] = crate::client::http_pool_settings();
     environment["server_metrics"] = match &scraper {
         Ok(_) => json!({ "endpoint": "/metrics", "file": METRICS }),
         Err(why) => json!({ "endpoint": "/metrics", "absent": why }),

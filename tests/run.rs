@@ -108,6 +108,13 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
     // Whether the idle CPUs were held quick to wake, and if not, why.
     let wake = &env["client_wake_latency"];
     assert!(wake["held"] == true || wake["why"].is_string(), "{wake}");
+    // How connections were kept: whether a latency includes opening one depends on it.
+    let pool = &env["client_http"];
+    assert_eq!(
+        pool["keep_alive_idle_s"],
+        goodput::client::POOL_IDLE.as_secs_f64(),
+        "{pool}"
+    );
     let probes = env["probes"].as_array().unwrap();
     let endpoints: Vec<&str> = probes
         .iter()

@@ -112,14 +112,35 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// How long a connection may sit idle in the pool and still be reused.
+///
+/// Kept below the 5 s after which the usual servers close an idle keep-alive connection
+/// (uvicorn in front of vLLM and SGLang, llama.cpp's cpp-httplib, Node). A request written to a
+/// connection in the instant the server closes it fails with "connection closed before message
+/// completed" and would be counted against the engine; the second of margin covers a response's
+/// way back to the client. Below 1 request per 4 s per connection, requests open a new one, as
+/// they would from a client such as httpx (5 s).
+pub const POOL_IDLE: Duration = Duration::from_secs(4);
+
 /// Builds the HTTP connection pool used for a run.
 pub fn http_pool() -> Result<reqwest::Client, reqwest::Error> {
     reqwest::Client::builder()
         .pool_max_idle_per_host(usize::MAX)
-        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_idle_timeout(POOL_IDLE)
         .tcp_nodelay(true)
         .no_proxy()
         .build()
+}
+
+/// How [`http_pool`] connects, for `environment.json` (`client_http`): connection reuse is part of
+/// what a latency includes.
+pub fn http_pool_settings() -> serde_json::Value {
+    serde_json::json!({
+        "http": "HTTP/1.1",
+        "keep_alive_idle_s": POOL_IDLE.as_secs_f64(),
+        "tcp_nodelay": true,
+        "proxy": "none",
+    })
 }
 
 /// Microseconds since `epoch`.
@@ -425,4 +446,71 @@ async fn read_snippet(resp: reqwest::Response) -> String {
     }
     out.truncate(300);
     String::from_utf8_lossy(&out).trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A keep-alive HTTP/1.1 server on loopback that answers every request `ok` and counts the
+    /// connections it accepts.
+    async fn counting_server() -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    while let Ok(n @ 1..) = sock.read(&mut chunk).await {
+                        buf.extend_from_slice(&chunk[..n]);
+                        // Requests here are bodiless GETs: one ends at its blank line.
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if sock.write_all(ok).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_reused_only_while_idle_for_less_than_a_servers_keep_alive() {
+        // The servers in front of vLLM, SGLang and llama.cpp close a connection idle for 5 s.
+        assert!(POOL_IDLE + Duration::from_secs(1) <= Duration::from_secs(5));
+        let (url, accepted) = counting_server().await;
+        let http = http_pool().unwrap();
+        let get = || async {
+            let r = http.get(&url).send().await.unwrap();
+            assert_eq!(r.text().await.unwrap(), "ok");
+        };
+        get().await;
+        get().await;
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "a fresh connection is reused"
+        );
+        // Idle past POOL_IDLE (the wait is the thing under test, not a stand-in for a signal).
+        tokio::time::sleep(POOL_IDLE + Duration::from_millis(300)).await;
+        get().await;
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            2,
+            "a connection idle for {POOL_IDLE:?} is not written to again"
+        );
+    }
 }
