@@ -341,7 +341,11 @@ pub async fn run(
         .context("writing requests.jsonl")?;
     done.cancel();
     let _ = monitor.await;
-    let aborted = aborted.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let aborted = aborted
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .or(outcome.failed);
     if let (Some(l), Some(t)) = (launched.take(), timeline.as_mut()) {
         t.exit = Some(l.stop().await);
     }

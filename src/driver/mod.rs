@@ -40,6 +40,9 @@ pub struct DriveOutcome {
     /// Open-loop arrivals whose request was not built by its send time (prompt building was
     /// slower than the arrivals; their lag shows it as a late wake-up).
     pub built_late: u64,
+    /// Why the load stopped short on the client's side, when it did: no thread could be
+    /// started to build requests on, or the dispatch thread failed.
+    pub failed: Option<String>,
 }
 
 /// A run's fixed inputs.
@@ -95,8 +98,9 @@ impl Driver {
         // The schedule is kept by a dedicated thread: `std::thread::sleep` wakes within tens of
         // microseconds, where tokio's timer wheel rounds every sleep up to the next millisecond.
         let dispatch = tokio::task::spawn_blocking(move || me.dispatch(&handle, &t, &tx, &c));
-        let mut out = dispatch.await.unwrap_or_else(|_| DriveOutcome {
+        let mut out = dispatch.await.unwrap_or_else(|e| DriveOutcome {
             interrupted: true,
+            failed: Some(format!("the dispatch thread failed: {e}")),
             ..DriveOutcome::default()
         });
         tracker.close();
@@ -117,9 +121,15 @@ impl Driver {
         let Some(arrivals) = self.plan.arrivals() else {
             return out;
         };
-        let Ok((built, ready)) = self.build_ahead(arrivals) else {
-            out.interrupted = true; // no thread to build on: nothing can be sent
-            return out;
+        let (built, ready) = match self.build_ahead(arrivals) {
+            Ok(queue) => queue,
+            Err(e) => {
+                out.interrupted = true;
+                out.failed = Some(format!(
+                    "no thread could be started to build requests on: {e}"
+                ));
+                return out;
+            }
         };
         // Until the queue is full, or the plan is built (the builder hung up).
         while let Err(RecvTimeoutError::Timeout) = ready.recv_timeout(Duration::from_millis(20)) {
@@ -244,6 +254,7 @@ impl Driver {
             dropped: 0,
             interrupted: cancel.is_cancelled(),
             built_late: 0,
+            failed: None,
         }
     }
 
