@@ -367,9 +367,24 @@ fn bad_contracts_fail_with_file_line_and_key() {
             vec!["rate.toml:3", "load.rate", "> 0"],
         ),
         (
+            "fast.toml",
+            "[load]\nmodel = \"open\"\nrate = 1e300\nrequests = 3\n",
+            vec!["fast.toml:3", "load.rate", "at most 1000000"],
+        ),
+        (
             "minmax.toml",
             "[workload]\noutput_tokens = { dist = \"uniform\", min = 50, max = 5 }\n[load]\nmodel = \"open\"\nrate = 1\nrequests = 3\n",
             vec!["minmax.toml:2", "workload.output_tokens.min"],
+        ),
+        (
+            // Four billion tokens would be built in memory before the first request.
+            "long.toml",
+            "[workload]\ninput_tokens = { dist = \"fixed\", value = 4000000000 }\n[load]\nmodel = \"open\"\nrate = 1\nrequests = 3\n",
+            vec![
+                "long.toml:2",
+                "workload.input_tokens.value",
+                "10000000 tokens",
+            ],
         ),
         (
             "pct.toml",

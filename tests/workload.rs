@@ -164,6 +164,11 @@ fn bad_workload_files_name_file_line_and_key_before_any_request() {
     )
     .unwrap();
     std::fs::write(d.join("tok.json"), "{}").unwrap();
+    std::fs::write(
+        d.join("long.csv"),
+        "timestamp,input_tokens,output_tokens\n0.0,10,5\n0.5,20000000,5\n",
+    )
+    .unwrap();
     for (src, want) in [
         (
             "[workload]\nprompt_source = \"dataset\"\ndataset = \"bad.jsonl\"\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 5\n",
@@ -190,6 +195,15 @@ fn bad_workload_files_name_file_line_and_key_before_any_request() {
                 "`load.trace`",
                 "trace.csv:4",
                 "goes back in time",
+            ],
+        ),
+        (
+            "[load]\nmodel = \"open\"\narrival = \"trace\"\ntrace = \"long.csv\"\n",
+            vec![
+                "c.toml:4",
+                "`load.trace`",
+                "long.csv:3",
+                "more than 10000000 tokens",
             ],
         ),
         (

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::sim::SimConfig;
+use crate::workload::MAX_TOKENS;
 pub use units::{Millis, Seconds};
 
 /// A complete, validated contract. Every field has its resolved value.
@@ -1327,6 +1328,14 @@ impl Contract {
                             format!("= {rate}: must be > 0 requests per second"),
                         );
                     }
+                    // Arrivals are scheduled to the microsecond: faster, they would all share
+                    // the same instants (and no client sends a million requests a second).
+                    if rate > 1e6 {
+                        return problem(
+                            "load.rate",
+                            format!("= {rate}: must be at most 1000000 requests per second"),
+                        );
+                    }
                     let b = *l.burstiness.get_or_insert(1.0);
                     if !(b.is_finite() && b > 0.0) {
                         return problem("load.burstiness", "must be > 0 (1 = Poisson)");
@@ -1731,6 +1740,24 @@ fn check_dist(key: &str, d: &LengthDist) -> Result<(), Problem> {
             if !(mean.is_finite() && *mean > 0.0 && stddev.is_finite() && *stddev >= 0.0) =>
         {
             problem(&format!("{key}.mean"), "mean must be > 0 and stddev >= 0")
+        }
+        LengthDist::Fixed { value: longest }
+        | LengthDist::Uniform { max: longest, .. }
+        | LengthDist::Normal { max: longest, .. }
+        | LengthDist::Lognormal { max: longest, .. }
+            if *longest > MAX_TOKENS =>
+        {
+            let field = if matches!(d, LengthDist::Fixed { .. }) {
+                "value"
+            } else {
+                "max"
+            };
+            problem(
+                &format!("{key}.{field}"),
+                format!(
+                    "= {longest}: more than {MAX_TOKENS} tokens (longer than any model's context)"
+                ),
+            )
         }
         _ => Ok(()),
     }

@@ -223,8 +223,13 @@ fn jsonl_item(l: Line, at: &str) -> Result<Item, String> {
         (Some(_), Some(_)) => return Err("set `prompt` or `messages`, not both".into()),
         (None, None) => return Err("missing `prompt` (or `messages`)".into()),
     };
-    if l.output_tokens == Some(0) {
-        return Err("`output_tokens` must be >= 1".into());
+    if let Some(n) = l.output_tokens
+        && !(1..=super::MAX_TOKENS).contains(&n)
+    {
+        return Err(format!(
+            "`output_tokens` = {n}: must be from 1 to {}",
+            super::MAX_TOKENS
+        ));
     }
     Ok(Item {
         prompt,

@@ -78,6 +78,11 @@ pub fn read(path: &Path) -> Result<(String, String), String> {
     Ok((text, sha))
 }
 
+/// The longest prompt or answer a workload may ask for, in tokens: beyond the longest context
+/// any served model has, and a prompt is built in memory (about 6 bytes a token), so a length
+/// above it is a mistake in the contract or its files, not a workload.
+pub const MAX_TOKENS: u32 = 10_000_000;
+
 /// Reads a file of observed lengths (see [`parse_lengths`]).
 pub fn load_lengths(path: &Path) -> Result<Vec<u32>, String> {
     parse_lengths(path, &read(path)?.0)
@@ -94,10 +99,10 @@ pub fn parse_lengths(path: &Path, text: &str) -> Result<Vec<u32>, String> {
             continue;
         }
         match l.parse::<u32>() {
-            Ok(n) if n >= 1 => out.push(n),
+            Ok(n) if (1..=MAX_TOKENS).contains(&n) => out.push(n),
             _ => {
                 return Err(format!(
-                    "{name}:{}: `{l}` is not a length (a whole number >= 1 per line)",
+                    "{name}:{}: `{l}` is not a length (a whole number from 1 to {MAX_TOKENS} per line)",
                     i + 1
                 ));
             }

@@ -65,9 +65,15 @@ fn tokens(v: &str, what: &str) -> Result<u32, String> {
     let n: f64 = v
         .parse()
         .map_err(|_| format!("{what} `{v}` is not a number"))?;
-    if !(n.is_finite() && n >= 1.0 && n <= f64::from(u32::MAX) && n.fract() == 0.0) {
+    if !(n.is_finite() && n >= 1.0 && n.fract() == 0.0) {
         return Err(format!(
             "{what} `{v}` must be a whole number >= 1 (BurstGPT marks failed requests with 0 response tokens: filter them out)"
+        ));
+    }
+    if n > f64::from(super::MAX_TOKENS) {
+        return Err(format!(
+            "{what} `{v}` is more than {} tokens",
+            super::MAX_TOKENS
         ));
     }
     Ok(n as u32)
