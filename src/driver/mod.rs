@@ -204,13 +204,14 @@ impl Driver {
     /// Builds open-loop requests ahead, on a thread of their own: a prompt built with a
     /// `tokenizer.json` costs about a microsecond per token, more than the gap between arrivals
     /// at high rates, and the schedule must not wait for it. Returns the queue, up to
-    /// [`BUILD_AHEAD`] long, and a signal sent when it is first full (dropped when the plan
+    /// [`build_ahead_len`] long, and a signal sent when it is first full (dropped when the plan
     /// ends first). The builder stops when the queue's receiver is dropped.
     fn build_ahead(
         self: &Arc<Self>,
         arrivals: ArrivalGen,
     ) -> std::io::Result<(Receiver<Built>, Receiver<()>)> {
-        let (built_tx, built) = std::sync::mpsc::sync_channel(BUILD_AHEAD);
+        let len = build_ahead_len(&self.contract);
+        let (built_tx, built) = std::sync::mpsc::sync_channel(len);
         let (ready_tx, ready) = std::sync::mpsc::channel();
         let me = self.clone();
         std::thread::Builder::new()
@@ -220,7 +221,7 @@ impl Driver {
                     if built_tx.send((offset, me.prepare(i))).is_err() {
                         return; // the schedule is over
                     }
-                    if i + 1 == BUILD_AHEAD as u64 {
+                    if i + 1 == len as u64 {
                         let _ = ready_tx.send(());
                     }
                 }
@@ -327,6 +328,20 @@ impl Driver {
 /// Open-loop requests built ahead of the schedule (bodies, typically a few KB each).
 const BUILD_AHEAD: usize = 256;
 
+/// Bytes the queue of requests built ahead may hold, at most: long-context prompts (a 1M-token
+/// prompt is ~6 MB) would otherwise hold gigabytes.
+const BUILD_AHEAD_BYTES: usize = 256 << 20;
+
+/// How many requests to build ahead: [`BUILD_AHEAD`], fewer when the longest prompt asked for
+/// would make that more than [`BUILD_AHEAD_BYTES`] (8 bytes a token, generous for English text
+/// and the synthetic words), and never fewer than 4.
+fn build_ahead_len(c: &Contract) -> usize {
+    let longest = crate::plan::requested_lengths(c, true)
+        .and_then(|v| v.into_iter().max())
+        .unwrap_or(0) as usize;
+    (BUILD_AHEAD_BYTES / (longest * 8 + 1024)).clamp(4, BUILD_AHEAD)
+}
+
 /// A request built ahead: its offset in the schedule (µs), the plan's entry and the body.
 type Built = (u64, (PlannedRequest, Bytes));
 
@@ -384,4 +399,25 @@ struct ClosedState {
     phaser: Mutex<Phaser>,
     steady_in_flight: AtomicU64,
     dispatched: AtomicU64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_prompts_are_built_fewer_at_a_time() {
+        let len = |input: &str| {
+            let src = format!(
+                "[workload]\ninput_tokens = {input}\n[load]\nmodel = \"open\"\nrate = 1\nrequests = 3\n"
+            );
+            build_ahead_len(&crate::contract::parse(&src, std::path::Path::new("c.toml")).unwrap())
+        };
+        assert_eq!(len("{ dist = \"fixed\", value = 2000 }"), BUILD_AHEAD);
+        // Bounded by the longest prompts drawn, not the typical one.
+        let wide = len("{ dist = \"uniform\", min = 10, max = 1000000 }");
+        assert_eq!(wide, BUILD_AHEAD_BYTES / (8_000_000 + 1024));
+        assert!(wide * 6_000_000 < BUILD_AHEAD_BYTES, "{wide}");
+        assert_eq!(len("{ dist = \"fixed\", value = 10000000 }"), 4);
+    }
 }
