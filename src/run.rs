@@ -610,7 +610,10 @@ pub fn recompute(dir: &std::path::Path) -> anyhow::Result<(Bundle, Summary)> {
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
-    let interrupted = command["interrupted"].as_bool().unwrap_or(false);
+    // A run killed outright (no Ctrl-C: SIGKILL, out of memory, power) never wrote its end
+    // time: it was interrupted too, and its requests in flight were lost with it.
+    let interrupted = command["interrupted"].as_bool().unwrap_or(false)
+        || command.get("started_utc").is_some() && command["ended_utc"].is_null();
     let timeline = std::fs::read_to_string(bundle.path(COLD_START))
         .ok()
         .map(|t| serde_json::from_str::<crate::analyze::Timeline>(&t))

@@ -459,25 +459,28 @@ async fn an_http_error_on_every_request_fails_with_url_and_status() {
     assert!(!records.is_empty() && records.iter().all(|r| r.outcome == Outcome::HttpStatus));
 }
 
-#[test]
-fn ctrl_c_keeps_every_finished_record_and_marks_the_bundle() {
-    let dir = tempfile::tempdir().unwrap();
+/// Starts `goodput run` on a long contract (100 s) in `dir`.
+fn long_run(dir: &Path) -> std::process::Child {
     let p = write(
-        dir.path(),
+        dir,
         "c.toml",
         "name = \"int\"\n[load]\nmodel = \"open\"\nrate = 50\nrequests = 5000\n[workload]\noutput_tokens = { dist = \"fixed\", value = 20 }\n",
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_goodput"))
+    Command::new(env!("CARGO_BIN_EXE_goodput"))
         .args(["run", p.to_str().unwrap(), "--quiet"])
-        .current_dir(dir.path())
+        .current_dir(dir)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
-    // Wait (bounded) until some records are on disk, then interrupt.
-    let runs = dir.path().join("runs/int");
+        .unwrap()
+}
+
+/// The [`long_run`]'s `requests.jsonl`, once 10 records are in it (bounded: the child is
+/// stopped if none appear).
+fn records_on_disk(dir: &Path, child: &mut std::process::Child) -> PathBuf {
+    let runs = dir.join("runs/int");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let jsonl = loop {
+    loop {
         let found = std::fs::read_dir(&runs)
             .ok()
             .and_then(|mut d| d.next())
@@ -488,11 +491,22 @@ fn ctrl_c_keeps_every_finished_record_and_marks_the_bundle() {
                 .map(|t| t.lines().count() >= 10)
                 .unwrap_or(false)
         }) {
-            break f;
+            return f;
         }
-        assert!(std::time::Instant::now() < deadline, "no records appeared");
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no records appeared");
+        }
         std::thread::sleep(Duration::from_millis(50));
-    };
+    }
+}
+
+#[test]
+fn ctrl_c_keeps_every_finished_record_and_marks_the_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = long_run(dir.path());
+    let jsonl = records_on_disk(dir.path(), &mut child);
     // SAFETY: sending a signal to our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
@@ -508,6 +522,40 @@ fn ctrl_c_keeps_every_finished_record_and_marks_the_bundle() {
         serde_json::from_str(&std::fs::read_to_string(bundle.join("summary.json")).unwrap())
             .unwrap();
     assert_eq!(summary["interrupted"], true);
+    assert_eq!(summary["validity"]["verdict"], "INVALID");
+}
+
+#[test]
+fn a_killed_run_keeps_its_records_and_reports_as_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = long_run(dir.path());
+    let jsonl = records_on_disk(dir.path(), &mut child);
+    child.kill().unwrap(); // SIGKILL: no handler runs, nothing is finished off
+    child.wait().unwrap();
+    let bundle = jsonl.parent().unwrap();
+    assert!(!bundle.join("summary.json").exists());
+    // A kill can land in the middle of writing a record: make sure this one did.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&jsonl)
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"{\"index\":4999,\"phase\":\"ste").unwrap();
+    drop(f);
+    let lines = std::fs::read_to_string(&jsonl).unwrap().lines().count();
+    let out = goodput(&["report", bundle.to_str().unwrap(), "--json"], dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("requests.jsonl:{lines}")) && err.contains("unfinished"),
+        "{err}"
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let whole = goodput::record::read_jsonl(&jsonl).unwrap().len();
+    assert_eq!(whole, lines - 1, "every whole record is read");
+    assert_eq!(
+        summary["interrupted"], true,
+        "no end time: it did not finish"
+    );
     assert_eq!(summary["validity"]["verdict"], "INVALID");
 }
 

@@ -177,15 +177,34 @@ impl Record {
 }
 
 /// Reads `requests.jsonl`; errors name the file and line.
+///
+/// A last line without its newline that does not parse is a record cut short by a kill in the
+/// middle of writing it: it is left out with a warning on stderr, and every whole record is
+/// read. Anything else that does not parse is an error.
 pub fn read_jsonl(path: &std::path::Path) -> Result<Vec<Record>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l)
-                .map_err(|e| format!("{}:{}: not a request record: {e}", path.display(), i + 1))
-        })
-        .collect()
+    let unfinished = (!text.ends_with('\n')).then(|| text.lines().count());
+    let mut out = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(l) {
+            Ok(r) => out.push(r),
+            Err(_) if unfinished == Some(i + 1) => eprintln!(
+                "warning: {}:{}: the last record is unfinished (the run was killed while writing it) and is left out",
+                path.display(),
+                i + 1
+            ),
+            Err(e) => {
+                return Err(format!(
+                    "{}:{}: not a request record: {e}",
+                    path.display(),
+                    i + 1
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
