@@ -14,10 +14,11 @@ use crate::contract::{ColdStart, Contract};
 /// Why the server could not be brought up.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
-    #[error("cannot start `{command}`: {source}")]
+    // `cause`, not `source`: the message says it, and a source would print it twice in a chain.
+    #[error("cannot start `{command}`: {cause}")]
     Spawn {
         command: String,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error(
         "the launched server exited with {status} before it was ready; last lines of its log:\n{tail}"
@@ -94,9 +95,9 @@ impl Launched {
         if let Some(w) = &cs.workdir {
             command.current_dir(w);
         }
-        let child = command.spawn().map_err(|source| LaunchError::Spawn {
+        let child = command.spawn().map_err(|cause| LaunchError::Spawn {
             command: cmd.join(" "),
-            source,
+            cause,
         })?;
         let pgid = child.id().map_or(0, |p| p as i32);
         Ok(Launched {

@@ -399,7 +399,10 @@ fn bad_contracts_fail_with_file_line_and_key() {
             &wants,
         );
     }
-    assert_clean_failure(&goodput(&["run", "nope.toml"], d), &["nope.toml"]);
+    let missing = goodput(&["run", "nope.toml"], d);
+    assert_clean_failure(&missing, &["nope.toml"]);
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(err.matches("(os error").count(), 1, "the cause once: {err}");
     assert!(
         !d.join("runs").exists(),
         "no bundle for a contract that never ran"

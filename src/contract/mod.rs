@@ -821,10 +821,11 @@ impl LengthDist {
 /// A contract that cannot be used, located as precisely as the input allows.
 #[derive(Debug, thiserror::Error)]
 pub enum ContractError {
-    #[error("cannot read contract {path}: {source}")]
+    // `cause`, not `source`: the message says it, and a source would print it twice in a chain.
+    #[error("cannot read contract {path}: {cause}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("{}", located(.path, *.line, .key.as_deref(), .message))]
     Invalid {
@@ -853,9 +854,9 @@ pub const BUILTIN: &str = include_str!("../../examples/chat.toml");
 
 /// Reads, parses, validates and resolves a contract file.
 pub fn load(path: &Path) -> Result<Contract, ContractError> {
-    let src = std::fs::read_to_string(path).map_err(|source| ContractError::Read {
+    let src = std::fs::read_to_string(path).map_err(|cause| ContractError::Read {
         path: path.to_owned(),
-        source,
+        cause,
     })?;
     parse(&src, path)
 }

@@ -41,15 +41,16 @@ use crate::text::word_ids;
 pub enum SimError {
     #[error(transparent)]
     Config(#[from] super::config::ConfigError),
-    #[error("cannot listen on {addr}: {source}")]
+    // `cause`, not `source`: the message says it, and a source would print it twice in a chain.
+    #[error("cannot listen on {addr}: {cause}")]
     Bind {
         addr: SocketAddr,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
-    #[error("cannot create ground-truth file {path}: {source}")]
+    #[error("cannot create ground-truth file {path}: {cause}")]
     GroundTruthFile {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("cannot start the engine thread: {0}")]
     Thread(std::io::Error),
@@ -128,18 +129,18 @@ impl SimServer {
         cfg.validate()?;
         let gt_file = match ground_truth {
             Some(path) => {
-                Some(BufWriter::new(File::create(&path).map_err(|source| {
-                    SimError::GroundTruthFile { path, source }
+                Some(BufWriter::new(File::create(&path).map_err(|cause| {
+                    SimError::GroundTruthFile { path, cause }
                 })?))
             }
             None => None,
         };
         let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .map_err(|source| SimError::Bind { addr, source })?;
+            .map_err(|cause| SimError::Bind { addr, cause })?;
         let addr = listener
             .local_addr()
-            .map_err(|source| SimError::Bind { addr, source })?;
+            .map_err(|cause| SimError::Bind { addr, cause })?;
         let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared {
             model_json: serde_json::to_string(&cfg.model).unwrap_or_else(|_| "\"sim\"".into()),
