@@ -207,6 +207,12 @@ async fn llamacpp_slots_batch_concurrent_completions_in_the_servers_own_tokens()
         .collect();
     assert_eq!(extra.len(), 1, "{extra:?}");
     assert!((0..=2).contains(extra.first().unwrap()), "{extra:?}");
+    // The summary says the same: what the server adds, on every request, not a missed length.
+    let added = r.summary.steady.lengths.input_added.as_ref().unwrap();
+    let e = *extra.first().unwrap() as f64;
+    assert_eq!((added.min, added.max), (e, e));
+    let notes = r.summary.notes.join("\n");
+    assert!(!notes.contains("differ from those sent"), "{notes}");
     let planned: BTreeSet<u32> = records.iter().map(|x| x.input_tokens_planned).collect();
     assert!(planned.len() >= 6, "lengths vary: {planned:?}");
     assert!(

@@ -399,6 +399,9 @@ async fn the_bundle_lists_requested_sent_and_reported_lengths_and_who_counted_th
     );
     // BPE tokens outnumber the simulator's words, so the server reports fewer.
     assert!(rep.mean < sent.mean * 0.9, "{} vs {}", rep.mean, sent.mean);
+    // By a different number on each prompt: no constant the server adds.
+    let added = l.input_added.as_ref().unwrap();
+    assert!(added.min < added.max && added.max < 0.0, "{added:?}");
     let notes = r.summary.notes.join("\n");
     assert!(
         notes.contains("Input lengths as the server counted them differ from those sent"),
@@ -642,4 +645,38 @@ async fn a_dataset_is_recounted_at_the_targets_tokenize_endpoint() {
             .any(|p| p.input_tokens as usize != p.prompt.split_whitespace().count())
     );
     assert!(peak.load(Ordering::SeqCst) > 1, "counted one at a time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_templates_tokens_are_measured_as_what_the_server_adds_to_every_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig {
+        chat_template_tokens: 5,
+        ..SimConfig::default()
+    })
+    .await;
+    let run = |api: &str| {
+        common::parse(&format!(
+            "name = \"template-{api}\"\n[target]\nurl = \"{}\"\napi = \"{api}\"\n[workload]\ninput_tokens = {{ dist = \"uniform\", min = 20, max = 90 }}\noutput_tokens = {{ dist = \"fixed\", value = 2 }}\n[load]\nmodel = \"closed\"\nconcurrency = 4\nrequests = 120\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
+            server.base_url()
+        ))
+    };
+    // Chat: every prompt reported 5 tokens longer than sent, said once as what it is.
+    let r = run_in(run("openai-chat"), dir.path()).await;
+    let added = r.summary.steady.lengths.input_added.as_ref().unwrap();
+    assert_eq!((added.min, added.max, added.count), (5.0, 5.0, 120));
+    let notes = r.summary.notes.join("\n");
+    assert!(
+        notes.contains("The server adds 5 tokens to every prompt")
+            && notes.contains("on all 120 requests"),
+        "{notes}"
+    );
+    assert!(!notes.contains("differ from those sent"), "{notes}");
+    // Completions: no template, nothing added, nothing said.
+    let r = run_in(run("openai-completions"), dir.path()).await;
+    let added = r.summary.steady.lengths.input_added.as_ref().unwrap();
+    assert_eq!((added.min, added.max), (0.0, 0.0));
+    let notes = r.summary.notes.join("\n");
+    assert!(!notes.contains("The server adds"), "{notes}");
+    assert!(!notes.contains("differ from those sent"), "{notes}");
 }

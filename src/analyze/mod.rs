@@ -848,6 +848,11 @@ pub struct LengthCheck {
     /// (`usage.prompt_tokens_details.cached_tokens`): the cache state as realised.
     #[serde(default)]
     pub input_cached: Option<Dist>,
+    /// Prompt tokens the server counted beyond those sent, per successful request
+    /// (`usage.prompt_tokens` − sent): its chat template and special tokens such as BOS, when
+    /// the sent lengths are counted in the model's tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_added: Option<Dist>,
     pub input_planned_mean: Option<f64>,
     /// From `usage.prompt_tokens`, over the requests that reported it.
     pub input_reported_mean: Option<f64>,
@@ -907,6 +912,15 @@ fn length_check(c: &Contract, steady: &[&Record], ok: &[&&Record]) -> LengthChec
                 .map(f64::from)
                 .collect(),
         ),
+        input_added: Dist::of(
+            ok.iter()
+                .filter_map(|r| {
+                    let sent = r.planned_tokens(true);
+                    r.reported_tokens(true)
+                        .map(|rep| f64::from(rep) - f64::from(sent))
+                })
+                .collect(),
+        ),
         input_planned_mean: mean(ok.iter().map(|r| r.input_tokens_planned as f64).collect()),
         input_reported_mean: mean(
             ok.iter()
@@ -924,6 +938,10 @@ fn length_check(c: &Contract, steady: &[&Record], ok: &[&&Record]) -> LengthChec
 
 /// Requests sent before a requested-vs-sent difference is a finding rather than sampling noise.
 const LENGTH_CHECK_MIN: usize = 100;
+
+/// Requests of different lengths that must all show the same server-added prompt tokens
+/// before, with approximate counting, the difference is taken for a template's constant.
+const CONSTANT_ADDED_MIN: usize = 10;
 
 /// Warnings where requested, sent and reported lengths part by more than the tolerance.
 fn length_notes(c: &Contract, l: &LengthCheck) -> Vec<String> {
@@ -949,6 +967,35 @@ fn length_notes(c: &Contract, l: &LengthCheck) -> Vec<String> {
         if let (Some(s), Some(rep)) = (&d.sent, &d.reported)
             && check_reported
         {
+            // The same few tokens on every prompt: the server's chat template or BOS, known
+            // exactly, not a length that missed. Trusted when the sent lengths are counted in
+            // the model's tokens, or when enough prompts of different lengths agree (a
+            // tokenizer that is not the model's would be off by more on longer prompts).
+            let exact = c.workload.tokenizer.is_some() || c.embedded();
+            let constant = l
+                .input_added
+                .as_ref()
+                .filter(|a| what == "Input" && a.min == a.max && a.count == rep.count)
+                .filter(|a| exact || (a.count >= CONSTANT_ADDED_MIN && s.min < s.max))
+                .map(|a| a.min);
+            if let Some(n) = constant {
+                let tokens = |k: f64| format!("{k:.0} token{}", if k == 1.0 { "" } else { "s" });
+                if n > 0.0 {
+                    notes.push(format!(
+                        "The server adds {} to every prompt (its chat template or special tokens such as BOS): reported = sent + {n:.0} on all {} requests.",
+                        tokens(n),
+                        rep.count
+                    ));
+                } else if n < 0.0 {
+                    notes.push(format!(
+                        "The server counts {} fewer than were sent in every prompt: reported = sent − {:.0} on all {} requests.",
+                        tokens(-n),
+                        -n,
+                        rep.count
+                    ));
+                }
+                continue;
+            }
             let x = rel(rep.mean, s.mean);
             if x.abs() > tol {
                 let why = if what == "Output" {

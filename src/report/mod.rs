@@ -336,6 +336,7 @@ pub fn document(s: &Summary) -> Doc {
             ("input requested", &l.input.requested),
             ("input sent", &l.input.sent),
             ("input reported", &l.input.reported),
+            ("  added by server", &l.input_added),
             ("input cached", &l.input_cached),
             ("output requested", &l.output.requested),
             ("output sent", &l.output.sent),

@@ -65,6 +65,10 @@ pub struct SimConfig {
     /// `false` imitates servers that never report usage in streams (llama-cpp-python's server,
     /// some proxies): the client must then count tokens itself and say so.
     pub stream_usage: bool,
+    /// Tokens a chat template adds to every chat prompt (and to `/tokenize` of `messages`),
+    /// as real engines' templates do; 0 by default (and then left out of the configuration).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub chat_template_tokens: u32,
     /// Faults on demand; all off by default.
     pub faults: Faults,
 }
@@ -121,6 +125,7 @@ impl Default for SimConfig {
             warmup_slowdown: 1.0,
             warmup_steps: 0,
             stream_usage: true,
+            chat_template_tokens: 0,
             faults: Faults::default(),
         }
     }
@@ -287,6 +292,10 @@ impl SimConfig {
             / 1000.0
             + prefill_tokens as f64 / self.prefill_tokens_per_s
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -535,7 +535,10 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
             }
         }
     }
-    let ids = word_ids(&prompt);
+    let mut ids = word_ids(&prompt);
+    if api == Api::Chat && !ids.is_empty() {
+        ids.splice(0..0, template_ids(s.cfg.chat_template_tokens));
+    }
     if ids.is_empty() {
         let field = if api == Api::Chat {
             "messages"
@@ -866,6 +869,11 @@ async fn health(State(s): State<Arc<Shared>>) -> StatusCode {
     }
 }
 
+/// The token ids of a chat template's `n` tokens (the same for every prompt).
+fn template_ids(n: u32) -> impl Iterator<Item = u64> {
+    (0..u64::from(n)).map(|i| crate::text::hash_str(&format!("<template {i}>")))
+}
+
 /// `POST /tokenize` in vLLM's shape (`{"model", "prompt"}` or `{"messages"}` → `{"count",
 /// "max_model_len", "tokens"}`), also reading llama.cpp's `content` and TGI's `inputs`; counted as
 /// the simulator counts prompts, one token per word.
@@ -876,22 +884,29 @@ async fn tokenize(State(s): State<Arc<Shared>>, body: axum::body::Bytes) -> Resp
             return (StatusCode::BAD_REQUEST, format!("invalid JSON: {e}")).into_response();
         }
     };
-    let text = match ["prompt", "content", "inputs"]
+    let (text, template) = match ["prompt", "content", "inputs"]
         .iter()
         .find_map(|k| v.get(*k).and_then(|x| x.as_str()))
     {
-        Some(t) => t.to_owned(),
-        None => v["messages"]
-            .as_array()
-            .map(|m| {
-                m.iter()
-                    .filter_map(|x| x["content"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default(),
+        Some(t) => (t.to_owned(), 0),
+        // Messages are counted with the chat template, as vLLM counts them.
+        None => (
+            v["messages"]
+                .as_array()
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|x| x["content"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .unwrap_or_default(),
+            s.cfg.chat_template_tokens,
+        ),
     };
-    let tokens: Vec<u32> = word_ids(&text).iter().map(|&id| id as u32).collect();
+    let tokens: Vec<u32> = template_ids(template)
+        .chain(word_ids(&text))
+        .map(|id| id as u32)
+        .collect();
     axum::Json(serde_json::json!({
         "count": tokens.len(), "max_model_len": s.cfg.max_model_len, "tokens": tokens,
     }))
