@@ -78,7 +78,8 @@ pub async fn run(
     let started = Instant::now();
     crate::coldstart::substitute_port(&mut contract);
     let cold = contract.cold_start.clone();
-    let http = http_pool().context("building the HTTP client")?;
+    let keep_alive = Duration::from_secs_f64(contract.target.keep_alive.seconds());
+    let http = http_pool(keep_alive).context("building the HTTP client")?;
 
     // A launched server writes its log into the bundle, so the bundle comes first then.
     let mut bundle = None;
@@ -249,7 +250,7 @@ pub async fn run(
         Err("off (measurement.server_metrics_interval = 0)".to_owned())
     };
     environment["client_wake_latency"] = wake.status.clone();
-    environment["client_http"] = crate::client::http_pool_settings();
+    environment["client_http"] = crate::client::http_pool_settings(keep_alive);
     environment["server_metrics"] = match &scraper {
         Ok(_) => json!({ "endpoint": "/metrics", "file": METRICS }),
         Err(why) => json!({ "endpoint": "/metrics", "absent": why }),

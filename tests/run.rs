@@ -112,7 +112,7 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
     let pool = &env["client_http"];
     assert_eq!(
         pool["keep_alive_idle_s"],
-        goodput::client::POOL_IDLE.as_secs_f64(),
+        goodput::client::DEFAULT_KEEP_ALIVE.as_secs_f64(),
         "{pool}"
     );
     let probes = env["probes"].as_array().unwrap();
@@ -365,6 +365,11 @@ fn bad_contracts_fail_with_file_line_and_key() {
             "rate.toml",
             "[load]\nmodel = \"open\"\nrate = -1\nrequests = 3\n",
             vec!["rate.toml:3", "load.rate", "> 0"],
+        ),
+        (
+            "keep.toml",
+            "[target]\nkeep_alive = \"-1s\"\n[load]\nmodel = \"open\"\nrate = 1\nrequests = 3\n",
+            vec!["keep.toml:2", "target.keep_alive", ">= 0"],
         ),
         (
             "fast.toml",

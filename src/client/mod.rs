@@ -112,7 +112,8 @@ impl std::fmt::Debug for Client {
     }
 }
 
-/// How long a connection may sit idle in the pool and still be reused.
+/// How long a connection may sit idle in the pool and still be reused, unless the contract
+/// says otherwise (`target.keep_alive`).
 ///
 /// Kept below the 5 s after which the usual servers close an idle keep-alive connection
 /// (uvicorn in front of vLLM and SGLang, llama.cpp's cpp-httplib, Node). A request written to a
@@ -120,13 +121,15 @@ impl std::fmt::Debug for Client {
 /// completed" and would be counted against the engine; the second of margin covers a response's
 /// way back to the client. Below 1 request per 4 s per connection, requests open a new one, as
 /// they would from a client such as httpx (5 s).
-pub const POOL_IDLE: Duration = Duration::from_secs(4);
+pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(4);
 
-/// Builds the HTTP connection pool used for a run.
-pub fn http_pool() -> Result<reqwest::Client, reqwest::Error> {
+/// Builds the HTTP connection pool used for a run: idle connections are reused for
+/// `keep_alive`, and never when it is zero.
+pub fn http_pool(keep_alive: Duration) -> Result<reqwest::Client, reqwest::Error> {
+    let idle = if keep_alive.is_zero() { 0 } else { usize::MAX };
     reqwest::Client::builder()
-        .pool_max_idle_per_host(usize::MAX)
-        .pool_idle_timeout(POOL_IDLE)
+        .pool_max_idle_per_host(idle)
+        .pool_idle_timeout(keep_alive)
         .tcp_nodelay(true)
         .no_proxy()
         .build()
@@ -134,10 +137,10 @@ pub fn http_pool() -> Result<reqwest::Client, reqwest::Error> {
 
 /// How [`http_pool`] connects, for `environment.json` (`client_http`): connection reuse is part of
 /// what a latency includes.
-pub fn http_pool_settings() -> serde_json::Value {
+pub fn http_pool_settings(keep_alive: Duration) -> serde_json::Value {
     serde_json::json!({
         "http": "HTTP/1.1",
-        "keep_alive_idle_s": POOL_IDLE.as_secs_f64(),
+        "keep_alive_idle_s": keep_alive.as_secs_f64(),
         "tcp_nodelay": true,
         "proxy": "none",
     })
@@ -487,30 +490,42 @@ mod tests {
         (url, accepted)
     }
 
+    async fn get(http: &reqwest::Client, url: &str) {
+        let r = http.get(url).send().await.unwrap();
+        assert_eq!(r.text().await.unwrap(), "ok");
+    }
+
     #[tokio::test]
     async fn a_connection_is_reused_only_while_idle_for_less_than_a_servers_keep_alive() {
         // The servers in front of vLLM, SGLang and llama.cpp close a connection idle for 5 s.
-        assert!(POOL_IDLE + Duration::from_secs(1) <= Duration::from_secs(5));
+        let keep = DEFAULT_KEEP_ALIVE;
+        assert!(keep + Duration::from_secs(1) <= Duration::from_secs(5));
         let (url, accepted) = counting_server().await;
-        let http = http_pool().unwrap();
-        let get = || async {
-            let r = http.get(&url).send().await.unwrap();
-            assert_eq!(r.text().await.unwrap(), "ok");
-        };
-        get().await;
-        get().await;
+        let http = http_pool(keep).unwrap();
+        get(&http, &url).await;
+        get(&http, &url).await;
         assert_eq!(
             accepted.load(Ordering::SeqCst),
             1,
             "a fresh connection is reused"
         );
-        // Idle past POOL_IDLE (the wait is the thing under test, not a stand-in for a signal).
-        tokio::time::sleep(POOL_IDLE + Duration::from_millis(300)).await;
-        get().await;
+        // Idle past the keep-alive (the wait is the thing under test, not a stand-in for a signal).
+        tokio::time::sleep(keep + Duration::from_millis(300)).await;
+        get(&http, &url).await;
         assert_eq!(
             accepted.load(Ordering::SeqCst),
             2,
-            "a connection idle for {POOL_IDLE:?} is not written to again"
+            "a connection idle for {keep:?} is not written to again"
         );
+    }
+
+    #[tokio::test]
+    async fn no_keep_alive_opens_a_connection_for_every_request() {
+        let (url, accepted) = counting_server().await;
+        let http = http_pool(Duration::ZERO).unwrap();
+        for _ in 0..3 {
+            get(&http, &url).await;
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
     }
 }
