@@ -184,15 +184,16 @@ impl Record {
 pub fn read_jsonl(path: &std::path::Path) -> Result<Vec<Record>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let unfinished = (!text.ends_with('\n')).then(|| text.lines().count());
+    let cut_short = !text.ends_with('\n');
     let mut out = Vec::new();
-    for (i, l) in text.lines().enumerate() {
+    let mut lines = text.lines().enumerate().peekable();
+    while let Some((i, l)) = lines.next() {
         if l.trim().is_empty() {
             continue;
         }
         match serde_json::from_str(l) {
             Ok(r) => out.push(r),
-            Err(_) if unfinished == Some(i + 1) => eprintln!(
+            Err(_) if cut_short && lines.peek().is_none() => eprintln!(
                 "warning: {}:{}: the last record is unfinished (the run was killed while writing it) and is left out",
                 path.display(),
                 i + 1
