@@ -130,10 +130,13 @@ pub fn http_pool(keep_alive: Duration) -> Result<reqwest::Client, reqwest::Error
     reqwest::Client::builder()
         .pool_max_idle_per_host(idle)
         .pool_idle_timeout(keep_alive)
-        .tcp_nodelay(true)
+        .tcp_nodelay(TCP_NODELAY)
         .no_proxy()
         .build()
 }
+
+/// Small writes (a request, a chunk) go out at once, without Nagle's wait for more.
+const TCP_NODELAY: bool = true;
 
 /// How [`http_pool`] connects, for `environment.json` (`client_http`): connection reuse is part of
 /// what a latency includes.
@@ -141,8 +144,8 @@ pub fn http_pool_settings(keep_alive: Duration) -> serde_json::Value {
     serde_json::json!({
         "http": "HTTP/1.1",
         "keep_alive_idle_s": keep_alive.as_secs_f64(),
-        "tcp_nodelay": true,
-        "proxy": "none",
+        "tcp_nodelay": TCP_NODELAY,
+        "proxy": "none", // `no_proxy()` above
     })
 }
 
