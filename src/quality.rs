@@ -135,6 +135,9 @@ pub struct QualityResult {
     pub mode: String,
     /// Steady successful requests whose output was kept (digest or text).
     pub outputs: u64,
+    /// Quality probes answered (their text kept), for request-by-request comparison.
+    #[serde(default)]
+    pub probes: u64,
     /// `reference` mode: how they scored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<ReferenceScore>,
@@ -161,11 +164,16 @@ pub fn summarize(
             .filter(|r| r.phase == Phase::Steady && r.is_ok())
     };
     let outputs = steady().filter(|r| r.output_digest.is_some()).count() as u64;
+    let probes = records
+        .iter()
+        .filter(|r| r.phase == Phase::Quality && r.is_ok())
+        .count() as u64;
     match mode {
         QualityMode::None => None,
         QualityMode::Consistency => Some(QualityResult {
             mode: "consistency".into(),
             outputs,
+            probes,
             reference: None,
         }),
         QualityMode::Reference => {
@@ -178,6 +186,7 @@ pub fn summarize(
             Some(QualityResult {
                 mode: "reference".into(),
                 outputs,
+                probes,
                 reference: Some(ReferenceScore {
                     scoring,
                     scored: scores.len() as u64,
@@ -192,9 +201,14 @@ pub fn summarize(
     }
 }
 
-/// Two results of the same plan, request by request (steady, successful on both sides).
+/// Two results of the same plan, request by request: their quality probes (the same prompts
+/// in every run), or, for bundles written before probes existed, their steady requests;
+/// successful on both sides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Consistency {
+    /// `quality` (the probes) or `steady`.
+    #[serde(default)]
+    pub phase: String,
     pub pairs: u64,
     /// Fraction with identical output digests.
     pub identical: f64,
@@ -205,7 +219,15 @@ pub struct Consistency {
 }
 
 pub fn consistency(a: &[Record], b: &[Record]) -> Option<Consistency> {
-    let key = |r: &Record| r.phase == Phase::Steady && r.is_ok() && r.output_digest.is_some();
+    // The probes when both runs sent them: the measured prompts carry each run's own cache
+    // nonce, and a model's output depends on every token of its prompt.
+    let probed = |rs: &[Record]| rs.iter().any(|r| r.phase == Phase::Quality);
+    let phase = if probed(a) && probed(b) {
+        Phase::Quality
+    } else {
+        Phase::Steady
+    };
+    let key = |r: &Record| r.phase == phase && r.is_ok() && r.output_digest.is_some();
     let by_index: HashMap<u64, &Record> =
         a.iter().filter(|r| key(r)).map(|r| (r.index, r)).collect();
     let pairs: Vec<(&Record, &Record)> = b
@@ -236,6 +258,7 @@ pub fn consistency(a: &[Record], b: &[Record]) -> Option<Consistency> {
         })
         .collect();
     Some(Consistency {
+        phase: phase.as_str().to_owned(),
         pairs: pairs.len() as u64,
         identical: frac(&|x, y| x.output_digest == y.output_digest),
         same_length: frac(&|x, y| output_len(x) == output_len(y)),

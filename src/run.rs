@@ -23,7 +23,7 @@ use crate::driver::{COLD_START_INDEX, Driver};
 use crate::env::facts::Facts;
 use crate::env::prom::Scraper;
 use crate::env::wake::WakeLatency;
-use crate::plan::{PRIME_INDEX, Phase, Plan};
+use crate::plan::{PRIME_INDEX, PROBE_INDEX, Phase, Plan};
 use crate::record::Record;
 use crate::record::writer::{Live, LiveView, Stability, write_records};
 use crate::sim::SimServer;
@@ -77,6 +77,9 @@ pub async fn run(
     // The run's clock starts here: with a cold-start test, at the launch.
     let started = Instant::now();
     crate::coldstart::substitute_port(&mut contract);
+    // Every run its own cache nonce (kept in the bundle's contract): prompts of an earlier run
+    // share nothing with this one's beyond the run lead, so `cold` is cold across runs too.
+    contract.workload.cache_nonce = Some(fresh_nonce());
     let cold = contract.cold_start.clone();
     let keep_alive = Duration::from_secs_f64(contract.target.keep_alive.seconds());
     let http = http_pool(keep_alive).context("building the HTTP client")?;
@@ -143,6 +146,19 @@ pub async fn run(
         contract.target.model = Some(m);
     }
     let model = contract.target.model.clone().unwrap_or_default();
+    // The wrong model is caught before any load: a server that lists what it serves and does
+    // not list this one would fail every request (or, like llama.cpp, answer with another).
+    let served = crate::env::served_models(&models);
+    if !served.is_empty() && !served.iter().any(|s| crate::env::same_model(&model, s)) {
+        bail!(
+            "target.model = \"{model}\" is not served by {base}: its /v1/models lists {}. Set target.model to one of these (or leave it out to take the first).",
+            served
+                .iter()
+                .map(|s| format!("\"{s}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     raise_open_file_limit();
 
     let bundle = match bundle {
@@ -332,7 +348,19 @@ pub async fn run(
     driver
         .sequential(PRIME_INDEX, plan.priming(), Phase::Warmup, &tx, &cancel)
         .await;
-    let outcome = driver.drive(tx, cancel.clone()).await;
+    let probe_tx = tx.clone();
+    let outcome = driver.clone().drive(tx, cancel.clone()).await;
+    // Quality probes: after the load, one at a time, the same prompts in every run.
+    driver
+        .sequential(
+            PROBE_INDEX,
+            plan.probes(),
+            Phase::Quality,
+            &probe_tx,
+            &cancel,
+        )
+        .await;
+    drop(probe_tx);
     if let Ok(s) = scraper {
         s.finish().await.context("writing metrics.jsonl")?;
     }
@@ -388,6 +416,20 @@ pub async fn run(
         records,
         aborted,
     })
+}
+
+/// A new cache nonce: 8 hex digits that differ from run to run. Uniqueness, not secrecy, is
+/// needed: std's `RandomState` is keyed from the OS per process (and per instance within
+/// one), and the clock separates runs further.
+fn fresh_nonce() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    format!("{:08x}", h.finish() as u32)
 }
 
 fn new_bundle(opts: &RunOptions, c: &Contract) -> anyhow::Result<Bundle> {

@@ -99,8 +99,38 @@ pub struct SweepPoint {
     pub output_tokens_per_s: Option<f64>,
     pub attainment: Option<f64>,
     pub goodput_rps: Option<f64>,
-    /// `VALID` or `INVALID` (the reasons are in the point's bundle).
+    /// `VALID` or `INVALID` (every reason is in the point's bundle).
     pub validity: String,
+    /// Whether the run met the SLO (percentiles within thresholds and attainment at target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_met: Option<bool>,
+    /// Why the point fails the capacity rule, first reason only; absent when it passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fails_because: Option<String>,
+}
+
+/// The first reason a run fails the capacity rule: a missed SLO threshold or attainment,
+/// else its first validity reason.
+fn fails_because(s: &Summary) -> Option<String> {
+    if let Some(slo) = &s.steady.slo {
+        if let Some(m) = slo.per_metric.iter().find(|m| !m.pass) {
+            return Some(format!(
+                "{} p{} {} ms > {} ms",
+                m.metric.to_uppercase(),
+                slo.percentile,
+                m.value_ms.map_or("—".to_owned(), crate::report::num),
+                m.threshold_ms
+            ));
+        }
+        if slo.attainment < slo.attainment_target {
+            return Some(format!(
+                "attainment {:.1}% < {:.0}%",
+                slo.attainment * 100.0,
+                slo.attainment_target * 100.0
+            ));
+        }
+    }
+    s.validity.reasons.first().map(|r| format!("INVALID: {r}"))
 }
 
 impl SweepPoint {
@@ -123,6 +153,8 @@ impl SweepPoint {
             attainment: st.slo.as_ref().map(|x| x.attainment),
             goodput_rps: st.slo.as_ref().and_then(|x| x.goodput_rps),
             validity: s.validity.verdict.clone(),
+            slo_met: st.slo.as_ref().map(|x| x.pass),
+            fails_because: fails_because(s),
         }
     }
 }
@@ -194,8 +226,26 @@ pub async fn sweep(
     Ok((parent, result))
 }
 
-/// `--capacity`: the highest open-loop `load.rate` whose SLO attainment meets the contract's
-/// target, found by bracketing then bisection, every run kept as a point of the sweep.
+/// Whether a capacity point passes: the run meets the SLO ([`crate::analyze::SloResult::meets`]:
+/// every percentile within its threshold and attainment at its target) *and* is VALID (the
+/// server kept up with the offered rate, the client kept its schedule, enough requests). The
+/// capacity is the highest rate that passes; the discrete-event check in the tests applies the
+/// same function to the simulator's ground truth.
+pub fn passes_capacity(s: &Summary) -> bool {
+    s.steady.slo.as_ref().is_some_and(|x| x.pass) && s.validity.is_valid()
+}
+
+/// The capacity rule in words.
+pub fn capacity_rule(s: &crate::contract::Slo) -> String {
+    format!(
+        "the highest offered rate whose run meets the SLO ({}) and is VALID (achieved ≈ offered, client on schedule, enough requests)",
+        s.rule()
+    )
+}
+
+/// `--capacity`: the highest open-loop `load.rate` whose run meets the SLO and is VALID
+/// ([`passes_capacity`]), found by bracketing then bisection, every run kept as a point of the
+/// sweep.
 pub async fn capacity(
     path: &Path,
     src: &str,
@@ -212,6 +262,19 @@ pub async fn capacity(
     }
     if !base.slo.is_set() {
         bail!("--capacity needs an [slo]: capacity is the highest rate at which the SLO holds");
+    }
+    // A point can only pass when it is VALID, and VALID at the SLO percentile needs enough
+    // requests even with no miss at all: say so before the first run, not after twelve.
+    let (p, conf) = (base.slo.percentile, base.measurement.confidence);
+    let needed = crate::analyze::min_requests_for(p, 0, conf);
+    if let Some(n) = base.load.requests()
+        && n < needed
+    {
+        bail!(
+            "{}: `load.requests` = {n}: a capacity point must be VALID, and p{p} at {:.0}% confidence needs at least {needed} steady requests with no SLO miss (MLPerf early stopping); raise load.requests, or judge a lower slo.percentile",
+            path.display(),
+            conf * 100.0
+        );
     }
     let parent = Bundle::create(out_root, &base)
         .with_context(|| format!("creating a bundle under {}", out_root.display()))?;
@@ -232,16 +295,8 @@ pub async fn capacity(
                 return Ok(None);
             }
             let s = &r.summary;
-            let ok = s
-                .steady
-                .slo
-                .as_ref()
-                .is_some_and(|x| x.attainment >= x.attainment_target);
-            let lagged = s
-                .validity
-                .reasons
-                .iter()
-                .any(|x| x.contains("dispatch lag"));
+            let ok = passes_capacity(s);
+            let lagged = s.validity.client_behind;
             points
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -250,6 +305,8 @@ pub async fn capacity(
         }
     })
     .await?;
+    let mut cap = cap;
+    cap.rule = capacity_rule(&base.slo);
     let mut points = points.into_inner().unwrap_or_else(|p| p.into_inner());
     points.sort_by(|a, b| {
         a.value
@@ -316,6 +373,11 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
                 f(p.output_tokens_per_s),
                 pct(p.attainment),
                 f(p.goodput_rps),
+                match p.slo_met {
+                    Some(true) => "met".to_owned(),
+                    Some(false) => "missed".to_owned(),
+                    None => "—".to_owned(),
+                },
                 p.validity.clone(),
             ]
         })
@@ -332,15 +394,39 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
             "output tok/s",
             "attainment",
             "goodput req/s",
+            "SLO",
             "validity",
         ],
         rows,
     );
     d.line("Latency in ms, steady phase of each point; every point's bundle holds its raw records and full report.");
     if let Some(c) = &r.capacity {
+        let at = |rate: f64| {
+            r.points.iter().find(|p| {
+                p.value
+                    .parse::<f64>()
+                    .is_ok_and(|v| (v - rate).abs() < 1e-9)
+            })
+        };
+        let why = |rate: f64| {
+            at(rate)
+                .and_then(|p| p.fails_because.clone())
+                .unwrap_or_else(|| "failed".to_owned())
+        };
+        let achieved = |rate: f64| {
+            at(rate)
+                .and_then(|p| p.achieved_rps)
+                .map_or(String::new(), |a| format!(", achieved {a:.2}"))
+        };
+        if !c.rule.is_empty() {
+            d.line(format!("Capacity rule: {}.", c.rule));
+        }
         d.line(match (c.capacity_rps, c.failed_at_rps) {
             (Some(lo), Some(hi)) => format!(
-                "Capacity at the SLO: {lo:.2} req/s (attainment met); {hi:.2} req/s failed — bracket {:.1}% wide after {} runs.",
+                "Capacity at the SLO: {lo:.2} req/s. Last passing point {lo:.2} req/s (SLO met, VALID{}); first failing point {hi:.2} req/s ({}{}) — bracket {:.1}% wide after {} runs.",
+                achieved(lo),
+                why(hi),
+                achieved(hi),
                 (hi - lo) / hi * 100.0,
                 c.tried.len()
             ),
@@ -348,7 +434,8 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
                 "Every rate tried met the SLO, up to {lo:.2} req/s: capacity is above it (raise --max-runs)."
             ),
             (None, Some(hi)) => format!(
-                "No rate tried met the SLO, down to {hi:.2} req/s."
+                "No rate tried passed, down to {hi:.2} req/s ({}).",
+                why(hi)
             ),
             (None, None) => "No run finished.".to_owned(),
         });
@@ -409,6 +496,9 @@ pub struct Capacity {
     pub resolution: Option<f64>,
     /// Rates tried, in order, with whether each passed.
     pub tried: Vec<(f64, bool)>,
+    /// The rule a rate passed by, in words.
+    #[serde(default)]
+    pub rule: String,
     /// Runs near the answer whose client fell behind its schedule: the answer may be the
     /// client's limit rather than the server's.
     pub client_limited: bool,
@@ -451,6 +541,7 @@ where
         };
     }
     Ok(Capacity {
+        rule: String::new(),
         capacity_rps: lo,
         failed_at_rps: hi,
         resolution: lo.zip(hi).map(|(l, h)| (h - l) / h),

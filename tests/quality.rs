@@ -32,7 +32,8 @@ fn goodput(args: &[&std::ffi::OsStr]) -> std::process::Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_plan_is_fully_consistent_and_a_degraded_server_is_caught() {
     let dir = tempfile::tempdir().unwrap();
-    let q = "mode = \"consistency\"\nkeep_text = true";
+    // As many probes as steady requests: the degraded share below is a proportion of them.
+    let q = "mode = \"consistency\"\nkeep_text = true\nprobes = 120";
     let a = bundle("", q, dir.path()).await;
     let b = bundle("", q, dir.path()).await;
     let bad = bundle(

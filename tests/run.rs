@@ -39,7 +39,9 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
         .max()
         .unwrap();
     let drain: Vec<&Record> = records.iter().filter(|x| x.phase == Phase::Drain).collect();
-    assert!(!drain.is_empty() && drain.len() == records.len() - 85);
+    // After the load, the quality probes (16 by default), one at a time.
+    assert_eq!(count(Phase::Quality), 16);
+    assert!(!drain.is_empty() && drain.len() == records.len() - 85 - 16);
     assert!(
         drain
             .iter()

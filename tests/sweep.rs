@@ -79,86 +79,8 @@ fn two_varied_fields_and_bad_values_are_refused() {
     );
 }
 
-/// Attainment of a rate on the simulator's discrete-event clock: the same engine, the same
-/// plan (prompts, arrivals), judged on ground truth instead of the client's measurements.
-fn des_attainment(src: &str, rate: f64, ttft_ms: f64, warmup: usize) -> f64 {
-    use goodput::sim::des::{self, DesLoad, DesRequest};
-    let text = goodput::sweep::set_key(src, "load.rate", &format!("{rate}")).unwrap();
-    let c = goodput::contract::parse(&text, std::path::Path::new("t.toml")).unwrap();
-    let plan = goodput::plan::Plan::new(&c);
-    let n = warmup + c.load.requests().unwrap() as usize;
-    let reqs: Vec<DesRequest> = plan
-        .arrivals()
-        .unwrap()
-        .take(n)
-        .enumerate()
-        .map(|(i, at)| {
-            let p = plan.request(i as u64);
-            DesRequest {
-                arrival_s: at as f64 / 1e6,
-                prompt: p.prompt,
-                ask: goodput::sim::model::LengthAsk {
-                    max_tokens: Some(p.output_tokens),
-                    min_tokens: Some(p.output_tokens),
-                    ignore_eos: true,
-                },
-            }
-        })
-        .collect();
-    let gt = des::run(c.target.simulator.as_ref().unwrap(), DesLoad::Open(reqs));
-    let steady = &gt[warmup..];
-    let met = steady
-        .iter()
-        .filter(|g| {
-            g.first_token_us
-                .is_some_and(|f| (f - g.arrival_us) as f64 / 1000.0 <= ttft_ms)
-        })
-        .count();
-    met as f64 / steady.len() as f64
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn capacity_search_agrees_with_the_simulators_own_capacity() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = "name = \"cap\"\n[workload]\nseed = 4\ninput_tokens = { dist = \"fixed\", value = 400 }\noutput_tokens = { dist = \"fixed\", value = 6 }\n\
-               [load]\nmodel = \"open\"\nrate = 30\nrequests = 120\n[warmup]\nrequests = 10\n[slo]\nttft_ms = 150\nattainment = 0.9\n[quality]\nmode = \"consistency\"\n\
-               [target.simulator]\nprefill_tokens_per_s = 20000\ndecode_base_ms = 4\ndecode_per_seq_ms = 0.05\n";
-    let path = dir.path().join("cap.toml");
-    std::fs::write(&path, src).unwrap();
-    let o = goodput::sweep::SweepOptions {
-        wake_latency_hold: true,
-        out_root: dir.path().to_owned(),
-        progress: false,
-        argv: vec![],
-        cancel: tokio_util::sync::CancellationToken::new(),
-    };
-    let (parent, r) = goodput::sweep::capacity(&path, src, 0.05, 10, &o)
-        .await
-        .unwrap();
-    let c = r.capacity.as_ref().unwrap();
-    let (lo, hi) = (c.capacity_rps.unwrap(), c.failed_at_rps.unwrap());
-    assert!(lo < hi, "{c:?}");
-    assert_eq!(r.points.len(), c.tried.len());
-    assert!(parent.path("sweep.json").is_file());
-    let html = std::fs::read_to_string(parent.path("sweep.html")).unwrap();
-    assert!(
-        html.contains(&format!("capacity {lo:.1} req/s")),
-        "capacity marked"
-    );
-    // The same search on the discrete-event clock, judged on ground truth: the simulator's own
-    // capacity at this SLO. The client's answer must be within 10% of it.
-    let truth = goodput::sweep::search_capacity(30.0, 0.02, 16, |rate| async move {
-        Ok(Some((des_attainment(src, rate, 150.0, 10) >= 0.9, false)))
-    })
-    .await
-    .unwrap();
-    let t = truth.capacity_rps.unwrap();
-    eprintln!(
-        "client capacity {lo:.2}–{hi:.2} req/s; simulator {t:.2}; tried {:?}",
-        c.tried
-    );
-    assert!((lo - t).abs() / t <= 0.10, "client {lo} vs simulator {t}");
-}
+// The capacity search against the simulator's own capacity: tests/trust.rs, where the
+// same rule judges both.
 
 #[test]
 fn the_demo_page_draws_both_loops_against_the_slo() {

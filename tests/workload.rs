@@ -263,7 +263,8 @@ async fn warm_prefixes_hit_the_simulators_cache_and_cold_prompts_miss_it() {
     let seen = cached_by_phase(&server, &warm.records);
     let primes: Vec<_> = seen.iter().filter(|s| s.0 == Phase::Warmup).collect();
     assert_eq!(primes.len(), 3, "one priming request per prefix: {seen:?}");
-    assert!(primes.iter().all(|p| p.1 == 0 && p.2 == 64), "{primes:?}");
+    // The run's lead (one word here) then the 64-token prefix.
+    assert!(primes.iter().all(|p| p.1 == 0 && p.2 == 65), "{primes:?}");
     let steady: Vec<_> = seen.iter().filter(|s| s.0 == Phase::Steady).collect();
     assert_eq!(
         steady.len(),
@@ -274,7 +275,7 @@ async fn warm_prefixes_hit_the_simulators_cache_and_cold_prompts_miss_it() {
             .map(|r| (r.index, r.phase))
             .collect::<Vec<_>>()
     );
-    // 64 shared tokens are exactly four 16-token blocks; the request's own tag starts the fifth.
+    // 65 shared tokens (lead and prefix) fill four 16-token blocks; the fifth is the request's.
     assert!(steady.iter().all(|s| s.1 == 64), "{steady:?}");
     // The server says so too: its usage reports the cached prompt tokens.
     let cached = warm.summary.steady.lengths.input_cached.as_ref().unwrap();

@@ -213,6 +213,158 @@ pub struct Summary {
     /// The server's own metrics over the steady window, when it publishes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<server::ServerSide>,
+    /// What was measured: the target as the run knew it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetIdentity>,
+    /// Findings every reader must see before the numbers (a cold run served from the cache,
+    /// another model answering).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// The target of a run: where, which model, which engine on what.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TargetIdentity {
+    /// The built-in simulator rather than a server at a URL.
+    pub simulator: bool,
+    /// The URL, without any user name or password in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<String>,
+}
+
+impl TargetIdentity {
+    /// One line: URL, model, engine and revision, precision, hardware (or the simulator).
+    pub fn describe(&self) -> String {
+        let unknown =
+            |x: &Option<String>, what: &str| x.clone().unwrap_or_else(|| format!("{what} unknown"));
+        let model = unknown(&self.model, "model");
+        if self.simulator {
+            return format!("built-in simulator (no network; simulated model {model})");
+        }
+        let engine = match (&self.engine, &self.engine_revision) {
+            (Some(e), Some(r)) => format!("{e} {r}"),
+            (Some(e), None) => format!("{e} (revision unknown)"),
+            (None, _) => "engine unknown".to_owned(),
+        };
+        format!(
+            "{} · model {model} · {engine} · {} · {}",
+            self.url.as_deref().unwrap_or("?"),
+            unknown(&self.precision, "precision"),
+            unknown(&self.hardware, "hardware")
+        )
+    }
+}
+
+/// The URL without `user:password@`.
+fn without_userinfo(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (auth, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = auth.rsplit_once('@').map_or(auth, |(_, h)| h);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+fn target_identity(c: &Contract, facts: Option<&Facts>) -> TargetIdentity {
+    let declared_only;
+    let facts = match facts {
+        Some(f) => f,
+        None => {
+            declared_only = Facts::resolve(&c.target.declared, &[]);
+            &declared_only
+        }
+    };
+    let fact = |k: &str| facts.get(k).map(str::to_owned);
+    TargetIdentity {
+        simulator: c.embedded(),
+        url: c.target.url.as_deref().map(without_userinfo),
+        model: c.target.model.clone().or_else(|| fact("model")),
+        engine: fact("engine"),
+        engine_revision: fact("engine_revision"),
+        precision: fact("precision"),
+        hardware: fact("hardware"),
+    }
+}
+
+/// Responses that named another model than the one asked for.
+fn model_warning(c: &Contract, records: &[Record]) -> Option<String> {
+    let asked = c.target.model.as_deref()?;
+    let mut other: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut named = 0;
+    for r in records {
+        if let Some(m) = r.response_model.as_deref() {
+            named += 1;
+            if !crate::env::same_model(asked, m) {
+                *other.entry(m).or_default() += 1;
+            }
+        }
+    }
+    let n: u64 = other.values().sum();
+    (n > 0).then(|| {
+        let list: Vec<String> = other.iter().map(|(m, k)| format!("\"{m}\" ({k})")).collect();
+        format!(
+            "ANOTHER MODEL ANSWERED: {n} of {named} responses name {} instead of target.model \"{asked}\": the numbers describe that model",
+            list.join(", ")
+        )
+    })
+}
+
+/// Under `prefix_cache = "cold"`, requests the server served partly from its prefix cache
+/// beyond what every prompt of the run shares by construction: the run's lead (its cache
+/// nonce) and what the server adds in front (BOS, chat template).
+fn cold_cache_warning(c: &Contract, steady_ok: &[&&Record]) -> Option<String> {
+    if c.workload.prefix_cache != crate::contract::PrefixCache::Cold {
+        return None;
+    }
+    let lead = crate::plan::run_lead(c);
+    let t = &c.workload.sources.tokenizer;
+    let exact = t.counts_model_tokens() || c.embedded();
+    // Counted in the model's tokens when exact; else bounded by its characters (a token
+    // covers at least one).
+    let lead_tokens = if lead.is_empty() {
+        0
+    } else if exact {
+        t.count(&lead) + 1
+    } else {
+        lead.chars().count() as u32 + 1
+    };
+    // What the server puts in front of every prompt: the least it added to any (with
+    // approximate counting this also holds the tokenizers' difference, a looser bound).
+    let added = steady_ok
+        .iter()
+        .filter_map(|r| {
+            let rep = r.reported_tokens(true)?;
+            Some(i64::from(rep) - i64::from(r.planned_tokens(true)))
+        })
+        .min()
+        .unwrap_or(0)
+        .max(0) as u32;
+    let bound = lead_tokens + added;
+    let over: Vec<u32> = steady_ok
+        .iter()
+        .filter_map(|r| r.usage_cached_tokens)
+        .filter(|&k| k > bound)
+        .collect();
+    (!over.is_empty()).then(|| {
+        let max = over.iter().max().copied().unwrap_or(0);
+        format!(
+            "COLD CACHE WAS WARM: {} of {} steady requests were served partly from the server's prefix cache beyond the {bound} tokens every prompt of this run shares (run lead and server-added prefix), up to {max} cached tokens. Under prefix_cache = \"cold\" their TTFT is not a cold one: the cache held these prompts already (repeated prompts, or a run of this tool older than per-run nonces).",
+            over.len(),
+            steady_ok.len()
+        )
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -225,9 +377,46 @@ pub struct Grade {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Validity {
-    /// `VALID` or `INVALID` (for tail and goodput claims).
+    /// `VALID` or `INVALID`, for the claims in `supports`.
     pub verdict: String,
     pub reasons: Vec<String>,
+    /// The claims a VALID verdict supports under this load model: open loop, tail latency,
+    /// goodput and capacity at the offered rate; closed loop, throughput and latency at the
+    /// stated concurrency.
+    #[serde(default)]
+    pub supports: String,
+    /// Claims this run cannot support whatever its verdict (closed loop: tail latency under an
+    /// arrival rate, capacity).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cannot_support: Vec<String>,
+    /// One of the reasons is that the client fell behind its own schedule (dispatch lag): the
+    /// result may describe the client's limit rather than the server's.
+    #[serde(default)]
+    pub client_behind: bool,
+    /// The offered load was above what the server sustains: its queue grew all run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overload: Option<Overload>,
+}
+
+impl Validity {
+    pub fn is_valid(&self) -> bool {
+        self.verdict == "VALID"
+    }
+}
+
+/// A growing queue: the diagnosis of an open-loop rate above the server's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Overload {
+    /// The server's sustained completion rate, req/s: its completions per second over the
+    /// steady window, through which it was never idle.
+    pub sustained_rps: f64,
+    /// How fast the queue grew, requests per second (least squares over the window).
+    pub growth_rps: f64,
+    /// Requests in flight (sent or due, not finished) at the start and end of the steady window.
+    pub in_flight_start: f64,
+    pub in_flight_end: f64,
+    /// TTFT p50 by phase, ms, in time order (warm-up, steady, drain; absent phases left out).
+    pub ttft_p50_by_phase: Vec<(String, f64)>,
 }
 
 /// Counts and distributions of one phase. Milliseconds unless named otherwise.
@@ -296,14 +485,32 @@ pub struct SloResult {
     pub per_metric: Vec<SloMetric>,
     /// Steady requests that met every threshold (failures never do).
     pub met: u64,
-    /// met / steady requests.
+    /// Steady requests attainment is computed over: all of them but those the user cancelled.
+    #[serde(default)]
+    pub counted: u64,
+    /// Steady requests cancelled by the user (Ctrl-C) while in flight: neither met nor missed.
+    #[serde(default)]
+    pub cancelled: u64,
+    /// met / counted.
     pub attainment: f64,
     /// The contract's attainment target.
     pub attainment_target: f64,
     /// Requests per second that met every threshold.
     pub goodput_rps: Option<f64>,
-    /// Every per-metric percentile within its threshold and attainment at its target.
+    /// The run meets the SLO: every per-metric percentile within its threshold *and*
+    /// attainment at its target ([`SloResult::meets`], the one definition every command uses).
     pub pass: bool,
+}
+
+impl SloResult {
+    /// The one definition of "this run meets the SLO", used by the headline, `--predict`,
+    /// `compare` and the capacity search: each metric's value at the SLO percentile is within
+    /// its threshold, and the share of steady requests that met every threshold reaches the
+    /// attainment target. (A *request* meets the SLO when each of its own metrics is within its
+    /// threshold; goodput counts those.)
+    pub fn meets(per_metric: &[SloMetric], attainment: f64, target: f64) -> bool {
+        per_metric.iter().all(|m| m.pass) && attainment >= target
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -601,7 +808,13 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
                 });
             }
         }
-        let n = steady_recs.len() as u64;
+        // Requests the user cancelled (Ctrl-C) had no chance to meet or miss the SLO: they are
+        // counted apart, not as misses.
+        let cancelled = steady_recs
+            .iter()
+            .filter(|r| r.outcome == Outcome::Interrupted)
+            .count() as u64;
+        let n = steady_recs.len() as u64 - cancelled;
         let attainment = if n == 0 { 0.0 } else { met as f64 / n as f64 };
         let good_fraction = if ok.is_empty() {
             0.0
@@ -610,9 +823,11 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
         };
         SloResult {
             percentile: p,
-            pass: per_metric.iter().all(|m| m.pass) && attainment >= c.slo.attainment,
+            pass: SloResult::meets(&per_metric, attainment, c.slo.attainment),
             per_metric,
             met,
+            counted: n,
+            cancelled,
             attainment,
             attainment_target: c.slo.attainment,
             goodput_rps: achieved.map(|r| r * good_fraction),
@@ -633,87 +848,22 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
         })
         .collect();
 
-    // Validity for tail and goodput claims.
-    let mut reasons = Vec::new();
-    if interrupted {
-        reasons.push("the run was interrupted before its stop condition".to_owned());
-    }
-    if !open {
-        reasons.push("closed-loop load: the offered load adapts to the server, so tail-latency and capacity claims are not valid".to_owned());
-    } else {
-        if origin == LatencyOrigin::Sent {
-            reasons.push("open loop measured from the actual send (measurement.latency_origin = \"sent\"): coordinated omission is not corrected".to_owned());
-        }
-        if let Some(lag) = &stats.dispatch_lag_ms
-            && lag.p99 > c.measurement.max_dispatch_lag_ms.0
-        {
-            let mut why = format!(
-                "the client fell behind its schedule: p99 dispatch lag {:.2} ms > {} ms (measurement.max_dispatch_lag_ms)",
-                lag.p99, c.measurement.max_dispatch_lag_ms.0
-            );
-            if let (Some(w), Some(q)) = (&stats.dispatch_wake_ms, &stats.dispatch_queue_ms) {
-                why += &format!(
-                    "; p99 {:.2} ms of it the dispatch thread woke late (the client machine's CPUs were busy, or slow to wake from idle: see environment.json client_wake_latency), p99 {:.2} ms requests waited for the client's runtime (the client was busy)",
-                    w.p99, q.p99
-                );
-            }
-            reasons.push(why);
-        }
-        if let Some(d) = errors.get("client_dropped") {
-            reasons.push(format!(
-                "{d} arrivals were client-dropped at load.max_in_flight = {}",
-                c.load.max_in_flight()
-            ));
-        }
-        if let (Some(o), Some(a)) = (offered, achieved)
-            && a < o * (1.0 - c.measurement.rate_tolerance)
-        {
-            // A window that opens before the server is fully loaded reads low: say so.
-            let warm_s = {
-                let w: Vec<u64> = by_phase
-                    .get(&Phase::Warmup)
-                    .map(|v| v.iter().filter_map(|r| origin_of(r)).collect())
-                    .unwrap_or_default();
-                match (w.iter().min(), origins.iter().min()) {
-                    (Some(a), Some(b)) => b.saturating_sub(*a) as f64 / 1e6,
-                    _ => 0.0,
-                }
-            };
-            let hint = match &stats.e2e_ms {
-                Some(e) if warm_s * 1000.0 < e.p90 => format!(
-                    " (warm-up lasted {warm_s:.1} s, less than the p90 E2E of {:.1} s: the window began before the server was fully loaded; lengthen warm-up)",
-                    e.p90 / 1000.0
-                ),
-                _ => String::new(),
-            };
-            reasons.push(format!(
-                "achieved {a:.2} req/s is more than {:.0}% below the offered {o:.2} req/s{hint}",
-                c.measurement.rate_tolerance * 100.0
-            ));
-        }
-    }
-    let p = c.slo.percentile;
-    let misses = slo
-        .as_ref()
-        .map_or(stats.failed, |s| steady_recs.len() as u64 - s.met);
-    let needed = min_requests_for(p, misses, confidence);
-    if (steady_recs.len() as u64) < needed {
-        reasons.push(format!(
-            "{} steady requests cannot support p{p} at {:.0}% confidence with {misses} SLO misses: {} needed (MLPerf early stopping)",
-            steady_recs.len(),
-            confidence * 100.0,
-            if needed == u64::MAX { "too many".to_owned() } else { needed.to_string() }
-        ));
-    }
-    let validity = Validity {
-        verdict: if reasons.is_empty() {
-            "VALID"
-        } else {
-            "INVALID"
-        }
-        .to_owned(),
-        reasons,
-    };
+    let validity = validity(
+        c,
+        &ValidityInputs {
+            records,
+            steady: &steady_recs,
+            warmup: by_phase.get(&Phase::Warmup).map_or(&[][..], Vec::as_slice),
+            drain: by_phase.get(&Phase::Drain).map_or(&[][..], Vec::as_slice),
+            stats: &stats,
+            window,
+            offered,
+            achieved,
+            errors: &errors,
+            misses: slo.as_ref().map_or(stats.failed, |s| s.counted - s.met),
+            interrupted,
+        },
+    );
 
     let grade = grade(c, records, facts);
     let mut notes = Vec::new();
@@ -817,7 +967,276 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
             records,
         ),
         server: window.and_then(|(a, b)| server::derive(scrapes, a as f64 / 1e6, b as f64 / 1e6)),
+        target: Some(target_identity(c, facts)),
+        warnings: model_warning(c, records)
+            .into_iter()
+            .chain(cold_cache_warning(c, &ok))
+            .collect(),
     }
+}
+
+/// What the validity rules read.
+struct ValidityInputs<'a> {
+    records: &'a [Record],
+    steady: &'a [&'a Record],
+    warmup: &'a [&'a Record],
+    drain: &'a [&'a Record],
+    stats: &'a PhaseStats,
+    /// The steady window, µs on the run's clock.
+    window: Option<(u64, u64)>,
+    offered: Option<f64>,
+    achieved: Option<f64>,
+    errors: &'a BTreeMap<String, u64>,
+    /// Steady requests that missed the SLO (or failed, without one).
+    misses: u64,
+    interrupted: bool,
+}
+
+/// Whether the run supports the claims its load model can make, with every reason it does not.
+fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
+    let open = c.load.is_open();
+    let stats = v.stats;
+    let mut reasons = Vec::new();
+    let mut client_behind = false;
+    let mut overload = None;
+    if v.interrupted {
+        reasons.push("the run was interrupted before its stop condition".to_owned());
+    }
+    if open {
+        if c.measurement.latency_origin == LatencyOrigin::Sent {
+            reasons.push("open loop measured from the actual send (measurement.latency_origin = \"sent\"): coordinated omission is not corrected".to_owned());
+        }
+        if let Some(lag) = &stats.dispatch_lag_ms
+            && lag.p99 > c.measurement.max_dispatch_lag_ms.0
+        {
+            client_behind = true;
+            let mut why = format!(
+                "the client fell behind its schedule: p99 dispatch lag {:.2} ms > {} ms (measurement.max_dispatch_lag_ms)",
+                lag.p99, c.measurement.max_dispatch_lag_ms.0
+            );
+            if let (Some(w), Some(q)) = (&stats.dispatch_wake_ms, &stats.dispatch_queue_ms) {
+                why += &format!(
+                    "; p99 {:.2} ms of it the dispatch thread woke late (the client machine's CPUs were busy, or slow to wake from idle: see environment.json client_wake_latency), p99 {:.2} ms requests waited for the client's runtime (the client was busy)",
+                    w.p99, q.p99
+                );
+            }
+            reasons.push(why);
+        }
+        if let Some(d) = v.errors.get("client_dropped") {
+            reasons.push(format!(
+                "{d} arrivals were client-dropped at load.max_in_flight = {}",
+                c.load.max_in_flight()
+            ));
+        }
+        overload = growing_queue(c, v);
+        if let Some(o) = &overload {
+            let phases: Vec<String> = o
+                .ttft_p50_by_phase
+                .iter()
+                .map(|(p, t)| format!("{p} {t:.0}"))
+                .collect();
+            reasons.push(format!(
+                "offered load above what the server sustains, about {:.2} req/s of the {:.2} offered: requests in flight rose from {:.0} to {:.0} over the steady window and TTFT p50 rose {} ms, so the queue grew all run and no steady state was reached (lower load.rate, or find the capacity with `goodput sweep --capacity`)",
+                o.sustained_rps,
+                v.offered.unwrap_or(0.0),
+                o.in_flight_start,
+                o.in_flight_end,
+                phases.join(" → ")
+            ));
+        } else if let Some(why) = rate_shortfall(c, v) {
+            reasons.push(why);
+        }
+    }
+    // Sample size is judged against the SLO's percentile, the claim the run makes; without an
+    // SLO each reported percentile's support is listed beside it instead.
+    let p = c.slo.percentile;
+    let confidence = c.measurement.confidence;
+    let needed = min_requests_for(p, v.misses, confidence);
+    if c.slo.is_set() && (v.steady.len() as u64) < needed {
+        reasons.push(format!(
+            "{} steady requests cannot support p{p} at {:.0}% confidence with {} SLO misses: {} needed (MLPerf early stopping)",
+            v.steady.len(),
+            confidence * 100.0,
+            v.misses,
+            if needed == u64::MAX { "too many".to_owned() } else { needed.to_string() }
+        ));
+    }
+    let (supports, cannot_support) = if open {
+        (
+            "tail latency, goodput and capacity at the offered rate".to_owned(),
+            Vec::new(),
+        )
+    } else {
+        (
+            format!(
+                "throughput and latency at concurrency {}",
+                c.load.concurrency()
+            ),
+            vec![
+                "tail latency under an arrival rate (the closed loop waits for the server, so its queue never builds)".to_owned(),
+                "capacity (a closed loop slows down with the server)".to_owned(),
+            ],
+        )
+    };
+    Validity {
+        verdict: if reasons.is_empty() {
+            "VALID"
+        } else {
+            "INVALID"
+        }
+        .to_owned(),
+        reasons,
+        supports,
+        cannot_support,
+        client_behind,
+        overload,
+    }
+}
+
+/// The one-sided normal quantile for `confidence` (0.5–0.9999), by bisection on the CDF.
+fn z_of(confidence: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, Normal};
+    let Ok(n) = Normal::new(0.0, 1.0) else {
+        return 2.0;
+    };
+    n.inverse_cdf(confidence.clamp(0.5, 0.9999))
+}
+
+/// The server finished fewer requests inside the steady window than a server keeping up
+/// would have, by more than the contract's tolerance and more than chance.
+///
+/// A server that keeps up finishes, inside the window, the requests that arrived one typical
+/// latency earlier: those whose origin + median E2E falls inside it. Comparing with that count
+/// (instead of the window's own arrivals) cancels the window's edges, where a clump of late
+/// arrivals or a missing warm-up makes raw achieved < offered on an idle server (30 requests
+/// at 0.5 req/s fell 15% short that way). What remains by chance comes from latencies that
+/// vary around the median: z·√(2·λ·(p90 − p50 E2E) + 1) requests, z at the contract's
+/// confidence (one-sided normal).
+fn rate_shortfall(c: &Contract, v: &ValidityInputs) -> Option<String> {
+    let (o, a) = (v.offered?, v.achieved?);
+    let (lo, hi) = v.window?;
+    let e2e = v.stats.e2e_ms.as_ref()?;
+    let window_s = (hi - lo) as f64 / 1e6;
+    let origin = |r: &Record| match c.measurement.latency_origin {
+        LatencyOrigin::Intended => r.intended_us.or(r.sent_us),
+        LatencyOrigin::Sent => r.sent_us,
+    };
+    let median_us = (e2e.p50 * 1000.0).max(0.0) as u64;
+    let due = v
+        .records
+        .iter()
+        .filter(|r| !matches!(r.phase, Phase::ColdStart | Phase::Quality))
+        .filter_map(origin)
+        .filter(|t| (lo..=hi).contains(&(t + median_us)))
+        .count() as f64;
+    let done = a * window_s;
+    let spread_s = ((e2e.p90 - e2e.p50) / 1000.0).max(0.0);
+    let slack = z_of(c.measurement.confidence) * (2.0 * o * spread_s + 1.0).sqrt();
+    let tol = c.measurement.rate_tolerance;
+    if done >= due * (1.0 - tol) || due - done <= slack {
+        return None;
+    }
+    Some(format!(
+        "achieved {a:.2} req/s is more than {:.0}% below what the offered {o:.2} req/s called for: {done:.0} completions in the {window_s:.1} s window where a server keeping up would have finished the {due:.0} requests that arrived one median latency ({:.2} s) earlier, {:.1} short, beyond the {slack:.1} that varying latencies explain",
+        tol * 100.0,
+        e2e.p50 / 1000.0,
+        due - done
+    ))
+}
+
+/// Samples of the steady window at which the queue is measured.
+const QUEUE_SAMPLES: usize = 40;
+
+/// A queue that grew all run: requests in flight (due or sent, not finished) rise across the
+/// steady window by clearly more than a stable queue wanders, and TTFT rises with them. The
+/// server then had work throughout the window, so its completions per second there are the
+/// rate it sustains.
+fn growing_queue(c: &Contract, v: &ValidityInputs) -> Option<Overload> {
+    let o = v.offered?;
+    let (lo, hi) = v.window?;
+    let origin = |r: &Record| match c.measurement.latency_origin {
+        LatencyOrigin::Intended => r.intended_us.or(r.sent_us),
+        LatencyOrigin::Sent => r.sent_us,
+    };
+    let mut starts: Vec<u64> = Vec::new();
+    let mut ends: Vec<u64> = Vec::new();
+    for r in v
+        .records
+        .iter()
+        .filter(|r| !matches!(r.phase, Phase::ColdStart | Phase::Quality))
+    {
+        if let Some(s) = origin(r) {
+            starts.push(s);
+            // A request never finished (interrupted) stays in flight to the end.
+            ends.push(r.end_us.unwrap_or(u64::MAX));
+        }
+    }
+    starts.sort_unstable();
+    ends.sort_unstable();
+    let at = |t: u64| {
+        (starts.partition_point(|&s| s <= t) as f64) - (ends.partition_point(|&e| e <= t) as f64)
+    };
+    let w = (hi - lo) as f64;
+    let pts: Vec<(f64, f64)> = (0..QUEUE_SAMPLES)
+        .map(|k| {
+            let t = lo as f64 + (k as f64 + 0.5) / QUEUE_SAMPLES as f64 * w;
+            (t / 1e6, at(t as u64))
+        })
+        .collect();
+    // Least-squares slope of the queue, requests per second.
+    let n = pts.len() as f64;
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    let growth = slope * w / 1e6;
+    // A stable queue wanders by about the square root of its mean length (M/M/c-like);
+    // growth must clear twice that, and at least three requests.
+    if growth <= (2.0 * my.max(0.0).sqrt()).max(3.0) {
+        return None;
+    }
+    // TTFT rises with the queue: the steady window's last third against its first.
+    let ttft = |rs: &[&Record]| {
+        let mut x: Vec<f64> = rs
+            .iter()
+            .filter_map(|r| Some(ms(origin(r)?, r.first_token_us?)))
+            .collect();
+        x.sort_by(f64::total_cmp);
+        percentile_sorted(&x, 50.0)
+    };
+    let third = ((hi - lo) / 3).max(1);
+    let part = |a: u64, b: u64| -> Vec<&Record> {
+        v.steady
+            .iter()
+            .copied()
+            .filter(|r| origin(r).is_some_and(|t| t >= a && t < b))
+            .collect()
+    };
+    let (early, late) = (ttft(&part(lo, lo + third)), ttft(&part(hi - third, hi + 1)));
+    if !matches!((early, late), (Some(e), Some(l)) if l > 1.3 * e) {
+        return None;
+    }
+    let ttft_p50_by_phase = [
+        ("warm-up", v.warmup),
+        ("steady", v.steady),
+        ("drain", v.drain),
+    ]
+    .into_iter()
+    .filter_map(|(name, rs)| Some((name.to_owned(), ttft(rs)?)))
+    .collect();
+    Some(Overload {
+        sustained_rps: v.achieved.unwrap_or((o - slope).max(0.0)),
+        growth_rps: slope,
+        in_flight_start: pts.first().map_or(0.0, |p| p.1),
+        in_flight_end: pts.last().map_or(0.0, |p| p.1),
+        ttft_p50_by_phase,
+    })
 }
 
 fn warmup_rule(c: &Contract) -> String {
@@ -1101,6 +1520,7 @@ mod tests {
             usage_prompt_tokens: Some(100),
             usage_completion_tokens: usage,
             usage_cached_tokens: None,
+            response_model: None,
             client_output_tokens: client,
             outcome: Outcome::Ok,
             error: None,
@@ -1295,7 +1715,17 @@ mod tests {
                 .iter()
                 .any(|n| n.contains("tail and capacity claims are not valid"))
         );
-        assert!(s.validity.reasons.iter().any(|n| n.contains("closed-loop")));
+        // Valid for what a closed loop can claim; the claims it cannot make are listed.
+        assert_eq!(
+            s.validity.supports,
+            "throughput and latency at concurrency 2"
+        );
+        assert!(
+            s.validity
+                .cannot_support
+                .iter()
+                .any(|n| n.starts_with("tail latency under an arrival rate"))
+        );
         assert_eq!(s.steady.stats.ttft_ms.as_ref().unwrap().p50, 9.0);
         assert!(s.steady.throughput.offered_rps.is_none());
     }

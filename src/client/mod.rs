@@ -64,6 +64,8 @@ impl Usage {
 #[derive(Debug, Default)]
 pub struct StreamEvent<'a> {
     pub id: Option<Cow<'a, str>>,
+    /// The `model` the response names.
+    pub model: Option<Cow<'a, str>>,
     /// Generated text in this event; `None` or empty means it carries no token.
     pub text: Option<Cow<'a, str>>,
     pub finish_reason: Option<Cow<'a, str>>,
@@ -192,7 +194,9 @@ impl Client {
         }
         let text = text.unwrap_or_default();
         rec.output_digest = Some(crate::quality::digest(text));
-        if self.keep == KeepOutput::Text {
+        // A quality probe keeps its text whatever the setting: probes are few, and compare
+        // measures token agreement from them.
+        if self.keep == KeepOutput::Text || rec.phase == crate::plan::Phase::Quality {
             rec.output_text = Some(text.to_owned());
         }
     }
@@ -374,6 +378,9 @@ impl Client {
         if rec.response_id.is_none() {
             rec.response_id = ev.id.map(Cow::into_owned);
         }
+        if rec.response_model.is_none() {
+            rec.response_model = ev.model.map(Cow::into_owned);
+        }
         if let Some(f) = ev.finish_reason {
             rec.finish_reason = Some(f.into_owned());
         }
@@ -398,6 +405,7 @@ impl Client {
         match self.adapter.parse_event(body) {
             Ok(ev) => {
                 rec.response_id = ev.id.map(Cow::into_owned);
+                rec.response_model = ev.model.map(Cow::into_owned);
                 rec.finish_reason = ev.finish_reason.map(Cow::into_owned);
                 if let Some(u) = ev.usage {
                     rec.usage_prompt_tokens = u.prompt_tokens;

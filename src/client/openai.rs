@@ -25,6 +25,8 @@ struct Chunk<'a> {
     #[serde(borrow, default)]
     id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
     choices: Option<Vec<Choice<'a>>>,
     #[serde(default)]
     usage: Option<Usage>,
@@ -107,6 +109,7 @@ impl Adapter for OpenAi {
         }
         let mut ev = StreamEvent {
             id: c.id,
+            model: c.model,
             usage: c.usage,
             ..StreamEvent::default()
         };

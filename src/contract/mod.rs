@@ -63,10 +63,24 @@ pub struct Quality {
     /// Keep each output's text in the records (always on in `reference` mode).
     #[serde(default)]
     pub keep_text: bool,
-    /// `compare` guard for `consistency`: the fraction of identical outputs below which
-    /// quality is not held constant (greedy decoding should reproduce itself).
-    #[serde(default = "default_min_identical")]
-    pub min_identical: f64,
+    /// `consistency`: quality probes sent one at a time after the load, the first steady
+    /// prompts without the run's lead, the same in every run: `compare` pairs their outputs
+    /// request by request (the measured prompts carry each run's own cache nonce, so theirs
+    /// cannot be paired).
+    #[serde(default = "default_probes")]
+    pub probes: u32,
+    /// `compare` guard for `consistency`: the mean token agreement of the probes' outputs
+    /// (longest common prefix of words over the longer output) below which quality is not
+    /// held constant. Agreement, not identity, is the default: batched engines are not
+    /// bitwise deterministic, and a greedy decode that diverges late differs in a few tokens.
+    /// With a baseline of two or more runs, the baseline's own run-to-run agreement (less 5
+    /// points) is the bar when it is lower: the engine's measured noise.
+    #[serde(default = "default_min_token_agreement")]
+    pub min_token_agreement: f64,
+    /// Stricter, optional: the fraction of identical probe outputs below which quality is not
+    /// held constant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_identical: Option<f64>,
     /// `compare` guard for `reference`: the candidate's mean score must be at least this
     /// fraction of the baseline's (MLPerf requires 99% of reference accuracy).
     #[serde(default = "default_min_relative_score")]
@@ -113,7 +127,9 @@ impl Default for Quality {
         Quality {
             mode: QualityMode::None,
             keep_text: false,
-            min_identical: default_min_identical(),
+            probes: default_probes(),
+            min_token_agreement: default_min_token_agreement(),
+            min_identical: None,
             min_relative_score: default_min_relative_score(),
             references: None,
             references_sha256: None,
@@ -123,8 +139,12 @@ impl Default for Quality {
     }
 }
 
-fn default_min_identical() -> f64 {
-    0.99
+fn default_probes() -> u32 {
+    16
+}
+
+fn default_min_token_agreement() -> f64 {
+    0.9
 }
 fn default_min_relative_score() -> f64 {
     0.99
@@ -287,6 +307,14 @@ pub struct Workload {
     pub enforce_output_length: bool,
     #[serde(default)]
     pub sampling: Sampling,
+    /// The run's cache nonce: every prompt of a run starts with a lead made from it, so no
+    /// prompt of one run shares more than that lead with a prompt of another and a prefix
+    /// cache filled by an earlier run cannot serve this one ("cold" means cold across runs
+    /// too). `goodput run` draws a new one for every run and writes it into the bundle's
+    /// contract, where `goodput plan` reads it to reproduce the exact prompts. Not part of any
+    /// fingerprint: two runs of one contract are the same workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_nonce: Option<String>,
     /// The files above, read when the contract is loaded.
     #[serde(skip)]
     pub sources: crate::workload::Loaded,
@@ -521,6 +549,35 @@ pub struct Slo {
     pub attainment: f64,
 }
 
+impl Slo {
+    /// The thresholds that are set, by metric name (`ttft`, `tpot`, `e2e`).
+    pub fn thresholds(&self) -> Vec<(&'static str, f64)> {
+        [
+            ("ttft", self.ttft_ms),
+            ("tpot", self.tpot_ms),
+            ("e2e", self.e2e_ms),
+        ]
+        .into_iter()
+        .filter_map(|(m, t)| Some((m, t?.0)))
+        .collect()
+    }
+
+    /// "The run meets the SLO" in words: each metric's percentile within its threshold and
+    /// the attainment target (the rule `analyze` applies).
+    pub fn rule(&self) -> String {
+        let parts: Vec<String> = self
+            .thresholds()
+            .iter()
+            .map(|(m, t)| format!("{} p{} ≤ {t} ms", m.to_uppercase(), self.percentile))
+            .collect();
+        format!(
+            "{} and attainment ≥ {:.0}%",
+            parts.join(", "),
+            self.attainment * 100.0
+        )
+    }
+}
+
 /// Measurement boundaries: where latency starts, what counts as a token, when a run is valid.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -699,6 +756,7 @@ impl Default for Workload {
             output_tokens: None,
             enforce_output_length: true,
             sampling: Sampling::default(),
+            cache_nonce: None,
             sources: Default::default(),
         }
     }
@@ -1470,11 +1528,23 @@ impl Contract {
         let q = &self.quality;
         for (key, v) in [
             ("quality.min_identical", q.min_identical),
-            ("quality.min_relative_score", q.min_relative_score),
+            ("quality.min_token_agreement", Some(q.min_token_agreement)),
+            ("quality.min_relative_score", Some(q.min_relative_score)),
         ] {
-            if !(v > 0.0 && v <= 1.0) {
+            if let Some(v) = v
+                && !(v > 0.0 && v <= 1.0)
+            {
                 return problem(key, format!("= {v}: must be a fraction in (0, 1]"));
             }
+        }
+        if q.probes > 10_000 {
+            return problem(
+                "quality.probes",
+                format!(
+                    "= {}: at most 10000 (they are sent one at a time)",
+                    q.probes
+                ),
+            );
         }
         match (q.mode, &q.references) {
             (QualityMode::Reference, None) => {
@@ -1594,6 +1664,16 @@ impl Contract {
                 "applies to workload.dataset only",
             );
         }
+        if let Some(n) = &w.cache_nonce
+            && !(1..=16).contains(&n.len()) | !n.chars().all(|c| c.is_ascii_hexdigit())
+        {
+            return problem(
+                "workload.cache_nonce",
+                format!(
+                    "= \"{n}\": must be 1 to 16 hex digits (goodput run writes one; leave it out)"
+                ),
+            );
+        }
         match w.prefix_cache {
             PrefixCache::Cold => {
                 for (k, set) in [
@@ -1678,6 +1758,10 @@ impl Contract {
         // trace in another directory (or on another machine) is the same workload.
         let mut workload = serde_json::to_value(&self.workload).unwrap_or_default();
         by_content(&mut workload, &["tokenizer", "dataset"]);
+        if let Some(w) = workload.as_object_mut() {
+            // Each run draws its own: the workload is the same.
+            w.remove("cache_nonce");
+        }
         for dist in ["input_tokens", "output_tokens"] {
             if let Some(d) = workload.get_mut(dist) {
                 by_content(d, &["file"]);

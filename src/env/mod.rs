@@ -224,6 +224,30 @@ pub fn first_model(models_probe: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Every model name `/v1/models` lists: each entry's `id` and its `aliases` (llama.cpp).
+pub fn served_models(models_probe: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in models_probe["answer"]["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        out.extend(m["id"].as_str().map(str::to_owned));
+        for a in m["aliases"].as_array().into_iter().flatten() {
+            out.extend(a.as_str().map(str::to_owned));
+        }
+    }
+    out.dedup();
+    out
+}
+
+/// Whether the server's name for a model is the name asked for: equal, or equal but for
+/// Ollama's implicit `:latest` tag.
+pub fn same_model(asked: &str, named: &str) -> bool {
+    let bare = |s: &str| s.strip_suffix(":latest").unwrap_or(s).to_owned();
+    asked == named || bare(asked) == bare(named)
+}
+
 /// The whole `environment.json`.
 pub fn document(
     c: &Contract,

@@ -24,6 +24,9 @@ pub enum Phase {
     Warmup,
     Steady,
     Drain,
+    /// Quality probes, sent one at a time after the load: the first steady prompts without
+    /// the run's lead, the same in every run, so outputs compare request by request.
+    Quality,
 }
 
 impl Phase {
@@ -33,6 +36,7 @@ impl Phase {
             Phase::Warmup => "warmup",
             Phase::Steady => "steady",
             Phase::Drain => "drain",
+            Phase::Quality => "quality",
         }
     }
 }
@@ -132,7 +136,27 @@ pub struct Plan {
     warm: bool,
     /// Trace arrival offsets, µs, after the speed-up.
     trace_us: std::sync::Arc<Vec<u64>>,
+    /// The run's lead (from `workload.cache_nonce`): the first words of every prompt, empty
+    /// without a nonce.
+    lead: String,
+    /// Quality probes sent after the load (`[quality] probes` in `consistency` mode).
+    probes: u64,
 }
+
+/// The run's lead for `workload.cache_nonce`: what every prompt of the run starts with, in the
+/// workload tokenizer's words (empty without a nonce). Every prompt of one run shares it; a
+/// prompt of another run (another nonce) diverges inside it, so a prefix cache an earlier run
+/// filled can serve at most this lead.
+pub fn run_lead(c: &Contract) -> String {
+    match &c.workload.cache_nonce {
+        Some(n) => c.workload.sources.tokenizer.run_lead(n),
+        None => String::new(),
+    }
+}
+
+/// First plan index of the quality probes: probe `k` asks steady request `k`'s prompt without
+/// the run's lead.
+pub const PROBE_INDEX: u64 = 1 << 42;
 
 /// First plan index of the requests that send each shared prefix once (`prefix_cache = "warm"`).
 pub const PRIME_INDEX: u64 = 1 << 41;
@@ -285,6 +309,15 @@ fn shared_prefix_tokens(w: &Workload) -> u32 {
     }
 }
 
+/// `lead` then `tag`, or `tag` alone without a lead.
+fn lead_with(lead: &str, tag: &str) -> String {
+    if lead.is_empty() {
+        tag.to_owned()
+    } else {
+        format!("{lead} {tag}")
+    }
+}
+
 /// The distribution the contract asks for, as lengths: a trace's, a dataset's or a lengths
 /// file's own values, or 4,096 seeded draws from a parametric distribution. `None` when the
 /// source file was not read (a bundle recomputed without it). Builds no prompt, so reports can
@@ -339,16 +372,15 @@ impl Plan {
             rng.set_stream(ORDER_STREAM);
             rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
         }
+        let lead = run_lead(c);
         let prefixes = match shared_prefix_tokens(w) {
             0 => Vec::new(),
             n => (0..u64::from(w.prefixes.unwrap_or(1)))
                 .map(|k| {
                     let mut rng = ChaCha8Rng::seed_from_u64(seed);
                     rng.set_stream(PREFIX_STREAM - k);
-                    sources
-                        .tokenizer
-                        .build(&sources.tokenizer.tag('p', k, seed), n, &mut rng)
-                        .0
+                    let tag = sources.tokenizer.tag('p', k, seed);
+                    sources.tokenizer.build(&tag, n, &mut rng).0
                 })
                 .collect(),
         };
@@ -370,6 +402,12 @@ impl Plan {
             prefixes: std::sync::Arc::new(prefixes),
             warm: w.prefix_cache == PrefixCache::Warm,
             trace_us: std::sync::Arc::new(trace_us),
+            lead,
+            probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
+                u64::from(c.quality.probes)
+            } else {
+                0
+            },
         }
     }
 
@@ -426,14 +464,31 @@ impl Plan {
         self.len() == Some(0)
     }
 
+    /// How many quality probes follow the load; they are plan indices
+    /// `PROBE_INDEX..PROBE_INDEX + n`.
+    pub fn probes(&self) -> u64 {
+        self.probes
+    }
+
     /// Request `index`, generated on its own.
     pub fn request(&self, index: u64) -> PlannedRequest {
+        if let Some(k) = index.checked_sub(PROBE_INDEX).filter(|&k| k < self.probes) {
+            let mut r = self.request_led(k, "");
+            r.index = index;
+            r.phase = Phase::Quality;
+            return r;
+        }
+        self.request_led(index, &self.lead)
+    }
+
+    /// Request `index` with `run_lead` in front (empty: none).
+    fn request_led(&self, index: u64, run_lead: &str) -> PlannedRequest {
         let t = &self.sources.tokenizer;
         if let Some(k) = index
             .checked_sub(PRIME_INDEX)
             .filter(|&k| k < self.priming())
         {
-            let prompt = self.prefixes[k as usize].clone();
+            let prompt = lead_with(run_lead, &self.prefixes[k as usize]);
             return PlannedRequest {
                 index,
                 phase: Phase::Warmup,
@@ -487,7 +542,12 @@ impl Plan {
         // The request's own tag: its first word (or the first after a shared prefix) is unique
         // to it and the seed, so no prompt shares more than the intended prefix with another.
         // (Dataset entries are distinct already; they are tagged only when they repeat.)
+        // The run's lead comes first, then the shared prefix, if any.
         let mut lead = String::new();
+        if !run_lead.is_empty() {
+            lead.push_str(run_lead);
+            lead.push(' ');
+        }
         if !self.prefixes.is_empty() {
             let k = rand::Rng::next_u32(&mut rng) as usize % self.prefixes.len();
             lead.push_str(&self.prefixes[k]);
@@ -501,9 +561,10 @@ impl Plan {
             index / self.order.len() as u64
         };
         let (prompt, messages, input_tokens) = match item {
-            // A dataset's prompts go as they are on the first pass over it; only a repeat (or a
-            // shared prefix) gets the lead, so a repeated entry cannot hit the prefix cache.
-            Some(i) if pass == 0 && self.prefixes.is_empty() => {
+            // A dataset's prompts go as they are on the first pass over it (behind the run's
+            // lead, if any); only a repeat (or a shared prefix) gets the request's own tag, so
+            // a repeated entry cannot hit the prefix cache.
+            Some(i) if pass == 0 && self.prefixes.is_empty() && run_lead.is_empty() => {
                 (i.prompt.clone(), i.messages.clone(), i.input_tokens)
             }
             Some(i) => {

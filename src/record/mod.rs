@@ -61,6 +61,9 @@ pub struct Record {
     /// HTTP status, when a response arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
+    /// The response's `model` field: the model that answered, as the server names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_model: Option<String>,
     /// The response's `id` field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_id: Option<String>,
@@ -153,6 +156,7 @@ impl Record {
             usage_prompt_tokens: None,
             usage_completion_tokens: None,
             usage_cached_tokens: None,
+            response_model: None,
             client_output_tokens: 0,
             outcome: Outcome::Ok,
             error: None,

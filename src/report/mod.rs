@@ -54,13 +54,15 @@ impl Doc {
                     let _ = writeln!(out, "<{tag}>{}</{tag}>", esc(h));
                 }
                 Block::Line(l) => {
-                    let class =
-                        if l.contains("INVALID") || l.contains("NOT") || l.starts_with("- missing")
-                        {
-                            " class=\"warn\""
-                        } else {
-                            ""
-                        };
+                    let class = if l.contains("INVALID")
+                        || l.contains("NOT")
+                        || l.starts_with("- missing")
+                        || l.starts_with("WARNING")
+                    {
+                        " class=\"warn\""
+                    } else {
+                        ""
+                    };
                     let _ = writeln!(out, "<p{class}>{}</p>", esc(l));
                 }
                 Block::Table { head, rows } => {
@@ -237,6 +239,10 @@ pub fn quality_line(s: &Summary) -> String {
                 "reference score {:.3} ({:?}, {} scored)",
                 r.mean, r.scoring, r.scored
             ),
+            None if q.probes > 0 => format!(
+                "quality: {} outputs kept, {} probes for consistency",
+                q.outputs, q.probes
+            ),
             None => format!("quality: {} outputs kept for consistency", q.outputs),
         },
     }
@@ -248,6 +254,12 @@ pub fn document(s: &Summary) -> Doc {
     let st = &s.steady;
     d.h(format!("goodput · {}", s.contract));
     d.line(headline(s));
+    if let Some(t) = &s.target {
+        d.line(format!("Target: {}", t.describe()));
+    }
+    for w in &s.warnings {
+        d.line(format!("WARNING: {w}"));
+    }
     d.line(format!(
         "Contract card ({}): the axes this result depends on",
         s.grade.verdict
@@ -486,9 +498,24 @@ pub fn document(s: &Summary) -> Doc {
             .collect();
         d.table(&["prediction", "measured", "outcome"], rows);
     }
-    d.h(format!("Validity: {}", s.validity.verdict));
-    if s.validity.reasons.is_empty() {
-        d.line("No reason found to doubt tail or goodput claims.");
+    let v = &s.validity;
+    if v.supports.is_empty() {
+        d.h(format!("Validity: {}", v.verdict));
+    } else {
+        d.h(format!("Validity: {} for {}", v.verdict, v.supports));
+    }
+    if v.reasons.is_empty() {
+        d.line(format!(
+            "No reason found to doubt claims of {}.",
+            if v.supports.is_empty() {
+                "tail latency or goodput"
+            } else {
+                &v.supports
+            }
+        ));
+    }
+    for c in &v.cannot_support {
+        d.line(format!("- cannot support: {c}"));
     }
     for r in &s.validity.reasons {
         d.line(format!("- {r}"));

@@ -129,6 +129,21 @@ impl Tokenizer {
         }
     }
 
+    /// The run's lead for a cache nonce (hex digits): one word `n<nonce>` (a few tokens of a
+    /// real model's vocabulary), except under a measured table, where it is spelt as three
+    /// [`WORDS`] (base-128 digits of the nonce; 2 million leads) so its cost is known.
+    pub fn run_lead(&self, nonce: &str) -> String {
+        match self {
+            Tokenizer::Table { .. } => {
+                let x = u64::from_str_radix(nonce, 16).unwrap_or(0);
+                let n = WORDS.len() as u64;
+                let d = |k: u32| WORDS[((x / n.pow(k)) % n) as usize];
+                format!("{} {} {}", d(0), d(1), d(2))
+            }
+            _ => format!("n{nonce}"),
+        }
+    }
+
     /// Tokens in `text` (no special tokens: a chat template's are the server's to add).
     pub fn count(&self, text: &str) -> u32 {
         match self {
