@@ -6,7 +6,9 @@
 //! Grammar (hand-written: one metric, one comparison, one number with an optional unit):
 //! `<metric> <op> <number>[unit]`, e.g. `ttft_p99<=300ms`, `goodput>=12`, `attainment >= 95%`.
 //! Metrics are the headline ones (`ttft_p50`, `ttft_p99`, `tpot_p50`, `tpot_p99`, `e2e_p99` in
-//! ms; `output_tokens_per_s`; `goodput` in req/s; `attainment` as a fraction or %).
+//! ms; `output_tokens_per_s`; `goodput` in req/s; `attainment` as a fraction or %), and
+//! `slo_met` alone: the run meets the SLO, by the one rule every command uses
+//! ([`crate::analyze::SloResult::meets`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +59,14 @@ pub struct Check {
 /// Parses one expectation; the error says what is wrong with it.
 pub fn parse(text: &str) -> Result<Expectation, String> {
     let t = text.trim();
+    if matches!(t.to_lowercase().as_str(), "slo_met" | "slo met") {
+        return Ok(Expectation {
+            text: t.to_owned(),
+            metric: SLO_MET.to_owned(),
+            op: ">=".to_owned(),
+            value: 1.0,
+        });
+    }
     let (pos, op) = ["<=", ">=", "<", ">"]
         .iter()
         .find_map(|op| t.find(op).map(|p| (p, *op)))
@@ -94,7 +104,7 @@ pub fn parse(text: &str) -> Result<Expectation, String> {
         },
         other => {
             return Err(format!(
-                "`{t}`: unknown metric `{other}` (ttft_p50, ttft_p99, tpot_p50, tpot_p99, e2e_p99, output_tokens_per_s, goodput, attainment)"
+                "`{t}`: unknown metric `{other}` (ttft_p50, ttft_p99, tpot_p50, tpot_p99, e2e_p99, output_tokens_per_s, goodput, attainment; or slo_met alone)"
             ));
         }
     };
@@ -119,9 +129,17 @@ pub fn hash(bytes: &[u8]) -> String {
     crate::text::sha256_hex(bytes)
 }
 
+/// The expectation that the run meets its SLO: 1 when it does, 0 when not.
+pub const SLO_MET: &str = "slo_met";
+
 /// Checks a prediction against a summary.
 pub fn check(p: &Prediction, s: &Summary, hash_verified: bool) -> Check {
-    let values = crate::compare::headline(s);
+    let mut values = crate::compare::headline(s);
+    values.push((
+        SLO_MET,
+        s.steady.slo.as_ref().map(|x| f64::from(u8::from(x.pass))),
+        false,
+    ));
     let outcomes = p
         .expect
         .iter()
@@ -166,6 +184,11 @@ mod tests {
         );
         assert_eq!(parse("e2e_p99_ms < 2s").unwrap().value, 2000.0);
         assert_eq!(parse("goodput>=12").unwrap().metric, "goodput_rps");
+        let e = parse("slo_met").unwrap();
+        assert_eq!(
+            (e.metric.as_str(), e.op.as_str(), e.value),
+            (SLO_MET, ">=", 1.0)
+        );
         assert_eq!(parse("attainment >= 95%").unwrap().value, 0.95);
         assert!(parse("ttft_p99 300").unwrap_err().contains("no comparison"));
         assert!(parse("speed >= 3").unwrap_err().contains("unknown metric"));

@@ -166,7 +166,7 @@ pub fn summarize(
     let outputs = steady().filter(|r| r.output_digest.is_some()).count() as u64;
     let probes = records
         .iter()
-        .filter(|r| r.phase == Phase::Quality && r.is_ok())
+        .filter(|r| r.phase == Phase::Quality && crate::plan::probe_answer(r.index) && r.is_ok())
         .count() as u64;
     match mode {
         QualityMode::None => None,
@@ -227,7 +227,13 @@ pub fn consistency(a: &[Record], b: &[Record]) -> Option<Consistency> {
     } else {
         Phase::Steady
     };
-    let key = |r: &Record| r.phase == phase && r.is_ok() && r.output_digest.is_some();
+    // A probe's answer, not its cache primer.
+    let key = |r: &Record| {
+        r.phase == phase
+            && (phase != Phase::Quality || crate::plan::probe_answer(r.index))
+            && r.is_ok()
+            && r.output_digest.is_some()
+    };
     let by_index: HashMap<u64, &Record> =
         a.iter().filter(|r| key(r)).map(|r| (r.index, r)).collect();
     let pairs: Vec<(&Record, &Record)> = b

@@ -354,7 +354,7 @@ pub async fn run(
     driver
         .sequential(
             PROBE_INDEX,
-            plan.probes(),
+            plan.probe_requests(),
             Phase::Quality,
             &probe_tx,
             &cancel,

@@ -78,7 +78,7 @@ async fn same_plan_is_fully_consistent_and_a_degraded_server_is_caught() {
     assert!(!out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     let pct = format!(
-        "{:.1}% of 120 requests gave identical outputs",
+        "over 120 quality probes (the same prompts in both runs) (bar 90.0%: quality.min_token_agreement); {:.1}% identical",
         c.identical * 100.0
     );
     assert!(
@@ -99,7 +99,11 @@ async fn same_plan_is_fully_consistent_and_a_degraded_server_is_caught() {
     );
     let out = goodput(&["compare".as_ref(), a.as_os_str(), b.as_os_str()]);
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("Quality held: 100.0% of 120 requests"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Quality held: mean token agreement 100.0% over 120 quality probes"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -477,3 +477,38 @@ async fn closed_loop_is_valid_for_latency_at_its_concurrency() {
     assert!(text.contains("Validity: VALID for throughput and latency at concurrency 4"));
     assert!(text.contains("- cannot support: tail latency under an arrival rate"));
 }
+
+/// Issue #16, item 1, the rule itself: a run whose attainment reaches its target while its
+/// percentile misses the threshold does not meet the SLO anywhere — not in the report's
+/// headline, not for `--predict`, not in `compare`, not for the capacity search.
+#[test]
+fn one_meaning_of_meets_the_slo_everywhere() {
+    let c = with_rate(CAPACITY, 5.0); // TTFT p90 ≤ 150 ms, attainment ≥ 80%
+    let mut recs = des_records(&c, 5);
+    let steady: Vec<usize> = (0..recs.len())
+        .filter(|&i| recs[i].phase == Phase::Steady)
+        .collect();
+    // 15% of steady requests 200 ms late to their first token: p90 misses, 85% still meet.
+    for &i in steady.iter().step_by(7).take(steady.len() * 15 / 100) {
+        let r = &mut recs[i];
+        let late = r.intended_us.unwrap() + 200_000;
+        r.first_token_us = Some(late);
+        if let Some(first) = r.chunks.first_mut() {
+            first.0 = late;
+        }
+        r.end_us = r.end_us.map(|e| e.max(late + 1));
+    }
+    let s = summarize(&c, &recs, &Inputs::default());
+    let slo = s.steady.slo.as_ref().unwrap();
+    assert!(slo.attainment >= 0.8 && slo.attainment < 0.9, "{slo:?}");
+    assert!(!slo.per_metric[0].pass && !slo.pass, "{slo:?}");
+    let report = goodput::report::document(&s).terminal();
+    assert!(report.contains("SLO NOT met: TTFT p90"), "{report}");
+    let p = goodput::predict::Prediction {
+        made_utc: "t".into(),
+        expect: vec![goodput::predict::parse("slo_met").unwrap()],
+    };
+    let check = goodput::predict::check(&p, &s, true);
+    assert_eq!(check.outcomes[0].held, Some(false));
+    assert!(!goodput::sweep::passes_capacity(&s));
+}

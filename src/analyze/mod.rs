@@ -893,6 +893,12 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
         "Output tokens from {output_token_source}; the client counts {counting}."
     ));
     notes.extend(length_notes(c, &lengths));
+    let retried = steady_recs.iter().filter(|r| r.retried.is_some()).count();
+    if retried > 0 {
+        notes.push(format!(
+            "{retried} steady requests were sent twice: the kept-alive connection the first attempt went out on had already been closed by the server (which closes connections without saying so), so it never saw it; each was re-sent at once on a new connection and is timed from its first send."
+        ));
+    }
     if output_length_mismatches > 0 {
         notes.push(format!("{output_length_mismatches} steady requests returned an output length other than planned although it was enforced."));
     }
@@ -1521,6 +1527,7 @@ mod tests {
             usage_completion_tokens: usage,
             usage_cached_tokens: None,
             response_model: None,
+            retried: None,
             client_output_tokens: client,
             outcome: Outcome::Ok,
             error: None,

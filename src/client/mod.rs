@@ -216,15 +216,18 @@ impl Client {
     /// Sends `body` and fills `rec` with what happened. Never panics on server behaviour; every
     /// failure becomes an outcome with what was measured before it kept.
     pub async fn execute(&self, body: Bytes, rec: &mut Record, cancel: &CancellationToken) {
-        let mut req = self
-            .http
-            .post(&self.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header("x-request-id", &rec.request_id)
-            .body(body);
-        if let Some(k) = &self.api_key {
-            req = req.bearer_auth(k);
-        }
+        let request = || {
+            let req = self
+                .http
+                .post(&self.url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .header("x-request-id", &rec.request_id)
+                .body(body.clone());
+            match &self.api_key {
+                Some(k) => req.bearer_auth(k),
+                None => req,
+            }
+        };
         // The timeout and the cancellation are made once per request and polled by reference:
         // made afresh per chunk, each would register and deregister itself with the timer and
         // the run's token, locks shared by every request. The token is the request's own child,
@@ -239,13 +242,26 @@ impl Client {
         ));
         tokio::pin!(cancelled, timeout);
 
-        let resp = tokio::select! {
-            r = req.send() => r,
-            () = &mut timeout => {
-                return rec.fail(Outcome::Timeout, format!("no response headers within {:?}", self.timeout), self.now_us());
+        let mut retried = None;
+        let resp = loop {
+            let r = tokio::select! {
+                r = request().send() => r,
+                () = &mut timeout => {
+                    return rec.fail(Outcome::Timeout, format!("no response headers within {:?}", self.timeout), self.now_us());
+                }
+                () = &mut cancelled => return rec.fail(Outcome::Interrupted, "run interrupted", self.now_us()),
+            };
+            match r {
+                // The pooled connection it was written to had been closed by the server, with
+                // no byte of an answer: the server never saw this request. Sent again at once
+                // on a new connection; the latency keeps the failed attempt's microseconds.
+                Err(e) if retried.is_none() && stale_connection(&e) => {
+                    retried = Some(describe(&e));
+                }
+                r => break r,
             }
-            () = &mut cancelled => return rec.fail(Outcome::Interrupted, "run interrupted", self.now_us()),
         };
+        rec.retried = retried;
         let resp = match resp {
             Ok(r) => r,
             Err(e) => {
@@ -438,6 +454,21 @@ struct StreamState {
 }
 
 /// A reqwest error with its causes (e.g. "connection refused").
+/// hyper's "connection closed before message completed" with no response: the request was
+/// written to a kept-alive connection the server had already closed. (llama.cpp's server
+/// closes every connection after a streamed response while its headers promise keep-alive,
+/// so a closed loop that sends the next request at once writes into a closed socket.)
+fn stale_connection(e: &reqwest::Error) -> bool {
+    let mut src = std::error::Error::source(e);
+    while let Some(c) = src {
+        if let Some(h) = c.downcast_ref::<hyper::Error>() {
+            return h.is_incomplete_message();
+        }
+        src = c.source();
+    }
+    false
+}
+
 fn describe(e: &reqwest::Error) -> String {
     let mut s = e.to_string();
     let mut src = std::error::Error::source(e);
@@ -536,6 +567,105 @@ mod tests {
         let http = http_pool(Duration::ZERO).unwrap();
         for _ in 0..3 {
             get(&http, &url).await;
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    }
+
+    /// A server that answers the first request on each connection (keeping it alive, as its
+    /// headers say) and drops the connection, without a byte, when a second request arrives
+    /// on it: what a client sees from llama.cpp when it reuses a connection the server closed
+    /// after a streamed response. Counts the connections it accepts.
+    async fn closing_server() -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let (mut buf, mut chunk, mut answered) = (Vec::new(), [0u8; 4096], false);
+                    while let Ok(n @ 1..) = sock.read(&mut chunk).await {
+                        buf.extend_from_slice(&chunk[..n]);
+                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        if buf.len() < end + 4 + len {
+                            continue;
+                        }
+                        buf.drain(..end + 4 + len);
+                        if answered {
+                            return; // the second request on this connection: dropped unread
+                        }
+                        answered = true;
+                        let body = r#"{"choices":[{"text":" ok","finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#;
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nkeep-alive: timeout=5, max=100\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if sock.write_all(resp.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    /// Regression: the real-engine "flake" (`connect: connection closed before message
+    /// completed`, 0.1 ms after the send) was the client writing into a kept-alive connection
+    /// the server had closed. Such a request never reached the server: it is re-sent once on a
+    /// new connection and the record says so.
+    #[tokio::test]
+    async fn a_request_written_to_a_connection_the_server_closed_is_sent_again() {
+        let (url, accepted) = closing_server().await;
+        let client = Client::new(
+            http_pool(DEFAULT_KEEP_ALIVE).unwrap(),
+            &url,
+            None,
+            Box::new(crate::client::openai::OpenAi::Completions),
+            ClientTokenCount::Chunks,
+            Duration::from_secs(5),
+            false,
+            Instant::now(),
+        );
+        let planned = crate::plan::PlannedRequest {
+            index: 0,
+            phase: crate::plan::Phase::Steady,
+            intended_us: None,
+            input_tokens: 3,
+            output_tokens: 1,
+            prompt: "a b c".into(),
+            messages: None,
+        };
+        let cancel = CancellationToken::new();
+        let mut recs = Vec::new();
+        for _ in 0..3 {
+            let mut rec = Record::planned(&planned, crate::plan::Phase::Steady, "t");
+            client
+                .execute(Bytes::from_static(b"{}"), &mut rec, &cancel)
+                .await;
+            recs.push(rec);
+        }
+        for r in &recs {
+            assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+        }
+        // The first went out on a new connection; each later one was written to the kept one,
+        // found it closed, and went again on a new one.
+        assert!(recs[0].retried.is_none());
+        for r in &recs[1..] {
+            let why = r.retried.as_deref().unwrap();
+            assert!(
+                why.contains("connection closed before message completed"),
+                "{why}"
+            );
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 3);
     }

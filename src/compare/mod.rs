@@ -677,4 +677,97 @@ mod tests {
         let r = refusals(&axes_diff(&base, &closed)).join("\n");
         assert!(r.contains("closed vs open loop"), "{r}");
     }
+
+    /// A run whose quality probes answered `texts` (probe k's answer is `texts[k]`).
+    fn probed_run(c: &Contract, texts: &[String]) -> (Summary, Vec<Record>) {
+        let records: Vec<Record> = texts
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let p = crate::plan::PlannedRequest {
+                    index: crate::plan::PROBE_INDEX + 2 * k as u64 + 1,
+                    phase: Phase::Quality,
+                    intended_us: None,
+                    input_tokens: 4,
+                    output_tokens: 8,
+                    prompt: String::new(),
+                    messages: None,
+                };
+                let mut r = Record::planned(&p, Phase::Quality, "t");
+                r.sent_us = Some(0);
+                r.end_us = Some(1);
+                r.output_digest = Some(crate::quality::digest(t));
+                r.output_text = Some(t.clone());
+                r
+            })
+            .collect();
+        let s = crate::analyze::summarize(c, &records, &crate::analyze::Inputs::default());
+        (s, records)
+    }
+
+    /// 20 probes of 10 words; the first `same` of them as in `base`, the rest diverging after
+    /// `keep` words.
+    fn texts(same: usize, keep: usize) -> Vec<String> {
+        (0..20)
+            .map(|k| {
+                (0..10)
+                    .map(|w| {
+                        if k < same || w < keep {
+                            format!("w{k}x{w}")
+                        } else {
+                            format!("z{k}x{w}")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_quality_bar_is_the_baselines_own_run_to_run_agreement_when_lower() {
+        let c = c("[quality]\nmode = \"consistency\"\n");
+        let side = |runs: Vec<Vec<String>>| Side {
+            path: PathBuf::from("x"),
+            contract: c.clone(),
+            runs: runs.iter().map(|t| probed_run(&c, t)).collect(),
+        };
+        // The engine disagrees with itself: run to run, 12 of 20 probes identical and the
+        // other 8 diverge after 3 of 10 words: agreement 0.6 + 0.4 × 0.3 = 72%.
+        let baseline = side(vec![texts(20, 10), texts(12, 3)]);
+        // The candidate agrees with the baseline as much as the baseline with itself: held,
+        // though below the contract's fixed 90%.
+        let like = side(vec![texts(11, 3)]);
+        let g = compare(&baseline, &like, 0.05).quality;
+        assert_eq!(g.status, "held", "{}", g.detail);
+        assert!(
+            g.detail
+                .contains("the baseline's own run-to-run agreement 72.0%"),
+            "{}",
+            g.detail
+        );
+        assert!(
+            g.detail
+                .contains("batched engines are not bitwise deterministic")
+        );
+        // Much less agreement than that is a changed service.
+        let worse = side(vec![texts(4, 1)]);
+        assert_eq!(compare(&baseline, &worse, 0.05).quality.status, "not held");
+        // A single-run baseline has no measured noise: the contract's 90% is the bar.
+        let single = side(vec![texts(20, 10)]);
+        let g = compare(&single, &like, 0.05).quality;
+        assert_eq!(g.status, "not held", "{}", g.detail);
+        assert!(
+            g.detail.contains("quality.min_token_agreement"),
+            "{}",
+            g.detail
+        );
+        // The strict mode: identical share required as well.
+        let strict = side(vec![texts(20, 10)]);
+        let mut strict = strict;
+        strict.contract.quality.min_identical = Some(0.99);
+        let nearly = side(vec![texts(19, 9)]);
+        let g = compare(&strict, &nearly, 0.05).quality;
+        assert_eq!(g.status, "not held", "{}", g.detail);
+    }
 }

@@ -64,9 +64,10 @@ pub struct Quality {
     #[serde(default)]
     pub keep_text: bool,
     /// `consistency`: quality probes sent one at a time after the load, the first steady
-    /// prompts without the run's lead, the same in every run: `compare` pairs their outputs
-    /// request by request (the measured prompts carry each run's own cache nonce, so theirs
-    /// cannot be paired).
+    /// prompts without the run's lead (the same in every run) and at most 32 output tokens,
+    /// each twice in a row so its answer comes from a warm cache in every run: `compare` pairs
+    /// the answers request by request (the measured prompts carry each run's own cache nonce,
+    /// so theirs cannot be paired). Costs 2 × probes short requests after the measurement.
     #[serde(default = "default_probes")]
     pub probes: u32,
     /// `compare` guard for `consistency`: the mean token agreement of the probes' outputs

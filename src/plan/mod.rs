@@ -154,9 +154,20 @@ pub fn run_lead(c: &Contract) -> String {
     }
 }
 
-/// First plan index of the quality probes: probe `k` asks steady request `k`'s prompt without
-/// the run's lead.
+/// First plan index of the quality probes. Probe `k` asks steady request `k`'s prompt without
+/// the run's lead, twice in a row: index `PROBE_INDEX + 2k` primes the server's prefix cache,
+/// `PROBE_INDEX + 2k + 1` is the answer compared across runs. So every run's answers come from
+/// the same cache state (an engine's cached path need not give bit-identical logits to a full
+/// prefill: llama.cpp's first token differed for 2 of 6 probes served from another run's cache).
 pub const PROBE_INDEX: u64 = 1 << 42;
+
+/// Output tokens a quality probe asks for at most: enough to show divergence, cheap to send.
+pub const PROBE_MAX_TOKENS: u32 = 32;
+
+/// Whether a plan index is a quality probe's compared answer (not its cache primer).
+pub fn probe_answer(index: u64) -> bool {
+    index >= PROBE_INDEX && (index - PROBE_INDEX) % 2 == 1
+}
 
 /// First plan index of the requests that send each shared prefix once (`prefix_cache = "warm"`).
 pub const PRIME_INDEX: u64 = 1 << 41;
@@ -464,18 +475,22 @@ impl Plan {
         self.len() == Some(0)
     }
 
-    /// How many quality probes follow the load; they are plan indices
+    /// How many quality-probe requests follow the load (two per probe); they are plan indices
     /// `PROBE_INDEX..PROBE_INDEX + n`.
-    pub fn probes(&self) -> u64 {
-        self.probes
+    pub fn probe_requests(&self) -> u64 {
+        2 * self.probes
     }
 
     /// Request `index`, generated on its own.
     pub fn request(&self, index: u64) -> PlannedRequest {
-        if let Some(k) = index.checked_sub(PROBE_INDEX).filter(|&k| k < self.probes) {
-            let mut r = self.request_led(k, "");
+        if let Some(k) = index
+            .checked_sub(PROBE_INDEX)
+            .filter(|&k| k < self.probe_requests())
+        {
+            let mut r = self.request_led(k / 2, "");
             r.index = index;
             r.phase = Phase::Quality;
+            r.output_tokens = r.output_tokens.min(PROBE_MAX_TOKENS);
             return r;
         }
         self.request_led(index, &self.lead)

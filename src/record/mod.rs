@@ -61,6 +61,11 @@ pub struct Record {
     /// HTTP status, when a response arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
+    /// Sent twice: the first attempt was written to a kept-alive connection the server had
+    /// already closed (this is its error); the record is the second, sent at once on a new
+    /// connection, timed from the first send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried: Option<String>,
     /// The response's `model` field: the model that answered, as the server names it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_model: Option<String>,
@@ -157,6 +162,7 @@ impl Record {
             usage_completion_tokens: None,
             usage_cached_tokens: None,
             response_model: None,
+            retried: None,
             client_output_tokens: 0,
             outcome: Outcome::Ok,
             error: None,
