@@ -479,7 +479,7 @@ fn long_run(dir: &Path) -> std::process::Child {
     let p = write(
         dir,
         "c.toml",
-        "name = \"int\"\n[load]\nmodel = \"open\"\nrate = 50\nrequests = 5000\n[workload]\noutput_tokens = { dist = \"fixed\", value = 20 }\n",
+        "name = \"int\"\n[load]\nmodel = \"open\"\nrate = 50\nrequests = 5000\n[workload]\noutput_tokens = { dist = \"fixed\", value = 20 }\n[slo]\nttft_ms = 5000\n",
     );
     Command::new(env!("CARGO_BIN_EXE_goodput"))
         .args(["run", p.to_str().unwrap(), "--quiet"])
@@ -538,6 +538,16 @@ fn ctrl_c_keeps_every_finished_record_and_marks_the_bundle() {
             .unwrap();
     assert_eq!(summary["interrupted"], true);
     assert_eq!(summary["validity"]["verdict"], "INVALID");
+    // Requests cut off by Ctrl-C are not SLO misses (issue #16): attainment is over the
+    // completed ones, which all met a 5 s TTFT on the idle simulator, and they are counted apart.
+    let cut = records
+        .iter()
+        .filter(|r| r.phase == Phase::Steady && r.outcome == goodput::record::Outcome::Interrupted)
+        .count();
+    assert!(cut > 0, "requests were in flight at the Ctrl-C");
+    let slo = &summary["steady"]["slo"];
+    assert_eq!(slo["cancelled"], cut as u64, "{slo}");
+    assert_eq!(slo["attainment"], 1.0, "{slo}");
 }
 
 #[test]

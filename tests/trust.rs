@@ -446,6 +446,11 @@ fn cancelled_requests_are_not_slo_misses() {
     );
     let slo = s.steady.slo.as_ref().unwrap();
     assert_eq!((slo.cancelled, slo.counted), (50, 100));
+    let report = goodput::report::document(&s).terminal();
+    assert!(
+        report.contains("over 100 requests (50 cancelled by the user left out)"),
+        "{report}"
+    );
     assert!(
         (slo.attainment - a).abs() < 0.05,
         "{} vs {a}",
@@ -511,4 +516,26 @@ fn one_meaning_of_meets_the_slo_everywhere() {
     let check = goodput::predict::check(&p, &s, true);
     assert_eq!(check.outcomes[0].held, Some(false));
     assert!(!goodput::sweep::passes_capacity(&s));
+}
+
+/// Item 6 end to end: the embedded simulator offered twice what it sustains, through the
+/// real client and driver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overloaded_simulator_is_diagnosed_through_the_real_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = CAPACITY
+        .replace("rate = 30\nrequests = 150", "rate = 60\nrequests = 300")
+        .replace("probes = 4", "probes = 1")
+        .replace("[slo]", "[measurement]\nserver_metrics_interval = 0\n[slo]");
+    let r = run_in(parse(&src), dir.path()).await;
+    let v = &r.summary.validity;
+    let o = v.overload.as_ref().expect("overload diagnosed");
+    let offered = r.summary.steady.throughput.offered_rps.unwrap();
+    assert!(o.sustained_rps < 0.8 * offered, "{o:?}");
+    let text = goodput::report::document(&r.summary).terminal();
+    assert!(
+        text.contains("offered load above what the server sustains, about"),
+        "{text}"
+    );
+    assert!(!text.contains("lengthen warm-up"), "{text}");
 }

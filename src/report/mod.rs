@@ -295,8 +295,16 @@ pub fn document(s: &Summary) -> Doc {
                 )
             })
             .collect();
+        let cancelled = if slo.cancelled > 0 {
+            format!(
+                " over {} requests ({} cancelled by the user left out)",
+                slo.counted, slo.cancelled
+            )
+        } else {
+            String::new()
+        };
         d.line(format!(
-            "SLO {}: {}; attainment {:.1}% (target {:.0}%); goodput {} req/s",
+            "SLO {}: {}; attainment {:.1}%{cancelled} (target {:.0}%); goodput {} req/s",
             if slo.pass { "met" } else { "NOT met" },
             parts.join(", "),
             slo.attainment * 100.0,
