@@ -277,15 +277,7 @@ fn without_userinfo(url: &str) -> String {
     }
 }
 
-fn target_identity(c: &Contract, facts: Option<&Facts>) -> TargetIdentity {
-    let declared_only;
-    let facts = match facts {
-        Some(f) => f,
-        None => {
-            declared_only = Facts::resolve(&c.target.declared, &[]);
-            &declared_only
-        }
-    };
+fn target_identity(c: &Contract, facts: &Facts) -> TargetIdentity {
     let fact = |k: &str| facts.get(k).map(str::to_owned);
     TargetIdentity {
         simulator: c.embedded(),
@@ -865,6 +857,15 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
         },
     );
 
+    // The target's facts; without environment.json, the declared ones alone.
+    let declared_only;
+    let facts = match facts {
+        Some(f) => f,
+        None => {
+            declared_only = Facts::resolve(&c.target.declared, &[]);
+            &declared_only
+        }
+    };
     let grade = grade(c, records, facts);
     let mut notes = Vec::new();
     if !open {
@@ -1441,17 +1442,9 @@ fn length_notes(c: &Contract, l: &LengthCheck) -> Vec<String> {
 }
 
 /// Comparable when the contract and the facts it depends on are complete; else directional.
-fn grade(c: &Contract, records: &[Record], facts: Option<&Facts>) -> Grade {
+fn grade(c: &Contract, records: &[Record], facts: &Facts) -> Grade {
     let mut missing = Vec::new();
     if !c.embedded() {
-        let declared_only;
-        let facts = match facts {
-            Some(f) => f,
-            None => {
-                declared_only = Facts::resolve(&c.target.declared, &[]);
-                &declared_only
-            }
-        };
         for (key, name) in crate::env::facts::GRADED {
             if facts.get(key).is_none() {
                 missing.push(format!(

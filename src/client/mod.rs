@@ -502,34 +502,45 @@ mod tests {
 
     use super::*;
 
-    /// A keep-alive HTTP/1.1 server on loopback that answers every request `ok` and counts the
-    /// connections it accepts.
-    async fn counting_server() -> (String, Arc<AtomicUsize>) {
+    /// A loopback server that runs `serve` on each connection it accepts, and counts them.
+    async fn loopback<F, Fut>(serve: F) -> (std::net::SocketAddr, Arc<AtomicUsize>)
+    where
+        F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let addr = listener.local_addr().unwrap();
         let accepted = Arc::new(AtomicUsize::new(0));
         let count = accepted.clone();
         tokio::spawn(async move {
-            while let Ok((mut sock, _)) = listener.accept().await {
+            while let Ok((sock, _)) = listener.accept().await {
                 count.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 1024];
-                    while let Ok(n @ 1..) = sock.read(&mut chunk).await {
-                        buf.extend_from_slice(&chunk[..n]);
-                        // Requests here are bodiless GETs: one ends at its blank line.
-                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            buf.drain(..end + 4);
-                            let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                            if sock.write_all(ok).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                });
+                tokio::spawn(serve(sock));
             }
         });
-        (url, accepted)
+        (addr, accepted)
+    }
+
+    /// A keep-alive HTTP/1.1 server on loopback that answers every request `ok` and counts the
+    /// connections it accepts.
+    async fn counting_server() -> (String, Arc<AtomicUsize>) {
+        let (addr, accepted) = loopback(|mut sock| async move {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while let Ok(n @ 1..) = sock.read(&mut chunk).await {
+                buf.extend_from_slice(&chunk[..n]);
+                // Requests here are bodiless GETs: one ends at its blank line.
+                while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    buf.drain(..end + 4);
+                    let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    if sock.write_all(ok).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        })
+        .await;
+        (format!("http://{addr}/"), accepted)
     }
 
     async fn get(http: &reqwest::Client, url: &str) {
@@ -576,47 +587,39 @@ mod tests {
     /// on it: what a client sees from llama.cpp when it reuses a connection the server closed
     /// after a streamed response. Counts the connections it accepts.
     async fn closing_server() -> (String, Arc<AtomicUsize>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let count = accepted.clone();
-        tokio::spawn(async move {
-            while let Ok((mut sock, _)) = listener.accept().await {
-                count.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let (mut buf, mut chunk, mut answered) = (Vec::new(), [0u8; 4096], false);
-                    while let Ok(n @ 1..) = sock.read(&mut chunk).await {
-                        buf.extend_from_slice(&chunk[..n]);
-                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                            continue;
-                        };
-                        let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse().ok())
-                            .unwrap_or(0);
-                        if buf.len() < end + 4 + len {
-                            continue;
-                        }
-                        buf.drain(..end + 4 + len);
-                        if answered {
-                            return; // the second request on this connection: dropped unread
-                        }
-                        answered = true;
-                        let body = r#"{"choices":[{"text":" ok","finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#;
-                        let resp = format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nkeep-alive: timeout=5, max=100\r\ncontent-length: {}\r\n\r\n{body}",
-                            body.len()
-                        );
-                        if sock.write_all(resp.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                });
+        let (addr, accepted) = loopback(|mut sock| async move {
+            let (mut buf, mut chunk, mut answered) = (Vec::new(), [0u8; 4096], false);
+            while let Ok(n @ 1..) = sock.read(&mut chunk).await {
+                buf.extend_from_slice(&chunk[..n]);
+                let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    continue;
+                };
+                let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                if buf.len() < end + 4 + len {
+                    continue;
+                }
+                buf.drain(..end + 4 + len);
+                if answered {
+                    return; // the second request on this connection: dropped unread
+                }
+                answered = true;
+                let body = r#"{"choices":[{"text":" ok","finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#;
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nkeep-alive: timeout=5, max=100\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if sock.write_all(resp.as_bytes()).await.is_err() {
+                    return;
+                }
             }
-        });
-        (url, accepted)
+        })
+        .await;
+        (format!("http://{addr}"), accepted)
     }
 
     /// Regression: the real-engine "flake" (`connect: connection closed before message
