@@ -102,6 +102,7 @@ async fn drive_with(
         out_root: dir.to_owned(),
         progress: false,
         argv: vec!["bench".into()],
+        overrides: Vec::new(),
         bundle_dir: None,
         wake_latency_hold: hold,
     };

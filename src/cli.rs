@@ -34,11 +34,78 @@ pub struct OutputArgs {
     /// Print the result as JSON instead of the text report.
     #[arg(long)]
     pub json: bool,
+    /// The whole report: also the contract card (fingerprints), requested/sent/reported token
+    /// lengths, confidence intervals, each percentile's support and the dispatch lag split
+    /// (always in report.html, report.md and the JSON).
+    #[arg(long, short)]
+    pub verbose: bool,
     /// Leave the CPUs' idle states alone. By default a run asks the kernel
     /// (/dev/cpu_dma_latency, when writable) to keep idle CPUs quick to wake, so the open-loop
     /// schedule is kept to the tens of microseconds; environment.json says whether it held.
     #[arg(long)]
     pub no_wake_latency_hold: bool,
+}
+
+/// Changes to the contract for this run, written into its text before it is parsed (so the
+/// bundle's resolved contract and every fingerprint hold what was run, and `command.json` lists
+/// them). The same dotted keys as `sweep --vary`.
+#[derive(Debug, Default, clap::Args)]
+pub struct Overrides {
+    /// Set a contract field, e.g. `--set load.rate=5 --set slo.ttft_ms=300` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// The server's base URL (`target.url`), e.g. http://127.0.0.1:8000.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// The model to ask for (`target.model`).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Open loop at this many requests per second (`load.rate`).
+    #[arg(long, conflicts_with = "concurrency")]
+    pub rate: Option<String>,
+    /// Closed loop with this many users (`load.concurrency`).
+    #[arg(long)]
+    pub concurrency: Option<String>,
+    /// Measured requests (`load.requests`).
+    #[arg(long, conflicts_with = "duration")]
+    pub requests: Option<String>,
+    /// Measured duration, e.g. 60s (`load.duration`).
+    #[arg(long)]
+    pub duration: Option<String>,
+}
+
+impl Overrides {
+    /// The edits, shorthands first, then each `--set` in order; and how they read.
+    fn edits(&self) -> anyhow::Result<(Vec<contract::edit::Edit>, Vec<String>)> {
+        let mut edits = Vec::new();
+        let mut said = Vec::new();
+        for (name, v) in [
+            ("url", &self.url),
+            ("model", &self.model),
+            ("rate", &self.rate),
+            ("concurrency", &self.concurrency),
+            ("requests", &self.requests),
+            ("duration", &self.duration),
+        ] {
+            if let Some(v) = v {
+                edits.extend(contract::edit::shorthand(name, v));
+                said.push(format!("--{name} {v}"));
+            }
+        }
+        for s in &self.set {
+            edits.push(contract::edit::Edit::parse_set(s).map_err(anyhow::Error::msg)?);
+            said.push(format!("--set {s}"));
+        }
+        Ok((edits, said))
+    }
+
+    /// The contract text with the changes made.
+    fn apply(&self, src: &str, path: &Path) -> anyhow::Result<(String, Vec<String>)> {
+        let (edits, said) = self.edits()?;
+        let text = contract::edit::apply(src, &edits)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        Ok((text, said))
+    }
 }
 
 impl OutputArgs {
@@ -48,6 +115,7 @@ impl OutputArgs {
             out_root: self.out.clone(),
             progress: !self.quiet,
             argv: std::env::args().collect(),
+            overrides: Vec::new(),
             bundle_dir: None,
             wake_latency_hold: !self.no_wake_latency_hold,
         }
@@ -63,6 +131,8 @@ pub enum Command {
         contract: Option<PathBuf>,
         #[command(flatten)]
         output: OutputArgs,
+        #[command(flatten)]
+        overrides: Overrides,
         /// Measure a cold start: wait for the server to become ready (launching it when the
         /// contract's [cold_start] says how) and report its first requests apart.
         #[arg(long)]
@@ -95,6 +165,10 @@ pub enum Command {
         /// Print a self-contained HTML page instead.
         #[arg(long, conflicts_with_all = ["json", "markdown"])]
         html: bool,
+        /// What to call each result, in the order given (overrides `[meta] label`); as many as
+        /// results, or fewer (the rest keep theirs).
+        #[arg(long = "label", value_name = "NAME")]
+        labels: Vec<String>,
     },
     /// Write a commented example contract.
     Init {
@@ -103,6 +177,8 @@ pub enum Command {
         /// Overwrite an existing file.
         #[arg(long)]
         force: bool,
+        #[command(flatten)]
+        overrides: Overrides,
     },
     /// Print a contract's plan as JSON lines (same contract and seed: same bytes).
     Plan {
@@ -116,6 +192,9 @@ pub enum Command {
         bundle: PathBuf,
         #[arg(long)]
         json: bool,
+        /// The whole report (see `run --verbose`).
+        #[arg(long, short)]
+        verbose: bool,
         /// Print the self-contained HTML report (charts inline) instead of text.
         #[arg(long, conflicts_with = "json")]
         html: bool,
@@ -147,6 +226,9 @@ pub enum Command {
         max_runs: usize,
         #[command(flatten)]
         output: OutputArgs,
+        /// Changes to the contract for every point (e.g. `--requests 200` for smaller points).
+        #[command(flatten)]
+        overrides: Overrides,
     },
     /// Show coordinated omission: open vs closed loop from 50% to 120% of capacity, on the
     /// simulator's discrete-event clock (seconds).
@@ -183,6 +265,31 @@ pub enum Command {
 }
 
 /// Writes to stdout, returning the error (a closed pipe) instead of panicking like `print!`.
+/// Each run of a repeat set: its headline, why it is INVALID (first reason), and how its
+/// predictions fared.
+fn runs_overview(runs: &[&crate::analyze::Summary]) -> String {
+    let mut out = String::new();
+    for (i, s) in runs.iter().enumerate() {
+        out += &format!("run {:02}: {}\n", i + 1, crate::report::headline(s));
+        if let Some(r) = s.validity.reasons.first() {
+            out += &format!("  INVALID: {r}\n");
+        }
+        for o in s.predictions.iter().flat_map(|p| &p.outcomes) {
+            out += &format!(
+                "  predicted {}: measured {}, {}\n",
+                o.text,
+                o.measured.map_or("nothing".into(), crate::report::num),
+                match o.held {
+                    Some(true) => "held",
+                    Some(false) => "did not hold",
+                    None => "not measured",
+                }
+            );
+        }
+    }
+    out
+}
+
 fn say(text: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
@@ -196,17 +303,29 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run {
             contract,
             output,
+            overrides,
             cold_start,
             repeats,
             predict,
         } => {
-            let mut c = match &contract {
-                Some(p) => contract::load(p)?,
-                None => contract::parse(
-                    contract::BUILTIN,
-                    Path::new("<built-in examples/chat.toml>"),
-                )?,
+            let (path, src) = match &contract {
+                Some(p) => (
+                    p.clone(),
+                    std::fs::read_to_string(p)
+                        .with_context(|| format!("reading {}", p.display()))?,
+                ),
+                None => (
+                    PathBuf::from("<built-in examples/chat.toml>"),
+                    contract::BUILTIN.to_owned(),
+                ),
             };
+            let (text, said) = overrides.apply(&src, &path)?;
+            let mut c = contract::parse(&text, &path)?;
+            for n in &c.notes {
+                eprintln!("note: {n}");
+            }
+            let mut options = output.run_options();
+            options.overrides = said;
             if cold_start && c.cold_start.is_none() {
                 c.cold_start = Some(contract::ColdStart::default());
             }
@@ -235,14 +354,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             });
             if c.repeat.runs > 1 {
-                let (parent, rs, results) =
-                    crate::run::run_repeats(c, output.run_options(), cancel).await?;
+                let (parent, rs, results) = crate::run::run_repeats(c, options, cancel).await?;
                 if output.json {
                     say(&(serde_json::to_string_pretty(&rs)? + "\n"))?;
                 } else {
-                    for r in &results {
-                        say(&format!("{}\n", crate::report::headline(&r.summary)))?;
-                    }
+                    let summaries: Vec<&crate::analyze::Summary> =
+                        results.iter().map(|r| &r.summary).collect();
+                    say(&runs_overview(&summaries))?;
                     say(&crate::run::repeat_document(&rs).terminal())?;
                     say(&format!("\nBundle: {}\n", parent.dir.display()))?;
                 }
@@ -252,11 +370,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     ExitCode::SUCCESS
                 });
             }
-            let r = crate::run::run(c, output.run_options(), cancel).await?;
+            let r = crate::run::run(c, options, cancel).await?;
             if output.json {
                 say(&(serde_json::to_string_pretty(&r.summary)? + "\n"))?;
             } else {
-                say(&crate::report::document(&r.summary).terminal())?;
+                say(&crate::report::document_at(&r.summary, output.verbose).terminal())?;
                 say(&format!("\nBundle: {}\n", r.bundle.dir.display()))?;
             }
             let st = &r.summary.steady.stats;
@@ -286,11 +404,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             markdown,
             allow_quality_change,
             html,
+            labels,
         } => {
-            let sides = bundles
+            if labels.len() > bundles.len() {
+                bail!(
+                    "--label given {} times for {} results",
+                    labels.len(),
+                    bundles.len()
+                );
+            }
+            let mut sides = bundles
                 .iter()
                 .map(|b| crate::compare::load_side(b))
                 .collect::<anyhow::Result<Vec<_>>>()?;
+            for (s, l) in sides.iter_mut().zip(labels) {
+                s.label = Some(l);
+            }
             let comparisons: Vec<_> = sides[1..]
                 .iter()
                 .map(|o| crate::compare::compare(&sides[0], o, noise))
@@ -323,12 +452,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Init { path, force } => {
+        Command::Init {
+            path,
+            force,
+            overrides,
+        } => {
             if path.exists() && !force {
                 bail!("{} exists; pass --force to overwrite it", path.display());
             }
-            std::fs::write(&path, contract::BUILTIN)
-                .with_context(|| format!("writing {}", path.display()))?;
+            let (text, _) = overrides.apply(contract::BUILTIN, &path)?;
+            // Checked before it is written: a shorthand that makes the template invalid says so.
+            contract::parse(&text, &path)?;
+            std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
             say(&format!(
                 "wrote {}; run it with: goodput run {}\n",
                 path.display(),
@@ -341,7 +476,55 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             say(&crate::plan::Plan::new(&c).to_jsonl(limit))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Report { bundle, json, html } => {
+        Command::Report {
+            bundle,
+            json,
+            verbose,
+            html,
+        } if bundle.join("repeat.json").is_file() => {
+            // A repeat set: every run recomputed from its own records, then the aggregate.
+            let c = contract::load(&bundle.join(crate::bundle::CONTRACT))?;
+            let mut dirs: Vec<PathBuf> = std::fs::read_dir(&bundle)
+                .with_context(|| format!("reading {}", bundle.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.is_dir()
+                        && p.file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
+                })
+                .collect();
+            dirs.sort();
+            let runs = dirs
+                .iter()
+                .map(|d| crate::run::recompute(d).map(|(_, s)| s))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let refs: Vec<&crate::analyze::Summary> = runs.iter().collect();
+            let rs = crate::run::repeat_summary(&c, &refs);
+            if json {
+                say(&(serde_json::to_string_pretty(&rs)? + "\n"))?;
+            } else if html {
+                bail!(
+                    "--html reports one run: give one of {}'s run-NN bundles",
+                    bundle.display()
+                );
+            } else {
+                say(&runs_overview(&refs))?;
+                say(&crate::run::repeat_document(&rs).terminal())?;
+                if verbose {
+                    for (d, s) in dirs.iter().zip(&runs) {
+                        say(&format!("\n{}\n", d.display()))?;
+                        say(&crate::report::document_at(s, true).terminal())?;
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Report {
+            bundle,
+            json,
+            verbose,
+            html,
+        } => {
             let (b, s) = crate::run::recompute(&bundle)?;
             if json {
                 say(&(serde_json::to_string_pretty(&s)? + "\n"))?;
@@ -352,7 +535,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let seconds = crate::analyze::timeseries(&records);
                 say(&crate::report::html::page(&c, &s, &records, &seconds))?;
             } else {
-                say(&crate::report::document(&s).terminal())?;
+                say(&crate::report::document_at(&s, verbose).terminal())?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -363,9 +546,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             resolution,
             max_runs,
             output,
+            overrides,
         } => {
             let src = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
+            let (src, _) = overrides.apply(&src, &path)?;
             let cancel = CancellationToken::new();
             let on_signal = cancel.clone();
             tokio::spawn(async move {

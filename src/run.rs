@@ -38,6 +38,9 @@ pub struct RunOptions {
     pub progress: bool,
     /// The command line, for `command.json`.
     pub argv: Vec<String>,
+    /// The contract changes made on the command line (`--set`, `--rate`, …), as given, for
+    /// `command.json`; the resolved contract holds their result.
+    pub overrides: Vec<String>,
     /// Write the bundle exactly here (a repeat's `run-NN`), instead of under `out_root`.
     pub bundle_dir: Option<PathBuf>,
     /// Keep the machine's idle CPUs quick to wake while the run lasts ([`WakeLatency`]).
@@ -196,6 +199,7 @@ pub async fn run(
     let command = |end: Option<jiff::Timestamp>, interrupted: bool, aborted: &Option<String>| {
         json!({
             "argv": opts.argv,
+            "overrides": opts.overrides,
             "cwd": std::env::current_dir().ok(),
             "tool_version": env!("CARGO_PKG_VERSION"),
             "started_utc": wall_start.to_string(),
@@ -329,10 +333,15 @@ pub async fn run(
     };
     let done = CancellationToken::new();
     let aborted = Arc::new(Mutex::new(None::<String>));
+    let shown = match (opts.progress, std::io::stderr().is_terminal()) {
+        (false, _) => Progress::Off,
+        (true, true) => Progress::Bar,
+        (true, false) => Progress::Lines(progress_every()),
+    };
     let monitor = tokio::spawn(monitor(
         live.clone(),
         plan.len(),
-        opts.progress && std::io::stderr().is_terminal(),
+        shown,
         cancel.clone(),
         done.clone(),
         aborted.clone(),
@@ -571,22 +580,89 @@ pub fn repeat_document(r: &RepeatSummary) -> crate::report::Doc {
 }
 
 /// Progress display and the fail-fast rule, until `done`.
+/// How a run shows its progress on stderr.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Progress {
+    Off,
+    /// A terminal: a bar redrawn in place.
+    Bar,
+    /// Not a terminal (CI, a log file): one line this often.
+    Lines(Duration),
+}
+
+/// Seconds between progress lines when stderr is not a terminal: `GOODPUT_PROGRESS_SECS`, else
+/// 10.
+fn progress_every() -> Duration {
+    let secs = std::env::var("GOODPUT_PROGRESS_SECS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(10.0);
+    Duration::from_secs_f64(secs)
+}
+
+/// One progress line: requests done of planned, the completion rate so far, errors, TTFT, and
+/// the time left at that rate.
+fn progress_line(
+    elapsed: Duration,
+    finished: u64,
+    planned: Option<u64>,
+    errors: u64,
+    p50: f64,
+    p99: f64,
+) -> String {
+    let secs = elapsed.as_secs_f64();
+    let rate = if secs > 0.0 {
+        finished as f64 / secs
+    } else {
+        0.0
+    };
+    let (of, eta) = match planned {
+        Some(n) => (
+            format!(
+                "{finished}/{n} requests ({:.0}%)",
+                finished as f64 / n.max(1) as f64 * 100.0
+            ),
+            if rate > 0.0 && n > finished {
+                format!(" · ETA {:.0} s", (n - finished) as f64 / rate)
+            } else {
+                String::new()
+            },
+        ),
+        None => (format!("{finished} requests"), String::new()),
+    };
+    let ttft = if p50.is_finite() {
+        format!(" · TTFT p50 {p50:.1} ms p99 {p99:.1} ms")
+    } else {
+        String::new()
+    };
+    format!(
+        "progress {:.0} s: {of} · {rate:.1} req/s · {errors} errors{ttft}{eta}",
+        secs
+    )
+}
+
 async fn monitor(
     live: LiveView,
     planned: Option<u64>,
-    show: bool,
+    shown: Progress,
     cancel: CancellationToken,
     done: CancellationToken,
     aborted: Arc<Mutex<Option<String>>>,
 ) {
-    let bar = show.then(|| {
+    let started = std::time::Instant::now();
+    let mut next_line = match shown {
+        Progress::Lines(every) => Some(started + every),
+        _ => None,
+    };
+    let bar = (shown == Progress::Bar).then(|| {
         let b = match planned {
             Some(n) => indicatif::ProgressBar::new(n),
             None => indicatif::ProgressBar::new_spinner(),
         };
         b.set_style(
             indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
+                "{elapsed_precise} [{bar:30}] {pos}/{len} ETA {eta} {msg}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> "),
@@ -622,6 +698,15 @@ async fn monitor(
             b.set_message(format!(
                 "errors {errors} · TTFT p50 {p50:.1} ms p99 {p99:.1} ms"
             ));
+        }
+        if let (Progress::Lines(every), Some(at)) = (shown, next_line)
+            && std::time::Instant::now() >= at
+        {
+            eprintln!(
+                "{}",
+                progress_line(started.elapsed(), finished, planned, errors, p50, p99)
+            );
+            next_line = Some(at + every);
         }
     }
     if let Some(b) = bar {
@@ -692,4 +777,22 @@ pub fn recompute(dir: &std::path::Path) -> anyhow::Result<(Bundle, Summary)> {
         summary.predictions = Some(crate::predict::check(&p, &summary, verified));
     }
     Ok((bundle, summary))
+}
+
+#[cfg(test)]
+mod progress_tests {
+    use super::*;
+
+    #[test]
+    fn progress_lines_say_done_rate_errors_and_time_left() {
+        assert_eq!(
+            progress_line(Duration::from_secs(10), 200, Some(600), 3, 71.06, 202.4),
+            "progress 10 s: 200/600 requests (33%) · 20.0 req/s · 3 errors · TTFT p50 71.1 ms p99 202.4 ms · ETA 20 s"
+        );
+        // Before the first token, and with a duration-bound run (no plan length).
+        assert_eq!(
+            progress_line(Duration::from_secs(2), 0, None, 0, f64::NAN, f64::NAN),
+            "progress 2 s: 0 requests · 0.0 req/s · 0 errors"
+        );
+    }
 }

@@ -59,30 +59,7 @@ impl Vary {
     }
 }
 
-/// The contract text with `key` set to `value` (tables created as needed).
-pub fn set_key(src: &str, key: &str, value: &str) -> Result<String, String> {
-    let mut doc: toml_edit::DocumentMut = src.parse().map_err(|e| format!("{e}"))?;
-    let parsed: toml_edit::Value = value
-        .parse()
-        .unwrap_or_else(|_| toml_edit::Value::from(value));
-    let parts: Vec<&str> = key.split('.').collect();
-    let (last, tables) = parts.split_last().ok_or("empty key")?;
-    let mut item = doc.as_item_mut();
-    for part in tables {
-        let table = item
-            .as_table_like_mut()
-            .ok_or_else(|| format!("`{key}`: `{part}` is inside a value, not a table"))?;
-        if table.get(part).is_none() {
-            table.insert(part, toml_edit::table());
-        }
-        item = table.get_mut(part).ok_or("unreachable")?;
-    }
-    let table = item
-        .as_table_like_mut()
-        .ok_or_else(|| format!("`{key}` does not name a field inside a table"))?;
-    table.insert(last, toml_edit::Item::Value(parsed));
-    Ok(doc.to_string())
-}
+pub use crate::contract::edit::set_key;
 
 /// One point of a sweep.
 #[derive(Debug, Clone, Serialize)]
@@ -291,17 +268,16 @@ pub async fn capacity(
             let c = contract::parse(&text, path)?;
             let n = points.lock().unwrap_or_else(|p| p.into_inner()).len();
             let r = run_point(parent, n + 1, c, o).await?;
-            if r.summary.interrupted {
-                return Ok(None);
-            }
             let s = &r.summary;
-            let ok = passes_capacity(s);
-            let lagged = s.validity.client_behind;
+            // The point in flight when the search was interrupted is kept, as measured.
             points
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(SweepPoint::of(&value, &r.bundle, s));
-            Ok(Some((ok, lagged)))
+            if s.interrupted {
+                return Ok(None);
+            }
+            Ok(Some((passes_capacity(s), s.validity.client_behind)))
         }
     })
     .await?;
@@ -339,6 +315,7 @@ async fn run_point(
         out_root: o.out_root.clone(),
         progress: o.progress,
         argv: o.argv.clone(),
+        overrides: Vec::new(),
         bundle_dir: Some(parent.dir.join(format!("point-{n:02}"))),
         wake_latency_hold: o.wake_latency_hold,
     };
@@ -430,6 +407,9 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
                 (hi - lo) / hi * 100.0,
                 c.tried.len()
             ),
+            (Some(lo), None) if r.interrupted => format!(
+                "Every rate finished passed, up to {lo:.2} req/s; the search was interrupted before it found a failing one."
+            ),
             (Some(lo), None) => format!(
                 "Every rate tried met the SLO, up to {lo:.2} req/s: capacity is above it (raise --max-runs)."
             ),
@@ -444,7 +424,7 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
         }
     }
     if r.interrupted {
-        d.line("Interrupted: the points after the last one shown were not run.");
+        d.line("Interrupted: the point in flight is kept as measured (its bundle says interrupted); the points after it were not run.");
     }
     d
 }

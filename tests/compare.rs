@@ -1,5 +1,7 @@
 //! Repeats and `compare` with the simulator (issue #7).
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -22,6 +24,7 @@ async fn repeat_set(c: Contract, dir: &Path) -> std::path::PathBuf {
         out_root: dir.to_owned(),
         progress: false,
         argv: vec![],
+        overrides: Vec::new(),
         bundle_dir: None,
         wake_latency_hold: true,
     };
@@ -119,6 +122,7 @@ async fn bundle(slo_ms: u32, extra: &str, dir: &Path) -> std::path::PathBuf {
         out_root: dir.to_owned(),
         progress: false,
         argv: vec![],
+        overrides: Vec::new(),
         bundle_dir: None,
         wake_latency_hold: true,
     };
@@ -170,4 +174,84 @@ async fn bundles_differing_in_measurement_slo_or_two_axes_are_refused() {
             "want {want:?} in {text}"
         );
     }
+}
+
+/// `compare` as the first afternoon needs it (issue #17): labels, a % change column, a
+/// difference reported even with one run a side (labelled untested), refused differences
+/// listed once, and a declared fact that the server would have said anyway is no change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_with_labels_percent_change_and_facts_not_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = bundle(500, "", d).await;
+    let hot = bundle(500, "[workload.sampling]\ntemperature = 0.5\n", d).await;
+    let named = bundle(500, "[meta]\nlabel = \"meta-named\"\n", d).await;
+    let declared = bundle(500, "[target.declared]\nengine = \"goodput-sim\"\n", d).await;
+    let two = bundle(
+        500,
+        "[workload.sampling]\ntemperature = 0.5\n[target]\napi = \"openai-completions\"\n",
+        d,
+    )
+    .await;
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+            .arg("compare")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            common::unwrapped(&String::from_utf8_lossy(&out.stdout)),
+        )
+    };
+    let (ok, text) = run(&[
+        base.as_os_str(),
+        hot.as_os_str(),
+        "--label".as_ref(),
+        "cool".as_ref(),
+        "--label".as_ref(),
+        "hot".as_ref(),
+    ]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("hot vs baseline cool (1 vs 1 runs)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Baseline cool: SLO met,") && text.contains("Other hot: SLO met,"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "workload differs (the variable under test): workload.sampling.temperature: 0.0 → 0.5"
+        ),
+        "{text}"
+    );
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name}: {text}"))
+            .to_owned()
+    };
+    assert!(row("ttft_p50_ms").contains('%'), "{text}");
+    // One run a side: goodput has no per-request test, its difference is still shown.
+    assert!(row("goodput_rps").contains("untested"), "{text}");
+    // [meta] label names a side and is in no fingerprint.
+    let (ok, text) = run(&[base.as_os_str(), named.as_os_str()]);
+    assert!(ok && text.contains("meta-named vs baseline"), "{text}");
+    assert!(
+        text.contains("Same contract on every axis, and the same target facts."),
+        "{text}"
+    );
+    // Declaring what the server says anyway changes nothing.
+    let (ok, text) = run(&[base.as_os_str(), declared.as_os_str()]);
+    assert!(ok && text.contains("Same contract on every axis"), "{text}");
+    // Refused: each differing field listed once.
+    let (ok, text) = run(&[base.as_os_str(), two.as_os_str()]);
+    assert!(!ok && text.contains("REFUSED"), "{text}");
+    assert_eq!(
+        text.matches("workload.sampling.temperature").count(),
+        1,
+        "{text}"
+    );
 }

@@ -76,7 +76,7 @@ async fn same_plan_is_fully_consistent_and_a_degraded_server_is_caught() {
     // asked to show it anyway.
     let out = goodput(&[("compare").as_ref(), a.as_os_str(), bad.as_os_str()]);
     assert!(!out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = common::unwrapped(&String::from_utf8_lossy(&out.stdout));
     let pct = format!(
         "over 120 quality probes (the same prompts in both runs) (bar 90.0%: quality.min_token_agreement); {:.1}% identical",
         c.identical * 100.0
@@ -99,7 +99,7 @@ async fn same_plan_is_fully_consistent_and_a_degraded_server_is_caught() {
     );
     let out = goodput(&["compare".as_ref(), a.as_os_str(), b.as_os_str()]);
     assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = common::unwrapped(&String::from_utf8_lossy(&out.stdout));
     assert!(
         text.contains("Quality held: mean token agreement 100.0% over 120 quality probes"),
         "{text}"

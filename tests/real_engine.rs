@@ -71,6 +71,7 @@ tpot_ms = 250
 server_metrics_interval = "200ms"
 [quality]
 mode = "consistency"
+probes = 4
 "#,
         version = engine_version()
     )
@@ -280,9 +281,9 @@ seed = 11
 input_tokens = {{ dist = "fixed", value = 96 }}
 output_tokens = {{ dist = "fixed", value = 16 }}
 [load]
-model = "closed"
+kind = "closed"
 concurrency = 2
-requests = 12
+requests = 8
 [warmup]
 requests = 2
 [slo]
@@ -292,7 +293,7 @@ percentile = 50
 server_metrics_interval = 0
 [quality]
 mode = "consistency"
-probes = 6
+probes = 4
 "#,
         url = engine.0,
         version = engine_version()
@@ -335,7 +336,7 @@ probes = 6
     assert!(cmp.refused.is_empty(), "{:?}", cmp.refused);
     assert_ne!(cmp.quality.status, "not held", "{}", cmp.quality.detail);
     let c = cmp.quality.consistency.as_ref().unwrap();
-    assert_eq!((c.phase.as_str(), c.pairs), ("quality", 6));
+    assert_eq!((c.phase.as_str(), c.pairs), ("quality", 4));
     // And through the binary: exit 0, the quality line and each side's cache share shown.
     let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
         .arg("compare")

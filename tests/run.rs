@@ -816,3 +816,138 @@ fn no_wake_latency_hold_leaves_idle_states_alone_and_says_so() {
             .contains("--no-wake-latency-hold")
     );
 }
+
+/// `run --set` and the shorthands (issue #17): the changes are made to the contract's text
+/// before it is parsed, so the bundle's resolved contract and its fingerprints say what was
+/// run, `command.json` lists them, and a wrong key fails like a wrong line in the file.
+#[test]
+fn run_set_and_shorthands_change_the_resolved_contract_and_its_fingerprints() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let text = format!(
+        "name = \"set\"\n[load]\nmodel = \"open\"\nrate = 50\nduration = \"30s\"\n[workload]\noutput_tokens = {{ dist = \"fixed\", value = 4 }}\n{FAST_SIM}"
+    );
+    write(d, "c.toml", &text);
+    let out = goodput(
+        &[
+            "run",
+            "c.toml",
+            "-q",
+            "--requests",
+            "20",
+            "--set",
+            "load.rate=5",
+            "--set",
+            "slo.ttft_ms=300",
+        ],
+        d,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bundle = only_bundle(&d.join("runs/set"));
+    let ran = contract::load(&bundle.join("contract.toml")).unwrap();
+    assert_eq!(ran.load.rate(), 5.0);
+    assert_eq!(ran.load.requests(), Some(20));
+    assert_eq!(ran.slo.ttft_ms.map(|m| m.0), Some(300.0));
+    // The fingerprints are those of the contract as it would be written with those values.
+    let by_hand = text.replace("rate = 50\nduration = \"30s\"", "rate = 5\nrequests = 20")
+        + "[slo]\nttft_ms = 300\n";
+    let by_hand = contract::parse(&by_hand, Path::new("h.toml")).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        summary["fingerprints"],
+        serde_json::to_value(by_hand.fingerprints()).unwrap()
+    );
+    assert_ne!(
+        by_hand.fingerprints().load,
+        contract::parse(&text, Path::new("c.toml"))
+            .unwrap()
+            .fingerprints()
+            .load
+    );
+    let command: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("command.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        command["overrides"],
+        serde_json::json!([
+            "--requests 20",
+            "--set load.rate=5",
+            "--set slo.ttft_ms=300"
+        ])
+    );
+    // A misspelt key fails before any load, naming the file and the key.
+    assert_clean_failure(
+        &goodput(&["run", "c.toml", "--set", "load.rat=5"], d),
+        &["c.toml", "rat"],
+    );
+    assert_clean_failure(
+        &goodput(&["run", "c.toml", "--set", "nokey"], d),
+        &["KEY=VALUE"],
+    );
+    // init takes the same shorthands: the written contract holds them.
+    assert!(
+        goodput(
+            &[
+                "init",
+                "g.toml",
+                "--url",
+                "http://127.0.0.1:9",
+                "--concurrency",
+                "4"
+            ],
+            d
+        )
+        .status
+        .success()
+    );
+    let g = contract::load(&d.join("g.toml")).unwrap();
+    assert_eq!(g.target.url.as_deref(), Some("http://127.0.0.1:9"));
+    assert!(!g.load.is_open());
+    assert_eq!(g.load.concurrency(), 4);
+}
+
+/// With stderr not a terminal (CI, a log), a run prints a progress line every
+/// `GOODPUT_PROGRESS_SECS` (10 s by default) instead of nothing (issue #17).
+#[test]
+fn progress_goes_to_a_log_as_lines_when_stderr_is_not_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        d,
+        "c.toml",
+        &format!(
+            "name = \"lines\"\n[load]\nmodel = \"open\"\nrate = 20\nrequests = 50\n[workload]\noutput_tokens = {{ dist = \"fixed\", value = 4 }}\n{FAST_SIM}"
+        ),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["run", "c.toml"])
+        .env("GOODPUT_PROGRESS_SECS", "0.5")
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("progress ")).collect();
+    assert!(lines.len() >= 2, "{err}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("/50 requests (") && l.contains(" req/s · ")),
+        "{err}"
+    );
+    assert!(lines.iter().any(|l| l.contains("ETA")), "{err}");
+    // --quiet: none.
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["run", "c.toml", "-q"])
+        .env("GOODPUT_PROGRESS_SECS", "0.5")
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("progress "));
+}

@@ -248,7 +248,7 @@ async fn two_cold_runs_in_a_row_find_nothing_in_the_cache() {
     assert_eq!((c.phase.as_str(), c.pairs), ("quality", 8));
     assert_eq!(c.token_agreement, Some(1.0));
     assert_eq!(cmp.sides[0].cached_share, Some(0.0));
-    let text = goodput::compare::document(&[cmp]).terminal();
+    let text = common::unwrapped(&goodput::compare::document(&[cmp]).terminal());
     assert!(
         text.contains("0.0% of prompt tokens served from the cache"),
         "{text}"
@@ -273,7 +273,7 @@ fn a_cold_run_served_from_the_cache_is_called_out() {
         "{}",
         s.warnings[0]
     );
-    let report = goodput::report::document(&s).terminal();
+    let report = common::unwrapped(&goodput::report::document(&s).terminal());
     let lines: Vec<&str> = report.lines().filter(|l| !l.trim().is_empty()).collect();
     // Right under the headline and the target line.
     assert!(
@@ -333,7 +333,7 @@ fn responses_from_another_model_are_flagged() {
 async fn a_report_names_its_target() {
     let dir = tempfile::tempdir().unwrap();
     let embedded = run_in(parse(COLD), dir.path()).await;
-    let text = goodput::report::document(&embedded.summary).terminal();
+    let text = common::unwrapped(&goodput::report::document(&embedded.summary).terminal());
     let second = text
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -342,6 +342,17 @@ async fn a_report_names_its_target() {
     assert!(
         second.starts_with("Target: built-in simulator (no network; simulated model"),
         "{text}"
+    );
+    // Phases in the order they happen (issue #17), not alphabetically.
+    let table = text.split("\nPhases\n").nth(1).expect("a phases table");
+    let at = |p: &str| {
+        table
+            .lines()
+            .position(|l| l.starts_with(&format!("{p} ")))
+            .unwrap_or_else(|| panic!("{p}: {text}"))
+    };
+    assert!(
+        at("warmup") < at("steady") && at("steady") < at("drain") && at("drain") < at("quality")
     );
     let sim = common::sim(fast()).await;
     let src = format!(
@@ -446,7 +457,7 @@ fn cancelled_requests_are_not_slo_misses() {
     );
     let slo = s.steady.slo.as_ref().unwrap();
     assert_eq!((slo.cancelled, slo.counted), (50, 100));
-    let report = goodput::report::document(&s).terminal();
+    let report = common::unwrapped(&goodput::report::document(&s).terminal());
     assert!(
         report.contains("over 100 requests (50 cancelled by the user left out)"),
         "{report}"
@@ -478,7 +489,7 @@ async fn closed_loop_is_valid_for_latency_at_its_concurrency() {
     assert_eq!(v.verdict, "VALID", "{v:?}");
     assert_eq!(v.supports, "throughput and latency at concurrency 4");
     assert!(v.cannot_support.iter().any(|c| c.starts_with("capacity")));
-    let text = goodput::report::document(&r.summary).terminal();
+    let text = common::unwrapped(&goodput::report::document(&r.summary).terminal());
     assert!(text.contains("Validity: VALID for throughput and latency at concurrency 4"));
     assert!(text.contains("- cannot support: tail latency under an arrival rate"));
 }
@@ -507,7 +518,7 @@ fn one_meaning_of_meets_the_slo_everywhere() {
     let slo = s.steady.slo.as_ref().unwrap();
     assert!(slo.attainment >= 0.8 && slo.attainment < 0.9, "{slo:?}");
     assert!(!slo.per_metric[0].pass && !slo.pass, "{slo:?}");
-    let report = goodput::report::document(&s).terminal();
+    let report = common::unwrapped(&goodput::report::document(&s).terminal());
     assert!(report.contains("SLO NOT met: TTFT p90"), "{report}");
     let p = goodput::predict::Prediction {
         made_utc: "t".into(),
@@ -532,7 +543,7 @@ async fn an_overloaded_simulator_is_diagnosed_through_the_real_client() {
     let o = v.overload.as_ref().expect("overload diagnosed");
     let offered = r.summary.steady.throughput.offered_rps.unwrap();
     assert!(o.sustained_rps < 0.8 * offered, "{o:?}");
-    let text = goodput::report::document(&r.summary).terminal();
+    let text = common::unwrapped(&goodput::report::document(&r.summary).terminal());
     assert!(
         text.contains("offered load above what the server sustains, about"),
         "{text}"

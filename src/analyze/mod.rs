@@ -388,6 +388,10 @@ pub struct Validity {
     /// The offered load was above what the server sustains: its queue grew all run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overload: Option<Overload>,
+    /// Open loop: the p99 dispatch lag above which the client is judged to have fallen behind
+    /// (`measurement.max_dispatch_lag_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_dispatch_lag_ms: Option<f64>,
 }
 
 impl Validity {
@@ -1097,6 +1101,7 @@ fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
         cannot_support,
         client_behind,
         overload,
+        max_dispatch_lag_ms: open.then_some(c.measurement.max_dispatch_lag_ms.0),
     }
 }
 
@@ -1326,7 +1331,7 @@ fn length_check(c: &Contract, steady: &[&Record], ok: &[&&Record]) -> LengthChec
             c.workload.tokenizer_sha256.as_deref().map_or("?", |s| &s[..s.len().min(12)])
         ),
         (None, true) => "the simulator's tokenizer (one token per word): exact".to_owned(),
-        (None, false) => "simulator words, not the target's tokenizer: approximate (set workload.tokenizer for exact lengths)".to_owned(),
+        (None, false) => "whitespace-separated words (goodput's built-in count, one token a word), not the target's tokenizer: approximate (set workload.tokenizer for exact lengths)".to_owned(),
     };
     LengthCheck {
         counted_by,
@@ -1429,7 +1434,7 @@ fn length_notes(c: &Contract, l: &LengthCheck) -> Vec<String> {
                 } else if c.workload.tokenizer.is_some() {
                     "counted with the workload's tokenizer; the difference is the server's own additions (chat template, BOS token) or a tokenizer that is not the model's"
                 } else {
-                    "prompts were counted in the simulator's words, not the target's tokens (set workload.tokenizer), and a chat template adds tokens"
+                    "prompts were counted as whitespace-separated words, not the target's tokens (set workload.tokenizer, or tokenizer = \"server\"), and a chat template adds tokens"
                 };
                 notes.push(format!(
                     "{what} lengths as the server counted them differ from those sent: sent mean {:.1} tokens, reported {:.1} ({:+.0}%): {why}. Compare results at the reported lengths.",

@@ -24,6 +24,8 @@ use crate::record::Record;
 #[derive(Debug)]
 pub struct Side {
     pub path: PathBuf,
+    /// What to call it: `--label`, else the contract's `[meta] label`, else the path.
+    pub label: Option<String>,
     pub contract: Contract,
     pub runs: Vec<(Summary, Vec<Record>)>,
 }
@@ -59,6 +61,7 @@ pub fn load_side(path: &Path) -> anyhow::Result<Side> {
     let contract = contract.with_context(|| format!("{} holds no runs", path.display()))?;
     Ok(Side {
         path: path.to_owned(),
+        label: contract.meta.label.clone(),
         contract,
         runs,
     })
@@ -122,6 +125,27 @@ pub fn axes_diff(a: &Contract, b: &Contract) -> Vec<AxisDiff> {
     out
 }
 
+/// The target's resolved facts (first run of each side) that differ: the server each side
+/// measured, whether a fact was declared in the contract or discovered from the server. (The
+/// contract's `[target.declared]` is left out of its fingerprint: declaring what the server
+/// would have said changes nothing.)
+fn facts_diff(a: &Side, b: &Side) -> Vec<(String, String, String)> {
+    let (Some(x), Some(y)) = (&a.runs[0].0.target, &b.runs[0].0.target) else {
+        return Vec::new();
+    };
+    let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(unknown)".to_owned());
+    [
+        ("engine", &x.engine, &y.engine),
+        ("engine_revision", &x.engine_revision, &y.engine_revision),
+        ("precision", &x.precision, &y.precision),
+        ("hardware", &x.hardware, &y.hardware),
+    ]
+    .into_iter()
+    .filter(|(_, p, q)| p != q)
+    .map(|(k, p, q)| (format!("target.facts.{k}"), show(p), show(q)))
+    .collect()
+}
+
 /// Why two results may not be ranked; empty when they may.
 pub fn refusals(diffs: &[AxisDiff]) -> Vec<String> {
     let mut reasons = Vec::new();
@@ -154,7 +178,7 @@ pub fn refusals(diffs: &[AxisDiff]) -> Vec<String> {
             names.join(", ")
         ));
         for d in &varied {
-            let what = if d.fields.iter().any(|(k, _, _)| k == "load.model") {
+            let what = if d.fields.iter().any(|(k, _, _)| k == "load.kind") {
                 "closed vs open loop".to_owned()
             } else {
                 format!(
@@ -183,7 +207,11 @@ pub struct MetricComparison {
     pub ci95: Option<[f64; 2]>,
     /// `welch over runs`, `bootstrap over requests (weaker: one run a side)`, or `none`.
     pub method: String,
-    /// `better`, `worse`, `no significant difference`, or `not enough data`.
+    /// (b − a) / |a|, percent.
+    pub change_pct: Option<f64>,
+    /// `better`, `worse`, `no significant difference`; with one run a side and no per-request
+    /// test for the metric, `better, untested` / `worse, untested` / `within noise, untested`;
+    /// `not enough data` when a side has no value.
     pub verdict: String,
 }
 
@@ -274,10 +302,17 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
                             .map(|x| x.1),
                         "bootstrap over requests (weaker: one run a side)",
                     ),
-                    None => (None, "none (needs two runs a side)"),
+                    None => (
+                        None,
+                        "none: one value a side (two runs a side give an interval)",
+                    ),
                 }
             };
             let diff = mean_a.zip(mean_b).map(|(x, y)| y - x);
+            let change_pct = diff
+                .zip(mean_a)
+                .filter(|(_, a)| *a != 0.0)
+                .map(|(d, a)| d / a.abs() * 100.0);
             let verdict = match (diff, ci, mean_a) {
                 (Some(d), Some([lo, hi]), Some(base)) => {
                     let significant = lo > 0.0 || hi < 0.0;
@@ -292,6 +327,17 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
                         "no significant difference"
                     }
                 }
+                // One run a side and no per-request test for this metric: the difference is
+                // still reported, without a claim of significance.
+                (Some(d), None, Some(base)) => {
+                    if d.abs() <= noise * base.abs() {
+                        "within noise, untested"
+                    } else if (d < 0.0) == *lower_better {
+                        "better, untested"
+                    } else {
+                        "worse, untested"
+                    }
+                }
                 _ => "not enough data",
             };
             MetricComparison {
@@ -299,6 +345,7 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
                 a: mean_a,
                 b: mean_b,
                 diff,
+                change_pct,
                 ci95: ci,
                 method: method.to_owned(),
                 verdict: verdict.to_owned(),
@@ -312,6 +359,8 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
 pub struct Comparison {
     pub baseline: PathBuf,
     pub other: PathBuf,
+    /// What each side is called in the report: its label, else its path.
+    pub labels: [String; 2],
     pub runs: (usize, usize),
     pub diffs: Vec<AxisDiff>,
     /// Empty when the comparison proceeds.
@@ -332,6 +381,15 @@ pub struct SideFacts {
     pub validity: String,
     /// Cached prompt tokens / prompt tokens over successful steady requests that reported it.
     pub cached_share: Option<f64>,
+}
+
+impl Side {
+    /// Its label, else its path.
+    pub fn name(&self) -> String {
+        self.label
+            .clone()
+            .unwrap_or_else(|| self.path.display().to_string())
+    }
 }
 
 impl SideFacts {
@@ -506,7 +564,20 @@ fn consistency_guard(
 
 /// Compares `other` against `baseline` (refusing, with reasons, when the rules are broken).
 pub fn compare(baseline: &Side, other: &Side, noise: f64) -> Comparison {
-    let diffs = axes_diff(&baseline.contract, &other.contract);
+    let mut diffs = axes_diff(&baseline.contract, &other.contract);
+    let facts = facts_diff(baseline, other);
+    if !facts.is_empty() {
+        match diffs.iter_mut().find(|d| d.axis == "target") {
+            Some(t) => t.fields.extend(facts),
+            None => diffs.insert(
+                0,
+                AxisDiff {
+                    axis: "target".into(),
+                    fields: facts,
+                },
+            ),
+        }
+    }
     let refused = refusals(&diffs);
     let quality = quality_guard(baseline, other);
     let mut metrics = if refused.is_empty() {
@@ -516,7 +587,7 @@ pub fn compare(baseline: &Side, other: &Side, noise: f64) -> Comparison {
     };
     if !quality.held() {
         for m in &mut metrics {
-            if m.verdict == "better" {
+            if m.verdict.starts_with("better") {
                 m.verdict = "not a win: quality not held constant".into();
             }
         }
@@ -524,6 +595,7 @@ pub fn compare(baseline: &Side, other: &Side, noise: f64) -> Comparison {
     Comparison {
         baseline: baseline.path.clone(),
         other: other.path.clone(),
+        labels: [baseline.name(), other.name()],
         runs: (baseline.runs.len(), other.runs.len()),
         diffs,
         refused,
@@ -540,30 +612,36 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
     for c in cs {
         d.h(format!(
             "{} vs baseline {} ({} vs {} runs)",
-            c.other.display(),
-            c.baseline.display(),
-            c.runs.1,
-            c.runs.0
+            c.labels[1], c.labels[0], c.runs.1, c.runs.0
         ));
-        if c.diffs.is_empty() {
-            d.line("Same contract on every axis.");
+        d.line(format!(
+            "Baseline {}: {}.",
+            c.labels[0],
+            c.sides[0].describe()
+        ));
+        d.line(format!("Other {}: {}.", c.labels[1], c.sides[1].describe()));
+        if !c.refused.is_empty() {
+            // The reasons name every differing field: listed once.
+            d.line("REFUSED: these results cannot be ranked.");
+            for r in &c.refused {
+                d.line(format!("- {r}"));
+            }
+            continue;
         }
-        d.line(format!("Baseline: {}.", c.sides[0].describe()));
-        d.line(format!("Other: {}.", c.sides[1].describe()));
+        if c.diffs.is_empty() {
+            d.line("Same contract on every axis, and the same target facts.");
+        }
         for a in &c.diffs {
             let fields: Vec<String> = a
                 .fields
                 .iter()
                 .map(|(k, x, y)| format!("{k}: {x} → {y}"))
                 .collect();
-            d.line(format!("{} differs: {}", a.axis, fields.join("; ")));
-        }
-        if !c.refused.is_empty() {
-            d.line("REFUSED: these results cannot be ranked.");
-            for r in &c.refused {
-                d.line(format!("- {r}"));
-            }
-            continue;
+            d.line(format!(
+                "{} differs (the variable under test): {}",
+                a.axis,
+                fields.join("; ")
+            ));
         }
         let g = &c.quality;
         d.line(match g.status.as_str() {
@@ -581,6 +659,7 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
                     f(m.a),
                     f(m.b),
                     f(m.diff),
+                    m.change_pct.map_or("—".into(), |p| format!("{p:+.1}%")),
                     m.ci95
                         .map_or("—".into(), |[lo, hi]| format!("[{lo:.3}, {hi:.3}]")),
                     m.verdict.clone(),
@@ -594,6 +673,7 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
                 "baseline",
                 "other",
                 "difference",
+                "change",
                 "95% CI",
                 "verdict",
                 "method",
@@ -729,6 +809,7 @@ mod tests {
         let c = c("[quality]\nmode = \"consistency\"\n");
         let side = |runs: Vec<Vec<String>>| Side {
             path: PathBuf::from("x"),
+            label: None,
             contract: c.clone(),
             runs: runs.iter().map(|t| probed_run(&c, t)).collect(),
         };

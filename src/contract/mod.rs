@@ -3,6 +3,7 @@
 //! error names file, line and key), fills every default so the bundle's copy is complete, and
 //! fingerprints its axes. It must not touch the network or the clock.
 
+pub mod edit;
 pub mod source;
 pub mod units;
 
@@ -49,6 +50,28 @@ pub struct Contract {
     /// Expectations written down before the run (part of no axis: they do not change it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction: Option<PredictionSpec>,
+    /// Words for people (part of no axis).
+    #[serde(default, skip_serializing_if = "Meta::is_empty")]
+    pub meta: Meta,
+    /// What reading the file noticed that is not an error (an old key name), each naming the
+    /// file and line: the command line shows them.
+    #[serde(skip)]
+    pub notes: Vec<String>,
+}
+
+/// `[meta]`: what a person calls this result; in no fingerprint.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Meta {
+    /// A short name for this result in `compare` (e.g. "vllm 0.11, fp8"); `--label` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+impl Meta {
+    pub fn is_empty(&self) -> bool {
+        self.label.is_none()
+    }
 }
 
 /// `[quality]`: what stands beside every speed number so a faster result with different
@@ -407,9 +430,16 @@ pub enum LengthDist {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Load {
-    /// `open`: requests are sent on a schedule whether or not earlier ones finished.
-    /// `closed`: `concurrency` users each wait for their answer (and think) before sending again.
-    pub model: LoadModel,
+    /// `open` (the default): requests are sent on a schedule whether or not earlier ones
+    /// finished. `closed`: `concurrency` users each wait for their answer (and think) before
+    /// sending again. Absent: closed when only `concurrency` is given, else open. The
+    /// resolved contract always states it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<LoadModel>,
+    /// The old name of `kind` (it read like the LLM's name): still read, never written, and
+    /// each use noted (`Contract::notes`).
+    #[serde(default, skip_serializing)]
+    pub model: Option<LoadModel>,
     /// Open loop: arrival process (default poisson).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrival: Option<Arrival>,
@@ -809,8 +839,12 @@ impl Slo {
 }
 
 impl Load {
+    /// Open or closed loop (open until resolved otherwise).
+    pub fn kind(&self) -> LoadModel {
+        self.kind.unwrap_or(LoadModel::Open)
+    }
     pub fn is_open(&self) -> bool {
-        self.model == LoadModel::Open
+        self.kind() == LoadModel::Open
     }
     pub fn requests(&self) -> Option<u64> {
         self.requests
@@ -839,7 +873,7 @@ impl Load {
     }
     /// One line for headlines: "open loop, poisson arrivals at 5 req/s".
     pub fn describe(&self) -> String {
-        match self.model {
+        match self.kind() {
             LoadModel::Open => match self.arrival() {
                 Arrival::Gamma => format!(
                     "open loop, gamma arrivals (shape {}) at {} req/s",
@@ -950,6 +984,18 @@ pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
             key: Some(key),
             message,
         })?;
+    // Old key names, noted with where they stand.
+    c.notes = c
+        .notes
+        .iter()
+        .map(|key| {
+            let line = source::line_of_key(src, key).map_or(String::new(), |l| format!(":{l}"));
+            format!(
+                "{}{line}: `{key}` is now `load.kind` (the old name is still read; the bundle's contract writes the new one)",
+                path.display()
+            )
+        })
+        .collect();
     read_files(&mut c, src, path)?;
     Ok(c)
 }
@@ -1348,7 +1394,25 @@ impl Contract {
             return problem("workload.sampling.top_p", "must be in (0, 1]");
         }
         let l = &mut self.load;
-        match l.model {
+        if let Some(old) = l.model.take() {
+            if l.kind.is_some_and(|k| k != old) {
+                return problem(
+                    "load.model",
+                    "contradicts load.kind (load.model is the old name of load.kind: keep one)",
+                );
+            }
+            l.kind = Some(old);
+            self.notes.push("load.model".to_owned());
+        }
+        let l = &mut self.load;
+        let kind = *l.kind.get_or_insert(
+            if l.concurrency.is_some() && l.rate.is_none() && l.arrival.is_none() {
+                LoadModel::Closed
+            } else {
+                LoadModel::Open
+            },
+        );
+        match kind {
             LoadModel::Open => {
                 for (k, set) in [
                     ("concurrency", l.concurrency.is_some()),
@@ -1743,6 +1807,9 @@ impl Contract {
             t.remove("timeout");
             t.remove("keep_alive");
             t.remove("api_key_env");
+            // Declared facts describe the server; they change nothing goodput sends. `compare`
+            // compares the resolved facts (declared or discovered alike) of each side instead.
+            t.remove("declared");
             if let Some(url) = t.get("url").and_then(|u| u.as_str()).map(host_of) {
                 t.insert("url".into(), serde_json::Value::String(url));
             }
@@ -1937,8 +2004,17 @@ mod tests {
         ] {
             assert!(t.contains(key), "{key} missing from\n{t}");
         }
-        // The resolved copy parses back to the same contract.
-        assert_eq!(parse_str(&t).unwrap(), c);
+        // The resolved copy parses back to the same contract (it writes `load.kind`, so the
+        // old name's note is not there again).
+        let again = parse_str(&t).unwrap();
+        assert!(again.notes.is_empty(), "{:?}", again.notes);
+        assert_eq!(
+            Contract {
+                notes: c.notes.clone(),
+                ..again
+            },
+            c
+        );
     }
 
     #[test]
@@ -2002,7 +2078,8 @@ mod tests {
         let base = parse_str(&format!("{MIN}[slo]\nttft_ms = 500\n")).unwrap();
         let edits: [(&str, &str); 8] = [
             ("[target.simulator]\ndecode_base_ms = 13\n", "target"),
-            ("[target.declared]\nhardware = \"H100\"\n", "target"),
+            // Declared facts describe the server; `compare` compares the resolved facts.
+            ("[target.declared]\nhardware = \"H100\"\n", "none"),
             ("[workload]\nseed = 9\n", "workload"),
             (
                 "[workload]\ninput_tokens = { dist = \"fixed\", value = 512 }\n",
@@ -2058,5 +2135,33 @@ mod tests {
             (fa.target, fa.workload, fa.load, fa.measurement),
             (fc.target, fc.workload, fc.load, fc.measurement)
         );
+    }
+
+    /// `[load] model` read like the LLM's name (issue #17): it is `kind` now, defaulted from the
+    /// keys given, and the old name is still read with a note naming file and line.
+    #[test]
+    fn load_kind_is_inferred_and_the_old_key_is_read_with_a_note() {
+        let c = parse_str("[load]\nmodel = \"closed\"\nconcurrency = 2\nrequests = 4\n").unwrap();
+        assert_eq!(c.load.kind(), LoadModel::Closed);
+        assert_eq!(c.notes.len(), 1, "{:?}", c.notes);
+        assert!(
+            c.notes[0].starts_with("c.toml:2: `load.model` is now `load.kind`"),
+            "{:?}",
+            c.notes
+        );
+        let text = c.to_toml();
+        assert!(
+            text.contains("kind = \"closed\"") && !text.contains("model = \"closed\""),
+            "{text}"
+        );
+        let c = parse_str("[load]\nconcurrency = 3\nrequests = 4\n").unwrap();
+        assert_eq!(c.load.kind(), LoadModel::Closed);
+        assert!(c.notes.is_empty());
+        let c = parse_str("[load]\nrate = 2\nrequests = 4\n").unwrap();
+        assert_eq!(c.load.kind(), LoadModel::Open);
+        let e = parse_str("[load]\nkind = \"open\"\nmodel = \"closed\"\nrate = 2\nrequests = 4\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("load.model") && e.contains("contradicts"), "{e}");
     }
 }

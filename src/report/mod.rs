@@ -103,7 +103,7 @@ impl Doc {
                     let _ = writeln!(out, "\n{h}\n{}", "─".repeat(h.chars().count()));
                 }
                 Block::Line(l) => {
-                    let _ = writeln!(out, "{l}");
+                    let _ = writeln!(out, "{}", wrap(l, WIDTH));
                 }
                 Block::Figure(_) => {}
                 Block::Table { head, rows } => {
@@ -184,6 +184,29 @@ impl Doc {
     }
 }
 
+/// Columns a terminal report's lines are wrapped to.
+pub const WIDTH: usize = 100;
+
+/// `text` broken at spaces into lines of at most `width` columns (a longer word stands on a
+/// line of its own), continuation lines indented by two spaces.
+pub fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut col = 0;
+    for word in text.split(' ') {
+        let w = word.chars().count();
+        if col > 0 && col + 1 + w > width {
+            out.push_str("\n  ");
+            col = 2;
+        } else if col > 0 {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += w;
+    }
+    out
+}
+
 pub fn num(x: f64) -> String {
     if !x.is_finite() {
         "—".to_owned()
@@ -215,11 +238,13 @@ fn dist_row(name: &str, d: &Option<Dist>) -> Option<Vec<String>> {
     ])
 }
 
-/// One line that states what the result is: contract, load model, size, validity, grade.
+/// One line that states what the result is: contract, load model, size, quality, and its two
+/// verdicts, each named (validity: can its claims be trusted; comparability: are the facts it
+/// depends on stated).
 pub fn headline(s: &Summary) -> String {
     let warm = s.phases.get("warmup").map_or(0, |p| p.requests);
     format!(
-        "{} · {} · {} steady requests ({} warm-up excluded) · {} · {} · {}",
+        "{} · {} · {} steady requests ({} warm-up excluded) · {} · validity {} · {}",
         s.contract,
         s.load,
         s.steady.stats.requests,
@@ -248,8 +273,16 @@ pub fn quality_line(s: &Summary) -> String {
     }
 }
 
-/// Builds the report.
+/// The whole report, every detail (HTML, Markdown, `--verbose`).
 pub fn document(s: &Summary) -> Doc {
+    document_at(s, true)
+}
+
+/// The report in the order people read it: what was measured, the verdicts with their first
+/// reason, the SLO and throughput, the server's latency, the client's schedule in one line,
+/// then the rest. `verbose` adds the contract card (fingerprints), the length tables, the
+/// confidence intervals, each percentile's support and the dispatch lag split.
+pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     let mut d = Doc::default();
     let st = &s.steady;
     d.h(format!("goodput · {}", s.contract));
@@ -260,24 +293,54 @@ pub fn document(s: &Summary) -> Doc {
     for w in &s.warnings {
         d.line(format!("WARNING: {w}"));
     }
-    d.line(format!(
-        "Contract card ({}): the axes this result depends on",
-        s.grade.verdict
-    ));
-    let f = &s.fingerprints;
-    d.table(
-        &["axis", "fingerprint"],
-        vec![
-            vec!["target".into(), f.target.clone()],
-            vec!["workload".into(), f.workload.clone()],
-            vec!["load".into(), f.load.clone()],
-            vec!["slo".into(), f.slo.clone()],
-            vec!["measurement".into(), f.measurement.clone()],
-            vec!["quality".into(), f.quality.clone()],
-        ],
-    );
-    for m in &s.grade.missing {
-        d.line(format!("- missing: {m}"));
+    let v = &s.validity;
+    let claims = if v.supports.is_empty() {
+        "tail latency and goodput".to_owned()
+    } else {
+        v.supports.clone()
+    };
+    d.line(match v.reasons.split_first() {
+        None => format!("Validity: VALID for {claims}."),
+        Some((first, rest)) => format!(
+            "Validity: INVALID for {claims}: {first}{}",
+            if rest.is_empty() {
+                ".".to_owned()
+            } else {
+                format!(" (and {} more reasons, below).", rest.len())
+            }
+        ),
+    });
+    let g = &s.grade;
+    d.line(if g.missing.is_empty() {
+        "Comparability: comparable (every fact the result depends on is stated).".to_owned()
+    } else {
+        let names: Vec<&str> = g
+            .missing
+            .iter()
+            .map(|m| m.split(':').next().unwrap_or(m))
+            .collect();
+        format!("Comparability: directional, lacking {}.", names.join("; "))
+    });
+    if verbose {
+        d.line(format!(
+            "Contract card ({}): the axes this result depends on",
+            s.grade.verdict
+        ));
+        let f = &s.fingerprints;
+        d.table(
+            &["axis", "fingerprint"],
+            vec![
+                vec!["target".into(), f.target.clone()],
+                vec!["workload".into(), f.workload.clone()],
+                vec!["load".into(), f.load.clone()],
+                vec!["slo".into(), f.slo.clone()],
+                vec!["measurement".into(), f.measurement.clone()],
+                vec!["quality".into(), f.quality.clone()],
+            ],
+        );
+        for m in &s.grade.missing {
+            d.line(format!("- missing: {m}"));
+        }
     }
 
     if let Some(slo) = &st.slo {
@@ -331,14 +394,38 @@ pub fn document(s: &Summary) -> Doc {
     let head = [
         "metric", "n", "mean", "p50", "p90", "p95", "p99", "p99.9", "max",
     ];
+    // The server's latencies; the client's own schedule is one line below (its split with
+    // `--verbose`).
+    let none = None;
     let rows = [
         ("TTFT", &st.stats.ttft_ms),
         ("TPOT", &st.stats.tpot_ms),
         ("ITL", &st.stats.itl_ms),
         ("E2E", &st.stats.e2e_ms),
-        ("dispatch lag", &st.stats.dispatch_lag_ms),
-        ("  woke late", &st.stats.dispatch_wake_ms),
-        ("  runtime wait", &st.stats.dispatch_queue_ms),
+        (
+            "dispatch lag",
+            if verbose {
+                &st.stats.dispatch_lag_ms
+            } else {
+                &none
+            },
+        ),
+        (
+            "  woke late",
+            if verbose {
+                &st.stats.dispatch_wake_ms
+            } else {
+                &none
+            },
+        ),
+        (
+            "  runtime wait",
+            if verbose {
+                &st.stats.dispatch_queue_ms
+            } else {
+                &none
+            },
+        ),
         ("input tokens", &st.stats.input_tokens),
         ("output tokens", &st.stats.output_tokens),
     ]
@@ -346,10 +433,25 @@ pub fn document(s: &Summary) -> Doc {
     .filter_map(|(n, v)| dist_row(n, v))
     .collect();
     d.table(&head, rows);
+    if let Some(lag) = &st.stats.dispatch_lag_ms {
+        d.line(match (v.max_dispatch_lag_ms, v.client_behind) {
+            (Some(max), false) => format!(
+                "Client schedule: kept, dispatch lag p99 {} ms ≤ {} ms ✓",
+                num(lag.p99),
+                num(max)
+            ),
+            (Some(max), true) => format!(
+                "Client schedule: FELL BEHIND, dispatch lag p99 {} ms > {} ms ✗ (see Validity)",
+                num(lag.p99),
+                num(max)
+            ),
+            (None, _) => format!("Client schedule: dispatch lag p99 {} ms", num(lag.p99)),
+        });
+    }
     let l = &st.lengths;
-    if l.input.sent.is_some() {
+    if verbose && l.input.sent.is_some() {
         d.line(format!(
-            "Token lengths: requested, sent and server-reported; counted by {}.",
+            "Token lengths: requested (the contract's distribution: its n is draws or the file's values, not requests), sent and server-reported; counted by {}.",
             l.counted_by
         ));
         let rows = [
@@ -372,7 +474,7 @@ pub fn document(s: &Summary) -> Doc {
         ("TPOT", &st.stats.tpot_ms),
         ("E2E", &st.stats.e2e_ms),
     ] {
-        if let Some(x) = dist {
+        if let Some(x) = dist.as_ref().filter(|_| verbose) {
             let vals = [x.p50, x.p90, x.p95, x.p99, x.p99_9];
             let parts: Vec<String> = crate::analyze::PERCENTILES
                 .iter()
@@ -385,18 +487,20 @@ pub fn document(s: &Summary) -> Doc {
             d.line(format!("{name} 95% CI: {}", parts.join(" · ")));
         }
     }
-    d.line(
-        st.support
-            .iter()
-            .map(|x| {
-                format!(
-                    "{} rests on {} (needs ≥{})",
-                    x.percentile, x.requests, x.needed
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
-    );
+    if verbose {
+        d.line(
+            st.support
+                .iter()
+                .map(|x| {
+                    format!(
+                        "{} rests on {} (needs ≥{})",
+                        x.percentile, x.requests, x.needed
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+    }
     if !st.errors.is_empty() {
         let e: Vec<String> = st.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
         d.line(format!(
@@ -425,9 +529,17 @@ pub fn document(s: &Summary) -> Doc {
     ));
 
     d.h("Phases");
-    let phase_rows = s
-        .phases
-        .iter()
+    // In the order they happen, not the map's alphabetical one.
+    let order = |name: &str| {
+        ["cold_start", "warmup", "steady", "drain", "quality"]
+            .iter()
+            .position(|p| *p == name)
+            .unwrap_or(usize::MAX)
+    };
+    let mut phases: Vec<(&String, &PhaseStats)> = s.phases.iter().collect();
+    phases.sort_by_key(|(name, _)| order(name));
+    let phase_rows = phases
+        .into_iter()
         .map(|(name, p): (&String, &PhaseStats)| {
             let q = |x: &Option<Dist>, f: fn(&Dist) -> f64| {
                 x.as_ref().map_or("—".to_owned(), |d| num(f(d)))

@@ -108,7 +108,12 @@ pub fn parse(
     format: Option<DatasetFormat>,
 ) -> Result<(Dataset, DatasetFormat), String> {
     let name = path.display();
+    // A UTF-8 byte-order mark (editors on Windows write one) is not part of the first line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let format = format.unwrap_or_else(|| detect(text));
+    if let Some(why) = wrong_shape(text, format) {
+        return Err(format!("{name}: {why}"));
+    }
     let mut out = Dataset::default();
     match format {
         DatasetFormat::Jsonl => {
@@ -198,6 +203,40 @@ fn is_model(from: &str) -> bool {
     matches!(from, "gpt" | "assistant" | "chatgpt" | "bard" | "model")
 }
 
+/// The common wrong shapes, recognised before a parser's own message ("missing field
+/// `conversations`", "expected value at line 1 column 1") hides what to do.
+fn wrong_shape(text: &str, format: DatasetFormat) -> Option<String> {
+    let t = text.trim_start();
+    let first = t.lines().next().unwrap_or("").trim();
+    if t.starts_with('[') {
+        // An array of prompt objects, not of conversations.
+        let v: serde_json::Value = serde_json::from_str(t).ok()?;
+        let e = v.as_array()?.first()?;
+        if e.get("conversations").is_none()
+            && (e.get("prompt").is_some() || e.get("messages").is_some())
+        {
+            return Some(
+                "a JSON array of prompt objects: goodput reads JSON lines, one object per line ({\"prompt\": …} or {\"messages\": […]}); convert it with `jq -c '.[]' FILE > FILE.jsonl` (a JSON array is read as ShareGPT conversations only)".to_owned(),
+            );
+        }
+        return None;
+    }
+    if format == DatasetFormat::Jsonl && !first.starts_with('{') && !first.is_empty() {
+        let csv = first.contains(',') || first.contains('\t');
+        let head: String = first.chars().take(60).collect();
+        return Some(if csv {
+            format!(
+                "line 1 (`{head}`) looks like CSV: goodput reads JSON lines, one object per line such as {{\"prompt\": \"…\", \"output_tokens\": 128}}; convert each row, e.g. python3 -c 'import csv,json,sys; [print(json.dumps(r)) for r in csv.DictReader(open(sys.argv[1]))]' FILE.csv > FILE.jsonl (columns `prompt` and, optionally, `output_tokens`, a number)"
+            )
+        } else {
+            format!(
+                "line 1 (`{head}`) is not a JSON object: goodput reads JSON lines ({{\"prompt\": …}} or {{\"messages\": […]}} per line) or ShareGPT conversations"
+            )
+        });
+    }
+    None
+}
+
 fn jsonl_item(l: Line, at: &str) -> Result<Item, String> {
     let (prompt, messages) = match (l.prompt, l.messages) {
         (Some(p), None) if !p.trim().is_empty() => (p, None),
@@ -276,6 +315,28 @@ mod tests {
         assert_eq!(d.items[0].output_tokens, Some(12));
         assert_eq!(d.items[1].prompt, "Be brief.\nWhy?");
         assert_eq!(d.items[1].at, "line 3");
+    }
+
+    #[test]
+    fn the_common_wrong_shapes_say_what_to_do() {
+        let (_d, p) = write("[{\"prompt\": \"hi\"}, {\"prompt\": \"yo\"}]");
+        let e = load(&p, None).unwrap_err();
+        assert!(
+            e.contains("JSON array of prompt objects") && e.contains("jq -c"),
+            "{e}"
+        );
+        let (_d, p) = write("prompt,output_tokens\nhello,12\n");
+        let e = load(&p, None).unwrap_err();
+        assert!(
+            e.contains("looks like CSV") && e.contains("DictReader"),
+            "{e}"
+        );
+        let (_d, p) = write("hello there\n");
+        let e = load(&p, None).unwrap_err();
+        assert!(e.contains("is not a JSON object"), "{e}");
+        // A byte-order mark before valid JSON lines is no wrong shape.
+        let (_d, p) = write("\u{feff}{\"prompt\": \"hi\"}\n");
+        assert_eq!(load(&p, None).unwrap().0.items[0].prompt, "hi");
     }
 
     #[test]

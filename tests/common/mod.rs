@@ -21,6 +21,7 @@ pub async fn try_run_in(c: Contract, dir: &std::path::Path) -> anyhow::Result<Ru
         out_root: dir.to_owned(),
         progress: false,
         argv: vec!["test".into()],
+        overrides: Vec::new(),
         bundle_dir: None,
         wake_latency_hold: true,
     };
@@ -181,4 +182,10 @@ pub async fn mock_openai(
         url,
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() }),
     )
+}
+
+/// A terminal report with its wrapped lines joined again (continuations start with two
+/// spaces), so a test can look for a phrase wherever the 100-column wrap broke it.
+pub fn unwrapped(text: &str) -> String {
+    text.replace("\n  ", " ")
 }
