@@ -205,7 +205,8 @@ pub struct MetricComparison {
     /// b − a.
     pub diff: Option<f64>,
     pub ci95: Option<[f64; 2]>,
-    /// `welch over runs`, `bootstrap over requests (weaker: one run a side)`, or `none`.
+    /// `welch over runs`; `bootstrap, 1 run a side` (over requests: it cannot see run-to-run
+    /// variation, so it is weaker); or `none, 1 value a side`.
     pub method: String,
     /// (b − a) / |a|, percent.
     pub change_pct: Option<f64>,
@@ -300,12 +301,9 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
                     Some(f) => (
                         bootstrap_ci(&per_request(a, name), &per_request(b, name), f, 1000)
                             .map(|x| x.1),
-                        "bootstrap over requests (weaker: one run a side)",
+                        "bootstrap, 1 run a side",
                     ),
-                    None => (
-                        None,
-                        "none: one value a side (two runs a side give an interval)",
-                    ),
+                    None => (None, "none, 1 value a side"),
                 }
             };
             let diff = mean_a.zip(mean_b).map(|(x, y)| y - x);
@@ -680,6 +678,9 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
             ],
             rows,
         );
+        if c.metrics.iter().any(|m| m.method.starts_with("bootstrap")) {
+            d.line("A bootstrap over the requests of one run a side cannot see how runs vary: repeat runs (--repeats) for an interval over runs.");
+        }
     }
     d
 }

@@ -618,21 +618,10 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
             .collect();
         d.table(&["prediction", "measured", "outcome"], rows);
     }
-    let v = &s.validity;
-    if v.supports.is_empty() {
-        d.h(format!("Validity: {}", v.verdict));
-    } else {
-        d.h(format!("Validity: {} for {}", v.verdict, v.supports));
-    }
-    if v.reasons.is_empty() {
-        d.line(format!(
-            "No reason found to doubt claims of {}.",
-            if v.supports.is_empty() {
-                "tail latency or goodput"
-            } else {
-                &v.supports
-            }
-        ));
+    // The verdict is at the top; its reasons, and the claims the load model cannot support,
+    // are here.
+    if !v.reasons.is_empty() || !v.cannot_support.is_empty() {
+        d.h(format!("Validity: {} for {claims}", v.verdict));
     }
     for c in &v.cannot_support {
         d.line(format!("- cannot support: {c}"));

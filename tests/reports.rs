@@ -1,0 +1,84 @@
+//! Snapshots of what a person reads (issue #17): the terminal report, default and `--verbose`,
+//! the Markdown, `compare` with labels, and the summary `report --json` recomputes, all from
+//! one fixed bundle (`tests/fixtures/bundles/small`, a 60-request run on the simulator). A
+//! change to any of them shows as a reviewed diff: `INSTA_UPDATE=always cargo nextest run`
+//! (or `cargo insta review`) writes the new snapshots under `tests/snapshots/`.
+
+use std::process::Command;
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/bundles/small");
+
+fn goodput(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every line of a terminal report fits 100 columns.
+fn assert_fits(text: &str) {
+    for l in text.lines() {
+        assert!(
+            l.chars().count() <= 100,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+    }
+}
+
+#[test]
+fn the_default_terminal_report() {
+    let text = goodput(&["report", FIXTURE]);
+    assert_fits(&text);
+    // Reading order: what, the verdicts, then the numbers.
+    let pos = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s}: {text}"));
+    assert!(pos("Target:") < pos("Validity:") && pos("Validity:") < pos("Comparability:"));
+    assert!(pos("Comparability:") < pos("SLO") && pos("SLO") < pos("Steady state"));
+    assert!(
+        !text.contains("fingerprint") && !text.contains("95% CI"),
+        "{text}"
+    );
+    insta::assert_snapshot!("report_default", text);
+}
+
+#[test]
+fn the_verbose_terminal_report() {
+    let text = goodput(&["report", "--verbose", FIXTURE]);
+    assert_fits(&text);
+    for more in [
+        "fingerprint",
+        "95% CI",
+        "rests on",
+        "woke late",
+        "input requested",
+    ] {
+        assert!(text.contains(more), "{more}: {text}");
+    }
+    insta::assert_snapshot!("report_verbose", text);
+}
+
+#[test]
+fn the_markdown_report() {
+    let (_, s) = goodput::run::recompute(std::path::Path::new(FIXTURE)).unwrap();
+    insta::assert_snapshot!("report_markdown", goodput::report::document(&s).markdown());
+}
+
+#[test]
+fn the_recomputed_summary() {
+    insta::assert_snapshot!("summary_json", goodput(&["report", "--json", FIXTURE]));
+}
+
+#[test]
+fn compare_with_labels() {
+    let text = goodput(&[
+        "compare", FIXTURE, FIXTURE, "--label", "before", "--label", "after",
+    ]);
+    assert!(text.contains("after vs baseline before"), "{text}");
+    insta::assert_snapshot!("compare_labels", text);
+}
