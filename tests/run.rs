@@ -951,3 +951,65 @@ fn progress_goes_to_a_log_as_lines_when_stderr_is_not_a_terminal() {
         .unwrap();
     assert!(!String::from_utf8_lossy(&out.stderr).contains("progress "));
 }
+
+/// `--repeats` says, per run, why it is INVALID and how its predictions fared, and `goodput
+/// report` reads the repeat set it wrote (issue #17).
+#[test]
+fn a_repeat_set_shows_each_run_and_reports_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        d,
+        "c.toml",
+        &format!(
+            "name = \"rep\"\n[load]\nrate = 40\nrequests = 10\n[workload]\noutput_tokens = {{ dist = \"fixed\", value = 4 }}\n[slo]\nttft_ms = 500\n{FAST_SIM}"
+        ),
+    );
+    let out = goodput(
+        &[
+            "run",
+            "c.toml",
+            "-q",
+            "--repeats",
+            "2",
+            "--predict",
+            "ttft_p50<=0.001ms",
+        ],
+        d,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for run in ["run 01: rep ·", "run 02: rep ·"] {
+        assert!(text.contains(run), "{text}");
+    }
+    // 10 requests cannot support p99: each run says so, and the prediction failed in each.
+    assert_eq!(
+        text.matches("  INVALID: 10 steady requests cannot support p99")
+            .count(),
+        2,
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("predicted ttft_p50<=0.001ms: measured")
+            .count(),
+        2,
+        "{text}"
+    );
+    assert_eq!(text.matches("did not hold").count(), 2, "{text}");
+    let parent = only_bundle(&d.join("runs/rep"));
+    let again = goodput(&["report", parent.to_str().unwrap()], d);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let again = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.contains("run 02: rep ·") && again.contains("ttft_p50_ms"),
+        "{again}"
+    );
+}

@@ -99,3 +99,115 @@ fn the_demo_page_draws_both_loops_against_the_slo() {
         assert!(html.contains(series), "{series}");
     }
 }
+
+/// `sweep --requests N` makes every point that size (issue #17: points could not be made
+/// smaller), and a capacity search interrupted by Ctrl-C keeps the point in flight and says so
+/// (it used to drop it and advise raising --max-runs).
+#[test]
+fn sweep_points_take_overrides_and_an_interrupted_search_keeps_its_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.toml");
+    std::fs::write(
+        &path,
+        "name = \"small\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 4 }\n[load]\nrate = 40\nrequests = 500\n[slo]\nttft_ms = 500\npercentile = 50\n\
+         [target.simulator]\ndecode_base_ms = 2\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args([
+            "sweep",
+            "s.toml",
+            "--vary",
+            "load.rate=30,60",
+            "--requests",
+            "15",
+            "-q",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let points: Vec<_> = glob_points(&dir.path().join("runs/small"));
+    assert_eq!(points.len(), 2);
+    for p in &points {
+        let c = goodput::contract::load(&p.join("contract.toml")).unwrap();
+        assert_eq!(c.load.requests(), Some(15));
+    }
+
+    // A long capacity search, interrupted while its first point runs.
+    let before = glob_points(&dir.path().join("runs/small"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args([
+            "sweep",
+            "s.toml",
+            "--capacity",
+            "--requests",
+            "100000",
+            "-q",
+        ])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let root = dir.path().join("runs/small");
+    loop {
+        let busy = glob_points(&root).iter().any(|p| {
+            !before.contains(p)
+                && std::fs::read_to_string(p.join("requests.jsonl"))
+                    .is_ok_and(|t| t.lines().count() >= 10)
+        });
+        if busy {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no point started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut stdout).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(130), "{stdout}");
+    assert!(
+        stdout.contains("Interrupted: the point in flight is kept"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("raise --max-runs"), "{stdout}");
+    let sweeps: Vec<serde_json::Value> = std::fs::read_dir(&root)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("sweep.json")).ok())
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .filter(|v: &serde_json::Value| v["capacity"].is_object())
+        .collect();
+    assert_eq!(sweeps.len(), 1);
+    assert_eq!(
+        sweeps[0]["points"].as_array().unwrap().len(),
+        1,
+        "{}",
+        sweeps[0]
+    );
+    assert_eq!(sweeps[0]["interrupted"], true);
+}
+
+/// Every `point-NN` bundle under a contract's sweep bundles.
+fn glob_points(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for parent in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        for p in std::fs::read_dir(parent.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if p.file_name().to_string_lossy().starts_with("point-") {
+                out.push(p.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
