@@ -344,7 +344,7 @@ probes = 4
         .arg(&b.bundle.dir)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = common::unwrapped(&String::from_utf8_lossy(&out.stdout));
     assert!(
         out.status.success(),
         "{stdout}\n{}",
@@ -355,7 +355,7 @@ probes = 4
         "{stdout}"
     );
     // The report names what it measured.
-    let report = goodput::report::document(&b.summary).terminal();
+    let report = common::unwrapped(&goodput::report::document(&b.summary).terminal());
     assert!(
         report.contains(&format!("Target: {}", engine.0)),
         "{report}"

@@ -82,3 +82,41 @@ fn compare_with_labels() {
     assert!(text.contains("after vs baseline before"), "{text}");
     insta::assert_snapshot!("compare_labels", text);
 }
+
+/// A bundle written by an older schema: its fingerprints followed another definition, so
+/// `audit` says so instead of calling the bundle inconsistent (every figure is recomputed).
+#[test]
+fn audit_of_an_older_schemas_bundle_does_not_call_its_fingerprints_inconsistent() {
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(FIXTURE).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+    }
+    let (_, s) = goodput::run::recompute(dir.path()).unwrap();
+    let mut old = serde_json::to_value(&s).unwrap();
+    old["schema_version"] = 2.into();
+    old["fingerprints"]["load"] = "0123456789abcdef".into();
+    std::fs::write(dir.path().join("summary.json"), old.to_string()).unwrap();
+    let a = goodput::audit::audit(dir.path()).unwrap();
+    assert!(
+        !a.missing.iter().any(|m| m.contains("fingerprints")),
+        "{:?}",
+        a.missing
+    );
+    assert!(
+        a.limits.iter().any(|l| l.contains("written with schema 2")),
+        "{:?}",
+        a.limits
+    );
+    // The same edit under the current schema is an inconsistency.
+    old["schema_version"] = s.schema_version.into();
+    std::fs::write(dir.path().join("summary.json"), old.to_string()).unwrap();
+    let a = goodput::audit::audit(dir.path()).unwrap();
+    assert!(
+        a.missing
+            .iter()
+            .any(|m| m.starts_with("inconsistent: summary.json's fingerprints")),
+        "{:?}",
+        a.missing
+    );
+}

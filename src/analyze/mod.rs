@@ -31,8 +31,10 @@ use crate::plan::Phase;
 use crate::record::{Outcome, Record};
 pub use stats::{Dist, PERCENTILES, min_requests_for, percentile_sorted};
 
-/// Version of `summary.json`'s schema; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 2;
+/// Version of `summary.json`'s schema; bumped on any incompatible change. 3: per-claim
+/// validity, the target's identity and warnings, cancelled requests apart from attainment, and
+/// fingerprints without `[target.declared]` and with `load.kind`.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Whether warm-up has settled: the median of the last `window` TTFTs differs from the median of
 /// the `window` before it by less than `threshold`, relative to the earlier one. The same rule the
