@@ -24,6 +24,24 @@ pub const METRICS: &str = "metrics.jsonl";
 /// `[quality] mode = "reference"`: the reference set, copied in.
 pub const REFERENCES: &str = "references.jsonl";
 
+/// The run bundles (`run-NN`) of a repeat set, in order; `None` when `dir` is not one (it has
+/// no `repeat.json`).
+pub fn repeat_runs(dir: &Path) -> io::Result<Option<Vec<PathBuf>>> {
+    if !dir.join("repeat.json").is_file() {
+        return Ok(None);
+    }
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
+        })
+        .collect();
+    runs.sort();
+    Ok(Some(runs))
+}
+
 #[derive(Debug, Clone)]
 pub struct Bundle {
     pub dir: PathBuf,

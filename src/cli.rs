@@ -484,16 +484,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } if bundle.join("repeat.json").is_file() => {
             // A repeat set: every run recomputed from its own records, then the aggregate.
             let c = contract::load(&bundle.join(crate::bundle::CONTRACT))?;
-            let mut dirs: Vec<PathBuf> = std::fs::read_dir(&bundle)
+            let dirs = crate::bundle::repeat_runs(&bundle)
                 .with_context(|| format!("reading {}", bundle.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.is_dir()
-                        && p.file_name()
-                            .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
-                })
-                .collect();
-            dirs.sort();
+                .unwrap_or_default();
             let runs = dirs
                 .iter()
                 .map(|d| crate::run::recompute(d).map(|(_, s)| s))

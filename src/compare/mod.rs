@@ -32,20 +32,9 @@ pub struct Side {
 
 /// Loads a bundle (`summary.json` + `requests.jsonl`) or a repeat set (`run-*` bundles inside).
 pub fn load_side(path: &Path) -> anyhow::Result<Side> {
-    let mut dirs: Vec<PathBuf> = if path.join("repeat.json").is_file() {
-        std::fs::read_dir(path)
-            .with_context(|| format!("reading {}", path.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.is_dir()
-                    && p.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
-            })
-            .collect()
-    } else {
-        vec![path.to_owned()]
-    };
-    dirs.sort();
+    let dirs = crate::bundle::repeat_runs(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .unwrap_or_else(|| vec![path.to_owned()]);
     let mut runs = Vec::new();
     let mut contract = None;
     for d in &dirs {
