@@ -152,7 +152,7 @@ pub async fn run(
     // The wrong model is caught before any load: a server that lists what it serves and does
     // not list this one would fail every request (or, like llama.cpp, answer with another).
     let served = crate::env::served_models(&models);
-    if !served.is_empty() && !served.iter().any(|s| crate::env::same_model(&model, s)) {
+    if !served.is_empty() && !served.iter().any(|s| crate::text::same_model(&model, s)) {
         bail!(
             "target.model = \"{model}\" is not served by {base}: its /v1/models lists {}. Set target.model to one of these (or leave it out to take the first).",
             served

@@ -69,6 +69,13 @@ pub fn word_ids(text: &str) -> Vec<u64> {
     text.split_whitespace().map(hash_str).collect()
 }
 
+/// Whether the server's name for a model is the name asked for: equal, or equal but for
+/// Ollama's implicit `:latest` tag.
+pub fn same_model(asked: &str, named: &str) -> bool {
+    let bare = |s: &str| s.strip_suffix(":latest").unwrap_or(s).to_owned();
+    asked == named || bare(asked) == bare(named)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -300,7 +300,7 @@ fn model_warning(c: &Contract, records: &[Record]) -> Option<String> {
     for r in records {
         if let Some(m) = r.response_model.as_deref() {
             named += 1;
-            if !crate::env::same_model(asked, m) {
+            if !crate::text::same_model(asked, m) {
                 *other.entry(m).or_default() += 1;
             }
         }
@@ -547,11 +547,17 @@ fn ms(a: u64, b: u64) -> f64 {
 }
 
 /// Derives one request's metrics.
-pub fn request_metrics(r: &Record, origin: LatencyOrigin, source: TokenSource) -> RequestMetrics {
-    let o = match origin {
+/// Where a request's latency counts from: its intended send (open loop; the actual send when
+/// it has none) or its actual send.
+fn origin_us(r: &Record, origin: LatencyOrigin) -> Option<u64> {
+    match origin {
         LatencyOrigin::Intended => r.intended_us.or(r.sent_us),
         LatencyOrigin::Sent => r.sent_us,
-    };
+    }
+}
+
+pub fn request_metrics(r: &Record, origin: LatencyOrigin, source: TokenSource) -> RequestMetrics {
+    let o = origin_us(r, origin);
     let (output_tokens, output_from_usage) = match (source, r.usage_completion_tokens) {
         (TokenSource::Usage, Some(u)) => (u, true),
         _ => (r.client_output_tokens, false),
@@ -708,10 +714,7 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
     let steady_recs: Vec<&Record> = by_phase.get(&Phase::Steady).cloned().unwrap_or_default();
     let stats = phase_stats(c, &steady_recs);
 
-    let origin_of = |r: &Record| match origin {
-        LatencyOrigin::Intended => r.intended_us.or(r.sent_us),
-        LatencyOrigin::Sent => r.sent_us,
-    };
+    let origin_of = |r: &Record| origin_us(r, origin);
     let origins: Vec<u64> = steady_recs.iter().filter_map(|r| origin_of(r)).collect();
     let window = origins
         .iter()
@@ -1131,10 +1134,7 @@ fn rate_shortfall(c: &Contract, v: &ValidityInputs) -> Option<String> {
     let (lo, hi) = v.window?;
     let e2e = v.stats.e2e_ms.as_ref()?;
     let window_s = (hi - lo) as f64 / 1e6;
-    let origin = |r: &Record| match c.measurement.latency_origin {
-        LatencyOrigin::Intended => r.intended_us.or(r.sent_us),
-        LatencyOrigin::Sent => r.sent_us,
-    };
+    let origin = |r: &Record| origin_us(r, c.measurement.latency_origin);
     let median_us = (e2e.p50 * 1000.0).max(0.0) as u64;
     let due = v
         .records
@@ -1168,10 +1168,7 @@ const QUEUE_SAMPLES: usize = 40;
 fn growing_queue(c: &Contract, v: &ValidityInputs) -> Option<Overload> {
     let o = v.offered?;
     let (lo, hi) = v.window?;
-    let origin = |r: &Record| match c.measurement.latency_origin {
-        LatencyOrigin::Intended => r.intended_us.or(r.sent_us),
-        LatencyOrigin::Sent => r.sent_us,
-    };
+    let origin = |r: &Record| origin_us(r, c.measurement.latency_origin);
     let mut starts: Vec<u64> = Vec::new();
     let mut ends: Vec<u64> = Vec::new();
     for r in v

@@ -196,7 +196,7 @@ impl Client {
         rec.output_digest = Some(crate::quality::digest(text));
         // A quality probe keeps its text whatever the setting: probes are few, and compare
         // measures token agreement from them.
-        if self.keep == KeepOutput::Text || rec.phase == crate::plan::Phase::Quality {
+        if self.keep == KeepOutput::Text || rec.is_probe() {
             rec.output_text = Some(text.to_owned());
         }
     }

@@ -241,13 +241,6 @@ pub fn served_models(models_probe: &Value) -> Vec<String> {
     out
 }
 
-/// Whether the server's name for a model is the name asked for: equal, or equal but for
-/// Ollama's implicit `:latest` tag.
-pub fn same_model(asked: &str, named: &str) -> bool {
-    let bare = |s: &str| s.strip_suffix(":latest").unwrap_or(s).to_owned();
-    asked == named || bare(asked) == bare(named)
-}
-
 /// The whole `environment.json`.
 pub fn document(
     c: &Contract,

@@ -127,6 +127,11 @@ impl Outcome {
 
 impl Record {
     /// Planned prompt (`input`) or output length.
+    /// A quality probe (kept with its text, compared run to run).
+    pub fn is_probe(&self) -> bool {
+        self.phase == Phase::Quality
+    }
+
     pub fn planned_tokens(&self, input: bool) -> u32 {
         if input {
             self.input_tokens_planned

@@ -396,41 +396,20 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     ];
     // The server's latencies; the client's own schedule is one line below (its split with
     // `--verbose`).
-    let none = None;
     let rows = [
-        ("TTFT", &st.stats.ttft_ms),
-        ("TPOT", &st.stats.tpot_ms),
-        ("ITL", &st.stats.itl_ms),
-        ("E2E", &st.stats.e2e_ms),
-        (
-            "dispatch lag",
-            if verbose {
-                &st.stats.dispatch_lag_ms
-            } else {
-                &none
-            },
-        ),
-        (
-            "  woke late",
-            if verbose {
-                &st.stats.dispatch_wake_ms
-            } else {
-                &none
-            },
-        ),
-        (
-            "  runtime wait",
-            if verbose {
-                &st.stats.dispatch_queue_ms
-            } else {
-                &none
-            },
-        ),
-        ("input tokens", &st.stats.input_tokens),
-        ("output tokens", &st.stats.output_tokens),
+        ("TTFT", &st.stats.ttft_ms, false),
+        ("TPOT", &st.stats.tpot_ms, false),
+        ("ITL", &st.stats.itl_ms, false),
+        ("E2E", &st.stats.e2e_ms, false),
+        ("dispatch lag", &st.stats.dispatch_lag_ms, true),
+        ("  woke late", &st.stats.dispatch_wake_ms, true),
+        ("  runtime wait", &st.stats.dispatch_queue_ms, true),
+        ("input tokens", &st.stats.input_tokens, false),
+        ("output tokens", &st.stats.output_tokens, false),
     ]
     .iter()
-    .filter_map(|(n, v)| dist_row(n, v))
+    .filter(|(_, _, client)| verbose || !client)
+    .filter_map(|(n, v, _)| dist_row(n, v))
     .collect();
     d.table(&head, rows);
     if let Some(lag) = &st.stats.dispatch_lag_ms {
