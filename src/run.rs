@@ -618,6 +618,15 @@ fn progress_line(
         0.0
     };
     let (of, eta) = match planned {
+        // Past the plan: the load stays on (drain) until the last measured request ends, then
+        // the quality probes go.
+        Some(n) if finished > n => (
+            format!(
+                "{n}/{n} requests, finishing (+{} after the plan)",
+                finished - n
+            ),
+            String::new(),
+        ),
         Some(n) => (
             format!(
                 "{finished}/{n} requests ({:.0}%)",
@@ -788,6 +797,17 @@ mod progress_tests {
         assert_eq!(
             progress_line(Duration::from_secs(10), 200, Some(600), 3, 71.06, 202.4),
             "progress 10 s: 200/600 requests (33%) · 20.0 req/s · 3 errors · TTFT p50 71.1 ms p99 202.4 ms · ETA 20 s"
+        );
+        assert_eq!(
+            progress_line(
+                Duration::from_secs(50),
+                885,
+                Some(750),
+                0,
+                f64::NAN,
+                f64::NAN
+            ),
+            "progress 50 s: 750/750 requests, finishing (+135 after the plan) · 17.7 req/s · 0 errors"
         );
         // Before the first token, and with a duration-bound run (no plan length).
         assert_eq!(

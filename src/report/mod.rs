@@ -319,7 +319,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
             .iter()
             .map(|m| m.split(':').next().unwrap_or(m))
             .collect();
-        format!("Comparability: directional, lacking {}.", names.join("; "))
+        format!("Comparability: directional: {}.", names.join("; "))
     });
     if verbose {
         d.line(format!(
