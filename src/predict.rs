@@ -36,7 +36,7 @@ pub struct Prediction {
 }
 
 /// How one expectation fared.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Outcome {
     pub text: String,
     pub metric: String,
@@ -48,7 +48,7 @@ pub struct Outcome {
 }
 
 /// The check of a bundle's prediction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Check {
     pub made_utc: String,
     /// The file still hashes to what was recorded before the run.

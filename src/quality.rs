@@ -129,7 +129,7 @@ fn lcs(a: &[String], b: &[String]) -> usize {
 }
 
 /// What one run says about its outputs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QualityResult {
     /// `consistency` or `reference`.
     pub mode: String,
@@ -143,7 +143,7 @@ pub struct QualityResult {
     pub reference: Option<ReferenceScore>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReferenceScore {
     pub scoring: Scoring,
     pub scored: u64,

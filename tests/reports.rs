@@ -120,3 +120,46 @@ fn audit_of_an_older_schemas_bundle_does_not_call_its_fingerprints_inconsistent(
         a.missing
     );
 }
+
+#[test]
+fn the_html_report() {
+    let html = goodput(&["report", "--html", FIXTURE]);
+    assert!(html.starts_with("<!doctype html>"), "{}", &html[..100]);
+    insta::assert_snapshot!("report_html", html);
+}
+
+const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json");
+
+/// `docs/summary.schema.json` is the schema of the summary the code writes (regenerate it with
+/// `UPDATE_SCHEMA=1 cargo nextest run --test reports`), and the summaries a run writes and
+/// `report --json` recomputes are valid against it.
+#[test]
+fn summary_json_has_a_committed_schema() {
+    let generated =
+        serde_json::to_string_pretty(&goodput::analyze::summary_schema()).unwrap() + "\n";
+    if std::env::var_os("UPDATE_SCHEMA").is_some() {
+        std::fs::write(SCHEMA, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(SCHEMA).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "docs/summary.schema.json is not the schema of Summary: review the change and regenerate it with UPDATE_SCHEMA=1"
+    );
+    let schema: serde_json::Value = serde_json::from_str(&committed).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let recomputed: serde_json::Value =
+        serde_json::from_str(&goodput(&["report", "--json", FIXTURE])).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&recomputed)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    // A summary that breaks it is caught: the schema is not vacuous.
+    let mut broken = recomputed.clone();
+    broken["steady"]["ok"] = "sixty".into();
+    broken["grade"]["unheard_of"] = true.into();
+    assert_eq!(validator.iter_errors(&broken).count(), 2);
+    let mut missing = recomputed;
+    missing.as_object_mut().unwrap().remove("validity");
+    assert!(!validator.is_valid(&missing));
+}

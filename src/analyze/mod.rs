@@ -36,6 +36,29 @@ pub use stats::{Dist, PERCENTILES, min_requests_for, percentile_sorted};
 /// fingerprints without `[target.declared]` and with `load.kind`.
 pub const SCHEMA_VERSION: u32 = 3;
 
+/// The JSON Schema of `summary.json`, generated from [`Summary`] and its serde attributes. The
+/// repository keeps a copy (`docs/summary.schema.json`); a test fails when the two differ, so
+/// a change to the summary's shape shows as a reviewed diff of that file.
+/// Objects are closed (`additionalProperties: false`): the schema lists every key a summary
+/// has, so a reader can rely on it in both directions.
+pub fn summary_schema() -> serde_json::Value {
+    fn close(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if m.contains_key("properties") && !m.contains_key("additionalProperties") {
+                    m.insert("additionalProperties".into(), false.into());
+                }
+                m.values_mut().for_each(close);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(close),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(schemars::schema_for!(Summary)).expect("a schema is JSON");
+    close(&mut v);
+    v
+}
+
 /// Whether warm-up has settled: the median of the last `window` TTFTs differs from the median of
 /// the `window` before it by less than `threshold`, relative to the earlier one. The same rule the
 /// collector applies live, so the summary can say why warm-up ended.
@@ -73,7 +96,7 @@ pub struct Timeline {
 }
 
 /// The cold-start result: time to readiness and to the first token, and the first requests.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ColdStartResult {
     pub launched: bool,
     /// Launch (or start of waiting) → port open, seconds.
@@ -89,7 +112,7 @@ pub struct ColdStartResult {
 }
 
 /// How warm-up went.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WarmupResult {
     /// The contract's rule in words.
     pub rule: String,
@@ -177,7 +200,7 @@ pub fn timeseries(records: &[Record]) -> Vec<Second> {
 }
 
 /// The summary of one run (`summary.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub schema_version: u32,
     /// goodput version that computed it.
@@ -225,7 +248,7 @@ pub struct Summary {
 }
 
 /// The target of a run: where, which model, which engine on what.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TargetIdentity {
     /// The built-in simulator rather than a server at a URL.
     pub simulator: bool,
@@ -361,7 +384,7 @@ fn cold_cache_warning(c: &Contract, steady_ok: &[&&Record]) -> Option<String> {
     })
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Grade {
     /// `comparable` or `directional`.
     pub verdict: String,
@@ -369,7 +392,7 @@ pub struct Grade {
     pub missing: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Validity {
     /// `VALID` or `INVALID`, for the claims in `supports`.
     pub verdict: String,
@@ -403,7 +426,7 @@ impl Validity {
 }
 
 /// A growing queue: the diagnosis of an open-loop rate above the server's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Overload {
     /// The server's sustained completion rate, req/s: its completions per second over the
     /// steady window, through which it was never idle.
@@ -418,7 +441,7 @@ pub struct Overload {
 }
 
 /// Counts and distributions of one phase. Milliseconds unless named otherwise.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PhaseStats {
     pub requests: u64,
     pub ok: u64,
@@ -445,7 +468,7 @@ pub struct PhaseStats {
 }
 
 /// The steady-state result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Steady {
     #[serde(flatten)]
     pub stats: PhaseStats,
@@ -466,7 +489,7 @@ pub struct Steady {
     pub support: Vec<Support>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Throughput {
     /// Offered requests/s (open loop).
     pub offered_rps: Option<f64>,
@@ -476,7 +499,7 @@ pub struct Throughput {
     pub output_tokens_per_s: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SloResult {
     /// Percentile the thresholds are judged at.
     pub percentile: f64,
@@ -511,7 +534,7 @@ impl SloResult {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SloMetric {
     pub metric: String,
     pub threshold_ms: f64,
@@ -520,7 +543,7 @@ pub struct SloMetric {
     pub pass: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Support {
     pub percentile: String,
     /// Successful steady requests it is computed from.
@@ -1265,7 +1288,7 @@ fn warmup_rule(c: &Contract) -> String {
 
 /// Token lengths three ways, for input and output: the distribution the contract requested,
 /// what was sent (counted by the workload's tokenizer), and what the server reported.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LengthCheck {
     /// Who counted the sent lengths, and whether that is exact for the target.
     #[serde(default)]
@@ -1293,7 +1316,7 @@ pub struct LengthCheck {
 
 /// One side's lengths: requested (the contract's distribution or source), sent (steady
 /// requests, as planned) and reported (successful steady requests' `usage`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LengthDists {
     pub requested: Option<Dist>,
     pub sent: Option<Dist>,

@@ -49,7 +49,7 @@ const ENGINES: [Names; 4] = [
 ];
 
 /// Mean and maximum of a gauge over the scrapes inside the window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Gauge {
     pub mean: f64,
     pub max: f64,
@@ -57,7 +57,7 @@ pub struct Gauge {
 }
 
 /// Server-reported queue time over the window, from the histogram's change across it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueTime {
     /// Requests the histogram counted in the window.
     pub requests: f64,
@@ -69,7 +69,7 @@ pub struct QueueTime {
 }
 
 /// The server's view of the steady window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerSide {
     /// Whose metric names were found.
     pub engine: String,

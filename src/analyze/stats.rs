@@ -156,7 +156,7 @@ pub fn bootstrap_ci(
 }
 
 /// Summary of a distribution. Sample standard deviation (n − 1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Dist {
     pub count: usize,
     pub min: f64,

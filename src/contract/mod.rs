@@ -132,7 +132,9 @@ pub enum QualityMode {
     Reference,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub enum Scoring {
     /// Normalised answer equals the normalised output.
     #[serde(rename = "exact")]
@@ -1937,7 +1939,7 @@ fn check_dist(key: &str, d: &LengthDist) -> Result<(), Problem> {
 
 /// Stable hashes of each contract axis, over canonical JSON (sorted keys, numbers in canonical
 /// units, defaults filled), so equivalent contracts hash alike.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Fingerprints {
     pub target: String,
     pub workload: String,
