@@ -11,7 +11,6 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use goodput::contract;
 use goodput::run::{RunOptions, RunResult, run};
 use tokio_util::sync::CancellationToken;
 
@@ -97,7 +96,8 @@ async fn drive_with(
          output_tokens = {{ dist = \"fixed\", value = {output} }}\n[load]\n{load}\n[warmup]\nrequests = {warmup}\n[measurement]\nclient_token_count = \"words\"\nserver_metrics_interval = 0\n",
         sim.url
     );
-    let c = contract::parse(&src, Path::new("bench.toml")).expect("bench contract");
+    let (c, inputs) =
+        goodput::workload::parse(&src, Path::new("bench.toml")).expect("bench contract");
     let opts = RunOptions {
         out_root: dir.to_owned(),
         progress: false,
@@ -106,7 +106,7 @@ async fn drive_with(
         bundle_dir: None,
         wake_latency_hold: hold,
     };
-    run(c, opts, CancellationToken::new())
+    run(c, inputs, opts, CancellationToken::new())
         .await
         .expect("bench run")
 }

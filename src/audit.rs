@@ -178,8 +178,12 @@ fn audit_dir(dir: &Path) -> anyhow::Result<Audit> {
 
 /// One bundle: recomputed from its raw records, then checked against what it says it was.
 fn bundle(dir: &Path, a: &mut Audit) -> anyhow::Result<()> {
-    let (bundle, s) = crate::run::recompute(dir)?;
-    let contract = crate::contract::load(&bundle.path(CONTRACT))?;
+    let crate::bundle::Loaded {
+        bundle,
+        contract,
+        summary: s,
+        ..
+    } = crate::bundle::Bundle::load(dir)?;
     a.missing.extend(s.grade.missing.iter().cloned());
     // What the bundle says it was must be what its raw records say.
     match std::fs::read_to_string(bundle.path(SUMMARY)) {

@@ -10,8 +10,13 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::analyze::Summary;
+use anyhow::Context as _;
+
+use crate::analyze::{Context, Summary, summarize};
 use crate::contract::Contract;
+use crate::env::facts::Facts;
+use crate::record::Record;
+use crate::workload::Inputs;
 
 pub const REQUESTS: &str = "requests.jsonl";
 pub const CONTRACT: &str = "contract.toml";
@@ -107,5 +112,94 @@ impl Bundle {
     pub fn write_summary(&self, s: &Summary) -> io::Result<()> {
         self.write_json(SUMMARY, s)?;
         self.write("report.md", &crate::report::document(s).markdown())
+    }
+}
+
+/// A bundle read once: everything `report`, `compare` and `audit` need, with the summary
+/// recomputed from the raw records (never read from `summary.json`).
+#[derive(Debug)]
+pub struct Loaded {
+    pub bundle: Bundle,
+    pub contract: Contract,
+    /// The files the contract names, as far as they are still there (a bundle keeps its
+    /// reference set; a dataset or tokenizer named by path may be gone: `inputs.missing`).
+    pub inputs: Inputs,
+    pub records: Vec<Record>,
+    /// `command.json` (`Null` when absent).
+    pub command: serde_json::Value,
+    pub summary: Summary,
+}
+
+impl Bundle {
+    /// Reads a bundle and recomputes its summary from `requests.jsonl` and `contract.toml`
+    /// (and what else it keeps: cold-start timeline, environment, `/metrics` scrapes,
+    /// prediction).
+    pub fn load(dir: &Path) -> anyhow::Result<Loaded> {
+        let bundle = Bundle::open(dir)?;
+        let (contract, inputs) = crate::workload::load(&bundle.path(CONTRACT))?;
+        let records =
+            crate::record::read_jsonl(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
+        let command: serde_json::Value = std::fs::read_to_string(bundle.path("command.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        let summary = bundle.summarize(&contract, &inputs, &records, &command)?;
+        Ok(Loaded {
+            bundle,
+            contract,
+            inputs,
+            records,
+            command,
+            summary,
+        })
+    }
+
+    fn summarize(
+        &self,
+        contract: &Contract,
+        inputs: &Inputs,
+        records: &[Record],
+        command: &serde_json::Value,
+    ) -> anyhow::Result<Summary> {
+        // A run killed outright (no Ctrl-C: SIGKILL, out of memory, power) never wrote its end
+        // time: it was interrupted too, and its requests in flight were lost with it.
+        let interrupted = command["interrupted"].as_bool().unwrap_or(false)
+            || command.get("started_utc").is_some() && command["ended_utc"].is_null();
+        let timeline = std::fs::read_to_string(self.path(COLD_START))
+            .ok()
+            .map(|t| serde_json::from_str::<crate::analyze::Timeline>(&t))
+            .transpose()
+            .with_context(|| format!("reading {}", self.path(COLD_START).display()))?;
+        let environment: serde_json::Value = std::fs::read_to_string(self.path(ENVIRONMENT))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        // Facts are re-derived, not trusted: the probes' verbatim answers against the
+        // contract's declarations as they stand now.
+        let probes = environment["probes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let facts = Some(Facts::resolve(&contract.target.declared, &probes));
+        let scrapes = match self.path(METRICS) {
+            p if p.exists() => crate::env::prom::read(&p).map_err(anyhow::Error::msg)?,
+            _ => Vec::new(),
+        };
+        let context = Context {
+            workload: Some(inputs),
+            interrupted,
+            timeline: timeline.as_ref(),
+            facts: facts.as_ref(),
+            scrapes: &scrapes,
+        };
+        let mut summary = summarize(contract, records, &context);
+        if let Ok(bytes) = std::fs::read(self.path(PREDICTION)) {
+            let p: crate::contract::prediction::Prediction = serde_json::from_slice(&bytes)
+                .with_context(|| format!("reading {}", self.path(PREDICTION).display()))?;
+            let verified = command["prediction_sha256"].as_str()
+                == Some(crate::contract::prediction::hash(&bytes).as_str());
+            summary.predictions = Some(crate::analyze::predict::check(&p, &summary, verified));
+        }
+        Ok(summary)
     }
 }

@@ -320,7 +320,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ),
             };
             let (text, said) = overrides.apply(&src, &path)?;
-            let mut c = contract::parse(&text, &path)?;
+            let (mut c, inputs) = crate::workload::parse(&text, &path)?;
             for n in &c.notes {
                 eprintln!("note: {n}");
             }
@@ -330,7 +330,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 c.cold_start = Some(contract::ColdStart::default());
             }
             if let Some(p) = predict {
-                crate::predict::parse_list(&p).map_err(|e| anyhow::anyhow!("--predict: {e}"))?;
+                contract::prediction::parse_list(&p)
+                    .map_err(|e| anyhow::anyhow!("--predict: {e}"))?;
                 c.prediction = Some(contract::PredictionSpec {
                     expect: p
                         .split(',')
@@ -354,7 +355,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             });
             if c.repeat.runs > 1 {
-                let (parent, rs, results) = crate::run::run_repeats(c, options, cancel).await?;
+                let (parent, rs, results) =
+                    crate::run::run_repeats(c, inputs, options, cancel).await?;
                 if output.json {
                     say(&(serde_json::to_string_pretty(&rs)? + "\n"))?;
                 } else {
@@ -370,7 +372,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     ExitCode::SUCCESS
                 });
             }
-            let r = crate::run::run(c, options, cancel).await?;
+            let r = crate::run::run(c, inputs, options, cancel).await?;
             if output.json {
                 say(&(serde_json::to_string_pretty(&r.summary)? + "\n"))?;
             } else {
@@ -472,8 +474,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Plan { contract, limit } => {
-            let c = contract::load(&contract)?;
-            say(&crate::plan::Plan::new(&c).to_jsonl(limit))?;
+            let (c, inputs) = crate::workload::load(&contract)?;
+            say(&crate::plan::Plan::new(&c, &inputs).to_jsonl(limit))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Report {
@@ -489,7 +491,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .unwrap_or_default();
             let runs = dirs
                 .iter()
-                .map(|d| crate::run::recompute(d).map(|(_, s)| s))
+                .map(|d| crate::bundle::Bundle::load(d).map(|b| b.summary))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let refs: Vec<&crate::analyze::Summary> = runs.iter().collect();
             let rs = crate::run::repeat_summary(&c, &refs);
@@ -518,17 +520,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             verbose,
             html,
         } => {
-            let (b, s) = crate::run::recompute(&bundle)?;
+            let b = crate::bundle::Bundle::load(&bundle)?;
+            let s = &b.summary;
             if json {
-                say(&(serde_json::to_string_pretty(&s)? + "\n"))?;
+                say(&(serde_json::to_string_pretty(s)? + "\n"))?;
             } else if html {
-                let c = contract::load(&b.path(crate::bundle::CONTRACT))?;
-                let records = crate::record::read_jsonl(&b.path(crate::bundle::REQUESTS))
-                    .map_err(anyhow::Error::msg)?;
-                let seconds = crate::analyze::timeseries(&records);
-                say(&crate::report::html::page(&c, &s, &records, &seconds))?;
+                let seconds = crate::analyze::timeseries(&b.records);
+                say(&crate::report::html::page(
+                    &b.contract,
+                    &b.inputs,
+                    s,
+                    &b.records,
+                    &seconds,
+                ))?;
             } else {
-                say(&crate::report::document_at(&s, verbose).terminal())?;
+                say(&crate::report::document_at(s, verbose).terminal())?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -594,7 +600,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if json {
                 say(&(serde_json::to_string_pretty(&demo)? + "\n"))?;
             } else if html {
-                say(&crate::report::html::demo_page(&demo))?;
+                say(&crate::demo::html_page(&demo))?;
             } else {
                 say(&demo.document().terminal())?;
             }

@@ -219,6 +219,30 @@ impl Demo {
     }
 }
 
+/// The demo: both loops' TTFT p99 against offered load, with the SLO.
+pub fn html_page(demo: &Demo) -> String {
+    let mut d = demo.document();
+    d.h("Figure");
+    let pts = |f: fn(&DemoPoint) -> f64| -> Vec<(f64, f64)> {
+        demo.points.iter().map(|p| (p.load * 100.0, f(p))).collect()
+    };
+    let slo = demo.spec.slo_ttft_p99_ms;
+    let chart = crate::report::svg::Chart::new(
+        "demo-ttft",
+        "TTFT p99: open loop vs closed loop",
+        "offered load (% of capacity)",
+        "TTFT p99 (ms)",
+    )
+    .line("open loop p99", pts(|p| p.open_ttft_p99_ms))
+    .line("closed loop p99", pts(|p| p.closed_ttft_p99_ms))
+    .line(
+        &format!("SLO {slo} ms"),
+        demo.points.iter().map(|p| (p.load * 100.0, slo)).collect(),
+    );
+    d.figure(chart.render());
+    crate::report::html::wrap("goodput demo", &d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 //! built-in simulated server. `main.rs` only parses the command line and calls [`cli::run`].
 
 pub mod analyze;
+pub mod arrival;
 pub mod audit;
 pub mod bundle;
 pub mod cli;
@@ -16,7 +17,6 @@ pub mod demo;
 pub mod driver;
 pub mod env;
 pub mod plan;
-pub mod predict;
 pub mod quality;
 pub mod record;
 pub mod report;

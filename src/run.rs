@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::analyze::{Inputs, Summary, summarize};
+use crate::analyze::{Summary, summarize};
 use crate::bundle::{
     Bundle, COLD_START, CONTRACT, ENVIRONMENT, METRICS, PREDICTION, REFERENCES, REQUESTS,
 };
@@ -22,12 +22,13 @@ use crate::contract::{ApiKind, ClientTokenCount, Contract};
 use crate::driver::{COLD_START_INDEX, Driver};
 use crate::env::facts::Facts;
 use crate::env::prom::Scraper;
+use crate::env::tokenize::{ServerCounter, check, recount};
 use crate::env::wake::WakeLatency;
 use crate::plan::{PRIME_INDEX, PROBE_INDEX, Phase, Plan};
 use crate::record::Record;
-use crate::record::writer::{Live, LiveView, Stability, write_records};
+use crate::record::writer::{Live, LiveView, Observer, Stability, write_records};
 use crate::sim::SimServer;
-use crate::workload::server::{ServerCounter, check, recount};
+use crate::workload::Inputs;
 
 /// How to run, beyond the contract.
 #[derive(Debug, Clone)]
@@ -63,10 +64,11 @@ const FAIL_FAST_AFTER: u64 = 20;
 /// Runs a contract. `cancel` interrupts it (Ctrl-C); what was measured is kept either way.
 pub async fn run(
     mut contract: Contract,
+    mut inputs: Inputs,
     opts: RunOptions,
     cancel: CancellationToken,
 ) -> anyhow::Result<RunResult> {
-    if let Some(f) = contract.workload.sources.missing.first() {
+    if let Some(f) = inputs.missing.first() {
         bail!(
             "{f} is named by the contract (with its SHA-256) but is not there: put it back to run this contract"
         );
@@ -181,16 +183,16 @@ pub async fn run(
             let expect = spec
                 .expect
                 .iter()
-                .map(|e| crate::predict::parse(e))
+                .map(|e| crate::contract::prediction::parse(e))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(anyhow::Error::msg)?;
-            let p = crate::predict::Prediction {
+            let p = crate::contract::prediction::Prediction {
                 made_utc: jiff::Timestamp::now().to_string(),
                 expect,
             };
             let bytes = serde_json::to_vec_pretty(&p)?;
             std::fs::write(bundle.path(PREDICTION), &bytes)?;
-            Some((p, crate::predict::hash(&bytes)))
+            Some((p, crate::contract::prediction::hash(&bytes)))
         }
         None => None,
     };
@@ -233,15 +235,15 @@ pub async fn run(
         let counter = ServerCounter::detect(http.clone(), &base, &model, api_key.as_deref())
             .await
             .map_err(anyhow::Error::msg)?;
-        recount(&counter, &mut contract)
+        inputs = recount(&counter, &contract, &inputs)
             .await
             .map_err(anyhow::Error::msg)?;
-        let plan = Plan::new(&contract);
+        let plan = Plan::new(&contract, &inputs);
         let first = (0..plan.len().unwrap_or(u64::MAX)).map(|i| {
             let r = plan.request(i);
             (i, r.prompt, r.input_tokens)
         });
-        let kept = check(&counter, &contract.workload.sources.tokenizer, first)
+        let kept = check(&counter, &inputs.tokenizer, first)
             .await
             .map_err(anyhow::Error::msg)?;
         if kept["mismatches"].as_array().is_some_and(|m| !m.is_empty()) {
@@ -278,7 +280,7 @@ pub async fn run(
     bundle.write_json(ENVIRONMENT, &environment)?;
 
     let contract = Arc::new(contract);
-    let plan = Arc::new(Plan::new(&contract));
+    let plan = Arc::new(Plan::new(&contract, &inputs));
     let adapter = match contract.target.api {
         ApiKind::OpenAiChat => OpenAi::Chat,
         ApiKind::OpenAiCompletions => OpenAi::Completions,
@@ -322,14 +324,18 @@ pub async fn run(
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let live: LiveView = Arc::new(Mutex::new(Live::default()));
-    let stability = contract.warmup.until_stable.as_ref().map(|u| Stability {
-        window: u.window as usize,
-        threshold: u.threshold,
-        flag: stable,
-    });
+    let mut observers: Vec<Box<dyn Observer>> = vec![Box::new(live.clone())];
+    if let Some(u) = &contract.warmup.until_stable {
+        observers.push(Box::new(Stability {
+            window: u.window as usize,
+            threshold: u.threshold,
+            flag: stable,
+            ttfts: Vec::new(),
+        }));
+    }
     let writer = {
-        let (path, live) = (bundle.path(REQUESTS), live.clone());
-        tokio::task::spawn_blocking(move || write_records(&path, rx, live, stability))
+        let path = bundle.path(REQUESTS);
+        tokio::task::spawn_blocking(move || write_records(&path, rx, observers))
     };
     let done = CancellationToken::new();
     let aborted = Arc::new(Mutex::new(None::<String>));
@@ -401,18 +407,20 @@ pub async fn run(
         );
     }
     let scrapes = crate::env::prom::read(&bundle.path(METRICS)).unwrap_or_default();
-    let inputs = Inputs {
+    let context = crate::analyze::Context {
+        workload: Some(&inputs),
         interrupted,
         timeline: timeline.as_ref(),
         facts: Some(&facts),
         scrapes: &scrapes,
     };
-    let mut summary = summarize(&contract, &records, &inputs);
-    summary.predictions = prediction.map(|(p, _)| crate::predict::check(&p, &summary, true));
+    let mut summary = summarize(&contract, &records, &context);
+    summary.predictions =
+        prediction.map(|(p, _)| crate::analyze::predict::check(&p, &summary, true));
     bundle.write_summary(&summary)?;
     bundle.write(
         "report.html",
-        &crate::report::html::page(&contract, &summary, &records, &seconds),
+        &crate::report::html::page(&contract, &inputs, &summary, &records, &seconds),
     )?;
     bundle.write_json(
         "command.json",
@@ -468,6 +476,7 @@ const HIGH_CV: f64 = 0.10;
 /// bundle that also holds `repeat.json` and `repeat.md`.
 pub async fn run_repeats(
     contract: Contract,
+    inputs: Inputs,
     opts: RunOptions,
     cancel: CancellationToken,
 ) -> anyhow::Result<(Bundle, RepeatSummary, Vec<RunResult>)> {
@@ -482,7 +491,7 @@ pub async fn run_repeats(
             progress: opts.progress,
             ..opts.clone()
         };
-        results.push(run(contract.clone(), o, cancel.clone()).await?);
+        results.push(run(contract.clone(), inputs.clone(), o, cancel.clone()).await?);
         if cancel.is_cancelled() {
             break;
         }
@@ -505,12 +514,10 @@ pub async fn run_repeats(
 pub fn repeat_summary(c: &Contract, runs: &[&Summary]) -> RepeatSummary {
     let mut metrics = std::collections::BTreeMap::new();
     let mut warnings = Vec::new();
-    if let Some(first) = runs.first() {
-        for (i, (name, _, _)) in crate::compare::headline(first).iter().enumerate() {
-            let values: Vec<f64> = runs
-                .iter()
-                .filter_map(|s| crate::compare::headline(s)[i].1)
-                .collect();
+    if !runs.is_empty() {
+        for h in crate::analyze::Headline::ALL {
+            let name = h.name();
+            let values: Vec<f64> = runs.iter().filter_map(|s| h.of(s)).collect();
             if values.is_empty() {
                 continue;
             }
@@ -522,7 +529,7 @@ pub fn repeat_summary(c: &Contract, runs: &[&Summary]) -> RepeatSummary {
                     HIGH_CV * 100.0
                 ));
             }
-            metrics.insert((*name).to_owned(), o);
+            metrics.insert(name.to_owned(), o);
         }
     }
     if runs.len() < 3 {
@@ -736,56 +743,6 @@ fn raise_open_file_limit() {
             let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &r);
         }
     }
-}
-
-/// Recomputes a bundle's summary from `requests.jsonl` and `contract.toml` alone.
-pub fn recompute(dir: &std::path::Path) -> anyhow::Result<(Bundle, Summary)> {
-    let bundle = Bundle::open(dir)?;
-    let contract = crate::contract::load(&bundle.path(CONTRACT))?;
-    let records = crate::record::read_jsonl(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
-    let command: serde_json::Value = std::fs::read_to_string(bundle.path("command.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    // A run killed outright (no Ctrl-C: SIGKILL, out of memory, power) never wrote its end
-    // time: it was interrupted too, and its requests in flight were lost with it.
-    let interrupted = command["interrupted"].as_bool().unwrap_or(false)
-        || command.get("started_utc").is_some() && command["ended_utc"].is_null();
-    let timeline = std::fs::read_to_string(bundle.path(COLD_START))
-        .ok()
-        .map(|t| serde_json::from_str::<crate::analyze::Timeline>(&t))
-        .transpose()
-        .with_context(|| format!("reading {}", bundle.path(COLD_START).display()))?;
-    let environment: serde_json::Value = std::fs::read_to_string(bundle.path(ENVIRONMENT))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    // Facts are re-derived, not trusted: the probes' verbatim answers against the contract's
-    // declarations as they stand now.
-    let probes = environment["probes"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let facts = Some(Facts::resolve(&contract.target.declared, &probes));
-    let scrapes = match bundle.path(METRICS) {
-        p if p.exists() => crate::env::prom::read(&p).map_err(anyhow::Error::msg)?,
-        _ => Vec::new(),
-    };
-    let inputs = Inputs {
-        interrupted,
-        timeline: timeline.as_ref(),
-        facts: facts.as_ref(),
-        scrapes: &scrapes,
-    };
-    let mut summary = summarize(&contract, &records, &inputs);
-    if let Ok(bytes) = std::fs::read(bundle.path(PREDICTION)) {
-        let p: crate::predict::Prediction = serde_json::from_slice(&bytes)
-            .with_context(|| format!("reading {}", bundle.path(PREDICTION).display()))?;
-        let verified =
-            command["prediction_sha256"].as_str() == Some(crate::predict::hash(&bytes).as_str());
-        summary.predictions = Some(crate::predict::check(&p, &summary, verified));
-    }
-    Ok((bundle, summary))
 }
 
 #[cfg(test)]

@@ -13,8 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::analyze::Summary;
 use crate::bundle::Bundle;
-use crate::contract::{self, Contract};
+use crate::contract::Contract;
 use crate::run::{RunOptions, run};
+use crate::workload::Inputs;
 
 /// `--vary key=v1,v2,…`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -170,12 +171,13 @@ pub async fn sweep(
 ) -> anyhow::Result<(Bundle, SweepResult)> {
     let (out_root, cancel) = (o.out_root.as_path(), &o.cancel);
     // Every variant is built and validated before the first run: no partial sweep on a typo.
-    let mut variants: Vec<(String, Contract)> = Vec::new();
+    let mut variants: Vec<(String, Contract, Inputs)> = Vec::new();
     for v in &vary.values {
         let text = set_key(src, &vary.key, v)
             .map_err(|e| anyhow::anyhow!("{}: --vary {}={v}: {e}", path.display(), vary.key))?;
-        let c = contract::parse(&text, path).with_context(|| format!("--vary {}={v}", vary.key))?;
-        variants.push((v.clone(), c));
+        let (c, inputs) = crate::workload::parse(&text, path)
+            .with_context(|| format!("--vary {}={v}", vary.key))?;
+        variants.push((v.clone(), c, inputs));
     }
     let name = variants[0].1.name.clone();
     let parent = Bundle::create(out_root, &variants[0].1)
@@ -183,12 +185,12 @@ pub async fn sweep(
     parent.write("contract.toml", src)?;
     let mut points = Vec::new();
     let mut interrupted = false;
-    for (i, (value, c)) in variants.into_iter().enumerate() {
+    for (i, (value, c, inputs)) in variants.into_iter().enumerate() {
         if cancel.is_cancelled() {
             interrupted = true;
             break;
         }
-        let r = run_point(&parent, i + 1, c, o).await?;
+        let r = run_point(&parent, i + 1, c, inputs, o).await?;
         interrupted |= r.summary.interrupted;
         points.push(SweepPoint::of(&value, &r.bundle, &r.summary));
     }
@@ -231,7 +233,7 @@ pub async fn capacity(
     o: &SweepOptions,
 ) -> anyhow::Result<(Bundle, SweepResult)> {
     let (out_root, cancel) = (o.out_root.as_path(), &o.cancel);
-    let base = contract::parse(src, path)?;
+    let (base, _) = crate::workload::parse(src, path)?;
     if !base.load.is_open() {
         bail!(
             "--capacity needs open-loop load: a closed loop cannot find a capacity (it slows down with the server)"
@@ -265,9 +267,9 @@ pub async fn capacity(
             }
             let value = format!("{rate:.4}");
             let text = set_key(src, "load.rate", &value).map_err(anyhow::Error::msg)?;
-            let c = contract::parse(&text, path)?;
+            let (c, inputs) = crate::workload::parse(&text, path)?;
             let n = points.lock().unwrap_or_else(|p| p.into_inner()).len();
-            let r = run_point(parent, n + 1, c, o).await?;
+            let r = run_point(parent, n + 1, c, inputs, o).await?;
             let s = &r.summary;
             // The point in flight when the search was interrupted is kept, as measured.
             points
@@ -309,6 +311,7 @@ async fn run_point(
     parent: &Bundle,
     n: usize,
     c: Contract,
+    inputs: Inputs,
     o: &SweepOptions,
 ) -> anyhow::Result<crate::run::RunResult> {
     let opts = RunOptions {
@@ -319,14 +322,14 @@ async fn run_point(
         bundle_dir: Some(parent.dir.join(format!("point-{n:02}"))),
         wake_latency_hold: o.wake_latency_hold,
     };
-    run(c, opts, o.cancel.clone()).await
+    run(c, inputs, opts, o.cancel.clone()).await
 }
 
 /// `sweep.json`, `sweep.md` and `sweep.html` in the parent bundle.
 fn write_sweep(parent: &Bundle, r: &SweepResult) -> std::io::Result<()> {
     parent.write_json("sweep.json", r)?;
     parent.write("sweep.md", &document(r).markdown())?;
-    parent.write("sweep.html", &crate::report::html::sweep_page(r))
+    parent.write("sweep.html", &html_page(r))
 }
 
 /// The sweep as a report.
@@ -429,6 +432,47 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
     d
 }
 
+/// A sweep: its table, then latency and goodput against the offered rate (capacity marked).
+pub fn html_page(r: &SweepResult) -> String {
+    let mut d = document(r);
+    d.h("Figures");
+    let x = |p: &SweepPoint| p.offered_rps.or_else(|| p.value.parse().ok());
+    let pts = |f: fn(&SweepPoint) -> Option<f64>| -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = r
+            .points
+            .iter()
+            .filter_map(|p| Some((x(p)?, f(p)?)))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v
+    };
+    let cap = r.capacity.as_ref().and_then(|c| c.capacity_rps);
+    let mut lat = crate::report::svg::Chart::new(
+        "sweep-latency",
+        "Latency against offered load",
+        "offered req/s (or the varied value)",
+        "ms",
+    )
+    .line("TTFT p50", pts(|p| p.ttft_p50_ms))
+    .line("TTFT p99", pts(|p| p.ttft_p99_ms))
+    .line("TPOT p99", pts(|p| p.tpot_p99_ms));
+    let mut good = crate::report::svg::Chart::new(
+        "sweep-goodput",
+        "Throughput and goodput against offered load",
+        "offered req/s (or the varied value)",
+        "req/s",
+    )
+    .line("achieved", pts(|p| p.achieved_rps))
+    .line("goodput", pts(|p| p.goodput_rps));
+    if let Some(c) = cap {
+        lat = lat.vline(c, &format!("capacity {c:.1} req/s"));
+        good = good.vline(c, &format!("capacity {c:.1} req/s"));
+    }
+    d.figure(lat.render());
+    d.figure(good.render());
+    crate::report::html::wrap(&format!("goodput sweep · {}", r.contract), &d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,7 +500,7 @@ mod tests {
             out.contains("rate = 8") && out.contains("# note") && out.starts_with("# my contract")
         );
         let out = set_key(src, "warmup.duration", "\"5s\"").unwrap();
-        let c = contract::parse(&out, Path::new("t.toml")).unwrap();
+        let c = crate::contract::parse(&out, Path::new("t.toml")).unwrap();
         assert_eq!(c.warmup.duration.map(|d| d.0), Some(5.0));
         let bare = set_key(src, "load.arrival", "constant").unwrap();
         assert!(bare.contains("arrival = \"constant\""), "{bare}");

@@ -28,7 +28,7 @@ async fn repeat_set(c: Contract, dir: &Path) -> std::path::PathBuf {
         bundle_dir: None,
         wake_latency_hold: true,
     };
-    let (parent, rs, results) = run_repeats(c, opts, CancellationToken::new())
+    let (parent, rs, results) = run_repeats(c, Default::default(), opts, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!((rs.runs, results.len()), (3, 3));
@@ -127,7 +127,7 @@ async fn bundle(slo_ms: u32, extra: &str, dir: &Path) -> std::path::PathBuf {
         wake_latency_hold: true,
     };
     let c = contract::parse(&src, Path::new("t.toml")).unwrap();
-    goodput::run::run(c, opts, CancellationToken::new())
+    goodput::run::run(c, Default::default(), opts, CancellationToken::new())
         .await
         .unwrap()
         .bundle

@@ -79,7 +79,9 @@ async fn environment_keeps_probes_facts_and_server_metrics_that_match_ground_tru
         q.mean_ms
     );
     // …and survives recomputation from the bundle alone.
-    let (_, again) = goodput::run::recompute(&r.bundle.dir).unwrap();
+    let again = goodput::bundle::Bundle::load(&r.bundle.dir)
+        .unwrap()
+        .summary;
     assert_eq!(again.server, r.summary.server);
 
     // Audit: complete → comparable.

@@ -125,7 +125,10 @@ async fn reference_mode_scores_answers_and_the_bundle_recomputes_alone() {
     for x in &steady {
         assert!(x.output_text.is_some() && x.output_digest.is_some());
     }
-    let plan = goodput::plan::Plan::new(&contract("", &q));
+    let mut c = contract("", &q);
+    let src = c.to_toml();
+    let inputs = goodput::workload::inputs::read(&mut c, &src, Path::new("q.toml")).unwrap();
+    let plan = goodput::plan::Plan::new(&c, &inputs);
     assert_eq!(plan.request(7).prompt, items[7].prompt);
     let s = r.summary.quality.as_ref().unwrap();
     let score = s.reference.as_ref().unwrap();
@@ -145,7 +148,9 @@ async fn reference_mode_scores_answers_and_the_bundle_recomputes_alone() {
     assert!((score.mean - expect).abs() < 1e-12);
     // The reference set travels with the bundle; moving the original does not matter.
     assert!(r.bundle.path("references.jsonl").is_file());
-    let (_, again) = goodput::run::recompute(&r.bundle.dir).unwrap();
+    let again = goodput::bundle::Bundle::load(&r.bundle.dir)
+        .unwrap()
+        .summary;
     assert_eq!(again.quality, r.summary.quality);
     // A references file edited after the run is refused by its hash.
     std::fs::write(
@@ -153,7 +158,7 @@ async fn reference_mode_scores_answers_and_the_bundle_recomputes_alone() {
         "{\"prompt\": \"x\", \"answer\": \"y\"}\n",
     )
     .unwrap();
-    let e = goodput::run::recompute(&r.bundle.dir).unwrap_err();
+    let e = goodput::bundle::Bundle::load(&r.bundle.dir).unwrap_err();
     assert!(
         format!("{e:#}").contains("has changed since this contract was resolved"),
         "{e:#}"
@@ -190,8 +195,9 @@ fn bad_quality_sections_fail_with_key() {
         ),
         ("mode = \"sometimes\"\n", "quality"),
     ] {
+        // The contract and the files it names, as `run` reads them.
         let e =
-            goodput::contract::parse(&format!("{base}{extra}"), Path::new("c.toml")).unwrap_err();
+            goodput::workload::parse(&format!("{base}{extra}"), Path::new("c.toml")).unwrap_err();
         let msg = e.to_string();
         assert!(
             msg.contains("c.toml") && msg.contains(wants),

@@ -65,7 +65,9 @@ fn the_verbose_terminal_report() {
 
 #[test]
 fn the_markdown_report() {
-    let (_, s) = goodput::run::recompute(std::path::Path::new(FIXTURE)).unwrap();
+    let s = goodput::bundle::Bundle::load(std::path::Path::new(FIXTURE))
+        .unwrap()
+        .summary;
     insta::assert_snapshot!("report_markdown", goodput::report::document(&s).markdown());
 }
 
@@ -92,7 +94,7 @@ fn audit_of_an_older_schemas_bundle_does_not_call_its_fingerprints_inconsistent(
         let e = e.unwrap();
         std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
     }
-    let (_, s) = goodput::run::recompute(dir.path()).unwrap();
+    let s = goodput::bundle::Bundle::load(dir.path()).unwrap().summary;
     let mut old = serde_json::to_value(&s).unwrap();
     old["schema_version"] = 2.into();
     old["fingerprints"]["load"] = "0123456789abcdef".into();

@@ -105,7 +105,9 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
             && resolved.contains("latency_origin")
             && resolved.contains("decode_base_ms")
     );
-    let (_, again) = goodput::run::recompute(&r.bundle.dir).unwrap();
+    let again = goodput::bundle::Bundle::load(&r.bundle.dir)
+        .unwrap()
+        .summary;
     assert_eq!(&again, s);
     // The environment: every engine probe kept verbatim or marked absent, the path to the
     // target, and the client's facts (GPU absence recorded, not an error).

@@ -343,7 +343,7 @@ async fn discrete_event_mode_reproduces_http_mode_timings() {
         "[workload]\nseed = 3\ninput_tokens = { dist = \"uniform\", min = 100, max = 400 }\n[load]\nmodel = \"open\"\nrate = 12\nrequests = 60\n",
         std::path::Path::new("t.toml"),
     ).unwrap();
-    let plan = goodput::plan::Plan::new(&c);
+    let plan = goodput::plan::Plan::new(&c, &Default::default());
     let start = tokio::time::Instant::now();
     let mut tasks = Vec::new();
     let arrivals: Vec<u64> = plan.arrivals().unwrap().take(60).collect();

@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use goodput::analyze::{Inputs, summarize};
+use goodput::analyze::{Context, summarize};
 use goodput::contract::Contract;
 use goodput::plan::{Phase, Plan};
 use goodput::record::{Outcome, Record};
@@ -23,7 +23,7 @@ use common::{parse, run_in, try_run_in};
 /// warm-up, steady and drain by the contract's counts. `drain` more arrivals keep the load on
 /// while the steady requests finish, as the real driver does.
 fn des_records(c: &Contract, drain: usize) -> Vec<Record> {
-    let plan = Plan::new(c);
+    let plan = Plan::new(c, &Default::default());
     let warm = c.warmup.requests as usize;
     let steady = c.load.requests().unwrap() as usize;
     let n = warm + steady + drain;
@@ -156,7 +156,7 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
     let truth = goodput::sweep::search_capacity(30.0, 0.02, 16, |rate| async move {
         let c = with_rate(CAPACITY, rate);
         let recs = des_records(&c, 40);
-        let s = summarize(&c, &recs, &Inputs::default());
+        let s = summarize(&c, &recs, &Context::default());
         Ok(Some((goodput::sweep::passes_capacity(&s), false)))
     })
     .await
@@ -230,7 +230,8 @@ async fn two_cold_runs_in_a_row_find_nothing_in_the_cache() {
     // The fingerprints ignore the nonce: one workload.
     assert_eq!(a.summary.fingerprints, b.summary.fingerprints);
     // `goodput plan` of a bundle's contract reproduces the prompts it sent.
-    let plan = Plan::new(&goodput::contract::load(&b.bundle.path("contract.toml")).unwrap());
+    let (c, inputs) = goodput::workload::load(&b.bundle.path("contract.toml")).unwrap();
+    let plan = Plan::new(&c, &inputs);
     let first = b.records.iter().find(|x| x.phase == Phase::Steady).unwrap();
     assert!(
         plan.request(first.index)
@@ -261,12 +262,12 @@ async fn two_cold_runs_in_a_row_find_nothing_in_the_cache() {
 fn a_cold_run_served_from_the_cache_is_called_out() {
     let c = with_rate(CAPACITY, 5.0);
     let mut recs = des_records(&c, 10);
-    let s = summarize(&c, &recs, &Inputs::default());
+    let s = summarize(&c, &recs, &Context::default());
     assert!(s.warnings.is_empty(), "{:?}", s.warnings);
     for r in recs.iter_mut().filter(|r| r.phase == Phase::Steady) {
         r.usage_cached_tokens = Some(384);
     }
-    let s = summarize(&c, &recs, &Inputs::default());
+    let s = summarize(&c, &recs, &Context::default());
     assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
     assert!(
         s.warnings[0].starts_with("COLD CACHE WAS WARM: 150 of 150 steady requests"),
@@ -318,7 +319,7 @@ fn responses_from_another_model_are_flagged() {
     for r in &mut recs {
         r.response_model = Some("served".into());
     }
-    let s = summarize(&c, &recs, &Inputs::default());
+    let s = summarize(&c, &recs, &Context::default());
     assert!(
         s.warnings
             .iter()
@@ -381,7 +382,7 @@ fn an_overloaded_run_says_so_and_estimates_the_sustained_rate() {
     let src = CAPACITY.replace("requests = 150", "requests = 600");
     let sustained = |rate: f64| {
         let c = with_rate(&src, rate);
-        summarize(&c, &des_records(&c, 40), &Inputs::default())
+        summarize(&c, &des_records(&c, 40), &Context::default())
     };
     // Beyond the engine: the queue grows all run.
     let over = sustained(60.0);
@@ -416,7 +417,7 @@ fn thirty_requests_at_half_a_request_per_second_on_an_idle_server_are_valid() {
     for seed in 0..20 {
         let src = base.replace("[workload]", &format!("[workload]\nseed = {seed}"));
         let c = goodput::contract::parse(&src, Path::new("t.toml")).unwrap();
-        let s = summarize(&c, &des_records(&c, 3), &Inputs::default());
+        let s = summarize(&c, &des_records(&c, 3), &Context::default());
         let t = &s.steady.throughput;
         if t.achieved_rps.unwrap() < 0.95 * t.offered_rps.unwrap() {
             shortfalls += 1; // the raw figures do fall short: the old rule would have fired
@@ -438,7 +439,7 @@ fn cancelled_requests_are_not_slo_misses() {
     let steady: Vec<usize> = (0..recs.len())
         .filter(|&i| recs[i].phase == Phase::Steady)
         .collect();
-    let before = summarize(&c, &recs, &Inputs::default());
+    let before = summarize(&c, &recs, &Context::default());
     let a = before.steady.slo.as_ref().unwrap().attainment;
     // The last 50 steady requests cancelled in flight.
     for &i in &steady[steady.len() - 50..] {
@@ -450,9 +451,9 @@ fn cancelled_requests_are_not_slo_misses() {
     let s = summarize(
         &c,
         &recs,
-        &Inputs {
+        &Context {
             interrupted: true,
-            ..Inputs::default()
+            ..Context::default()
         },
     );
     let slo = s.steady.slo.as_ref().unwrap();
@@ -514,17 +515,17 @@ fn one_meaning_of_meets_the_slo_everywhere() {
         }
         r.end_us = r.end_us.map(|e| e.max(late + 1));
     }
-    let s = summarize(&c, &recs, &Inputs::default());
+    let s = summarize(&c, &recs, &Context::default());
     let slo = s.steady.slo.as_ref().unwrap();
     assert!(slo.attainment >= 0.8 && slo.attainment < 0.9, "{slo:?}");
     assert!(!slo.per_metric[0].pass && !slo.pass, "{slo:?}");
     let report = common::unwrapped(&goodput::report::document(&s).terminal());
     assert!(report.contains("SLO NOT met: TTFT p90"), "{report}");
-    let p = goodput::predict::Prediction {
+    let p = goodput::contract::prediction::Prediction {
         made_utc: "t".into(),
-        expect: vec![goodput::predict::parse("slo_met").unwrap()],
+        expect: vec![goodput::contract::prediction::parse("slo_met").unwrap()],
     };
-    let check = goodput::predict::check(&p, &s, true);
+    let check = goodput::analyze::predict::check(&p, &s, true);
     assert_eq!(check.outcomes[0].held, Some(false));
     assert!(!goodput::sweep::passes_capacity(&s));
 }

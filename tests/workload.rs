@@ -9,7 +9,7 @@ use common::{run_in, sim};
 use goodput::contract::{self, Contract, ContractError};
 use goodput::plan::{Phase, Plan};
 use goodput::sim::SimConfig;
-use goodput::workload::Tokenizer;
+use goodput::workload::{Inputs, Tokenizer};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -21,8 +21,8 @@ fn sharegpt_path() -> PathBuf {
     Path::new(ROOT).join("examples/data/sharegpt-sample.json")
 }
 
-fn parse_at(dir: &Path, src: &str) -> Result<Contract, ContractError> {
-    contract::parse(src, &dir.join("c.toml"))
+fn parse_at(dir: &Path, src: &str) -> Result<(Contract, Inputs), ContractError> {
+    goodput::workload::parse(src, &dir.join("c.toml"))
 }
 
 /// The p-th percentile (nearest rank) of integer lengths.
@@ -35,7 +35,7 @@ fn pct(v: &[u32], p: f64) -> u32 {
 #[test]
 fn planned_prompts_tokenize_back_to_exactly_their_planned_length() {
     let dir = tempfile::tempdir().unwrap();
-    let c = parse_at(
+    let (c, c_in) = parse_at(
         dir.path(),
         &format!(
             "[target]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n[workload]\ntokenizer = \"{}\"\ninput_tokens = {{ dist = \"lognormal\", mean = 300, stddev = 200, min = 1, max = 2000 }}\n[load]\nmodel = \"open\"\nrate = 1\nrequests = 200\n",
@@ -48,9 +48,9 @@ fn planned_prompts_tokenize_back_to_exactly_their_planned_length() {
         Some(64)
     );
     let (tok, _) = Tokenizer::load(&tokenizer_path()).unwrap();
-    let plan = Plan::new(&c);
+    let plan = Plan::new(&c, &c_in);
     assert!(plan.exact_tokens());
-    let requested = goodput::plan::requested_lengths(&c, true).unwrap();
+    let requested = goodput::plan::requested_lengths(&c, &c_in, true).unwrap();
     let mut sent = Vec::new();
     for i in 0..200 {
         let r = plan.request(i);
@@ -74,12 +74,12 @@ fn empirical_lengths_reproduce_their_source_quantiles() {
         text.push_str(&format!("{v}\n"));
     }
     std::fs::write(dir.path().join("lengths.txt"), text).unwrap();
-    let c = parse_at(
+    let (c, c_in) = parse_at(
         dir.path(),
         "[workload]\noutput_tokens = { dist = \"empirical\", file = \"lengths.txt\" }\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 10\n",
     )
     .unwrap();
-    let plan = Plan::new(&c);
+    let plan = Plan::new(&c, &c_in);
     let drawn: Vec<u32> = (0..20_000).map(|i| plan.request(i).output_tokens).collect();
     for p in [10.0, 25.0, 50.0, 75.0, 90.0, 99.0] {
         let (want, got) = (pct(&source, p), pct(&drawn, p));
@@ -90,7 +90,7 @@ fn empirical_lengths_reproduce_their_source_quantiles() {
     }
     assert!(drawn.iter().all(|v| source.contains(v)));
     // From the dataset itself: the ShareGPT answers' lengths.
-    let c = parse_at(
+    let (c, c_in) = parse_at(
         dir.path(),
         &format!(
             "[workload]\ndataset = \"{}\"\noutput_tokens = {{ dist = \"empirical\" }}\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 10\n",
@@ -98,16 +98,16 @@ fn empirical_lengths_reproduce_their_source_quantiles() {
         ),
     )
     .unwrap();
-    let answers = goodput::plan::requested_lengths(&c, false).unwrap();
+    let answers = goodput::plan::requested_lengths(&c, &c_in, false).unwrap();
     assert_eq!(answers.len(), 20);
-    let plan = Plan::new(&c);
+    let plan = Plan::new(&c, &c_in);
     assert!((0..500).all(|i| answers.contains(&plan.request(i).output_tokens)));
 }
 
 #[test]
 fn sharegpt_prompts_are_sent_as_written_with_their_answers_lengths() {
     let dir = tempfile::tempdir().unwrap();
-    let c = parse_at(
+    let (c, c_in) = parse_at(
         dir.path(),
         &format!(
             "[workload]\nprompt_source = \"dataset\"\ndataset = \"{}\"\noutput_tokens = {{ dist = \"dataset\" }}\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 30\n",
@@ -124,7 +124,7 @@ fn sharegpt_prompts_are_sent_as_written_with_their_answers_lengths() {
         text.contains("dataset_sha256") && text.contains("dist = \"dataset\""),
         "{text}"
     );
-    let plan = Plan::new(&c);
+    let plan = Plan::new(&c, &c_in);
     let src: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(sharegpt_path()).unwrap()).unwrap();
     let questions: Vec<&str> = src
@@ -322,7 +322,7 @@ async fn a_trace_is_replayed_at_its_own_offsets() {
         ));
     }
     std::fs::write(dir.path().join("trace.csv"), csv).unwrap();
-    let c = parse_at(
+    let (c, _) = parse_at(
         dir.path(),
         &format!(
             "name = \"trace\"\n[target]\nurl = \"{}\"\n[load]\nmodel = \"open\"\narrival = \"trace\"\ntrace = \"trace.csv\"\nspeedup = 2.0\n[warmup]\nrequests = 5\n[measurement]\nserver_metrics_interval = 0\n",
@@ -374,7 +374,7 @@ async fn the_bundle_lists_requested_sent_and_reported_lengths_and_who_counted_th
     let dir = tempfile::tempdir().unwrap();
     let server = sim(SimConfig::default()).await;
     // The tokenizer is not the server's (the simulator counts words): the summary must say so.
-    let c = parse_at(
+    let (c, _) = parse_at(
         dir.path(),
         &format!(
             "name = \"lengths\"\n[target]\nurl = \"{}\"\n[workload]\ntokenizer = \"{}\"\ninput_tokens = {{ dist = \"uniform\", min = 100, max = 200 }}\noutput_tokens = {{ dist = \"fixed\", value = 4 }}\n[load]\nmodel = \"closed\"\nconcurrency = 4\nrequests = 120\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
@@ -421,7 +421,9 @@ async fn the_bundle_lists_requested_sent_and_reported_lengths_and_who_counted_th
         json["steady"]["lengths"]["input"]["requested"]["count"],
         4096
     );
-    let (_, again) = goodput::run::recompute(&r.bundle.dir).unwrap();
+    let again = goodput::bundle::Bundle::load(&r.bundle.dir)
+        .unwrap()
+        .summary;
     assert_eq!(again.steady.lengths, r.summary.steady.lengths);
     // Moved elsewhere without its tokenizer, the bundle still reports (sent and reported
     // lengths come from its records) but will not run again until the file is back.
@@ -430,7 +432,9 @@ async fn the_bundle_lists_requested_sent_and_reported_lengths_and_who_counted_th
     let text = std::fs::read_to_string(&kept).unwrap();
     let tok = tokenizer_path().display().to_string();
     std::fs::write(&kept, text.replace(&tok, &moved.display().to_string())).unwrap();
-    let (_, again) = goodput::run::recompute(&r.bundle.dir).unwrap();
+    let again = goodput::bundle::Bundle::load(&r.bundle.dir)
+        .unwrap()
+        .summary;
     assert_eq!(
         again.steady.lengths.input.sent,
         r.summary.steady.lengths.input.sent
@@ -506,7 +510,7 @@ fn the_same_files_elsewhere_are_the_same_workload_and_an_edited_one_is_not() {
         std::fs::write(d.join("trace.csv"), trace).unwrap();
     }
     let src = "[workload]\ntokenizer = \"tokenizer.json\"\nprompt_source = \"dataset\"\ndataset = \"data.json\"\n[load]\nmodel = \"open\"\narrival = \"trace\"\ntrace = \"trace.csv\"\n";
-    let (ca, cb) = (
+    let ((ca, ca_in), (cb, _)) = (
         parse_at(a.path(), src).unwrap(),
         parse_at(b.path(), src).unwrap(),
     );
@@ -521,12 +525,12 @@ fn the_same_files_elsewhere_are_the_same_workload_and_an_edited_one_is_not() {
         ca.workload.output_tokens,
         Some(goodput::contract::LengthDist::Trace)
     );
-    let r = Plan::new(&ca).request(1);
+    let r = Plan::new(&ca, &ca_in).request(1);
     assert_eq!(r.output_tokens, 6);
     let (tok, _) = Tokenizer::load(&tokenizer_path()).unwrap();
     assert_eq!(r.input_tokens, tok.count(&r.prompt));
     std::fs::write(b.path().join("trace.csv"), trace.replace("14,7", "15,7")).unwrap();
-    let cb = parse_at(b.path(), src).unwrap();
+    let (cb, _) = parse_at(b.path(), src).unwrap();
     let (fa, fb) = (ca.fingerprints(), cb.fingerprints());
     assert_ne!(fa.load, fb.load);
     assert_eq!(fa.workload, fb.workload);
@@ -557,7 +561,7 @@ async fn prompts_slower_to_build_than_the_arrivals_are_built_ahead_and_sent_on_t
     })
     .await;
     let n = 120;
-    let c = parse_at(
+    let (c, _) = parse_at(
         dir.path(),
         &format!(
             "name = \"ahead\"\n[target]\nurl = \"{}\"\n[workload]\ntokenizer = \"{}\"\ninput_tokens = {{ dist = \"fixed\", value = 1000 }}\noutput_tokens = {{ dist = \"fixed\", value = 2 }}\n[load]\nmodel = \"open\"\narrival = \"constant\"\nrate = {rate}\nrequests = {n}\nmax_in_flight = 10000\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
@@ -612,7 +616,7 @@ async fn a_dataset_is_recounted_at_the_targets_tokenize_endpoint() {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     let dir = tempfile::tempdir().unwrap();
-    let mut c = parse_at(
+    let (c, c_in) = parse_at(
         dir.path(),
         &format!(
             "[target]\nurl = \"{base}\"\nmodel = \"m\"\n[workload]\ntokenizer = \"server\"\nprompt_source = \"dataset\"\ndataset = \"{}\"\ninput_tokens = {{ dist = \"dataset\" }}\noutput_tokens = {{ dist = \"dataset\" }}\n[load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 4\n",
@@ -621,13 +625,13 @@ async fn a_dataset_is_recounted_at_the_targets_tokenize_endpoint() {
     )
     .unwrap();
     let counter =
-        goodput::workload::server::ServerCounter::detect(reqwest::Client::new(), &base, "m", None)
+        goodput::env::tokenize::ServerCounter::detect(reqwest::Client::new(), &base, "m", None)
             .await
             .unwrap();
-    goodput::workload::server::recount(&counter, &mut c)
+    let counted = goodput::env::tokenize::recount(&counter, &c, &c_in)
         .await
         .unwrap();
-    let prompts = &c.workload.sources.prompts;
+    let prompts = &counted.prompts;
     assert_eq!(prompts.len(), 20);
     for p in prompts {
         assert_eq!(

@@ -18,6 +18,9 @@
 //! were tried first: they swing with the first and last requests' E2E.) Goodput = achieved
 //! rate × the fraction of successful steady requests that met every SLO threshold.
 
+pub mod headline;
+pub mod predict;
+pub mod quality;
 pub mod server;
 pub mod stats;
 
@@ -29,7 +32,9 @@ use crate::contract::{Contract, Fingerprints, LatencyOrigin, TokenSource};
 use crate::env::facts::Facts;
 use crate::plan::Phase;
 use crate::record::{Outcome, Record};
-pub use stats::{Dist, PERCENTILES, min_requests_for, percentile_sorted};
+use crate::workload::Inputs;
+pub use headline::Headline;
+pub use stats::{Dist, PERCENTILES, min_requests_for, percentile_sorted, settled};
 
 /// Version of `summary.json`'s schema; bumped on any incompatible change. 3: per-claim
 /// validity, the target's identity and warnings, cancelled requests apart from attainment, and
@@ -57,26 +62,6 @@ pub fn summary_schema() -> serde_json::Value {
     let mut v = serde_json::to_value(schemars::schema_for!(Summary)).expect("a schema is JSON");
     close(&mut v);
     v
-}
-
-/// Whether warm-up has settled: the median of the last `window` TTFTs differs from the median of
-/// the `window` before it by less than `threshold`, relative to the earlier one. The same rule the
-/// collector applies live, so the summary can say why warm-up ended.
-pub fn settled(ttfts: &[f64], window: usize, threshold: f64) -> bool {
-    if window == 0 || ttfts.len() < 2 * window {
-        return false;
-    }
-    let n = ttfts.len();
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        percentile_sorted(&v, 50.0).unwrap_or(f64::NAN)
-    };
-    let (before, last) = (
-        median(&ttfts[n - 2 * window..n - window]),
-        median(&ttfts[n - window..]),
-    );
-    before > 0.0 && ((last - before).abs() / before) < threshold
 }
 
 /// The launch timeline of a cold-start test, µs on the run's clock (which starts at launch, or
@@ -231,10 +216,10 @@ pub struct Summary {
     pub steady: Steady,
     /// Expectations written before the run, against what was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub predictions: Option<crate::predict::Check>,
+    pub predictions: Option<predict::Check>,
     /// Output quality beside the speed figures (`[quality]`; absent in mode `none`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quality: Option<crate::quality::QualityResult>,
+    pub quality: Option<quality::QualityResult>,
     /// The server's own metrics over the steady window, when it publishes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<server::ServerSide>,
@@ -341,12 +326,12 @@ fn model_warning(c: &Contract, records: &[Record]) -> Option<String> {
 /// Under `prefix_cache = "cold"`, requests the server served partly from its prefix cache
 /// beyond what every prompt of the run shares by construction: the run's lead (its cache
 /// nonce) and what the server adds in front (BOS, chat template).
-fn cold_cache_warning(c: &Contract, steady_ok: &[&&Record]) -> Option<String> {
+fn cold_cache_warning(c: &Contract, w: &Inputs, steady_ok: &[&&Record]) -> Option<String> {
     if c.workload.prefix_cache != crate::contract::PrefixCache::Cold {
         return None;
     }
-    let lead = crate::plan::run_lead(c);
-    let t = &c.workload.sources.tokenizer;
+    let lead = crate::plan::run_lead(c, w);
+    let t = &w.tokenizer;
     let exact = t.counts_model_tokens() || c.embedded();
     // Counted in the model's tokens when exact; else bounded by its characters (a token
     // covers at least one).
@@ -701,9 +686,13 @@ fn rate(times: impl Iterator<Item = u64>) -> Option<f64> {
     (n >= 2 && hi > lo).then(|| (n - 1) as f64 / ((hi - lo) as f64 / 1e6))
 }
 
-/// What a summary reads besides the contract and the records, all of it kept in the bundle.
+/// What a summary reads besides the contract and the records, all of it kept in (or beside)
+/// the bundle.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Inputs<'a> {
+pub struct Context<'a> {
+    /// What the contract's files held (tokenizer, references); `None`: nothing beyond the
+    /// built-in tokenizer.
+    pub workload: Option<&'a crate::workload::Inputs>,
     /// The run was interrupted before its stop condition.
     pub interrupted: bool,
     /// The launch timeline of a cold-start test (`cold_start.json`).
@@ -716,13 +705,16 @@ pub struct Inputs<'a> {
 }
 
 /// Computes the summary of a run from its records and what else the bundle keeps.
-pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
-    let Inputs {
+pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary {
+    let Context {
+        workload,
         interrupted,
         timeline,
         facts,
         scrapes,
-    } = *inputs;
+    } = *context;
+    let none = crate::workload::Inputs::default();
+    let workload = workload.unwrap_or(&none);
     let open = c.load.is_open();
     let origin = c.measurement.latency_origin;
     let source = c.measurement.output_tokens;
@@ -802,7 +794,7 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
     } else {
         0
     };
-    let lengths = length_check(c, &steady_recs, &ok);
+    let lengths = length_check(c, workload, &steady_recs, &ok);
 
     let slo = c.slo.is_set().then(|| {
         let met = metrics.iter().filter(|m| meets_slo(c, m)).count() as u64;
@@ -999,17 +991,17 @@ pub fn summarize(c: &Contract, records: &[Record], inputs: &Inputs) -> Summary {
             support,
         },
         predictions: None,
-        quality: crate::quality::summarize(
+        quality: quality::summarize(
             c.quality.mode,
             c.quality.scoring,
-            &c.quality.items,
+            &workload.references,
             records,
         ),
         server: window.and_then(|(a, b)| server::derive(scrapes, a as f64 / 1e6, b as f64 / 1e6)),
         target: Some(target_identity(c, facts)),
         warnings: model_warning(c, records)
             .into_iter()
-            .chain(cold_cache_warning(c, &ok))
+            .chain(cold_cache_warning(c, workload, &ok))
             .collect(),
     }
 }
@@ -1323,10 +1315,10 @@ pub struct LengthDists {
     pub reported: Option<Dist>,
 }
 
-fn length_check(c: &Contract, steady: &[&Record], ok: &[&&Record]) -> LengthCheck {
+fn length_check(c: &Contract, w: &Inputs, steady: &[&Record], ok: &[&&Record]) -> LengthCheck {
     let mean = |xs: Vec<f64>| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
     let requested = |input| {
-        crate::plan::requested_lengths(c, input)
+        crate::plan::requested_lengths(c, w, input)
             .and_then(|v| Dist::of(v.into_iter().map(f64::from).collect()))
     };
     let side = |input: bool| LengthDists {
@@ -1616,7 +1608,7 @@ mod tests {
             rec(2, 200_000, &[(90_000, 1), (99_000, 1)], 99_000, Some(2)), // misses the TTFT SLO
             failed,
         ];
-        let s = summarize(&c, &records, &Inputs::default());
+        let s = summarize(&c, &records, &Context::default());
         let st = &s.steady;
         assert_eq!((st.stats.requests, st.stats.ok, st.stats.failed), (4, 3, 1));
         assert_eq!(st.stats.ttft_ms.as_ref().unwrap().count, 3);
@@ -1659,7 +1651,7 @@ mod tests {
         (records[5].dispatched_us, records[5].sent_us) = (Some(at + 40_000), Some(at + 40_500));
         records[7].fail(Outcome::ClientDropped, "cap", 700_000);
         records[7].sent_us = None;
-        let s = summarize(&c, &records, &Inputs::default());
+        let s = summarize(&c, &records, &Context::default());
         let st = &s.steady.stats;
         let (lag, wake, queue) = (
             st.dispatch_lag_ms.as_ref().unwrap(),
@@ -1679,16 +1671,6 @@ mod tests {
             reasons.contains("1 arrivals were client-dropped"),
             "{reasons}"
         );
-    }
-
-    #[test]
-    fn settling_compares_the_last_two_windows() {
-        let mut v: Vec<f64> = (0..10).map(|i| 100.0 - 9.0 * f64::from(i)).collect();
-        assert!(!settled(&v, 3, 0.05));
-        v.extend([10.0, 10.2, 9.9, 10.1, 10.0, 9.8]);
-        assert!(settled(&v, 3, 0.05));
-        assert!(!settled(&v, 3, 0.0));
-        assert!(!settled(&v[..5], 3, 0.5), "needs two full windows");
     }
 
     #[test]
@@ -1735,7 +1717,7 @@ mod tests {
         .unwrap();
         let mut r = rec(0, 0, &[(10_000, 1), (20_000, 1)], 20_000, Some(2));
         r.intended_us = None;
-        let s = summarize(&c, &[r], &Inputs::default());
+        let s = summarize(&c, &[r], &Context::default());
         assert_eq!(s.latency_origin, "sent");
         assert!(
             s.notes

@@ -241,9 +241,40 @@ pub fn min_requests_for(percentile: f64, misses: u64, confidence: f64) -> u64 {
     hi
 }
 
+/// Whether warm-up has settled: the median of the last `window` TTFTs differs from the median of
+/// the `window` before it by less than `threshold`, relative to the earlier one. The same rule the
+/// collector applies live, so the summary can say why warm-up ended.
+pub fn settled(ttfts: &[f64], window: usize, threshold: f64) -> bool {
+    if window == 0 || ttfts.len() < 2 * window {
+        return false;
+    }
+    let n = ttfts.len();
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        percentile_sorted(&v, 50.0).unwrap_or(f64::NAN)
+    };
+    let (before, last) = (
+        median(&ttfts[n - 2 * window..n - window]),
+        median(&ttfts[n - window..]),
+    );
+    before > 0.0 && ((last - before).abs() / before) < threshold
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settling_compares_the_last_two_windows() {
+        let mut v: Vec<f64> = (0..10).map(|i| 100.0 - 9.0 * f64::from(i)).collect();
+        assert!(!settled(&v, 3, 0.05));
+        v.extend([10.0, 10.2, 9.9, 10.1, 10.0, 9.8]);
+        assert!(settled(&v, 3, 0.05));
+        assert!(!settled(&v, 3, 0.0));
+        assert!(!settled(&v[..5], 3, 0.5), "needs two full windows");
+    }
+
     use proptest::prelude::*;
 
     #[test]

@@ -114,16 +114,7 @@ impl std::fmt::Debug for Client {
     }
 }
 
-/// How long a connection may sit idle in the pool and still be reused, unless the contract
-/// says otherwise (`target.keep_alive`).
-///
-/// Kept below the 5 s after which the usual servers close an idle keep-alive connection
-/// (uvicorn in front of vLLM and SGLang, llama.cpp's cpp-httplib, Node). A request written to a
-/// connection in the instant the server closes it fails with "connection closed before message
-/// completed" and would be counted against the engine; the second of margin covers a response's
-/// way back to the client. Below 1 request per 4 s per connection, requests open a new one, as
-/// they would from a client such as httpx (5 s).
-pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(4);
+pub use crate::contract::DEFAULT_KEEP_ALIVE;
 
 /// Builds the HTTP connection pool used for a run: idle connections are reused for
 /// `keep_alive`, and never when it is zero.

@@ -15,7 +15,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::analyze::stats::{OverRuns, bootstrap_ci, percentile_sorted, welch_ci};
-use crate::analyze::{Summary, request_metrics};
+use crate::analyze::{Headline, RequestMetrics, Summary, request_metrics};
 use crate::contract::Contract;
 use crate::plan::Phase;
 use crate::record::Record;
@@ -38,14 +38,10 @@ pub fn load_side(path: &Path) -> anyhow::Result<Side> {
     let mut runs = Vec::new();
     let mut contract = None;
     for d in &dirs {
-        let (bundle, summary) =
-            crate::run::recompute(d).with_context(|| format!("loading {}", d.display()))?;
-        let records = crate::record::read_jsonl(&bundle.path(crate::bundle::REQUESTS))
-            .map_err(anyhow::Error::msg)?;
-        contract.get_or_insert(crate::contract::load(
-            &bundle.path(crate::bundle::CONTRACT),
-        )?);
-        runs.push((summary, records));
+        let b =
+            crate::bundle::Bundle::load(d).with_context(|| format!("loading {}", d.display()))?;
+        contract.get_or_insert(b.contract);
+        runs.push((b.summary, b.records));
     }
     let contract = contract.with_context(|| format!("{} holds no runs", path.display()))?;
     Ok(Side {
@@ -205,31 +201,6 @@ pub struct MetricComparison {
     pub verdict: String,
 }
 
-/// The headline metrics of a summary: name, value, lower is better.
-pub fn headline(s: &Summary) -> Vec<(&'static str, Option<f64>, bool)> {
-    let st = &s.steady;
-    let d =
-        |x: &Option<crate::analyze::Dist>, f: fn(&crate::analyze::Dist) -> f64| x.as_ref().map(f);
-    vec![
-        ("ttft_p50_ms", d(&st.stats.ttft_ms, |d| d.p50), true),
-        ("ttft_p99_ms", d(&st.stats.ttft_ms, |d| d.p99), true),
-        ("tpot_p50_ms", d(&st.stats.tpot_ms, |d| d.p50), true),
-        ("tpot_p99_ms", d(&st.stats.tpot_ms, |d| d.p99), true),
-        ("e2e_p99_ms", d(&st.stats.e2e_ms, |d| d.p99), true),
-        (
-            "output_tokens_per_s",
-            st.throughput.output_tokens_per_s,
-            false,
-        ),
-        (
-            "goodput_rps",
-            st.slo.as_ref().and_then(|x| x.goodput_rps),
-            false,
-        ),
-        ("attainment", st.slo.as_ref().map(|x| x.attainment), false),
-    ]
-}
-
 fn p50(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     percentile_sorted(v, 50.0).unwrap_or(f64::NAN)
@@ -240,39 +211,27 @@ fn p99(v: &mut [f64]) -> f64 {
 }
 
 /// Per-request values of a latency metric over a side's steady requests.
-fn per_request(side: &Side, metric: &str) -> Vec<f64> {
+fn per_request(side: &Side, metric: fn(&RequestMetrics) -> Option<f64>) -> Vec<f64> {
     let c = &side.contract;
     let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
     side.runs
         .iter()
         .flat_map(|(_, recs)| recs.iter())
         .filter(|r| r.phase == Phase::Steady && r.is_ok())
-        .filter_map(|r| {
-            let m = request_metrics(r, origin, source);
-            match metric {
-                "ttft_p50_ms" | "ttft_p99_ms" => m.ttft_ms,
-                "tpot_p50_ms" | "tpot_p99_ms" => m.tpot_ms,
-                "e2e_p99_ms" => m.e2e_ms,
-                _ => None,
-            }
-        })
+        .filter_map(|r| metric(&request_metrics(r, origin, source)))
         .collect()
 }
 
 /// Compares every headline metric of B against A.
 pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> {
-    let values = |side: &Side, i: usize| -> Vec<f64> {
-        side.runs
-            .iter()
-            .filter_map(|(s, _)| headline(s)[i].1)
-            .collect()
+    let values = |side: &Side, h: Headline| -> Vec<f64> {
+        side.runs.iter().filter_map(|(s, _)| h.of(s)).collect()
     };
-    let names = headline(&a.runs[0].0);
-    names
+    Headline::ALL
         .iter()
-        .enumerate()
-        .map(|(i, (name, _, lower_better))| {
-            let (va, vb) = (values(a, i), values(b, i));
+        .map(|&h| {
+            let (name, lower_better) = (h.name(), h.lower_is_better());
+            let (va, vb) = (values(a, h), values(b, h));
             let (ma, mb) = (OverRuns::of(va.clone()), OverRuns::of(vb.clone()));
             let (mean_a, mean_b) = (
                 (!va.is_empty()).then_some(ma.mean),
@@ -281,18 +240,18 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
             let (ci, method) = if va.len() >= 2 && vb.len() >= 2 {
                 (welch_ci(&va, &vb).map(|x| x.1), "welch over runs")
             } else {
-                let stat: Option<fn(&mut [f64]) -> f64> = match *name {
-                    "ttft_p50_ms" | "tpot_p50_ms" => Some(p50),
-                    "ttft_p99_ms" | "tpot_p99_ms" | "e2e_p99_ms" => Some(p99),
-                    _ => None,
+                let stat: Option<fn(&mut [f64]) -> f64> = match h.latency() {
+                    Some((_, 50.0)) => Some(p50),
+                    Some(_) => Some(p99),
+                    None => None,
                 };
-                match stat {
-                    Some(f) => (
-                        bootstrap_ci(&per_request(a, name), &per_request(b, name), f, 1000)
+                match (stat, h.latency()) {
+                    (Some(f), Some((metric, _))) => (
+                        bootstrap_ci(&per_request(a, metric), &per_request(b, metric), f, 1000)
                             .map(|x| x.1),
                         "bootstrap, 1 run a side",
                     ),
-                    None => (None, "none, 1 value a side"),
+                    _ => (None, "none, 1 value a side"),
                 }
             };
             let diff = mean_a.zip(mean_b).map(|(x, y)| y - x);
@@ -305,7 +264,7 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
                     let significant = lo > 0.0 || hi < 0.0;
                     let material = d.abs() > noise * base.abs();
                     if significant && material {
-                        if (d < 0.0) == *lower_better {
+                        if (d < 0.0) == lower_better {
                             "better"
                         } else {
                             "worse"
@@ -319,7 +278,7 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
                 (Some(d), None, Some(base)) => {
                     if d.abs() <= noise * base.abs() {
                         "within noise, untested"
-                    } else if (d < 0.0) == *lower_better {
+                    } else if (d < 0.0) == lower_better {
                         "better, untested"
                     } else {
                         "worse, untested"
@@ -328,7 +287,7 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
                 _ => "not enough data",
             };
             MetricComparison {
-                metric: (*name).to_owned(),
+                metric: name.to_owned(),
                 a: mean_a,
                 b: mean_b,
                 diff,
@@ -423,7 +382,7 @@ pub struct QualityGuard {
     pub detail: String,
     /// `consistency`: the request-by-request agreement of the first runs of each side.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub consistency: Option<crate::quality::Consistency>,
+    pub consistency: Option<crate::analyze::quality::Consistency>,
 }
 
 impl QualityGuard {
@@ -447,7 +406,9 @@ pub fn quality_guard(baseline: &Side, other: &Side) -> QualityGuard {
             "[quality] mode = \"none\": outputs were not kept, so quality is not known to be the same",
         ),
         QualityMode::Consistency => {
-            let Some(c) = crate::quality::consistency(&baseline.runs[0].1, &other.runs[0].1) else {
+            let Some(c) =
+                crate::analyze::quality::consistency(&baseline.runs[0].1, &other.runs[0].1)
+            else {
                 return unchecked(
                     "no quality probe or steady request succeeded on both sides with its output kept",
                 );
@@ -490,10 +451,10 @@ const SELF_AGREEMENT_MARGIN: f64 = 0.05;
 fn consistency_guard(
     q: &crate::contract::Quality,
     baseline: &Side,
-    c: crate::quality::Consistency,
+    c: crate::analyze::quality::Consistency,
 ) -> QualityGuard {
     let own = (baseline.runs.len() >= 2)
-        .then(|| crate::quality::consistency(&baseline.runs[0].1, &baseline.runs[1].1))
+        .then(|| crate::analyze::quality::consistency(&baseline.runs[0].1, &baseline.runs[1].1))
         .flatten()
         .and_then(|s| s.token_agreement);
     let (bar, why) = match own {
@@ -771,7 +732,7 @@ mod tests {
                 r
             })
             .collect();
-        let s = crate::analyze::summarize(c, &records, &crate::analyze::Inputs::default());
+        let s = crate::analyze::summarize(c, &records, &crate::analyze::Context::default());
         (s, records)
     }
 

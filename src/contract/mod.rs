@@ -4,6 +4,7 @@
 //! fingerprints its axes. It must not touch the network or the clock.
 
 pub mod edit;
+pub mod prediction;
 pub mod source;
 pub mod units;
 
@@ -13,9 +14,35 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use crate::arrival::Arrival;
 use crate::sim::SimConfig;
-use crate::workload::MAX_TOKENS;
 pub use units::{Millis, Seconds};
+
+/// The longest prompt or answer a workload may ask for, in tokens: beyond the longest context
+/// any served model has, and a prompt is built in memory (about 6 bytes a token), so a length
+/// above it is a mistake in the contract or its files, not a workload.
+pub const MAX_TOKENS: u32 = 10_000_000;
+
+/// How long a connection may sit idle in the pool and still be reused, unless the contract
+/// says otherwise (`target.keep_alive`).
+///
+/// Kept below the 5 s after which the usual servers close an idle keep-alive connection
+/// (uvicorn in front of vLLM and SGLang, llama.cpp's cpp-httplib, Node). A request written to a
+/// connection in the instant the server closes it fails with "connection closed before message
+/// completed" and would be counted against the engine; the second of margin covers a response's
+/// way back to the client. Below 1 request per 4 s per connection, requests open a new one, as
+/// they would from a client such as httpx (5 s).
+pub const DEFAULT_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// Which format a dataset file is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetFormat {
+    /// One JSON object per line: `prompt` or `messages`, optional `output_tokens`.
+    Jsonl,
+    /// ShareGPT conversations: a JSON array or JSON lines.
+    Sharegpt,
+}
 
 /// A complete, validated contract. Every field has its resolved value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,9 +145,6 @@ pub struct Quality {
     /// `reference` mode: `exact`, `contains` or `rouge-l`.
     #[serde(default)]
     pub scoring: Scoring,
-    /// The references, read when the contract is loaded.
-    #[serde(skip)]
-    pub items: std::sync::Arc<Vec<crate::quality::Reference>>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,7 +184,6 @@ impl Default for Quality {
             references: None,
             references_sha256: None,
             scoring: Scoring::default(),
-            items: Default::default(),
         }
     }
 }
@@ -241,7 +264,7 @@ pub struct Target {
     /// How long an idle connection is kept for the next request; 0 = a new connection for
     /// every request. Whether a latency includes a connect depends on it. The default (4 s)
     /// stays below the 5 s after which common servers close an idle connection (see
-    /// [`crate::client::DEFAULT_KEEP_ALIVE`]); raise it only for a server that keeps longer.
+    /// [`DEFAULT_KEEP_ALIVE`]); raise it only for a server that keeps longer.
     #[serde(default = "default_keep_alive")]
     pub keep_alive: Seconds,
     /// Facts the client cannot discover.
@@ -308,7 +331,7 @@ pub struct Workload {
     pub dataset: Option<PathBuf>,
     /// `jsonl` or `sharegpt`; detected from the file when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dataset_format: Option<crate::workload::DatasetFormat>,
+    pub dataset_format: Option<DatasetFormat>,
     /// SHA-256 of `dataset`, filled when the contract is loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset_sha256: Option<String>,
@@ -341,9 +364,6 @@ pub struct Workload {
     /// fingerprint: two runs of one contract are the same workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_nonce: Option<String>,
-    /// The files above, read when the contract is loaded.
-    #[serde(skip)]
-    pub sources: crate::workload::Loaded,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -417,8 +437,6 @@ pub enum LengthDist {
         file: Option<PathBuf>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         file_sha256: Option<String>,
-        #[serde(skip)]
-        values: std::sync::Arc<Vec<u32>>,
     },
     /// Each dataset entry's own length (`prompt_source = "dataset"`).
     Dataset,
@@ -483,17 +501,6 @@ pub struct Load {
 pub enum LoadModel {
     Open,
     Closed,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Arrival {
-    #[default]
-    Poisson,
-    Constant,
-    Gamma,
-    /// The rows of `load.trace`, at their own offsets.
-    Trace,
 }
 
 /// Requests sent before the measured (steady) phase, with the same workload shape and the same
@@ -685,7 +692,7 @@ fn default_timeout() -> Seconds {
     Seconds(120.0)
 }
 fn default_keep_alive() -> Seconds {
-    Seconds(crate::client::DEFAULT_KEEP_ALIVE.as_secs_f64())
+    Seconds(DEFAULT_KEEP_ALIVE.as_secs_f64())
 }
 fn yes() -> bool {
     true
@@ -790,7 +797,6 @@ impl Default for Workload {
             enforce_output_length: true,
             sampling: Sampling::default(),
             cache_nonce: None,
-            sources: Default::default(),
         }
     }
 }
@@ -908,21 +914,6 @@ impl Load {
     }
 }
 
-impl LengthDist {
-    /// Mean of the distribution before clamping (for descriptions and checks).
-    pub fn nominal_mean(&self) -> f64 {
-        match self {
-            LengthDist::Fixed { value } => f64::from(*value),
-            LengthDist::Uniform { min, max } => (f64::from(*min) + f64::from(*max)) / 2.0,
-            LengthDist::Normal { mean, .. } | LengthDist::Lognormal { mean, .. } => *mean,
-            LengthDist::Empirical { values, .. } if !values.is_empty() => {
-                values.iter().map(|&v| f64::from(v)).sum::<f64>() / values.len() as f64
-            }
-            LengthDist::Empirical { .. } | LengthDist::Dataset | LengthDist::Trace => f64::NAN,
-        }
-    }
-}
-
 /// A contract that cannot be used, located as precisely as the input allows.
 #[derive(Debug, thiserror::Error)]
 pub enum ContractError {
@@ -998,311 +989,7 @@ pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
             )
         })
         .collect();
-    read_files(&mut c, src, path)?;
     Ok(c)
-}
-
-/// Reads the files a contract names (references, tokenizer, dataset, lengths, trace), checks
-/// each against the SHA-256 the contract kept, and records the hashes it read.
-fn read_files(c: &mut Contract, src: &str, path: &Path) -> Result<(), ContractError> {
-    let mut files = Files {
-        path,
-        src,
-        missing: Vec::new(),
-    };
-    files.references(c)?;
-    let mut sources = crate::workload::Sources::default();
-    files.tokenizer(&mut c.workload, &mut sources)?;
-    files.dataset(c, &mut sources)?;
-    files.lengths(&mut c.workload, &sources.prompts)?;
-    files.trace(c, &mut sources)?;
-    sources.missing = files.missing;
-    c.workload.sources = crate::workload::Loaded(std::sync::Arc::new(sources));
-    Ok(())
-}
-
-/// The files of one contract: where they are (beside the contract), whether they are still the
-/// files it was resolved against, and which of them are gone.
-struct Files<'a> {
-    /// The contract file, and its text (for the line of a key in errors).
-    path: &'a Path,
-    src: &'a str,
-    /// Files a resolved contract names (with their hash) that are no longer there. Such a
-    /// contract still reads (a bundle's records carry the lengths); `run` refuses it.
-    missing: Vec<String>,
-}
-
-impl Files<'_> {
-    fn invalid(&self, key: &str, message: String) -> ContractError {
-        ContractError::Invalid {
-            path: self.path.to_owned(),
-            line: source::line_of_key(self.src, key),
-            key: Some(key.to_owned()),
-            message,
-        }
-    }
-
-    /// A path from the contract, relative to the contract's directory.
-    fn beside(&self, rel: &Path) -> PathBuf {
-        match self.path.parent() {
-            Some(dir) if rel.is_relative() => dir.join(rel),
-            _ => rel.to_owned(),
-        }
-    }
-
-    /// The file as it is now must be the file the contract was resolved against (`kept`).
-    fn check(
-        &self,
-        key: &str,
-        file: &Path,
-        sha: &str,
-        kept: &Option<String>,
-    ) -> Result<(), ContractError> {
-        match kept {
-            Some(k) if k != sha => Err(self.invalid(
-                &format!("{key}_sha256"),
-                format!(
-                    "{} has changed since this contract was resolved (SHA-256 {sha}, expected {k})",
-                    file.display()
-                ),
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// `rel` beside the contract, or `None` when a resolved contract's file is gone (noted).
-    fn present(&mut self, rel: &Path, kept: &Option<String>) -> Option<PathBuf> {
-        let file = self.beside(rel);
-        if kept.is_some() && !file.exists() {
-            self.missing.push(file.display().to_string());
-            return None;
-        }
-        Some(file)
-    }
-
-    /// The text and SHA-256 of `file`, checked against `kept` (`key` names it in errors, and
-    /// `sha_key` + `_sha256` the kept hash).
-    fn read(
-        &self,
-        key: &str,
-        sha_key: &str,
-        file: &Path,
-        kept: &Option<String>,
-    ) -> Result<(String, String), ContractError> {
-        let (text, sha) = crate::workload::read(file).map_err(|m| self.invalid(key, m))?;
-        self.check(sha_key, file, &sha, kept)?;
-        Ok((text, sha))
-    }
-
-    /// The file the contract names at `key` (if it names one and it is there): its path, text
-    /// and SHA-256, checked against `kept`.
-    fn named(
-        &mut self,
-        key: &str,
-        rel: &Option<PathBuf>,
-        kept: &Option<String>,
-    ) -> Result<Option<(PathBuf, String, String)>, ContractError> {
-        let Some(file) = rel.as_deref().and_then(|r| self.present(r, kept)) else {
-            return Ok(None);
-        };
-        let (text, sha) = self.read(key, key, &file, kept)?;
-        Ok(Some((file, text, sha)))
-    }
-
-    fn references(&self, c: &mut Contract) -> Result<(), ContractError> {
-        let q = &mut c.quality;
-        let Some(rel) = &q.references else {
-            return Ok(());
-        };
-        let key = "quality.references";
-        let file = self.beside(rel);
-        let (items, sha) =
-            crate::quality::load_references(&file).map_err(|m| self.invalid(key, m))?;
-        self.check(key, &file, &sha, &q.references_sha256)?;
-        q.references = Some(file);
-        q.references_sha256 = Some(sha);
-        q.items = std::sync::Arc::new(items);
-        Ok(())
-    }
-
-    fn tokenizer(
-        &mut self,
-        w: &mut Workload,
-        sources: &mut crate::workload::Sources,
-    ) -> Result<(), ContractError> {
-        let key = "workload.tokenizer";
-        let Some(file) = w
-            .tokenizer
-            .clone()
-            .filter(|_| !w.server_tokenizer())
-            .and_then(|rel| self.present(&rel, &w.tokenizer_sha256))
-        else {
-            return Ok(());
-        };
-        let (t, sha) = crate::workload::Tokenizer::load(&file).map_err(|m| self.invalid(key, m))?;
-        self.check(key, &file, &sha, &w.tokenizer_sha256)?;
-        w.tokenizer = Some(file);
-        w.tokenizer_sha256 = Some(sha);
-        sources.tokenizer = t;
-        Ok(())
-    }
-
-    fn dataset(
-        &mut self,
-        c: &mut Contract,
-        sources: &mut crate::workload::Sources,
-    ) -> Result<(), ContractError> {
-        use crate::workload::{Prompt, dataset};
-        let key = "workload.dataset";
-        let w = &mut c.workload;
-        let Some((file, text, sha)) = self.named(key, &w.dataset, &w.dataset_sha256)? else {
-            return Ok(());
-        };
-        let (d, format) =
-            dataset::parse(&file, &text, w.dataset_format).map_err(|m| self.invalid(key, m))?;
-        if c.target.api == ApiKind::OpenAiCompletions
-            && let Some(item) = d.items.iter().find(|i| i.messages.is_some())
-        {
-            return Err(self.invalid(
-                "target.api",
-                format!(
-                    "{} {} has `messages`, which only api = \"openai-chat\" can send",
-                    file.display(),
-                    item.at
-                ),
-            ));
-        }
-        let t = &sources.tokenizer;
-        sources.prompts = d
-            .items
-            .into_iter()
-            .map(|i| Prompt {
-                input_tokens: t.count(&i.prompt),
-                answer: i.answer.clone(),
-                output_tokens: i
-                    .output_tokens
-                    .or_else(|| i.answer.as_deref().map(|a| t.count(a).max(1))),
-                prompt: i.prompt,
-                messages: i.messages,
-                at: i.at,
-            })
-            .collect();
-        sources.skipped = d.skipped;
-        w.dataset = Some(file);
-        w.dataset_sha256 = Some(sha);
-        w.dataset_format = Some(format);
-        Ok(())
-    }
-
-    /// `empirical` lengths (from a file of lengths, or from the dataset), and a check that
-    /// `dataset` lengths exist for every entry.
-    fn lengths(
-        &mut self,
-        w: &mut Workload,
-        prompts: &[crate::workload::Prompt],
-    ) -> Result<(), ContractError> {
-        let dataset_name = w
-            .dataset
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        for (key, dist, input) in [
-            ("workload.input_tokens", &mut w.input_tokens, true),
-            ("workload.output_tokens", &mut w.output_tokens, false),
-        ] {
-            let from_dataset = || -> Result<Vec<u32>, ContractError> {
-                prompts
-                    .iter()
-                    .map(|p| {
-                        p.length(input).ok_or_else(|| {
-                            self.invalid(
-                                key,
-                                format!(
-                                    "{dataset_name} {}: no output length (add \"output_tokens\", or set {key} to a distribution)",
-                                    p.at
-                                ),
-                            )
-                        })
-                    })
-                    .collect()
-            };
-            match dist {
-                Some(LengthDist::Dataset) => {
-                    from_dataset()?;
-                }
-                Some(LengthDist::Empirical {
-                    file,
-                    file_sha256,
-                    values,
-                }) => {
-                    let v = match file.clone() {
-                        None => from_dataset()?,
-                        Some(rel) => match self.present(&rel, file_sha256) {
-                            None => Vec::new(),
-                            Some(f) => {
-                                let (text, sha) =
-                                    self.read(key, &format!("{key}.file"), &f, file_sha256)?;
-                                let v = crate::workload::parse_lengths(&f, &text)
-                                    .map_err(|m| self.invalid(key, m))?;
-                                *file = Some(f);
-                                *file_sha256 = Some(sha);
-                                v
-                            }
-                        },
-                    };
-                    *values = std::sync::Arc::new(v);
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// A trace to replay; without `requests` or `duration`, the run replays it to its end.
-    fn trace(
-        &mut self,
-        c: &mut Contract,
-        sources: &mut crate::workload::Sources,
-    ) -> Result<(), ContractError> {
-        let key = "load.trace";
-        let l = &mut c.load;
-        let Some((file, text, sha)) = self.named(key, &l.trace, &l.trace_sha256)? else {
-            return Ok(());
-        };
-        let rows = crate::workload::trace::parse(&file, &text).map_err(|m| self.invalid(key, m))?;
-        let available = (rows.len() as u64).checked_sub(c.warmup.requests);
-        if l.requests.is_none() && l.duration.is_none() {
-            if c.warmup.duration.is_some() || c.warmup.until_stable.is_some() {
-                return Err(self.invalid(
-                    "load",
-                    "a trace replayed to its end needs a warm-up by `requests` (or set load.requests or load.duration)".into(),
-                ));
-            }
-            l.requests = Some(available.filter(|&n| n > 0).ok_or_else(|| {
-                self.invalid(
-                    "warmup.requests",
-                    format!("leaves none of the trace's {} rows to measure", rows.len()),
-                )
-            })?);
-        }
-        if let Some(n) = l.requests
-            && available.is_none_or(|a| n > a)
-        {
-            return Err(self.invalid(
-                "load.requests",
-                format!(
-                    "= {n}: {} has {} rows, {} of them warm-up",
-                    file.display(),
-                    rows.len(),
-                    c.warmup.requests
-                ),
-            ));
-        }
-        l.trace = Some(file);
-        l.trace_sha256 = Some(sha);
-        sources.trace = rows;
-        Ok(())
-    }
 }
 
 type Problem = (String, String);
@@ -1579,7 +1266,7 @@ impl Contract {
         }
         if let Some(p) = &self.prediction {
             for e in &p.expect {
-                crate::predict::parse(e).map_err(|m| ("prediction.expect".to_owned(), m))?;
+                prediction::parse(e).map_err(|m| ("prediction.expect".to_owned(), m))?;
             }
         }
         if self.repeat.runs == 0 {

@@ -210,7 +210,7 @@ impl Driver {
         self: &Arc<Self>,
         arrivals: ArrivalGen,
     ) -> std::io::Result<(Receiver<Built>, Receiver<()>)> {
-        let len = build_ahead_len(&self.contract);
+        let len = build_ahead_len(&self.contract, self.plan.inputs());
         let (built_tx, built) = std::sync::mpsc::sync_channel(len);
         let (ready_tx, ready) = std::sync::mpsc::channel();
         let me = self.clone();
@@ -335,8 +335,8 @@ const BUILD_AHEAD_BYTES: usize = 256 << 20;
 /// How many requests to build ahead: [`BUILD_AHEAD`], fewer when the longest prompt asked for
 /// would make that more than [`BUILD_AHEAD_BYTES`] (8 bytes a token, generous for English text
 /// and the synthetic words), and never fewer than 4.
-fn build_ahead_len(c: &Contract) -> usize {
-    let longest = crate::plan::requested_lengths(c, true)
+fn build_ahead_len(c: &Contract, inputs: &crate::workload::Inputs) -> usize {
+    let longest = crate::plan::requested_lengths(c, inputs, true)
         .and_then(|v| v.into_iter().max())
         .unwrap_or(0) as usize;
     (BUILD_AHEAD_BYTES / (longest * 8 + 1024)).clamp(4, BUILD_AHEAD)
@@ -411,7 +411,8 @@ mod tests {
             let src = format!(
                 "[workload]\ninput_tokens = {input}\n[load]\nmodel = \"open\"\nrate = 1\nrequests = 3\n"
             );
-            build_ahead_len(&crate::contract::parse(&src, std::path::Path::new("c.toml")).unwrap())
+            let (c, inputs) = crate::workload::parse(&src, std::path::Path::new("c.toml")).unwrap();
+            build_ahead_len(&c, &inputs)
         };
         assert_eq!(len("{ dist = \"fixed\", value = 2000 }"), BUILD_AHEAD);
         // Bounded by the longest prompts drawn, not the typical one.

@@ -67,6 +67,7 @@ pub fn gpus() -> Value {
 
 pub mod facts;
 pub mod prom;
+pub mod tokenize;
 pub mod wake;
 
 /// Metadata endpoints of the engines people benchmark, tried in turn after `/v1/models` and kept

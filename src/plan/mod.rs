@@ -8,11 +8,11 @@
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, Exp, Gamma, LogNormal, Normal};
+use rand_distr::{Distribution, LogNormal, Normal};
 use serde::Serialize;
 
 use crate::contract::{Arrival, Contract, LengthDist, PrefixCache, PromptSource, Workload};
-use crate::workload::{Loaded, Message};
+use crate::workload::{Inputs, Message};
 
 /// Which part of a run a request belongs to.
 #[derive(
@@ -61,56 +61,19 @@ pub struct PlannedRequest {
     pub messages: Option<Vec<Message>>,
 }
 
-/// Open-loop arrival process parameters.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ArrivalParams {
-    pub arrival: Arrival,
-    /// Requests per second.
-    pub rate: f64,
-    /// Gamma shape (gamma arrivals only).
-    pub shape: f64,
-}
-
-/// The intended send times of an open-loop run, µs from its start, in order and without end:
-/// warm-up, steady and drain arrivals are one process, so the load never changes shape at a
-/// phase boundary.
-#[derive(Debug, Clone)]
+/// The intended send times of an open-loop run, µs from its start, in order and without end
+/// (a trace's end ends it): warm-up, steady and drain arrivals are one process, so the load
+/// never changes shape at a phase boundary.
+#[derive(Debug)]
 pub struct ArrivalGen {
     rng: ChaCha8Rng,
-    params: ArrivalParams,
-    t: f64,
-    started: bool,
-    /// Trace replay: the offsets, µs, and the next row. The process ends with the trace.
-    trace: std::sync::Arc<Vec<u64>>,
-    row: usize,
-}
-
-impl ArrivalGen {
-    fn gap(&mut self) -> f64 {
-        let p = self.params;
-        match p.arrival {
-            Arrival::Constant => 1.0 / p.rate,
-            Arrival::Poisson => Exp::new(p.rate).map_or(1.0 / p.rate, |e| e.sample(&mut self.rng)),
-            Arrival::Gamma => Gamma::new(p.shape, 1.0 / (p.rate * p.shape))
-                .map_or(1.0 / p.rate, |g| g.sample(&mut self.rng)),
-            Arrival::Trace => 0.0,
-        }
-    }
+    process: Box<dyn crate::arrival::Process>,
 }
 
 impl Iterator for ArrivalGen {
     type Item = u64;
     fn next(&mut self) -> Option<u64> {
-        if self.params.arrival == Arrival::Trace {
-            let t = self.trace.get(self.row).copied();
-            self.row += 1;
-            return t;
-        }
-        if self.started {
-            self.t += self.gap();
-        }
-        self.started = true;
-        Some((self.t * 1e6).round() as u64)
+        self.process.next_us(&mut self.rng)
     }
 }
 
@@ -120,22 +83,20 @@ pub struct Plan {
     seed: u64,
     input: LengthDist,
     output: LengthDist,
-    /// Open-loop arrival process; `None` for closed loop.
-    pub open: Option<ArrivalParams>,
+    /// Open-loop arrival process and what it is drawn from; `None` for closed loop.
+    open: Option<(Arrival, crate::arrival::Params)>,
     /// The phase rules, for listing the plan.
     phases: PhaseRules,
     /// `[quality] mode = "reference"`: request `i` asks reference `i mod n`'s prompt.
     references: std::sync::Arc<Vec<crate::quality::Reference>>,
-    /// Tokenizer, dataset and trace.
-    sources: Loaded,
+    /// Tokenizer, dataset, trace and the `empirical` lengths.
+    sources: Inputs,
     /// Dataset prompts: request `i` takes entry `order[i mod n]` (a seeded shuffle).
     order: std::sync::Arc<Vec<u32>>,
     /// Shared prefixes (`prefix_cache = "shared"` or `"warm"`), built once.
     prefixes: std::sync::Arc<Vec<String>>,
     /// Whether the prefixes are sent once before the load (`"warm"`).
     warm: bool,
-    /// Trace arrival offsets, µs, after the speed-up.
-    trace_us: std::sync::Arc<Vec<u64>>,
     /// The run's lead (from `workload.cache_nonce`): the first words of every prompt, empty
     /// without a nonce.
     lead: String,
@@ -147,9 +108,9 @@ pub struct Plan {
 /// workload tokenizer's words (empty without a nonce). Every prompt of one run shares it; a
 /// prompt of another run (another nonce) diverges inside it, so a prefix cache an earlier run
 /// filled can serve at most this lead.
-pub fn run_lead(c: &Contract) -> String {
+pub fn run_lead(c: &Contract, inputs: &Inputs) -> String {
     match &c.workload.cache_nonce {
-        Some(n) => c.workload.sources.tokenizer.run_lead(n),
+        Some(n) => inputs.tokenizer.run_lead(n),
         None => String::new(),
     }
 }
@@ -333,9 +294,8 @@ fn lead_with(lead: &str, tag: &str) -> String {
 /// file's own values, or 4,096 seeded draws from a parametric distribution. `None` when the
 /// source file was not read (a bundle recomputed without it). Builds no prompt, so reports can
 /// call it without planning the run.
-pub fn requested_lengths(c: &Contract, input: bool) -> Option<Vec<u32>> {
+pub fn requested_lengths(c: &Contract, s: &Inputs, input: bool) -> Option<Vec<u32>> {
     let w = &c.workload;
-    let s = &w.sources;
     let v: Vec<u32> = match asked_lengths(w, input) {
         LengthDist::Trace => s
             .trace
@@ -356,25 +316,20 @@ pub fn requested_lengths(c: &Contract, input: bool) -> Option<Vec<u32>> {
                 .filter_map(|p| p.length(input).map(|n| n + behind))
                 .collect()
         }
-        LengthDist::Empirical { values, .. } => values.to_vec(),
+        LengthDist::Empirical { .. } => s.lengths(input).to_vec(),
         d => {
             let mut rng = ChaCha8Rng::seed_from_u64(w.seed);
             rng.set_stream(REQUESTED_STREAM);
-            (0..4096).map(|_| sample_len(&d, &mut rng)).collect()
+            (0..4096).map(|_| sample_len(&d, &[], &mut rng)).collect()
         }
     };
     (!v.is_empty()).then_some(v)
 }
 
 impl Plan {
-    pub fn new(c: &Contract) -> Plan {
-        let open = c.load.is_open().then(|| ArrivalParams {
-            arrival: c.load.arrival(),
-            rate: c.load.rate(),
-            shape: c.load.burstiness(),
-        });
+    pub fn new(c: &Contract, inputs: &Inputs) -> Plan {
         let w = &c.workload;
-        let sources = w.sources.clone();
+        let sources = inputs.clone();
         let seed = w.seed;
         let mut order: Vec<u32> = Vec::new();
         if w.prompt_source == PromptSource::Dataset {
@@ -383,7 +338,7 @@ impl Plan {
             rng.set_stream(ORDER_STREAM);
             rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
         }
-        let lead = run_lead(c);
+        let lead = run_lead(c, inputs);
         let prefixes = match shared_prefix_tokens(w) {
             0 => Vec::new(),
             n => (0..u64::from(w.prefixes.unwrap_or(1)))
@@ -401,18 +356,25 @@ impl Plan {
             .iter()
             .map(|r| (r.offset_s / speedup * 1e6).round() as u64)
             .collect();
+        let open = c.load.is_open().then(|| {
+            let params = crate::arrival::Params {
+                rate: c.load.rate(),
+                shape: c.load.burstiness(),
+                trace_us: std::sync::Arc::new(trace_us),
+            };
+            (c.load.arrival(), params)
+        });
         Plan {
             seed,
             input: asked_lengths(w, true),
             output: asked_lengths(w, false),
             open,
             phases: PhaseRules::of(c),
-            references: c.quality.items.clone(),
+            references: std::sync::Arc::new(inputs.references.clone()),
             sources,
             order: std::sync::Arc::new(order),
             prefixes: std::sync::Arc::new(prefixes),
             warm: w.prefix_cache == PrefixCache::Warm,
-            trace_us: std::sync::Arc::new(trace_us),
             lead,
             probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
                 u64::from(c.quality.probes)
@@ -432,6 +394,11 @@ impl Plan {
         }
     }
 
+    /// What the plan is built from besides the contract.
+    pub fn inputs(&self) -> &Inputs {
+        &self.sources
+    }
+
     /// Whether prompt lengths are the target's own tokens (a tokenizer file), rather than the
     /// simulator's words.
     pub fn exact_tokens(&self) -> bool {
@@ -440,16 +407,12 @@ impl Plan {
 
     /// The open-loop arrival times, from the start, without end.
     pub fn arrivals(&self) -> Option<ArrivalGen> {
-        self.open.map(|params| {
+        self.open.as_ref().map(|(arrival, params)| {
             let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
             rng.set_stream(ARRIVAL_STREAM);
             ArrivalGen {
                 rng,
-                params,
-                t: 0.0,
-                started: false,
-                trace: self.trace_us.clone(),
-                row: 0,
+                process: arrival.process(params),
             }
         })
     }
@@ -538,7 +501,7 @@ impl Plan {
                     i.output_tokens.unwrap_or(1)
                 }
             }
-            _ => sample_len(d, &mut rng),
+            _ => sample_len(d, self.sources.lengths(input), &mut rng),
         };
         let input_tokens = length(&self.input, true);
         let output_tokens = length(&self.output, false);
@@ -637,7 +600,8 @@ impl Plan {
     }
 }
 
-fn sample_len(d: &LengthDist, rng: &mut ChaCha8Rng) -> u32 {
+/// A length drawn from `d`; `empirical` draws from `values` (the inputs' lengths).
+fn sample_len(d: &LengthDist, values: &[u32], rng: &mut ChaCha8Rng) -> u32 {
     let clamp =
         |x: f64, min: u32, max: u32| (x.round().max(f64::from(min)).min(f64::from(max))) as u32;
     match *d {
@@ -655,7 +619,7 @@ fn sample_len(d: &LengthDist, rng: &mut ChaCha8Rng) -> u32 {
             Ok(n) => clamp(n.sample(rng), min, max),
             Err(_) => clamp(mean, min, max),
         },
-        LengthDist::Empirical { ref values, .. } if !values.is_empty() => {
+        LengthDist::Empirical { .. } if !values.is_empty() => {
             values[(rand::Rng::next_u64(rng) % values.len() as u64) as usize]
         }
         // Per-request lengths (dataset, trace) are taken before sampling; nothing to draw.
@@ -690,19 +654,22 @@ mod tests {
     #[test]
     fn same_contract_same_plan_byte_for_byte() {
         let c = contract("model = \"open\"\nrate = 5\nrequests = 50\n");
-        assert_eq!(Plan::new(&c).to_jsonl(1000), Plan::new(&c).to_jsonl(1000));
+        assert_eq!(
+            Plan::new(&c, &Inputs::default()).to_jsonl(1000),
+            Plan::new(&c, &Inputs::default()).to_jsonl(1000)
+        );
         let mut other = c.clone();
         other.workload.seed = 8;
         assert_ne!(
-            Plan::new(&c).to_jsonl(1000),
-            Plan::new(&other).to_jsonl(1000)
+            Plan::new(&c, &Inputs::default()).to_jsonl(1000),
+            Plan::new(&other, &Inputs::default()).to_jsonl(1000)
         );
     }
 
     #[test]
     fn prompts_have_the_planned_length_and_unique_first_words() {
         let c = contract("model = \"open\"\nrate = 5\nrequests = 50\n");
-        let p = Plan::new(&c);
+        let p = Plan::new(&c, &Inputs::default());
         let mut firsts = std::collections::HashSet::new();
         for i in 0..50 {
             let r = p.request(i);
@@ -715,7 +682,11 @@ mod tests {
     #[test]
     fn poisson_schedule_has_the_offered_rate() {
         let c = contract("model = \"open\"\nrate = 50\nrequests = 5000\n");
-        let t: Vec<u64> = Plan::new(&c).arrivals().unwrap().take(5001).collect();
+        let t: Vec<u64> = Plan::new(&c, &Inputs::default())
+            .arrivals()
+            .unwrap()
+            .take(5001)
+            .collect();
         assert_eq!(t[0], 0);
         assert!(t.windows(2).all(|w| w[0] <= w[1]));
         let rate = 5000.0 / (t[5000] as f64 / 1e6);
@@ -726,7 +697,7 @@ mod tests {
     #[test]
     fn listing_shows_warmup_first_and_stops_at_the_duration() {
         let c = parse("[load]\nmodel = \"open\"\narrival = \"constant\"\nrate = 10\nduration = \"2s\"\n[warmup]\nrequests = 5\n", Path::new("t")).unwrap();
-        let lines: Vec<serde_json::Value> = Plan::new(&c)
+        let lines: Vec<serde_json::Value> = Plan::new(&c, &Inputs::default())
             .to_jsonl(1000)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -778,7 +749,11 @@ mod tests {
             let c = contract(&format!(
                 "model = \"open\"\narrival = \"gamma\"\nburstiness = {shape}\nrate = 20\nrequests = 4000\n"
             ));
-            let t: Vec<u64> = Plan::new(&c).arrivals().unwrap().take(4000).collect();
+            let t: Vec<u64> = Plan::new(&c, &Inputs::default())
+                .arrivals()
+                .unwrap()
+                .take(4000)
+                .collect();
             let gaps: Vec<f64> = t.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
             let m = gaps.iter().sum::<f64>() / gaps.len() as f64;
             let var = gaps.iter().map(|g| (g - m).powi(2)).sum::<f64>() / gaps.len() as f64;

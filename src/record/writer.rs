@@ -1,8 +1,9 @@
 //! The one collector: request tasks send finished records over a channel; one writer thread
 //! appends each to `requests.jsonl` at once (flushing whenever the queue is empty, so a killed
-//! run keeps every finished record) and feeds the live view. No lock is shared on the request
-//! path, and file I/O never runs on the async workers (nor hops to tokio's blocking pool per
-//! write, as `tokio::fs` would).
+//! run keeps every finished record) and tells its observers (the progress view, the
+//! `until_stable` warm-up rule; anything else that watches a run live implements
+//! [`Observer`]). No lock is shared on the request path, and file I/O never runs on the async
+//! workers (nor hops to tokio's blocking pool per write, as `tokio::fs` would).
 
 use std::io::Write;
 use std::path::Path;
@@ -36,6 +37,24 @@ impl Default for Live {
 
 pub type LiveView = Arc<Mutex<Live>>;
 
+/// Watches records as the collector writes them, on the collector's thread: keep it quick.
+pub trait Observer: Send {
+    fn observe(&mut self, rec: &Record);
+}
+
+impl Observer for LiveView {
+    fn observe(&mut self, rec: &Record) {
+        let mut l = self.lock().unwrap_or_else(|p| p.into_inner());
+        l.finished += 1;
+        if rec.outcome != Outcome::Ok {
+            l.errors += 1;
+        }
+        if let (Some(f), Some(s)) = (rec.first_token_us, rec.sent_us) {
+            let _ = l.ttft_us.record(f.saturating_sub(s).max(1));
+        }
+    }
+}
+
 /// The `until_stable` warm-up rule, watched by the collector.
 #[derive(Debug, Clone)]
 pub struct Stability {
@@ -43,6 +62,21 @@ pub struct Stability {
     pub threshold: f64,
     /// Set once the warm-up TTFT has settled; the driver reads it.
     pub flag: Arc<AtomicBool>,
+    /// Warm-up TTFTs so far, µs.
+    pub ttfts: Vec<f64>,
+}
+
+impl Observer for Stability {
+    fn observe(&mut self, rec: &Record) {
+        if rec.phase == crate::plan::Phase::Warmup
+            && let (Some(f), Some(s)) = (rec.first_token_us, rec.sent_us)
+        {
+            self.ttfts.push(f.saturating_sub(s) as f64);
+            if crate::analyze::stats::settled(&self.ttfts, self.window, self.threshold) {
+                self.flag.store(true, Ordering::Release);
+            }
+        }
+    }
 }
 
 /// Writes records until every sender is gone; returns them all, in completion order.
@@ -50,10 +84,8 @@ pub struct Stability {
 pub fn write_records(
     path: &Path,
     mut rx: UnboundedReceiver<Record>,
-    live: LiveView,
-    stability: Option<Stability>,
+    mut observers: Vec<Box<dyn Observer>>,
 ) -> std::io::Result<Vec<Record>> {
-    let mut warm_ttfts: Vec<f64> = Vec::new();
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -66,24 +98,8 @@ pub fn write_records(
         if rx.is_empty() {
             out.flush()?;
         }
-        {
-            let mut l = live.lock().unwrap_or_else(|p| p.into_inner());
-            l.finished += 1;
-            if rec.outcome != Outcome::Ok {
-                l.errors += 1;
-            }
-            if let (Some(f), Some(s)) = (rec.first_token_us, rec.sent_us) {
-                let _ = l.ttft_us.record(f.saturating_sub(s).max(1));
-            }
-        }
-        if let Some(st) = &stability
-            && rec.phase == crate::plan::Phase::Warmup
-            && let (Some(f), Some(s)) = (rec.first_token_us, rec.sent_us)
-        {
-            warm_ttfts.push(f.saturating_sub(s) as f64);
-            if crate::analyze::settled(&warm_ttfts, st.window, st.threshold) {
-                st.flag.store(true, Ordering::Release);
-            }
+        for o in &mut observers {
+            o.observe(&rec);
         }
         all.push(rec);
     }

@@ -7,6 +7,7 @@ use crate::analyze::{Second, Summary, request_metrics};
 use crate::contract::Contract;
 use crate::plan::Phase;
 use crate::record::Record;
+use crate::workload::Inputs;
 
 use super::svg::{Chart, cdf};
 
@@ -21,7 +22,13 @@ figure{margin:1em 0}svg.chart{width:100%;max-width:640px;height:auto;background:
 .band{opacity:.35}.b0{fill:#f2e6c9}.b1{fill:#dcebf5}.b2{fill:#e3f1e3}.bandlabel{font-size:10px;fill:#666}";
 
 /// The page for one run.
-pub fn page(c: &Contract, s: &Summary, records: &[Record], seconds: &[Second]) -> String {
+pub fn page(
+    c: &Contract,
+    inputs: &Inputs,
+    s: &Summary,
+    records: &[Record],
+    seconds: &[Second],
+) -> String {
     let mut d = super::document(s);
     d.h("Figures");
     let steady: Vec<&Record> = records
@@ -103,7 +110,8 @@ pub fn page(c: &Contract, s: &Summary, records: &[Record], seconds: &[Second]) -
         d.figure(ttft.render());
     }
     let lengths = |planned: Vec<f64>, reported: Vec<f64>, what: &str| {
-        let requested = crate::plan::requested_lengths(c, what == "Input").unwrap_or_default();
+        let requested =
+            crate::plan::requested_lengths(c, inputs, what == "Input").unwrap_or_default();
         let mut ch = Chart::new(
             &format!("lengths-{}", what.to_lowercase()),
             &format!("{what} length: requested, sent, and reported by the server"),
@@ -143,71 +151,6 @@ pub fn wrap(title: &str, d: &super::Doc) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{title}</title><style>{CSS}</style></head><body>\n{body}</body></html>\n"
     )
-}
-
-/// A sweep: its table, then latency and goodput against the offered rate (capacity marked).
-pub fn sweep_page(r: &crate::sweep::SweepResult) -> String {
-    let mut d = crate::sweep::document(r);
-    d.h("Figures");
-    let x = |p: &crate::sweep::SweepPoint| p.offered_rps.or_else(|| p.value.parse().ok());
-    let pts = |f: fn(&crate::sweep::SweepPoint) -> Option<f64>| -> Vec<(f64, f64)> {
-        let mut v: Vec<(f64, f64)> = r
-            .points
-            .iter()
-            .filter_map(|p| Some((x(p)?, f(p)?)))
-            .collect();
-        v.sort_by(|a, b| a.0.total_cmp(&b.0));
-        v
-    };
-    let cap = r.capacity.as_ref().and_then(|c| c.capacity_rps);
-    let mut lat = Chart::new(
-        "sweep-latency",
-        "Latency against offered load",
-        "offered req/s (or the varied value)",
-        "ms",
-    )
-    .line("TTFT p50", pts(|p| p.ttft_p50_ms))
-    .line("TTFT p99", pts(|p| p.ttft_p99_ms))
-    .line("TPOT p99", pts(|p| p.tpot_p99_ms));
-    let mut good = Chart::new(
-        "sweep-goodput",
-        "Throughput and goodput against offered load",
-        "offered req/s (or the varied value)",
-        "req/s",
-    )
-    .line("achieved", pts(|p| p.achieved_rps))
-    .line("goodput", pts(|p| p.goodput_rps));
-    if let Some(c) = cap {
-        lat = lat.vline(c, &format!("capacity {c:.1} req/s"));
-        good = good.vline(c, &format!("capacity {c:.1} req/s"));
-    }
-    d.figure(lat.render());
-    d.figure(good.render());
-    wrap(&format!("goodput sweep · {}", r.contract), &d)
-}
-
-/// The demo: both loops' TTFT p99 against offered load, with the SLO.
-pub fn demo_page(demo: &crate::demo::Demo) -> String {
-    let mut d = demo.document();
-    d.h("Figure");
-    let pts = |f: fn(&crate::demo::DemoPoint) -> f64| -> Vec<(f64, f64)> {
-        demo.points.iter().map(|p| (p.load * 100.0, f(p))).collect()
-    };
-    let slo = demo.spec.slo_ttft_p99_ms;
-    let chart = Chart::new(
-        "demo-ttft",
-        "TTFT p99: open loop vs closed loop",
-        "offered load (% of capacity)",
-        "TTFT p99 (ms)",
-    )
-    .line("open loop p99", pts(|p| p.open_ttft_p99_ms))
-    .line("closed loop p99", pts(|p| p.closed_ttft_p99_ms))
-    .line(
-        &format!("SLO {slo} ms"),
-        demo.points.iter().map(|p| (p.load * 100.0, slo)).collect(),
-    );
-    d.figure(chart.render());
-    wrap("goodput demo", &d)
 }
 
 /// Contiguous spans of seconds whose sent requests were all of one phase.

@@ -10,15 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-/// Which format a dataset file is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DatasetFormat {
-    /// One JSON object per line: `prompt` or `messages`, optional `output_tokens`.
-    Jsonl,
-    /// ShareGPT conversations: a JSON array or JSON lines.
-    Sharegpt,
-}
+pub use crate::contract::DatasetFormat;
 
 /// A chat message sent as it stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

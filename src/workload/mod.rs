@@ -4,14 +4,15 @@
 //! was built from, and a file changed since is refused rather than silently used.
 
 pub mod dataset;
-pub mod server;
+pub mod inputs;
 pub mod tokenizer;
 pub mod trace;
 
 use std::path::Path;
-use std::sync::Arc;
 
-pub use dataset::{DatasetFormat, Message};
+pub use crate::contract::DatasetFormat;
+pub use dataset::Message;
+pub use inputs::{Inputs, Sources, load, parse};
 pub use tokenizer::Tokenizer;
 
 /// A dataset entry ready to plan: its prompt, counted.
@@ -39,36 +40,6 @@ impl Prompt {
     }
 }
 
-/// Everything loaded from files for a workload.
-#[derive(Debug, Default)]
-pub struct Sources {
-    pub tokenizer: Tokenizer,
-    pub prompts: Vec<Prompt>,
-    /// Dataset entries skipped as unusable (ShareGPT conversations without an answered question).
-    pub skipped: usize,
-    pub trace: Vec<trace::Row>,
-    /// Files a resolved contract names that are no longer there (see `contract::parse`).
-    pub missing: Vec<String>,
-}
-
-/// Shared, immutable sources. Compares equal to any other: their identity is in the contract's
-/// path and SHA-256 fields beside them, which equality already covers.
-#[derive(Debug, Clone, Default)]
-pub struct Loaded(pub Arc<Sources>);
-
-impl PartialEq for Loaded {
-    fn eq(&self, _: &Loaded) -> bool {
-        true
-    }
-}
-
-impl std::ops::Deref for Loaded {
-    type Target = Sources;
-    fn deref(&self) -> &Sources {
-        &self.0
-    }
-}
-
 /// A text file's contents and SHA-256, from one read; errors name the file.
 pub fn read(path: &Path) -> Result<(String, String), String> {
     let name = path.display();
@@ -78,10 +49,7 @@ pub fn read(path: &Path) -> Result<(String, String), String> {
     Ok((text, sha))
 }
 
-/// The longest prompt or answer a workload may ask for, in tokens: beyond the longest context
-/// any served model has, and a prompt is built in memory (about 6 bytes a token), so a length
-/// above it is a mistake in the contract or its files, not a workload.
-pub const MAX_TOKENS: u32 = 10_000_000;
+pub use crate::contract::MAX_TOKENS;
 
 /// Reads a file of observed lengths (see [`parse_lengths`]).
 pub fn load_lengths(path: &Path) -> Result<Vec<u32>, String> {

@@ -15,8 +15,11 @@ pub fn parse(src: &str) -> Contract {
     contract::parse(src, std::path::Path::new("test.toml")).unwrap()
 }
 
-/// Runs a contract with its bundle under `dir`, quietly.
-pub async fn try_run_in(c: Contract, dir: &std::path::Path) -> anyhow::Result<RunResult> {
+/// Runs a contract with its bundle under `dir`, quietly, after reading the files it names
+/// (paths in it relative to the working directory, as `parse` leaves them, or absolute).
+pub async fn try_run_in(mut c: Contract, dir: &std::path::Path) -> anyhow::Result<RunResult> {
+    let src = c.to_toml();
+    let inputs = goodput::workload::inputs::read(&mut c, &src, std::path::Path::new("test.toml"))?;
     let opts = RunOptions {
         out_root: dir.to_owned(),
         progress: false,
@@ -25,7 +28,7 @@ pub async fn try_run_in(c: Contract, dir: &std::path::Path) -> anyhow::Result<Ru
         bundle_dir: None,
         wake_latency_hold: true,
     };
-    goodput::run::run(c, opts, CancellationToken::new()).await
+    goodput::run::run(c, inputs, opts, CancellationToken::new()).await
 }
 
 /// Runs a contract that must succeed.

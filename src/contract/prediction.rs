@@ -8,11 +8,9 @@
 //! Metrics are the headline ones (`ttft_p50`, `ttft_p99`, `tpot_p50`, `tpot_p99`, `e2e_p99` in
 //! ms; `output_tokens_per_s`; `goodput` in req/s; `attainment` as a fraction or %), and
 //! `slo_met` alone: the run meets the SLO, by the one rule every command uses
-//! ([`crate::analyze::SloResult::meets`]).
+//! (`analyze::SloResult::meets`).
 
 use serde::{Deserialize, Serialize};
-
-use crate::analyze::Summary;
 
 /// One expectation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,27 +31,6 @@ pub struct Prediction {
     /// When it was written (UTC), before the first request.
     pub made_utc: String,
     pub expect: Vec<Expectation>,
-}
-
-/// How one expectation fared.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Outcome {
-    pub text: String,
-    pub metric: String,
-    pub op: String,
-    pub predicted: f64,
-    pub measured: Option<f64>,
-    /// `None` when the metric was not measured.
-    pub held: Option<bool>,
-}
-
-/// The check of a bundle's prediction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Check {
-    pub made_utc: String,
-    /// The file still hashes to what was recorded before the run.
-    pub hash_verified: bool,
-    pub outcomes: Vec<Outcome>,
 }
 
 /// Parses one expectation; the error says what is wrong with it.
@@ -131,45 +108,6 @@ pub fn hash(bytes: &[u8]) -> String {
 
 /// The expectation that the run meets its SLO: 1 when it does, 0 when not.
 pub const SLO_MET: &str = "slo_met";
-
-/// Checks a prediction against a summary.
-pub fn check(p: &Prediction, s: &Summary, hash_verified: bool) -> Check {
-    let mut values = crate::compare::headline(s);
-    values.push((
-        SLO_MET,
-        s.steady.slo.as_ref().map(|x| f64::from(u8::from(x.pass))),
-        false,
-    ));
-    let outcomes = p
-        .expect
-        .iter()
-        .map(|e| {
-            let measured = values
-                .iter()
-                .find(|(n, _, _)| *n == e.metric)
-                .and_then(|(_, v, _)| *v);
-            let held = measured.map(|m| match e.op.as_str() {
-                "<=" => m <= e.value,
-                "<" => m < e.value,
-                ">=" => m >= e.value,
-                _ => m > e.value,
-            });
-            Outcome {
-                text: e.text.clone(),
-                metric: e.metric.clone(),
-                op: e.op.clone(),
-                predicted: e.value,
-                measured,
-                held,
-            }
-        })
-        .collect();
-    Check {
-        made_utc: p.made_utc.clone(),
-        hash_verified,
-        outcomes,
-    }
-}
 
 #[cfg(test)]
 mod tests {

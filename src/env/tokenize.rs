@@ -11,9 +11,9 @@
 
 use serde_json::{Value, json};
 
-use super::{Loaded, Sources, Tokenizer};
 use crate::contract::{Contract, LengthDist};
 use crate::text::WORDS;
+use crate::workload::{Inputs, Sources, Tokenizer};
 
 /// Planned prompts checked against the endpoint before the run.
 const CHECKED: u64 = 32;
@@ -97,12 +97,15 @@ impl ServerCounter {
     }
 }
 
-/// Recounts a contract's workload in the target's tokens: the word table synthetic prompts are
+/// Recounts a contract's inputs in the target's tokens: the word table synthetic prompts are
 /// built from, every dataset prompt and answer, and lengths drawn from the dataset.
-pub async fn recount(counter: &ServerCounter, c: &mut Contract) -> Result<(), String> {
+pub async fn recount(
+    counter: &ServerCounter,
+    c: &Contract,
+    old: &Inputs,
+) -> Result<Inputs, String> {
     use futures_util::{StreamExt, TryStreamExt};
     let table = counter.table().await?;
-    let old = c.workload.sources.clone();
     // A few at a time: a ShareGPT file holds tens of thousands of conversations, and one round
     // trip after another is minutes before the first request.
     let counts: Vec<(u32, Option<u32>)> = futures_util::stream::iter(&old.prompts)
@@ -122,26 +125,24 @@ pub async fn recount(counter: &ServerCounter, c: &mut Contract) -> Result<(), St
         p.input_tokens = input;
         p.output_tokens = output.or(p.output_tokens);
     }
-    for (dist, input) in [
-        (&mut c.workload.input_tokens, true),
-        (&mut c.workload.output_tokens, false),
-    ] {
-        if let Some(LengthDist::Empirical {
-            file: None, values, ..
-        }) = dist
-        {
-            let v: Vec<u32> = prompts.iter().filter_map(|p| p.length(input)).collect();
-            *values = std::sync::Arc::new(v);
+    let from_dataset = |dist: &Option<LengthDist>, input: bool, kept: &[u32]| match dist {
+        Some(LengthDist::Empirical { file: None, .. }) => {
+            prompts.iter().filter_map(|p| p.length(input)).collect()
         }
-    }
-    c.workload.sources = Loaded(std::sync::Arc::new(Sources {
+        _ => kept.to_vec(),
+    };
+    let input_lengths = from_dataset(&c.workload.input_tokens, true, old.lengths(true));
+    let output_lengths = from_dataset(&c.workload.output_tokens, false, old.lengths(false));
+    Ok(Inputs::new(Sources {
         tokenizer: table,
         prompts,
         skipped: old.skipped,
         trace: old.trace.clone(),
+        references: old.references.clone(),
+        input_lengths,
+        output_lengths,
         missing: old.missing.clone(),
-    }));
-    Ok(())
+    }))
 }
 
 /// Counts the first planned prompts (`prompts` yields index, text, planned count) at the
