@@ -5,6 +5,9 @@
 
 use super::{Dist, RequestMetrics, Summary};
 
+/// Reads one per-request latency (ms) from a request's metrics.
+pub type PerRequest = fn(&RequestMetrics) -> Option<f64>;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Headline {
     TtftP50,
@@ -63,10 +66,10 @@ impl Headline {
     }
 
     /// For a latency percentile: the per-request metric it is taken over and the percentile.
-    pub fn latency(self) -> Option<(fn(&RequestMetrics) -> Option<f64>, f64)> {
-        let ttft: fn(&RequestMetrics) -> Option<f64> = |m| m.ttft_ms;
-        let tpot: fn(&RequestMetrics) -> Option<f64> = |m| m.tpot_ms;
-        let e2e: fn(&RequestMetrics) -> Option<f64> = |m| m.e2e_ms;
+    pub fn latency(self) -> Option<(PerRequest, f64)> {
+        let ttft: PerRequest = |m| m.ttft_ms;
+        let tpot: PerRequest = |m| m.tpot_ms;
+        let e2e: PerRequest = |m| m.e2e_ms;
         match self {
             Headline::TtftP50 => Some((ttft, 50.0)),
             Headline::TtftP99 => Some((ttft, 99.0)),
