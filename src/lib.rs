@@ -5,6 +5,7 @@
 //! built-in simulated server. `main.rs` only parses the command line and calls [`cli::run`].
 
 pub mod analyze;
+pub mod api;
 pub mod arrival;
 pub mod audit;
 pub mod bundle;

@@ -15,10 +15,9 @@ use crate::analyze::{Summary, summarize};
 use crate::bundle::{
     Bundle, COLD_START, CONTRACT, ENVIRONMENT, METRICS, PREDICTION, REFERENCES, REQUESTS,
 };
-use crate::client::openai::OpenAi;
 use crate::client::{Client, KeepOutput, http_pool};
 use crate::coldstart::Launched;
-use crate::contract::{ApiKind, ClientTokenCount, Contract};
+use crate::contract::{ClientTokenCount, Contract};
 use crate::driver::{COLD_START_INDEX, Driver};
 use crate::env::facts::Facts;
 use crate::env::prom::Scraper;
@@ -281,10 +280,6 @@ pub async fn run(
 
     let contract = Arc::new(contract);
     let plan = Arc::new(Plan::new(&contract, &inputs));
-    let adapter = match contract.target.api {
-        ApiKind::OpenAiChat => OpenAi::Chat,
-        ApiKind::OpenAiCompletions => OpenAi::Completions,
-    };
     let q = &contract.quality;
     let keep = match (q.records_output(), q.keeps_text()) {
         (false, _) => KeepOutput::Nothing,
@@ -296,7 +291,7 @@ pub async fn run(
             http,
             &base,
             api_key,
-            Box::new(adapter),
+            contract.target.api.adapter(),
             contract
                 .measurement
                 .client_token_count

@@ -5,7 +5,6 @@
 //! back a filled [`Record`]. Per chunk it does one JSON parse (borrowing, so text without escapes
 //! is not copied), one token count and one push; nothing is shared across requests.
 
-pub mod openai;
 pub mod sse;
 
 use std::borrow::Cow;
@@ -14,73 +13,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::contract::{ClientTokenCount, Sampling};
+pub use crate::api::{Adapter, RequestSpec, StreamEvent, Usage};
+use crate::contract::ClientTokenCount;
 use crate::record::{Outcome, Record};
 use sse::SseParser;
-
-/// What an adapter needs to build a request body.
-#[derive(Debug, Clone, Copy)]
-pub struct RequestSpec<'a> {
-    pub model: &'a str,
-    pub prompt: &'a str,
-    /// Chat messages to send instead of one user message with `prompt`.
-    pub messages: Option<&'a [crate::workload::Message]>,
-    pub max_tokens: u32,
-    pub stream: bool,
-    /// Ask for exactly `max_tokens` (`ignore_eos`, `min_tokens`).
-    pub exact_output: bool,
-    pub sampling: &'a Sampling,
-}
-
-/// Token usage as servers report it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
-pub struct Usage {
-    #[serde(default)]
-    pub prompt_tokens: Option<u32>,
-    #[serde(default)]
-    pub completion_tokens: Option<u32>,
-    /// `prompt_tokens_details.cached_tokens`: prompt tokens served from the prefix cache
-    /// (OpenAI's field; vLLM with `--enable-prompt-tokens-details`, SGLang, llama.cpp).
-    #[serde(default)]
-    pub prompt_tokens_details: Option<PromptDetails>,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
-pub struct PromptDetails {
-    #[serde(default)]
-    pub cached_tokens: Option<u32>,
-}
-
-impl Usage {
-    pub fn cached_tokens(&self) -> Option<u32> {
-        self.prompt_tokens_details.and_then(|d| d.cached_tokens)
-    }
-}
-
-/// What one stream event (or a whole non-streamed body) says.
-#[derive(Debug, Default)]
-pub struct StreamEvent<'a> {
-    pub id: Option<Cow<'a, str>>,
-    /// The `model` the response names.
-    pub model: Option<Cow<'a, str>>,
-    /// Generated text in this event; `None` or empty means it carries no token.
-    pub text: Option<Cow<'a, str>>,
-    pub finish_reason: Option<Cow<'a, str>>,
-    pub usage: Option<Usage>,
-}
-
-/// One API kind. A new endpoint type (TGI's `/generate_stream`, say) is one more implementation.
-pub trait Adapter: Send + Sync {
-    /// Path under the base URL.
-    fn path(&self) -> &'static str;
-    /// The JSON request body.
-    fn body(&self, spec: &RequestSpec<'_>) -> Vec<u8>;
-    /// Parses one SSE event's data, or a whole non-streamed body. `[DONE]` never reaches it.
-    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String>;
-}
 
 /// Everything shared by the requests of a run. Cheap to share behind an `Arc`.
 pub struct Client {
@@ -624,7 +562,7 @@ mod tests {
             http_pool(DEFAULT_KEEP_ALIVE).unwrap(),
             &url,
             None,
-            Box::new(crate::client::openai::OpenAi::Completions),
+            crate::api::ApiKind::OpenAiCompletions.adapter(),
             ClientTokenCount::Chunks,
             Duration::from_secs(5),
             false,

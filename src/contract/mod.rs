@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use crate::api::{ApiKind, Sampling};
 pub use crate::arrival::Arrival;
 use crate::sim::SimConfig;
 pub use units::{Millis, Seconds};
@@ -293,17 +294,6 @@ pub struct Declared {
     pub parallelism: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ApiKind {
-    /// `POST /v1/chat/completions`.
-    #[default]
-    #[serde(rename = "openai-chat")]
-    OpenAiChat,
-    /// `POST /v1/completions`.
-    #[serde(rename = "openai-completions")]
-    OpenAiCompletions,
-}
-
 /// The requests' shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -386,20 +376,6 @@ pub enum PrefixCache {
     Shared,
     /// As `shared`, with each prefix sent once (one output token) before the load starts.
     Warm,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Sampling {
-    #[serde(default)]
-    pub temperature: f64,
-    #[serde(default = "one_f")]
-    pub top_p: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top_k: Option<u32>,
-    /// Sampling seed sent with each request, when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
 }
 
 /// A token-length distribution, rounded and clamped to `[min, max]`.
@@ -700,9 +676,6 @@ fn yes() -> bool {
 fn one() -> u32 {
     1
 }
-fn one_f() -> f64 {
-    1.0
-}
 fn max_len() -> u32 {
     131_072
 }
@@ -797,17 +770,6 @@ impl Default for Workload {
             enforce_output_length: true,
             sampling: Sampling::default(),
             cache_nonce: None,
-        }
-    }
-}
-
-impl Default for Sampling {
-    fn default() -> Self {
-        Sampling {
-            temperature: 0.0,
-            top_p: 1.0,
-            top_k: None,
-            seed: None,
         }
     }
 }

@@ -8,16 +8,11 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 pub use crate::contract::DatasetFormat;
 
-/// A chat message sent as it stands.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Message {
-    pub role: String,
-    pub content: String,
-}
+pub use crate::api::Message;
 
 /// One usable dataset entry.
 #[derive(Debug, Clone, PartialEq)]

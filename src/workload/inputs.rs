@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{Prompt, Tokenizer, dataset, trace};
-use crate::contract::{ApiKind, Contract, ContractError, LengthDist, Workload, source};
+use crate::contract::{Contract, ContractError, LengthDist, Workload, source};
 use crate::quality::Reference;
 
 /// Everything read from a contract's files.
@@ -220,16 +220,12 @@ impl Files<'_> {
         };
         let (d, format) =
             dataset::parse(&file, &text, w.dataset_format).map_err(|m| self.invalid(key, m))?;
-        if c.target.api == ApiKind::OpenAiCompletions
-            && let Some(item) = d.items.iter().find(|i| i.messages.is_some())
+        if let Some(item) = d.items.iter().find(|i| i.messages.is_some())
+            && let Err(why) = c.target.api.check(true)
         {
             return Err(self.invalid(
                 "target.api",
-                format!(
-                    "{} {} has `messages`, which only api = \"openai-chat\" can send",
-                    file.display(),
-                    item.at
-                ),
+                format!("{} {} {why}", file.display(), item.at),
             ));
         }
         let t = &sources.tokenizer;

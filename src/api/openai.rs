@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Adapter, RequestSpec, StreamEvent, Usage};
+use super::{Adapter, Capabilities, RequestSpec, StreamEvent, Usage};
 
 /// Chat or text completions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +61,12 @@ impl Adapter for OpenAi {
         match self {
             OpenAi::Chat => "/v1/chat/completions",
             OpenAi::Completions => "/v1/completions",
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            messages: *self == OpenAi::Chat,
         }
     }
 

@@ -1,0 +1,172 @@
+//! Endpoint APIs: how a planned request becomes an HTTP body and how the answer's events
+//! are read, for each kind of endpoint the contract's `target.api` can name.
+//!
+//! A seam: each API is one file with an [`Adapter`], and one variant of [`ApiKind`] that
+//! [`ApiKind::adapter`] maps to it, with its [`Capabilities`] (what it can send), checked in
+//! one place ([`ApiKind::check`]) rather than by comparing kinds. Adding an API (TGI's
+//! `/generate_stream`, say) is that file and that variant; copy `openai.rs`.
+
+pub mod openai;
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ApiKind {
+    /// `POST /v1/chat/completions`.
+    #[default]
+    #[serde(rename = "openai-chat")]
+    OpenAiChat,
+    /// `POST /v1/completions`.
+    #[serde(rename = "openai-completions")]
+    OpenAiCompletions,
+}
+
+/// What an API can send; checked against the workload before the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Chat messages (a dataset's `messages` entries).
+    pub messages: bool,
+}
+
+impl ApiKind {
+    /// The adapter that speaks this API.
+    pub fn adapter(self) -> Box<dyn Adapter> {
+        match self {
+            ApiKind::OpenAiChat => Box::new(openai::OpenAi::Chat),
+            ApiKind::OpenAiCompletions => Box::new(openai::OpenAi::Completions),
+        }
+    }
+
+    /// The name in the contract.
+    pub fn name(self) -> &'static str {
+        match self {
+            ApiKind::OpenAiChat => "openai-chat",
+            ApiKind::OpenAiCompletions => "openai-completions",
+        }
+    }
+
+    /// Whether this API can send what a workload asks: `Err` says what it cannot (for the
+    /// caller to locate in its file).
+    pub fn check(self, needs_messages: bool) -> Result<(), String> {
+        let can = self.adapter().capabilities();
+        if needs_messages && !can.messages {
+            let by: Vec<&str> = ApiKind::ALL
+                .iter()
+                .filter(|k| k.adapter().capabilities().messages)
+                .map(|k| k.name())
+                .collect();
+            return Err(format!(
+                "has `messages`, which only {} can send",
+                by.iter()
+                    .map(|n| format!("api = \"{n}\""))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ));
+        }
+        Ok(())
+    }
+
+    pub const ALL: [ApiKind; 2] = [ApiKind::OpenAiChat, ApiKind::OpenAiCompletions];
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sampling {
+    #[serde(default)]
+    pub temperature: f64,
+    #[serde(default = "one")]
+    pub top_p: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u32>,
+    /// Sampling seed sent with each request, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Sampling {
+            temperature: 0.0,
+            top_p: 1.0,
+            top_k: None,
+            seed: None,
+        }
+    }
+}
+
+/// A chat message sent as it stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+/// What an adapter needs to build a request body.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestSpec<'a> {
+    pub model: &'a str,
+    pub prompt: &'a str,
+    /// Chat messages to send instead of one user message with `prompt`.
+    pub messages: Option<&'a [Message]>,
+    pub max_tokens: u32,
+    pub stream: bool,
+    /// Ask for exactly `max_tokens` (`ignore_eos`, `min_tokens`).
+    pub exact_output: bool,
+    pub sampling: &'a Sampling,
+}
+
+/// Token usage as servers report it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt_tokens: Option<u32>,
+    #[serde(default)]
+    pub completion_tokens: Option<u32>,
+    /// `prompt_tokens_details.cached_tokens`: prompt tokens served from the prefix cache
+    /// (OpenAI's field; vLLM with `--enable-prompt-tokens-details`, SGLang, llama.cpp).
+    #[serde(default)]
+    pub prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+pub struct PromptDetails {
+    #[serde(default)]
+    pub cached_tokens: Option<u32>,
+}
+
+impl Usage {
+    pub fn cached_tokens(&self) -> Option<u32> {
+        self.prompt_tokens_details.and_then(|d| d.cached_tokens)
+    }
+}
+
+/// What one stream event (or a whole non-streamed body) says.
+#[derive(Debug, Default)]
+pub struct StreamEvent<'a> {
+    pub id: Option<Cow<'a, str>>,
+    /// The `model` the response names.
+    pub model: Option<Cow<'a, str>>,
+    /// Generated text in this event; `None` or empty means it carries no token.
+    pub text: Option<Cow<'a, str>>,
+    pub finish_reason: Option<Cow<'a, str>>,
+    pub usage: Option<Usage>,
+}
+
+/// One API kind: its path, body and event parsing. A new endpoint type is one more
+/// implementation and one [`ApiKind`] variant.
+pub trait Adapter: Send + Sync {
+    /// Path under the base URL.
+    fn path(&self) -> &'static str;
+    /// What it can send.
+    fn capabilities(&self) -> Capabilities;
+    /// The JSON request body.
+    fn body(&self, spec: &RequestSpec<'_>) -> Vec<u8>;
+    /// Parses one SSE event's data, or a whole non-streamed body. `[DONE]` never reaches it.
+    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String>;
+}
+
+fn one() -> f64 {
+    1.0
+}
