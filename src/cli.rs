@@ -9,6 +9,8 @@ use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use crate::contract::{self, source};
+use crate::report::Doc;
+use crate::report::format::{Format, Output};
 use crate::sim::{SimConfig, SimServer};
 
 #[derive(Debug, Parser)]
@@ -31,12 +33,11 @@ pub struct OutputArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Print the result as JSON instead of the text report.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub format: FormatArgs,
     /// The whole report: also the contract card (fingerprints), requested/sent/reported token
     /// lengths, confidence intervals, each percentile's support and the dispatch lag split
-    /// (always in report.html, report.md and the JSON).
+    /// (always in report.html, report.md, and every `--format` but terminal).
     #[arg(long, short)]
     pub verbose: bool,
     /// Leave the CPUs' idle states alone. By default a run asks the kernel
@@ -44,6 +45,46 @@ pub struct OutputArgs {
     /// schedule is kept to the tens of microseconds; environment.json says whether it held.
     #[arg(long)]
     pub no_wake_latency_hold: bool,
+}
+
+/// How a command writes its result: one `--format` for every command. The older flags
+/// (`--json`, `--markdown`, `--html`) still work and mean the same format.
+#[derive(Debug, Default, clap::Args)]
+pub struct FormatArgs {
+    /// How to write the result.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<Format>,
+    /// Same as `--format json`.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+    /// Same as `--format markdown`.
+    #[arg(long, conflicts_with_all = ["format", "json"])]
+    pub markdown: bool,
+    /// Same as `--format html`.
+    #[arg(long, conflicts_with_all = ["format", "json", "markdown"])]
+    pub html: bool,
+}
+
+impl FormatArgs {
+    pub fn get(&self) -> Format {
+        match (self.format, self.json, self.markdown, self.html) {
+            (Some(f), ..) => f,
+            (None, true, _, _) => Format::Json,
+            (None, _, true, _) => Format::Markdown,
+            (None, _, _, true) => Format::Html,
+            _ => Format::Terminal,
+        }
+    }
+}
+
+/// Writes a command's result in the chosen format.
+fn emit<T: serde::Serialize + ?Sized>(
+    format: Format,
+    title: &str,
+    doc: &Doc,
+    value: &T,
+) -> std::io::Result<()> {
+    say(&format.render(&Output { title, doc, value }))
 }
 
 /// Changes to the contract for this run, written into its text before it is parsed (so the
@@ -154,17 +195,11 @@ pub enum Command {
         /// Relative change below which a difference is not called better or worse.
         #[arg(long, default_value_t = 0.05)]
         noise: f64,
-        #[arg(long)]
-        json: bool,
-        /// Print Markdown (for a pull request) instead of the terminal table.
-        #[arg(long)]
-        markdown: bool,
+        #[command(flatten)]
+        format: FormatArgs,
         /// Exit 0 even when quality was not held constant (the report still says so).
         #[arg(long)]
         allow_quality_change: bool,
-        /// Print a self-contained HTML page instead.
-        #[arg(long, conflicts_with_all = ["json", "markdown"])]
-        html: bool,
         /// What to call each result, in the order given (overrides `[meta] label`); as many as
         /// results, or fewer (the rest keep theirs).
         #[arg(long = "label", value_name = "NAME")]
@@ -190,22 +225,19 @@ pub enum Command {
     /// Recompute and print a bundle's summary from its raw records.
     Report {
         bundle: PathBuf,
-        #[arg(long)]
-        json: bool,
+        /// `html`: the self-contained report with its figures, as the run wrote it.
+        #[command(flatten)]
+        format: FormatArgs,
         /// The whole report (see `run --verbose`).
         #[arg(long, short)]
         verbose: bool,
-        /// Print the self-contained HTML report (charts inline) instead of text.
-        #[arg(long, conflicts_with = "json")]
-        html: bool,
     },
     /// Grade a result as comparable or directional and list what it lacks: a goodput bundle or
     /// repeat set, a vLLM `bench serve --save-result` JSON, or a GuideLLM report JSON.
     Audit {
         path: PathBuf,
-        /// Print the audit as JSON.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        format: FormatArgs,
     },
     /// Run a contract once per value of one field (`--vary load.rate=1,2,4,8`), all else equal,
     /// and tabulate offered vs achieved rate, latency, throughput, attainment and goodput.
@@ -239,12 +271,9 @@ pub enum Command {
         /// Override one setting, e.g. `--set max_batch=32`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
-        /// Print the points as JSON.
-        #[arg(long)]
-        json: bool,
-        /// Print a self-contained HTML page with both curves instead.
-        #[arg(long, conflicts_with = "json")]
-        html: bool,
+        /// `html`: a self-contained page with both curves.
+        #[command(flatten)]
+        format: FormatArgs,
     },
     /// Serve the simulated inference server on loopback until interrupted.
     Sim {
@@ -357,13 +386,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if c.repeat.runs > 1 {
                 let (parent, rs, results) =
                     crate::run::run_repeats(c, inputs, options, cancel).await?;
-                if output.json {
-                    say(&(serde_json::to_string_pretty(&rs)? + "\n"))?;
-                } else {
+                let format = output.format.get();
+                if format == Format::Terminal {
                     let summaries: Vec<&crate::analyze::Summary> =
                         results.iter().map(|r| &r.summary).collect();
                     say(&runs_overview(&summaries))?;
-                    say(&crate::run::repeat_document(&rs).terminal())?;
+                }
+                emit(
+                    format,
+                    "goodput repeats",
+                    &crate::run::repeat_document(&rs),
+                    &rs,
+                )?;
+                if format == Format::Terminal {
                     say(&format!("\nBundle: {}\n", parent.dir.display()))?;
                 }
                 return Ok(if results.iter().any(|r| r.summary.interrupted) {
@@ -373,11 +408,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 });
             }
             let r = crate::run::run(c, inputs, options, cancel).await?;
-            if output.json {
-                say(&(serde_json::to_string_pretty(&r.summary)? + "\n"))?;
-            } else {
-                say(&crate::report::document_at(&r.summary, output.verbose).terminal())?;
-                say(&format!("\nBundle: {}\n", r.bundle.dir.display()))?;
+            match output.format.get() {
+                // The page the run wrote into its bundle, with its figures.
+                Format::Html => say(&std::fs::read_to_string(r.bundle.path("report.html"))
+                    .with_context(|| format!("reading {}", r.bundle.dir.display()))?)?,
+                format => {
+                    let doc = crate::report::document_at(
+                        &r.summary,
+                        output.verbose || format != Format::Terminal,
+                    );
+                    emit(format, "goodput run", &doc, &r.summary)?;
+                    if format == Format::Terminal {
+                        say(&format!("\nBundle: {}\n", r.bundle.dir.display()))?;
+                    }
+                }
             }
             let st = &r.summary.steady.stats;
             if st.ok == 0 {
@@ -402,10 +446,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compare {
             bundles,
             noise,
-            json,
-            markdown,
+            format,
             allow_quality_change,
-            html,
             labels,
         } => {
             if labels.len() > bundles.len() {
@@ -426,18 +468,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .iter()
                 .map(|o| crate::compare::compare(&sides[0], o, noise))
                 .collect();
-            if json {
-                say(&(serde_json::to_string_pretty(&comparisons)? + "\n"))?;
-            } else {
-                let doc = crate::compare::document(&comparisons);
-                say(&if markdown {
-                    doc.markdown()
-                } else if html {
-                    crate::report::html::wrap("goodput compare", &doc)
-                } else {
-                    doc.terminal()
-                })?;
-            }
+            let doc = crate::compare::document(&comparisons);
+            emit(format.get(), "goodput compare", &doc, &comparisons)?;
             let refused = comparisons.iter().filter(|c| !c.refused.is_empty()).count();
             if refused > 0 {
                 bail!(
@@ -480,9 +512,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Report {
             bundle,
-            json,
+            format,
             verbose,
-            html,
         } if bundle.join("repeat.json").is_file() => {
             // A repeat set: every run recomputed from its own records, then the aggregate.
             let c = contract::load(&bundle.join(crate::bundle::CONTRACT))?;
@@ -495,46 +526,52 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let refs: Vec<&crate::analyze::Summary> = runs.iter().collect();
             let rs = crate::run::repeat_summary(&c, &refs);
-            if json {
-                say(&(serde_json::to_string_pretty(&rs)? + "\n"))?;
-            } else if html {
+            let format = format.get();
+            if format == Format::Html {
                 bail!(
-                    "--html reports one run: give one of {}'s run-NN bundles",
+                    "--format html reports one run: give one of {}'s run-NN bundles",
                     bundle.display()
                 );
-            } else {
+            }
+            if format == Format::Terminal {
                 say(&runs_overview(&refs))?;
-                say(&crate::run::repeat_document(&rs).terminal())?;
-                if verbose {
-                    for (d, s) in dirs.iter().zip(&runs) {
-                        say(&format!("\n{}\n", d.display()))?;
-                        say(&crate::report::document_at(s, true).terminal())?;
-                    }
+            }
+            emit(
+                format,
+                "goodput repeats",
+                &crate::run::repeat_document(&rs),
+                &rs,
+            )?;
+            if format == Format::Terminal && verbose {
+                for (d, s) in dirs.iter().zip(&runs) {
+                    say(&format!("\n{}\n", d.display()))?;
+                    say(&crate::report::document_at(s, true).terminal())?;
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Report {
             bundle,
-            json,
+            format,
             verbose,
-            html,
         } => {
             let b = crate::bundle::Bundle::load(&bundle)?;
             let s = &b.summary;
-            if json {
-                say(&(serde_json::to_string_pretty(s)? + "\n"))?;
-            } else if html {
-                let seconds = crate::analyze::timeseries(&b.records);
-                say(&crate::report::html::page(
-                    &b.contract,
-                    &b.inputs,
-                    s,
-                    &b.records,
-                    &seconds,
-                ))?;
-            } else {
-                say(&crate::report::document_at(s, verbose).terminal())?;
+            match format.get() {
+                Format::Html => {
+                    let seconds = crate::analyze::timeseries(&b.records);
+                    say(&crate::report::html::page(
+                        &b.contract,
+                        &b.inputs,
+                        s,
+                        &b.records,
+                        &seconds,
+                    ))?;
+                }
+                format => {
+                    let doc = crate::report::document_at(s, verbose || format != Format::Terminal);
+                    emit(format, "goodput report", &doc, s)?;
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -558,7 +595,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     on_signal.cancel();
                 }
             });
-            let json = output.json;
+            let format = output.format.get();
             let opts = output.run_options();
             let o = crate::sweep::SweepOptions {
                 out_root: opts.out_root,
@@ -576,10 +613,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let vary = crate::sweep::Vary::parse(&vary)?;
                 crate::sweep::sweep(&path, &src, &vary, &o).await?
             };
-            if json {
-                say(&(serde_json::to_string_pretty(&r)? + "\n"))?;
-            } else {
-                say(&crate::sweep::document(&r).terminal())?;
+            match format {
+                Format::Html => say(&crate::sweep::html_page(&r))?,
+                format => emit(format, "goodput sweep", &crate::sweep::document(&r), &r)?,
+            }
+            if format == Format::Terminal {
                 say(&format!("\nSweep bundle: {}\n", bundle.dir.display()))?;
             }
             Ok(if r.interrupted {
@@ -591,28 +629,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo {
             config,
             set,
-            json,
-            html,
+            format,
         } => {
             let cfg = sim_config(config.as_deref(), &set)?;
             let demo = crate::demo::run(&cfg, crate::demo::DemoSpec::default())
                 .map_err(anyhow::Error::msg)?;
-            if json {
-                say(&(serde_json::to_string_pretty(&demo)? + "\n"))?;
-            } else if html {
-                say(&crate::demo::html_page(&demo))?;
-            } else {
-                say(&demo.document().terminal())?;
+            match format.get() {
+                Format::Html => say(&crate::demo::html_page(&demo))?,
+                format => emit(format, "goodput demo", &demo.document(), &demo)?,
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Audit { path, json } => {
+        Command::Audit { path, format } => {
             let a = crate::audit::audit(&path)?;
-            if json {
-                say(&(serde_json::to_string_pretty(&a)? + "\n"))?;
-            } else {
-                say(&a.document().terminal())?;
-            }
+            emit(format.get(), "goodput audit", &a.document(), &a)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sim {

@@ -240,7 +240,7 @@ pub fn html_page(demo: &Demo) -> String {
         demo.points.iter().map(|p| (p.load * 100.0, slo)).collect(),
     );
     d.figure(chart.render());
-    crate::report::html::wrap("goodput demo", &d)
+    crate::report::format::html::wrap("goodput demo", &d)
 }
 
 #[cfg(test)]

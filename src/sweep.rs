@@ -470,7 +470,7 @@ pub fn html_page(r: &SweepResult) -> String {
     }
     d.figure(lat.render());
     d.figure(good.render());
-    crate::report::html::wrap(&format!("goodput sweep · {}", r.contract), &d)
+    crate::report::format::html::wrap(&format!("goodput sweep · {}", r.contract), &d)
 }
 
 #[cfg(test)]

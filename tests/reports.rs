@@ -165,3 +165,40 @@ fn summary_json_has_a_committed_schema() {
     missing.as_object_mut().unwrap().remove("validity");
     assert!(!validator.is_valid(&missing));
 }
+
+/// One `--format` for every command; the older flags mean the same format.
+#[test]
+fn every_command_takes_one_format() {
+    assert_eq!(
+        goodput(&["report", "--format", "json", FIXTURE]),
+        goodput(&["report", "--json", FIXTURE])
+    );
+    assert_eq!(
+        goodput(&["report", "--format", "html", FIXTURE]),
+        goodput(&["report", "--html", FIXTURE])
+    );
+    let s = goodput::bundle::Bundle::load(std::path::Path::new(FIXTURE))
+        .unwrap()
+        .summary;
+    assert_eq!(
+        goodput(&["report", "--format", "markdown", FIXTURE]),
+        goodput::report::document(&s).markdown()
+    );
+    let audit = goodput(&["audit", "--format", "json", FIXTURE]);
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&audit).is_ok(),
+        "{audit}"
+    );
+    assert!(goodput(&["audit", "--format", "markdown", FIXTURE]).starts_with("# "));
+    let page = goodput(&["compare", "--format", "html", FIXTURE, FIXTURE]);
+    assert!(page.starts_with("<!doctype html>") && page.contains("<table>"));
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["report", "--format", "csv", FIXTURE])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("possible values"),
+        "{err}"
+    );
+}

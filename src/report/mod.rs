@@ -1,23 +1,22 @@
 //! Reports: pure renderers from a [`Summary`] to text. The content is built once as a [`Doc`]
-//! (headings, lines, tables, figures); [`Doc::terminal`], [`Doc::markdown`] and [`Doc::html`]
-//! only lay it out (text renderers skip figures). Nothing here writes files; `html` draws its
-//! figures from records it is handed.
+//! (headings, lines, tables, figures); the output formats (`format/`: terminal, Markdown,
+//! HTML, JSON) only lay it out (text formats skip figures). Nothing here writes files;
+//! `html` draws its figures from records it is handed.
 
+pub mod format;
 pub mod html;
 pub mod svg;
-
-use std::fmt::Write;
 
 use crate::analyze::{Dist, PhaseStats, Summary};
 
 /// A report in neutral form.
 #[derive(Debug, Default)]
 pub struct Doc {
-    blocks: Vec<Block>,
+    pub(crate) blocks: Vec<Block>,
 }
 
 #[derive(Debug)]
-enum Block {
+pub(crate) enum Block {
     Heading(String),
     Line(String),
     Table {
@@ -39,54 +38,6 @@ impl Doc {
         self.blocks.push(Block::Figure(svg));
     }
 
-    /// The body of an HTML page (headings, paragraphs, tables, inline SVG figures).
-    pub fn html(&self) -> String {
-        let esc = |s: &str| {
-            s.replace('&', "&amp;")
-                .replace('<', "&lt;")
-                .replace('>', "&gt;")
-        };
-        let mut out = String::new();
-        for (i, b) in self.blocks.iter().enumerate() {
-            match b {
-                Block::Heading(h) => {
-                    let tag = if i == 0 { "h1" } else { "h2" };
-                    let _ = writeln!(out, "<{tag}>{}</{tag}>", esc(h));
-                }
-                Block::Line(l) => {
-                    let class = if l.contains("INVALID")
-                        || l.contains("NOT")
-                        || l.starts_with("- missing")
-                        || l.starts_with("WARNING")
-                    {
-                        " class=\"warn\""
-                    } else {
-                        ""
-                    };
-                    let _ = writeln!(out, "<p{class}>{}</p>", esc(l));
-                }
-                Block::Table { head, rows } => {
-                    out.push_str("<table><thead><tr>");
-                    for h in head {
-                        let _ = write!(out, "<th>{}</th>", esc(h));
-                    }
-                    out.push_str("</tr></thead><tbody>");
-                    for r in rows {
-                        out.push_str("<tr>");
-                        for c in r {
-                            let _ = write!(out, "<td>{}</td>", esc(c));
-                        }
-                        out.push_str("</tr>");
-                    }
-                    out.push_str("</tbody></table>\n");
-                }
-                Block::Figure(svg) => {
-                    let _ = writeln!(out, "<figure>{svg}</figure>");
-                }
-            }
-        }
-        out
-    }
     pub fn table(&mut self, head: &[&str], rows: Vec<Vec<String>>) {
         self.blocks.push(Block::Table {
             head: head.iter().map(|s| (*s).to_owned()).collect(),
@@ -94,93 +45,19 @@ impl Doc {
         });
     }
 
-    /// Aligned plain text for a terminal.
+    /// Aligned plain text for a terminal (figures left out).
     pub fn terminal(&self) -> String {
-        let mut out = String::new();
-        for b in &self.blocks {
-            match b {
-                Block::Heading(h) => {
-                    let _ = writeln!(out, "\n{h}\n{}", "─".repeat(h.chars().count()));
-                }
-                Block::Line(l) => {
-                    let _ = writeln!(out, "{}", wrap(l, WIDTH));
-                }
-                Block::Figure(_) => {}
-                Block::Table { head, rows } => {
-                    let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
-                    for r in rows {
-                        for (i, c) in r.iter().enumerate() {
-                            w[i] = w[i].max(c.chars().count());
-                        }
-                    }
-                    // Numbers (and their placeholders) align right; words align left.
-                    let numeric = |c: &str| {
-                        c.parse::<f64>().is_ok()
-                            || matches!(c, "—" | "-" | "n/a")
-                            || c.trim_end_matches(['%', 'x', '×']).parse::<f64>().is_ok()
-                    };
-                    let right: Vec<bool> = (0..w.len())
-                        .map(|i| {
-                            i > 0
-                                && rows.iter().all(|r| {
-                                    r.get(i)
-                                        .is_none_or(|c| numeric(c.trim_start_matches(['+', '-'])))
-                                })
-                        })
-                        .collect();
-                    let fmt_row = |r: &[String]| {
-                        r.iter()
-                            .enumerate()
-                            .map(|(i, c)| {
-                                if right[i] {
-                                    format!("{c:>w$}", w = w[i])
-                                } else {
-                                    format!("{c:<w$}", w = w[i])
-                                }
-                            })
-                            .collect::<Vec<_>>()
-                            .join("  ")
-                            .trim_end()
-                            .to_owned()
-                    };
-                    let _ = writeln!(out, "{}", fmt_row(head));
-                    for r in rows {
-                        let _ = writeln!(out, "{}", fmt_row(r));
-                    }
-                }
-            }
-        }
-        out
+        format::terminal::doc(self)
     }
 
-    /// GitHub-flavoured Markdown (for `report.md` and pull requests).
+    /// GitHub-flavoured Markdown (for `report.md` and pull requests; figures left out).
     pub fn markdown(&self) -> String {
-        let mut out = String::new();
-        for (i, b) in self.blocks.iter().enumerate() {
-            match b {
-                Block::Heading(h) => {
-                    let level = if i == 0 { "#" } else { "##" };
-                    let _ = writeln!(out, "\n{level} {h}\n");
-                }
-                Block::Line(l) => {
-                    let _ = writeln!(out, "{l}  ");
-                }
-                Block::Figure(_) => {}
-                Block::Table { head, rows } => {
-                    let _ = writeln!(out, "\n| {} |", head.join(" | "));
-                    let _ = writeln!(
-                        out,
-                        "|{}|",
-                        head.iter().map(|_| "---").collect::<Vec<_>>().join("|")
-                    );
-                    for r in rows {
-                        let _ = writeln!(out, "| {} |", r.join(" | "));
-                    }
-                    out.push('\n');
-                }
-            }
-        }
-        out.trim_start().to_owned()
+        format::markdown::doc(self)
+    }
+
+    /// The body of an HTML page (headings, paragraphs, tables, inline SVG figures).
+    pub fn html(&self) -> String {
+        format::html::doc(self)
     }
 }
 

@@ -1,0 +1,41 @@
+//! The Markdown format (GitHub-flavoured): for `report.md` and pull requests; figures left
+//! out.
+
+use std::fmt::Write;
+
+use super::Output;
+use crate::report::{Block, Doc};
+
+pub fn render<T: serde::Serialize + ?Sized>(o: &Output<T>) -> String {
+    doc(o.doc)
+}
+
+/// A document as GitHub-flavoured Markdown.
+pub fn doc(d: &Doc) -> String {
+    let mut out = String::new();
+    for (i, b) in d.blocks.iter().enumerate() {
+        match b {
+            Block::Heading(h) => {
+                let level = if i == 0 { "#" } else { "##" };
+                let _ = writeln!(out, "\n{level} {h}\n");
+            }
+            Block::Line(l) => {
+                let _ = writeln!(out, "{l}  ");
+            }
+            Block::Figure(_) => {}
+            Block::Table { head, rows } => {
+                let _ = writeln!(out, "\n| {} |", head.join(" | "));
+                let _ = writeln!(
+                    out,
+                    "|{}|",
+                    head.iter().map(|_| "---").collect::<Vec<_>>().join("|")
+                );
+                for r in rows {
+                    let _ = writeln!(out, "| {} |", r.join(" | "));
+                }
+                out.push('\n');
+            }
+        }
+    }
+    out.trim_start().to_owned()
+}
