@@ -1,8 +1,42 @@
 //! goodput: benchmarks LLM inference servers correctly.
 //!
-//! The modules follow the data flow in `shared/DESIGN.md`: `contract` → `plan` → `driver` →
-//! `client` → `record` → `analyze` → `report`, with `env` probing the target and `sim` the
-//! built-in simulated server. `main.rs` only parses the command line and calls [`cli::run`].
+//! One data flow: `contract` (text → a validated spec) and `workload` (the files it names →
+//! `Inputs`) → `plan` (requests and their intended send times) → `driver` (open or closed
+//! loop) → `client` (one HTTP request, timed) → `record` (written as it finishes) → `analyze`
+//! (distributions, SLO, goodput, validity) → `report` (a document in any `--format`), with
+//! `bundle` keeping it all and `run` wiring one run. `docs/ARCHITECTURE.md` explains the
+//! layers, the seams and where each definition lives.
+//!
+//! # Layers
+//!
+//! Each module imports only modules on lines above its own (a module's own submodules
+//! aside); `tests/architecture.rs` reads this list and fails on any `crate::` path against it,
+//! so no import cycle can come back. The README's Layout section repeats it.
+//!
+//! 1. `text`, `analyze::stats` — leaves: hashing, words and URLs; statistics and the
+//!    until-stable rule.
+//! 2. `sim`, `api`, `arrival` — the simulated server; endpoint APIs; arrival processes.
+//! 3. `contract` — the workload contract: types, parsing, validation, fingerprints.
+//! 4. `quality` — digests, reference sets and scoring definitions.
+//! 5. `workload` — the contract's inputs: tokenizer, dataset, lengths, trace, references.
+//! 6. `env`, `plan` — the target's facts, probes and `/tokenize`; the plan.
+//! 7. `record` — one finished request, and the collector that writes it.
+//! 8. `client` — one timed streaming request.
+//! 9. `driver` — open- and closed-loop dispatch.
+//! 10. `analyze` — summaries: distributions, SLO, goodput, validity, grade, quality, headline.
+//! 11. `coldstart`, `report` — the cold-start test; documents and output formats.
+//! 12. `bundle` — the bundle on disk, written and loaded.
+//! 13. `compare`, `audit`, `demo` — comparisons; grading any result; the open/closed demo.
+//! 14. `run` — one run (and repeats), wired together.
+//! 15. `sweep` — one variable varied, and the capacity search.
+//! 16. `cli` — the command line, the only module that prints results.
+//!
+//! # Public API
+//!
+//! The binary and the integration tests use the library through these modules; they are
+//! public for that, not as a stable API. The documented entry points are
+//! [`workload::load`] (a contract and its inputs), [`run::run`], [`bundle::Bundle::load`]
+//! (a bundle, recomputed), [`compare::compare`] and [`audit::audit`].
 
 pub mod analyze;
 pub mod api;

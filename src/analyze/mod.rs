@@ -1,7 +1,7 @@
 //! Analysis: records + contract → summary. Pure: it reads no file and touches no network, so
 //! `goodput report` recomputes exactly what `goodput run` printed.
 //!
-//! Definitions (shared/DESIGN.md): latency origin is the intended send time in open loop and the
+//! Definitions (docs/ARCHITECTURE.md): latency origin is the intended send time in open loop and the
 //! actual send in closed loop; TTFT = origin → first text-carrying chunk; E2E = origin → end;
 //! TPOT = (E2E − TTFT)/(output tokens − 1) for ≥ 2 tokens; ITL = gaps between successive
 //! text-carrying chunks (one value per chunk; its token count is in the record); dispatch lag =

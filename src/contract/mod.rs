@@ -1446,7 +1446,7 @@ impl Contract {
         self.target.url.is_none()
     }
 
-    /// The canonical form of each contract axis (shared/DESIGN.md): what fingerprints hash and
+    /// The canonical form of each contract axis (docs/ARCHITECTURE.md): what fingerprints hash and
     /// what `compare` diffs. Durations are numbers in their field's unit, defaults are filled,
     /// and things that do not change the result (port, API key variable, repeat count) are left
     /// out.
@@ -1505,7 +1505,7 @@ impl Contract {
         ]
     }
 
-    /// Per-axis fingerprints (see shared/DESIGN.md).
+    /// Per-axis fingerprints (see docs/ARCHITECTURE.md).
     pub fn fingerprints(&self) -> Fingerprints {
         let [t, w, l, s, m, q] = self.axes().map(|(_, v)| digest(&v));
         Fingerprints {

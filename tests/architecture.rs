@@ -1,0 +1,226 @@
+//! The imports follow the layers `src/lib.rs` declares: every `crate::` path in non-test code
+//! of `src/` names a module on a line above its own (or inside its own module), so an import
+//! cycle cannot come back. The README's Layout section lists the same layers.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The layers, bottom first: the backticked names on each `//! N. ` line of `src/lib.rs`.
+fn layers(text: &str, prefix: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .filter_map(|l| {
+            let (n, rest) = l.split_once(". ")?;
+            n.parse::<u32>().ok()?;
+            let names = rest.split(" — ").next()?;
+            Some(
+                names
+                    .split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_owned)
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// `src/a/b.rs` and `src/a/b/mod.rs` are module `a::b`.
+fn module_of(file: &Path) -> String {
+    let rel = file.strip_prefix(Path::new(ROOT).join("src")).unwrap();
+    let mut parts: Vec<String> = rel
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// Non-test code without comments: the file up to its `#[cfg(test)]` module.
+fn code(text: &str) -> String {
+    let end = text.find("#[cfg(test)]\nmod ").unwrap_or(text.len());
+    text[..end]
+        .lines()
+        .map(|l| match l.find("//") {
+            // A `//` inside a string (a URL) is kept: only a line's comment tail goes.
+            Some(i) if !l[..i].contains('"') => &l[..i],
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every module path a `crate::` path in `code` names, with `use crate::{a, b::{c}}` groups
+/// expanded to their first segments.
+fn crate_paths(code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        rest = &rest[i + "crate::".len()..];
+        expand(rest, Vec::new(), &mut out);
+    }
+    out
+}
+
+fn expand(s: &str, mut prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+    let s = s.trim_start();
+    if let Some(group) = s.strip_prefix('{') {
+        let mut depth = 0;
+        let mut start = 0;
+        for (i, ch) in group.char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    expand(&group[start..i], prefix.clone(), out);
+                    return;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    expand(&group[start..i], prefix.clone(), out);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return;
+    }
+    let ident: String = s
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    if ident.is_empty() || ident == "self" {
+        out.push(prefix);
+        return;
+    }
+    prefix.push(ident.clone());
+    match s[ident.len()..].strip_prefix("::") {
+        Some(more) => expand(more, prefix, out),
+        None => out.push(prefix),
+    }
+}
+
+#[test]
+fn every_import_follows_the_declared_layers() {
+    let lib = std::fs::read_to_string(Path::new(ROOT).join("src/lib.rs")).unwrap();
+    let layers = layers(&lib, "//! ");
+    assert!(
+        layers.len() >= 10,
+        "src/lib.rs declares no layers: {layers:?}"
+    );
+    let mut files = Vec::new();
+    rust_files(&Path::new(ROOT).join("src"), &mut files);
+    let modules: Vec<String> = files.iter().map(|f| module_of(f)).collect();
+    // Each layer entry covers its module and submodules; the longest entry that prefixes a
+    // module is its layer (`analyze::stats` below `analyze`).
+    let mut entry_layer: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, names) in layers.iter().enumerate() {
+        for n in names {
+            assert!(
+                modules.iter().any(|m| m == n),
+                "src/lib.rs layer {}: `{n}` is not a module",
+                i + 1
+            );
+            entry_layer.insert(n.clone(), i);
+        }
+    }
+    let entry_of = |module: &str| -> Option<String> {
+        entry_layer
+            .keys()
+            .filter(|e| module == e.as_str() || module.starts_with(&format!("{e}::")))
+            .max_by_key(|e| e.len())
+            .cloned()
+    };
+    let mut against = Vec::new();
+    for (file, module) in files.iter().zip(&modules) {
+        if module.is_empty() || module == "lib" || module == "main" {
+            continue;
+        }
+        let from = entry_of(module)
+            .unwrap_or_else(|| panic!("{module} is in no layer of src/lib.rs: add it"));
+        let text = std::fs::read_to_string(file).unwrap();
+        for path in crate_paths(&code(&text)) {
+            // The longest module the path names.
+            let Some(target) = (1..=path.len())
+                .rev()
+                .map(|n| path[..n].join("::"))
+                .find(|m| modules.contains(m))
+            else {
+                continue;
+            };
+            let Some(to) = entry_of(&target) else {
+                continue;
+            };
+            if to == from {
+                continue;
+            }
+            if entry_layer[&to] >= entry_layer[&from] {
+                against.push(format!(
+                    "{}: `crate::{}` — {from} (layer {}) may not import {to} (layer {})",
+                    file.strip_prefix(ROOT).unwrap().display(),
+                    path.join("::"),
+                    entry_layer[&from] + 1,
+                    entry_layer[&to] + 1
+                ));
+            }
+        }
+    }
+    against.sort();
+    against.dedup();
+    assert!(
+        against.is_empty(),
+        "imports against the layers of src/lib.rs:\n{}",
+        against.join("\n")
+    );
+}
+
+#[test]
+fn the_readme_lists_the_same_layers() {
+    let lib = std::fs::read_to_string(Path::new(ROOT).join("src/lib.rs")).unwrap();
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let layout = readme
+        .split("\n## Layout")
+        .nth(1)
+        .expect("README has a Layout section");
+    assert_eq!(layers(layout, ""), layers(&lib, "//! "));
+}
+
+/// The checker itself catches what it must: a grouped import of a higher layer, and nothing
+/// in comments or tests.
+#[test]
+fn the_checker_reads_grouped_paths() {
+    let paths = crate_paths(&code(
+        "use crate::{analyze::{Summary, stats::Dist}, report};\n// crate::cli\nfn f() { crate::run::run(); }\n#[cfg(test)]\nmod tests { use crate::sweep; }",
+    ));
+    let joined: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
+    assert!(
+        joined.contains(&"analyze::Summary".to_owned()),
+        "{joined:?}"
+    );
+    assert!(
+        joined.contains(&"analyze::stats::Dist".to_owned()),
+        "{joined:?}"
+    );
+    assert!(joined.contains(&"report".to_owned()), "{joined:?}");
+    assert!(joined.contains(&"run::run".to_owned()), "{joined:?}");
+    assert!(
+        !joined
+            .iter()
+            .any(|p| p.starts_with("cli") || p.starts_with("sweep"))
+    );
+}
