@@ -12,6 +12,7 @@ use anyhow::{Context, bail};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::analyze::GradeVerdict;
 use crate::bundle::{CONTRACT, REQUESTS, SUMMARY};
 
 #[derive(Debug, Clone, Serialize)]
@@ -20,8 +21,7 @@ pub struct Audit {
     pub path: String,
     /// `goodput bundle`, `goodput repeat set`, `vLLM bench serve result`, `GuideLLM report`.
     pub format: String,
-    /// `comparable` or `directional`.
-    pub verdict: String,
+    pub verdict: GradeVerdict,
     /// Facts absent or inconsistent: each one alone makes the result directional.
     pub missing: Vec<String>,
     /// What the result, even complete, cannot support.
@@ -35,7 +35,7 @@ impl Audit {
         Audit {
             path: path.display().to_string(),
             format: format.to_owned(),
-            verdict: String::new(),
+            verdict: GradeVerdict::Directional,
             missing: Vec::new(),
             limits: Vec::new(),
             axes: Vec::new(),
@@ -47,19 +47,18 @@ impl Audit {
     }
 
     fn done(mut self) -> Audit {
-        self.verdict = if self.missing.is_empty() {
-            "comparable"
-        } else {
-            "directional"
-        }
-        .to_owned();
+        self.verdict = GradeVerdict::of(&self.missing);
         self
     }
 
     pub fn document(&self) -> crate::report::Doc {
         let mut d = crate::report::Doc::default();
         d.h(format!("Audit · {}", self.path));
-        d.line(format!("{}: {}", self.format, self.verdict.to_uppercase()));
+        d.line(format!(
+            "{}: {}",
+            self.format,
+            self.verdict.as_str().to_uppercase()
+        ));
         d.table(
             &["axis", "what the result states"],
             self.axes
@@ -71,7 +70,7 @@ impl Audit {
             d.line("Nothing missing: every fact the result depends on is stated.");
         }
         for m in &self.missing {
-            d.line(format!("- missing: {m}"));
+            d.warn(format!("- missing: {m}"));
         }
         for l in &self.limits {
             d.line(format!("- limit: {l}"));
@@ -227,7 +226,7 @@ fn bundle(dir: &Path, a: &mut Audit) -> anyhow::Result<()> {
         a.missing
             .push("environment.json absent: client host and server facts unknown".into());
     }
-    if s.load_model == "closed" {
+    if s.load_model == crate::contract::LoadModel::Closed {
         a.limits
             .push("closed-loop load: tail latency and capacity claims are not valid".into());
     }

@@ -576,7 +576,7 @@ pub fn repeat_document(r: &RepeatSummary) -> crate::report::Doc {
         .collect();
     d.table(&["metric", "per run", "mean", "sd", "CV", "95% CI"], rows);
     for w in &r.warnings {
-        d.line(format!("Warning: {w}"));
+        d.warn(format!("Warning: {w}"));
     }
     d
 }

@@ -130,7 +130,7 @@ impl SweepPoint {
             output_tokens_per_s: st.throughput.output_tokens_per_s,
             attainment: st.slo.as_ref().map(|x| x.attainment),
             goodput_rps: st.slo.as_ref().and_then(|x| x.goodput_rps),
-            validity: s.validity.verdict.clone(),
+            validity: s.validity.verdict.to_string(),
             slo_met: st.slo.as_ref().map(|x| x.pass),
             fails_because: fails_because(s),
         }

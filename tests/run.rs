@@ -51,8 +51,8 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
     assert_eq!(s.phases["warmup"].requests, 5);
     assert_eq!(s.phases["drain"].requests as usize, drain.len());
     assert_eq!(s.steady.stats.requests, 80);
-    assert_eq!(s.load_model, "open");
-    assert_eq!(s.latency_origin, "intended");
+    assert_eq!(s.load_model, goodput::contract::LoadModel::Open);
+    assert_eq!(s.latency_origin, goodput::contract::LatencyOrigin::Intended);
     assert_eq!(s.steady.output_token_source, "usage");
     assert_eq!(s.steady.output_length_mismatches, 0);
     // Every request asked for exactly 12 tokens and got them.
@@ -187,7 +187,7 @@ async fn closed_loop_run_keeps_concurrency_and_carries_the_warning() {
         assert!(x.intended_us.is_none() && x.dispatched_us.is_none());
     }
     let s = &r.summary;
-    assert_eq!(s.latency_origin, "sent");
+    assert_eq!(s.latency_origin, goodput::contract::LatencyOrigin::Sent);
     assert!(
         s.notes
             .iter()

@@ -194,10 +194,9 @@ pub struct Summary {
     pub contract: String,
     /// Load model in words.
     pub load: String,
-    /// `open` or `closed`.
-    pub load_model: String,
-    /// `intended` or `sent`.
-    pub latency_origin: String,
+    pub load_model: crate::contract::LoadModel,
+    /// Where latency is measured from.
+    pub latency_origin: LatencyOrigin,
     pub fingerprints: Fingerprints,
     /// Comparable or directional, with what is missing.
     pub grade: Grade,
@@ -369,18 +368,73 @@ fn cold_cache_warning(c: &Contract, w: &Inputs, steady_ok: &[&&Record]) -> Optio
     })
 }
 
+/// Declares a verdict enum whose JSON (and display) names are fixed strings, comparable with
+/// those strings.
+macro_rules! verdict {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident => $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+        pub enum $name {
+            $($(#[$vm])* #[serde(rename = $s)] $v),+
+        }
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$v => $s),+ }
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+    };
+}
+
+verdict! {
+    /// Whether every fact a result depends on is stated.
+    GradeVerdict {
+        /// Every fact is stated: the result can be compared.
+        Comparable => "comparable",
+        /// Something is missing: the result only points a direction.
+        Directional => "directional",
+    }
+}
+
+impl GradeVerdict {
+    /// Comparable when nothing is missing.
+    pub fn of(missing: &[String]) -> GradeVerdict {
+        if missing.is_empty() {
+            GradeVerdict::Comparable
+        } else {
+            GradeVerdict::Directional
+        }
+    }
+}
+
+verdict! {
+    /// Whether a run supports the claims its load model allows.
+    ValidityVerdict {
+        Valid => "VALID",
+        Invalid => "INVALID",
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Grade {
-    /// `comparable` or `directional`.
-    pub verdict: String,
+    pub verdict: GradeVerdict,
     /// Facts whose absence makes the result directional.
     pub missing: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Validity {
-    /// `VALID` or `INVALID`, for the claims in `supports`.
-    pub verdict: String,
+    /// For the claims in `supports`.
+    pub verdict: ValidityVerdict,
     pub reasons: Vec<String>,
     /// The claims a VALID verdict supports under this load model: open loop, tail latency,
     /// goodput and capacity at the offered rate; closed loop, throughput and latency at the
@@ -406,7 +460,7 @@ pub struct Validity {
 
 impl Validity {
     pub fn is_valid(&self) -> bool {
-        self.verdict == "VALID"
+        self.verdict == ValidityVerdict::Valid
     }
 }
 
@@ -969,8 +1023,8 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         contract: c.name.clone(),
         load: c.load.describe(),
-        load_model: if open { "open" } else { "closed" }.to_owned(),
-        latency_origin: format!("{origin:?}").to_lowercase(),
+        load_model: c.load.kind(),
+        latency_origin: origin,
         fingerprints: c.fingerprints(),
         grade,
         validity,
@@ -1111,11 +1165,10 @@ fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
     };
     Validity {
         verdict: if reasons.is_empty() {
-            "VALID"
+            ValidityVerdict::Valid
         } else {
-            "INVALID"
-        }
-        .to_owned(),
+            ValidityVerdict::Invalid
+        },
         reasons,
         supports,
         cannot_support,
@@ -1496,12 +1549,7 @@ fn grade(c: &Contract, records: &[Record], facts: &Facts) -> Grade {
         );
     }
     Grade {
-        verdict: if missing.is_empty() {
-            "comparable"
-        } else {
-            "directional"
-        }
-        .to_owned(),
+        verdict: GradeVerdict::of(&missing),
         missing,
     }
 }
@@ -1718,7 +1766,7 @@ mod tests {
         let mut r = rec(0, 0, &[(10_000, 1), (20_000, 1)], 20_000, Some(2));
         r.intended_us = None;
         let s = summarize(&c, &[r], &Context::default());
-        assert_eq!(s.latency_origin, "sent");
+        assert_eq!(s.latency_origin, LatencyOrigin::Sent);
         assert!(
             s.notes
                 .iter()

@@ -19,6 +19,7 @@ use crate::analyze::{Headline, RequestMetrics, Summary, request_metrics};
 use crate::contract::Contract;
 use crate::plan::Phase;
 use crate::record::Record;
+use crate::report::Tone;
 
 /// One side of a comparison: a single bundle or a repeat set.
 #[derive(Debug)]
@@ -353,7 +354,7 @@ impl SideFacts {
         }
         SideFacts {
             slo_met: s.steady.slo.as_ref().map(|x| x.pass),
-            validity: s.validity.verdict.clone(),
+            validity: s.validity.verdict.to_string(),
             cached_share: (prompt > 0).then(|| cached as f64 / prompt as f64),
         }
     }
@@ -562,15 +563,18 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
             "{} vs baseline {} ({} vs {} runs)",
             c.labels[1], c.labels[0], c.runs.1, c.runs.0
         ));
-        d.line(format!(
-            "Baseline {}: {}.",
-            c.labels[0],
-            c.sides[0].describe()
-        ));
-        d.line(format!("Other {}: {}.", c.labels[1], c.sides[1].describe()));
+        let tone = |s: &SideFacts| Tone::warn_if(s.slo_met == Some(false));
+        d.toned(
+            tone(&c.sides[0]),
+            format!("Baseline {}: {}.", c.labels[0], c.sides[0].describe()),
+        );
+        d.toned(
+            tone(&c.sides[1]),
+            format!("Other {}: {}.", c.labels[1], c.sides[1].describe()),
+        );
         if !c.refused.is_empty() {
             // The reasons name every differing field: listed once.
-            d.line("REFUSED: these results cannot be ranked.");
+            d.warn("REFUSED: these results cannot be ranked.");
             for r in &c.refused {
                 d.line(format!("- {r}"));
             }
@@ -592,7 +596,7 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
             ));
         }
         let g = &c.quality;
-        d.line(match g.status.as_str() {
+        d.toned(Tone::warn_if(g.status == "not held"), match g.status.as_str() {
             "not held" => format!("QUALITY NOT HELD CONSTANT: {}. The speed figures below compare different services.", g.detail),
             "held" => format!("Quality held: {}.", g.detail),
             _ => format!("Quality unchecked: {}.", g.detail),

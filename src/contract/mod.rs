@@ -472,7 +472,7 @@ pub struct Load {
     pub duration: Option<Seconds>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LoadModel {
     Open,
@@ -631,12 +631,23 @@ pub struct Measurement {
     pub server_metrics_interval: Seconds,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum LatencyOrigin {
     #[default]
     Intended,
     Sent,
+}
+
+impl std::fmt::Display for LatencyOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LatencyOrigin::Intended => "intended",
+            LatencyOrigin::Sent => "sent",
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,7 +18,7 @@ pub struct Doc {
 #[derive(Debug)]
 pub(crate) enum Block {
     Heading(String),
-    Line(String),
+    Line(String, Tone),
     Table {
         head: Vec<String>,
         rows: Vec<Vec<String>>,
@@ -27,12 +27,33 @@ pub(crate) enum Block {
     Figure(String),
 }
 
+/// How a line reads: plain, or a finding every reader must see (the HTML format marks it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Plain,
+    Warn,
+}
+
+impl Tone {
+    /// `Warn` when `bad`.
+    pub fn warn_if(bad: bool) -> Tone {
+        if bad { Tone::Warn } else { Tone::Plain }
+    }
+}
+
 impl Doc {
     pub fn h(&mut self, s: impl Into<String>) {
         self.blocks.push(Block::Heading(s.into()));
     }
     pub fn line(&mut self, s: impl Into<String>) {
-        self.blocks.push(Block::Line(s.into()));
+        self.toned(Tone::Plain, s);
+    }
+    /// A finding every reader must see.
+    pub fn warn(&mut self, s: impl Into<String>) {
+        self.toned(Tone::Warn, s);
+    }
+    pub fn toned(&mut self, tone: Tone, s: impl Into<String>) {
+        self.blocks.push(Block::Line(s.into(), tone));
     }
     pub fn figure(&mut self, svg: String) {
         self.blocks.push(Block::Figure(svg));
@@ -168,7 +189,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
         d.line(format!("Target: {}", t.describe()));
     }
     for w in &s.warnings {
-        d.line(format!("WARNING: {w}"));
+        d.warn(format!("WARNING: {w}"));
     }
     let v = &s.validity;
     let claims = if v.supports.is_empty() {
@@ -176,17 +197,20 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     } else {
         v.supports.clone()
     };
-    d.line(match v.reasons.split_first() {
-        None => format!("Validity: VALID for {claims}."),
-        Some((first, rest)) => format!(
-            "Validity: INVALID for {claims}: {first}{}",
-            if rest.is_empty() {
-                ".".to_owned()
-            } else {
-                format!(" (and {} more reasons, below).", rest.len())
-            }
-        ),
-    });
+    d.toned(
+        Tone::warn_if(!v.reasons.is_empty()),
+        match v.reasons.split_first() {
+            None => format!("Validity: VALID for {claims}."),
+            Some((first, rest)) => format!(
+                "Validity: INVALID for {claims}: {first}{}",
+                if rest.is_empty() {
+                    ".".to_owned()
+                } else {
+                    format!(" (and {} more reasons, below).", rest.len())
+                }
+            ),
+        },
+    );
     let g = &s.grade;
     d.line(if g.missing.is_empty() {
         "Comparability: comparable (every fact the result depends on is stated).".to_owned()
@@ -216,7 +240,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
             ],
         );
         for m in &s.grade.missing {
-            d.line(format!("- missing: {m}"));
+            d.warn(format!("- missing: {m}"));
         }
     }
 
@@ -243,14 +267,17 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
         } else {
             String::new()
         };
-        d.line(format!(
-            "SLO {}: {}; attainment {:.1}%{cancelled} (target {:.0}%); goodput {} req/s",
-            if slo.pass { "met" } else { "NOT met" },
-            parts.join(", "),
-            slo.attainment * 100.0,
-            slo.attainment_target * 100.0,
-            opt(slo.goodput_rps)
-        ));
+        d.toned(
+            Tone::warn_if(!slo.pass),
+            format!(
+                "SLO {}: {}; attainment {:.1}%{cancelled} (target {:.0}%); goodput {} req/s",
+                if slo.pass { "met" } else { "NOT met" },
+                parts.join(", "),
+                slo.attainment * 100.0,
+                slo.attainment_target * 100.0,
+                opt(slo.goodput_rps)
+            ),
+        );
     } else {
         d.line("No SLO in the contract: goodput is undefined.");
     }
@@ -290,19 +317,22 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     .collect();
     d.table(&head, rows);
     if let Some(lag) = &st.stats.dispatch_lag_ms {
-        d.line(match (v.max_dispatch_lag_ms, v.client_behind) {
-            (Some(max), false) => format!(
-                "Client schedule: kept, dispatch lag p99 {} ms ≤ {} ms ✓",
-                num(lag.p99),
-                num(max)
-            ),
-            (Some(max), true) => format!(
-                "Client schedule: FELL BEHIND, dispatch lag p99 {} ms > {} ms ✗ (see Validity)",
-                num(lag.p99),
-                num(max)
-            ),
-            (None, _) => format!("Client schedule: dispatch lag p99 {} ms", num(lag.p99)),
-        });
+        d.toned(
+            Tone::warn_if(v.client_behind),
+            match (v.max_dispatch_lag_ms, v.client_behind) {
+                (Some(max), false) => format!(
+                    "Client schedule: kept, dispatch lag p99 {} ms ≤ {} ms ✓",
+                    num(lag.p99),
+                    num(max)
+                ),
+                (Some(max), true) => format!(
+                    "Client schedule: FELL BEHIND, dispatch lag p99 {} ms > {} ms ✗ (see Validity)",
+                    num(lag.p99),
+                    num(max)
+                ),
+                (None, _) => format!("Client schedule: dispatch lag p99 {} ms", num(lag.p99)),
+            },
+        );
     }
     let l = &st.lengths;
     if verbose && l.input.sent.is_some() {
@@ -448,15 +478,18 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
 
     if let Some(p) = &s.predictions {
         d.h("Predictions");
-        d.line(format!(
-            "Made {} before the first request; {}",
-            p.made_utc,
-            if p.hash_verified {
-                "hash verified: unchanged since."
-            } else {
-                "HASH MISMATCH: prediction.json was edited after the run started."
-            }
-        ));
+        d.toned(
+            Tone::warn_if(!p.hash_verified),
+            format!(
+                "Made {} before the first request; {}",
+                p.made_utc,
+                if p.hash_verified {
+                    "hash verified: unchanged since."
+                } else {
+                    "HASH MISMATCH: prediction.json was edited after the run started."
+                }
+            ),
+        );
         let rows = p
             .outcomes
             .iter()

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::Output;
-use crate::report::{Block, Doc};
+use crate::report::{Block, Doc, Tone};
 
 pub fn render<T: serde::Serialize + ?Sized>(o: &Output<T>) -> String {
     wrap(o.title, o.doc)
@@ -42,15 +42,10 @@ pub fn doc(d: &Doc) -> String {
                 let tag = if i == 0 { "h1" } else { "h2" };
                 let _ = writeln!(out, "<{tag}>{}</{tag}>", esc(h));
             }
-            Block::Line(l) => {
-                let class = if l.contains("INVALID")
-                    || l.contains("NOT")
-                    || l.starts_with("- missing")
-                    || l.starts_with("WARNING")
-                {
-                    " class=\"warn\""
-                } else {
-                    ""
+            Block::Line(l, tone) => {
+                let class = match tone {
+                    Tone::Warn => " class=\"warn\"",
+                    Tone::Plain => "",
                 };
                 let _ = writeln!(out, "<p{class}>{}</p>", esc(l));
             }

@@ -19,7 +19,7 @@ pub fn doc(d: &Doc) -> String {
                 let level = if i == 0 { "#" } else { "##" };
                 let _ = writeln!(out, "\n{level} {h}\n");
             }
-            Block::Line(l) => {
+            Block::Line(l, _) => {
                 let _ = writeln!(out, "{l}  ");
             }
             Block::Figure(_) => {}

@@ -18,7 +18,7 @@ pub fn doc(d: &Doc) -> String {
             Block::Heading(h) => {
                 let _ = writeln!(out, "\n{h}\n{}", "─".repeat(h.chars().count()));
             }
-            Block::Line(l) => {
+            Block::Line(l, _) => {
                 let _ = writeln!(out, "{}", wrap(l, WIDTH));
             }
             Block::Figure(_) => {}
