@@ -182,7 +182,19 @@ pub fn document(s: &Summary) -> Doc {
 /// confidence intervals, each percentile's support and the dispatch lag split.
 pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     let mut d = Doc::default();
-    let st = &s.steady;
+    verdicts(&mut d, s, verbose);
+    slo_and_throughput(&mut d, s);
+    steady_table(&mut d, s, verbose);
+    details(&mut d, s, verbose);
+    failures_and_start(&mut d, s);
+    phases(&mut d, s);
+    server_metrics(&mut d, s);
+    predictions(&mut d, s);
+    validity_details(&mut d, s);
+    d
+}
+
+fn verdicts(d: &mut Doc, s: &Summary, verbose: bool) {
     d.h(format!("goodput · {}", s.contract));
     d.line(headline(s));
     if let Some(t) = &s.target {
@@ -192,11 +204,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
         d.warn(format!("WARNING: {w}"));
     }
     let v = &s.validity;
-    let claims = if v.supports.is_empty() {
-        "tail latency and goodput".to_owned()
-    } else {
-        v.supports.clone()
-    };
+    let claims = claims_of(v);
     d.toned(
         Tone::warn_if(!v.reasons.is_empty()),
         match v.reasons.split_first() {
@@ -243,7 +251,10 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
             d.warn(format!("- missing: {m}"));
         }
     }
+}
 
+fn slo_and_throughput(d: &mut Doc, s: &Summary) {
+    let st = &s.steady;
     if let Some(slo) = &st.slo {
         let parts: Vec<String> = slo
             .per_metric
@@ -290,14 +301,16 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
         opt(t.output_tokens_per_s),
         st.window_s
     ));
+}
 
+fn steady_table(d: &mut Doc, s: &Summary, verbose: bool) {
+    let st = &s.steady;
+    let v = &s.validity;
     d.h(format!(
         "Steady state (ms, latency from the {} send)",
         s.latency_origin
     ));
-    let head = [
-        "metric", "n", "mean", "p50", "p90", "p95", "p99", "p99.9", "max",
-    ];
+    let head = HEAD;
     // The server's latencies; the client's own schedule is one line below (its split with
     // `--verbose`).
     let rows = [
@@ -334,6 +347,11 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
             },
         );
     }
+}
+
+fn details(d: &mut Doc, s: &Summary, verbose: bool) {
+    let st = &s.steady;
+    let head = HEAD;
     let l = &st.lengths;
     if verbose && l.input.sent.is_some() {
         d.line(format!(
@@ -387,6 +405,10 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
                 .join("; "),
         );
     }
+}
+
+fn failures_and_start(d: &mut Doc, s: &Summary) {
+    let st = &s.steady;
     if !st.errors.is_empty() {
         let e: Vec<String> = st.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
         d.line(format!(
@@ -413,7 +435,9 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
         "Warm-up: {} requests over {:.1} s, rule: {}; ended by {}.",
         s.warmup.requests, s.warmup.duration_s, s.warmup.rule, s.warmup.ended
     ));
+}
 
+fn phases(d: &mut Doc, s: &Summary) {
     d.h("Phases");
     // In the order they happen, not the map's alphabetical one.
     let order = |name: &str| {
@@ -448,7 +472,9 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
         ],
         phase_rows,
     );
+}
 
+fn server_metrics(d: &mut Doc, s: &Summary) {
     if let Some(sv) = &s.server {
         d.h(format!(
             "Server's own metrics ({} names, {} scrapes; {:.1}–{:.1} s)",
@@ -475,7 +501,9 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
             ));
         }
     }
+}
 
+fn predictions(d: &mut Doc, s: &Summary) {
     if let Some(p) = &s.predictions {
         d.h("Predictions");
         d.toned(
@@ -507,6 +535,11 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
             .collect();
         d.table(&["prediction", "measured", "outcome"], rows);
     }
+}
+
+fn validity_details(d: &mut Doc, s: &Summary) {
+    let v = &s.validity;
+    let claims = claims_of(v);
     // The verdict is at the top; its reasons, and the claims the load model cannot support,
     // are here.
     if !v.reasons.is_empty() || !v.cannot_support.is_empty() {
@@ -521,5 +554,18 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     for n in &s.notes {
         d.line(format!("Note: {n}"));
     }
-    d
+}
+
+/// The steady-state table's columns.
+const HEAD: [&str; 9] = [
+    "metric", "n", "mean", "p50", "p90", "p95", "p99", "p99.9", "max",
+];
+
+/// The claims a verdict is about: what the load model supports.
+fn claims_of(v: &crate::analyze::Validity) -> String {
+    if v.supports.is_empty() {
+        "tail latency and goodput".to_owned()
+    } else {
+        v.supports.clone()
+    }
 }
