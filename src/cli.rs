@@ -167,130 +167,166 @@ impl OutputArgs {
 pub enum Command {
     /// Run a workload contract and keep the bundle (no contract: the built-in example against
     /// the embedded simulator).
-    Run {
-        /// Contract file (TOML). Default: the built-in example (`goodput init` writes it).
-        contract: Option<PathBuf>,
-        #[command(flatten)]
-        output: OutputArgs,
-        #[command(flatten)]
-        overrides: Overrides,
-        /// Measure a cold start: wait for the server to become ready (launching it when the
-        /// contract's [cold_start] says how) and report its first requests apart.
-        #[arg(long)]
-        cold_start: bool,
-        /// Run the contract this many times (overrides [repeat] runs).
-        #[arg(long)]
-        repeats: Option<u32>,
-        /// Write down expectations before the run, e.g. "ttft_p99<=300ms,goodput>=12"
-        /// (overrides [prediction]); the report shows predicted vs measured.
-        #[arg(long)]
-        predict: Option<String>,
-    },
+    Run(RunArgs),
     /// Compare results (bundles or repeat sets) against the first, refusing when their
     /// contracts differ in more than one variable.
-    Compare {
-        /// The baseline, then one or more results to compare with it.
-        #[arg(required = true, num_args = 2..)]
-        bundles: Vec<PathBuf>,
-        /// Relative change below which a difference is not called better or worse.
-        #[arg(long, default_value_t = 0.05)]
-        noise: f64,
-        #[command(flatten)]
-        format: FormatArgs,
-        /// Exit 0 even when quality was not held constant (the report still says so).
-        #[arg(long)]
-        allow_quality_change: bool,
-        /// What to call each result, in the order given (overrides `[meta] label`); as many as
-        /// results, or fewer (the rest keep theirs).
-        #[arg(long = "label", value_name = "NAME")]
-        labels: Vec<String>,
-    },
+    Compare(CompareArgs),
     /// Write a commented example contract.
-    Init {
-        #[arg(default_value = "goodput.toml")]
-        path: PathBuf,
-        /// Overwrite an existing file.
-        #[arg(long)]
-        force: bool,
-        #[command(flatten)]
-        overrides: Overrides,
-    },
+    Init(InitArgs),
     /// Print a contract's plan as JSON lines (same contract and seed: same bytes).
-    Plan {
-        contract: PathBuf,
-        /// At most this many requests.
-        #[arg(long, default_value_t = 1_000_000)]
-        limit: u64,
-    },
+    Plan(PlanArgs),
     /// Recompute and print a bundle's summary from its raw records.
-    Report {
-        bundle: PathBuf,
-        /// `html`: the self-contained report with its figures, as the run wrote it.
-        #[command(flatten)]
-        format: FormatArgs,
-        /// The whole report (see `run --verbose`).
-        #[arg(long, short)]
-        verbose: bool,
-    },
+    Report(ReportArgs),
     /// Grade a result as comparable or directional and list what it lacks: a goodput bundle or
     /// repeat set, a vLLM `bench serve --save-result` JSON, or a GuideLLM report JSON.
-    Audit {
-        path: PathBuf,
-        #[command(flatten)]
-        format: FormatArgs,
-    },
+    Audit(AuditArgs),
     /// Run a contract once per value of one field (`--vary load.rate=1,2,4,8`), all else equal,
     /// and tabulate offered vs achieved rate, latency, throughput, attainment and goodput.
-    Sweep {
-        contract: PathBuf,
-        /// KEY=V1,V2,… — the one contract field to vary (given twice: refused).
-        #[arg(long, required_unless_present = "capacity")]
-        vary: Vec<String>,
-        /// Instead of a list: find the highest open-loop load.rate whose SLO attainment meets
-        /// the target (bracketing, then bisection).
-        #[arg(long, conflicts_with = "vary")]
-        capacity: bool,
-        /// Relative width at which the capacity search stops.
-        #[arg(long, default_value_t = 0.05)]
-        resolution: f64,
-        /// Most runs the capacity search makes.
-        #[arg(long, default_value_t = 12)]
-        max_runs: usize,
-        #[command(flatten)]
-        output: OutputArgs,
-        /// Changes to the contract for every point (e.g. `--requests 200` for smaller points).
-        #[command(flatten)]
-        overrides: Overrides,
-    },
+    Sweep(SweepArgs),
     /// Show coordinated omission: open vs closed loop from 50% to 120% of capacity, on the
     /// simulator's discrete-event clock (seconds).
-    Demo {
-        /// Performance-model file for the simulated engine (TOML; keys as in [target.simulator]).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Override one setting, e.g. `--set max_batch=32`.
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        set: Vec<String>,
-        /// `html`: a self-contained page with both curves.
-        #[command(flatten)]
-        format: FormatArgs,
-    },
+    Demo(DemoArgs),
     /// Serve the simulated inference server on loopback until interrupted.
-    Sim {
-        /// Performance-model file (TOML; keys as in [target.simulator]).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Override one setting, e.g. `--set decode_base_ms=20` or `--set faults.error_rate=0.1`.
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        set: Vec<String>,
-        #[arg(long, default_value = "127.0.0.1")]
-        host: std::net::IpAddr,
-        #[arg(long, default_value_t = 8000)]
-        port: u16,
-        /// Append the ground truth of every request to this JSONL file.
-        #[arg(long)]
-        ground_truth: Option<PathBuf>,
-    },
+    Sim(SimArgs),
+}
+
+// The arguments of `goodput run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Contract file (TOML). Default: the built-in example (`goodput init` writes it).
+    contract: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
+    overrides: Overrides,
+    /// Measure a cold start: wait for the server to become ready (launching it when the
+    /// contract's [cold_start] says how) and report its first requests apart.
+    #[arg(long)]
+    cold_start: bool,
+    /// Run the contract this many times (overrides [repeat] runs).
+    #[arg(long)]
+    repeats: Option<u32>,
+    /// Write down expectations before the run, e.g. "ttft_p99<=300ms,goodput>=12"
+    /// (overrides [prediction]); the report shows predicted vs measured.
+    #[arg(long)]
+    predict: Option<String>,
+}
+
+// The arguments of `goodput compare`.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// The baseline, then one or more results to compare with it.
+    #[arg(required = true, num_args = 2..)]
+    bundles: Vec<PathBuf>,
+    /// Relative change below which a difference is not called better or worse.
+    #[arg(long, default_value_t = 0.05)]
+    noise: f64,
+    #[command(flatten)]
+    format: FormatArgs,
+    /// Exit 0 even when quality was not held constant (the report still says so).
+    #[arg(long)]
+    allow_quality_change: bool,
+    /// What to call each result, in the order given (overrides `[meta] label`); as many as
+    /// results, or fewer (the rest keep theirs).
+    #[arg(long = "label", value_name = "NAME")]
+    labels: Vec<String>,
+}
+
+// The arguments of `goodput init`.
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    #[arg(default_value = "goodput.toml")]
+    path: PathBuf,
+    /// Overwrite an existing file.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    overrides: Overrides,
+}
+
+// The arguments of `goodput plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    contract: PathBuf,
+    /// At most this many requests.
+    #[arg(long, default_value_t = 1_000_000)]
+    limit: u64,
+}
+
+// The arguments of `goodput report`.
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    bundle: PathBuf,
+    /// `html`: the self-contained report with its figures, as the run wrote it.
+    #[command(flatten)]
+    format: FormatArgs,
+    /// The whole report (see `run --verbose`).
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+// The arguments of `goodput audit`.
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    path: PathBuf,
+    #[command(flatten)]
+    format: FormatArgs,
+}
+
+// The arguments of `goodput sweep`.
+#[derive(Debug, clap::Args)]
+pub struct SweepArgs {
+    contract: PathBuf,
+    /// KEY=V1,V2,… — the one contract field to vary (given twice: refused).
+    #[arg(long, required_unless_present = "capacity")]
+    vary: Vec<String>,
+    /// Instead of a list: find the highest open-loop load.rate whose SLO attainment meets
+    /// the target (bracketing, then bisection).
+    #[arg(long, conflicts_with = "vary")]
+    capacity: bool,
+    /// Relative width at which the capacity search stops.
+    #[arg(long, default_value_t = 0.05)]
+    resolution: f64,
+    /// Most runs the capacity search makes.
+    #[arg(long, default_value_t = 12)]
+    max_runs: usize,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Changes to the contract for every point (e.g. `--requests 200` for smaller points).
+    #[command(flatten)]
+    overrides: Overrides,
+}
+
+// The arguments of `goodput demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Performance-model file for the simulated engine (TOML; keys as in [target.simulator]).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Override one setting, e.g. `--set max_batch=32`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// `html`: a self-contained page with both curves.
+    #[command(flatten)]
+    format: FormatArgs,
+}
+
+// The arguments of `goodput sim`.
+#[derive(Debug, clap::Args)]
+pub struct SimArgs {
+    /// Performance-model file (TOML; keys as in [target.simulator]).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Override one setting, e.g. `--set decode_base_ms=20` or `--set faults.error_rate=0.1`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    #[arg(long, default_value = "127.0.0.1")]
+    host: std::net::IpAddr,
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// Append the ground truth of every request to this JSONL file.
+    #[arg(long)]
+    ground_truth: Option<PathBuf>,
 }
 
 /// Writes to stdout, returning the error (a closed pipe) instead of panicking like `print!`.
@@ -329,343 +365,370 @@ fn say(text: &str) -> std::io::Result<()> {
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Run {
-            contract,
-            output,
-            overrides,
-            cold_start,
-            repeats,
-            predict,
-        } => {
-            let (path, src) = match &contract {
-                Some(p) => (
-                    p.clone(),
-                    std::fs::read_to_string(p)
-                        .with_context(|| format!("reading {}", p.display()))?,
-                ),
-                None => (
-                    PathBuf::from("<built-in examples/chat.toml>"),
-                    contract::BUILTIN.to_owned(),
-                ),
-            };
-            let (text, said) = overrides.apply(&src, &path)?;
-            let (mut c, inputs) = crate::workload::parse(&text, &path)?;
-            for n in &c.notes {
-                eprintln!("note: {n}");
-            }
-            let mut options = output.run_options();
-            options.overrides = said;
-            if cold_start && c.cold_start.is_none() {
-                c.cold_start = Some(contract::ColdStart::default());
-            }
-            if let Some(p) = predict {
-                contract::prediction::parse_list(&p)
-                    .map_err(|e| anyhow::anyhow!("--predict: {e}"))?;
-                c.prediction = Some(contract::PredictionSpec {
-                    expect: p
-                        .split(',')
-                        .map(|x| x.trim().to_owned())
-                        .filter(|x| !x.is_empty())
-                        .collect(),
-                });
-            }
-            if let Some(n) = repeats {
-                if n == 0 {
-                    bail!("--repeats must be at least 1");
-                }
-                c.repeat.runs = n;
-            }
-            let cancel = CancellationToken::new();
-            let on_signal = cancel.clone();
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("interrupted: finishing the records in flight…");
-                    on_signal.cancel();
-                }
-            });
-            if c.repeat.runs > 1 {
-                let (parent, rs, results) =
-                    crate::run::run_repeats(c, inputs, options, cancel).await?;
-                let format = output.format.get();
-                if format == Format::Terminal {
-                    let summaries: Vec<&crate::analyze::Summary> =
-                        results.iter().map(|r| &r.summary).collect();
-                    say(&runs_overview(&summaries))?;
-                }
-                emit(
-                    format,
-                    "goodput repeats",
-                    &crate::run::repeat_document(&rs),
-                    &rs,
-                )?;
-                if format == Format::Terminal {
-                    say(&format!("\nBundle: {}\n", parent.dir.display()))?;
-                }
-                return Ok(if results.iter().any(|r| r.summary.interrupted) {
-                    ExitCode::from(130)
-                } else {
-                    ExitCode::SUCCESS
-                });
-            }
-            let r = crate::run::run(c, inputs, options, cancel).await?;
-            match output.format.get() {
-                // The page the run wrote into its bundle, with its figures.
-                Format::Html => say(&std::fs::read_to_string(r.bundle.path("report.html"))
-                    .with_context(|| format!("reading {}", r.bundle.dir.display()))?)?,
-                format => {
-                    let doc = crate::report::document_at(
-                        &r.summary,
-                        output.verbose || format != Format::Terminal,
-                    );
-                    emit(format, "goodput run", &doc, &r.summary)?;
-                    if format == Format::Terminal {
-                        say(&format!("\nBundle: {}\n", r.bundle.dir.display()))?;
-                    }
-                }
-            }
-            let st = &r.summary.steady.stats;
-            if st.ok == 0 {
-                let first = r
-                    .records
-                    .iter()
-                    .find_map(|x| x.error.clone())
-                    .unwrap_or_default();
-                bail!(
-                    "no request succeeded ({} failed{}); first error: {first}. The bundle is kept at {}",
-                    r.records.len(),
-                    r.aborted.map(|a| format!(", {a}")).unwrap_or_default(),
-                    r.bundle.dir.display()
-                );
-            }
-            Ok(if r.summary.interrupted {
-                ExitCode::from(130)
-            } else {
-                ExitCode::SUCCESS
-            })
+        Command::Run(a) => run_command(a).await,
+        Command::Compare(a) => compare_command(a),
+        Command::Init(a) => init_command(a),
+        Command::Plan(a) => plan_command(a),
+        Command::Report(a) if a.bundle.join("repeat.json").is_file() => report_repeats_command(a),
+        Command::Report(a) => report_command(a),
+        Command::Sweep(a) => sweep_command(a).await,
+        Command::Demo(a) => demo_command(a),
+        Command::Audit(a) => audit_command(a),
+        Command::Sim(a) => sim_command(a).await,
+    }
+}
+
+async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let RunArgs {
+        contract,
+        output,
+        overrides,
+        cold_start,
+        repeats,
+        predict,
+    } = a;
+    let (path, src) = match &contract {
+        Some(p) => (
+            p.clone(),
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+        ),
+        None => (
+            PathBuf::from("<built-in examples/chat.toml>"),
+            contract::BUILTIN.to_owned(),
+        ),
+    };
+    let (text, said) = overrides.apply(&src, &path)?;
+    let (mut c, inputs) = crate::workload::parse(&text, &path)?;
+    for n in &c.notes {
+        eprintln!("note: {n}");
+    }
+    let mut options = output.run_options();
+    options.overrides = said;
+    if cold_start && c.cold_start.is_none() {
+        c.cold_start = Some(contract::ColdStart::default());
+    }
+    if let Some(p) = predict {
+        contract::prediction::parse_list(&p).map_err(|e| anyhow::anyhow!("--predict: {e}"))?;
+        c.prediction = Some(contract::PredictionSpec {
+            expect: p
+                .split(',')
+                .map(|x| x.trim().to_owned())
+                .filter(|x| !x.is_empty())
+                .collect(),
+        });
+    }
+    if let Some(n) = repeats {
+        if n == 0 {
+            bail!("--repeats must be at least 1");
         }
-        Command::Compare {
-            bundles,
-            noise,
+        c.repeat.runs = n;
+    }
+    let cancel = CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: finishing the records in flight…");
+            on_signal.cancel();
+        }
+    });
+    if c.repeat.runs > 1 {
+        let (parent, rs, results) = crate::run::run_repeats(c, inputs, options, cancel).await?;
+        let format = output.format.get();
+        if format == Format::Terminal {
+            let summaries: Vec<&crate::analyze::Summary> =
+                results.iter().map(|r| &r.summary).collect();
+            say(&runs_overview(&summaries))?;
+        }
+        emit(
             format,
-            allow_quality_change,
-            labels,
-        } => {
-            if labels.len() > bundles.len() {
-                bail!(
-                    "--label given {} times for {} results",
-                    labels.len(),
-                    bundles.len()
-                );
-            }
-            let mut sides = bundles
-                .iter()
-                .map(|b| crate::compare::load_side(b))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            for (s, l) in sides.iter_mut().zip(labels) {
-                s.label = Some(l);
-            }
-            let comparisons: Vec<_> = sides[1..]
-                .iter()
-                .map(|o| crate::compare::compare(&sides[0], o, noise))
-                .collect();
-            let doc = crate::compare::document(&comparisons);
-            emit(format.get(), "goodput compare", &doc, &comparisons)?;
-            let refused = comparisons.iter().filter(|c| !c.refused.is_empty()).count();
-            if refused > 0 {
-                bail!(
-                    "{refused} of {} comparisons refused: their contracts differ in more than the variable under test",
-                    comparisons.len()
-                );
-            }
-            let unheld = comparisons.iter().filter(|c| !c.quality.held()).count();
-            if unheld > 0 && !allow_quality_change {
-                bail!(
-                    "{unheld} of {} comparisons did not hold quality constant (shown above); pass --allow-quality-change to accept that",
-                    comparisons.len()
-                );
-            }
-            Ok(ExitCode::SUCCESS)
+            "goodput repeats",
+            &crate::run::repeat_document(&rs),
+            &rs,
+        )?;
+        if format == Format::Terminal {
+            say(&format!("\nBundle: {}\n", parent.dir.display()))?;
         }
-        Command::Init {
-            path,
-            force,
-            overrides,
-        } => {
-            if path.exists() && !force {
-                bail!("{} exists; pass --force to overwrite it", path.display());
-            }
-            let (text, _) = overrides.apply(contract::BUILTIN, &path)?;
-            // Checked before it is written: a shorthand that makes the template invalid says so.
-            contract::parse(&text, &path)?;
-            std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
-            say(&format!(
-                "wrote {}; run it with: goodput run {}\n",
-                path.display(),
-                path.display()
-            ))?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Plan { contract, limit } => {
-            let (c, inputs) = crate::workload::load(&contract)?;
-            say(&crate::plan::Plan::new(&c, &inputs).to_jsonl(limit))?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Report {
-            bundle,
-            format,
-            verbose,
-        } if bundle.join("repeat.json").is_file() => {
-            // A repeat set: every run recomputed from its own records, then the aggregate.
-            let c = contract::load(&bundle.join(crate::bundle::CONTRACT))?;
-            let dirs = crate::bundle::repeat_runs(&bundle)
-                .with_context(|| format!("reading {}", bundle.display()))?
-                .unwrap_or_default();
-            let runs = dirs
-                .iter()
-                .map(|d| crate::bundle::Bundle::load(d).map(|b| b.summary))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let refs: Vec<&crate::analyze::Summary> = runs.iter().collect();
-            let rs = crate::run::repeat_summary(&c, &refs);
-            let format = format.get();
-            if format == Format::Html {
-                bail!(
-                    "--format html reports one run: give one of {}'s run-NN bundles",
-                    bundle.display()
-                );
-            }
+        return Ok(if results.iter().any(|r| r.summary.interrupted) {
+            ExitCode::from(130)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
+    let r = crate::run::run(c, inputs, options, cancel).await?;
+    match output.format.get() {
+        // The page the run wrote into its bundle, with its figures.
+        Format::Html => say(&std::fs::read_to_string(r.bundle.path("report.html"))
+            .with_context(|| format!("reading {}", r.bundle.dir.display()))?)?,
+        format => {
+            let doc = crate::report::document_at(
+                &r.summary,
+                output.verbose || format != Format::Terminal,
+            );
+            emit(format, "goodput run", &doc, &r.summary)?;
             if format == Format::Terminal {
-                say(&runs_overview(&refs))?;
+                say(&format!("\nBundle: {}\n", r.bundle.dir.display()))?;
             }
-            emit(
-                format,
-                "goodput repeats",
-                &crate::run::repeat_document(&rs),
-                &rs,
-            )?;
-            if format == Format::Terminal && verbose {
-                for (d, s) in dirs.iter().zip(&runs) {
-                    say(&format!("\n{}\n", d.display()))?;
-                    say(&crate::report::document_at(s, true).terminal())?;
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Report {
-            bundle,
-            format,
-            verbose,
-        } => {
-            let b = crate::bundle::Bundle::load(&bundle)?;
-            let s = &b.summary;
-            match format.get() {
-                Format::Html => {
-                    let seconds = crate::analyze::timeseries(&b.records);
-                    say(&crate::report::html::page(
-                        &b.contract,
-                        &b.inputs,
-                        s,
-                        &b.records,
-                        &seconds,
-                    ))?;
-                }
-                format => {
-                    let doc = crate::report::document_at(s, verbose || format != Format::Terminal);
-                    emit(format, "goodput report", &doc, s)?;
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Sweep {
-            contract: path,
-            vary,
-            capacity,
-            resolution,
-            max_runs,
-            output,
-            overrides,
-        } => {
-            let src = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let (src, _) = overrides.apply(&src, &path)?;
-            let cancel = CancellationToken::new();
-            let on_signal = cancel.clone();
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("interrupted: finishing the point in flight…");
-                    on_signal.cancel();
-                }
-            });
-            let format = output.format.get();
-            let opts = output.run_options();
-            let o = crate::sweep::SweepOptions {
-                out_root: opts.out_root,
-                progress: opts.progress,
-                argv: opts.argv,
-                cancel,
-                wake_latency_hold: opts.wake_latency_hold,
-            };
-            let (bundle, r) = if capacity {
-                if !(resolution > 0.0 && resolution < 1.0) {
-                    bail!("--resolution must be a fraction in (0, 1)");
-                }
-                crate::sweep::capacity(&path, &src, resolution, max_runs, &o).await?
-            } else {
-                let vary = crate::sweep::Vary::parse(&vary)?;
-                crate::sweep::sweep(&path, &src, &vary, &o).await?
-            };
-            match format {
-                Format::Html => say(&crate::sweep::html_page(&r))?,
-                format => emit(format, "goodput sweep", &crate::sweep::document(&r), &r)?,
-            }
-            if format == Format::Terminal {
-                say(&format!("\nSweep bundle: {}\n", bundle.dir.display()))?;
-            }
-            Ok(if r.interrupted {
-                ExitCode::from(130)
-            } else {
-                ExitCode::SUCCESS
-            })
-        }
-        Command::Demo {
-            config,
-            set,
-            format,
-        } => {
-            let cfg = sim_config(config.as_deref(), &set)?;
-            let demo = crate::demo::run(&cfg, crate::demo::DemoSpec::default())
-                .map_err(anyhow::Error::msg)?;
-            match format.get() {
-                Format::Html => say(&crate::demo::html_page(&demo))?,
-                format => emit(format, "goodput demo", &demo.document(), &demo)?,
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Audit { path, format } => {
-            let a = crate::audit::audit(&path)?;
-            emit(format.get(), "goodput audit", &a.document(), &a)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Sim {
-            config,
-            set,
-            host,
-            port,
-            ground_truth,
-        } => {
-            let cfg = sim_config(config.as_deref(), &set)?;
-            let mut server = SimServer::start(cfg, (host, port).into(), ground_truth).await?;
-            say(&format!(
-                "goodput sim listening on {} (model {})\n",
-                server.base_url(),
-                server.config().model
-            ))?;
-            tokio::signal::ctrl_c()
-                .await
-                .context("waiting for Ctrl-C")?;
-            server.stop();
-            Ok(ExitCode::SUCCESS)
         }
     }
+    let st = &r.summary.steady.stats;
+    if st.ok == 0 {
+        let first = r
+            .records
+            .iter()
+            .find_map(|x| x.error.clone())
+            .unwrap_or_default();
+        bail!(
+            "no request succeeded ({} failed{}); first error: {first}. The bundle is kept at {}",
+            r.records.len(),
+            r.aborted.map(|a| format!(", {a}")).unwrap_or_default(),
+            r.bundle.dir.display()
+        );
+    }
+    Ok(if r.summary.interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn compare_command(a: CompareArgs) -> anyhow::Result<ExitCode> {
+    let CompareArgs {
+        bundles,
+        noise,
+        format,
+        allow_quality_change,
+        labels,
+    } = a;
+    if labels.len() > bundles.len() {
+        bail!(
+            "--label given {} times for {} results",
+            labels.len(),
+            bundles.len()
+        );
+    }
+    let mut sides = bundles
+        .iter()
+        .map(|b| crate::compare::load_side(b))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for (s, l) in sides.iter_mut().zip(labels) {
+        s.label = Some(l);
+    }
+    let comparisons: Vec<_> = sides[1..]
+        .iter()
+        .map(|o| crate::compare::compare(&sides[0], o, noise))
+        .collect();
+    let doc = crate::compare::document(&comparisons);
+    emit(format.get(), "goodput compare", &doc, &comparisons)?;
+    let refused = comparisons.iter().filter(|c| !c.refused.is_empty()).count();
+    if refused > 0 {
+        bail!(
+            "{refused} of {} comparisons refused: their contracts differ in more than the variable under test",
+            comparisons.len()
+        );
+    }
+    let unheld = comparisons.iter().filter(|c| !c.quality.held()).count();
+    if unheld > 0 && !allow_quality_change {
+        bail!(
+            "{unheld} of {} comparisons did not hold quality constant (shown above); pass --allow-quality-change to accept that",
+            comparisons.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn init_command(a: InitArgs) -> anyhow::Result<ExitCode> {
+    let InitArgs {
+        path,
+        force,
+        overrides,
+    } = a;
+    if path.exists() && !force {
+        bail!("{} exists; pass --force to overwrite it", path.display());
+    }
+    let (text, _) = overrides.apply(contract::BUILTIN, &path)?;
+    // Checked before it is written: a shorthand that makes the template invalid says so.
+    contract::parse(&text, &path)?;
+    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    say(&format!(
+        "wrote {}; run it with: goodput run {}\n",
+        path.display(),
+        path.display()
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn plan_command(a: PlanArgs) -> anyhow::Result<ExitCode> {
+    let PlanArgs { contract, limit } = a;
+    let (c, inputs) = crate::workload::load(&contract)?;
+    say(&crate::plan::Plan::new(&c, &inputs).to_jsonl(limit))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_repeats_command(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    let ReportArgs {
+        bundle,
+        format,
+        verbose,
+    } = a;
+    // A repeat set: every run recomputed from its own records, then the aggregate.
+    let c = contract::load(&bundle.join(crate::bundle::CONTRACT))?;
+    let dirs = crate::bundle::repeat_runs(&bundle)
+        .with_context(|| format!("reading {}", bundle.display()))?
+        .unwrap_or_default();
+    let runs = dirs
+        .iter()
+        .map(|d| crate::bundle::Bundle::load(d).map(|b| b.summary))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let refs: Vec<&crate::analyze::Summary> = runs.iter().collect();
+    let rs = crate::run::repeat_summary(&c, &refs);
+    let format = format.get();
+    if format == Format::Html {
+        bail!(
+            "--format html reports one run: give one of {}'s run-NN bundles",
+            bundle.display()
+        );
+    }
+    if format == Format::Terminal {
+        say(&runs_overview(&refs))?;
+    }
+    emit(
+        format,
+        "goodput repeats",
+        &crate::run::repeat_document(&rs),
+        &rs,
+    )?;
+    if format == Format::Terminal && verbose {
+        for (d, s) in dirs.iter().zip(&runs) {
+            say(&format!("\n{}\n", d.display()))?;
+            say(&crate::report::document_at(s, true).terminal())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_command(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    let ReportArgs {
+        bundle,
+        format,
+        verbose,
+    } = a;
+    let b = crate::bundle::Bundle::load(&bundle)?;
+    let s = &b.summary;
+    match format.get() {
+        Format::Html => {
+            let seconds = crate::analyze::timeseries(&b.records);
+            say(&crate::report::html::page(
+                &b.contract,
+                &b.inputs,
+                s,
+                &b.records,
+                &seconds,
+            ))?;
+        }
+        format => {
+            let doc = crate::report::document_at(s, verbose || format != Format::Terminal);
+            emit(format, "goodput report", &doc, s)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn sweep_command(a: SweepArgs) -> anyhow::Result<ExitCode> {
+    let SweepArgs {
+        contract: path,
+        vary,
+        capacity,
+        resolution,
+        max_runs,
+        output,
+        overrides,
+    } = a;
+    let src =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let (src, _) = overrides.apply(&src, &path)?;
+    let cancel = CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: finishing the point in flight…");
+            on_signal.cancel();
+        }
+    });
+    let format = output.format.get();
+    let opts = output.run_options();
+    let o = crate::sweep::SweepOptions {
+        out_root: opts.out_root,
+        progress: opts.progress,
+        argv: opts.argv,
+        cancel,
+        wake_latency_hold: opts.wake_latency_hold,
+    };
+    let (bundle, r) = if capacity {
+        if !(resolution > 0.0 && resolution < 1.0) {
+            bail!("--resolution must be a fraction in (0, 1)");
+        }
+        crate::sweep::capacity(&path, &src, resolution, max_runs, &o).await?
+    } else {
+        let vary = crate::sweep::Vary::parse(&vary)?;
+        crate::sweep::sweep(&path, &src, &vary, &o).await?
+    };
+    match format {
+        Format::Html => say(&crate::sweep::html_page(&r))?,
+        format => emit(format, "goodput sweep", &crate::sweep::document(&r), &r)?,
+    }
+    if format == Format::Terminal {
+        say(&format!("\nSweep bundle: {}\n", bundle.dir.display()))?;
+    }
+    Ok(if r.interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn demo_command(a: DemoArgs) -> anyhow::Result<ExitCode> {
+    let DemoArgs {
+        config,
+        set,
+        format,
+    } = a;
+    let cfg = sim_config(config.as_deref(), &set)?;
+    let demo =
+        crate::demo::run(&cfg, crate::demo::DemoSpec::default()).map_err(anyhow::Error::msg)?;
+    match format.get() {
+        Format::Html => say(&crate::demo::html_page(&demo))?,
+        format => emit(format, "goodput demo", &demo.document(), &demo)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn audit_command(a: AuditArgs) -> anyhow::Result<ExitCode> {
+    let AuditArgs { path, format } = a;
+    let a = crate::audit::audit(&path)?;
+    emit(format.get(), "goodput audit", &a.document(), &a)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn sim_command(a: SimArgs) -> anyhow::Result<ExitCode> {
+    let SimArgs {
+        config,
+        set,
+        host,
+        port,
+        ground_truth,
+    } = a;
+    let cfg = sim_config(config.as_deref(), &set)?;
+    let mut server = SimServer::start(cfg, (host, port).into(), ground_truth).await?;
+    say(&format!(
+        "goodput sim listening on {} (model {})\n",
+        server.base_url(),
+        server.config().model
+    ))?;
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    server.stop();
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Builds a simulator configuration from a file and `KEY=VALUE` overrides; errors name the key
