@@ -1,0 +1,566 @@
+//! Validation: one function per section of the contract, each checking its keys (and their
+//! combinations) and filling the defaults that depend on other sections. Errors are a key
+//! and a message; `contract::parse` locates the key in the file.
+
+use super::*;
+
+pub(super) type Problem = (String, String);
+
+pub(super) fn problem(key: &str, msg: impl Into<String>) -> Result<(), Problem> {
+    Err((key.to_owned(), msg.into()))
+}
+
+impl Contract {
+    /// Validates every value and fills what depends on other fields.
+    pub fn resolve(&mut self) -> Result<(), Problem> {
+        self.name_and_target()?;
+        self.workload_and_sampling()?;
+        self.load()?;
+        self.stop_and_warmup()?;
+        self.slo_prediction_repeat()?;
+        self.measurement_and_quality()?;
+        Ok(())
+    }
+
+    /// Checks the workload's keys against each other and fills the length defaults that
+    /// depend on the prompt source and arrival process. (Files are read by `parse`.)
+    fn resolve_workload(&mut self) -> Result<(), Problem> {
+        let trace = self.load.arrival == Some(Arrival::Trace);
+        let w = &mut self.workload;
+        let dataset = w.prompt_source == PromptSource::Dataset;
+        // Dataset prompts keep their own lengths, also when a trace times them.
+        let input = w
+            .input_tokens
+            .get_or_insert_with(|| match (dataset, trace) {
+                (true, _) => LengthDist::Dataset,
+                (false, true) => LengthDist::Trace,
+                (false, false) => default_input(),
+            });
+        let output = w.output_tokens.get_or_insert_with(|| {
+            if trace {
+                LengthDist::Trace
+            } else {
+                default_output()
+            }
+        });
+        for (key, d) in [
+            ("workload.input_tokens", &*input),
+            ("workload.output_tokens", &*output),
+        ] {
+            check_dist(key, d)?;
+            match d {
+                LengthDist::Trace if !trace => {
+                    return problem(key, "dist = \"trace\" needs load.arrival = \"trace\"");
+                }
+                LengthDist::Dataset if !dataset => {
+                    return problem(key, "dist = \"dataset\" needs prompt_source = \"dataset\"");
+                }
+                LengthDist::Empirical { file: None, .. } if w.dataset.is_none() => {
+                    return problem(
+                        key,
+                        "dist = \"empirical\" needs a `file` of lengths, or workload.dataset to take them from",
+                    );
+                }
+                LengthDist::Trace | LengthDist::Dataset => {}
+                _ if trace => {
+                    return problem(
+                        key,
+                        "under arrival = \"trace\" each request's lengths are its trace row's (or its dataset entry's): set dist = \"trace\" or leave it out",
+                    );
+                }
+                _ => {}
+            }
+        }
+        if dataset && *input != LengthDist::Dataset {
+            return problem(
+                "workload.input_tokens",
+                "dataset prompts have their own lengths: leave input_tokens out (or dist = \"dataset\"); for synthetic prompts with a dataset's lengths use prompt_source = \"synthetic\" and dist = \"empirical\"",
+            );
+        }
+        let uses_dataset = dataset
+            || [&*input, &*output]
+                .iter()
+                .any(|d| matches!(d, LengthDist::Empirical { file: None, .. }));
+        match (&w.dataset, uses_dataset) {
+            (None, true) => {
+                return problem(
+                    "workload.dataset",
+                    "missing: prompt_source = \"dataset\" needs a dataset file (JSONL or ShareGPT)",
+                );
+            }
+            (Some(_), false) => {
+                return problem(
+                    "workload.dataset",
+                    "is not used: set prompt_source = \"dataset\", or take lengths from it with dist = \"empirical\"",
+                );
+            }
+            _ => {}
+        }
+        if w.dataset_format.is_some() && w.dataset.is_none() {
+            return problem(
+                "workload.dataset_format",
+                "applies to workload.dataset only",
+            );
+        }
+        if let Some(n) = &w.cache_nonce
+            && !(1..=16).contains(&n.len()) | !n.chars().all(|c| c.is_ascii_hexdigit())
+        {
+            return problem(
+                "workload.cache_nonce",
+                format!(
+                    "= \"{n}\": must be 1 to 16 hex digits (goodput run writes one; leave it out)"
+                ),
+            );
+        }
+        match w.prefix_cache {
+            PrefixCache::Cold => {
+                for (k, set) in [
+                    ("shared_prefix_tokens", w.shared_prefix_tokens.is_some()),
+                    ("prefixes", w.prefixes.is_some()),
+                ] {
+                    if set {
+                        return problem(
+                            &format!("workload.{k}"),
+                            "applies to prefix_cache = \"shared\" or \"warm\" only",
+                        );
+                    }
+                }
+            }
+            PrefixCache::Shared | PrefixCache::Warm => {
+                let Some(n) = w.shared_prefix_tokens.filter(|&n| n >= 1) else {
+                    return problem(
+                        "workload.shared_prefix_tokens",
+                        "a shared or warm prefix cache needs shared_prefix_tokens >= 1",
+                    );
+                };
+                if *w.prefixes.get_or_insert(1) == 0 {
+                    return problem("workload.prefixes", "must be >= 1");
+                }
+                let shortest = match input {
+                    LengthDist::Fixed { value } => Some(*value),
+                    LengthDist::Uniform { min, .. }
+                    | LengthDist::Normal { min, .. }
+                    | LengthDist::Lognormal { min, .. } => Some(*min),
+                    _ => None,
+                };
+                if let Some(m) = shortest
+                    && m <= n
+                {
+                    return problem(
+                        "workload.shared_prefix_tokens",
+                        format!(
+                            "= {n} leaves no room for a request's own tokens: input_tokens can be as short as {m}"
+                        ),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `name` and `[target]`: a URL or the simulator, never both; timeouts.
+    fn name_and_target(&mut self) -> Result<(), Problem> {
+        if self.name.trim().is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return problem(
+                "name",
+                "must be non-empty and use only letters, digits, '-', '_' and '.' (it names a directory)",
+            );
+        }
+        match (&self.target.url, &mut self.target.simulator) {
+            (Some(url), Some(_)) => {
+                return problem(
+                    "target.simulator",
+                    format!(
+                        "configures the embedded simulator, but target.url ({url}) names an external server; remove one of them"
+                    ),
+                );
+            }
+            (Some(url), None) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return problem(
+                        "target.url",
+                        format!("`{url}` must start with http:// or https://"),
+                    );
+                }
+                if url.starts_with("https://") && !cfg!(feature = "tls") {
+                    return problem(
+                        "target.url",
+                        "https needs goodput built with `--features tls`",
+                    );
+                }
+            }
+            (None, sim) => {
+                let cfg = sim.get_or_insert_with(SimConfig::default);
+                if let Err(e) = cfg.validate() {
+                    return problem(
+                        &format!("target.simulator.{}", e.key),
+                        format!("= {}: {}", e.value, e.rule),
+                    );
+                }
+                match &self.target.model {
+                    Some(m) if *m != cfg.model => {
+                        return problem(
+                            "target.model",
+                            format!(
+                                "`{m}` differs from the simulator's model `{}` (set target.simulator.model)",
+                                cfg.model
+                            ),
+                        );
+                    }
+                    _ => self.target.model = Some(cfg.model.clone()),
+                }
+            }
+        }
+        if let Some(var) = &self.target.api_key_env
+            && (var.is_empty() || var.contains('='))
+        {
+            return problem(
+                "target.api_key_env",
+                "must be the *name* of an environment variable, not the key",
+            );
+        }
+        if !(self.target.timeout.0.is_finite() && self.target.timeout.0 > 0.0) {
+            return problem("target.timeout", "must be > 0");
+        }
+        if !(self.target.keep_alive.0.is_finite() && self.target.keep_alive.0 >= 0.0) {
+            return problem(
+                "target.keep_alive",
+                "must be >= 0 (0 = a new connection per request)",
+            );
+        }
+        Ok(())
+    }
+
+    /// `[workload]` (its keys against each other, length defaults) and its sampling.
+    fn workload_and_sampling(&mut self) -> Result<(), Problem> {
+        self.resolve_workload()?;
+        let s = &self.workload.sampling;
+        if !(s.temperature.is_finite() && s.temperature >= 0.0) {
+            return problem("workload.sampling.temperature", "must be >= 0");
+        }
+        if !(s.top_p > 0.0 && s.top_p <= 1.0) {
+            return problem("workload.sampling.top_p", "must be in (0, 1]");
+        }
+        Ok(())
+    }
+
+    /// `[load]`: the load model (the old `model` key noted), its own keys only, their defaults.
+    fn load(&mut self) -> Result<(), Problem> {
+        let l = &mut self.load;
+        if let Some(old) = l.model.take() {
+            if l.kind.is_some_and(|k| k != old) {
+                return problem(
+                    "load.model",
+                    "contradicts load.kind (load.model is the old name of load.kind: keep one)",
+                );
+            }
+            l.kind = Some(old);
+            self.notes.push("load.model".to_owned());
+        }
+        let l = &mut self.load;
+        let kind = *l.kind.get_or_insert(
+            if l.concurrency.is_some() && l.rate.is_none() && l.arrival.is_none() {
+                LoadModel::Closed
+            } else {
+                LoadModel::Open
+            },
+        );
+        match kind {
+            LoadModel::Open => {
+                for (k, set) in [
+                    ("concurrency", l.concurrency.is_some()),
+                    ("think_time", l.think_time.is_some()),
+                ] {
+                    if set {
+                        return problem(&format!("load.{k}"), "applies to model = \"closed\" only");
+                    }
+                }
+                if l.arrival == Some(Arrival::Trace) {
+                    for (k, set) in [
+                        ("rate", l.rate.is_some()),
+                        ("burstiness", l.burstiness.is_some()),
+                    ] {
+                        if set {
+                            return problem(
+                                &format!("load.{k}"),
+                                "does not apply to arrival = \"trace\" (the trace's timestamps set the rate; use `speedup` to scale it)",
+                            );
+                        }
+                    }
+                    if l.trace.is_none() {
+                        return problem(
+                            "load.trace",
+                            "missing: arrival = \"trace\" needs a trace file (CSV or JSONL of timestamp, input tokens, output tokens)",
+                        );
+                    }
+                    let x = *l.speedup.get_or_insert(1.0);
+                    if !(x.is_finite() && x > 0.0) {
+                        return problem("load.speedup", format!("= {x}: must be > 0"));
+                    }
+                } else {
+                    for (k, set) in [
+                        ("trace", l.trace.is_some()),
+                        ("speedup", l.speedup.is_some()),
+                    ] {
+                        if set {
+                            return problem(
+                                &format!("load.{k}"),
+                                "applies to arrival = \"trace\" only",
+                            );
+                        }
+                    }
+                    let Some(rate) = l.rate else {
+                        return problem(
+                            "load.rate",
+                            "missing: an open-loop load needs a rate in requests per second",
+                        );
+                    };
+                    if !(rate.is_finite() && rate > 0.0) {
+                        return problem(
+                            "load.rate",
+                            format!("= {rate}: must be > 0 requests per second"),
+                        );
+                    }
+                    // Arrivals are scheduled to the microsecond: faster, they would all share
+                    // the same instants (and no client sends a million requests a second).
+                    if rate > 1e6 {
+                        return problem(
+                            "load.rate",
+                            format!("= {rate}: must be at most 1000000 requests per second"),
+                        );
+                    }
+                    let b = *l.burstiness.get_or_insert(1.0);
+                    if !(b.is_finite() && b > 0.0) {
+                        return problem("load.burstiness", "must be > 0 (1 = Poisson)");
+                    }
+                    l.arrival.get_or_insert(Arrival::Poisson);
+                }
+                if *l.max_in_flight.get_or_insert(DEFAULT_IN_FLIGHT) == 0 {
+                    return problem("load.max_in_flight", "must be >= 1");
+                }
+            }
+            LoadModel::Closed => {
+                for (k, set) in [
+                    ("rate", l.rate.is_some()),
+                    ("arrival", l.arrival.is_some()),
+                    ("burstiness", l.burstiness.is_some()),
+                    ("max_in_flight", l.max_in_flight.is_some()),
+                    ("trace", l.trace.is_some()),
+                    ("speedup", l.speedup.is_some()),
+                ] {
+                    if set {
+                        return problem(
+                            &format!("load.{k}"),
+                            "applies to model = \"open\" only (a closed loop has no schedule)",
+                        );
+                    }
+                }
+                match l.concurrency {
+                    None => {
+                        return problem(
+                            "load.concurrency",
+                            "missing: a closed-loop load needs a concurrency",
+                        );
+                    }
+                    Some(0) => return problem("load.concurrency", "must be >= 1"),
+                    Some(_) => {}
+                }
+                let t = l.think_time.get_or_insert_default().0;
+                if !(t.is_finite() && t >= 0.0) {
+                    return problem("load.think_time", "must be >= 0");
+                }
+                if self.measurement.latency_origin == LatencyOrigin::Intended {
+                    // A closed loop has no schedule: its only honest origin is the actual send.
+                    self.measurement.latency_origin = LatencyOrigin::Sent;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// When the measured phase ends, and `[warmup]`.
+    fn stop_and_warmup(&mut self) -> Result<(), Problem> {
+        match (self.load.requests(), self.load.duration()) {
+            // A trace without a bound is replayed to its end (the bound is filled when it is read).
+            (None, None) if self.load.arrival == Some(Arrival::Trace) => {}
+            (None, None) => {
+                return problem(
+                    "load",
+                    "set `requests` or `duration` to say when the measured phase ends",
+                );
+            }
+            (Some(_), Some(_)) => {
+                return problem("load.duration", "set `requests` or `duration`, not both");
+            }
+            (Some(0), _) => return problem("load.requests", "must be >= 1"),
+            (_, Some(d)) if !(d.0.is_finite() && d.0 > 0.0) => {
+                return problem("load.duration", "must be > 0");
+            }
+            _ => {}
+        }
+        if self.warmup.requests > 0 && self.warmup.duration.is_some() {
+            return problem(
+                "warmup.duration",
+                "set warm-up `requests` or `duration`, not both",
+            );
+        }
+        if let Some(d) = self.warmup.duration
+            && !(d.0.is_finite() && d.0 >= 0.0)
+        {
+            return problem("warmup.duration", "must be >= 0");
+        }
+        Ok(())
+    }
+
+    /// `[slo]`, `[prediction]` and `[repeat]`.
+    fn slo_prediction_repeat(&mut self) -> Result<(), Problem> {
+        let slo = &self.slo;
+        for (k, v) in [
+            ("slo.ttft_ms", slo.ttft_ms),
+            ("slo.tpot_ms", slo.tpot_ms),
+            ("slo.e2e_ms", slo.e2e_ms),
+        ] {
+            if let Some(v) = v
+                && !(v.0.is_finite() && v.0 > 0.0)
+            {
+                return problem(k, format!("= {}: must be > 0 milliseconds", v.0));
+            }
+        }
+        if !(slo.percentile > 0.0 && slo.percentile <= 100.0) {
+            return problem(
+                "slo.percentile",
+                format!("= {}: must be in (0, 100]", slo.percentile),
+            );
+        }
+        if !(slo.attainment > 0.0 && slo.attainment <= 1.0) {
+            return problem(
+                "slo.attainment",
+                format!("= {}: must be a fraction in (0, 1]", slo.attainment),
+            );
+        }
+        if let Some(p) = &self.prediction {
+            for e in &p.expect {
+                prediction::parse(e).map_err(|m| ("prediction.expect".to_owned(), m))?;
+            }
+        }
+        if self.repeat.runs == 0 {
+            return problem("repeat.runs", "must be >= 1");
+        }
+        if !(self.repeat.pause.0.is_finite() && self.repeat.pause.0 >= 0.0) {
+            return problem("repeat.pause", "must be >= 0");
+        }
+        Ok(())
+    }
+
+    /// `[measurement]` and `[quality]`, and the client's token count by target.
+    fn measurement_and_quality(&mut self) -> Result<(), Problem> {
+        let m = &mut self.measurement;
+        if !(m.max_dispatch_lag_ms.0.is_finite() && m.max_dispatch_lag_ms.0 > 0.0) {
+            return problem("measurement.max_dispatch_lag_ms", "must be > 0");
+        }
+        let q = &self.quality;
+        for (key, v) in [
+            ("quality.min_identical", q.min_identical),
+            ("quality.min_token_agreement", Some(q.min_token_agreement)),
+            ("quality.min_relative_score", Some(q.min_relative_score)),
+        ] {
+            if let Some(v) = v
+                && !(v > 0.0 && v <= 1.0)
+            {
+                return problem(key, format!("= {v}: must be a fraction in (0, 1]"));
+            }
+        }
+        if q.probes > 10_000 {
+            return problem(
+                "quality.probes",
+                format!(
+                    "= {}: at most 10000 (they are sent one at a time)",
+                    q.probes
+                ),
+            );
+        }
+        match (q.mode, &q.references) {
+            (QualityMode::Reference, None) => {
+                return problem(
+                    "quality.references",
+                    "mode = \"reference\" needs a references file (JSONL of {\"prompt\", \"answer\"})",
+                );
+            }
+            (QualityMode::None | QualityMode::Consistency, Some(_)) => {
+                return problem("quality.references", "is only read in mode = \"reference\"");
+            }
+            _ => {}
+        }
+        let scrape = m.server_metrics_interval.0;
+        if !(scrape.is_finite() && (scrape == 0.0 || scrape >= 0.05)) {
+            return problem(
+                "measurement.server_metrics_interval",
+                "must be 0 (off) or at least 50ms",
+            );
+        }
+        if !(m.rate_tolerance > 0.0 && m.rate_tolerance < 1.0) {
+            return problem("measurement.rate_tolerance", "must be in (0, 1)");
+        }
+        if !(m.length_tolerance > 0.0 && m.length_tolerance.is_finite()) {
+            return problem("measurement.length_tolerance", "must be > 0");
+        }
+        if !(m.confidence > 0.5 && m.confidence < 1.0) {
+            return problem("measurement.confidence", "must be in (0.5, 1)");
+        }
+        if m.client_token_count.is_none() {
+            m.client_token_count = Some(if self.target.url.is_none() {
+                ClientTokenCount::Words
+            } else {
+                ClientTokenCount::Chunks
+            });
+        }
+        Ok(())
+    }
+}
+
+fn check_dist(key: &str, d: &LengthDist) -> Result<(), Problem> {
+    match d {
+        LengthDist::Fixed { value } if *value == 0 => {
+            problem(&format!("{key}.value"), "must be >= 1 token")
+        }
+        LengthDist::Uniform { min, max }
+        | LengthDist::Normal { min, max, .. }
+        | LengthDist::Lognormal { min, max, .. }
+            if *min == 0 || min > max =>
+        {
+            problem(
+                &format!("{key}.min"),
+                format!("= {min}: must be >= 1 and <= max ({max})"),
+            )
+        }
+        LengthDist::Normal { mean, stddev, .. } | LengthDist::Lognormal { mean, stddev, .. }
+            if !(mean.is_finite() && *mean > 0.0 && stddev.is_finite() && *stddev >= 0.0) =>
+        {
+            problem(&format!("{key}.mean"), "mean must be > 0 and stddev >= 0")
+        }
+        LengthDist::Fixed { value: longest }
+        | LengthDist::Uniform { max: longest, .. }
+        | LengthDist::Normal { max: longest, .. }
+        | LengthDist::Lognormal { max: longest, .. }
+            if *longest > MAX_TOKENS =>
+        {
+            let field = if matches!(d, LengthDist::Fixed { .. }) {
+                "value"
+            } else {
+                "max"
+            };
+            problem(
+                &format!("{key}.{field}"),
+                format!(
+                    "= {longest}: more than {MAX_TOKENS} tokens (longer than any model's context)"
+                ),
+            )
+        }
+        _ => Ok(()),
+    }
+}
