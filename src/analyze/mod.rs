@@ -769,7 +769,6 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     } = *context;
     let none = crate::workload::Inputs::default();
     let workload = workload.unwrap_or(&none);
-    let open = c.load.is_open();
     let origin = c.measurement.latency_origin;
     let source = c.measurement.output_tokens;
     let mut by_phase: BTreeMap<Phase, Vec<&Record>> = BTreeMap::new();
@@ -783,46 +782,11 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     let steady_recs: Vec<&Record> = by_phase.get(&Phase::Steady).cloned().unwrap_or_default();
     let stats = phase_stats(c, &steady_recs);
 
-    let origin_of = |r: &Record| origin_us(r, origin);
-    let origins: Vec<u64> = steady_recs.iter().filter_map(|r| origin_of(r)).collect();
-    let window = origins
-        .iter()
-        .min()
-        .copied()
-        .zip(origins.iter().max().copied())
-        .filter(|(a, b)| b > a);
+    let window = steady_window(&steady_recs, origin);
     let window_s = window.map_or(0.0, |(a, b)| (b - a) as f64 / 1e6);
     let ok: Vec<&&Record> = steady_recs.iter().filter(|r| r.is_ok()).collect();
-    let offered = if open {
-        rate(steady_recs.iter().filter_map(|r| r.intended_us))
-    } else {
-        None
-    };
-    let inside = |t: u64| window.is_some_and(|(a, b)| t >= a && t <= b);
-    let per_s = |x: f64| window.map(|_| x / window_s);
-    let completions = records
-        .iter()
-        .filter(|r| r.is_ok() && r.end_us.is_some_and(inside))
-        .count();
-    let achieved = per_s(completions as f64);
-    let output_tokens: u64 = records
-        .iter()
-        .flat_map(|r| r.chunks.iter())
-        .filter(|c| inside(c.0))
-        .map(|c| u64::from(c.1))
-        .sum();
-    let input_tokens: u64 = records
-        .iter()
-        .filter(|r| r.first_token_us.is_some_and(inside))
-        .map(|r| u64::from(r.usage_prompt_tokens.unwrap_or(r.input_tokens_planned)))
-        .sum();
-    let throughput = Throughput {
-        offered_rps: offered,
-        achieved_rps: achieved,
-        input_tokens_per_s: per_s(input_tokens as f64),
-        // Chunk token counts are the client's; scale to the server's usage when it reported one.
-        output_tokens_per_s: per_s(output_tokens as f64 * usage_scale(&ok, source)),
-    };
+    let throughput = throughput(c, records, &steady_recs, &ok, window);
+    let (offered, achieved) = (throughput.offered_rps, throughput.achieved_rps);
 
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     for r in &steady_recs {
@@ -850,73 +814,12 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     };
     let lengths = length_check(c, workload, &steady_recs, &ok);
 
-    let slo = c.slo.is_set().then(|| {
-        let met = metrics.iter().filter(|m| meets_slo(c, m)).count() as u64;
-        let p = c.slo.percentile;
-        let at = |f: fn(&RequestMetrics) -> Option<f64>| {
-            let mut v: Vec<f64> = metrics.iter().filter_map(f).collect();
-            v.sort_by(f64::total_cmp);
-            percentile_sorted(&v, p)
-        };
-        let mut per_metric = Vec::new();
-        for (name, thr, f) in [
-            (
-                "ttft",
-                c.slo.ttft_ms,
-                (|m: &RequestMetrics| m.ttft_ms) as fn(&RequestMetrics) -> Option<f64>,
-            ),
-            ("tpot", c.slo.tpot_ms, |m: &RequestMetrics| m.tpot_ms),
-            ("e2e", c.slo.e2e_ms, |m: &RequestMetrics| m.e2e_ms),
-        ] {
-            if let Some(t) = thr {
-                let value = at(f);
-                per_metric.push(SloMetric {
-                    metric: name.into(),
-                    threshold_ms: t.0,
-                    value_ms: value,
-                    pass: value.is_some_and(|v| v <= t.0),
-                });
-            }
-        }
-        // Requests the user cancelled (Ctrl-C) had no chance to meet or miss the SLO: they are
-        // counted apart, not as misses.
-        let cancelled = steady_recs
-            .iter()
-            .filter(|r| r.outcome == Outcome::Interrupted)
-            .count() as u64;
-        let n = steady_recs.len() as u64 - cancelled;
-        let attainment = if n == 0 { 0.0 } else { met as f64 / n as f64 };
-        let good_fraction = if ok.is_empty() {
-            0.0
-        } else {
-            met as f64 / ok.len() as f64
-        };
-        SloResult {
-            percentile: p,
-            pass: SloResult::meets(&per_metric, attainment, c.slo.attainment),
-            per_metric,
-            met,
-            counted: n,
-            cancelled,
-            attainment,
-            attainment_target: c.slo.attainment,
-            goodput_rps: achieved.map(|r| r * good_fraction),
-        }
-    });
+    let slo = c
+        .slo
+        .is_set()
+        .then(|| slo_result(c, &metrics, &steady_recs, &ok, achieved));
 
-    let confidence = c.measurement.confidence;
-    let support: Vec<Support> = PERCENTILES
-        .iter()
-        .map(|(p, name)| Support {
-            percentile: (*name).to_owned(),
-            requests: stats
-                .ttft_ms
-                .as_ref()
-                .or(stats.e2e_ms.as_ref())
-                .map_or(0, |d| d.count as u64),
-            needed: min_requests_for(*p, 0, confidence),
-        })
-        .collect();
+    let support = support(c, &stats);
 
     let validity = validity(
         c,
@@ -945,78 +848,17 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         }
     };
     let grade = grade(c, records, facts);
-    let mut notes = Vec::new();
-    if !open {
-        notes.push("Closed loop: latency is measured from the actual send and the load waits for the server; tail and capacity claims are not valid under closed-loop load.".to_owned());
-    }
-    if !c.workload.stream {
-        notes.push("Responses were not streamed: TTFT, TPOT and ITL are not measured.".to_owned());
-    }
-    if let Some(w) = phases.get("warmup") {
-        let rule = match c.warmup.duration {
-            Some(d) => format!("warm-up duration {d}"),
-            None => format!("warm-up requests = {}", c.warmup.requests),
-        };
-        notes.push(format!(
-            "{} warm-up requests excluded from steady statistics ({rule}).",
-            w.requests
-        ));
-    } else {
-        notes.push("No warm-up: steady statistics include the server's first requests.".to_owned());
-    }
-    let counting = match c.measurement.client_token_count {
-        Some(crate::contract::ClientTokenCount::Words) => "words (the simulator's tokenizer)",
-        _ => "one token per text-carrying chunk",
-    };
-    notes.push(format!(
-        "Output tokens from {output_token_source}; the client counts {counting}."
-    ));
-    notes.extend(length_notes(c, &lengths));
-    let retried = steady_recs.iter().filter(|r| r.retried.is_some()).count();
-    if retried > 0 {
-        notes.push(format!(
-            "{retried} steady requests were sent twice: the kept-alive connection the first attempt went out on had already been closed by the server (which closes connections without saying so), so it never saw it; each was re-sent at once on a new connection and is timed from its first send."
-        ));
-    }
-    if output_length_mismatches > 0 {
-        notes.push(format!("{output_length_mismatches} steady requests returned an output length other than planned although it was enforced."));
-    }
+    let notes = notes(
+        c,
+        &phases,
+        &output_token_source,
+        &lengths,
+        &steady_recs,
+        output_length_mismatches,
+    );
 
-    let cold_start = c.cold_start.as_ref().map(|cs| {
-        let recs: Vec<&Record> = by_phase.get(&Phase::ColdStart).cloned().unwrap_or_default();
-        let first = recs
-            .iter()
-            .filter(|r| r.first_token_us.is_some())
-            .min_by_key(|r| r.sent_us);
-        ColdStartResult {
-            launched: cs.launch.is_some(),
-            port_open_s: timeline
-                .and_then(|t| t.port_open_us)
-                .map(|u| u as f64 / 1e6),
-            ready_s: timeline.map_or(0.0, |t| t.ready_us as f64 / 1e6),
-            first_token_s: first.and_then(|r| r.first_token_us).map(|u| u as f64 / 1e6),
-            first_request_ttft_ms: first.and_then(|r| Some(ms(r.sent_us?, r.first_token_us?))),
-            requests: phase_stats(c, &recs),
-        }
-    });
-    let warm: Vec<&Record> = by_phase.get(&Phase::Warmup).cloned().unwrap_or_default();
-    let first_send = |rs: &[&Record]| rs.iter().filter_map(|r| r.intended_us.or(r.sent_us)).min();
-    let warmup = WarmupResult {
-        rule: warmup_rule(c),
-        requests: warm.len() as u64,
-        duration_s: match (first_send(&warm), first_send(&steady_recs)) {
-            (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e6,
-            _ => 0.0,
-        },
-        ended: match (&c.warmup.until_stable, c.warmup.duration) {
-            _ if warm.is_empty() => "none",
-            (Some(u), _) if (warm.len() as u64) < u.max_requests => "stable",
-            (Some(_), _) => "max_requests",
-            (None, Some(_)) => "duration",
-            (None, None) => "requests",
-        }
-        .to_owned(),
-    };
+    let cold_start = cold_start_result(c, &by_phase, timeline);
+    let warmup = warmup_result(c, &by_phase, &steady_recs);
 
     Summary {
         schema_version: SCHEMA_VERSION,
@@ -1057,6 +899,238 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             .into_iter()
             .chain(cold_cache_warning(c, workload, &ok))
             .collect(),
+    }
+}
+
+/// The steady window, µs on the run's clock: from the first steady request's origin to the
+/// last one's; `None` with fewer than two distinct origins.
+fn steady_window(steady: &[&Record], origin: LatencyOrigin) -> Option<(u64, u64)> {
+    let origins: Vec<u64> = steady.iter().filter_map(|r| origin_us(r, origin)).collect();
+    origins
+        .iter()
+        .min()
+        .copied()
+        .zip(origins.iter().max().copied())
+        .filter(|(a, b)| b > a)
+}
+
+/// Offered and achieved rates and token throughput over the steady window: what finished,
+/// and what streamed, inside it (from any phase).
+fn throughput(
+    c: &Contract,
+    records: &[Record],
+    steady: &[&Record],
+    ok: &[&&Record],
+    window: Option<(u64, u64)>,
+) -> Throughput {
+    let window_s = window.map_or(0.0, |(a, b)| (b - a) as f64 / 1e6);
+    let offered = if c.load.is_open() {
+        rate(steady.iter().filter_map(|r| r.intended_us))
+    } else {
+        None
+    };
+    let inside = |t: u64| window.is_some_and(|(a, b)| t >= a && t <= b);
+    let per_s = |x: f64| window.map(|_| x / window_s);
+    let completions = records
+        .iter()
+        .filter(|r| r.is_ok() && r.end_us.is_some_and(inside))
+        .count();
+    let output_tokens: u64 = records
+        .iter()
+        .flat_map(|r| r.chunks.iter())
+        .filter(|c| inside(c.0))
+        .map(|c| u64::from(c.1))
+        .sum();
+    let input_tokens: u64 = records
+        .iter()
+        .filter(|r| r.first_token_us.is_some_and(inside))
+        .map(|r| u64::from(r.usage_prompt_tokens.unwrap_or(r.input_tokens_planned)))
+        .sum();
+    Throughput {
+        offered_rps: offered,
+        achieved_rps: per_s(completions as f64),
+        input_tokens_per_s: per_s(input_tokens as f64),
+        // Chunk token counts are the client's; scale to the server's usage when it reported one.
+        output_tokens_per_s: per_s(
+            output_tokens as f64 * usage_scale(ok, c.measurement.output_tokens),
+        ),
+    }
+}
+
+/// The SLO over the steady requests: each threshold at the contract's percentile, attainment
+/// and goodput, judged by the one rule ([`SloResult::meets`]).
+fn slo_result(
+    c: &Contract,
+    metrics: &[RequestMetrics],
+    steady_recs: &[&Record],
+    ok: &[&&Record],
+    achieved: Option<f64>,
+) -> SloResult {
+    let met = metrics.iter().filter(|m| meets_slo(c, m)).count() as u64;
+    let p = c.slo.percentile;
+    let at = |f: fn(&RequestMetrics) -> Option<f64>| {
+        let mut v: Vec<f64> = metrics.iter().filter_map(f).collect();
+        v.sort_by(f64::total_cmp);
+        percentile_sorted(&v, p)
+    };
+    let mut per_metric = Vec::new();
+    for (name, thr, f) in [
+        (
+            "ttft",
+            c.slo.ttft_ms,
+            (|m: &RequestMetrics| m.ttft_ms) as fn(&RequestMetrics) -> Option<f64>,
+        ),
+        ("tpot", c.slo.tpot_ms, |m: &RequestMetrics| m.tpot_ms),
+        ("e2e", c.slo.e2e_ms, |m: &RequestMetrics| m.e2e_ms),
+    ] {
+        if let Some(t) = thr {
+            let value = at(f);
+            per_metric.push(SloMetric {
+                metric: name.into(),
+                threshold_ms: t.0,
+                value_ms: value,
+                pass: value.is_some_and(|v| v <= t.0),
+            });
+        }
+    }
+    // Requests the user cancelled (Ctrl-C) had no chance to meet or miss the SLO: they are
+    // counted apart, not as misses.
+    let cancelled = steady_recs
+        .iter()
+        .filter(|r| r.outcome == Outcome::Interrupted)
+        .count() as u64;
+    let n = steady_recs.len() as u64 - cancelled;
+    let attainment = if n == 0 { 0.0 } else { met as f64 / n as f64 };
+    let good_fraction = if ok.is_empty() {
+        0.0
+    } else {
+        met as f64 / ok.len() as f64
+    };
+    SloResult {
+        percentile: p,
+        pass: SloResult::meets(&per_metric, attainment, c.slo.attainment),
+        per_metric,
+        met,
+        counted: n,
+        cancelled,
+        attainment,
+        attainment_target: c.slo.attainment,
+        goodput_rps: achieved.map(|r| r * good_fraction),
+    }
+}
+
+/// What each reported percentile rests on, and what it would need to be supported.
+fn support(c: &Contract, stats: &PhaseStats) -> Vec<Support> {
+    PERCENTILES
+        .iter()
+        .map(|(p, name)| Support {
+            percentile: (*name).to_owned(),
+            requests: stats
+                .ttft_ms
+                .as_ref()
+                .or(stats.e2e_ms.as_ref())
+                .map_or(0, |d| d.count as u64),
+            needed: min_requests_for(*p, 0, c.measurement.confidence),
+        })
+        .collect()
+}
+
+/// Statements every reader must see beside the numbers.
+fn notes(
+    c: &Contract,
+    phases: &BTreeMap<String, PhaseStats>,
+    output_token_source: &str,
+    lengths: &LengthCheck,
+    steady_recs: &[&Record],
+    output_length_mismatches: u64,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !c.load.is_open() {
+        notes.push("Closed loop: latency is measured from the actual send and the load waits for the server; tail and capacity claims are not valid under closed-loop load.".to_owned());
+    }
+    if !c.workload.stream {
+        notes.push("Responses were not streamed: TTFT, TPOT and ITL are not measured.".to_owned());
+    }
+    if let Some(w) = phases.get("warmup") {
+        let rule = match c.warmup.duration {
+            Some(d) => format!("warm-up duration {d}"),
+            None => format!("warm-up requests = {}", c.warmup.requests),
+        };
+        notes.push(format!(
+            "{} warm-up requests excluded from steady statistics ({rule}).",
+            w.requests
+        ));
+    } else {
+        notes.push("No warm-up: steady statistics include the server's first requests.".to_owned());
+    }
+    let counting = match c.measurement.client_token_count {
+        Some(crate::contract::ClientTokenCount::Words) => "words (the simulator's tokenizer)",
+        _ => "one token per text-carrying chunk",
+    };
+    notes.push(format!(
+        "Output tokens from {output_token_source}; the client counts {counting}."
+    ));
+    notes.extend(length_notes(c, lengths));
+    let retried = steady_recs.iter().filter(|r| r.retried.is_some()).count();
+    if retried > 0 {
+        notes.push(format!(
+            "{retried} steady requests were sent twice: the kept-alive connection the first attempt went out on had already been closed by the server (which closes connections without saying so), so it never saw it; each was re-sent at once on a new connection and is timed from its first send."
+        ));
+    }
+    if output_length_mismatches > 0 {
+        notes.push(format!("{output_length_mismatches} steady requests returned an output length other than planned although it was enforced."));
+    }
+    notes
+}
+
+/// The cold-start test's own result, when the contract asked for one.
+fn cold_start_result(
+    c: &Contract,
+    by_phase: &BTreeMap<Phase, Vec<&Record>>,
+    timeline: Option<&Timeline>,
+) -> Option<ColdStartResult> {
+    c.cold_start.as_ref().map(|cs| {
+        let recs: Vec<&Record> = by_phase.get(&Phase::ColdStart).cloned().unwrap_or_default();
+        let first = recs
+            .iter()
+            .filter(|r| r.first_token_us.is_some())
+            .min_by_key(|r| r.sent_us);
+        ColdStartResult {
+            launched: cs.launch.is_some(),
+            port_open_s: timeline
+                .and_then(|t| t.port_open_us)
+                .map(|u| u as f64 / 1e6),
+            ready_s: timeline.map_or(0.0, |t| t.ready_us as f64 / 1e6),
+            first_token_s: first.and_then(|r| r.first_token_us).map(|u| u as f64 / 1e6),
+            first_request_ttft_ms: first.and_then(|r| Some(ms(r.sent_us?, r.first_token_us?))),
+            requests: phase_stats(c, &recs),
+        }
+    })
+}
+
+/// What warm-up was: its rule, requests, duration and what ended it.
+fn warmup_result(
+    c: &Contract,
+    by_phase: &BTreeMap<Phase, Vec<&Record>>,
+    steady_recs: &[&Record],
+) -> WarmupResult {
+    let warm: Vec<&Record> = by_phase.get(&Phase::Warmup).cloned().unwrap_or_default();
+    let first_send = |rs: &[&Record]| rs.iter().filter_map(|r| r.intended_us.or(r.sent_us)).min();
+    WarmupResult {
+        rule: warmup_rule(c),
+        requests: warm.len() as u64,
+        duration_s: match (first_send(&warm), first_send(steady_recs)) {
+            (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e6,
+            _ => 0.0,
+        },
+        ended: match (&c.warmup.until_stable, c.warmup.duration) {
+            _ if warm.is_empty() => "none",
+            (Some(u), _) if (warm.len() as u64) < u.max_requests => "stable",
+            (Some(_), _) => "max_requests",
+            (None, Some(_)) => "duration",
+            (None, None) => "requests",
+        }
+        .to_owned(),
     }
 }
 
