@@ -63,7 +63,7 @@ const FAIL_FAST_AFTER: u64 = 20;
 /// Runs a contract. `cancel` interrupts it (Ctrl-C); what was measured is kept either way.
 pub async fn run(
     mut contract: Contract,
-    mut inputs: Inputs,
+    inputs: Inputs,
     opts: RunOptions,
     cancel: CancellationToken,
 ) -> anyhow::Result<RunResult> {
@@ -84,117 +84,22 @@ pub async fn run(
     // Every run its own cache nonce (kept in the bundle's contract): prompts of an earlier run
     // share nothing with this one's beyond the run lead, so `cold` is cold across runs too.
     contract.workload.cache_nonce = Some(fresh_nonce());
-    let cold = contract.cold_start.clone();
-    let keep_alive = Duration::from_secs_f64(contract.target.keep_alive.seconds());
-    let http = http_pool(keep_alive).context("building the HTTP client")?;
-
-    // A launched server writes its log into the bundle, so the bundle comes first then.
-    let mut bundle = None;
-    let mut launched = None;
-    if let Some(cs) = cold.as_ref().filter(|cs| cs.launch.is_some()) {
-        let b = new_bundle(&opts, &contract)?;
-        b.write(CONTRACT, &contract.to_toml())?;
-        launched = Some(Launched::spawn(cs, &b.dir)?);
-        bundle = Some(b);
-    }
-    // The embedded simulator lives as long as this function.
-    let sim = match (&contract.target.url, &contract.target.simulator) {
-        (None, Some(cfg)) => Some(
-            SimServer::start(cfg.clone(), ([127, 0, 0, 1], 0).into(), None)
-                .await
-                .context("starting the embedded simulator")?,
-        ),
-        _ => None,
-    };
-    let base = match (&sim, &contract.target.url) {
-        (Some(s), _) => s.base_url(),
-        (None, Some(u)) => u.trim_end_matches('/').to_owned(),
-        (None, None) => bail!("no target: set target.url or leave it out for the simulator"),
-    };
-    let mut timeline = match &cold {
-        Some(cs) => {
-            match crate::coldstart::wait_ready(&http, &base, cs, launched.as_mut(), started).await {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    if let Some(l) = launched.take() {
-                        l.stop().await;
-                    }
-                    return Err(e).context("cold start");
-                }
-            }
-        }
-        None => None,
-    };
-    let api_key = match &contract.target.api_key_env {
-        Some(var) => Some(std::env::var(var).map_err(|_| {
-            anyhow::anyhow!(
-                "target.api_key_env names `{var}`, but that variable is not set in the environment"
-            )
-        })?),
-        None => None,
-    };
+    let Reached {
+        http,
+        base,
+        api_key,
+        sim,
+        mut launched,
+        mut timeline,
+        bundle,
+    } = reach(&contract, &opts, started).await?;
 
     // Preflight: is the target there, and which model does it serve?
-    let models = crate::env::probe(&http, &base, "/v1/models", api_key.as_deref()).await;
-    let version = crate::env::probe(&http, &base, "/version", api_key.as_deref()).await;
-    if models.get("status").is_none() {
-        bail!(
-            "cannot reach the target at {base}: {}",
-            models["absent"].as_str().unwrap_or("no answer")
-        );
-    }
-    if contract.target.model.is_none() {
-        let m = crate::env::first_model(&models).with_context(|| {
-            format!("target.model is not set and {base}/v1/models lists no model ({}); set target.model", models["absent"].as_str().unwrap_or("empty list"))
-        })?;
-        contract.target.model = Some(m);
-    }
+    let (models, version) = preflight(&http, &base, api_key.as_deref(), &mut contract).await?;
     let model = contract.target.model.clone().unwrap_or_default();
-    // The wrong model is caught before any load: a server that lists what it serves and does
-    // not list this one would fail every request (or, like llama.cpp, answer with another).
-    let served = crate::env::served_models(&models);
-    if !served.is_empty() && !served.iter().any(|s| crate::text::same_model(&model, s)) {
-        bail!(
-            "target.model = \"{model}\" is not served by {base}: its /v1/models lists {}. Set target.model to one of these (or leave it out to take the first).",
-            served
-                .iter()
-                .map(|s| format!("\"{s}\""))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
     raise_open_file_limit();
 
-    let bundle = match bundle {
-        Some(b) => b,
-        None => new_bundle(&opts, &contract)?,
-    };
-    // A reference set travels with the bundle, so the bundle alone recomputes its scores.
-    if let Some(src) = contract.quality.references.clone() {
-        std::fs::copy(&src, bundle.path(REFERENCES))
-            .with_context(|| format!("copying {} into the bundle", src.display()))?;
-        contract.quality.references = Some(REFERENCES.into());
-    }
-    bundle.write(CONTRACT, &contract.to_toml())?;
-    // A prediction is written, and its hash recorded, before the first request is sent.
-    let prediction = match &contract.prediction {
-        Some(spec) => {
-            let expect = spec
-                .expect
-                .iter()
-                .map(|e| crate::contract::prediction::parse(e))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(anyhow::Error::msg)?;
-            let p = crate::contract::prediction::Prediction {
-                made_utc: jiff::Timestamp::now().to_string(),
-                expect,
-            };
-            let bytes = serde_json::to_vec_pretty(&p)?;
-            std::fs::write(bundle.path(PREDICTION), &bytes)?;
-            Some((p, crate::contract::prediction::hash(&bytes)))
-        }
-        None => None,
-    };
+    let (bundle, prediction) = prepare_bundle(bundle, &opts, &mut contract)?;
     let prediction_sha256 = prediction.as_ref().map(|(_, h)| h.clone());
     let wall_start = jiff::Timestamp::now();
     let command = |end: Option<jiff::Timestamp>, interrupted: bool, aborted: &Option<String>| {
@@ -211,180 +116,28 @@ pub async fn run(
         })
     };
     bundle.write_json("command.json", &command(None, false, &None))?;
-    // Every engine's documented metadata endpoint, kept verbatim (absent ones say why), and
-    // the facts they state, resolved against the declared ones.
-    let probes = crate::env::probe_engines(
-        &http,
-        &base,
-        api_key.as_deref(),
-        &model,
-        vec![models, version],
+    let target = Target {
+        http: http.clone(),
+        base: base.clone(),
+        api_key: api_key.clone(),
+        model: model.clone(),
+    };
+    let (facts, scraper, inputs) = environment(
+        &target,
+        &contract,
+        inputs,
+        (models, version),
+        &bundle,
+        &wake,
+        started,
     )
-    .await;
-    let network = crate::env::network_path(&base).await;
-    let client_host = crate::env::host();
-    let mut probes = probes;
-    probes.extend(crate::env::this_host(&client_host, &network));
-    probes.extend(crate::env::hash_model_file(&probes, &network).await);
-    let facts = Facts::resolve(&contract.target.declared, &probes);
-    let mut environment =
-        crate::env::document(&contract, &base, client_host, probes, &facts, network);
-    // `tokenizer = "server"`: lengths in the target's own tokens, measured before the load.
-    if contract.workload.server_tokenizer() {
-        let counter = ServerCounter::detect(http.clone(), &base, &model, api_key.as_deref())
-            .await
-            .map_err(anyhow::Error::msg)?;
-        inputs = recount(&counter, &contract, &inputs)
-            .await
-            .map_err(anyhow::Error::msg)?;
-        let plan = Plan::new(&contract, &inputs);
-        let first = (0..plan.len().unwrap_or(u64::MAX)).map(|i| {
-            let r = plan.request(i);
-            (i, r.prompt, r.input_tokens)
-        });
-        let kept = check(&counter, &inputs.tokenizer, first)
-            .await
-            .map_err(anyhow::Error::msg)?;
-        if kept["mismatches"].as_array().is_some_and(|m| !m.is_empty()) {
-            eprintln!(
-                "warning: {} of {} planned prompts do not count as planned at {} (see environment.json `tokenizer`)",
-                kept["mismatches"].as_array().map_or(0, Vec::len),
-                kept["checked"],
-                counter.url()
-            );
-        }
-        environment["tokenizer"] = kept;
-    }
-    // The server's own metrics, scraped before, during and after the load.
-    let every = contract.measurement.server_metrics_interval.0;
-    let scraper = if every > 0.0 {
-        Scraper::start(
-            http.clone(),
-            &base,
-            api_key.clone(),
-            Duration::from_secs_f64(every),
-            started,
-            &bundle.path(METRICS),
-        )
-        .await
-    } else {
-        Err("off (measurement.server_metrics_interval = 0)".to_owned())
-    };
-    environment["client_wake_latency"] = wake.status.clone();
-    environment["client_http"] = crate::client::http_pool_settings(keep_alive);
-    environment["server_metrics"] = match &scraper {
-        Ok(_) => json!({ "endpoint": "/metrics", "file": METRICS }),
-        Err(why) => json!({ "endpoint": "/metrics", "absent": why }),
-    };
-    bundle.write_json(ENVIRONMENT, &environment)?;
+    .await?;
 
     let contract = Arc::new(contract);
-    let plan = Arc::new(Plan::new(&contract, &inputs));
-    let q = &contract.quality;
-    let keep = match (q.records_output(), q.keeps_text()) {
-        (false, _) => KeepOutput::Nothing,
-        (true, true) => KeepOutput::Text,
-        (true, false) => KeepOutput::Digest,
-    };
-    let client = Arc::new(
-        Client::new(
-            http,
-            &base,
-            api_key,
-            contract.target.api.adapter(),
-            contract
-                .measurement
-                .client_token_count
-                .unwrap_or(ClientTokenCount::Chunks),
-            Duration::from_secs_f64(contract.target.timeout.seconds()),
-            contract.workload.stream,
-            started,
-        )
-        .keep_output(keep),
-    );
-    let run_id = bundle
-        .dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "run".into());
-    let stable = Arc::new(AtomicBool::new(false));
-    let driver = Arc::new(Driver {
-        client,
-        contract: contract.clone(),
-        plan: plan.clone(),
-        model,
-        run_id,
-        stable: stable.clone(),
-    });
-
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let live: LiveView = Arc::new(Mutex::new(Live::default()));
-    let mut observers: Vec<Box<dyn Observer>> = vec![Box::new(live.clone())];
-    if let Some(u) = &contract.warmup.until_stable {
-        observers.push(Box::new(Stability {
-            window: u.window as usize,
-            threshold: u.threshold,
-            flag: stable,
-            ttfts: Vec::new(),
-        }));
-    }
-    let writer = {
-        let path = bundle.path(REQUESTS);
-        tokio::task::spawn_blocking(move || write_records(&path, rx, observers))
-    };
-    let done = CancellationToken::new();
-    let aborted = Arc::new(Mutex::new(None::<String>));
-    let shown = match (opts.progress, std::io::stderr().is_terminal()) {
-        (false, _) => Progress::Off,
-        (true, true) => Progress::Bar,
-        (true, false) => Progress::Lines(progress_every()),
-    };
-    let monitor = tokio::spawn(monitor(
-        live.clone(),
-        plan.len(),
-        shown,
-        cancel.clone(),
-        done.clone(),
-        aborted.clone(),
-    ));
-    if let Some(cs) = &cold {
-        let n = u64::from(cs.requests);
-        driver
-            .sequential(COLD_START_INDEX, n, Phase::ColdStart, &tx, &cancel)
-            .await;
-    }
-    // A warm prefix cache: each shared prefix sent once, one at a time, before the load, and
-    // kept as warm-up records.
-    driver
-        .sequential(PRIME_INDEX, plan.priming(), Phase::Warmup, &tx, &cancel)
-        .await;
-    let probe_tx = tx.clone();
-    let outcome = driver.clone().drive(tx, cancel.clone()).await;
-    // Quality probes: after the load, one at a time, the same prompts in every run.
-    driver
-        .sequential(
-            PROBE_INDEX,
-            plan.probe_requests(),
-            Phase::Quality,
-            &probe_tx,
-            &cancel,
-        )
-        .await;
-    drop(probe_tx);
-    if let Ok(s) = scraper {
-        s.finish().await.context("writing metrics.jsonl")?;
-    }
-    let records = writer
-        .await
-        .context("record writer stopped")?
-        .context("writing requests.jsonl")?;
-    done.cancel();
-    let _ = monitor.await;
-    let aborted = aborted
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone()
-        .or(outcome.failed);
+    let (records, outcome, aborted) = load(
+        target, &contract, &inputs, &bundle, &opts, scraper, &cancel, started,
+    )
+    .await?;
     if let (Some(l), Some(t)) = (launched.take(), timeline.as_mut()) {
         t.exit = Some(l.stop().await);
     }
@@ -427,6 +180,387 @@ pub async fn run(
         summary,
         records,
         aborted,
+    })
+}
+
+/// Whether the target is there and serves the contract's model (the first it lists when
+/// none is set, written into the contract): the wrong model is caught before any load. Returns
+/// the verbatim `/v1/models` and `/version` answers.
+async fn preflight(
+    http: &reqwest::Client,
+    base: &str,
+    api_key: Option<&str>,
+    contract: &mut Contract,
+) -> anyhow::Result<(serde_json::Value, serde_json::Value)> {
+    let models = crate::env::probe(http, base, "/v1/models", api_key).await;
+    let version = crate::env::probe(http, base, "/version", api_key).await;
+    if models.get("status").is_none() {
+        bail!(
+            "cannot reach the target at {base}: {}",
+            models["absent"].as_str().unwrap_or("no answer")
+        );
+    }
+    if contract.target.model.is_none() {
+        let m = crate::env::first_model(&models).with_context(|| {
+            format!("target.model is not set and {base}/v1/models lists no model ({}); set target.model", models["absent"].as_str().unwrap_or("empty list"))
+        })?;
+        contract.target.model = Some(m);
+    }
+    let model = contract.target.model.as_deref().unwrap_or_default();
+    // The wrong model is caught before any load: a server that lists what it serves and does
+    // not list this one would fail every request (or, like llama.cpp, answer with another).
+    let served = crate::env::served_models(&models);
+    if !served.is_empty() && !served.iter().any(|s| crate::text::same_model(model, s)) {
+        bail!(
+            "target.model = \"{model}\" is not served by {base}: its /v1/models lists {}. Set target.model to one of these (or leave it out to take the first).",
+            served
+                .iter()
+                .map(|s| format!("\"{s}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok((models, version))
+}
+
+/// The run's bundle (created now unless a launched server's log already needed it), with the
+/// reference set copied in, the contract as it will run, and the prediction written (and its
+/// hash returned) before the first request.
+fn prepare_bundle(
+    bundle: Option<Bundle>,
+    opts: &RunOptions,
+    contract: &mut Contract,
+) -> anyhow::Result<(
+    Bundle,
+    Option<(crate::contract::prediction::Prediction, String)>,
+)> {
+    let bundle = match bundle {
+        Some(b) => b,
+        None => new_bundle(opts, contract)?,
+    };
+    // A reference set travels with the bundle, so the bundle alone recomputes its scores.
+    if let Some(src) = contract.quality.references.clone() {
+        std::fs::copy(&src, bundle.path(REFERENCES))
+            .with_context(|| format!("copying {} into the bundle", src.display()))?;
+        contract.quality.references = Some(REFERENCES.into());
+    }
+    bundle.write(CONTRACT, &contract.to_toml())?;
+    // A prediction is written, and its hash recorded, before the first request is sent.
+    let prediction = match &contract.prediction {
+        Some(spec) => {
+            let expect = spec
+                .expect
+                .iter()
+                .map(|e| crate::contract::prediction::parse(e))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(anyhow::Error::msg)?;
+            let p = crate::contract::prediction::Prediction {
+                made_utc: jiff::Timestamp::now().to_string(),
+                expect,
+            };
+            let bytes = serde_json::to_vec_pretty(&p)?;
+            std::fs::write(bundle.path(PREDICTION), &bytes)?;
+            Some((p, crate::contract::prediction::hash(&bytes)))
+        }
+        None => None,
+    };
+    Ok((bundle, prediction))
+}
+
+/// Where the run's requests go: the HTTP pool, base URL, key and model, checked.
+struct Target {
+    http: reqwest::Client,
+    base: String,
+    api_key: Option<String>,
+    model: String,
+}
+
+/// What the run knows of its target before the load, kept in `environment.json`: every
+/// engine's metadata endpoint verbatim and the facts they state (resolved against the
+/// declared ones), the client host and network path; with `tokenizer = "server"` the inputs
+/// recounted in the target's tokens; and the `/metrics` scraper, started.
+async fn environment(
+    t: &Target,
+    contract: &Contract,
+    mut inputs: Inputs,
+    answers: (serde_json::Value, serde_json::Value),
+    bundle: &Bundle,
+    wake: &WakeLatency,
+    started: Instant,
+) -> anyhow::Result<(Facts, Result<Scraper, String>, Inputs)> {
+    // Every engine's documented metadata endpoint, kept verbatim (absent ones say why), and
+    // the facts they state, resolved against the declared ones.
+    let probes = crate::env::probe_engines(
+        &t.http,
+        &t.base,
+        t.api_key.as_deref(),
+        &t.model,
+        vec![answers.0, answers.1],
+    )
+    .await;
+    let network = crate::env::network_path(&t.base).await;
+    let client_host = crate::env::host();
+    let mut probes = probes;
+    probes.extend(crate::env::this_host(&client_host, &network));
+    probes.extend(crate::env::hash_model_file(&probes, &network).await);
+    let facts = Facts::resolve(&contract.target.declared, &probes);
+    let mut environment =
+        crate::env::document(contract, &t.base, client_host, probes, &facts, network);
+    // `tokenizer = "server"`: lengths in the target's own tokens, measured before the load.
+    if contract.workload.server_tokenizer() {
+        let counter =
+            ServerCounter::detect(t.http.clone(), &t.base, &t.model, t.api_key.as_deref())
+                .await
+                .map_err(anyhow::Error::msg)?;
+        inputs = recount(&counter, contract, &inputs)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let plan = Plan::new(contract, &inputs);
+        let first = (0..plan.len().unwrap_or(u64::MAX)).map(|i| {
+            let r = plan.request(i);
+            (i, r.prompt, r.input_tokens)
+        });
+        let kept = check(&counter, &inputs.tokenizer, first)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        if kept["mismatches"].as_array().is_some_and(|m| !m.is_empty()) {
+            eprintln!(
+                "warning: {} of {} planned prompts do not count as planned at {} (see environment.json `tokenizer`)",
+                kept["mismatches"].as_array().map_or(0, Vec::len),
+                kept["checked"],
+                counter.url()
+            );
+        }
+        environment["tokenizer"] = kept;
+    }
+    // The server's own metrics, scraped before, during and after the load.
+    let every = contract.measurement.server_metrics_interval.0;
+    let scraper = if every > 0.0 {
+        Scraper::start(
+            t.http.clone(),
+            &t.base,
+            t.api_key.clone(),
+            Duration::from_secs_f64(every),
+            started,
+            &bundle.path(METRICS),
+        )
+        .await
+    } else {
+        Err("off (measurement.server_metrics_interval = 0)".to_owned())
+    };
+    environment["client_wake_latency"] = wake.status.clone();
+    environment["client_http"] = crate::client::http_pool_settings(Duration::from_secs_f64(
+        contract.target.keep_alive.seconds(),
+    ));
+    environment["server_metrics"] = match &scraper {
+        Ok(_) => json!({ "endpoint": "/metrics", "file": METRICS }),
+        Err(why) => json!({ "endpoint": "/metrics", "absent": why }),
+    };
+    bundle.write_json(ENVIRONMENT, &environment)?;
+    Ok((facts, scraper, inputs))
+}
+
+/// The load: the client and driver built, the collector writing `requests.jsonl` (and telling
+/// the progress view and the until-stable rule), then cold-start requests, priming, the
+/// driven load and the quality probes, in that order. Returns every record, how the driving
+/// went and why the run was stopped early, if it was.
+#[allow(clippy::too_many_arguments)]
+async fn load(
+    t: Target,
+    contract: &Arc<Contract>,
+    inputs: &Inputs,
+    bundle: &Bundle,
+    opts: &RunOptions,
+    scraper: Result<Scraper, String>,
+    cancel: &CancellationToken,
+    started: Instant,
+) -> anyhow::Result<(Vec<Record>, crate::driver::DriveOutcome, Option<String>)> {
+    let plan = Arc::new(Plan::new(contract, inputs));
+    let q = &contract.quality;
+    let keep = match (q.records_output(), q.keeps_text()) {
+        (false, _) => KeepOutput::Nothing,
+        (true, true) => KeepOutput::Text,
+        (true, false) => KeepOutput::Digest,
+    };
+    let client = Arc::new(
+        Client::new(
+            t.http,
+            &t.base,
+            t.api_key,
+            contract.target.api.adapter(),
+            contract
+                .measurement
+                .client_token_count
+                .unwrap_or(ClientTokenCount::Chunks),
+            Duration::from_secs_f64(contract.target.timeout.seconds()),
+            contract.workload.stream,
+            started,
+        )
+        .keep_output(keep),
+    );
+    let run_id = bundle
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "run".into());
+    let stable = Arc::new(AtomicBool::new(false));
+    let driver = Arc::new(Driver {
+        client,
+        contract: contract.clone(),
+        plan: plan.clone(),
+        model: t.model,
+        run_id,
+        stable: stable.clone(),
+    });
+
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let live: LiveView = Arc::new(Mutex::new(Live::default()));
+    let mut observers: Vec<Box<dyn Observer>> = vec![Box::new(live.clone())];
+    if let Some(u) = &contract.warmup.until_stable {
+        observers.push(Box::new(Stability {
+            window: u.window as usize,
+            threshold: u.threshold,
+            flag: stable,
+            ttfts: Vec::new(),
+        }));
+    }
+    let writer = {
+        let path = bundle.path(REQUESTS);
+        tokio::task::spawn_blocking(move || write_records(&path, rx, observers))
+    };
+    let done = CancellationToken::new();
+    let aborted = Arc::new(Mutex::new(None::<String>));
+    let shown = match (opts.progress, std::io::stderr().is_terminal()) {
+        (false, _) => Progress::Off,
+        (true, true) => Progress::Bar,
+        (true, false) => Progress::Lines(progress_every()),
+    };
+    let monitor = tokio::spawn(monitor(
+        live.clone(),
+        plan.len(),
+        shown,
+        cancel.clone(),
+        done.clone(),
+        aborted.clone(),
+    ));
+    if let Some(cs) = &contract.cold_start {
+        let n = u64::from(cs.requests);
+        driver
+            .sequential(COLD_START_INDEX, n, Phase::ColdStart, &tx, cancel)
+            .await;
+    }
+    // A warm prefix cache: each shared prefix sent once, one at a time, before the load, and
+    // kept as warm-up records.
+    driver
+        .sequential(PRIME_INDEX, plan.priming(), Phase::Warmup, &tx, cancel)
+        .await;
+    let probe_tx = tx.clone();
+    let outcome = driver.clone().drive(tx, cancel.clone()).await;
+    // Quality probes: after the load, one at a time, the same prompts in every run.
+    driver
+        .sequential(
+            PROBE_INDEX,
+            plan.probe_requests(),
+            Phase::Quality,
+            &probe_tx,
+            cancel,
+        )
+        .await;
+    drop(probe_tx);
+    if let Ok(s) = scraper {
+        s.finish().await.context("writing metrics.jsonl")?;
+    }
+    let records = writer
+        .await
+        .context("record writer stopped")?
+        .context("writing requests.jsonl")?;
+    done.cancel();
+    let _ = monitor.await;
+    let aborted = aborted
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .or(outcome.failed.clone());
+    Ok((records, outcome, aborted))
+}
+
+/// The target, reached: the HTTP pool, the base URL, the API key; the embedded simulator
+/// (alive as long as this is), a launched server and the cold-start timeline; and the bundle
+/// when a launched server's log needed it first.
+struct Reached {
+    http: reqwest::Client,
+    base: String,
+    api_key: Option<String>,
+    sim: Option<SimServer>,
+    launched: Option<Launched>,
+    timeline: Option<crate::analyze::Timeline>,
+    bundle: Option<Bundle>,
+}
+
+/// Starts what the contract starts (the simulator, a launched server) and waits for the
+/// target to be ready when it measures a cold start.
+async fn reach(
+    contract: &Contract,
+    opts: &RunOptions,
+    started: Instant,
+) -> anyhow::Result<Reached> {
+    let cold = contract.cold_start.clone();
+    let keep_alive = Duration::from_secs_f64(contract.target.keep_alive.seconds());
+    let http = http_pool(keep_alive).context("building the HTTP client")?;
+
+    // A launched server writes its log into the bundle, so the bundle comes first then.
+    let mut bundle = None;
+    let mut launched = None;
+    if let Some(cs) = cold.as_ref().filter(|cs| cs.launch.is_some()) {
+        let b = new_bundle(opts, contract)?;
+        b.write(CONTRACT, &contract.to_toml())?;
+        launched = Some(Launched::spawn(cs, &b.dir)?);
+        bundle = Some(b);
+    }
+    // The embedded simulator lives as long as this function.
+    let sim = match (&contract.target.url, &contract.target.simulator) {
+        (None, Some(cfg)) => Some(
+            SimServer::start(cfg.clone(), ([127, 0, 0, 1], 0).into(), None)
+                .await
+                .context("starting the embedded simulator")?,
+        ),
+        _ => None,
+    };
+    let base = match (&sim, &contract.target.url) {
+        (Some(s), _) => s.base_url(),
+        (None, Some(u)) => u.trim_end_matches('/').to_owned(),
+        (None, None) => bail!("no target: set target.url or leave it out for the simulator"),
+    };
+    let timeline = match &cold {
+        Some(cs) => {
+            match crate::coldstart::wait_ready(&http, &base, cs, launched.as_mut(), started).await {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    if let Some(l) = launched.take() {
+                        l.stop().await;
+                    }
+                    return Err(e).context("cold start");
+                }
+            }
+        }
+        None => None,
+    };
+    let api_key = match &contract.target.api_key_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            anyhow::anyhow!(
+                "target.api_key_env names `{var}`, but that variable is not set in the environment"
+            )
+        })?),
+        None => None,
+    };
+    Ok(Reached {
+        http,
+        base,
+        api_key,
+        sim,
+        launched,
+        timeline,
+        bundle,
     })
 }
 
