@@ -189,7 +189,7 @@ pub async fn wait_ready(
     started: Instant,
 ) -> Result<Timeline, LaunchError> {
     let timeout = Duration::from_secs_f64(cs.ready_timeout.seconds());
-    let hostport = crate::contract::authority(base).to_owned();
+    let hostport = crate::text::authority(base).to_owned();
     let mut port_open_us = None;
     let mut path = cs.ready_path.clone();
     let us = || started.elapsed().as_micros() as u64;

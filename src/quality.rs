@@ -16,13 +16,12 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::contract::Scoring;
 
 /// The first 16 hex digits of the text's SHA-256.
 pub fn digest(text: &str) -> String {
-    hex::encode(&Sha256::digest(text.as_bytes())[..8])
+    crate::text::sha256_prefix(text.as_bytes(), 8)
 }
 
 /// One reference item: a prompt and the answer expected to it.

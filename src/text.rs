@@ -1,5 +1,6 @@
-//! Deterministic words and hashing shared by the plan (synthetic prompts) and the simulator
-//! (its tokenizer and generated text).
+//! The leaf every layer may use: deterministic words and hashing shared by the plan
+//! (synthetic prompts) and the simulator (its tokenizer and generated text), content hashes
+//! (SHA-256) and URL parts.
 //!
 //! The simulator's tokenizer is deliberately simple and documented: **one token per
 //! whitespace-separated word**. Synthetic prompts built from [`WORDS`] therefore have an exact
@@ -57,6 +58,28 @@ pub fn hash_str(s: &str) -> u64 {
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(bytes))
+}
+
+/// The first `n` bytes of the SHA-256 of bytes, hex (`2n` digits): short content names
+/// (fingerprints, output digests, bundle directory names).
+pub fn sha256_prefix(bytes: &[u8], n: usize) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(&Sha256::digest(bytes)[..n])
+}
+
+/// The `host:port` part of a URL (`http://127.0.0.1:8000/v1` → `127.0.0.1:8000`).
+pub fn authority(url: &str) -> &str {
+    let rest = url.split("://").nth(1).unwrap_or(url);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+/// The host part of a URL, without its port.
+pub fn host_of(url: &str) -> String {
+    let hostport = authority(url);
+    match hostport.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h.to_owned(),
+        _ => hostport.to_owned(),
+    }
 }
 
 /// The simulator's token count of a text: whitespace-separated words.

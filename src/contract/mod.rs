@@ -13,11 +13,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 pub use crate::api::{ApiKind, Sampling};
 pub use crate::arrival::Arrival;
 use crate::sim::SimConfig;
+use crate::text::host_of;
 pub use units::{Millis, Seconds};
 
 /// The longest prompt or answer a workload may ask for, in tokens: beyond the longest context
@@ -1050,19 +1050,6 @@ impl Contract {
     }
 }
 
-/// The `host:port` part of a URL (`http://127.0.0.1:8000/v1` → `127.0.0.1:8000`).
-pub fn authority(url: &str) -> &str {
-    let rest = url.split("://").nth(1).unwrap_or(url);
-    rest.split('/').next().unwrap_or(rest)
-}
-
-fn host_of(url: &str) -> String {
-    let hostport = authority(url);
-    match hostport.rsplit_once(':') {
-        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h.to_owned(),
-        _ => hostport.to_owned(),
-    }
-}
 
 /// Drops each `key` whose `key_sha256` sits beside it, leaving the file's identity to its hash.
 fn by_content(v: &mut serde_json::Value, keys: &[&str]) {
@@ -1103,14 +1090,14 @@ impl Fingerprints {
             "{}{}{}{}{}{}",
             self.target, self.workload, self.load, self.slo, self.measurement, self.quality
         );
-        hex::encode(&Sha256::digest(all.as_bytes())[..4])
+        crate::text::sha256_prefix(all.as_bytes(), 4)
     }
 }
 
 fn digest(v: &serde_json::Value) -> String {
     // serde_json's map is ordered by key unless `preserve_order` is on, which this crate never
     // enables: `to_string` is therefore canonical.
-    hex::encode(&Sha256::digest(v.to_string().as_bytes())[..8])
+    crate::text::sha256_prefix(v.to_string().as_bytes(), 8)
 }
 
 #[cfg(test)]

@@ -117,7 +117,7 @@ pub async fn probe_engines(
 /// Where the target is relative to this client, and the TCP connect round trip to it (median
 /// of five connects, ms).
 pub async fn network_path(base: &str) -> Value {
-    let hostport = crate::contract::authority(base).to_owned();
+    let hostport = crate::text::authority(base).to_owned();
     let host = hostport
         .rsplit_once(':')
         .map_or(hostport.as_str(), |(h, _)| h)
