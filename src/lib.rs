@@ -39,17 +39,17 @@
 //! (a bundle, recomputed), [`compare::compare`] and [`audit::audit`].
 
 pub mod analyze;
-pub mod api;
-pub mod arrival;
+pub(crate) mod api;
+pub(crate) mod arrival;
 pub mod audit;
 pub mod bundle;
 pub mod cli;
 pub mod client;
-pub mod coldstart;
+pub(crate) mod coldstart;
 pub mod compare;
 pub mod contract;
-pub mod demo;
-pub mod driver;
+pub(crate) mod demo;
+pub(crate) mod driver;
 pub mod env;
 pub mod plan;
 pub mod quality;

@@ -18,11 +18,11 @@
 //! were tried first: they swing with the first and last requests' E2E.) Goodput = achieved
 //! rate × the fraction of successful steady requests that met every SLO threshold.
 
-pub mod headline;
+pub(crate) mod headline;
 pub mod predict;
-pub mod quality;
-pub mod server;
-pub mod stats;
+pub(crate) mod quality;
+pub(crate) mod server;
+pub(crate) mod stats;
 
 use std::collections::BTreeMap;
 

@@ -6,7 +6,7 @@
 //! one place ([`ApiKind::check`]) rather than by comparing kinds. Adding an API (TGI's
 //! `/generate_stream`, say) is that file and that variant; copy `openai.rs`.
 
-pub mod openai;
+pub(crate) mod openai;
 
 use std::borrow::Cow;
 

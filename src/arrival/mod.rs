@@ -6,10 +6,10 @@
 //! [`Arrival`] (the contract's `load.arrival`) that [`Arrival::process`] maps to it. Adding a
 //! process is that file and that variant; copy `constant.rs`.
 
-pub mod constant;
-pub mod gamma;
-pub mod poisson;
-pub mod trace;
+pub(crate) mod constant;
+pub(crate) mod gamma;
+pub(crate) mod poisson;
+pub(crate) mod trace;
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! back a filled [`Record`]. Per chunk it does one JSON parse (borrowing, so text without escapes
 //! is not copied), one token count and one push; nothing is shared across requests.
 
-pub mod sse;
+pub(crate) mod sse;
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;

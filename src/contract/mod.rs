@@ -3,10 +3,10 @@
 //! error names file, line and key), fills every default so the bundle's copy is complete, and
 //! fingerprints its axes. It must not touch the network or the clock.
 
-pub mod edit;
+pub(crate) mod edit;
 pub mod prediction;
-pub mod source;
-pub mod units;
+pub(crate) mod source;
+pub(crate) mod units;
 mod validate;
 
 use std::collections::BTreeMap;

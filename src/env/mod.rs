@@ -65,10 +65,10 @@ pub fn gpus() -> Value {
     }
 }
 
-pub mod facts;
+pub(crate) mod facts;
 pub mod prom;
 pub mod tokenize;
-pub mod wake;
+pub(crate) mod wake;
 
 /// Metadata endpoints of the engines people benchmark, tried in turn after `/v1/models` and kept
 /// verbatim (documented by each engine): vLLM, SGLang, TGI, llama.cpp's server and Ollama.

@@ -2,7 +2,7 @@
 //! It holds raw facts only (times, counts, outcome); every metric is derived from it in
 //! `analyze`. Times are microseconds on the client's monotonic clock since the run started.
 
-pub mod writer;
+pub(crate) mod writer;
 
 use serde::{Deserialize, Serialize};
 

@@ -3,9 +3,9 @@
 //! HTML, JSON) only lay it out (text formats skip figures). Nothing here writes files;
 //! `html` draws its figures from records it is handed.
 
-pub mod format;
-pub mod html;
-pub mod svg;
+pub(crate) mod format;
+pub(crate) mod html;
+pub(crate) mod svg;
 
 use crate::analyze::{Dist, PhaseStats, Summary};
 

@@ -94,10 +94,6 @@ impl Engine {
         }
     }
 
-    pub fn config(&self) -> &SimConfig {
-        &self.cfg
-    }
-
     /// Queues a request (FCFS).
     pub fn submit(&mut self, s: Submission) {
         let prompt_len = s.prompt_ids.len() as u64;

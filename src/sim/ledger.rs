@@ -98,10 +98,6 @@ impl Ledger {
         }
     }
 
-    pub fn outcome(&self, seq: u64) -> Option<&str> {
-        self.open.get(&seq).map(|g| g.outcome.as_str())
-    }
-
     /// Closes a request at `t` with `outcome` (unless a fault outcome was already set).
     pub fn finish(&mut self, seq: u64, t: f64, outcome: &str) -> Option<GroundTruth> {
         let mut g = self.open.remove(&seq)?;

@@ -29,14 +29,6 @@ impl Histogram {
         self.count += 1;
     }
 
-    pub fn count(&self) -> u64 {
-        self.count
-    }
-
-    pub fn sum(&self) -> f64 {
-        self.sum
-    }
-
     fn render(&self, out: &mut String, name: &str, help: &str, labels: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
         for (i, b) in BUCKETS.iter().enumerate() {

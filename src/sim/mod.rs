@@ -4,13 +4,13 @@
 //! HTTP API in real time, [`des`] runs it on a virtual clock. [`ledger`] records the ground truth
 //! both produce. This module knows nothing of contracts, plans or the client.
 
-pub mod config;
+pub(crate) mod config;
 pub mod des;
-pub mod engine;
-pub mod ledger;
-pub mod metrics;
+pub(crate) mod engine;
+pub(crate) mod ledger;
+pub(crate) mod metrics;
 pub mod model;
-pub mod server;
+pub(crate) mod server;
 
 pub use config::{ConfigError, Faults, SimConfig};
 pub use ledger::GroundTruth;

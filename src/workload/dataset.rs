@@ -80,6 +80,7 @@ pub fn detect(text: &str) -> DatasetFormat {
 }
 
 /// Reads a dataset (see [`parse`]).
+#[cfg(test)]
 pub fn load(
     path: &Path,
     format: Option<DatasetFormat>,

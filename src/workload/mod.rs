@@ -3,10 +3,10 @@
 //! trace. Each is named in the contract by path and SHA-256, so a bundle says exactly what it
 //! was built from, and a file changed since is refused rather than silently used.
 
-pub mod dataset;
+pub(crate) mod dataset;
 pub mod inputs;
-pub mod tokenizer;
-pub mod trace;
+pub(crate) mod tokenizer;
+pub(crate) mod trace;
 
 use std::path::Path;
 

@@ -80,6 +80,7 @@ fn tokens(v: &str, what: &str) -> Result<u32, String> {
 }
 
 /// Reads a trace (see [`parse`]).
+#[cfg(test)]
 pub fn load(path: &Path) -> Result<Vec<Row>, String> {
     parse(path, &super::read(path)?.0)
 }

@@ -5,10 +5,10 @@
 //! [`Format`] that [`Format::render`] maps to it. Adding a format (CSV, say) is that file and
 //! that variant; copy `json.rs`.
 
-pub mod html;
-pub mod json;
-pub mod markdown;
-pub mod terminal;
+pub(crate) mod html;
+pub(crate) mod json;
+pub(crate) mod markdown;
+pub(crate) mod terminal;
 
 use super::Doc;
 
