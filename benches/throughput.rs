@@ -100,7 +100,7 @@ async fn drive_with(
         goodput::workload::parse(&src, Path::new("bench.toml")).expect("bench contract");
     let opts = RunOptions {
         out_root: dir.to_owned(),
-        progress: false,
+        watch: std::sync::Arc::new(goodput::run::Silent),
         argv: vec!["bench".into()],
         overrides: Vec::new(),
         bundle_dir: None,

@@ -181,9 +181,11 @@ fn bundle(dir: &Path, a: &mut Audit) -> anyhow::Result<()> {
         bundle,
         contract,
         summary: s,
+        warnings,
         ..
     } = crate::bundle::Bundle::load(dir)?;
     a.missing.extend(s.grade.missing.iter().cloned());
+    a.limits.extend(warnings);
     // What the bundle says it was must be what its raw records say.
     match std::fs::read_to_string(bundle.path(SUMMARY)) {
         Err(_) => a

@@ -128,6 +128,8 @@ pub struct Loaded {
     /// `command.json` (`Null` when absent).
     pub command: serde_json::Value,
     pub summary: Summary,
+    /// What reading it noticed that the reader should see (a record cut short by a kill).
+    pub warnings: Vec<String>,
 }
 
 impl Bundle {
@@ -137,8 +139,8 @@ impl Bundle {
     pub fn load(dir: &Path) -> anyhow::Result<Loaded> {
         let bundle = Bundle::open(dir)?;
         let (contract, inputs) = crate::workload::load(&bundle.path(CONTRACT))?;
-        let records =
-            crate::record::read_jsonl(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
+        let (records, warning) =
+            crate::record::read_jsonl_noted(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
         let command: serde_json::Value = std::fs::read_to_string(bundle.path("command.json"))
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
@@ -151,6 +153,7 @@ impl Bundle {
             records,
             command,
             summary,
+            warnings: warning.into_iter().collect(),
         })
     }
 

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -75,6 +76,89 @@ impl FormatArgs {
             _ => Format::Terminal,
         }
     }
+}
+
+/// Shows a run's progress and warnings on stderr: on a terminal a bar redrawn in place,
+/// otherwise (CI, a log file) one line every `GOODPUT_PROGRESS_SECS` (10 s).
+#[derive(Debug)]
+struct Stderr {
+    bar: std::sync::Mutex<Option<indicatif::ProgressBar>>,
+    /// `None` on a terminal; else the interval between lines and when the next is due.
+    lines: Option<(Duration, std::sync::Mutex<Duration>)>,
+}
+
+impl Stderr {
+    fn new() -> Stderr {
+        use std::io::IsTerminal;
+        let every = std::env::var("GOODPUT_PROGRESS_SECS")
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map_or(Duration::from_secs(10), Duration::from_secs_f64);
+        Stderr {
+            bar: std::sync::Mutex::new(None),
+            lines: (!std::io::stderr().is_terminal())
+                .then(|| (every, std::sync::Mutex::new(every))),
+        }
+    }
+}
+
+impl crate::run::Watch for Stderr {
+    fn progress(&self, p: &crate::run::Progress) {
+        match &self.lines {
+            Some((every, next)) => {
+                let mut next = next.lock().unwrap_or_else(|e| e.into_inner());
+                if p.elapsed >= *next {
+                    eprintln!("{}", p.line());
+                    *next += *every;
+                }
+            }
+            None => {
+                let mut bar = self.bar.lock().unwrap_or_else(|e| e.into_inner());
+                let b = bar.get_or_insert_with(|| {
+                    let b = match p.planned {
+                        Some(n) => indicatif::ProgressBar::new(n),
+                        None => indicatif::ProgressBar::new_spinner(),
+                    };
+                    b.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{elapsed_precise} [{bar:30}] {pos}/{len} ETA {eta} {msg}",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                    );
+                    b
+                });
+                b.set_position(p.finished);
+                b.set_message(format!(
+                    "errors {} · TTFT p50 {:.1} ms p99 {:.1} ms",
+                    p.errors, p.ttft_p50_ms, p.ttft_p99_ms
+                ));
+            }
+        }
+    }
+
+    fn finished(&self) {
+        if let Some(b) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            b.finish_and_clear();
+        }
+        if let Some((every, next)) = &self.lines {
+            *next.lock().unwrap_or_else(|e| e.into_inner()) = *every;
+        }
+    }
+
+    fn warn(&self, message: &str) {
+        eprintln!("warning: {message}");
+    }
+}
+
+/// Reads a bundle (recomputing its summary), saying on stderr what reading it noticed.
+fn load_bundle(dir: &Path) -> anyhow::Result<crate::bundle::Loaded> {
+    let b = crate::bundle::Bundle::load(dir)?;
+    for w in &b.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(b)
 }
 
 /// Writes a command's result in the chosen format.
@@ -154,7 +238,11 @@ impl OutputArgs {
     fn run_options(&self) -> crate::run::RunOptions {
         crate::run::RunOptions {
             out_root: self.out.clone(),
-            progress: !self.quiet,
+            watch: if self.quiet {
+                std::sync::Arc::new(crate::run::Silent)
+            } else {
+                std::sync::Arc::new(Stderr::new())
+            },
             argv: std::env::args().collect(),
             overrides: Vec::new(),
             bundle_dir: None,
@@ -510,6 +598,9 @@ fn compare_command(a: CompareArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|b| crate::compare::load_side(b))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    for w in sides.iter().flat_map(|s| &s.warnings) {
+        eprintln!("warning: {w}");
+    }
     for (s, l) in sides.iter_mut().zip(labels) {
         s.label = Some(l);
     }
@@ -577,7 +668,7 @@ fn report_repeats_command(a: ReportArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_default();
     let runs = dirs
         .iter()
-        .map(|d| crate::bundle::Bundle::load(d).map(|b| b.summary))
+        .map(|d| load_bundle(d).map(|b| b.summary))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let refs: Vec<&crate::analyze::Summary> = runs.iter().collect();
     let rs = crate::run::repeat_summary(&c, &refs);
@@ -612,7 +703,7 @@ fn report_command(a: ReportArgs) -> anyhow::Result<ExitCode> {
         format,
         verbose,
     } = a;
-    let b = crate::bundle::Bundle::load(&bundle)?;
+    let b = load_bundle(&bundle)?;
     let s = &b.summary;
     match format.get() {
         Format::Html => {
@@ -658,7 +749,7 @@ async fn sweep_command(a: SweepArgs) -> anyhow::Result<ExitCode> {
     let opts = output.run_options();
     let o = crate::sweep::SweepOptions {
         out_root: opts.out_root,
-        progress: opts.progress,
+        watch: opts.watch,
         argv: opts.argv,
         cancel,
         wake_latency_hold: opts.wake_latency_hold,

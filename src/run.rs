@@ -1,7 +1,6 @@
 //! `goodput run`: contract → (embedded simulator) → preflight → bundle → driver → records →
 //! summary → report. This is the one place that wires the stages together.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -34,8 +33,8 @@ use crate::workload::Inputs;
 pub struct RunOptions {
     /// Bundles go to `<out_root>/<contract name>/…`.
     pub out_root: PathBuf,
-    /// Show a progress bar (only on a terminal).
-    pub progress: bool,
+    /// Told the run's progress and warnings.
+    pub watch: Arc<dyn Watch>,
     /// The command line, for `command.json`.
     pub argv: Vec<String>,
     /// The contract changes made on the command line (`--set`, `--rate`, …), as given, for
@@ -122,16 +121,18 @@ pub async fn run(
         api_key: api_key.clone(),
         model: model.clone(),
     };
-    let (facts, scraper, inputs) = environment(
+    let (facts, scraper, inputs, mut environment) = environment(
         &target,
         &contract,
         inputs,
         (models, version),
         &bundle,
-        &wake,
         started,
+        opts.watch.as_ref(),
     )
     .await?;
+    environment["client_wake_latency"] = wake.status.clone();
+    bundle.write_json(ENVIRONMENT, &environment)?;
 
     let contract = Arc::new(contract);
     let (records, outcome, aborted) = load(
@@ -149,10 +150,10 @@ pub async fn run(
 
     let interrupted = outcome.interrupted;
     if outcome.built_late > 0 {
-        eprintln!(
-            "warning: {} requests were not built by their send time: building their prompts is slower than the arrivals; their dispatch lag counts it as a late wake-up",
+        opts.watch.warn(&format!(
+            "{} requests were not built by their send time: building their prompts is slower than the arrivals; their dispatch lag counts it as a late wake-up",
             outcome.built_late
-        );
+        ));
     }
     let scrapes = crate::env::prom::read(&bundle.path(METRICS)).unwrap_or_default();
     let context = crate::analyze::Context {
@@ -278,16 +279,17 @@ struct Target {
 /// What the run knows of its target before the load, kept in `environment.json`: every
 /// engine's metadata endpoint verbatim and the facts they state (resolved against the
 /// declared ones), the client host and network path; with `tokenizer = "server"` the inputs
-/// recounted in the target's tokens; and the `/metrics` scraper, started.
+/// recounted in the target's tokens; and the `/metrics` scraper, started. Returns the facts,
+/// the scraper, the inputs and the `environment.json` document.
 async fn environment(
     t: &Target,
     contract: &Contract,
     mut inputs: Inputs,
     answers: (serde_json::Value, serde_json::Value),
     bundle: &Bundle,
-    wake: &WakeLatency,
     started: Instant,
-) -> anyhow::Result<(Facts, Result<Scraper, String>, Inputs)> {
+    watch: &dyn Watch,
+) -> anyhow::Result<(Facts, Result<Scraper, String>, Inputs, serde_json::Value)> {
     // Every engine's documented metadata endpoint, kept verbatim (absent ones say why), and
     // the facts they state, resolved against the declared ones.
     let probes = crate::env::probe_engines(
@@ -324,12 +326,12 @@ async fn environment(
             .await
             .map_err(anyhow::Error::msg)?;
         if kept["mismatches"].as_array().is_some_and(|m| !m.is_empty()) {
-            eprintln!(
-                "warning: {} of {} planned prompts do not count as planned at {} (see environment.json `tokenizer`)",
+            watch.warn(&format!(
+                "{} of {} planned prompts do not count as planned at {} (see environment.json `tokenizer`)",
                 kept["mismatches"].as_array().map_or(0, Vec::len),
                 kept["checked"],
                 counter.url()
-            );
+            ));
         }
         environment["tokenizer"] = kept;
     }
@@ -348,7 +350,6 @@ async fn environment(
     } else {
         Err("off (measurement.server_metrics_interval = 0)".to_owned())
     };
-    environment["client_wake_latency"] = wake.status.clone();
     environment["client_http"] = crate::client::http_pool_settings(Duration::from_secs_f64(
         contract.target.keep_alive.seconds(),
     ));
@@ -356,8 +357,7 @@ async fn environment(
         Ok(_) => json!({ "endpoint": "/metrics", "file": METRICS }),
         Err(why) => json!({ "endpoint": "/metrics", "absent": why }),
     };
-    bundle.write_json(ENVIRONMENT, &environment)?;
-    Ok((facts, scraper, inputs))
+    Ok((facts, scraper, inputs, environment))
 }
 
 /// The load: the client and driver built, the collector writing `requests.jsonl` (and telling
@@ -430,15 +430,10 @@ async fn load(
     };
     let done = CancellationToken::new();
     let aborted = Arc::new(Mutex::new(None::<String>));
-    let shown = match (opts.progress, std::io::stderr().is_terminal()) {
-        (false, _) => Progress::Off,
-        (true, true) => Progress::Bar,
-        (true, false) => Progress::Lines(progress_every()),
-    };
     let monitor = tokio::spawn(monitor(
         live.clone(),
         plan.len(),
-        shown,
+        opts.watch.clone(),
         cancel.clone(),
         done.clone(),
         aborted.clone(),
@@ -617,7 +612,6 @@ pub async fn run_repeats(
     for k in 1..=n {
         let o = RunOptions {
             bundle_dir: Some(parent.dir.join(format!("run-{k:02}"))),
-            progress: opts.progress,
             ..opts.clone()
         };
         results.push(run(contract.clone(), inputs.clone(), o, cancel.clone()).await?);
@@ -715,26 +709,47 @@ pub fn repeat_document(r: &RepeatSummary) -> crate::report::Doc {
     d
 }
 
-/// Progress display and the fail-fast rule, until `done`.
-/// How a run shows its progress on stderr.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Progress {
-    Off,
-    /// A terminal: a bar redrawn in place.
-    Bar,
-    /// Not a terminal (CI, a log file): one line this often.
-    Lines(Duration),
+/// What a run tells whoever started it, while it runs: its progress (every 200 ms) and
+/// warnings. The library prints nothing; the command line shows these on stderr.
+pub trait Watch: Send + Sync + std::fmt::Debug {
+    fn progress(&self, _p: &Progress) {}
+    /// The run (or one run of a repeat set) is over: clear what `progress` drew.
+    fn finished(&self) {}
+    fn warn(&self, _message: &str) {}
 }
 
-/// Seconds between progress lines when stderr is not a terminal: `GOODPUT_PROGRESS_SECS`, else
-/// 10.
-fn progress_every() -> Duration {
-    let secs = std::env::var("GOODPUT_PROGRESS_SECS")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .unwrap_or(10.0);
-    Duration::from_secs_f64(secs)
+/// Watches nothing (tests, library use).
+#[derive(Debug, Default)]
+pub struct Silent;
+
+impl Watch for Silent {}
+
+/// A run's progress at one moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    pub elapsed: Duration,
+    pub finished: u64,
+    /// Requests planned (warm-up and measured), when a count bounds them.
+    pub planned: Option<u64>,
+    pub errors: u64,
+    /// TTFT percentiles so far (all phases, from the actual send; approximate).
+    pub ttft_p50_ms: f64,
+    pub ttft_p99_ms: f64,
+}
+
+impl Progress {
+    /// One line: requests done of planned, the completion rate so far, errors, TTFT, and the
+    /// time left at that rate.
+    pub fn line(&self) -> String {
+        progress_line(
+            self.elapsed,
+            self.finished,
+            self.planned,
+            self.errors,
+            self.ttft_p50_ms,
+            self.ttft_p99_ms,
+        )
+    }
 }
 
 /// One progress line: requests done of planned, the completion rate so far, errors, TTFT, and
@@ -787,33 +802,16 @@ fn progress_line(
     )
 }
 
+/// Tells the watcher the progress, and applies the fail-fast rule, until `done`.
 async fn monitor(
     live: LiveView,
     planned: Option<u64>,
-    shown: Progress,
+    watch: Arc<dyn Watch>,
     cancel: CancellationToken,
     done: CancellationToken,
     aborted: Arc<Mutex<Option<String>>>,
 ) {
     let started = std::time::Instant::now();
-    let mut next_line = match shown {
-        Progress::Lines(every) => Some(started + every),
-        _ => None,
-    };
-    let bar = (shown == Progress::Bar).then(|| {
-        let b = match planned {
-            Some(n) => indicatif::ProgressBar::new(n),
-            None => indicatif::ProgressBar::new_spinner(),
-        };
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {pos}/{len} ETA {eta} {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        b
-    });
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
         tokio::select! {
@@ -838,25 +836,16 @@ async fn monitor(
             ));
             cancel.cancel();
         }
-        if let Some(b) = &bar {
-            b.set_position(finished);
-            b.set_message(format!(
-                "errors {errors} · TTFT p50 {p50:.1} ms p99 {p99:.1} ms"
-            ));
-        }
-        if let (Progress::Lines(every), Some(at)) = (shown, next_line)
-            && std::time::Instant::now() >= at
-        {
-            eprintln!(
-                "{}",
-                progress_line(started.elapsed(), finished, planned, errors, p50, p99)
-            );
-            next_line = Some(at + every);
-        }
+        watch.progress(&Progress {
+            elapsed: started.elapsed(),
+            finished,
+            planned,
+            errors,
+            ttft_p50_ms: p50,
+            ttft_p99_ms: p99,
+        });
     }
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    watch.finished();
 }
 
 /// Thousands of concurrent streams need thousands of sockets: raise the soft limit to the hard.

@@ -155,7 +155,8 @@ pub struct SweepResult {
 pub struct SweepOptions {
     /// The parent bundle goes to `<out_root>/<contract name>/…`.
     pub out_root: PathBuf,
-    pub progress: bool,
+    /// Told each point's progress and warnings.
+    pub watch: std::sync::Arc<dyn crate::run::Watch>,
     pub argv: Vec<String>,
     pub cancel: CancellationToken,
     /// See [`RunOptions::wake_latency_hold`].
@@ -316,7 +317,7 @@ async fn run_point(
 ) -> anyhow::Result<crate::run::RunResult> {
     let opts = RunOptions {
         out_root: o.out_root.clone(),
-        progress: o.progress,
+        watch: o.watch.clone(),
         argv: o.argv.clone(),
         overrides: Vec::new(),
         bundle_dir: Some(parent.dir.join(format!("point-{n:02}"))),

@@ -22,7 +22,7 @@ fn contract(decode_ms: f64, name: &str) -> Contract {
 async fn repeat_set(c: Contract, dir: &Path) -> std::path::PathBuf {
     let opts = RunOptions {
         out_root: dir.to_owned(),
-        progress: false,
+        watch: std::sync::Arc::new(goodput::run::Silent),
         argv: vec![],
         overrides: Vec::new(),
         bundle_dir: None,
@@ -120,7 +120,7 @@ async fn bundle(slo_ms: u32, extra: &str, dir: &Path) -> std::path::PathBuf {
     );
     let opts = RunOptions {
         out_root: dir.to_owned(),
-        progress: false,
+        watch: std::sync::Arc::new(goodput::run::Silent),
         argv: vec![],
         overrides: Vec::new(),
         bundle_dir: None,

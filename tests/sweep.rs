@@ -14,7 +14,7 @@ async fn a_rate_sweep_gives_one_bundle_per_rising_point() {
     let o = goodput::sweep::SweepOptions {
         wake_latency_hold: true,
         out_root: dir.path().to_owned(),
-        progress: false,
+        watch: std::sync::Arc::new(goodput::run::Silent),
         argv: vec![],
         cancel: tokio_util::sync::CancellationToken::new(),
     };

@@ -113,7 +113,7 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
     let o = goodput::sweep::SweepOptions {
         wake_latency_hold: true,
         out_root: dir.path().to_owned(),
-        progress: false,
+        watch: std::sync::Arc::new(goodput::run::Silent),
         argv: vec![],
         cancel: CancellationToken::new(),
     };

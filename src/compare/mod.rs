@@ -29,6 +29,8 @@ pub struct Side {
     pub label: Option<String>,
     pub contract: Contract,
     pub runs: Vec<(Summary, Vec<Record>)>,
+    /// What reading its bundles noticed (a record cut short by a kill).
+    pub warnings: Vec<String>,
 }
 
 /// Loads a bundle (`summary.json` + `requests.jsonl`) or a repeat set (`run-*` bundles inside).
@@ -37,11 +39,13 @@ pub fn load_side(path: &Path) -> anyhow::Result<Side> {
         .with_context(|| format!("reading {}", path.display()))?
         .unwrap_or_else(|| vec![path.to_owned()]);
     let mut runs = Vec::new();
+    let mut warnings = Vec::new();
     let mut contract = None;
     for d in &dirs {
         let b =
             crate::bundle::Bundle::load(d).with_context(|| format!("loading {}", d.display()))?;
         contract.get_or_insert(b.contract);
+        warnings.extend(b.warnings);
         runs.push((b.summary, b.records));
     }
     let contract = contract.with_context(|| format!("{} holds no runs", path.display()))?;
@@ -50,6 +54,7 @@ pub fn load_side(path: &Path) -> anyhow::Result<Side> {
         label: contract.meta.label.clone(),
         contract,
         runs,
+        warnings,
     })
 }
 
@@ -767,6 +772,7 @@ mod tests {
             label: None,
             contract: c.clone(),
             runs: runs.iter().map(|t| probed_run(&c, t)).collect(),
+            warnings: Vec::new(),
         };
         // The engine disagrees with itself: run to run, 12 of 20 probes identical and the
         // other 8 diverge after 3 of 10 words: agreement 0.6 + 0.4 × 0.3 = 72%.

@@ -1050,7 +1050,6 @@ impl Contract {
     }
 }
 
-
 /// Drops each `key` whose `key_sha256` sits beside it, leaving the file's identity to its hash.
 fn by_content(v: &mut serde_json::Value, keys: &[&str]) {
     if let Some(o) = v.as_object_mut() {

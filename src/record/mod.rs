@@ -203,16 +203,22 @@ impl Record {
     }
 }
 
-/// Reads `requests.jsonl`; errors name the file and line.
+/// Reads `requests.jsonl`; errors name the file and line (see [`read_jsonl_noted`]).
+pub fn read_jsonl(path: &std::path::Path) -> Result<Vec<Record>, String> {
+    read_jsonl_noted(path).map(|(records, _)| records)
+}
+
+/// Reads `requests.jsonl`, with a warning for the reader when a record was left out.
 ///
 /// A last line without its newline that does not parse is a record cut short by a kill in the
-/// middle of writing it: it is left out with a warning on stderr, and every whole record is
-/// read. Anything else that does not parse is an error.
-pub fn read_jsonl(path: &std::path::Path) -> Result<Vec<Record>, String> {
+/// middle of writing it: it is left out (the warning says which line), and every whole record
+/// is read. Anything else that does not parse is an error naming the file and line.
+pub fn read_jsonl_noted(path: &std::path::Path) -> Result<(Vec<Record>, Option<String>), String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let cut_short = !text.ends_with('\n');
     let mut out = Vec::new();
+    let mut warning = None;
     let mut lines = text.lines().enumerate().peekable();
     while let Some((i, l)) = lines.next() {
         if l.trim().is_empty() {
@@ -220,11 +226,13 @@ pub fn read_jsonl(path: &std::path::Path) -> Result<Vec<Record>, String> {
         }
         match serde_json::from_str(l) {
             Ok(r) => out.push(r),
-            Err(_) if cut_short && lines.peek().is_none() => eprintln!(
-                "warning: {}:{}: the last record is unfinished (the run was killed while writing it) and is left out",
-                path.display(),
-                i + 1
-            ),
+            Err(_) if cut_short && lines.peek().is_none() => {
+                warning = Some(format!(
+                    "{}:{}: the last record is unfinished (the run was killed while writing it) and is left out",
+                    path.display(),
+                    i + 1
+                ));
+            }
             Err(e) => {
                 return Err(format!(
                     "{}:{}: not a request record: {e}",
@@ -234,5 +242,5 @@ pub fn read_jsonl(path: &std::path::Path) -> Result<Vec<Record>, String> {
             }
         }
     }
-    Ok(out)
+    Ok((out, warning))
 }

@@ -22,7 +22,7 @@ pub async fn try_run_in(mut c: Contract, dir: &std::path::Path) -> anyhow::Resul
     let inputs = goodput::workload::inputs::read(&mut c, &src, std::path::Path::new("test.toml"))?;
     let opts = RunOptions {
         out_root: dir.to_owned(),
-        progress: false,
+        watch: std::sync::Arc::new(goodput::run::Silent),
         argv: vec!["test".into()],
         overrides: Vec::new(),
         bundle_dir: None,
