@@ -152,6 +152,28 @@ impl crate::run::Watch for Stderr {
     }
 }
 
+/// A token Ctrl-C cancels, saying so: what is in flight is finished and kept.
+fn cancel_on_ctrl_c(in_flight: &'static str) -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: finishing {in_flight}…");
+            on_signal.cancel();
+        }
+    });
+    cancel
+}
+
+/// 130 (the shell's code for Ctrl-C) when the run was interrupted, else success.
+fn exit_code(interrupted: bool) -> ExitCode {
+    if interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 /// Reads a bundle (recomputing its summary), saying on stderr what reading it noticed.
 fn load_bundle(dir: &Path) -> anyhow::Result<crate::bundle::Loaded> {
     let b = crate::bundle::Bundle::load(dir)?;
@@ -511,14 +533,7 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
         c.repeat.runs = n;
     }
-    let cancel = CancellationToken::new();
-    let on_signal = cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupted: finishing the records in flight…");
-            on_signal.cancel();
-        }
-    });
+    let cancel = cancel_on_ctrl_c("the records in flight");
     if c.repeat.runs > 1 {
         let (parent, rs, results) = crate::run::run_repeats(c, inputs, options, cancel).await?;
         let format = output.format.get();
@@ -536,11 +551,7 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
         if format == Format::Terminal {
             say(&format!("\nBundle: {}\n", parent.dir.display()))?;
         }
-        return Ok(if results.iter().any(|r| r.summary.interrupted) {
-            ExitCode::from(130)
-        } else {
-            ExitCode::SUCCESS
-        });
+        return Ok(exit_code(results.iter().any(|r| r.summary.interrupted)));
     }
     let r = crate::run::run(c, inputs, options, cancel).await?;
     match output.format.get() {
@@ -572,11 +583,7 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
             r.bundle.dir.display()
         );
     }
-    Ok(if r.summary.interrupted {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit_code(r.summary.interrupted))
 }
 
 fn compare_command(a: CompareArgs) -> anyhow::Result<ExitCode> {
@@ -737,14 +744,7 @@ async fn sweep_command(a: SweepArgs) -> anyhow::Result<ExitCode> {
     let src =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let (src, _) = overrides.apply(&src, &path)?;
-    let cancel = CancellationToken::new();
-    let on_signal = cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupted: finishing the point in flight…");
-            on_signal.cancel();
-        }
-    });
+    let cancel = cancel_on_ctrl_c("the point in flight");
     let format = output.format.get();
     let opts = output.run_options();
     let o = crate::sweep::SweepOptions {
@@ -770,11 +770,7 @@ async fn sweep_command(a: SweepArgs) -> anyhow::Result<ExitCode> {
     if format == Format::Terminal {
         say(&format!("\nSweep bundle: {}\n", bundle.dir.display()))?;
     }
-    Ok(if r.interrupted {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit_code(r.interrupted))
 }
 
 fn demo_command(a: DemoArgs) -> anyhow::Result<ExitCode> {

@@ -568,7 +568,8 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
             "{} vs baseline {} ({} vs {} runs)",
             c.labels[1], c.labels[0], c.runs.1, c.runs.0
         ));
-        let tone = |s: &SideFacts| Tone::warn_if(s.slo_met == Some(false));
+        let tone =
+            |s: &SideFacts| Tone::warn_if(s.slo_met == Some(false) || s.validity == "INVALID");
         d.toned(
             tone(&c.sides[0]),
             format!("Baseline {}: {}.", c.labels[0], c.sides[0].describe()),
