@@ -99,22 +99,12 @@ pub async fn run(
     raise_open_file_limit();
 
     let (bundle, prediction) = prepare_bundle(bundle, &opts, &mut contract)?;
-    let prediction_sha256 = prediction.as_ref().map(|(_, h)| h.clone());
-    let wall_start = jiff::Timestamp::now();
-    let command = |end: Option<jiff::Timestamp>, interrupted: bool, aborted: &Option<String>| {
-        json!({
-            "argv": opts.argv,
-            "overrides": opts.overrides,
-            "cwd": std::env::current_dir().ok(),
-            "tool_version": env!("CARGO_PKG_VERSION"),
-            "started_utc": wall_start.to_string(),
-            "ended_utc": end.map(|e| e.to_string()),
-            "interrupted": interrupted,
-            "aborted": aborted,
-            "prediction_sha256": prediction_sha256,
-        })
+    let command = CommandRecord {
+        opts: &opts,
+        started_utc: jiff::Timestamp::now(),
+        prediction_sha256: prediction.as_ref().map(|(_, h)| h.clone()),
     };
-    bundle.write_json("command.json", &command(None, false, &None))?;
+    bundle.write_json("command.json", &command.json(None, false, &None))?;
     let target = Target {
         http: http.clone(),
         base: base.clone(),
@@ -145,9 +135,6 @@ pub async fn run(
     if let Some(t) = &timeline {
         bundle.write_json(COLD_START, t)?;
     }
-    let seconds = crate::analyze::timeseries(&records);
-    bundle.write_json("timeseries.json", &seconds)?;
-
     let interrupted = outcome.interrupted;
     if outcome.built_late > 0 {
         opts.watch.warn(&format!(
@@ -163,17 +150,10 @@ pub async fn run(
         facts: Some(&facts),
         scrapes: &scrapes,
     };
-    let mut summary = summarize(&contract, &records, &context);
-    summary.predictions =
-        prediction.map(|(p, _)| crate::analyze::predict::check(&p, &summary, true));
-    bundle.write_summary(&summary)?;
-    bundle.write(
-        "report.html",
-        &crate::report::html::page(&contract, &inputs, &summary, &records, &seconds),
-    )?;
+    let summary = write_summary(&bundle, &contract, &context, &records, prediction)?;
     bundle.write_json(
         "command.json",
-        &command(Some(jiff::Timestamp::now()), interrupted, &aborted),
+        &command.json(Some(jiff::Timestamp::now()), interrupted, &aborted),
     )?;
     drop(sim);
     Ok(RunResult {
@@ -182,6 +162,56 @@ pub async fn run(
         records,
         aborted,
     })
+}
+
+/// `command.json`: how the run was started and, rewritten when it ends, how it ended.
+struct CommandRecord<'a> {
+    opts: &'a RunOptions,
+    started_utc: jiff::Timestamp,
+    prediction_sha256: Option<String>,
+}
+
+impl CommandRecord<'_> {
+    fn json(
+        &self,
+        end: Option<jiff::Timestamp>,
+        interrupted: bool,
+        aborted: &Option<String>,
+    ) -> serde_json::Value {
+        json!({
+            "argv": self.opts.argv,
+            "overrides": self.opts.overrides,
+            "cwd": std::env::current_dir().ok(),
+            "tool_version": env!("CARGO_PKG_VERSION"),
+            "started_utc": self.started_utc.to_string(),
+            "ended_utc": end.map(|e| e.to_string()),
+            "interrupted": interrupted,
+            "aborted": aborted,
+            "prediction_sha256": self.prediction_sha256,
+        })
+    }
+}
+
+/// The run's summary (its prediction checked), written into the bundle with the reports.
+fn write_summary(
+    bundle: &Bundle,
+    contract: &Contract,
+    context: &crate::analyze::Context,
+    records: &[Record],
+    prediction: Option<(crate::contract::prediction::Prediction, String)>,
+) -> anyhow::Result<Summary> {
+    let mut summary = summarize(contract, records, context);
+    summary.predictions =
+        prediction.map(|(p, _)| crate::analyze::predict::check(&p, &summary, true));
+    bundle.write_summary(&summary)?;
+    let seconds = crate::analyze::timeseries(records);
+    bundle.write_json("timeseries.json", &seconds)?;
+    let inputs = context.workload.cloned().unwrap_or_default();
+    bundle.write(
+        "report.html",
+        &crate::report::html::page(contract, &inputs, &summary, records, &seconds),
+    )?;
+    Ok(summary)
 }
 
 /// Whether the target is there and serves the contract's model (the first it lists when

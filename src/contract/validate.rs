@@ -112,50 +112,8 @@ impl Contract {
                 ),
             );
         }
-        match w.prefix_cache {
-            PrefixCache::Cold => {
-                for (k, set) in [
-                    ("shared_prefix_tokens", w.shared_prefix_tokens.is_some()),
-                    ("prefixes", w.prefixes.is_some()),
-                ] {
-                    if set {
-                        return problem(
-                            &format!("workload.{k}"),
-                            "applies to prefix_cache = \"shared\" or \"warm\" only",
-                        );
-                    }
-                }
-            }
-            PrefixCache::Shared | PrefixCache::Warm => {
-                let Some(n) = w.shared_prefix_tokens.filter(|&n| n >= 1) else {
-                    return problem(
-                        "workload.shared_prefix_tokens",
-                        "a shared or warm prefix cache needs shared_prefix_tokens >= 1",
-                    );
-                };
-                if *w.prefixes.get_or_insert(1) == 0 {
-                    return problem("workload.prefixes", "must be >= 1");
-                }
-                let shortest = match input {
-                    LengthDist::Fixed { value } => Some(*value),
-                    LengthDist::Uniform { min, .. }
-                    | LengthDist::Normal { min, .. }
-                    | LengthDist::Lognormal { min, .. } => Some(*min),
-                    _ => None,
-                };
-                if let Some(m) = shortest
-                    && m <= n
-                {
-                    return problem(
-                        "workload.shared_prefix_tokens",
-                        format!(
-                            "= {n} leaves no room for a request's own tokens: input_tokens can be as short as {m}"
-                        ),
-                    );
-                }
-            }
-        }
-        Ok(())
+        let input = input.clone();
+        prefix_cache(w, &input)
     }
 
     /// `name` and `[target]`: a URL or the simulator, never both; timeouts.
@@ -271,114 +229,47 @@ impl Contract {
             },
         );
         match kind {
-            LoadModel::Open => {
-                for (k, set) in [
-                    ("concurrency", l.concurrency.is_some()),
-                    ("think_time", l.think_time.is_some()),
-                ] {
-                    if set {
-                        return problem(&format!("load.{k}"), "applies to model = \"closed\" only");
-                    }
-                }
-                if l.arrival == Some(Arrival::Trace) {
-                    for (k, set) in [
-                        ("rate", l.rate.is_some()),
-                        ("burstiness", l.burstiness.is_some()),
-                    ] {
-                        if set {
-                            return problem(
-                                &format!("load.{k}"),
-                                "does not apply to arrival = \"trace\" (the trace's timestamps set the rate; use `speedup` to scale it)",
-                            );
-                        }
-                    }
-                    if l.trace.is_none() {
-                        return problem(
-                            "load.trace",
-                            "missing: arrival = \"trace\" needs a trace file (CSV or JSONL of timestamp, input tokens, output tokens)",
-                        );
-                    }
-                    let x = *l.speedup.get_or_insert(1.0);
-                    if !(x.is_finite() && x > 0.0) {
-                        return problem("load.speedup", format!("= {x}: must be > 0"));
-                    }
-                } else {
-                    for (k, set) in [
-                        ("trace", l.trace.is_some()),
-                        ("speedup", l.speedup.is_some()),
-                    ] {
-                        if set {
-                            return problem(
-                                &format!("load.{k}"),
-                                "applies to arrival = \"trace\" only",
-                            );
-                        }
-                    }
-                    let Some(rate) = l.rate else {
-                        return problem(
-                            "load.rate",
-                            "missing: an open-loop load needs a rate in requests per second",
-                        );
-                    };
-                    if !(rate.is_finite() && rate > 0.0) {
-                        return problem(
-                            "load.rate",
-                            format!("= {rate}: must be > 0 requests per second"),
-                        );
-                    }
-                    // Arrivals are scheduled to the microsecond: faster, they would all share
-                    // the same instants (and no client sends a million requests a second).
-                    if rate > 1e6 {
-                        return problem(
-                            "load.rate",
-                            format!("= {rate}: must be at most 1000000 requests per second"),
-                        );
-                    }
-                    let b = *l.burstiness.get_or_insert(1.0);
-                    if !(b.is_finite() && b > 0.0) {
-                        return problem("load.burstiness", "must be > 0 (1 = Poisson)");
-                    }
-                    l.arrival.get_or_insert(Arrival::Poisson);
-                }
-                if *l.max_in_flight.get_or_insert(DEFAULT_IN_FLIGHT) == 0 {
-                    return problem("load.max_in_flight", "must be >= 1");
-                }
+            LoadModel::Open => open_load(l)?,
+            LoadModel::Closed => self.closed_load()?,
+        }
+        Ok(())
+    }
+
+    /// A closed loop: its own keys only; latency from the actual send (it has no schedule).
+    fn closed_load(&mut self) -> Result<(), Problem> {
+        let l = &mut self.load;
+        for (k, set) in [
+            ("rate", l.rate.is_some()),
+            ("arrival", l.arrival.is_some()),
+            ("burstiness", l.burstiness.is_some()),
+            ("max_in_flight", l.max_in_flight.is_some()),
+            ("trace", l.trace.is_some()),
+            ("speedup", l.speedup.is_some()),
+        ] {
+            if set {
+                return problem(
+                    &format!("load.{k}"),
+                    "applies to model = \"open\" only (a closed loop has no schedule)",
+                );
             }
-            LoadModel::Closed => {
-                for (k, set) in [
-                    ("rate", l.rate.is_some()),
-                    ("arrival", l.arrival.is_some()),
-                    ("burstiness", l.burstiness.is_some()),
-                    ("max_in_flight", l.max_in_flight.is_some()),
-                    ("trace", l.trace.is_some()),
-                    ("speedup", l.speedup.is_some()),
-                ] {
-                    if set {
-                        return problem(
-                            &format!("load.{k}"),
-                            "applies to model = \"open\" only (a closed loop has no schedule)",
-                        );
-                    }
-                }
-                match l.concurrency {
-                    None => {
-                        return problem(
-                            "load.concurrency",
-                            "missing: a closed-loop load needs a concurrency",
-                        );
-                    }
-                    Some(0) => return problem("load.concurrency", "must be >= 1"),
-                    Some(_) => {}
-                }
-                let t = l.think_time.get_or_insert_default().0;
-                if !(t.is_finite() && t >= 0.0) {
-                    return problem("load.think_time", "must be >= 0");
-                }
-                if self.measurement.latency_origin == LatencyOrigin::Intended {
-                    // A closed loop has no schedule: its only honest origin is the actual send.
-                    self.measurement.latency_origin = LatencyOrigin::Sent;
-                }
+        }
+        match l.concurrency {
+            None => {
+                return problem(
+                    "load.concurrency",
+                    "missing: a closed-loop load needs a concurrency",
+                );
             }
+            Some(0) => return problem("load.concurrency", "must be >= 1"),
+            Some(_) => {}
+        }
+        let t = l.think_time.get_or_insert_default().0;
+        if !(t.is_finite() && t >= 0.0) {
+            return problem("load.think_time", "must be >= 0");
+        }
+        if self.measurement.latency_origin == LatencyOrigin::Intended {
+            // A closed loop has no schedule: its only honest origin is the actual send.
+            self.measurement.latency_origin = LatencyOrigin::Sent;
         }
         Ok(())
     }
@@ -563,4 +454,138 @@ fn check_dist(key: &str, d: &LengthDist) -> Result<(), Problem> {
         }
         _ => Ok(()),
     }
+}
+
+/// An open loop: its own keys only, the in-flight cap.
+fn open_load(l: &mut Load) -> Result<(), Problem> {
+    for (k, set) in [
+        ("concurrency", l.concurrency.is_some()),
+        ("think_time", l.think_time.is_some()),
+    ] {
+        if set {
+            return problem(&format!("load.{k}"), "applies to model = \"closed\" only");
+        }
+    }
+    if l.arrival == Some(Arrival::Trace) {
+        trace_arrivals(l)?;
+    } else {
+        rate_arrivals(l)?;
+    }
+    if *l.max_in_flight.get_or_insert(DEFAULT_IN_FLIGHT) == 0 {
+        return problem("load.max_in_flight", "must be >= 1");
+    }
+    Ok(())
+}
+
+/// Trace replay: the trace's timestamps set the rate.
+fn trace_arrivals(l: &mut Load) -> Result<(), Problem> {
+    for (k, set) in [
+        ("rate", l.rate.is_some()),
+        ("burstiness", l.burstiness.is_some()),
+    ] {
+        if set {
+            return problem(
+                &format!("load.{k}"),
+                "does not apply to arrival = \"trace\" (the trace's timestamps set the rate; use `speedup` to scale it)",
+            );
+        }
+    }
+    if l.trace.is_none() {
+        return problem(
+            "load.trace",
+            "missing: arrival = \"trace\" needs a trace file (CSV or JSONL of timestamp, input tokens, output tokens)",
+        );
+    }
+    let x = *l.speedup.get_or_insert(1.0);
+    if !(x.is_finite() && x > 0.0) {
+        return problem("load.speedup", format!("= {x}: must be > 0"));
+    }
+    Ok(())
+}
+
+/// Arrivals at a rate: its bounds, the burstiness, Poisson by default.
+fn rate_arrivals(l: &mut Load) -> Result<(), Problem> {
+    for (k, set) in [
+        ("trace", l.trace.is_some()),
+        ("speedup", l.speedup.is_some()),
+    ] {
+        if set {
+            return problem(&format!("load.{k}"), "applies to arrival = \"trace\" only");
+        }
+    }
+    let Some(rate) = l.rate else {
+        return problem(
+            "load.rate",
+            "missing: an open-loop load needs a rate in requests per second",
+        );
+    };
+    if !(rate.is_finite() && rate > 0.0) {
+        return problem(
+            "load.rate",
+            format!("= {rate}: must be > 0 requests per second"),
+        );
+    }
+    // Arrivals are scheduled to the microsecond: faster, they would all share
+    // the same instants (and no client sends a million requests a second).
+    if rate > 1e6 {
+        return problem(
+            "load.rate",
+            format!("= {rate}: must be at most 1000000 requests per second"),
+        );
+    }
+    let b = *l.burstiness.get_or_insert(1.0);
+    if !(b.is_finite() && b > 0.0) {
+        return problem("load.burstiness", "must be > 0 (1 = Poisson)");
+    }
+    l.arrival.get_or_insert(Arrival::Poisson);
+    Ok(())
+}
+
+/// `prefix_cache`: the shared prefix's keys apply to `shared` and `warm` only, and leave room
+/// for every request's own tokens.
+fn prefix_cache(w: &mut Workload, input: &LengthDist) -> Result<(), Problem> {
+    match w.prefix_cache {
+        PrefixCache::Cold => {
+            for (k, set) in [
+                ("shared_prefix_tokens", w.shared_prefix_tokens.is_some()),
+                ("prefixes", w.prefixes.is_some()),
+            ] {
+                if set {
+                    return problem(
+                        &format!("workload.{k}"),
+                        "applies to prefix_cache = \"shared\" or \"warm\" only",
+                    );
+                }
+            }
+        }
+        PrefixCache::Shared | PrefixCache::Warm => {
+            let Some(n) = w.shared_prefix_tokens.filter(|&n| n >= 1) else {
+                return problem(
+                    "workload.shared_prefix_tokens",
+                    "a shared or warm prefix cache needs shared_prefix_tokens >= 1",
+                );
+            };
+            if *w.prefixes.get_or_insert(1) == 0 {
+                return problem("workload.prefixes", "must be >= 1");
+            }
+            let shortest = match input {
+                LengthDist::Fixed { value } => Some(*value),
+                LengthDist::Uniform { min, .. }
+                | LengthDist::Normal { min, .. }
+                | LengthDist::Lognormal { min, .. } => Some(*min),
+                _ => None,
+            };
+            if let Some(m) = shortest
+                && m <= n
+            {
+                return problem(
+                    "workload.shared_prefix_tokens",
+                    format!(
+                        "= {n} leaves no room for a request's own tokens: input_tokens can be as short as {m}"
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
 }
