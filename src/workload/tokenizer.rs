@@ -34,7 +34,7 @@ pub enum Tokenizer {
         /// Indices into [`WORDS`] of the words that add exactly one token.
         unit: Vec<usize>,
     },
-    /// Costs measured by the target's tokenize endpoint (see `workload::server`).
+    /// Costs measured by the target's tokenize endpoint (see `env::tokenize`).
     Table {
         /// Tokens of each of [`WORDS`] at the start of a text.
         first: Vec<u32>,
