@@ -373,7 +373,9 @@ fn cold_cache_warning(c: &Contract, w: &Inputs, steady_ok: &[&&Record]) -> Optio
 macro_rules! verdict {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident => $s:literal),+ $(,)? }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+        )]
         pub enum $name {
             $($(#[$vm])* #[serde(rename = $s)] $v),+
         }
@@ -394,6 +396,7 @@ macro_rules! verdict {
         }
     };
 }
+pub(crate) use verdict;
 
 verdict! {
     /// Whether every fact a result depends on is stated.

@@ -201,10 +201,25 @@ pub struct MetricComparison {
     pub method: String,
     /// (b − a) / |a|, percent.
     pub change_pct: Option<f64>,
-    /// `better`, `worse`, `no significant difference`; with one run a side and no per-request
-    /// test for the metric, `better, untested` / `worse, untested` / `within noise, untested`;
-    /// `not enough data` when a side has no value.
-    pub verdict: String,
+    pub verdict: MetricVerdict,
+}
+
+crate::analyze::verdict! {
+    /// What a metric's difference says.
+    MetricVerdict {
+        Better => "better",
+        Worse => "worse",
+        NoSignificantDifference => "no significant difference",
+        /// One run a side and no per-request test for the metric: the difference is reported
+        /// without a claim of significance.
+        BetterUntested => "better, untested",
+        WorseUntested => "worse, untested",
+        WithinNoise => "within noise, untested",
+        /// A side has no value.
+        NotEnoughData => "not enough data",
+        /// Better, but the outputs differ: not called a win.
+        NotAWin => "not a win: quality not held constant",
+    }
 }
 
 fn p50(v: &mut [f64]) -> f64 {
@@ -271,26 +286,26 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
                     let material = d.abs() > noise * base.abs();
                     if significant && material {
                         if (d < 0.0) == lower_better {
-                            "better"
+                            MetricVerdict::Better
                         } else {
-                            "worse"
+                            MetricVerdict::Worse
                         }
                     } else {
-                        "no significant difference"
+                        MetricVerdict::NoSignificantDifference
                     }
                 }
                 // One run a side and no per-request test for this metric: the difference is
                 // still reported, without a claim of significance.
                 (Some(d), None, Some(base)) => {
                     if d.abs() <= noise * base.abs() {
-                        "within noise, untested"
+                        MetricVerdict::WithinNoise
                     } else if (d < 0.0) == lower_better {
-                        "better, untested"
+                        MetricVerdict::BetterUntested
                     } else {
-                        "worse, untested"
+                        MetricVerdict::WorseUntested
                     }
                 }
-                _ => "not enough data",
+                _ => MetricVerdict::NotEnoughData,
             };
             MetricComparison {
                 metric: name.to_owned(),
@@ -300,7 +315,7 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
                 change_pct,
                 ci95: ci,
                 method: method.to_owned(),
-                verdict: verdict.to_owned(),
+                verdict,
             }
         })
         .collect()
@@ -541,8 +556,11 @@ pub fn compare(baseline: &Side, other: &Side, noise: f64) -> Comparison {
     };
     if !quality.held() {
         for m in &mut metrics {
-            if m.verdict.starts_with("better") {
-                m.verdict = "not a win: quality not held constant".into();
+            if matches!(
+                m.verdict,
+                MetricVerdict::Better | MetricVerdict::BetterUntested
+            ) {
+                m.verdict = MetricVerdict::NotAWin;
             }
         }
     }
@@ -620,7 +638,7 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
                     m.change_pct.map_or("—".into(), |p| format!("{p:+.1}%")),
                     m.ci95
                         .map_or("—".into(), |[lo, hi]| format!("[{lo:.3}, {hi:.3}]")),
-                    m.verdict.clone(),
+                    m.verdict.to_string(),
                     m.method.clone(),
                 ]
             })
