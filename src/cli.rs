@@ -52,7 +52,9 @@ pub struct OutputArgs {
 /// (`--json`, `--markdown`, `--html`) still work and mean the same format.
 #[derive(Debug, Default, clap::Args)]
 pub struct FormatArgs {
-    /// How to write the result.
+    /// How to write the result: aligned text (the default), Markdown for a pull request, a
+    /// self-contained HTML page (with figures where the command draws them), or the command's
+    /// value as JSON.
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub format: Option<Format>,
     /// Same as `--format json`.

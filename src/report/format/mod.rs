@@ -12,17 +12,18 @@ pub(crate) mod terminal;
 
 use super::Doc;
 
-/// `--format`: how a command writes its result.
+/// `--format`: how a command writes its result. (The variants' comments are `//` so that
+/// clap keeps `--help` short: `[possible values: …]`.)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Aligned text, wrapped to 100 columns.
+    // Aligned text, wrapped to 100 columns.
     #[default]
     Terminal,
-    /// GitHub-flavoured Markdown (for a pull request).
+    // GitHub-flavoured Markdown (for a pull request).
     Markdown,
-    /// A self-contained HTML page (with figures where the command draws them).
+    // A self-contained HTML page (with figures where the command draws them).
     Html,
-    /// The command's value as JSON (for programs).
+    // The command's value as JSON (for programs).
     Json,
 }
 
