@@ -12,14 +12,19 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `target.api`. The list of kinds and their names come from the derives (clap's `ValueEnum`
+/// lists every variant), so a new kind is its variant, its names and its arm in
+/// [`ApiKind::adapter`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 pub enum ApiKind {
     /// `POST /v1/chat/completions`.
     #[default]
     #[serde(rename = "openai-chat")]
+    #[value(name = "openai-chat")]
     OpenAiChat,
     /// `POST /v1/completions`.
     #[serde(rename = "openai-completions")]
+    #[value(name = "openai-completions")]
     OpenAiCompletions,
 }
 
@@ -40,11 +45,11 @@ impl ApiKind {
     }
 
     /// The name in the contract.
-    pub fn name(self) -> &'static str {
-        match self {
-            ApiKind::OpenAiChat => "openai-chat",
-            ApiKind::OpenAiCompletions => "openai-completions",
-        }
+    pub fn name(self) -> String {
+        use clap::ValueEnum;
+        self.to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default()
     }
 
     /// Whether this API can send what a workload asks: `Err` says what it cannot (for the
@@ -52,7 +57,7 @@ impl ApiKind {
     pub fn check(self, needs_messages: bool) -> Result<(), String> {
         let can = self.adapter().capabilities();
         if needs_messages && !can.messages {
-            let by: Vec<&str> = ApiKind::ALL
+            let by: Vec<String> = <ApiKind as clap::ValueEnum>::value_variants()
                 .iter()
                 .filter(|k| k.adapter().capabilities().messages)
                 .map(|k| k.name())
@@ -67,8 +72,6 @@ impl ApiKind {
         }
         Ok(())
     }
-
-    pub const ALL: [ApiKind; 2] = [ApiKind::OpenAiChat, ApiKind::OpenAiCompletions];
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,4 +172,22 @@ pub trait Adapter: Send + Sync {
 
 fn one() -> f64 {
     1.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The contract's names (serde) and the listed names (clap) are one spelling.
+    #[test]
+    fn every_kind_is_named_alike_in_the_contract_and_the_list() {
+        for k in <ApiKind as clap::ValueEnum>::value_variants() {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.name().as_str(), "{k:?}");
+        }
+        assert_eq!(
+            ApiKind::OpenAiCompletions.check(true).unwrap_err(),
+            "has `messages`, which only api = \"openai-chat\" can send"
+        );
+        assert!(ApiKind::OpenAiChat.check(true).is_ok());
+    }
 }

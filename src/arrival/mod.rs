@@ -60,16 +60,6 @@ impl Arrival {
             Arrival::Trace => Box::new(trace::Trace::new(p)),
         }
     }
-
-    /// The name in the contract.
-    pub fn name(self) -> &'static str {
-        match self {
-            Arrival::Poisson => "poisson",
-            Arrival::Constant => "constant",
-            Arrival::Gamma => "gamma",
-            Arrival::Trace => "trace",
-        }
-    }
 }
 
 /// The clock of a renewal process (independent gaps between arrivals): the first arrival at
