@@ -95,7 +95,6 @@ pub async fn run(
 
     // Preflight: is the target there, and which model does it serve?
     let (models, version) = preflight(&http, &base, api_key.as_deref(), &mut contract).await?;
-    let model = contract.target.model.clone().unwrap_or_default();
     raise_open_file_limit();
 
     let (bundle, prediction) = prepare_bundle(bundle, &opts, &mut contract)?;
@@ -106,10 +105,10 @@ pub async fn run(
     };
     bundle.write_json("command.json", &command.json(None, false, &None))?;
     let target = Target {
-        http: http.clone(),
-        base: base.clone(),
-        api_key: api_key.clone(),
-        model: model.clone(),
+        http,
+        base,
+        api_key,
+        model: contract.target.model.clone().unwrap_or_default(),
     };
     let (facts, scraper, inputs, mut environment) = environment(
         &target,

@@ -77,8 +77,8 @@ pub struct SweepPoint {
     pub output_tokens_per_s: Option<f64>,
     pub attainment: Option<f64>,
     pub goodput_rps: Option<f64>,
-    /// `VALID` or `INVALID` (every reason is in the point's bundle).
-    pub validity: String,
+    /// Every reason is in the point's bundle.
+    pub validity: crate::analyze::ValidityVerdict,
     /// Whether the run met the SLO (percentiles within thresholds and attainment at target).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo_met: Option<bool>,
@@ -130,7 +130,7 @@ impl SweepPoint {
             output_tokens_per_s: st.throughput.output_tokens_per_s,
             attainment: st.slo.as_ref().map(|x| x.attainment),
             goodput_rps: st.slo.as_ref().and_then(|x| x.goodput_rps),
-            validity: s.validity.verdict.to_string(),
+            validity: s.validity.verdict,
             slo_met: st.slo.as_ref().map(|x| x.pass),
             fails_because: fails_because(s),
         }
@@ -359,7 +359,7 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
                     Some(false) => "missed".to_owned(),
                     None => "—".to_owned(),
                 },
-                p.validity.clone(),
+                p.validity.to_string(),
             ]
         })
         .collect();

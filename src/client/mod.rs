@@ -15,7 +15,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::api::{Adapter, RequestSpec, StreamEvent, Usage};
+use crate::api::Adapter;
 use crate::contract::ClientTokenCount;
 use crate::record::{Outcome, Record};
 use sse::SseParser;

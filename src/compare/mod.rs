@@ -345,7 +345,7 @@ pub struct Comparison {
 pub struct SideFacts {
     /// The run meets the SLO ([`crate::analyze::SloResult::meets`]); absent without an SLO.
     pub slo_met: Option<bool>,
-    pub validity: String,
+    pub validity: crate::analyze::ValidityVerdict,
     /// Cached prompt tokens / prompt tokens over successful steady requests that reported it.
     pub cached_share: Option<f64>,
 }
@@ -374,7 +374,7 @@ impl SideFacts {
         }
         SideFacts {
             slo_met: s.steady.slo.as_ref().map(|x| x.pass),
-            validity: s.validity.verdict.to_string(),
+            validity: s.validity.verdict,
             cached_share: (prompt > 0).then(|| cached as f64 / prompt as f64),
         }
     }
@@ -586,8 +586,11 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
             "{} vs baseline {} ({} vs {} runs)",
             c.labels[1], c.labels[0], c.runs.1, c.runs.0
         ));
-        let tone =
-            |s: &SideFacts| Tone::warn_if(s.slo_met == Some(false) || s.validity == "INVALID");
+        let tone = |s: &SideFacts| {
+            Tone::warn_if(
+                s.slo_met == Some(false) || s.validity == crate::analyze::ValidityVerdict::Invalid,
+            )
+        };
         d.toned(
             tone(&c.sides[0]),
             format!("Baseline {}: {}.", c.labels[0], c.sides[0].describe()),

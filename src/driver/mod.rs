@@ -23,7 +23,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::client::{Client, RequestSpec};
+use crate::api::RequestSpec;
+use crate::client::Client;
 use crate::contract::Contract;
 use crate::plan::{ArrivalGen, Phase, Phaser, Plan, PlannedRequest};
 use crate::record::{Outcome, Record};

@@ -87,9 +87,8 @@ pub struct Plan {
     open: Option<(Arrival, crate::arrival::Params)>,
     /// The phase rules, for listing the plan.
     phases: PhaseRules,
-    /// `[quality] mode = "reference"`: request `i` asks reference `i mod n`'s prompt.
-    references: std::sync::Arc<Vec<crate::quality::Reference>>,
-    /// Tokenizer, dataset, trace and the `empirical` lengths.
+    /// Tokenizer, dataset, trace, references (`[quality] mode = "reference"`: request `i` asks
+    /// reference `i mod n`'s prompt) and the `empirical` lengths.
     sources: Inputs,
     /// Dataset prompts: request `i` takes entry `order[i mod n]` (a seeded shuffle).
     order: std::sync::Arc<Vec<u32>>,
@@ -370,7 +369,6 @@ impl Plan {
             output: asked_lengths(w, false),
             open,
             phases: PhaseRules::of(c),
-            references: std::sync::Arc::new(inputs.references.clone()),
             sources,
             order: std::sync::Arc::new(order),
             prefixes: std::sync::Arc::new(prefixes),
@@ -505,8 +503,9 @@ impl Plan {
         };
         let input_tokens = length(&self.input, true);
         let output_tokens = length(&self.output, false);
-        if !self.references.is_empty() {
-            let r = &self.references[(index % self.references.len() as u64) as usize];
+        let references = &self.sources.references;
+        if !references.is_empty() {
+            let r = &references[(index % references.len() as u64) as usize];
             return PlannedRequest {
                 index,
                 phase: Phase::Steady,

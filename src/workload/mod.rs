@@ -51,11 +51,6 @@ pub fn read(path: &Path) -> Result<(String, String), String> {
 
 pub use crate::contract::MAX_TOKENS;
 
-/// Reads a file of observed lengths (see [`parse_lengths`]).
-pub fn load_lengths(path: &Path) -> Result<Vec<u32>, String> {
-    parse_lengths(path, &read(path)?.0)
-}
-
 /// Parses observed lengths: one whole number per line (blank lines and `#` comments skipped).
 /// Every error names the file (`path`, for messages) and line.
 pub fn parse_lengths(path: &Path, text: &str) -> Result<Vec<u32>, String> {
