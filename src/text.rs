@@ -67,10 +67,12 @@ pub fn sha256_prefix(bytes: &[u8], n: usize) -> String {
     hex::encode(&Sha256::digest(bytes)[..n])
 }
 
-/// The `host:port` part of a URL (`http://127.0.0.1:8000/v1` → `127.0.0.1:8000`).
+/// The `host:port` part of a URL (`http://user:pw@127.0.0.1:8000/v1` → `127.0.0.1:8000`):
+/// without the user and password, the path, the query or the fragment.
 pub fn authority(url: &str) -> &str {
     let rest = url.split("://").nth(1).unwrap_or(url);
-    rest.split('/').next().unwrap_or(rest)
+    let hostport = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    hostport.rsplit_once('@').map_or(hostport, |(_, h)| h)
 }
 
 /// The host part of a URL, without its port.
@@ -118,5 +120,103 @@ mod tests {
         assert_ne!(hash_str("the"), hash_str("of"));
         let u = unit_interval(mix64(7));
         assert!((0.0..1.0).contains(&u));
+    }
+}
+
+/// The largest file goodput reads whole (a dataset, trace, length list, reference set or
+/// tokenizer; a peer tool's result): ShareGPT's largest split is 0.7 GB.
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
+/// The largest contract file: a contract is a page of TOML.
+pub const MAX_CONTRACT_BYTES: u64 = 16 << 20;
+
+/// Reads a whole file, refusing one larger than `limit` bytes before reading it (and a
+/// device or pipe that goes on past it, like `/dev/zero`, once it has): a clear error, never
+/// memory without bound.
+pub fn read_capped(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let too_large = || {
+        std::io::Error::other(format!(
+            "larger than {}, the limit for a file goodput reads whole",
+            human_bytes(limit)
+        ))
+    };
+    let f = std::fs::File::open(path)?;
+    let meta = f.metadata()?;
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_char_device() || t.is_block_device() || t.is_socket() {
+            return Err(std::io::Error::other("a device, not a file"));
+        }
+    }
+    if meta.len() > limit {
+        return Err(too_large());
+    }
+    let mut out = Vec::new();
+    f.take(limit + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(out)
+}
+
+/// [`read_capped`] as UTF-8 text.
+pub fn read_capped_string(path: &std::path::Path, limit: u64) -> std::io::Result<String> {
+    String::from_utf8(read_capped(path, limit)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+/// `1 GiB`, `16 MiB`, `512 B`.
+pub fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{} GiB", n >> 30),
+        n if n >= 1 << 20 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 => format!("{} KiB", n >> 10),
+        n => format!("{n} B"),
+    }
+}
+
+/// An error with every cause after it (`error sending request: client error (Connect):
+/// tcp connect error: Connection refused`): the outermost message alone rarely says why.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        src = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod url_tests {
+    #[test]
+    fn authority_leaves_out_user_password_path_and_query() {
+        assert_eq!(
+            super::authority("http://u:p@10.0.0.1:80/v1?x=1"),
+            "10.0.0.1:80"
+        );
+        assert_eq!(super::authority("http://[::1]:8000"), "[::1]:8000");
+        assert_eq!(
+            super::host_of("https://a:b@example.com:443/x"),
+            "example.com"
+        );
+    }
+
+    #[test]
+    fn a_device_as_an_input_file_is_refused_before_reading_it() {
+        let e = super::read_capped(std::path::Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("a device, not a file"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big");
+        std::fs::write(&p, vec![b'a'; 2048]).unwrap();
+        let e = super::read_capped(&p, 1024).unwrap_err();
+        assert!(e.to_string().contains("larger than 1 KiB"), "{e}");
+        assert_eq!(super::read_capped(&p, 4096).unwrap().len(), 2048);
     }
 }

@@ -31,6 +31,7 @@ pub struct Client {
     stream: bool,
     epoch: Instant,
     keep: KeepOutput,
+    follow_redirects: bool,
 }
 
 /// What of the generated text a record keeps (`[quality]`).
@@ -63,6 +64,9 @@ pub fn http_pool(keep_alive: Duration) -> Result<reqwest::Client, reqwest::Error
         .pool_idle_timeout(keep_alive)
         .tcp_nodelay(TCP_NODELAY)
         .no_proxy()
+        // Redirects are the client's decision, per request and recorded (`Client::execute`):
+        // followed silently, a number would be another server's, with an extra round trip.
+        .redirect(reqwest::redirect::Policy::none())
         .build()
 }
 
@@ -77,6 +81,7 @@ pub fn http_pool_settings(keep_alive: Duration) -> serde_json::Value {
         "keep_alive_idle_s": keep_alive.as_secs_f64(),
         "tcp_nodelay": TCP_NODELAY,
         "proxy": "none", // `no_proxy()` above
+        "redirects": "not followed unless target.follow_redirects; each recorded",
     })
 }
 
@@ -108,12 +113,20 @@ impl Client {
             stream,
             epoch,
             keep: KeepOutput::Nothing,
+            follow_redirects: false,
         }
     }
 
     /// Keeps the generated text's digest (and the text) in every successful record.
     pub fn keep_output(mut self, keep: KeepOutput) -> Client {
         self.keep = keep;
+        self
+    }
+
+    /// Follows redirects (at most [`MAX_REDIRECTS`]), each recorded in the request's record;
+    /// without it a redirect is a failure of its own class naming where it pointed.
+    pub fn follow_redirects(mut self, follow: bool) -> Client {
+        self.follow_redirects = follow;
         self
     }
 
@@ -145,10 +158,10 @@ impl Client {
     /// Sends `body` and fills `rec` with what happened. Never panics on server behaviour; every
     /// failure becomes an outcome with what was measured before it kept.
     pub async fn execute(&self, body: Bytes, rec: &mut Record, cancel: &CancellationToken) {
-        let request = || {
+        let request = |url: &str| {
             let req = self
                 .http
-                .post(&self.url)
+                .post(url)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .header("x-request-id", &rec.request_id)
                 .body(body.clone());
@@ -172,9 +185,10 @@ impl Client {
         tokio::pin!(cancelled, timeout);
 
         let mut retried = None;
+        let mut url = self.url.clone();
         let resp = loop {
             let r = tokio::select! {
-                r = request().send() => r,
+                r = request(&url).send() => r,
                 () = &mut timeout => {
                     return rec.fail(Outcome::Timeout, format!("no response headers within {:?}", self.timeout), self.now_us());
                 }
@@ -187,6 +201,34 @@ impl Client {
                 Err(e) if retried.is_none() && stale_connection(&e) => {
                     retried = Some(describe(&e));
                 }
+                Ok(r) if r.status().is_redirection() => {
+                    let to = location(&r, &url);
+                    let status = r.status();
+                    match to {
+                        Some(next)
+                            if self.follow_redirects && rec.redirects.len() < MAX_REDIRECTS =>
+                        {
+                            rec.redirects.push(format!("{} {next}", status.as_u16()));
+                            url = next;
+                        }
+                        to => {
+                            rec.http_status = Some(status.as_u16());
+                            let why = if self.follow_redirects {
+                                format!("more than {MAX_REDIRECTS} redirects")
+                            } else {
+                                "redirects are not followed (target.follow_redirects)".into()
+                            };
+                            return rec.fail(
+                                Outcome::Redirect,
+                                format!(
+                                    "HTTP {status} from {url} to {}: {why}",
+                                    to.as_deref().unwrap_or("(no Location)")
+                                ),
+                                self.now_us(),
+                            );
+                        }
+                    }
+                }
                 r => break r,
             }
         };
@@ -194,14 +236,9 @@ impl Client {
         let resp = match resp {
             Ok(r) => r,
             Err(e) => {
-                let class = if e.is_timeout() {
-                    Outcome::Timeout
-                } else {
-                    Outcome::Connect
-                };
                 return rec.fail(
-                    class,
-                    format!("{} ({})", describe(&e), self.url),
+                    classify(&e),
+                    format!("{} ({url})", describe(&e)),
                     self.now_us(),
                 );
             }
@@ -212,7 +249,7 @@ impl Client {
             let snippet = read_snippet(resp).await;
             return rec.fail(
                 Outcome::HttpStatus,
-                format!("HTTP {status} from {}: {snippet}", self.url),
+                format!("HTTP {status} from {url}: {snippet}"),
                 self.now_us(),
             );
         }
@@ -230,16 +267,14 @@ impl Client {
                 .to_owned();
             return rec.fail(
                 Outcome::NotStreamed,
-                format!(
-                    "streaming was asked for but {} answered with content-type {ct}",
-                    self.url
-                ),
+                format!("streaming was asked for but {url} answered with content-type {ct}"),
                 self.now_us(),
             );
         }
         let mut body = resp.bytes_stream();
         let mut parser = SseParser::new();
         let mut state = StreamState::default();
+        let mut received = 0usize;
         let too_slow = || format!("response not complete within {:?}", self.timeout);
         loop {
             // The body first: a chunk that is ready is read without polling the others.
@@ -254,16 +289,39 @@ impl Client {
             if now > deadline_us {
                 return rec.fail(Outcome::Timeout, too_slow(), now);
             }
+            if let Some(Ok(bytes)) = &next {
+                received += bytes.len();
+                if received > MAX_RESPONSE_BYTES {
+                    return rec.fail(
+                        Outcome::TooLarge,
+                        format!(
+                            "the response from {url} passed {} MiB, the client's limit for one answer",
+                            MAX_RESPONSE_BYTES >> 20
+                        ),
+                        now,
+                    );
+                }
+            }
             match next {
                 Some(Ok(bytes)) if self.stream => {
                     let _ = parser.feed(&bytes, &mut |data| {
                         self.on_event(data, now, rec, &mut state)
                     });
+                    if let Some(why) = parser.too_large() {
+                        return rec.fail(Outcome::TooLarge, format!("{why} from {url}"), now);
+                    }
                     if let Some((class, msg)) = state.failure.take() {
                         return rec.fail(class, msg, now);
                     }
                     if state.done {
                         rec.end_us = Some(now);
+                        if !state.any_event {
+                            return rec.fail(
+                                Outcome::Empty,
+                                format!("{url} sent [DONE] before any event: nothing generated"),
+                                now,
+                            );
+                        }
                         self.keep(rec, state.text.as_deref());
                         return;
                     }
@@ -272,7 +330,7 @@ impl Client {
                 Some(Err(e)) => {
                     return rec.fail(
                         Outcome::StreamBroken,
-                        format!("{} ({})", describe(&e), self.url),
+                        format!("{} ({url})", describe(&e)),
                         now,
                     );
                 }
@@ -307,6 +365,7 @@ impl Client {
             st.done = true;
             return ControlFlow::Break(());
         }
+        st.any_event = true;
         let ev = match self.adapter.parse_event(data) {
             Ok(ev) => ev,
             Err(msg) => {
@@ -376,13 +435,53 @@ impl Client {
 #[derive(Default)]
 struct StreamState {
     done: bool,
+    /// An event other than `[DONE]` arrived.
+    any_event: bool,
     /// The generated text so far, when it is kept.
     text: Option<String>,
     failure: Option<(Outcome, String)>,
     whole: Vec<u8>,
 }
 
-/// A reqwest error with its causes (e.g. "connection refused").
+/// The most bytes one response may carry (streamed or not): past it the request fails as
+/// `too_large`. A 128k-token answer streamed as OpenAI chunks is about 30 MB.
+pub const MAX_RESPONSE_BYTES: usize = 64 << 20;
+
+/// Redirects followed for one request when `target.follow_redirects` is on.
+pub const MAX_REDIRECTS: usize = 5;
+
+/// Where a redirect points, resolved against the URL that answered.
+fn location(resp: &reqwest::Response, from: &str) -> Option<String> {
+    let loc = resp
+        .headers()
+        .get(reqwest::header::LOCATION)?
+        .to_str()
+        .ok()?;
+    let base = reqwest::Url::parse(from).ok()?;
+    base.join(loc).ok().map(String::from)
+}
+
+/// The class of a request that got no answer: the timeout, an answer that was not HTTP (or
+/// whose head passed hyper's limits: about 400 KiB and 100 headers), or no connection.
+fn classify(e: &reqwest::Error) -> Outcome {
+    if e.is_timeout() {
+        return Outcome::Timeout;
+    }
+    let mut src = std::error::Error::source(e);
+    while let Some(c) = src {
+        if let Some(h) = c.downcast_ref::<hyper::Error>() {
+            if h.is_parse_too_large() {
+                return Outcome::TooLarge;
+            }
+            if h.is_parse() || h.is_parse_status() {
+                return Outcome::Protocol;
+            }
+        }
+        src = c.source();
+    }
+    Outcome::Connect
+}
+
 /// hyper's "connection closed before message completed" with no response: the request was
 /// written to a kept-alive connection the server had already closed. (llama.cpp's server
 /// closes every connection after a streamed response while its headers promise keep-alive,
@@ -398,15 +497,9 @@ fn stale_connection(e: &reqwest::Error) -> bool {
     false
 }
 
+/// A reqwest error with its causes (e.g. "connection refused").
 fn describe(e: &reqwest::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
+    crate::text::error_chain(e)
 }
 
 async fn read_snippet(resp: reqwest::Response) -> String {

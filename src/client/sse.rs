@@ -7,8 +7,41 @@
 //! CRLF, LF or CR; `data:` lines (one optional space after the colon) join with `\n`; lines
 //! starting with `:` are comments; other fields are ignored; an event is dispatched at a blank
 //! line when it has data.
+//!
+//! Memory is bounded whatever the server sends: a line longer than [`MAX_LINE`] or an event
+//! whose data exceeds [`MAX_EVENT`] stops the parser with [`TooLarge`] (the request fails with
+//! its own class), so an endless line or an event that never ends cannot grow the client.
 
 use std::ops::ControlFlow;
+
+/// The longest SSE line kept, bytes. An OpenAI-style chunk is a few hundred bytes; a chunk that
+/// carries a whole long answer at once (some servers' last event) stays well under this.
+pub const MAX_LINE: usize = 4 << 20;
+
+/// The most data one event may carry (its `data:` lines joined), bytes.
+pub const MAX_EVENT: usize = 4 << 20;
+
+/// A line or an event grew past its limit: the server is not sending SSE as an API does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TooLarge {
+    /// No line end within [`MAX_LINE`] bytes.
+    Line,
+    /// No blank line (end of event) within [`MAX_EVENT`] bytes of data.
+    Event,
+}
+
+impl std::fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TooLarge::Line => write!(f, "an SSE line longer than {} MiB", MAX_LINE >> 20),
+            TooLarge::Event => write!(
+                f,
+                "an SSE event with more than {} MiB of data and no end",
+                MAX_EVENT >> 20
+            ),
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct SseParser {
@@ -17,6 +50,8 @@ pub struct SseParser {
     has_data: bool,
     /// The previous read ended in CR: a leading LF in the next read belongs to that line end.
     after_cr: bool,
+    /// Set once a limit was passed; the parser takes nothing more.
+    too_large: Option<TooLarge>,
 }
 
 impl SseParser {
@@ -24,13 +59,22 @@ impl SseParser {
         Self::default()
     }
 
+    /// The limit this stream passed, if it did (after which [`feed`](Self::feed) only breaks).
+    pub fn too_large(&self) -> Option<TooLarge> {
+        self.too_large
+    }
+
     /// Feeds bytes; calls `on_event` with each complete event's data. Stops early (returning
-    /// `Break`) when the callback does.
+    /// `Break`) when the callback does, or when a line or event passes its limit
+    /// ([`too_large`](Self::too_large) then says which).
     pub fn feed(
         &mut self,
         mut bytes: &[u8],
         on_event: &mut dyn FnMut(&[u8]) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
+        if self.too_large.is_some() {
+            return ControlFlow::Break(());
+        }
         if self.after_cr {
             self.after_cr = false;
             if let Some(rest) = bytes.strip_prefix(b"\n") {
@@ -48,6 +92,9 @@ impl SseParser {
                     _ => {}
                 }
             }
+            if self.line.len() + head.len() > MAX_LINE {
+                return self.stop(TooLarge::Line);
+            }
             let flow = if self.line.is_empty() {
                 self.line_done(head, on_event)
             } else {
@@ -60,8 +107,19 @@ impl SseParser {
             };
             flow?;
         }
+        if self.line.len() + bytes.len() > MAX_LINE {
+            return self.stop(TooLarge::Line);
+        }
         self.line.extend_from_slice(bytes);
         ControlFlow::Continue(())
+    }
+
+    fn stop(&mut self, why: TooLarge) -> ControlFlow<()> {
+        self.too_large = Some(why);
+        // The memory goes back now, not when the request ends.
+        self.line = Vec::new();
+        self.data = Vec::new();
+        ControlFlow::Break(())
     }
 
     fn line_done(
@@ -89,6 +147,9 @@ impl SseParser {
             None => (line, &b""[..]),
         };
         if field == b"data" {
+            if self.data.len() + value.len() + 1 > MAX_EVENT {
+                return self.stop(TooLarge::Event);
+            }
             if self.has_data {
                 self.data.push(b'\n');
             }
@@ -153,6 +214,65 @@ mod tests {
         });
         assert!(flow.is_break());
         assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn an_endless_line_stops_at_the_line_limit_without_growing() {
+        let mut p = SseParser::new();
+        let block = vec![b'x'; 64 << 10];
+        let mut n = 0;
+        let mut flow = ControlFlow::Continue(());
+        for _ in 0..(MAX_LINE / block.len() + 2) {
+            flow = p.feed(&block, &mut |_| {
+                n += 1;
+                ControlFlow::Continue(())
+            });
+            if flow.is_break() {
+                break;
+            }
+        }
+        assert!(flow.is_break());
+        assert_eq!(p.too_large(), Some(TooLarge::Line));
+        assert_eq!(n, 0);
+        assert!(p.line.capacity() == 0 && p.data.capacity() == 0);
+        // Nothing more is taken.
+        assert!(
+            p.feed(b"\n\ndata: x\n\n", &mut |_| ControlFlow::Continue(()))
+                .is_break()
+        );
+    }
+
+    #[test]
+    fn an_event_without_end_stops_at_the_event_limit() {
+        let mut p = SseParser::new();
+        let line = format!("data: {}\n", "y".repeat(1000));
+        let mut stopped = false;
+        for _ in 0..(MAX_EVENT / 1000 + 2) {
+            if p.feed(line.as_bytes(), &mut |_| ControlFlow::Continue(()))
+                .is_break()
+            {
+                stopped = true;
+                break;
+            }
+        }
+        assert!(stopped);
+        assert_eq!(p.too_large(), Some(TooLarge::Event));
+    }
+
+    #[test]
+    fn a_line_just_under_the_limit_still_parses() {
+        let mut p = SseParser::new();
+        let body = "z".repeat(MAX_LINE - 16);
+        let mut got = 0;
+        let text = format!("data: {body}\n\n");
+        for chunk in text.as_bytes().chunks(1 << 16) {
+            let _ = p.feed(chunk, &mut |d| {
+                got = d.len();
+                ControlFlow::Continue(())
+            });
+        }
+        assert_eq!(got, body.len());
+        assert_eq!(p.too_large(), None);
     }
 
     proptest! {

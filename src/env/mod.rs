@@ -200,12 +200,41 @@ pub async fn probe(http: &reqwest::Client, base: &str, path: &str, key: Option<&
     answer(path, "GET", req).await
 }
 
+/// The most of a probe's answer kept, bytes: metadata endpoints answer in kilobytes.
+pub const MAX_PROBE_BYTES: usize = 1 << 20;
+
+/// A response's body, read up to `limit` bytes (the rest is not read): what a server sends
+/// cannot grow the client. The error says it was cut.
+pub async fn body_capped(r: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
+    use futures_util::StreamExt;
+    let mut out = Vec::new();
+    let mut s = r.bytes_stream();
+    while let Some(b) = s.next().await {
+        let b = b.map_err(|e| crate::text::error_chain(&e))?;
+        if out.len() + b.len() > limit {
+            return Err(format!(
+                "the answer passed {}, the limit for it",
+                crate::text::human_bytes(limit as u64)
+            ));
+        }
+        out.extend_from_slice(&b);
+    }
+    Ok(out)
+}
+
 async fn answer(path: &str, method: &str, req: reqwest::RequestBuilder) -> Value {
     match req.send().await {
-        Err(e) => json!({ "endpoint": path, "method": method, "absent": e.to_string() }),
+        Err(e) => {
+            json!({ "endpoint": path, "method": method, "absent": crate::text::error_chain(&e) })
+        }
         Ok(r) => {
             let status = r.status().as_u16();
-            let text = r.text().await.unwrap_or_default();
+            let text = match body_capped(r, MAX_PROBE_BYTES).await {
+                Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+                Err(why) => {
+                    return json!({ "endpoint": path, "method": method, "status": status, "absent": why });
+                }
+            };
             let body = serde_json::from_str::<Value>(&text)
                 .unwrap_or(Value::String(text.chars().take(2000).collect()));
             if (200..300).contains(&status) {

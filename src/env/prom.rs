@@ -150,12 +150,15 @@ impl Target {
             req = req.bearer_auth(k);
         }
         let t_s = self.epoch.elapsed().as_secs_f64();
-        let resp = req.send().await.map_err(|e| e.to_string())?;
+        let resp = req.send().await.map_err(|e| crate::text::error_chain(&e))?;
         let status = resp.status();
         if !status.is_success() {
             return Err(format!("{} answered HTTP {}", self.url, status.as_u16()));
         }
-        let text = resp.text().await.map_err(|e| e.to_string())?;
+        let body = super::body_capped(resp, MAX_SCRAPE_BYTES)
+            .await
+            .map_err(|e| format!("{}: {e}", self.url))?;
+        let text = String::from_utf8_lossy(&body);
         let parsed = parse(&text).map_err(|e| format!("{}: {e}", self.url))?;
         let mut series = BTreeMap::new();
         for (name, labels, value) in parsed {
@@ -175,10 +178,13 @@ impl Target {
     }
 }
 
+/// The largest `/metrics` page read: vLLM's is about 100 KB.
+const MAX_SCRAPE_BYTES: usize = 16 << 20;
+
 fn append(file: &mut std::fs::File, s: &Scrape) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(s)?;
-    line.push(b'\n');
-    file.write_all(&line)
+    let line = serde_json::to_string(s)?;
+    file.write_all(crate::secrets::redact(&line).as_bytes())?;
+    file.write_all(b"\n")
 }
 
 impl Scraper {

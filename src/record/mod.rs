@@ -66,6 +66,9 @@ pub struct Record {
     /// connection, timed from the first send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retried: Option<String>,
+    /// Redirects followed (`target.follow_redirects`): status and where each pointed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redirects: Vec<String>,
     /// The response's `model` field: the model that answered, as the server names it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_model: Option<String>,
@@ -116,8 +119,18 @@ pub enum Outcome {
     StreamError,
     /// The open-loop schedule reached this request while `max_in_flight` were in flight.
     ClientDropped,
-    /// The run was interrupted (Ctrl-C) while the request was in flight.
+    /// The run was interrupted (a signal) while the request was in flight.
     Interrupted,
+    /// The answer passed one of the client's limits (an SSE line or event, the headers, the
+    /// whole response): the server sent far more than any API answer holds.
+    TooLarge,
+    /// The answer was not HTTP (a bad status line, garbage, a malformed header).
+    Protocol,
+    /// The server answered with a redirect (`target.follow_redirects` is off, or too many hops).
+    Redirect,
+    /// A success status and a well-formed end, but nothing generated: no text, no
+    /// `finish_reason`, no usage (a stream of only `[DONE]`).
+    Empty,
 }
 
 impl Outcome {
@@ -133,6 +146,10 @@ impl Outcome {
             Outcome::StreamError => "stream_error",
             Outcome::ClientDropped => "client_dropped",
             Outcome::Interrupted => "interrupted",
+            Outcome::TooLarge => "too_large",
+            Outcome::Protocol => "protocol",
+            Outcome::Redirect => "redirect",
+            Outcome::Empty => "empty",
         }
     }
 }
@@ -180,6 +197,7 @@ impl Record {
             usage_cached_tokens: None,
             response_model: None,
             retried: None,
+            redirects: Vec::new(),
             client_output_tokens: 0,
             outcome: Outcome::Ok,
             error: None,
@@ -216,16 +234,37 @@ pub fn read_jsonl(path: &std::path::Path) -> Result<Vec<Record>, String> {
 pub fn read_jsonl_noted(path: &std::path::Path) -> Result<(Vec<Record>, Option<String>), String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    parse_jsonl_noted(path, &text)
+}
+
+/// [`read_jsonl_noted`] of a text already read (`path` names it in messages).
+pub fn parse_jsonl_noted(
+    path: &std::path::Path,
+    text: &str,
+) -> Result<(Vec<Record>, Option<String>), String> {
     let cut_short = !text.ends_with('\n');
     let mut out = Vec::new();
+    let mut seen = std::collections::HashMap::new();
     let mut warning = None;
     let mut lines = text.lines().enumerate().peekable();
     while let Some((i, l)) = lines.next() {
         if l.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str(l) {
-            Ok(r) => out.push(r),
+        match serde_json::from_str::<Record>(l) {
+            Ok(r) => {
+                // A record appended twice (files concatenated, a copy gone wrong) would count
+                // its request twice.
+                if let Some(first) = seen.insert(r.index, i + 1) {
+                    return Err(format!(
+                        "{}:{}: request {} again (first on line {first}): a request has one record",
+                        path.display(),
+                        i + 1,
+                        r.index
+                    ));
+                }
+                out.push(r)
+            }
             Err(_) if cut_short && lines.peek().is_none() => {
                 warning = Some(format!(
                     "{}:{}: the last record is unfinished (the run was killed while writing it) and is left out",
@@ -243,4 +282,19 @@ pub fn read_jsonl_noted(path: &std::path::Path) -> Result<(Vec<Record>, Option<S
         }
     }
     Ok((out, warning))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_duplicated_record_is_an_error_naming_both_lines() {
+        let line = r#"{"index":7,"phase":"steady","request_id":"r-7","input_tokens_planned":1,"output_tokens_planned":1,"client_output_tokens":1,"outcome":"ok"}"#;
+        let text = format!("{line}\n{line}\n");
+        let e =
+            super::parse_jsonl_noted(std::path::Path::new("requests.jsonl"), &text).unwrap_err();
+        assert!(
+            e.contains("requests.jsonl:2: request 7 again (first on line 1)"),
+            "{e}"
+        );
+    }
 }
