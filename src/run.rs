@@ -23,8 +23,8 @@ use crate::env::prom::Scraper;
 use crate::env::tokenize::{ServerCounter, check, recount};
 use crate::env::wake::WakeLatency;
 use crate::plan::{PRIME_INDEX, PROBE_INDEX, Phase, Plan};
-use crate::record::Record;
 use crate::record::writer::{Live, LiveView, Observer, Stability, write_records};
+use crate::record::{Outcome, Record};
 use crate::sim::SimServer;
 use crate::workload::Inputs;
 
@@ -44,6 +44,27 @@ pub struct RunOptions {
     pub bundle_dir: Option<PathBuf>,
     /// Keep the machine's idle CPUs quick to wake while the run lasts ([`WakeLatency`]).
     pub wake_latency_hold: bool,
+    /// The name of the signal that cancelled the run (`SIGINT`, `SIGTERM`, `SIGHUP`), set by
+    /// whoever cancels the token, for the bundle and the summary.
+    pub signal: Arc<std::sync::OnceLock<&'static str>>,
+}
+
+/// Awaits `fut` unless the run is cancelled first: every wait before the load (readiness,
+/// preflight, probes) gives way to a signal.
+async fn unless_cancelled<T>(
+    cancel: &CancellationToken,
+    signal: &std::sync::OnceLock<&'static str>,
+    what: &str,
+    fut: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => bail!(
+            "interrupted{} while {what}: nothing was measured",
+            signal.get().map(|s| format!(" by {s}")).unwrap_or_default()
+        ),
+        r = fut => r,
+    }
 }
 
 /// What a run produced.
@@ -56,8 +77,59 @@ pub struct RunResult {
     pub aborted: Option<String>,
 }
 
-/// Finished requests after which a run with no success at all is stopped.
+/// Requests that reached the server after which a run with no success among them is stopped.
 const FAIL_FAST_AFTER: u64 = 20;
+
+/// The fail-fast rules, watched by the collector on every record as it is written (so a run
+/// against a dead target stops within a request or two, not at the next progress tick):
+/// the first [`FAIL_FAST_AFTER`] requests that reached the server all failed (client-side drops
+/// are the overload being measured and do not count), or the last `max_connect_failures`
+/// requests in a row could not connect (the target stopped answering). Either cancels the run
+/// and says why.
+struct FailFast {
+    /// Finished requests that reached the server, and how many of those failed.
+    reached: u64,
+    reached_errors: u64,
+    /// Requests in a row, up to the last one finished, that could not connect.
+    connect_streak: u64,
+    max_connect_failures: u64,
+    cancel: CancellationToken,
+    aborted: Arc<Mutex<Option<String>>>,
+}
+
+impl Observer for FailFast {
+    fn observe(&mut self, rec: &Record) {
+        match rec.outcome {
+            Outcome::Connect => self.connect_streak += 1,
+            // The overload being measured, or the run stopping: neither says the server is down.
+            Outcome::ClientDropped | Outcome::Interrupted => return,
+            o => {
+                self.connect_streak = 0;
+                self.reached += 1;
+                self.reached_errors += u64::from(o != Outcome::Ok);
+            }
+        }
+        if self.cancel.is_cancelled() {
+            return;
+        }
+        let why = if self.reached >= FAIL_FAST_AFTER && self.reached_errors == self.reached {
+            format!(
+                "the first {} requests that reached the server all failed; stopped early",
+                self.reached
+            )
+        } else if self.connect_streak >= self.max_connect_failures {
+            format!(
+                "the target stopped answering: {} requests in a row could not connect (last: {}); stopped early, the rest not sent",
+                self.connect_streak,
+                rec.error.as_deref().unwrap_or("no detail")
+            )
+        } else {
+            return;
+        };
+        *self.aborted.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+        self.cancel.cancel();
+    }
+}
 
 /// Runs a contract. `cancel` interrupts it (Ctrl-C); what was measured is kept either way.
 pub async fn run(
@@ -91,10 +163,16 @@ pub async fn run(
         mut launched,
         mut timeline,
         bundle,
-    } = reach(&contract, &opts, started).await?;
+    } = reach(&contract, &opts, started, &cancel).await?;
 
     // Preflight: is the target there, and which model does it serve?
-    let (models, version) = preflight(&http, &base, api_key.as_deref(), &mut contract).await?;
+    let (models, version) = unless_cancelled(
+        &cancel,
+        &opts.signal,
+        "asking the target what it serves",
+        preflight(&http, &base, api_key.as_deref(), &mut contract),
+    )
+    .await?;
     raise_open_file_limit();
 
     let (bundle, prediction) = prepare_bundle(bundle, &opts, &mut contract)?;
@@ -103,21 +181,26 @@ pub async fn run(
         started_utc: jiff::Timestamp::now(),
         prediction_sha256: prediction.as_ref().map(|(_, h)| h.clone()),
     };
-    bundle.write_json("command.json", &command.json(None, false, &None))?;
+    bundle.write_json("command.json", &command.json(None, false, &None, None))?;
     let target = Target {
         http,
         base,
         api_key,
         model: contract.target.model.clone().unwrap_or_default(),
     };
-    let (facts, scraper, inputs, mut environment) = environment(
-        &target,
-        &contract,
-        inputs,
-        (models, version),
-        &bundle,
-        started,
-        opts.watch.as_ref(),
+    let (facts, scraper, inputs, mut environment) = unless_cancelled(
+        &cancel,
+        &opts.signal,
+        "probing the target",
+        environment(
+            &target,
+            &contract,
+            inputs,
+            (models, version),
+            &bundle,
+            started,
+            opts.watch.as_ref(),
+        ),
     )
     .await?;
     environment["client_wake_latency"] = wake.status.clone();
@@ -135,6 +218,10 @@ pub async fn run(
         bundle.write_json(COLD_START, t)?;
     }
     let interrupted = outcome.interrupted;
+    let signal = opts.signal.get().copied().filter(|_| interrupted);
+    let stopped = aborted
+        .clone()
+        .or_else(|| signal.map(|s| format!("interrupted by {s}")));
     if outcome.built_late > 0 {
         opts.watch.warn(&format!(
             "{} requests were not built by their send time: building their prompts is slower than the arrivals; their dispatch lag counts it as a late wake-up",
@@ -145,6 +232,7 @@ pub async fn run(
     let context = crate::analyze::Context {
         workload: Some(&inputs),
         interrupted,
+        stopped: stopped.as_deref(),
         timeline: timeline.as_ref(),
         facts: Some(&facts),
         scrapes: &scrapes,
@@ -152,7 +240,7 @@ pub async fn run(
     let summary = write_summary(&bundle, &contract, &context, &records, prediction)?;
     bundle.write_json(
         "command.json",
-        &command.json(Some(jiff::Timestamp::now()), interrupted, &aborted),
+        &command.json(Some(jiff::Timestamp::now()), interrupted, &aborted, signal),
     )?;
     drop(sim);
     Ok(RunResult {
@@ -176,6 +264,7 @@ impl CommandRecord<'_> {
         end: Option<jiff::Timestamp>,
         interrupted: bool,
         aborted: &Option<String>,
+        signal: Option<&str>,
     ) -> serde_json::Value {
         json!({
             "argv": self.opts.argv,
@@ -185,6 +274,7 @@ impl CommandRecord<'_> {
             "started_utc": self.started_utc.to_string(),
             "ended_utc": end.map(|e| e.to_string()),
             "interrupted": interrupted,
+            "signal": signal,
             "aborted": aborted,
             "prediction_sha256": self.prediction_sha256,
         })
@@ -425,7 +515,8 @@ async fn load(
             contract.workload.stream,
             started,
         )
-        .keep_output(keep),
+        .keep_output(keep)
+        .follow_redirects(contract.target.follow_redirects),
     );
     let run_id = bundle
         .dir
@@ -444,7 +535,18 @@ async fn load(
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let live: LiveView = Arc::new(Mutex::new(Live::default()));
-    let mut observers: Vec<Box<dyn Observer>> = vec![Box::new(live.clone())];
+    let aborted = Arc::new(Mutex::new(None::<String>));
+    let mut observers: Vec<Box<dyn Observer>> = vec![
+        Box::new(live.clone()),
+        Box::new(FailFast {
+            reached: 0,
+            reached_errors: 0,
+            connect_streak: 0,
+            max_connect_failures: u64::from(contract.target.max_connect_failures),
+            cancel: cancel.clone(),
+            aborted: aborted.clone(),
+        }),
+    ];
     if let Some(u) = &contract.warmup.until_stable {
         observers.push(Box::new(Stability {
             window: u.window as usize,
@@ -458,14 +560,11 @@ async fn load(
         tokio::task::spawn_blocking(move || write_records(&path, rx, observers))
     };
     let done = CancellationToken::new();
-    let aborted = Arc::new(Mutex::new(None::<String>));
     let monitor = tokio::spawn(monitor(
         live.clone(),
         plan.len(),
         opts.watch.clone(),
-        cancel.clone(),
         done.clone(),
-        aborted.clone(),
     ));
     if let Some(cs) = &contract.cold_start {
         let n = u64::from(cs.requests);
@@ -527,6 +626,7 @@ async fn reach(
     contract: &Contract,
     opts: &RunOptions,
     started: Instant,
+    cancel: &CancellationToken,
 ) -> anyhow::Result<Reached> {
     let cold = contract.cold_start.clone();
     let keep_alive = Duration::from_secs_f64(contract.target.keep_alive.seconds());
@@ -557,7 +657,18 @@ async fn reach(
     };
     let timeline = match &cold {
         Some(cs) => {
-            match crate::coldstart::wait_ready(&http, &base, cs, launched.as_mut(), started).await {
+            let ready = unless_cancelled(
+                cancel,
+                &opts.signal,
+                "waiting for the server to be ready",
+                async {
+                    crate::coldstart::wait_ready(&http, &base, cs, launched.as_mut(), started)
+                        .await
+                        .map_err(anyhow::Error::from)
+                },
+            )
+            .await;
+            match ready {
                 Ok(t) => Some(t),
                 Err(e) => {
                     if let Some(l) = launched.take() {
@@ -570,11 +681,15 @@ async fn reach(
         None => None,
     };
     let api_key = match &contract.target.api_key_env {
-        Some(var) => Some(std::env::var(var).map_err(|_| {
-            anyhow::anyhow!(
-                "target.api_key_env names `{var}`, but that variable is not set in the environment"
-            )
-        })?),
+        Some(var) => {
+            let key = std::env::var(var).map_err(|_| {
+                anyhow::anyhow!(
+                    "target.api_key_env names `{var}`, but that variable is not set in the environment"
+                )
+            })?;
+            crate::secrets::register(&key);
+            Some(key)
+        }
         None => None,
     };
     Ok(Reached {
@@ -836,9 +951,7 @@ async fn monitor(
     live: LiveView,
     planned: Option<u64>,
     watch: Arc<dyn Watch>,
-    cancel: CancellationToken,
     done: CancellationToken,
-    aborted: Arc<Mutex<Option<String>>>,
 ) {
     let started = std::time::Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
@@ -859,12 +972,6 @@ async fn monitor(
             };
             (l.finished, l.errors, q(0.5), q(0.99))
         };
-        if finished >= FAIL_FAST_AFTER && errors == finished && !cancel.is_cancelled() {
-            *aborted.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
-                "the first {finished} requests all failed; stopped early"
-            ));
-            cancel.cancel();
-        }
         watch.progress(&Progress {
             elapsed: started.elapsed(),
             finished,

@@ -206,6 +206,10 @@ pub struct Summary {
     pub notes: Vec<String>,
     /// The run was interrupted before its stop condition.
     pub interrupted: bool,
+    /// Why the run ended before its plan did: the signal that interrupted it, or why it gave up
+    /// (the target stopped answering; every request that reached it failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
     /// The cold-start test, when the contract asked for one: its own result, never averaged in.
     pub cold_start: Option<ColdStartResult>,
     pub warmup: WarmupResult,
@@ -485,9 +489,16 @@ pub struct Overload {
 /// Counts and distributions of one phase. Milliseconds unless named otherwise.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PhaseStats {
+    /// Requests recorded (sent, or client-dropped at their send time): `ok + failed`.
     pub requests: u64,
     pub ok: u64,
     pub failed: u64,
+    /// Requests the plan held for this phase, when a count bounds it (not a duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned: Option<u64>,
+    /// Planned requests never sent (the run stopped first): `planned = ok + failed + not_sent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_sent: Option<u64>,
     pub ttft_ms: Option<Dist>,
     pub tpot_ms: Option<Dist>,
     pub itl_ms: Option<Dist>,
@@ -521,6 +532,9 @@ pub struct Steady {
     pub output_token_source: String,
     /// Failures by class (`client_dropped`, `timeout`, `http_status`, …).
     pub errors: BTreeMap<String, u64>,
+    /// The first failure's message in each class (at most 300 characters), to name the fault.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub first_errors: BTreeMap<String, String>,
     /// Requests finished with `finish_reason` other than the planned length's.
     pub output_length_mismatches: u64,
     /// Planned token lengths against what the server reported for them.
@@ -699,6 +713,8 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         requests: records.len() as u64,
         ok,
         failed: records.len() as u64 - ok,
+        planned: None,
+        not_sent: None,
         ttft_ms: Dist::of(ttft),
         tpot_ms: Dist::of(tpot),
         itl_ms: Dist::of(itl),
@@ -752,6 +768,8 @@ pub struct Context<'a> {
     pub workload: Option<&'a crate::workload::Inputs>,
     /// The run was interrupted before its stop condition.
     pub interrupted: bool,
+    /// Why it stopped before its plan's end: the signal, or the reason it gave up.
+    pub stopped: Option<&'a str>,
     /// The launch timeline of a cold-start test (`cold_start.json`).
     pub timeline: Option<&'a Timeline>,
     /// The target's facts, discovered and declared (`environment.json`). `None`: the declared
@@ -766,6 +784,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     let Context {
         workload,
         interrupted,
+        stopped,
         timeline,
         facts,
         scrapes,
@@ -778,12 +797,26 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     for r in records {
         by_phase.entry(r.phase).or_default().push(r);
     }
-    let phases: BTreeMap<String, PhaseStats> = by_phase
+    let planned = crate::plan::Plan::new(c, workload).planned_by_phase();
+    let account = |p: &Phase, mut st: PhaseStats| {
+        if let Some(&n) = planned.get(p) {
+            st.planned = Some(n);
+            st.not_sent = Some(n.saturating_sub(st.requests));
+        }
+        st
+    };
+    let mut phases: BTreeMap<String, PhaseStats> = by_phase
         .iter()
-        .map(|(p, rs)| (p.as_str().to_owned(), phase_stats(c, rs)))
+        .map(|(p, rs)| (p.as_str().to_owned(), account(p, phase_stats(c, rs))))
         .collect();
+    // A planned phase the run never reached is all not sent.
+    for (p, &n) in &planned {
+        if n > 0 && !by_phase.contains_key(p) {
+            phases.insert(p.as_str().to_owned(), account(p, phase_stats(c, &[])));
+        }
+    }
     let steady_recs: Vec<&Record> = by_phase.get(&Phase::Steady).cloned().unwrap_or_default();
-    let stats = phase_stats(c, &steady_recs);
+    let stats = account(&Phase::Steady, phase_stats(c, &steady_recs));
 
     let window = steady_window(&steady_recs, origin);
     let window_s = window.map_or(0.0, |(a, b)| (b - a) as f64 / 1e6);
@@ -792,9 +825,16 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     let (offered, achieved) = (throughput.offered_rps, throughput.achieved_rps);
 
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let mut first_errors: BTreeMap<String, String> = BTreeMap::new();
     for r in &steady_recs {
         if r.outcome != Outcome::Ok {
-            *errors.entry(r.outcome.as_str().to_owned()).or_default() += 1;
+            let class = r.outcome.as_str();
+            *errors.entry(class.to_owned()).or_default() += 1;
+            if let Some(e) = &r.error
+                && !first_errors.contains_key(class)
+            {
+                first_errors.insert(class.to_owned(), e.chars().take(300).collect());
+            }
         }
     }
     let metrics: Vec<RequestMetrics> = ok
@@ -838,6 +878,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             errors: &errors,
             misses: slo.as_ref().map_or(stats.failed, |s| s.counted - s.met),
             interrupted,
+            stopped,
         },
     );
 
@@ -875,6 +916,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         validity,
         notes,
         interrupted,
+        stopped: stopped.map(str::to_owned),
         cold_start,
         warmup,
         phases,
@@ -885,6 +927,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             output_token_source,
             lengths,
             errors,
+            first_errors,
             output_length_mismatches,
             slo,
             support,
@@ -1152,6 +1195,7 @@ struct ValidityInputs<'a> {
     /// Steady requests that missed the SLO (or failed, without one).
     misses: u64,
     interrupted: bool,
+    stopped: Option<&'a str>,
 }
 
 /// Whether the run supports the claims its load model can make, with every reason it does not.
@@ -1161,8 +1205,12 @@ fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
     let mut reasons = Vec::new();
     let mut client_behind = false;
     let mut overload = None;
-    if v.interrupted {
-        reasons.push("the run was interrupted before its stop condition".to_owned());
+    match v.stopped {
+        Some(why) => reasons.push(format!("the run ended before its stop condition: {why}")),
+        None if v.interrupted => {
+            reasons.push("the run was interrupted before its stop condition".to_owned());
+        }
+        None => {}
     }
     if open {
         if c.measurement.latency_origin == LatencyOrigin::Sent {
@@ -1665,6 +1713,7 @@ mod tests {
             usage_cached_tokens: None,
             response_model: None,
             retried: None,
+            redirects: Vec::new(),
             client_output_tokens: client,
             outcome: Outcome::Ok,
             error: None,

@@ -101,6 +101,8 @@ pub struct Plan {
     lead: String,
     /// Quality probes sent after the load (`[quality] probes` in `consistency` mode).
     probes: u64,
+    /// Cold-start requests sent once the server is ready (`[cold_start] requests`).
+    cold_start: u64,
 }
 
 /// The run's lead for `workload.cache_nonce`: what every prompt of the run starts with, in the
@@ -374,6 +376,7 @@ impl Plan {
             prefixes: std::sync::Arc::new(prefixes),
             warm: w.prefix_cache == PrefixCache::Warm,
             lead,
+            cold_start: c.cold_start.as_ref().map_or(0, |cs| u64::from(cs.requests)),
             probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
                 u64::from(c.quality.probes)
             } else {
@@ -434,6 +437,26 @@ impl Plan {
 
     pub fn is_empty(&self) -> bool {
         self.len() == Some(0)
+    }
+
+    /// Requests planned per phase, where a count (not a duration or a warm-up rule that
+    /// decides as it goes) fixes them: the run's accounting is `planned = ok + failed + not
+    /// sent`. Warm-up counts the prefix-priming requests too.
+    pub fn planned_by_phase(&self) -> std::collections::BTreeMap<Phase, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        if self.cold_start > 0 {
+            out.insert(Phase::ColdStart, self.cold_start);
+        }
+        if let WarmupRule::Requests(n) = self.phases.warmup {
+            out.insert(Phase::Warmup, n + self.priming());
+        }
+        if let StopRule::Requests(n) = self.phases.stop {
+            out.insert(Phase::Steady, n);
+        }
+        if self.probe_requests() > 0 {
+            out.insert(Phase::Quality, self.probe_requests());
+        }
+        out
     }
 
     /// How many quality-probe requests follow the load (two per probe); they are plan indices

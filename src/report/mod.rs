@@ -409,6 +409,24 @@ fn details(d: &mut Doc, s: &Summary, verbose: bool) {
 
 fn failures_and_start(d: &mut Doc, s: &Summary) {
     let st = &s.steady;
+    if let Some(why) = &s.stopped {
+        d.warn(format!("Stopped early: {why}."));
+    }
+    // planned = ok + failed + not sent, for every phase a count bounds.
+    let unsent: Vec<String> = s
+        .phases
+        .iter()
+        .filter_map(|(p, x)| {
+            let (n, planned) = (x.not_sent?, x.planned?);
+            (n > 0).then(|| format!("{p} {n} of {planned}"))
+        })
+        .collect();
+    if !unsent.is_empty() {
+        d.warn(format!(
+            "Not sent (the run ended first): {}.",
+            unsent.join(", ")
+        ));
+    }
     if !st.errors.is_empty() {
         let e: Vec<String> = st.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
         d.line(format!(
@@ -417,6 +435,9 @@ fn failures_and_start(d: &mut Doc, s: &Summary) {
             st.stats.requests,
             e.join(", ")
         ));
+        for (class, first) in &st.first_errors {
+            d.line(format!("  first {class}: {first}"));
+        }
     }
 
     if let Some(cs) = &s.cold_start {
