@@ -105,6 +105,7 @@ async fn drive_with(
         overrides: Vec::new(),
         bundle_dir: None,
         wake_latency_hold: hold,
+        signal: Default::default(),
     };
     run(c, inputs, opts, CancellationToken::new())
         .await

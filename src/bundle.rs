@@ -99,8 +99,9 @@ impl Bundle {
         self.dir.join(name)
     }
 
+    /// Writes a file of the bundle, every registered secret redacted ([`crate::secrets`]).
     pub fn write(&self, name: &str, contents: &str) -> io::Result<()> {
-        std::fs::write(self.path(name), contents)
+        std::fs::write(self.path(name), crate::secrets::redact(contents).as_bytes())
     }
 
     pub fn write_json(&self, name: &str, v: &impl serde::Serialize) -> io::Result<()> {
@@ -188,9 +189,16 @@ impl Bundle {
             p if p.exists() => crate::env::prom::read(&p).map_err(anyhow::Error::msg)?,
             _ => Vec::new(),
         };
+        // Why it ended early, as the run wrote it (a kill leaves neither).
+        let stopped = command["aborted"].as_str().map(str::to_owned).or_else(|| {
+            command["signal"]
+                .as_str()
+                .map(|s| format!("interrupted by {s}"))
+        });
         let context = Context {
             workload: Some(inputs),
             interrupted,
+            stopped: stopped.as_deref(),
             timeline: timeline.as_ref(),
             facts: facts.as_ref(),
             scrapes: &scrapes,

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -13,6 +14,13 @@ use crate::contract::{self, source};
 use crate::report::Doc;
 use crate::report::format::{Format, Output};
 use crate::sim::{SimConfig, SimServer};
+
+/// A line on stderr; like everything goodput prints, with every registered secret redacted.
+macro_rules! say_err {
+    ($($t:tt)*) => {
+        eprintln!("{}", crate::secrets::redact(&format!($($t)*)))
+    };
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -111,7 +119,7 @@ impl crate::run::Watch for Stderr {
             Some((every, next)) => {
                 let mut next = next.lock().unwrap_or_else(|e| e.into_inner());
                 if p.elapsed >= *next {
-                    eprintln!("{}", p.line());
+                    say_err!("{}", p.line());
                     *next += *every;
                 }
             }
@@ -150,37 +158,99 @@ impl crate::run::Watch for Stderr {
     }
 
     fn warn(&self, message: &str) {
-        eprintln!("warning: {message}");
+        say_err!("warning: {message}");
     }
 }
 
-/// A token Ctrl-C cancels, saying so: what is in flight is finished and kept.
-fn cancel_on_ctrl_c(in_flight: &'static str) -> CancellationToken {
+/// The signal that interrupted this process, if one did (see [`cancel_on_signals`]).
+static CAUGHT: std::sync::LazyLock<Arc<OnceLock<&'static str>>> =
+    std::sync::LazyLock::new(Arc::default);
+
+/// The signals goodput treats as "stop now, keep everything": Ctrl-C, and what `timeout`,
+/// `docker stop`, Kubernetes, systemd and CI cancellation send.
+const STOP_SIGNALS: [(&str, i32); 3] = [
+    ("SIGINT", libc::SIGINT),
+    ("SIGTERM", libc::SIGTERM),
+    ("SIGHUP", libc::SIGHUP),
+];
+
+/// The one shutdown path. SIGINT, SIGTERM and SIGHUP each cancel the token: the run stops
+/// sending, marks its requests in flight interrupted, writes every record and the summary,
+/// names the signal in the bundle and stops a server it launched. A second signal ends the
+/// process at once (the records already written are kept; a launched server's guard stops it).
+fn cancel_on_signals(in_flight: &'static str) -> CancellationToken {
+    use tokio::signal::unix::{SignalKind, signal};
     let cancel = CancellationToken::new();
     let on_signal = cancel.clone();
+    let mut streams = Vec::new();
+    for (name, n) in STOP_SIGNALS {
+        match signal(SignalKind::from_raw(n)) {
+            Ok(s) => streams.push((name, s)),
+            Err(e) => say_err!("warning: cannot handle {name}: {e}"),
+        }
+    }
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupted: finishing {in_flight}…");
+        loop {
+            let waits = streams.iter_mut().map(|(name, s)| {
+                let name: &'static str = name;
+                Box::pin(async move { s.recv().await.map(|()| name) })
+            });
+            let (got, _, _) = futures_util::future::select_all(waits).await;
+            let Some(name) = got else { return };
+            if CAUGHT.set(name).is_err() {
+                say_err!("{name} again: stopping at once; the records already written are kept");
+                std::process::exit(signal_exit(name).into());
+            }
+            say_err!("interrupted by {name}: finishing {in_flight}… (again to stop at once)");
             on_signal.cancel();
         }
     });
     cancel
 }
 
-/// 130 (the shell's code for Ctrl-C) when the run was interrupted, else success.
-fn exit_code(interrupted: bool) -> ExitCode {
-    if interrupted {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
+/// 128 + the signal's number: the shell's convention for a process a signal ended.
+fn signal_exit(name: &str) -> u8 {
+    let n = STOP_SIGNALS
+        .iter()
+        .find(|(s, _)| *s == name)
+        .map_or(libc::SIGINT, |(_, n)| *n);
+    128 + n as u8
+}
+
+/// Exit status when the run stopped on its own because the target failed (every request
+/// that reached it failed, or it stopped answering).
+const EXIT_GAVE_UP: u8 = 3;
+
+/// 128 + the signal when one interrupted the run, [`EXIT_GAVE_UP`] when it gave up, else
+/// success.
+fn exit_code(interrupted: bool, gave_up: bool) -> ExitCode {
+    match CAUGHT.get() {
+        Some(name) if interrupted => ExitCode::from(signal_exit(name)),
+        _ if gave_up => ExitCode::from(EXIT_GAVE_UP),
+        _ if interrupted => ExitCode::from(signal_exit("SIGINT")),
+        _ => ExitCode::SUCCESS,
     }
+}
+
+/// The exit status of a command that failed: 128 + the signal if one interrupted it (an
+/// interrupted wait is an error, "nothing was measured"), else 1.
+pub fn failure_code() -> ExitCode {
+    CAUGHT
+        .get()
+        .map_or(ExitCode::FAILURE, |name| ExitCode::from(signal_exit(name)))
+}
+
+/// A contract's (or simulator configuration's) text, size-limited; the error names the file.
+fn read_contract(p: &Path) -> anyhow::Result<String> {
+    crate::text::read_capped_string(p, crate::text::MAX_CONTRACT_BYTES)
+        .with_context(|| format!("reading {}", p.display()))
 }
 
 /// Reads a bundle (recomputing its summary), saying on stderr what reading it noticed.
 fn load_bundle(dir: &Path) -> anyhow::Result<crate::bundle::Loaded> {
     let b = crate::bundle::Bundle::load(dir)?;
     for w in &b.warnings {
-        eprintln!("warning: {w}");
+        say_err!("warning: {w}");
     }
     Ok(b)
 }
@@ -271,6 +341,7 @@ impl OutputArgs {
             overrides: Vec::new(),
             bundle_dir: None,
             wake_latency_hold: !self.no_wake_latency_hold,
+            signal: CAUGHT.clone(),
         }
     }
 }
@@ -399,9 +470,9 @@ pub struct SweepArgs {
     /// Relative width at which the capacity search stops.
     #[arg(long, default_value_t = 0.05)]
     resolution: f64,
-    /// Most runs the capacity search makes.
-    #[arg(long, default_value_t = 12)]
-    max_runs: usize,
+    /// Most runs the capacity search makes (at least 2: one passing and one failing rate).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u64).range(2..))]
+    max_runs: u64,
     #[command(flatten)]
     output: OutputArgs,
     /// Changes to the contract for every point (e.g. `--requests 200` for smaller points).
@@ -470,7 +541,7 @@ fn runs_overview(runs: &[&crate::analyze::Summary]) -> String {
 fn say(text: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
+    out.write_all(crate::secrets::redact(text).as_bytes())?;
     out.flush()
 }
 
@@ -500,10 +571,7 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
         predict,
     } = a;
     let (path, src) = match &contract {
-        Some(p) => (
-            p.clone(),
-            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
-        ),
+        Some(p) => (p.clone(), read_contract(p)?),
         None => (
             PathBuf::from("<built-in examples/chat.toml>"),
             contract::BUILTIN.to_owned(),
@@ -512,7 +580,7 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
     let (text, said) = overrides.apply(&src, &path)?;
     let (mut c, inputs) = crate::workload::parse(&text, &path)?;
     for n in &c.notes {
-        eprintln!("note: {n}");
+        say_err!("note: {n}");
     }
     let mut options = output.run_options();
     options.overrides = said;
@@ -535,7 +603,7 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
         c.repeat.runs = n;
     }
-    let cancel = cancel_on_ctrl_c("the records in flight");
+    let cancel = cancel_on_signals("the records in flight");
     if c.repeat.runs > 1 {
         let (parent, rs, results) = crate::run::run_repeats(c, inputs, options, cancel).await?;
         let format = output.format.get();
@@ -553,7 +621,10 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
         if format == Format::Terminal {
             say(&format!("\nBundle: {}\n", parent.dir.display()))?;
         }
-        return Ok(exit_code(results.iter().any(|r| r.summary.interrupted)));
+        return Ok(exit_code(
+            results.iter().any(|r| r.summary.interrupted),
+            results.iter().any(|r| r.aborted.is_some()),
+        ));
     }
     let r = crate::run::run(c, inputs, options, cancel).await?;
     match output.format.get() {
@@ -572,20 +643,33 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let st = &r.summary.steady.stats;
-    if st.ok == 0 {
-        let first = r
-            .records
+    let first = || {
+        r.records
             .iter()
             .find_map(|x| x.error.clone())
-            .unwrap_or_default();
+            .unwrap_or_default()
+    };
+    if let Some(why) = &r.aborted {
+        // Stopped on its own: the target failed. Said on stderr, with exit status 3.
+        let ok = if st.ok == 0 {
+            "no request succeeded; "
+        } else {
+            ""
+        };
+        say_err!(
+            "goodput: {why}; {ok}first error: {}. The bundle is kept at {}",
+            first(),
+            r.bundle.dir.display()
+        );
+    } else if st.ok == 0 && !r.summary.interrupted {
         bail!(
-            "no request succeeded ({} failed{}); first error: {first}. The bundle is kept at {}",
+            "no request succeeded ({} failed); first error: {}. The bundle is kept at {}",
             r.records.len(),
-            r.aborted.map(|a| format!(", {a}")).unwrap_or_default(),
+            first(),
             r.bundle.dir.display()
         );
     }
-    Ok(exit_code(r.summary.interrupted))
+    Ok(exit_code(r.summary.interrupted, r.aborted.is_some()))
 }
 
 fn compare_command(a: CompareArgs) -> anyhow::Result<ExitCode> {
@@ -608,7 +692,7 @@ fn compare_command(a: CompareArgs) -> anyhow::Result<ExitCode> {
         .map(|b| crate::compare::load_side(b))
         .collect::<anyhow::Result<Vec<_>>>()?;
     for w in sides.iter().flat_map(|s| &s.warnings) {
-        eprintln!("warning: {w}");
+        say_err!("warning: {w}");
     }
     for (s, l) in sides.iter_mut().zip(labels) {
         s.label = Some(l);
@@ -743,10 +827,9 @@ async fn sweep_command(a: SweepArgs) -> anyhow::Result<ExitCode> {
         output,
         overrides,
     } = a;
-    let src =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let src = read_contract(&path)?;
     let (src, _) = overrides.apply(&src, &path)?;
-    let cancel = cancel_on_ctrl_c("the point in flight");
+    let cancel = cancel_on_signals("the point in flight");
     let format = output.format.get();
     let opts = output.run_options();
     let o = crate::sweep::SweepOptions {
@@ -754,13 +837,14 @@ async fn sweep_command(a: SweepArgs) -> anyhow::Result<ExitCode> {
         watch: opts.watch,
         argv: opts.argv,
         cancel,
+        signal: opts.signal,
         wake_latency_hold: opts.wake_latency_hold,
     };
     let (bundle, r) = if capacity {
         if !(resolution > 0.0 && resolution < 1.0) {
             bail!("--resolution must be a fraction in (0, 1)");
         }
-        crate::sweep::capacity(&path, &src, resolution, max_runs, &o).await?
+        crate::sweep::capacity(&path, &src, resolution, max_runs as usize, &o).await?
     } else {
         let vary = crate::sweep::Vary::parse(&vary)?;
         crate::sweep::sweep(&path, &src, &vary, &o).await?
@@ -772,7 +856,7 @@ async fn sweep_command(a: SweepArgs) -> anyhow::Result<ExitCode> {
     if format == Format::Terminal {
         say(&format!("\nSweep bundle: {}\n", bundle.dir.display()))?;
     }
-    Ok(exit_code(r.interrupted))
+    Ok(exit_code(r.interrupted, false))
 }
 
 fn demo_command(a: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -813,9 +897,14 @@ async fn sim_command(a: SimArgs) -> anyhow::Result<ExitCode> {
         server.base_url(),
         server.config().model
     ))?;
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
+    // Any of the stop signals ends it cleanly (a container runtime sends SIGTERM).
+    let mut waits = Vec::new();
+    for (name, n) in STOP_SIGNALS {
+        let mut s = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(n))
+            .with_context(|| format!("handling {name}"))?;
+        waits.push(Box::pin(async move { s.recv().await }));
+    }
+    futures_util::future::select_all(waits).await;
     server.stop();
     Ok(ExitCode::SUCCESS)
 }
@@ -824,10 +913,7 @@ async fn sim_command(a: SimArgs) -> anyhow::Result<ExitCode> {
 /// (and the file and line when it came from the file).
 pub fn sim_config(file: Option<&Path>, sets: &[String]) -> anyhow::Result<SimConfig> {
     let (src, name) = match file {
-        Some(p) => (
-            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
-            p.display().to_string(),
-        ),
+        Some(p) => (read_contract(p)?, p.display().to_string()),
         None => (String::new(), "--set".to_owned()),
     };
     let mut table: toml::Table = toml::from_str(&src).map_err(|e| {

@@ -2,8 +2,17 @@
 //! own process group, output into the bundle), times process start → port open → ready, and
 //! stops it at the end (SIGTERM, then SIGKILL after the grace period). A server that exits or
 //! never becomes ready ends the test with its exit status and the tail of its log, and is never
-//! left running: [`Launched`] kills its process group when dropped on any path.
+//! left running: [`Launched`] kills its process group when dropped on any path, and a guard
+//! process kills it when goodput dies without dropping it (`kill -9`, a crash).
+//!
+//! The guard is a `sh` that waits for end-of-file on a pipe only goodput holds (the kernel
+//! closes it however goodput ends), then stops the server's process group as [`Launched::stop`]
+//! would. Not `PR_SET_PDEATHSIG` on the server: it fires when the *thread* that spawned the
+//! child ends, not the process, and a runtime's threads come and go; nor would it reach the
+//! server's own children. The one case the guard cannot reach is a process that leaves the
+//! group itself (`setsid`, a daemonising server): stop those by their own means.
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -71,6 +80,8 @@ pub fn substitute_port(c: &mut Contract) -> Option<u16> {
 pub struct Launched {
     child: tokio::process::Child,
     pgid: i32,
+    /// Stops the server's group if goodput dies; see the module's documentation.
+    guard: Option<std::process::Child>,
     grace: Duration,
     logs: [PathBuf; 2],
     stopped: bool,
@@ -80,30 +91,47 @@ impl Launched {
     /// Starts `cs.launch`; stdout and stderr go to `server.stdout.log` / `server.stderr.log` in `dir`.
     pub fn spawn(cs: &ColdStart, dir: &std::path::Path) -> Result<Launched, LaunchError> {
         let cmd = cs.launch.as_deref().unwrap_or_default();
+        // The contract refuses an empty command; this keeps a bad one from panicking anyway.
+        let Some((program, args)) = cmd.split_first() else {
+            return Err(LaunchError::Spawn {
+                command: String::new(),
+                cause: std::io::Error::other("cold_start.launch is empty"),
+            });
+        };
         let logs = [dir.join("server.stdout.log"), dir.join("server.stderr.log")];
         let out = std::fs::File::create(&logs[0]).map_err(LaunchError::Log)?;
         let err = std::fs::File::create(&logs[1]).map_err(LaunchError::Log)?;
-        let mut command = tokio::process::Command::new(&cmd[0]);
+        let mut command = tokio::process::Command::new(program);
         command
-            .args(&cmd[1..])
+            .args(args)
             .envs(&cs.env)
             .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
         if let Some(w) = &cs.workdir {
             command.current_dir(w);
         }
-        let child = command.spawn().map_err(|cause| LaunchError::Spawn {
+        let mut child = command.spawn().map_err(|cause| LaunchError::Spawn {
             command: cmd.join(" "),
             cause,
         })?;
+        // Through goodput, not straight to the files: a server that prints its token (or
+        // echoes its environment) has it redacted like everything else in the bundle.
+        if let Some(o) = child.stdout.take() {
+            tokio::spawn(copy_redacted(o, out));
+        }
+        if let Some(e) = child.stderr.take() {
+            tokio::spawn(copy_redacted(e, err));
+        }
         let pgid = child.id().map_or(0, |p| p as i32);
+        let grace = Duration::from_secs_f64(cs.stop_grace.seconds());
         Ok(Launched {
             child,
             pgid,
-            grace: Duration::from_secs_f64(cs.stop_grace.seconds()),
+            guard: guard(pgid, grace),
+            grace,
             logs,
             stopped: false,
         })
@@ -144,9 +172,18 @@ impl Launched {
         }
     }
 
+    /// The guard is not needed once goodput stops the server itself.
+    fn dismiss_guard(&mut self) {
+        if let Some(mut g) = self.guard.take() {
+            let _ = g.kill();
+            let _ = g.wait();
+        }
+    }
+
     /// SIGTERM to the process group, SIGKILL after the grace period; how it ended.
     pub async fn stop(mut self) -> String {
         self.stopped = true;
+        self.dismiss_guard();
         if let Some(s) = self.exited() {
             self.signal(libc::SIGKILL); // children it may have left behind
             return format!("had already exited: {s}");
@@ -174,9 +211,62 @@ impl Launched {
 impl Drop for Launched {
     fn drop(&mut self) {
         if !self.stopped {
+            self.dismiss_guard();
             self.signal(libc::SIGKILL);
         }
     }
+}
+
+/// The longest log line kept whole; a longer one is split (never held without bound).
+const MAX_LOG_LINE: usize = 64 << 10;
+
+/// Copies a server's output into its log file line by line, redacted.
+async fn copy_redacted(from: impl tokio::io::AsyncRead + Unpin, to: std::fs::File) {
+    use std::io::Write;
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut r = tokio::io::BufReader::new(from);
+    let mut to = std::io::LineWriter::new(to);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let mut limited = (&mut r).take(MAX_LOG_LINE as u64);
+        match limited.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                if to
+                    .write_all(crate::secrets::redact(&text).as_bytes())
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Starts the guard of process group `pgid` (see the module's documentation): `sh`, deaf to
+/// the terminal's and the supervisor's signals, in its own group, reading a pipe whose writing
+/// end only this process holds. `None` (nothing worse than before) if it cannot start.
+fn guard(pgid: i32, grace: Duration) -> Option<std::process::Child> {
+    if pgid <= 0 {
+        return None;
+    }
+    let ticks = (grace.as_secs_f64() * 10.0).ceil() as u64;
+    // dash's `kill` takes a negative number as a process group (and no `--`).
+    let script = format!(
+        "trap '' INT HUP TERM QUIT; read -r _; kill -TERM -{pgid} 2>/dev/null; i=0; \
+         while [ $i -lt {ticks} ] && kill -0 -{pgid} 2>/dev/null; do sleep 0.1; i=$((i+1)); done; \
+         kill -KILL -{pgid} 2>/dev/null; exit 0"
+    );
+    std::process::Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .ok()
 }
 
 /// Waits until the target is ready, timing the port opening and readiness from `started`.

@@ -27,8 +27,8 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("goodput: {e:#}");
-            ExitCode::FAILURE
+            eprintln!("goodput: {}", goodput::secrets::redact(&format!("{e:#}")));
+            goodput::cli::failure_code()
         }
     }
 }

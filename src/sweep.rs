@@ -35,13 +35,12 @@ impl Vary {
                 let (key, list) = one.split_once('=').with_context(|| {
                     format!("--vary `{one}`: expected KEY=V1,V2,… (e.g. load.rate=1,2,4)")
                 })?;
-                let values: Vec<String> = list
-                    .split(',')
-                    .map(|v| v.trim().to_owned())
-                    .filter(|v| !v.is_empty())
-                    .collect();
-                if key.trim().is_empty() || values.is_empty() {
+                let values: Vec<String> = list.split(',').map(|v| v.trim().to_owned()).collect();
+                if key.trim().is_empty() || values.iter().all(String::is_empty) {
                     bail!("--vary `{one}`: expected KEY=V1,V2,… (e.g. load.rate=1,2,4)");
+                }
+                if let Some(i) = values.iter().position(String::is_empty) {
+                    bail!("--vary `{one}`: value {} is empty (a stray comma?)", i + 1);
                 }
                 Ok(Vary {
                     key: key.trim().to_owned(),
@@ -159,6 +158,8 @@ pub struct SweepOptions {
     pub watch: std::sync::Arc<dyn crate::run::Watch>,
     pub argv: Vec<String>,
     pub cancel: CancellationToken,
+    /// See [`RunOptions::signal`].
+    pub signal: std::sync::Arc<std::sync::OnceLock<&'static str>>,
     /// See [`RunOptions::wake_latency_hold`].
     pub wake_latency_hold: bool,
 }
@@ -322,6 +323,7 @@ async fn run_point(
         overrides: Vec::new(),
         bundle_dir: Some(parent.dir.join(format!("point-{n:02}"))),
         wake_latency_hold: o.wake_latency_hold,
+        signal: o.signal.clone(),
     };
     run(c, inputs, opts, o.cancel.clone()).await
 }
@@ -491,6 +493,10 @@ mod tests {
         assert!(e.to_string().contains("load.rate, workload.seed"), "{e}");
         assert!(Vary::parse(&["load.rate".into()]).is_err());
         assert!(Vary::parse(&["load.rate=".into()]).is_err());
+        let e = Vary::parse(&["load.rate=1,,2".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("value 2 is empty"), "{e}");
     }
 
     #[test]

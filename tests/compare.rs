@@ -27,6 +27,7 @@ async fn repeat_set(c: Contract, dir: &Path) -> std::path::PathBuf {
         overrides: Vec::new(),
         bundle_dir: None,
         wake_latency_hold: true,
+        signal: Default::default(),
     };
     let (parent, rs, results) = run_repeats(c, Default::default(), opts, CancellationToken::new())
         .await
@@ -125,6 +126,7 @@ async fn bundle(slo_ms: u32, extra: &str, dir: &Path) -> std::path::PathBuf {
         overrides: Vec::new(),
         bundle_dir: None,
         wake_latency_hold: true,
+        signal: Default::default(),
     };
     let c = contract::parse(&src, Path::new("t.toml")).unwrap();
     goodput::run::run(c, Default::default(), opts, CancellationToken::new())

@@ -13,6 +13,7 @@ async fn a_rate_sweep_gives_one_bundle_per_rising_point() {
     let vary = goodput::sweep::Vary::parse(&["load.rate=10,20,40".into()]).unwrap();
     let o = goodput::sweep::SweepOptions {
         wake_latency_hold: true,
+        signal: Default::default(),
         out_root: dir.path().to_owned(),
         watch: std::sync::Arc::new(goodput::run::Silent),
         argv: vec![],

@@ -112,6 +112,7 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
     std::fs::write(&path, CAPACITY).unwrap();
     let o = goodput::sweep::SweepOptions {
         wake_latency_hold: true,
+        signal: Default::default(),
         out_root: dir.path().to_owned(),
         watch: std::sync::Arc::new(goodput::run::Silent),
         argv: vec![],

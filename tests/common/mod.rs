@@ -27,6 +27,7 @@ pub async fn try_run_in(mut c: Contract, dir: &std::path::Path) -> anyhow::Resul
         overrides: Vec::new(),
         bundle_dir: None,
         wake_latency_hold: true,
+        signal: Default::default(),
     };
     goodput::run::run(c, inputs, opts, CancellationToken::new()).await
 }
@@ -191,4 +192,45 @@ pub async fn mock_openai(
 /// spaces), so a test can look for a phrase wherever the 100-column wrap broke it.
 pub fn unwrapped(text: &str) -> String {
     text.replace("\n  ", " ")
+}
+
+/// Reads one HTTP/1.1 request from a raw socket: its method, path and head (the body, by
+/// content-length, is read and dropped). For the tests' own misbehaving servers.
+pub async fn read_request(sock: &mut tokio::net::TcpStream) -> Option<(String, String, String)> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        let n = sock.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut have = buf.len() - end;
+    while have < len {
+        let n = sock.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        have += n;
+    }
+    let mut parts = head.split_whitespace();
+    Some((
+        parts.next()?.to_owned(),
+        parts.next()?.to_owned(),
+        head.clone(),
+    ))
 }
