@@ -91,9 +91,15 @@ pub fn audit(path: &Path) -> anyhow::Result<Audit> {
     {
         return audit_dir(dir);
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| {
+    let text = crate::text::read_capped_string(path, crate::text::MAX_FILE_BYTES)
+        .with_context(|| format!("reading {}", path.display()))?;
+    peer_result(path, &text)
+}
+
+/// Grades another tool's result file from its text (`path` names it in messages): a vLLM
+/// `bench serve --save-result` JSON or a GuideLLM report.
+pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
+    let v: Value = serde_json::from_str(text).map_err(|e| {
         anyhow::anyhow!(
             "{}: unrecognised format: not JSON (line {}, column {}: {e}); expected a goodput bundle directory, a vLLM `bench serve --save-result` JSON or a GuideLLM report JSON",
             path.display(),

@@ -13,8 +13,8 @@
 //! aside); `tests/architecture.rs` reads this list and fails on any `crate::` path against it,
 //! so no import cycle can come back. The README's Layout section repeats it.
 //!
-//! 1. `text`, `analyze::stats` — leaves: hashing, words and URLs; statistics and the
-//!    until-stable rule.
+//! 1. `text`, `secrets`, `analyze::stats` — leaves: hashing, words and URLs; redaction;
+//!    statistics and the until-stable rule.
 //! 2. `sim`, `api`, `arrival` — the simulated server; endpoint APIs; arrival processes.
 //! 3. `contract` — the workload contract: types, parsing, validation, fingerprints.
 //! 4. `quality` — digests, reference sets and scoring definitions.
@@ -29,7 +29,8 @@
 //! 13. `compare`, `audit`, `demo` — comparisons; grading any result; the open/closed demo.
 //! 14. `run` — one run (and repeats), wired together.
 //! 15. `sweep` — one variable varied, and the capacity search.
-//! 16. `cli` — the command line, the only module that prints results.
+//! 16. `cli`, `fuzz` — the command line, the only module that prints results; the parsers'
+//!     entry points for the fuzz targets.
 //!
 //! # Public API
 //!
@@ -51,11 +52,14 @@ pub mod contract;
 pub(crate) mod demo;
 pub(crate) mod driver;
 pub mod env;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod plan;
 pub mod quality;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod secrets;
 pub mod sim;
 pub mod sweep;
 pub mod text;

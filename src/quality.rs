@@ -34,9 +34,11 @@ pub struct Reference {
 
 /// Reads a references JSONL file; each error names the file, line and key.
 pub fn load_references(path: &Path) -> Result<(Vec<Reference>, String), String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = crate::text::read_capped(path, crate::text::MAX_FILE_BYTES)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let text = String::from_utf8(bytes.clone())
         .map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {

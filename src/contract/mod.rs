@@ -269,6 +269,18 @@ pub struct Target {
     /// [`DEFAULT_KEEP_ALIVE`]); raise it only for a server that keeps longer.
     #[serde(default = "default_keep_alive")]
     pub keep_alive: Seconds,
+    /// Follow HTTP redirects, each recorded in its request's record. Off by default: a
+    /// redirect is then a failure of its own class naming where it pointed, since a followed
+    /// one attributes the numbers to another server and adds a round trip.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub follow_redirects: bool,
+    /// Consecutive requests that could not connect after which the run ends early (the target
+    /// is down); the rest of the plan is counted as not sent and the exit status is 3.
+    #[serde(
+        default = "default_max_connect_failures",
+        skip_serializing_if = "is_default_max_connect_failures"
+    )]
+    pub max_connect_failures: u32,
     /// Facts the client cannot discover.
     #[serde(default)]
     pub declared: Declared,
@@ -737,6 +749,14 @@ fn default_rate_tolerance() -> f64 {
 fn default_confidence() -> f64 {
     0.99
 }
+/// See [`Target::max_connect_failures`].
+pub const DEFAULT_MAX_CONNECT_FAILURES: u32 = 20;
+fn default_max_connect_failures() -> u32 {
+    DEFAULT_MAX_CONNECT_FAILURES
+}
+fn is_default_max_connect_failures(n: &u32) -> bool {
+    *n == DEFAULT_MAX_CONNECT_FAILURES
+}
 fn default_scrape() -> Seconds {
     Seconds(1.0)
 }
@@ -750,6 +770,8 @@ impl Default for Target {
             api_key_env: None,
             timeout: default_timeout(),
             keep_alive: default_keep_alive(),
+            follow_redirects: false,
+            max_connect_failures: DEFAULT_MAX_CONNECT_FAILURES,
             declared: Declared::default(),
             simulator: None,
         }
@@ -924,10 +946,12 @@ pub const BUILTIN: &str = include_str!("../../examples/chat.toml");
 
 /// Reads, parses, validates and resolves a contract file.
 pub fn load(path: &Path) -> Result<Contract, ContractError> {
-    let src = std::fs::read_to_string(path).map_err(|cause| ContractError::Read {
-        path: path.to_owned(),
-        cause,
-    })?;
+    let src = crate::text::read_capped_string(path, crate::text::MAX_CONTRACT_BYTES).map_err(
+        |cause| ContractError::Read {
+            path: path.to_owned(),
+            cause,
+        },
+    )?;
     parse(&src, path)
 }
 
@@ -968,8 +992,22 @@ pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
 
 impl Contract {
     /// The resolved contract as TOML, every default written out.
+    /// The contract as TOML, as a bundle keeps it: every default written out, and the values
+    /// of `[cold_start] env` replaced by [`crate::secrets::MASK`] (their names kept), since
+    /// they are where a server's tokens go (`HF_TOKEN`).
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# could not serialise: {e}\n"))
+        let mut c = std::borrow::Cow::Borrowed(self);
+        if self
+            .cold_start
+            .as_ref()
+            .is_some_and(|cs| !cs.env.is_empty())
+            && let Some(cs) = c.to_mut().cold_start.as_mut()
+        {
+            for v in cs.env.values_mut() {
+                *v = crate::secrets::MASK.to_owned();
+            }
+        }
+        toml::to_string_pretty(&*c).unwrap_or_else(|e| format!("# could not serialise: {e}\n"))
     }
 
     /// Whether the target is the embedded simulator.
@@ -989,6 +1027,7 @@ impl Contract {
             t.remove("timeout");
             t.remove("keep_alive");
             t.remove("api_key_env");
+            t.remove("max_connect_failures");
             // Declared facts describe the server; they change nothing goodput sends. `compare`
             // compares the resolved facts (declared or discovered alike) of each side instead.
             t.remove("declared");
@@ -1177,6 +1216,65 @@ mod tests {
             let e = parse_str(src).unwrap_err().to_string();
             assert!(e.contains(want), "want {want:?} in {e:?}");
         }
+    }
+
+    /// Issue #19's contradictions and unclear messages: each refused, naming the key and why.
+    #[test]
+    fn contradictions_and_bad_urls_are_refused_with_the_key() {
+        let load = "[load]\nkind = \"open\"\nrate = 1\nrequests = 10\n";
+        let cases = [
+            (
+                format!("[target]\nurl = \"http://[::1\"\n{load}"),
+                "`target.url`: `http://[::1` is not a URL: invalid IPv6",
+            ),
+            (
+                format!("[target]\nurl = \"http://127.0.0.1:99999\"\n{load}"),
+                "is not a URL: invalid port number",
+            ),
+            (
+                format!("[target]\nurl = \"http://h:8000/v1\"\n{load}"),
+                "ends in an API path (`/v1`)",
+            ),
+            (
+                format!("[target]\nurl = \"http://h:8000/?x=1\"\n{load}"),
+                "carries a query or fragment",
+            ),
+            (
+                format!("[target]\nurl = \"http://h:1\"\nmax_connect_failures = 0\n{load}"),
+                "`target.max_connect_failures`: must be at least 1",
+            ),
+            (
+                format!("[target]\nurl = \"http://h:1\"\n[cold_start]\nlaunch = []\n{load}"),
+                "`cold_start.launch`: is empty",
+            ),
+            (
+                format!("[cold_start]\nlaunch = [\"vllm\"]\n{load}"),
+                "`cold_start.launch`: needs target.url",
+            ),
+            (
+                "[load]\nkind = \"open\"\narrival = \"poisson\"\nrate = 1\nburstiness = 0.5\nrequests = 10\n"
+                    .to_owned(),
+                "`load.burstiness`: applies to arrival = \"gamma\" only",
+            ),
+            (
+                format!("[workload]\nstream = false\n[slo]\nttft_ms = 100\n{load}"),
+                "`slo.ttft_ms`: needs workload.stream = true",
+            ),
+            (
+                format!("[warmup]\nuntil_stable = {{ window = 0 }}\n{load}"),
+                "`warmup.until_stable.window`: must be >= 1",
+            ),
+        ];
+        for (src, want) in cases {
+            let e = parse_str(&src).unwrap_err().to_string();
+            assert!(e.contains(want), "want {want:?} in {e:?}");
+        }
+        // Still accepted: gamma with a burstiness, and a burstiness without an arrival process
+        // means gamma (as vLLM's --burstiness does).
+        parse_str("[load]\nkind = \"open\"\narrival = \"gamma\"\nrate = 1\nburstiness = 0.5\nrequests = 10\n").unwrap();
+        let c = parse_str("[load]\nkind = \"open\"\nrate = 1\nburstiness = 0.5\nrequests = 10\n")
+            .unwrap();
+        assert_eq!(c.load.arrival, Some(crate::arrival::Arrival::Gamma));
     }
 
     #[test]

@@ -95,10 +95,17 @@ pub fn parse(text: &str) -> Result<Expectation, String> {
 
 /// Parses a comma-separated list (`--predict`).
 pub fn parse_list(text: &str) -> Result<Vec<Expectation>, String> {
-    text.split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(parse)
-        .collect()
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    if parts.iter().all(|p| p.is_empty()) {
+        return Err("no expectation given (e.g. \"ttft_p99<=300ms,goodput>=12\")".into());
+    }
+    if let Some(i) = parts.iter().position(|p| p.is_empty()) {
+        return Err(format!(
+            "expectation {} of `{text}` is empty (a stray comma?)",
+            i + 1
+        ));
+    }
+    parts.into_iter().map(parse).collect()
 }
 
 /// The hash recorded before the run: SHA-256 of the file's exact bytes.
@@ -136,5 +143,11 @@ mod tests {
                 .contains("not a time")
         );
         assert_eq!(parse_list("ttft_p99<=300ms, goodput>=12").unwrap().len(), 2);
+        assert!(parse_list("").unwrap_err().contains("no expectation given"));
+        assert!(
+            parse_list("ttft_p99<=300ms,,goodput>=12")
+                .unwrap_err()
+                .contains("expectation 2")
+        );
     }
 }

@@ -19,6 +19,41 @@ impl Contract {
         self.stop_and_warmup()?;
         self.slo_prediction_repeat()?;
         self.measurement_and_quality()?;
+        self.cold_start()?;
+        Ok(())
+    }
+
+    /// `[cold_start]`: a launch command to run, and a server it can reach.
+    fn cold_start(&mut self) -> Result<(), Problem> {
+        let Some(cs) = &self.cold_start else {
+            return Ok(());
+        };
+        // Where a server's tokens go (`HF_TOKEN`): secrets from the moment they are read.
+        for v in cs.env.values() {
+            crate::secrets::register(v);
+        }
+        if let Some(l) = &cs.launch {
+            if l.first().is_none_or(|p| p.trim().is_empty()) {
+                return problem(
+                    "cold_start.launch",
+                    "is empty: give the command and its arguments, e.g. [\"vllm\", \"serve\", \"MODEL\", \"--port\", \"{port}\"]",
+                );
+            }
+            if self.target.url.is_none() {
+                return problem(
+                    "cold_start.launch",
+                    "needs target.url (e.g. \"http://127.0.0.1:{port}\"): without it the run would time a server it never contacts",
+                );
+            }
+        }
+        for (k, v) in [
+            ("cold_start.ready_timeout", cs.ready_timeout.0),
+            ("cold_start.stop_grace", cs.stop_grace.0),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return problem(k, "must be >= 0 seconds");
+            }
+        }
         Ok(())
     }
 
@@ -118,6 +153,10 @@ impl Contract {
 
     /// `name` and `[target]`: a URL or the simulator, never both; timeouts.
     fn name_and_target(&mut self) -> Result<(), Problem> {
+        // A password in the URL is a secret from the moment it is read (crate::secrets).
+        if let Some(u) = &self.target.url {
+            crate::secrets::register_url(u);
+        }
         if self.name.trim().is_empty()
             || !self
                 .name
@@ -151,6 +190,7 @@ impl Contract {
                         "https needs goodput built with `--features tls`",
                     );
                 }
+                base_url(url)?;
             }
             (None, sim) => {
                 let cfg = sim.get_or_insert_with(SimConfig::default);
@@ -184,6 +224,12 @@ impl Contract {
         }
         if !(self.target.timeout.0.is_finite() && self.target.timeout.0 > 0.0) {
             return problem("target.timeout", "must be > 0");
+        }
+        if self.target.max_connect_failures == 0 {
+            return problem(
+                "target.max_connect_failures",
+                "must be at least 1 (consecutive connection failures that end the run)",
+            );
         }
         if !(self.target.keep_alive.0.is_finite() && self.target.keep_alive.0 >= 0.0) {
             return problem(
@@ -305,6 +351,20 @@ impl Contract {
         {
             return problem("warmup.duration", "must be >= 0");
         }
+        if let Some(u) = &self.warmup.until_stable {
+            if u.window == 0 {
+                return problem(
+                    "warmup.until_stable.window",
+                    "must be >= 1 (finished warm-up requests per median compared)",
+                );
+            }
+            if !(u.threshold.is_finite() && u.threshold >= 0.0) {
+                return problem(
+                    "warmup.until_stable.threshold",
+                    "must be >= 0 (a relative change, e.g. 0.05; 0 = until max_requests)",
+                );
+            }
+        }
         Ok(())
     }
 
@@ -320,6 +380,16 @@ impl Contract {
                 && !(v.0.is_finite() && v.0 > 0.0)
             {
                 return problem(k, format!("= {}: must be > 0 milliseconds", v.0));
+            }
+        }
+        if !self.workload.stream {
+            for (k, v) in [("slo.ttft_ms", slo.ttft_ms), ("slo.tpot_ms", slo.tpot_ms)] {
+                if v.is_some() {
+                    return problem(
+                        k,
+                        "needs workload.stream = true: a response that is not streamed has no first token or token gaps to time (use slo.e2e_ms)",
+                    );
+                }
             }
         }
         if !(slo.percentile > 0.0 && slo.percentile <= 100.0) {
@@ -412,6 +482,37 @@ impl Contract {
         }
         Ok(())
     }
+}
+
+/// `target.url` is a server's base URL: it parses (a port in range, a closed IPv6 bracket),
+/// and carries no query, fragment or API path, which goodput appends itself. (`{port}`, filled
+/// in at run time, stands for a port.)
+fn base_url(url: &str) -> Result<(), Problem> {
+    let parsed = reqwest::Url::parse(&url.replace("{port}", "1")).map_err(|e| {
+        (
+            "target.url".to_owned(),
+            format!(
+                "`{}` is not a URL: {e}",
+                crate::secrets::url_without_password(url)
+            ),
+        )
+    })?;
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return problem(
+            "target.url",
+            "carries a query or fragment (`?…`, `#…`): give the server's base URL, e.g. http://127.0.0.1:8000",
+        );
+    }
+    let path = parsed.path().trim_end_matches('/');
+    if path.ends_with("/v1") || path.contains("/v1/") {
+        return problem(
+            "target.url",
+            format!(
+                "ends in an API path (`{path}`): give the server's base URL without /v1 (goodput appends /v1/chat/completions, /v1/models …)"
+            ),
+        );
+    }
+    Ok(())
 }
 
 fn check_dist(key: &str, d: &LengthDist) -> Result<(), Problem> {
@@ -536,6 +637,19 @@ fn rate_arrivals(l: &mut Load) -> Result<(), Problem> {
     let b = *l.burstiness.get_or_insert(1.0);
     if !(b.is_finite() && b > 0.0) {
         return problem("load.burstiness", "must be > 0 (1 = Poisson)");
+    }
+    if b != 1.0 {
+        match l.arrival {
+            // As in vLLM's `--burstiness`: a burstiness other than 1 means gamma arrivals.
+            None => l.arrival = Some(Arrival::Gamma),
+            Some(Arrival::Poisson | Arrival::Constant) => {
+                return problem(
+                    "load.burstiness",
+                    "applies to arrival = \"gamma\" only (Poisson has burstiness 1 by definition, constant has none); set arrival = \"gamma\" or leave arrival out",
+                );
+            }
+            _ => {}
+        }
     }
     l.arrival.get_or_insert(Arrival::Poisson);
     Ok(())

@@ -49,6 +49,7 @@ impl Observer for LiveView {
         if rec.outcome != Outcome::Ok {
             l.errors += 1;
         }
+
         if let (Some(f), Some(s)) = (rec.first_token_us, rec.sent_us) {
             let _ = l.ttft_us.record(f.saturating_sub(s).max(1));
         }
@@ -92,8 +93,20 @@ pub fn write_records(
         .open(path)?;
     let mut out = std::io::BufWriter::new(file);
     let mut all = Vec::new();
-    while let Some(rec) = rx.blocking_recv() {
-        serde_json::to_writer(&mut out, &rec).map_err(std::io::Error::other)?;
+    let mut line = Vec::new();
+    while let Some(mut rec) = rx.blocking_recv() {
+        line.clear();
+        serde_json::to_writer(&mut line, &rec).map_err(std::io::Error::other)?;
+        // A secret a server echoed (a 401 body quoting the key) never reaches the file; the
+        // record kept in memory is the one on disk.
+        if crate::secrets::any()
+            && let Ok(text) = std::str::from_utf8(&line)
+            && let std::borrow::Cow::Owned(clean) = crate::secrets::redact(text)
+        {
+            rec = serde_json::from_str(&clean).map_err(std::io::Error::other)?;
+            line = clean.into_bytes();
+        }
+        out.write_all(&line)?;
         out.write_all(b"\n")?;
         if rx.is_empty() {
             out.flush()?;

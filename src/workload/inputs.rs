@@ -58,10 +58,12 @@ impl std::ops::Deref for Inputs {
 
 /// Reads, validates and resolves a contract file, then the files it names.
 pub fn load(path: &Path) -> Result<(Contract, Inputs), ContractError> {
-    let src = std::fs::read_to_string(path).map_err(|cause| ContractError::Read {
-        path: path.to_owned(),
-        cause,
-    })?;
+    let src = crate::text::read_capped_string(path, crate::text::MAX_CONTRACT_BYTES).map_err(
+        |cause| ContractError::Read {
+            path: path.to_owned(),
+            cause,
+        },
+    )?;
     parse(&src, path)
 }
 

@@ -43,9 +43,14 @@ impl Prompt {
 /// A text file's contents and SHA-256, from one read; errors name the file.
 pub fn read(path: &Path) -> Result<(String, String), String> {
     let name = path.display();
-    let bytes = std::fs::read(path).map_err(|e| format!("{name}: {e}"))?;
+    let bytes = crate::text::read_capped(path, crate::text::MAX_FILE_BYTES)
+        .map_err(|e| format!("{name}: {e}"))?;
     let sha = crate::text::sha256_hex(&bytes);
-    let text = String::from_utf8(bytes).map_err(|_| format!("{name}: not UTF-8 text"))?;
+    let mut text = String::from_utf8(bytes).map_err(|_| format!("{name}: not UTF-8 text"))?;
+    // A UTF-8 byte-order mark (editors on Windows write one) is not part of the first line.
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
     Ok((text, sha))
 }
 

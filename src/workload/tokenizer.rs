@@ -60,7 +60,8 @@ impl std::fmt::Debug for Tokenizer {
 impl Tokenizer {
     /// Loads a `tokenizer.json`; the error names the file. Returns it with its SHA-256.
     pub fn load(path: &Path) -> Result<(Tokenizer, String), String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let bytes = crate::text::read_capped(path, crate::text::MAX_FILE_BYTES)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         let sha = crate::text::sha256_hex(&bytes);
         let tok = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
             format!(

@@ -85,6 +85,10 @@ pub fn load(path: &Path) -> Result<Vec<Row>, String> {
     parse(path, &super::read(path)?.0)
 }
 
+/// The longest trace replayed: a year. Offsets are scheduled in whole microseconds on a
+/// 64-bit clock, which a far larger gap (1e15 s) would overflow.
+pub const MAX_SPAN_S: f64 = 366.0 * 86_400.0;
+
 /// Parses a trace's text; every error names the file (`path`) and line. Returns the rows,
 /// offsets from the first.
 pub fn parse(path: &Path, text: &str) -> Result<Vec<Row>, String> {
@@ -167,6 +171,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Row>, String> {
             ));
         }
         prev = t;
+        if t - first > MAX_SPAN_S {
+            return Err(format!(
+                "{name}:{line}: {:.0} s after the first row; a trace may span at most a year ({MAX_SPAN_S} s)",
+                t - first
+            ));
+        }
         rows.push(Row {
             offset_s: t - first,
             input_tokens: i,
@@ -178,6 +188,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Row>, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_gap_beyond_a_year_is_refused_not_overflowed() {
+        let e = super::parse(
+            std::path::Path::new("t.csv"),
+            "timestamp,input_tokens,output_tokens\n0,10,10\n1e15,10,10\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("t.csv:3") && e.contains("at most a year"), "{e}");
+    }
+
     use super::*;
 
     fn write(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
