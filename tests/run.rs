@@ -1015,3 +1015,19 @@ fn a_repeat_set_shows_each_run_and_reports_again() {
         "{again}"
     );
 }
+
+#[test]
+fn max_runs_0_and_an_empty_prediction_are_refused_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "c.toml",
+        "[load]\nkind = \"open\"\nrate = 5\nrequests = 10\n[slo]\nttft_ms = 100\n",
+    );
+    let c = p.to_str().unwrap();
+    let out = goodput(&["sweep", c, "--capacity", "--max-runs", "0"], dir.path());
+    assert_clean_failure(&out, &["--max-runs", "0 is not in 2.."]);
+    let out = goodput(&["run", c, "--predict", ""], dir.path());
+    assert_clean_failure(&out, &["--predict: no expectation given"]);
+    assert!(!dir.path().join("runs").exists(), "nothing may run");
+}
