@@ -1,0 +1,105 @@
+//! Entry points for the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer): each takes arbitrary
+//! bytes, feeds them to one of the parsers that read what a server or a user's file controls,
+//! and must return without panicking, hanging or growing without bound. Public for the fuzz
+//! crate only; `fuzz/README.md` says how to run them.
+
+use std::ops::ControlFlow;
+use std::path::Path;
+
+/// The SSE parser, fed the input in pieces (the first byte picks the piece size, so splits
+/// inside lines, CRLFs and characters are explored) with every event handed to each API's
+/// event parser, as the client does.
+pub fn sse(data: &[u8]) {
+    let Some((&step, body)) = data.split_first() else {
+        return;
+    };
+    let step = usize::from(step).max(1);
+    let adapters: Vec<_> = [
+        crate::api::ApiKind::OpenAiChat,
+        crate::api::ApiKind::OpenAiCompletions,
+    ]
+    .iter()
+    .map(|k| k.adapter())
+    .collect();
+    let mut parser = crate::client::sse::SseParser::new();
+    let mut kept = 0usize;
+    for piece in body.chunks(step) {
+        let flow = parser.feed(piece, &mut |event| {
+            assert!(event.len() <= crate::client::sse::MAX_EVENT);
+            kept += event.len();
+            for a in &adapters {
+                let _ = a.parse_event(event);
+            }
+            ControlFlow::Continue(())
+        });
+        if flow.is_break() {
+            assert!(parser.too_large().is_some());
+            break;
+        }
+    }
+    assert!(kept <= body.len());
+}
+
+/// A non-streamed answer's body, through each API's parser.
+pub fn event(data: &[u8]) {
+    for k in [
+        crate::api::ApiKind::OpenAiChat,
+        crate::api::ApiKind::OpenAiCompletions,
+    ] {
+        let _ = k.adapter().parse_event(data);
+    }
+}
+
+/// A contract's text: parsed and validated (no file it names is read).
+pub fn contract(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Ok(c) = crate::contract::parse(&text, Path::new("fuzz.toml")) {
+        // What was accepted must write out and read back as itself.
+        let again = crate::contract::parse(&c.to_toml(), Path::new("fuzz.toml"));
+        assert!(
+            again.is_ok(),
+            "a contract's own TOML did not parse: {again:?}"
+        );
+    }
+}
+
+/// A prompt dataset in every format (detected, then each forced).
+pub fn dataset(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let path = Path::new("fuzz.jsonl");
+    let _ = crate::workload::dataset::parse(path, &text, None);
+    for f in [
+        crate::contract::DatasetFormat::Jsonl,
+        crate::contract::DatasetFormat::Sharegpt,
+    ] {
+        let _ = crate::workload::dataset::parse(path, &text, Some(f));
+    }
+}
+
+/// An arrival trace (CSV or JSONL) and a file of observed lengths.
+pub fn trace(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Ok(rows) = crate::workload::trace::parse(Path::new("fuzz.csv"), &text) {
+        assert!(rows.windows(2).all(|w| w[0].offset_s <= w[1].offset_s));
+    }
+    let _ = crate::workload::parse_lengths(Path::new("fuzz.txt"), &text);
+}
+
+/// Another tool's result file (vLLM `bench serve`, GuideLLM), as `goodput audit` reads it.
+pub fn peer_result(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Ok(a) = crate::audit::peer_result(Path::new("fuzz.json"), &text) {
+        let _ = a.document().terminal();
+    }
+}
+
+/// A bundle's `requests.jsonl`, and the summary computed from what it held.
+pub fn records(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Ok((records, _)) = crate::record::parse_jsonl_noted(Path::new("fuzz.jsonl"), &text) {
+        let c = crate::contract::parse(crate::contract::BUILTIN, Path::new("builtin.toml"))
+            .expect("the built-in contract parses");
+        let s = crate::analyze::summarize(&c, &records, &crate::analyze::Context::default());
+        let _ = crate::report::document(&s).terminal();
+    }
+}
