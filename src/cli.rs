@@ -651,14 +651,16 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(why) = &r.aborted {
         // Stopped on its own: the target failed. Said on stderr, with exit status 3.
-        let ok = if st.ok == 0 {
-            "no request succeeded; "
+        let first = first();
+        let first = if st.ok == 0 && !why.contains(&first) {
+            format!("; no request succeeded, the first failed with: {first}")
+        } else if st.ok == 0 {
+            "; no request succeeded".to_owned()
         } else {
-            ""
+            String::new()
         };
         say_err!(
-            "goodput: {why}; {ok}first error: {}. The bundle is kept at {}",
-            first(),
+            "goodput: {why}{first}. The bundle is kept at {}",
             r.bundle.dir.display()
         );
     } else if st.ok == 0 && !r.summary.interrupted {

@@ -43,6 +43,8 @@ enum Fault {
     Redirect,
     /// Every request after the fourth finds the server gone: its port closed.
     KilledMidRun,
+    /// Every completion request is redirected (307) to the same path with `?hop=1`, answered.
+    RedirectToSelf,
 }
 
 struct Hostile {
@@ -141,6 +143,15 @@ async fn serve(
         );
         return sock.write_all(resp.as_bytes()).await;
     }
+    if fault == Fault::RedirectToSelf {
+        if path.contains("hop=1") {
+            return sock.write_all(&good_stream()).await;
+        }
+        posts.fetch_add(1, Ordering::SeqCst);
+        return sock
+            .write_all(b"HTTP/1.1 307 Temporary Redirect\r\nlocation: /v1/chat/completions?hop=1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            .await;
+    }
     let n = posts.fetch_add(1, Ordering::SeqCst);
     if fault == Fault::KilledMidRun {
         if n >= 3 {
@@ -199,7 +210,7 @@ async fn serve(
         Fault::Redirect => {
             sock.write_all(b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:9/elsewhere\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await?;
         }
-        Fault::KilledMidRun => unreachable!(),
+        Fault::KilledMidRun | Fault::RedirectToSelf => unreachable!(),
     }
     Ok(())
 }
@@ -270,6 +281,7 @@ fn wait_with_rss(pid: i32) -> (i32, i64) {
 /// The per-cell checks every fault must pass; returns the recomputed summary as JSON.
 fn check_cell(cell: &str, o: &Outcome) -> serde_json::Value {
     let ctx = format!("[{cell}] exit {}; stderr:\n{}", o.code, o.stderr);
+    eprintln!("[{cell}] peak RSS {} MB", o.peak_rss_mb);
     assert!(
         !o.stderr.contains("panicked") && !o.stderr.contains("RUST_BACKTRACE"),
         "{ctx}"
@@ -416,10 +428,36 @@ fn a_redirect_is_not_followed_and_names_its_location() {
 }
 
 #[test]
+fn follow_redirects_follows_and_records_each_hop() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = hostile(Fault::RedirectToSelf);
+    let o = run_goodput(
+        dir.path(),
+        &contract_for(&server.url, "follow_redirects = true"),
+    );
+    let s = check_cell("RedirectToSelf", &o);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(s["steady"]["ok"], REQUESTS, "{}", s["steady"]);
+    let loaded = goodput::bundle::Bundle::load(&o.bundle).unwrap();
+    let want = format!("307 {}/v1/chat/completions?hop=1", server.url);
+    assert!(
+        loaded.records.iter().all(|r| r.redirects == [want.clone()]),
+        "{:?}",
+        loaded
+            .records
+            .iter()
+            .map(|r| &r.redirects)
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn a_server_killed_mid_run_ends_the_run_with_the_rest_not_sent() {
     let dir = tempfile::tempdir().unwrap();
     let server = hostile(Fault::KilledMidRun);
-    let planned = 40;
+    // Connection refused takes microseconds: the collector's rule cancels the run within
+    // milliseconds, while a closed loop may have sent a few dozen more.
+    let planned = 2000;
     let c = contract_for(&server.url, "max_connect_failures = 3").replace(
         &format!("requests = {REQUESTS}"),
         &format!("requests = {planned}"),
@@ -434,8 +472,9 @@ fn a_server_killed_mid_run_ends_the_run_with_the_rest_not_sent() {
     );
     let st = &s["steady"];
     assert_eq!(st["ok"], 4, "{st}");
-    assert!(st["errors"]["connect"].as_u64().unwrap() >= 3, "{st}");
-    assert!(st["not_sent"].as_u64().unwrap() > 0, "{st}");
+    let connect = st["errors"]["connect"].as_u64().unwrap();
+    assert!((3..500).contains(&connect), "{st}");
+    assert!(st["not_sent"].as_u64().unwrap() > 1000, "{st}");
     assert!(
         s["stopped"]
             .as_str()

@@ -461,7 +461,7 @@ fn cancelled_requests_are_not_slo_misses() {
     assert_eq!((slo.cancelled, slo.counted), (50, 100));
     let report = common::unwrapped(&goodput::report::document(&s).terminal());
     assert!(
-        report.contains("over 100 requests (50 cancelled by the user left out)"),
+        report.contains("over 100 requests (50 in flight when the run was stopped left out)"),
         "{report}"
     );
     assert!(

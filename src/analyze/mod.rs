@@ -565,7 +565,7 @@ pub struct SloResult {
     /// Steady requests attainment is computed over: all of them but those the user cancelled.
     #[serde(default)]
     pub counted: u64,
-    /// Steady requests cancelled by the user (Ctrl-C) while in flight: neither met nor missed.
+    /// Steady requests in flight when the run was stopped (a signal, or giving up): neither met nor missed.
     #[serde(default)]
     pub cancelled: u64,
     /// met / counted.
@@ -830,7 +830,11 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         if r.outcome != Outcome::Ok {
             let class = r.outcome.as_str();
             *errors.entry(class.to_owned()).or_default() += 1;
-            if let Some(e) = &r.error
+            // An interruption's message says nothing the summary's `stopped` does not.
+            if let Some(e) = r
+                .error
+                .as_ref()
+                .filter(|_| r.outcome != Outcome::Interrupted)
                 && !first_errors.contains_key(class)
             {
                 first_errors.insert(class.to_owned(), e.chars().take(300).collect());

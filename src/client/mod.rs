@@ -158,18 +158,6 @@ impl Client {
     /// Sends `body` and fills `rec` with what happened. Never panics on server behaviour; every
     /// failure becomes an outcome with what was measured before it kept.
     pub async fn execute(&self, body: Bytes, rec: &mut Record, cancel: &CancellationToken) {
-        let request = |url: &str| {
-            let req = self
-                .http
-                .post(url)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .header("x-request-id", &rec.request_id)
-                .body(body.clone());
-            match &self.api_key {
-                Some(k) => req.bearer_auth(k),
-                None => req,
-            }
-        };
         // The timeout and the cancellation are made once per request and polled by reference:
         // made afresh per chunk, each would register and deregister itself with the timer and
         // the run's token, locks shared by every request. The token is the request's own child,
@@ -183,94 +171,137 @@ impl Client {
             self.epoch + Duration::from_micros(deadline_us),
         ));
         tokio::pin!(cancelled, timeout);
+        let mut ends = Ends {
+            timeout,
+            cancelled,
+            deadline_us,
+        };
+        let Some((resp, url)) = self.send(&body, rec, &mut ends).await else {
+            return;
+        };
+        let Some(resp) = self.accept_head(resp, &url, rec).await else {
+            return;
+        };
+        self.read_body(resp, &url, rec, &mut ends).await;
+    }
 
-        let mut retried = None;
+    /// Sends the request (again at once if a stale pooled connection swallowed it; to each
+    /// redirect's target when following them) until an answer's head arrives; the answer and
+    /// the URL that gave it. `None`: the failure is in `rec`.
+    async fn send(
+        &self,
+        body: &Bytes,
+        rec: &mut Record,
+        ends: &mut Ends<'_, '_>,
+    ) -> Option<(reqwest::Response, String)> {
         let mut url = self.url.clone();
-        let resp = loop {
+        loop {
+            let mut req = self
+                .http
+                .post(&url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .header("x-request-id", &rec.request_id)
+                .body(body.clone());
+            if let Some(k) = &self.api_key {
+                req = req.bearer_auth(k);
+            }
             let r = tokio::select! {
-                r = request(&url).send() => r,
-                () = &mut timeout => {
-                    return rec.fail(Outcome::Timeout, format!("no response headers within {:?}", self.timeout), self.now_us());
+                r = req.send() => r,
+                () = &mut ends.timeout => {
+                    rec.fail(Outcome::Timeout, format!("no response headers within {:?}", self.timeout), self.now_us());
+                    return None;
                 }
-                () = &mut cancelled => return rec.fail(Outcome::Interrupted, "run interrupted", self.now_us()),
+                () = &mut ends.cancelled => {
+                    rec.fail(Outcome::Interrupted, "run interrupted", self.now_us());
+                    return None;
+                }
             };
-            match r {
+            let resp = match r {
+                Ok(resp) => resp,
                 // The pooled connection it was written to had been closed by the server, with
                 // no byte of an answer: the server never saw this request. Sent again at once
                 // on a new connection; the latency keeps the failed attempt's microseconds.
-                Err(e) if retried.is_none() && stale_connection(&e) => {
-                    retried = Some(describe(&e));
+                Err(e) if rec.retried.is_none() && stale_connection(&e) => {
+                    rec.retried = Some(describe(&e));
+                    continue;
                 }
-                Ok(r) if r.status().is_redirection() => {
-                    let to = location(&r, &url);
-                    let status = r.status();
-                    match to {
-                        Some(next)
-                            if self.follow_redirects && rec.redirects.len() < MAX_REDIRECTS =>
-                        {
-                            rec.redirects.push(format!("{} {next}", status.as_u16()));
-                            url = next;
-                        }
-                        to => {
-                            rec.http_status = Some(status.as_u16());
-                            let why = if self.follow_redirects {
-                                format!("more than {MAX_REDIRECTS} redirects")
-                            } else {
-                                "redirects are not followed (target.follow_redirects)".into()
-                            };
-                            return rec.fail(
-                                Outcome::Redirect,
-                                format!(
-                                    "HTTP {status} from {url} to {}: {why}",
-                                    to.as_deref().unwrap_or("(no Location)")
-                                ),
-                                self.now_us(),
-                            );
-                        }
-                    }
+                Err(e) => {
+                    rec.fail(classify(&e), at_url(describe(&e), &url), self.now_us());
+                    return None;
                 }
-                r => break r,
+            };
+            if !resp.status().is_redirection() {
+                return Some((resp, url));
             }
-        };
-        rec.retried = retried;
-        let resp = match resp {
-            Ok(r) => r,
-            Err(e) => {
-                return rec.fail(
-                    classify(&e),
-                    format!("{} ({url})", describe(&e)),
-                    self.now_us(),
-                );
+            let status = resp.status();
+            match location(&resp, &url) {
+                Some(next) if self.follow_redirects && rec.redirects.len() < MAX_REDIRECTS => {
+                    rec.redirects.push(format!("{} {next}", status.as_u16()));
+                    url = next;
+                }
+                to => {
+                    rec.http_status = Some(status.as_u16());
+                    let why = if self.follow_redirects {
+                        format!("more than {MAX_REDIRECTS} redirects")
+                    } else {
+                        "redirects are not followed (target.follow_redirects)".into()
+                    };
+                    let to = to.as_deref().unwrap_or("(no Location)");
+                    rec.fail(
+                        Outcome::Redirect,
+                        format!("HTTP {status} from {url} to {to}: {why}"),
+                        self.now_us(),
+                    );
+                    return None;
+                }
             }
-        };
+        }
+    }
+
+    /// The answer's head: a success status, and an event stream when one was asked for.
+    /// `None`: the failure is in `rec`.
+    async fn accept_head(
+        &self,
+        resp: reqwest::Response,
+        url: &str,
+        rec: &mut Record,
+    ) -> Option<reqwest::Response> {
         let status = resp.status();
         rec.http_status = Some(status.as_u16());
         if !status.is_success() {
             let snippet = read_snippet(resp).await;
-            return rec.fail(
+            rec.fail(
                 Outcome::HttpStatus,
                 format!("HTTP {status} from {url}: {snippet}"),
                 self.now_us(),
             );
+            return None;
         }
-        let is_sse = resp
+        let content_type = resp
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if self.stream && !is_sse {
-            let ct = resp
-                .headers()
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("none")
-                .to_owned();
-            return rec.fail(
+            .and_then(|v| v.to_str().ok());
+        if self.stream && !content_type.is_some_and(|v| v.starts_with("text/event-stream")) {
+            let ct = content_type.unwrap_or("none");
+            rec.fail(
                 Outcome::NotStreamed,
                 format!("streaming was asked for but {url} answered with content-type {ct}"),
                 self.now_us(),
             );
+            return None;
         }
+        Some(resp)
+    }
+
+    /// Reads the body as it arrives, timestamping every event, until its end, the deadline,
+    /// the cancellation or a limit.
+    async fn read_body(
+        &self,
+        resp: reqwest::Response,
+        url: &str,
+        rec: &mut Record,
+        ends: &mut Ends<'_, '_>,
+    ) {
         let mut body = resp.bytes_stream();
         let mut parser = SseParser::new();
         let mut state = StreamState::default();
@@ -281,76 +312,69 @@ impl Client {
             let next = tokio::select! {
                 biased;
                 n = body.next() => n,
-                () = &mut timeout => return rec.fail(Outcome::Timeout, too_slow(), self.now_us()),
-                () = &mut cancelled => return rec.fail(Outcome::Interrupted, "run interrupted", self.now_us()),
+                () = &mut ends.timeout => return rec.fail(Outcome::Timeout, too_slow(), self.now_us()),
+                () = &mut ends.cancelled => return rec.fail(Outcome::Interrupted, "run interrupted", self.now_us()),
             };
             let now = self.now_us();
             // A body that is never pending would never let the timer be polled.
-            if now > deadline_us {
+            if now > ends.deadline_us {
                 return rec.fail(Outcome::Timeout, too_slow(), now);
             }
-            if let Some(Ok(bytes)) = &next {
-                received += bytes.len();
-                if received > MAX_RESPONSE_BYTES {
-                    return rec.fail(
-                        Outcome::TooLarge,
-                        format!(
-                            "the response from {url} passed {} MiB, the client's limit for one answer",
-                            MAX_RESPONSE_BYTES >> 20
-                        ),
-                        now,
-                    );
-                }
-            }
-            match next {
-                Some(Ok(bytes)) if self.stream => {
-                    let _ = parser.feed(&bytes, &mut |data| {
-                        self.on_event(data, now, rec, &mut state)
-                    });
-                    if let Some(why) = parser.too_large() {
-                        return rec.fail(Outcome::TooLarge, format!("{why} from {url}"), now);
-                    }
-                    if let Some((class, msg)) = state.failure.take() {
-                        return rec.fail(class, msg, now);
-                    }
-                    if state.done {
-                        rec.end_us = Some(now);
-                        if !state.any_event {
-                            return rec.fail(
-                                Outcome::Empty,
-                                format!("{url} sent [DONE] before any event: nothing generated"),
-                                now,
-                            );
-                        }
-                        self.keep(rec, state.text.as_deref());
-                        return;
-                    }
-                }
-                Some(Ok(bytes)) => state.whole.extend_from_slice(&bytes),
+            let bytes = match next {
+                Some(Ok(bytes)) => bytes,
                 Some(Err(e)) => {
-                    return rec.fail(
-                        Outcome::StreamBroken,
-                        format!("{} ({url})", describe(&e)),
-                        now,
-                    );
+                    return rec.fail(Outcome::StreamBroken, at_url(describe(&e), url), now);
                 }
-                None => {
-                    rec.end_us = Some(now);
-                    if !self.stream {
-                        return self.finish_whole(&state.whole, rec, now);
-                    }
-                    if rec.finish_reason.is_none() {
-                        rec.fail(
-                            Outcome::StreamBroken,
-                            "stream ended without [DONE] or a finish_reason",
-                            now,
-                        );
-                    } else {
-                        self.keep(rec, state.text.as_deref());
-                    }
-                    return;
-                }
+                None => return self.body_ended(rec, &state, now),
+            };
+            received += bytes.len();
+            if received > MAX_RESPONSE_BYTES {
+                let limit = MAX_RESPONSE_BYTES >> 20;
+                return rec.fail(
+                    Outcome::TooLarge,
+                    format!("the response from {url} passed {limit} MiB, the client's limit for one answer"),
+                    now,
+                );
             }
+            if !self.stream {
+                state.whole.extend_from_slice(&bytes);
+                continue;
+            }
+            let _ = parser.feed(&bytes, &mut |data| {
+                self.on_event(data, now, rec, &mut state)
+            });
+            if let Some(why) = parser.too_large() {
+                return rec.fail(Outcome::TooLarge, format!("{why} from {url}"), now);
+            }
+            if let Some((class, msg)) = state.failure.take() {
+                return rec.fail(class, msg, now);
+            }
+            if state.done {
+                rec.end_us = Some(now);
+                if !state.any_event {
+                    let msg = format!("{url} sent [DONE] before any event: nothing generated");
+                    return rec.fail(Outcome::Empty, msg, now);
+                }
+                return self.keep(rec, state.text.as_deref());
+            }
+        }
+    }
+
+    /// The body ended (no `[DONE]` seen): a whole answer is parsed; a stream must have
+    /// finished.
+    fn body_ended(&self, rec: &mut Record, state: &StreamState, now: u64) {
+        rec.end_us = Some(now);
+        if !self.stream {
+            return self.finish_whole(&state.whole, rec, now);
+        }
+        if rec.finish_reason.is_none() {
+            rec.fail(
+                Outcome::StreamBroken,
+                "stream ended without [DONE] or a finish_reason",
+                now,
+            );
+        } else {
+            self.keep(rec, state.text.as_deref());
         }
     }
 
@@ -432,6 +456,14 @@ impl Client {
     }
 }
 
+/// What can end a request before its answer does: the deadline and the run's cancellation,
+/// made once per request and polled by reference.
+struct Ends<'t, 'c> {
+    timeout: std::pin::Pin<&'t mut tokio::time::Sleep>,
+    cancelled: std::pin::Pin<&'t mut tokio_util::sync::WaitForCancellationFuture<'c>>,
+    deadline_us: u64,
+}
+
 #[derive(Default)]
 struct StreamState {
     done: bool,
@@ -495,6 +527,15 @@ fn stale_connection(e: &reqwest::Error) -> bool {
         src = c.source();
     }
     false
+}
+
+/// A message that names the URL it is about (reqwest's own errors already do).
+fn at_url(msg: String, url: &str) -> String {
+    if msg.contains(url) {
+        msg
+    } else {
+        format!("{msg} ({url})")
+    }
 }
 
 /// A reqwest error with its causes (e.g. "connection refused").

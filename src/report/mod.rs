@@ -272,7 +272,7 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
             .collect();
         let cancelled = if slo.cancelled > 0 {
             format!(
-                " over {} requests ({} cancelled by the user left out)",
+                " over {} requests ({} in flight when the run was stopped left out)",
                 slo.counted, slo.cancelled
             )
         } else {
