@@ -494,6 +494,9 @@ async fn load(
     cancel: &CancellationToken,
     started: Instant,
 ) -> anyhow::Result<(Vec<Record>, crate::driver::DriveOutcome, Option<String>)> {
+    // Giving up ends this run only: a sweep's next point, or the next repeat, still runs
+    // (a signal, on the caller's token, still ends them all).
+    let cancel = &cancel.child_token();
     let plan = Arc::new(Plan::new(contract, inputs));
     let q = &contract.quality;
     let keep = match (q.records_output(), q.keeps_text()) {

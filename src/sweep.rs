@@ -193,7 +193,8 @@ pub async fn sweep(
             break;
         }
         let r = run_point(&parent, i + 1, c, inputs, o).await?;
-        interrupted |= r.summary.interrupted;
+        // A point that gave up (its target failed) is a point; a signal ends the sweep.
+        interrupted |= cancel.is_cancelled();
         points.push(SweepPoint::of(&value, &r.bundle, &r.summary));
     }
     let result = SweepResult {
@@ -278,7 +279,8 @@ pub async fn capacity(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(SweepPoint::of(&value, &r.bundle, s));
-            if s.interrupted {
+            // A signal ends the search; a point that gave up (its target failed) fails.
+            if cancel.is_cancelled() {
                 return Ok(None);
             }
             Ok(Some((passes_capacity(s), s.validity.client_behind)))

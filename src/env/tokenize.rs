@@ -15,6 +15,9 @@ use crate::contract::{Contract, LengthDist};
 use crate::text::WORDS;
 use crate::workload::{Inputs, Sources, Tokenizer};
 
+/// The largest `/tokenize` answer read: the token ids of a 1M-token prompt are about 8 MB.
+const MAX_TOKENIZE_BYTES: usize = 64 << 20;
+
 /// Planned prompts checked against the endpoint before the run.
 const CHECKED: u64 = 32;
 
@@ -67,14 +70,15 @@ impl ServerCounter {
         let resp = req
             .send()
             .await
-            .map_err(|e| format!("POST {}: {e}", self.url))?;
+            .map_err(|e| format!("POST {}: {}", self.url, crate::text::error_chain(&e)))?;
         let status = resp.status();
         if !status.is_success() {
             return Err(format!("POST {}: HTTP {}", self.url, status.as_u16()));
         }
-        let v: Value = resp
-            .json()
+        let body = super::body_capped(resp, MAX_TOKENIZE_BYTES)
             .await
+            .map_err(|e| format!("POST {}: {e}", self.url))?;
+        let v: Value = serde_json::from_slice(&body)
             .map_err(|e| format!("POST {}: answer is not JSON: {e}", self.url))?;
         parse_count(&v).ok_or_else(|| {
             format!(
