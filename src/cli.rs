@@ -350,6 +350,9 @@ impl OutputArgs {
 pub enum Command {
     /// Run a workload contract and keep the bundle (no contract: the built-in example against
     /// the embedded simulator).
+    #[command(
+        after_help = "Exit status: 0 the run completed; 1 an error (bad contract, unreachable target, no request succeeded); 3 the run gave up (every request that reached the target failed, or it stopped answering); 128 + N a signal stopped it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), every record kept."
+    )]
     Run(RunArgs),
     /// Compare results (bundles or repeat sets) against the first, refusing when their
     /// contracts differ in more than one variable.

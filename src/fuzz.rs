@@ -96,10 +96,13 @@ pub fn peer_result(data: &[u8]) {
 /// A bundle's `requests.jsonl`, and the summary computed from what it held.
 pub fn records(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
+    static BUILTIN: std::sync::LazyLock<crate::contract::Contract> =
+        std::sync::LazyLock::new(|| {
+            crate::contract::parse(crate::contract::BUILTIN, Path::new("builtin.toml"))
+                .expect("the built-in contract parses")
+        });
     if let Ok((records, _)) = crate::record::parse_jsonl_noted(Path::new("fuzz.jsonl"), &text) {
-        let c = crate::contract::parse(crate::contract::BUILTIN, Path::new("builtin.toml"))
-            .expect("the built-in contract parses");
-        let s = crate::analyze::summarize(&c, &records, &crate::analyze::Context::default());
+        let s = crate::analyze::summarize(&BUILTIN, &records, &crate::analyze::Context::default());
         let _ = crate::report::document(&s).terminal();
     }
 }
