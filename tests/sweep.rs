@@ -212,3 +212,36 @@ fn glob_points(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     out.sort();
     out
 }
+
+/// A point whose target fails gives up (its own run), and the sweep goes on to the next point:
+/// giving up is not an interruption of the sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_point_that_gives_up_does_not_end_the_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "name = \"sw\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 4 }\n\
+               [load]\nkind = \"open\"\nrate = 1\nrequests = 200\n[warmup]\nrequests = 0\n\
+               [target.simulator.faults]\nerror_rate = 1.0\n";
+    let path = dir.path().join("sw.toml");
+    std::fs::write(&path, src).unwrap();
+    let vary = goodput::sweep::Vary::parse(&["load.rate=200,400".into()]).unwrap();
+    let o = goodput::sweep::SweepOptions {
+        wake_latency_hold: true,
+        signal: Default::default(),
+        out_root: dir.path().to_owned(),
+        watch: std::sync::Arc::new(goodput::run::Silent),
+        argv: vec![],
+        cancel: tokio_util::sync::CancellationToken::new(),
+    };
+    let (_, r) = goodput::sweep::sweep(&path, src, &vary, &o).await.unwrap();
+    assert!(!r.interrupted);
+    assert_eq!(r.points.len(), 2);
+    for p in &r.points {
+        let b = goodput::bundle::Bundle::load(&p.bundle).unwrap();
+        let stopped = b.summary.stopped.unwrap_or_default();
+        assert!(
+            stopped.contains("requests that reached the server all failed"),
+            "{stopped}"
+        );
+        assert!(b.summary.steady.stats.not_sent.unwrap() > 100);
+    }
+}
