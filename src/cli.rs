@@ -179,16 +179,9 @@ const STOP_SIGNALS: [(&str, i32); 3] = [
 /// names the signal in the bundle and stops a server it launched. A second signal ends the
 /// process at once (the records already written are kept; a launched server's guard stops it).
 fn cancel_on_signals(in_flight: &'static str) -> CancellationToken {
-    use tokio::signal::unix::{SignalKind, signal};
     let cancel = CancellationToken::new();
     let on_signal = cancel.clone();
-    let mut streams = Vec::new();
-    for (name, n) in STOP_SIGNALS {
-        match signal(SignalKind::from_raw(n)) {
-            Ok(s) => streams.push((name, s)),
-            Err(e) => say_err!("warning: cannot handle {name}: {e}"),
-        }
-    }
+    let mut streams = stop_signal_streams();
     tokio::spawn(async move {
         loop {
             let waits = streams.iter_mut().map(|(name, s)| {
@@ -206,6 +199,19 @@ fn cancel_on_signals(in_flight: &'static str) -> CancellationToken {
         }
     });
     cancel
+}
+
+/// A stream per stop signal, each with its name (one that cannot be handled is said and left).
+fn stop_signal_streams() -> Vec<(&'static str, tokio::signal::unix::Signal)> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut streams = Vec::new();
+    for (name, n) in STOP_SIGNALS {
+        match signal(SignalKind::from_raw(n)) {
+            Ok(s) => streams.push((name, s)),
+            Err(e) => say_err!("warning: cannot handle {name}: {e}"),
+        }
+    }
+    streams
 }
 
 /// 128 + the signal's number: the shell's convention for a process a signal ended.
@@ -903,13 +909,11 @@ async fn sim_command(a: SimArgs) -> anyhow::Result<ExitCode> {
         server.config().model
     ))?;
     // Any of the stop signals ends it cleanly (a container runtime sends SIGTERM).
-    let mut waits = Vec::new();
-    for (name, n) in STOP_SIGNALS {
-        let mut s = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(n))
-            .with_context(|| format!("handling {name}"))?;
-        waits.push(Box::pin(async move { s.recv().await }));
+    let mut streams = stop_signal_streams();
+    if streams.is_empty() {
+        bail!("cannot handle SIGINT, SIGTERM or SIGHUP: nothing could stop the simulator cleanly");
     }
-    futures_util::future::select_all(waits).await;
+    futures_util::future::select_all(streams.iter_mut().map(|(_, s)| Box::pin(s.recv()))).await;
     server.stop();
     Ok(ExitCode::SUCCESS)
 }

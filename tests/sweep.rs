@@ -1,5 +1,7 @@
 //! `goodput sweep` over the simulator (issue #10, in part).
 
+mod common;
+
 use std::process::Command;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -11,14 +13,7 @@ async fn a_rate_sweep_gives_one_bundle_per_rising_point() {
     let path = dir.path().join("sw.toml");
     std::fs::write(&path, src).unwrap();
     let vary = goodput::sweep::Vary::parse(&["load.rate=10,20,40".into()]).unwrap();
-    let o = goodput::sweep::SweepOptions {
-        wake_latency_hold: true,
-        signal: Default::default(),
-        out_root: dir.path().to_owned(),
-        watch: std::sync::Arc::new(goodput::run::Silent),
-        argv: vec![],
-        cancel: tokio_util::sync::CancellationToken::new(),
-    };
+    let o = common::sweep_options(dir.path());
     let (parent, r) = goodput::sweep::sweep(&path, src, &vary, &o).await.unwrap();
     assert_eq!(r.points.len(), 3);
     let offered: Vec<f64> = r.points.iter().map(|p| p.offered_rps.unwrap()).collect();
@@ -224,14 +219,7 @@ async fn a_point_that_gives_up_does_not_end_the_sweep() {
     let path = dir.path().join("sw.toml");
     std::fs::write(&path, src).unwrap();
     let vary = goodput::sweep::Vary::parse(&["load.rate=200,400".into()]).unwrap();
-    let o = goodput::sweep::SweepOptions {
-        wake_latency_hold: true,
-        signal: Default::default(),
-        out_root: dir.path().to_owned(),
-        watch: std::sync::Arc::new(goodput::run::Silent),
-        argv: vec![],
-        cancel: tokio_util::sync::CancellationToken::new(),
-    };
+    let o = common::sweep_options(dir.path());
     let (_, r) = goodput::sweep::sweep(&path, src, &vary, &o).await.unwrap();
     assert!(!r.interrupted);
     assert_eq!(r.points.len(), 2);

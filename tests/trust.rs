@@ -14,7 +14,6 @@ use goodput::plan::{Phase, Plan};
 use goodput::record::{Outcome, Record};
 use goodput::sim::SimConfig;
 use goodput::sim::des::{self, DesLoad, DesRequest};
-use tokio_util::sync::CancellationToken;
 
 use common::{parse, run_in, try_run_in};
 
@@ -110,14 +109,7 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cap.toml");
     std::fs::write(&path, CAPACITY).unwrap();
-    let o = goodput::sweep::SweepOptions {
-        wake_latency_hold: true,
-        signal: Default::default(),
-        out_root: dir.path().to_owned(),
-        watch: std::sync::Arc::new(goodput::run::Silent),
-        argv: vec![],
-        cancel: CancellationToken::new(),
-    };
+    let o = common::sweep_options(dir.path());
     let (parent, r) = goodput::sweep::capacity(&path, CAPACITY, 0.05, 10, &o)
         .await
         .unwrap();

@@ -193,12 +193,13 @@ impl Client {
         body: &Bytes,
         rec: &mut Record,
         ends: &mut Ends<'_, '_>,
-    ) -> Option<(reqwest::Response, String)> {
-        let mut url = self.url.clone();
+    ) -> Option<(reqwest::Response, Cow<'_, str>)> {
+        // Borrowed unless a redirect is followed: no allocation per request.
+        let mut url = Cow::Borrowed(self.url.as_str());
         loop {
             let mut req = self
                 .http
-                .post(&url)
+                .post(url.as_ref())
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .header("x-request-id", &rec.request_id)
                 .body(body.clone());
@@ -237,7 +238,7 @@ impl Client {
             match location(&resp, &url) {
                 Some(next) if self.follow_redirects && rec.redirects.len() < MAX_REDIRECTS => {
                     rec.redirects.push(format!("{} {next}", status.as_u16()));
-                    url = next;
+                    url = Cow::Owned(next);
                 }
                 to => {
                     rec.http_status = Some(status.as_u16());

@@ -234,3 +234,15 @@ pub async fn read_request(sock: &mut tokio::net::TcpStream) -> Option<(String, S
         head.clone(),
     ))
 }
+
+/// Quiet sweep options with bundles under `dir`.
+pub fn sweep_options(dir: &std::path::Path) -> goodput::sweep::SweepOptions {
+    goodput::sweep::SweepOptions {
+        wake_latency_hold: true,
+        signal: Default::default(),
+        out_root: dir.to_owned(),
+        watch: std::sync::Arc::new(goodput::run::Silent),
+        argv: vec![],
+        cancel: CancellationToken::new(),
+    }
+}
