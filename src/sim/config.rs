@@ -37,9 +37,13 @@ pub struct SimConfig {
     pub kv_capacity_tokens: u64,
     /// Chunked prefill: the most prefill tokens processed in one step (0 = unlimited).
     pub prefill_chunk_tokens: u64,
-    /// Tokens per streamed chunk after the first (the first token is always sent at once,
-    /// as vLLM's `stream_interval` does).
+    /// Tokens per streamed chunk after the first (as vLLM's `stream_interval` does).
     pub tokens_per_chunk: u32,
+    /// Tokens in the first streamed chunk: 1 (the default) sends the first token at once, as
+    /// vLLM does; more imitates a gateway that coalesces writes or a speculative decoder, whose
+    /// first chunk already carries several tokens. Left out of the configuration at 1.
+    #[serde(skip_serializing_if = "is_one")]
+    pub first_chunk_tokens: u32,
     /// `max_tokens` used when a request does not give one.
     pub default_max_tokens: u32,
     /// Without `ignore_eos`, a request stops at a "natural" length drawn deterministically from
@@ -65,6 +69,11 @@ pub struct SimConfig {
     /// `false` imitates servers that never report usage in streams (llama-cpp-python's server,
     /// some proxies): the client must then count tokens itself and say so.
     pub stream_usage: bool,
+    /// Whether `POST /tokenize` is served. `false` imitates servers without it (hosted APIs,
+    /// some gateways): a client must then count output tokens without the server's tokenizer.
+    /// Left out of the configuration when served.
+    #[serde(skip_serializing_if = "is_true")]
+    pub tokenize: bool,
     /// Tokens a chat template adds to every chat prompt (and to `/tokenize` of `messages`),
     /// as real engines' templates do; 0 by default (and then left out of the configuration).
     #[serde(skip_serializing_if = "is_zero")]
@@ -115,6 +124,7 @@ impl Default for SimConfig {
             kv_capacity_tokens: 131_072,
             prefill_chunk_tokens: 0,
             tokens_per_chunk: 1,
+            first_chunk_tokens: 1,
             default_max_tokens: 1024,
             natural_min_tokens: 16,
             natural_max_tokens: 512,
@@ -125,6 +135,7 @@ impl Default for SimConfig {
             warmup_slowdown: 1.0,
             warmup_steps: 0,
             stream_usage: true,
+            tokenize: true,
             chat_template_tokens: 0,
             faults: Faults::default(),
         }
@@ -218,6 +229,9 @@ impl SimConfig {
         if self.tokens_per_chunk == 0 {
             return err("tokens_per_chunk", 0, "must be >= 1");
         }
+        if self.first_chunk_tokens == 0 {
+            return err("first_chunk_tokens", 0, "must be >= 1");
+        }
         if self.default_max_tokens == 0 {
             return err("default_max_tokens", 0, "must be >= 1");
         }
@@ -292,6 +306,14 @@ impl SimConfig {
             / 1000.0
             + prefill_tokens as f64 / self.prefill_tokens_per_s
     }
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn is_zero(n: &u32) -> bool {

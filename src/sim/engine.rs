@@ -55,6 +55,8 @@ struct Seq {
     target: u32,
     generated: u32,
     pending: u32,
+    /// A chunk has been emitted (the next ones hold `tokens_per_chunk`).
+    streaming: bool,
     kv_reserved: u64,
     block_hashes: Vec<u64>,
     prompt_ids: Vec<u64>,
@@ -105,6 +107,7 @@ impl Engine {
             target: s.output_tokens.max(1),
             generated: 0,
             pending: 0,
+            streaming: false,
             kv_reserved: 0,
             block_hashes: Vec::new(),
             prompt_ids: s.prompt_ids,
@@ -212,7 +215,7 @@ impl Engine {
         self.counters.steps += 1;
         self.counters.prompt_tokens += prefill;
 
-        let per_chunk = self.cfg.tokens_per_chunk;
+        let (per_chunk, first) = (self.cfg.tokens_per_chunk, self.cfg.first_chunk_tokens);
         let mut i = 0;
         while i < self.running.len() {
             let s = &mut self.running[i];
@@ -221,31 +224,29 @@ impl Engine {
                 s.prefill_left -= s.prefill_now;
                 if s.prefill_left == 0 {
                     // Prefill done: the KV now exists, so the prompt's blocks become cacheable,
-                    // and the first token is sent at once.
+                    // and the first token exists (sent at once unless the first chunk holds more).
                     self.cache.insert(&s.block_hashes);
                     s.prompt_ids = Vec::new();
                     s.generated = 1;
-                    events.push(Event::Chunk {
-                        id: s.id,
-                        first_index: 0,
-                        tokens: 1,
-                    });
+                    s.pending = 1;
                     emitted = true;
                 }
             } else if s.prefill_left == 0 {
                 s.generated += 1;
                 s.pending += 1;
-                if s.pending >= per_chunk || s.generated == s.target {
+                emitted = true;
+            }
+            if emitted {
+                let due = if s.streaming { per_chunk } else { first };
+                if s.pending >= due || s.generated >= s.target {
                     events.push(Event::Chunk {
                         id: s.id,
                         first_index: s.generated - s.pending,
                         tokens: s.pending,
                     });
                     s.pending = 0;
+                    s.streaming = true;
                 }
-                emitted = true;
-            }
-            if emitted {
                 self.counters.generation_tokens += 1;
             }
             if s.generated >= s.target {
@@ -457,6 +458,18 @@ mod tests {
         e.submit(sub(1, 10, 10));
         let sizes: Vec<u32> = run(&mut e).iter().map(|c| c.2).collect();
         assert_eq!(sizes, vec![1, 4, 4, 1]);
+    }
+
+    #[test]
+    fn a_coalesced_first_chunk_carries_several_tokens() {
+        let mut e = Engine::new(SimConfig {
+            tokens_per_chunk: 4,
+            first_chunk_tokens: 4,
+            ..cfg()
+        });
+        e.submit(sub(1, 10, 10));
+        let sizes: Vec<u32> = run(&mut e).iter().map(|c| c.2).collect();
+        assert_eq!(sizes, vec![4, 4, 2]);
     }
 
     #[test]

@@ -161,13 +161,16 @@ impl SimServer {
             .name("goodput-sim-engine".into())
             .spawn(move || engine_loop(engine_shared, rx))
             .map_err(SimError::Thread)?;
-        let app = Router::new()
+        let mut app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/v1/completions", post(completions))
             .route("/v1/models", get(models))
             .route("/health", get(health))
-            .route("/version", get(version))
-            .route("/tokenize", post(tokenize))
+            .route("/version", get(version));
+        if shared.cfg.tokenize {
+            app = app.route("/tokenize", post(tokenize));
+        }
+        let app = app
             .route("/metrics", get(metrics))
             .route("/ground_truth", get(ground_truth_jsonl))
             .with_state(shared.clone());
