@@ -109,6 +109,21 @@ impl Bundle {
         self.write(name, &(text + "\n"))
     }
 
+    /// Replaces `requests.jsonl` with `records` (their output recounted after the run): written
+    /// beside it and renamed over it, so a crash leaves the file the run wrote.
+    pub fn rewrite_records(&self, records: &[crate::record::Record]) -> io::Result<()> {
+        use std::io::Write;
+        let tmp = self.path(&format!("{REQUESTS}.tmp"));
+        let mut out = io::BufWriter::new(std::fs::File::create(&tmp)?);
+        for r in records {
+            let line = serde_json::to_string(r).map_err(io::Error::other)?;
+            out.write_all(crate::secrets::redact(&line).as_bytes())?;
+            out.write_all(b"\n")?;
+        }
+        out.into_inner().map_err(io::Error::other)?.sync_all()?;
+        std::fs::rename(&tmp, self.path(REQUESTS))
+    }
+
     /// Writes the summary and its Markdown report.
     pub fn write_summary(&self, s: &Summary) -> io::Result<()> {
         self.write_json(SUMMARY, s)?;

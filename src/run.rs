@@ -207,10 +207,24 @@ pub async fn run(
     bundle.write_json(ENVIRONMENT, &environment)?;
 
     let contract = Arc::new(contract);
-    let (records, outcome, aborted) = load(
-        target, &contract, &inputs, &bundle, &opts, scraper, &cancel, started,
+    let (mut records, outcome, aborted) = load(
+        target.clone(),
+        &contract,
+        &inputs,
+        &bundle,
+        &opts,
+        scraper,
+        &cancel,
+        started,
     )
     .await?;
+    // Before a launched server stops: its `/tokenize` may count the outputs.
+    if let Some(r) =
+        count_outputs(&target, &contract, &inputs, &mut records, &bundle, &cancel).await?
+    {
+        environment["output_count"] = json!(r);
+        bundle.write_json(ENVIRONMENT, &environment)?;
+    }
     if let (Some(l), Some(t)) = (launched.take(), timeline.as_mut()) {
         t.exit = Some(l.stop().await);
     }
@@ -388,6 +402,7 @@ fn prepare_bundle(
 }
 
 /// Where the run's requests go: the HTTP pool, base URL, key and model, checked.
+#[derive(Clone)]
 struct Target {
     http: reqwest::Client,
     base: String,
@@ -432,7 +447,11 @@ async fn environment(
         let counter =
             ServerCounter::detect(t.http.clone(), &t.base, &t.model, t.api_key.as_deref())
                 .await
-                .map_err(anyhow::Error::msg)?;
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "workload.tokenizer = \"server\", but the target cannot count tokens: {e}"
+                    )
+                })?;
         inputs = recount(&counter, contract, &inputs)
             .await
             .map_err(anyhow::Error::msg)?;
@@ -479,6 +498,47 @@ async fn environment(
     Ok((facts, scraper, inputs, environment))
 }
 
+/// After the load, the outputs whose count the server did not confirm are counted in the
+/// model's tokens (`record::recount`): by the workload's tokenizer file, else the target's
+/// `/tokenize`; `requests.jsonl` is rewritten with the counts. Nothing to do when no record
+/// kept its text. An interrupted run counts only with a file (no more requests go out).
+async fn count_outputs(
+    t: &Target,
+    contract: &Contract,
+    inputs: &Inputs,
+    records: &mut [Record],
+    bundle: &Bundle,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Option<crate::record::recount::Recounted>> {
+    use crate::record::recount::{Counter, recount};
+    if !records.iter().any(|r| r.received.is_some()) {
+        return Ok(None);
+    }
+    let server;
+    let counter = if matches!(inputs.tokenizer, crate::workload::Tokenizer::File { .. }) {
+        Counter::File(&inputs.tokenizer)
+    } else if cancel.is_cancelled() {
+        Counter::None("the run was interrupted".to_owned())
+    } else {
+        match ServerCounter::detect(t.http.clone(), &t.base, &t.model, t.api_key.as_deref()).await {
+            Ok(s) => {
+                server = s;
+                Counter::Server(&server)
+            }
+            Err(e) => Counter::None(format!("no workload.tokenizer file, and {e}")),
+        }
+    };
+    let counting = contract
+        .measurement
+        .client_token_count
+        .unwrap_or(ClientTokenCount::Chunks);
+    let done = recount(records, &counter, counting).await;
+    bundle
+        .rewrite_records(records)
+        .context("rewriting requests.jsonl with the recounted outputs")?;
+    Ok(Some(done))
+}
+
 /// The load: the client and driver built, the collector writing `requests.jsonl` (and telling
 /// the progress view and the until-stable rule), then cold-start requests, priming, the
 /// driven load and the quality probes, in that order. Returns every record, how the driving
@@ -519,7 +579,8 @@ async fn load(
             started,
         )
         .keep_output(keep)
-        .follow_redirects(contract.target.follow_redirects),
+        .follow_redirects(contract.target.follow_redirects)
+        .recount(!counts_model_tokens(contract)),
     );
     let run_id = bundle
         .dir
@@ -608,6 +669,12 @@ async fn load(
         .clone()
         .or(outcome.failed.clone());
     Ok((records, outcome, aborted))
+}
+
+/// Whether the client's own count is the model's tokens: words on the embedded simulator,
+/// whose tokenizer is words.
+fn counts_model_tokens(c: &Contract) -> bool {
+    c.target.url.is_none() && c.measurement.client_token_count == Some(ClientTokenCount::Words)
 }
 
 /// The target, reached: the HTTP pool, the base URL, the API key; the embedded simulator

@@ -32,6 +32,7 @@ pub struct Client {
     epoch: Instant,
     keep: KeepOutput,
     follow_redirects: bool,
+    recount: bool,
 }
 
 /// What of the generated text a record keeps (`[quality]`).
@@ -114,6 +115,7 @@ impl Client {
             epoch,
             keep: KeepOutput::Nothing,
             follow_redirects: false,
+            recount: false,
         }
     }
 
@@ -128,6 +130,31 @@ impl Client {
     pub fn follow_redirects(mut self, follow: bool) -> Client {
         self.follow_redirects = follow;
         self
+    }
+
+    /// Keeps the text as it arrived in a record whose count the run must redo in the model's
+    /// tokens afterwards: one the server reported no usage for, or usage other than the
+    /// client's count (chunks that carried several tokens).
+    pub fn recount(mut self, recount: bool) -> Client {
+        self.recount = recount;
+        self
+    }
+
+    /// The text is collected as it arrives.
+    fn collects_text(&self) -> bool {
+        self.keep != KeepOutput::Nothing || self.recount
+    }
+
+    /// A successful answer's text: its digest and text as `[quality]` asks, and what a
+    /// recount needs.
+    fn finished(&self, rec: &mut Record, text: Option<String>, chunk_bytes: Vec<u32>) {
+        self.keep(rec, text.as_deref());
+        if self.recount && rec.usage_completion_tokens != Some(rec.client_output_tokens) {
+            rec.received = Some(crate::record::Received {
+                text: text.unwrap_or_default(),
+                chunk_bytes,
+            });
+        }
     }
 
     fn keep(&self, rec: &mut Record, text: Option<&str>) {
@@ -326,7 +353,7 @@ impl Client {
                 Some(Err(e)) => {
                     return rec.fail(Outcome::StreamBroken, at_url(describe(&e), url), now);
                 }
-                None => return self.body_ended(rec, &state, now),
+                None => return self.body_ended(rec, state, now),
             };
             received += bytes.len();
             if received > MAX_RESPONSE_BYTES {
@@ -356,14 +383,14 @@ impl Client {
                     let msg = format!("{url} sent [DONE] before any event: nothing generated");
                     return rec.fail(Outcome::Empty, msg, now);
                 }
-                return self.keep(rec, state.text.as_deref());
+                return self.finished(rec, state.text, state.chunk_bytes);
             }
         }
     }
 
     /// The body ended (no `[DONE]` seen): a whole answer is parsed; a stream must have
     /// finished.
-    fn body_ended(&self, rec: &mut Record, state: &StreamState, now: u64) {
+    fn body_ended(&self, rec: &mut Record, state: StreamState, now: u64) {
         rec.end_us = Some(now);
         if !self.stream {
             return self.finish_whole(&state.whole, rec, now);
@@ -375,7 +402,7 @@ impl Client {
                 now,
             );
         } else {
-            self.keep(rec, state.text.as_deref());
+            self.finished(rec, state.text, state.chunk_bytes);
         }
     }
 
@@ -419,8 +446,9 @@ impl Client {
             rec.usage_cached_tokens = u.cached_tokens().or(rec.usage_cached_tokens);
         }
         if let Some(text) = ev.text.filter(|t| !t.is_empty()) {
-            if self.keep != KeepOutput::Nothing {
+            if self.collects_text() {
                 st.text.get_or_insert_with(String::new).push_str(&text);
+                st.chunk_bytes.push(text.len() as u32);
             }
             let n = self.count(&text);
             rec.first_token_us.get_or_insert(now);
@@ -442,7 +470,7 @@ impl Client {
                     rec.usage_cached_tokens = u.cached_tokens();
                 }
                 rec.client_output_tokens = ev.text.as_deref().map_or(0, |t| self.count(t));
-                self.keep(rec, ev.text.as_deref());
+                self.finished(rec, ev.text.map(Cow::into_owned), Vec::new());
             }
             Err(msg) => rec.fail(Outcome::Malformed, msg, now),
         }
@@ -472,6 +500,8 @@ struct StreamState {
     any_event: bool,
     /// The generated text so far, when it is kept.
     text: Option<String>,
+    /// Bytes of text each chunk added, when the text is kept.
+    chunk_bytes: Vec<u32>,
     failure: Option<(Outcome, String)>,
     whole: Vec<u8>,
 }

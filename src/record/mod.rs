@@ -2,6 +2,7 @@
 //! It holds raw facts only (times, counts, outcome); every metric is derived from it in
 //! `analyze`. Times are microseconds on the client's monotonic clock since the run started.
 
+pub mod recount;
 pub(crate) mod writer;
 
 use serde::{Deserialize, Serialize};
@@ -51,8 +52,18 @@ pub struct Record {
     /// (`usage.prompt_tokens_details.cached_tokens`), when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_cached_tokens: Option<u32>,
-    /// Output tokens counted by the client (method in the contract's measurement section).
+    /// Output tokens counted by the client (method in the contract's measurement section,
+    /// unless `counted` says otherwise).
     pub client_output_tokens: u32,
+    /// How `client_output_tokens` and the chunks' token counts were counted when not by the
+    /// contract's `measurement.client_token_count` as the stream arrived (see [`Counted`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted: Option<Counted>,
+    /// The text as it arrived, kept until the output is counted in the model's tokens after
+    /// the run (usage absent, or not equal to the client's count). A record that still holds
+    /// it was never recounted (the run was interrupted first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<Received>,
     /// `ok`, or the class of failure.
     pub outcome: Outcome,
     /// What went wrong, in words (never contains secrets).
@@ -84,6 +95,38 @@ pub struct Record {
     /// The generated text itself, with `keep_text` or in `reference` mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_text: Option<String>,
+}
+
+/// How a record's output was counted, when not as the stream arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Counted {
+    /// Recounted after the run by the workload's tokenizer file: every chunk's tokens exact.
+    Tokenizer,
+    /// Recounted after the run at the target's `/tokenize`: the whole output and the first
+    /// chunk exact; the later chunks' share of the rest estimated by their length in bytes.
+    Server,
+    /// No tokenizer file and no `/tokenize`, and the client's count was not the model's tokens
+    /// (chunks that carried several words, or usage that said otherwise): recounted as words
+    /// after the run, an approximation (English averages about 1.3 tokens a word).
+    Words,
+}
+
+impl Counted {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Counted::Tokenizer => "tokenizer",
+            Counted::Server => "server",
+            Counted::Words => "words",
+        }
+    }
+}
+
+/// Generated text as it arrived: the whole of it, and the bytes each text chunk added.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Received {
+    pub text: String,
+    pub chunk_bytes: Vec<u32>,
 }
 
 /// How a request ended. Every failure is a record; none is excluded from counts.
@@ -206,6 +249,8 @@ impl Record {
             finish_reason: None,
             output_digest: None,
             output_text: None,
+            counted: None,
+            received: None,
         }
     }
 

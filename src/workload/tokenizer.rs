@@ -167,6 +167,30 @@ impl Tokenizer {
         }
     }
 
+    /// Tokens of each chunk of `text` (`chunk_bytes` long, in order), with a model's tokenizer
+    /// file: the whole text is encoded once and each token counted in the chunk its first byte
+    /// arrived in (a chunk that ends inside a token, which servers avoid, counts it in the
+    /// chunk where it started). `None` without a file.
+    pub fn chunk_counts(&self, text: &str, chunk_bytes: &[u32]) -> Option<Vec<u32>> {
+        let Tokenizer::File { tok, .. } = self else {
+            return None;
+        };
+        let enc = tok.encode(text, false).ok()?;
+        let mut counts = vec![0u32; chunk_bytes.len().max(1)];
+        let (mut chunk, mut end) = (
+            0usize,
+            chunk_bytes.first().map_or(usize::MAX, |&b| b as usize),
+        );
+        for &(start, _) in enc.get_offsets() {
+            while start >= end && chunk + 1 < chunk_bytes.len() {
+                chunk += 1;
+                end += chunk_bytes[chunk] as usize;
+            }
+            counts[chunk] += 1;
+        }
+        Some(counts)
+    }
+
     /// Tokens of `text`, which is `lead`, a newline, and a text of `rest` tokens. Exact with a
     /// tokenizer at hand; under a measured table (which knows only its words), the lead's cost
     /// plus one for the newline plus `rest` as the target counted it.
@@ -324,6 +348,27 @@ mod tests {
             "{}",
             t.count(s)
         );
+    }
+
+    #[test]
+    fn each_chunk_counts_the_tokens_that_start_in_it() {
+        let t = fixture();
+        // Streamed as a server would: at word boundaries, several words per chunk.
+        let chunks = ["Octopuses have", " three hearts", " and blue blood."];
+        let text: String = chunks.concat();
+        let bytes: Vec<u32> = chunks.iter().map(|c| c.len() as u32).collect();
+        let counts = t.chunk_counts(&text, &bytes).unwrap();
+        assert_eq!(counts.iter().sum::<u32>(), t.count(&text));
+        // Each chunk's share is what it adds to the count of the text before it.
+        let mut before = 0;
+        for (i, n) in counts.iter().enumerate() {
+            let upto = t.count(&chunks[..=i].concat());
+            assert_eq!(*n, upto - before, "{:?}", chunks[i]);
+            before = upto;
+        }
+        // Not streamed: one count. Without a file: none.
+        assert_eq!(t.chunk_counts(&text, &[]), Some(vec![t.count(&text)]));
+        assert_eq!(Tokenizer::Words.chunk_counts(&text, &bytes), None);
     }
 
     #[test]
