@@ -28,10 +28,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::contract::{Contract, Fingerprints, LatencyOrigin, TokenSource};
+use crate::contract::{ClientTokenCount, Contract, Fingerprints, LatencyOrigin, TokenSource};
 use crate::env::facts::Facts;
 use crate::plan::Phase;
-use crate::record::{Outcome, Record};
+use crate::record::{Counted, Outcome, Record};
 use crate::workload::Inputs;
 pub use headline::Headline;
 pub use stats::{Dist, PERCENTILES, min_requests_for, percentile_sorted, settled};
@@ -500,8 +500,15 @@ pub struct PhaseStats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_sent: Option<u64>,
     pub ttft_ms: Option<Dist>,
+    /// Time per output token after the first chunk: (E2E − TTFT) / (output tokens − tokens
+    /// in the first text chunk).
     pub tpot_ms: Option<Dist>,
+    /// ITL per chunk: gaps between consecutive text-carrying chunks, one value per gap.
     pub itl_ms: Option<Dist>,
+    /// ITL per token: each gap shared evenly among the tokens of the chunk it ends, one value
+    /// per token after the first chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_token_ms: Option<Dist>,
     pub e2e_ms: Option<Dist>,
     /// Actual − intended send (open loop only).
     pub dispatch_lag_ms: Option<Dist>,
@@ -530,6 +537,9 @@ pub struct Steady {
     pub throughput: Throughput,
     /// `usage`, `client`, or `mixed: usage for N, client for M`.
     pub output_token_source: String,
+    /// How the output tokens were counted, and how the server's and the client's counts compare.
+    #[serde(default)]
+    pub output_count: OutputCount,
     /// Failures by class (`client_dropped`, `timeout`, `http_status`, …).
     pub errors: BTreeMap<String, u64>,
     /// The first failure's message in each class (at most 300 characters), to name the fault.
@@ -543,6 +553,37 @@ pub struct Steady {
     pub slo: Option<SloResult>,
     /// How many requests each reported percentile rests on, and how many it needs.
     pub support: Vec<Support>,
+}
+
+/// How the successful steady requests' output tokens were counted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct OutputCount {
+    /// Requests whose output tokens are the server's `usage`.
+    pub usage: u64,
+    /// Requests whose output tokens are the client's count, by how it was counted: `chunks`
+    /// or `words` as the stream arrived, or recounted after the run by the workload's
+    /// `tokenizer` file or the target's `/tokenize` (`server`).
+    pub client: BTreeMap<String, u64>,
+    /// Requests whose split of tokens among chunks (TPOT's first chunk, ITL per token) and,
+    /// without usage, whose count are approximate: the client's count was not the model's
+    /// tokens and neither a tokenizer file nor `/tokenize` could recount it, so it was
+    /// recounted as words.
+    pub approximate: u64,
+    /// The server's `usage` against the client's own count, over the requests that have both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compared: Option<CountComparison>,
+}
+
+/// The server's and the client's output counts, side by side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CountComparison {
+    /// How the client counted (`chunks`, `words`, `tokenizer`, `server`; the most common).
+    pub client: String,
+    pub requests: u64,
+    /// Requests whose two counts differ.
+    pub differing: u64,
+    pub usage_tokens: u64,
+    pub client_tokens: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -613,8 +654,14 @@ pub struct Support {
 pub struct RequestMetrics {
     pub ttft_ms: Option<f64>,
     pub e2e_ms: Option<f64>,
+    /// (E2E − TTFT) / (output tokens − tokens in the first text chunk): the mean time per
+    /// token after the first chunk, exact however the server groups tokens into chunks.
     pub tpot_ms: Option<f64>,
+    /// ITL per chunk: the gaps between consecutive text-carrying chunks.
     pub itl_ms: Vec<f64>,
+    /// ITL per token: a chunk of k tokens after a gap g gives k gaps of g/k (a chunk counted
+    /// with no token adds its gap to the next one's).
+    pub itl_token_ms: Vec<f64>,
     pub dispatch_lag_ms: Option<f64>,
     pub output_tokens: u32,
     pub output_from_usage: bool,
@@ -625,7 +672,6 @@ fn ms(a: u64, b: u64) -> f64 {
     (b as f64 - a as f64) / 1000.0
 }
 
-/// Derives one request's metrics.
 /// Where a request's latency counts from: its intended send (open loop; the actual send when
 /// it has none) or its actual send.
 fn origin_us(r: &Record, origin: LatencyOrigin) -> Option<u64> {
@@ -635,6 +681,10 @@ fn origin_us(r: &Record, origin: LatencyOrigin) -> Option<u64> {
     }
 }
 
+/// Derives one request's metrics. Output tokens come from the token source (server `usage`
+/// when reported, else the client's count); the first chunk's share of them is its share of
+/// the client's count, so TPOT stays exact when usage and the client count the same tokens
+/// and is scaled, not skewed, when they do not.
 pub fn request_metrics(r: &Record, origin: LatencyOrigin, source: TokenSource) -> RequestMetrics {
     let o = origin_us(r, origin);
     let (output_tokens, output_from_usage) = match (source, r.usage_completion_tokens) {
@@ -643,15 +693,35 @@ pub fn request_metrics(r: &Record, origin: LatencyOrigin, source: TokenSource) -
     };
     let ttft = o.zip(r.first_token_us).map(|(o, f)| ms(o, f));
     let e2e = o.zip(r.end_us).map(|(o, e)| ms(o, e));
+    let counted: u32 = r.chunks.iter().map(|c| c.1).sum();
+    let first = match r.chunks.first() {
+        Some(&(_, k)) if counted > 0 => {
+            f64::from(k) * f64::from(output_tokens) / f64::from(counted)
+        }
+        _ => 1.0,
+    };
+    let after_first = f64::from(output_tokens) - first;
     let tpot = match (ttft, e2e) {
-        (Some(t), Some(e)) if output_tokens >= 2 => Some((e - t) / f64::from(output_tokens - 1)),
+        // At least one token after the first chunk (a rounding hair below one still counts).
+        (Some(t), Some(e)) if after_first > 0.999 => Some((e - t) / after_first),
         _ => None,
     };
+    let mut itl_token = Vec::with_capacity(counted as usize);
+    let mut since = r.chunks.first().map(|c| c.0);
+    for &(t, k) in r.chunks.iter().skip(1) {
+        if k == 0 {
+            continue;
+        }
+        let gap = since.map_or(0.0, |s| ms(s, t)) / f64::from(k);
+        itl_token.extend(std::iter::repeat_n(gap, k as usize));
+        since = Some(t);
+    }
     RequestMetrics {
         ttft_ms: ttft,
         e2e_ms: e2e,
         tpot_ms: tpot,
         itl_ms: r.chunks.windows(2).map(|w| ms(w[0].0, w[1].0)).collect(),
+        itl_token_ms: itl_token,
         dispatch_lag_ms: dispatch_lag(r)[0],
         output_tokens,
         output_from_usage,
@@ -674,7 +744,8 @@ fn dispatch_lag(r: &Record) -> [Option<f64>; 3] {
 }
 
 /// Whether a successful request met every SLO threshold. A threshold whose metric does not
-/// exist for the request (TTFT without streaming) is not met; TPOT of a 1-token output is.
+/// exist for the request (TTFT without streaming) is not met; TPOT of an output that came in
+/// one chunk is.
 fn meets_slo(c: &Contract, m: &RequestMetrics) -> bool {
     let within =
         |thr: Option<crate::contract::Millis>, v: Option<f64>, absent_ok: bool| match (thr, v) {
@@ -683,13 +754,13 @@ fn meets_slo(c: &Contract, m: &RequestMetrics) -> bool {
             (Some(_), None) => absent_ok,
         };
     within(c.slo.ttft_ms, m.ttft_ms, false)
-        && within(c.slo.tpot_ms, m.tpot_ms, m.output_tokens < 2)
+        && within(c.slo.tpot_ms, m.tpot_ms, true)
         && within(c.slo.e2e_ms, m.e2e_ms, false)
 }
 
 fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
     let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
-    let mut v: [Vec<f64>; 9] = Default::default();
+    let mut v: [Vec<f64>; 10] = Default::default();
     let mut ok = 0;
     for r in records {
         // Every arrival's lag counts, whatever became of the request.
@@ -704,11 +775,23 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         v[0].extend(m.ttft_ms);
         v[1].extend(m.tpot_ms);
         v[2].extend(m.itl_ms.iter().copied());
+        v[9].extend(m.itl_token_ms.iter().copied());
         v[3].extend(m.e2e_ms);
         v[5].push(f64::from(m.input_tokens));
         v[6].push(f64::from(m.output_tokens));
     }
-    let [ttft, tpot, itl, e2e, lag, input, output, wake, queue] = v;
+    let [
+        ttft,
+        tpot,
+        itl,
+        e2e,
+        lag,
+        input,
+        output,
+        wake,
+        queue,
+        itl_token,
+    ] = v;
     PhaseStats {
         requests: records.len() as u64,
         ok,
@@ -718,6 +801,7 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         ttft_ms: Dist::of(ttft),
         tpot_ms: Dist::of(tpot),
         itl_ms: Dist::of(itl),
+        itl_token_ms: Dist::of(itl_token),
         e2e_ms: Dist::of(e2e),
         dispatch_lag_ms: Dist::of(lag),
         dispatch_wake_ms: Dist::of(wake),
@@ -851,10 +935,15 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         (0, _) => "client".to_owned(),
         (u, k) => format!("mixed: usage for {u}, client for {k}"),
     };
+    let output_count = output_count(c, &ok, &metrics);
+    // A count the client could only approximate says nothing about the server's length.
     let output_length_mismatches = if c.workload.enforce_output_length {
         ok.iter()
             .zip(&metrics)
-            .filter(|(r, m)| m.output_tokens != r.output_tokens_planned)
+            .filter(|(r, m)| {
+                m.output_tokens != r.output_tokens_planned
+                    && (m.output_from_usage || r.counted != Some(Counted::Words))
+            })
             .count() as u64
     } else {
         0
@@ -899,7 +988,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     let notes = notes(
         c,
         &phases,
-        &output_token_source,
+        &output_count,
         &lengths,
         &steady_recs,
         output_length_mismatches,
@@ -929,6 +1018,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             window_s,
             throughput,
             output_token_source,
+            output_count,
             lengths,
             errors,
             first_errors,
@@ -1089,7 +1179,7 @@ fn support(c: &Contract, stats: &PhaseStats) -> Vec<Support> {
 fn notes(
     c: &Contract,
     phases: &BTreeMap<String, PhaseStats>,
-    output_token_source: &str,
+    output_count: &OutputCount,
     lengths: &LengthCheck,
     steady_recs: &[&Record],
     output_length_mismatches: u64,
@@ -1113,13 +1203,7 @@ fn notes(
     } else {
         notes.push("No warm-up: steady statistics include the server's first requests.".to_owned());
     }
-    let counting = match c.measurement.client_token_count {
-        Some(crate::contract::ClientTokenCount::Words) => "words (the simulator's tokenizer)",
-        _ => "one token per text-carrying chunk",
-    };
-    notes.push(format!(
-        "Output tokens from {output_token_source}; the client counts {counting}."
-    ));
+    notes.extend(count_notes(c, output_count));
     notes.extend(length_notes(c, lengths));
     let retried = steady_recs.iter().filter(|r| r.retried.is_some()).count();
     if retried > 0 {
@@ -1129,6 +1213,132 @@ fn notes(
     }
     if output_length_mismatches > 0 {
         notes.push(format!("{output_length_mismatches} steady requests returned an output length other than planned although it was enforced."));
+    }
+    notes
+}
+
+/// How a record's client count was made: recounted after the run, or as the stream arrived by
+/// the contract's method.
+fn counted_how(c: &Contract, r: &Record) -> &'static str {
+    match r.counted {
+        Some(Counted::Tokenizer) => "tokenizer",
+        Some(Counted::Server) => "server",
+        Some(Counted::Words) => "words",
+        None => match c.measurement.client_token_count {
+            Some(ClientTokenCount::Words) => "words",
+            _ => "chunks",
+        },
+    }
+}
+
+/// The words for a way of counting, in a sentence.
+fn counted_phrase(how: &str, embedded: bool) -> &'static str {
+    match how {
+        "tokenizer" => {
+            "recounted after the run by the workload's tokenizer file, every chunk exact"
+        }
+        "server" => {
+            "recounted after the run at the target's /tokenize: each output and its first chunk exact, the rest's split among chunks (ITL per token) estimated by their length"
+        }
+        "words" if embedded => "words, the simulator's tokens",
+        "words" => "words",
+        _ => "one token per text-carrying chunk",
+    }
+}
+
+/// How the output tokens of the successful steady requests were counted.
+fn output_count(c: &Contract, ok: &[&&Record], metrics: &[RequestMetrics]) -> OutputCount {
+    let mut out = OutputCount::default();
+    let (mut n, mut differing, mut usage, mut client) = (0u64, 0u64, 0u64, 0u64);
+    let mut hows: BTreeMap<&str, u64> = BTreeMap::new();
+    for (r, m) in ok.iter().zip(metrics) {
+        let how = counted_how(c, r);
+        if m.output_from_usage {
+            out.usage += 1;
+        } else {
+            *out.client.entry(how.to_owned()).or_default() += 1;
+        }
+        if r.counted == Some(Counted::Words) {
+            out.approximate += 1;
+        }
+        if let Some(u) = r.usage_completion_tokens {
+            n += 1;
+            usage += u64::from(u);
+            client += u64::from(r.client_output_tokens);
+            differing += u64::from(u != r.client_output_tokens);
+            *hows.entry(how).or_default() += 1;
+        }
+    }
+    out.compared = (n > 0).then(|| CountComparison {
+        client: hows
+            .iter()
+            .max_by_key(|(_, k)| **k)
+            .map_or("chunks", |(h, _)| h)
+            .to_owned(),
+        requests: n,
+        differing,
+        usage_tokens: usage,
+        client_tokens: client,
+    });
+    out
+}
+
+/// What a reader must know of the output counts: where they come from, whether the server's
+/// and the client's agree (and by how much they differ, without blaming either), and which are
+/// approximate.
+fn count_notes(c: &Contract, oc: &OutputCount) -> Vec<String> {
+    let embedded = c.target.url.is_none();
+    let mut notes = Vec::new();
+    let clients = |m: &BTreeMap<String, u64>| -> String {
+        let parts: Vec<String> = m
+            .iter()
+            .map(|(how, k)| format!("{} ({k})", counted_phrase(how, embedded)))
+            .collect();
+        parts.join("; ")
+    };
+    match (oc.usage, oc.client.values().sum::<u64>()) {
+        (0, 0) => {}
+        (_, 0) => notes.push("Output tokens from the server's usage.".to_owned()),
+        (0, _) => notes.push(format!(
+            "Output tokens counted by the client: {}.",
+            clients(&oc.client)
+        )),
+        (u, _) => notes.push(format!(
+            "Output tokens from the server's usage for {u} requests; counted by the client for the rest: {}.",
+            clients(&oc.client)
+        )),
+    }
+    if let Some(k) = &oc.compared {
+        let how = counted_phrase(&k.client, embedded);
+        if k.differing == 0 {
+            notes.push(format!(
+                "The client's own count ({how}) agrees with the server's usage on all {} requests that report it.",
+                k.requests
+            ));
+        } else {
+            let diff =
+                (k.client_tokens as f64 - k.usage_tokens as f64) / k.usage_tokens.max(1) as f64;
+            let used = if oc.usage > 0 {
+                "the server's usage"
+            } else {
+                "the client's count (measurement.output_tokens = \"client\")"
+            };
+            notes.push(format!(
+                "The client's own count ({how}) differs from the server's usage on {} of {} requests: {} tokens counted against {} reported ({:+.1}%); output tokens, TPOT and output throughput use {used}.",
+                k.differing,
+                k.requests,
+                k.client_tokens,
+                k.usage_tokens,
+                diff * 100.0
+            ));
+        }
+    }
+    if oc.approximate > 0 {
+        notes.push(format!(
+            "{} requests' token counts are approximate: their chunks carried several words (or the server's usage differed from one token per chunk), and with neither a tokenizer file nor the target's /tokenize they were counted as words; TPOT and ITL per token{} are approximate for them. Give workload.tokenizer (the model's tokenizer.json) for exact counts.",
+            oc.approximate,
+            if oc.usage > 0 { "" } else { ", output tokens and output throughput" }
+        ));
     }
     notes
 }
@@ -1726,6 +1936,8 @@ mod tests {
             finish_reason: Some("length".into()),
             output_digest: None,
             output_text: None,
+            counted: None,
+            received: None,
         }
     }
 
@@ -1744,10 +1956,74 @@ mod tests {
         assert_eq!(m.e2e_ms, Some(110.0));
         assert_eq!(m.tpot_ms, Some(60.0 / 5.0));
         assert_eq!(m.itl_ms, vec![30.0, 20.0]);
+        assert_eq!(m.itl_token_ms, vec![10.0, 10.0, 10.0, 10.0, 10.0]);
         assert_eq!(m.dispatch_lag_ms, Some(1.0));
         // From the actual send, everything is 1 ms shorter.
         let s = request_metrics(&r, LatencyOrigin::Sent, TokenSource::Usage);
         assert_eq!((s.ttft_ms, s.e2e_ms), (Some(49.0), Some(109.0)));
+    }
+
+    #[test]
+    fn tpot_leaves_out_every_token_of_the_first_chunk() {
+        // Four tokens per chunk every 20 ms, the first chunk included (a coalescing gateway):
+        // 5 ms per token after it, whatever the chunking. (E2E − TTFT)/(N − 1) would say 4.
+        let chunks: Vec<(u64, u32)> = (0..4).map(|i| (50_000 + i * 20_000, 4)).collect();
+        let r = rec(0, 0, &chunks, 110_000, Some(16));
+        let m = request_metrics(&r, LatencyOrigin::Intended, TokenSource::Usage);
+        assert_eq!(m.tpot_ms, Some(60.0 / 12.0));
+        assert_eq!(m.itl_ms, vec![20.0; 3]);
+        assert_eq!(m.itl_token_ms, vec![5.0; 12]);
+        // Counted one per chunk while usage says 16: the first chunk's share is scaled to
+        // usage (4 of 16), so TPOT stays 5 ms; per-token gaps follow the client's count.
+        let mut by_chunk = r.clone();
+        by_chunk.chunks.iter_mut().for_each(|c| c.1 = 1);
+        by_chunk.client_output_tokens = 4;
+        let m = request_metrics(&by_chunk, LatencyOrigin::Intended, TokenSource::Usage);
+        assert_eq!(m.tpot_ms, Some(60.0 / 12.0));
+        // The whole output in one chunk has no TPOT (and meets a TPOT threshold).
+        let one = rec(0, 0, &[(50_000, 7)], 50_000, Some(7));
+        let m = request_metrics(&one, LatencyOrigin::Intended, TokenSource::Usage);
+        assert_eq!((m.tpot_ms, m.itl_token_ms.len()), (None, 0));
+        assert!(meets_slo(&contract("[slo]\ntpot_ms = 1\n"), &m));
+    }
+
+    #[test]
+    fn a_count_that_differs_from_usage_is_stated_not_blamed_on_the_server() {
+        // The client counted 16 chunks; the server reported 64 tokens for each of 4 requests.
+        let c = contract(
+            "[workload]\nenforce_output_length = true\n[measurement]\nclient_token_count = \"chunks\"\n",
+        );
+        let chunks: Vec<(u64, u32)> = (0..16).map(|i| (50_000 + i * 20_000, 1)).collect();
+        let records: Vec<Record> = (0..4)
+            .map(|i| rec(i, i * 100_000, &chunks, 350_000, Some(64)))
+            .collect();
+        let s = summarize(&c, &records, &Context::default());
+        let notes = s.notes.join("\n");
+        assert!(
+            notes.contains("The client's own count (one token per text-carrying chunk) differs from the server's usage on 4 of 4 requests: 64 tokens counted against 256 reported (-75.0%); output tokens, TPOT and output throughput use the server's usage."),
+            "{notes}"
+        );
+        assert!(!notes.contains("other than planned"), "{notes}");
+        let oc = &s.steady.output_count;
+        assert_eq!((oc.usage, oc.approximate), (4, 0));
+        assert_eq!(oc.compared.as_ref().map(|k| k.differing), Some(4));
+        // Counted by the client, and nothing could recount: approximate, said so, not blamed.
+        let c = contract(
+            "[workload]\nenforce_output_length = true\n[measurement]\noutput_tokens = \"client\"\nclient_token_count = \"chunks\"\n",
+        );
+        let mut records = records;
+        records
+            .iter_mut()
+            .for_each(|r| r.counted = Some(Counted::Words));
+        let s = summarize(&c, &records, &Context::default());
+        let notes = s.notes.join("\n");
+        assert!(
+            notes.contains("4 requests' token counts are approximate"),
+            "{notes}"
+        );
+        assert!(notes.contains("use the client's count"), "{notes}");
+        assert!(!notes.contains("other than planned"), "{notes}");
+        assert_eq!(s.steady.output_count.client.get("words"), Some(&4));
     }
 
     #[test]

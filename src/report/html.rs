@@ -1,6 +1,6 @@
 //! `report.html`: one self-contained file (inline CSS and SVG, no script, no network) with the
 //! whole text report — contract card and verdict first — followed by the figures: TTFT, TPOT,
-//! ITL and E2E CDFs with the SLO thresholds drawn, the per-second timeline with its phases
+//! ITL (per chunk and per token) and E2E CDFs with the SLO thresholds drawn, the per-second timeline with its phases
 //! shaded, and planned vs server-reported length distributions.
 
 use crate::analyze::{Second, Summary, request_metrics};
@@ -39,17 +39,42 @@ pub fn page(
             })
         })
     };
-    let series: [(&str, &str, Vec<f64>); 4] = [
-        ("TTFT", "ttft", m.iter().filter_map(|x| x.ttft_ms).collect()),
-        ("TPOT", "tpot", m.iter().filter_map(|x| x.tpot_ms).collect()),
+    const REQUESTS: &str = "fraction of requests";
+    let series: [(&str, &str, Vec<f64>, &str); 5] = [
         (
-            "ITL",
+            "TTFT",
+            "ttft",
+            m.iter().filter_map(|x| x.ttft_ms).collect(),
+            REQUESTS,
+        ),
+        (
+            "TPOT",
+            "tpot",
+            m.iter().filter_map(|x| x.tpot_ms).collect(),
+            REQUESTS,
+        ),
+        (
+            "ITL per chunk",
             "itl",
             m.iter().flat_map(|x| x.itl_ms.iter().copied()).collect(),
+            "fraction of chunk gaps",
         ),
-        ("E2E", "e2e", m.iter().filter_map(|x| x.e2e_ms).collect()),
+        (
+            "ITL per token",
+            "itl-token",
+            m.iter()
+                .flat_map(|x| x.itl_token_ms.iter().copied())
+                .collect(),
+            "fraction of tokens after the first chunk",
+        ),
+        (
+            "E2E",
+            "e2e",
+            m.iter().filter_map(|x| x.e2e_ms).collect(),
+            REQUESTS,
+        ),
     ];
-    for (title, key, values) in series {
+    for (title, key, values, y) in series {
         if values.is_empty() {
             continue;
         }
@@ -57,7 +82,7 @@ pub fn page(
             &format!("cdf-{key}"),
             &format!("{title} CDF, steady state ({} values)", values.len()),
             &format!("{title} (ms, from the {} send)", s.latency_origin),
-            "fraction of requests",
+            y,
         )
         .line(title, cdf(&values, 400))
         .y_max(1.0);

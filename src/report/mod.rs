@@ -316,7 +316,8 @@ fn steady_table(d: &mut Doc, s: &Summary, verbose: bool) {
     let rows = [
         ("TTFT", &st.stats.ttft_ms, false),
         ("TPOT", &st.stats.tpot_ms, false),
-        ("ITL", &st.stats.itl_ms, false),
+        ("ITL per chunk", &st.stats.itl_ms, false),
+        ("ITL per token", &st.stats.itl_token_ms, false),
         ("E2E", &st.stats.e2e_ms, false),
         ("dispatch lag", &st.stats.dispatch_lag_ms, true),
         ("  woke late", &st.stats.dispatch_wake_ms, true),
