@@ -125,3 +125,127 @@ async fn open_loop_tail_sees_a_stall_that_closed_loop_hides() {
             .any(|n| n.contains("not valid under closed-loop load"))
     );
 }
+
+/// Issue #20: a server that sends four tokens per chunk, the first chunk included (a gateway
+/// that coalesces writes), with and without usage and `/tokenize`. TPOT must match the
+/// simulator's own per-token interval after the first chunk within 1% wherever the tokens can be
+/// counted, and be labelled approximate where they cannot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpot_is_exact_when_chunks_carry_several_tokens() {
+    use goodput::contract::{LatencyOrigin, TokenSource};
+    use goodput::record::Counted;
+    let _serial = SERIAL.lock().await;
+    // (usage in the stream, /tokenize served, the counts are exact)
+    for (usage, tokenize, exact) in [
+        (true, true, true),
+        (false, true, true),
+        (true, false, false),
+        (false, false, false),
+    ] {
+        let sim = common::sim(SimConfig {
+            prefill_tokens_per_s: 1_000_000.0,
+            decode_base_ms: 5.0,
+            decode_per_seq_ms: 0.0,
+            tokens_per_chunk: 4,
+            first_chunk_tokens: 4,
+            stream_usage: usage,
+            tokenize,
+            ..SimConfig::default()
+        })
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let c = parse(&format!(
+            "[target]\nurl = \"{}\"\n[workload]\ninput_tokens = {{ dist = \"fixed\", value = 16 }}\noutput_tokens = {{ dist = \"fixed\", value = 64 }}\n\
+             [load]\nmodel = \"open\"\nrate = 8\nrequests = 16\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
+            sim.base_url()
+        ));
+        let r = run_in(c, dir.path()).await;
+        let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> = sim
+            .ground_truth()
+            .into_iter()
+            .map(|g| (g.request_id.clone().unwrap(), g))
+            .collect();
+        let case = format!("usage {usage}, /tokenize {tokenize}");
+        let (mut errors, mut naive) = (vec![], vec![]);
+        for x in r.records.iter().filter(|x| x.is_ok()) {
+            let g = &gt[&x.request_id];
+            assert_eq!(
+                g.chunks[0].1, 4,
+                "{case}: the first chunk carries four tokens"
+            );
+            let truth = (g.chunks.last().unwrap().0 - g.chunks[0].0) as f64
+                / 1000.0
+                / f64::from(g.output_tokens - g.chunks[0].1);
+            let m =
+                goodput::analyze::request_metrics(x, LatencyOrigin::Intended, TokenSource::Usage);
+            errors.push((m.tpot_ms.unwrap() - truth).abs() / truth);
+            // The old definition, (E2E − TTFT)/(N − 1), for contrast.
+            let span = m.e2e_ms.unwrap() - m.ttft_ms.unwrap();
+            naive.push((span / 63.0 - truth).abs() / truth);
+            if exact {
+                assert_eq!(x.client_output_tokens, 64, "{case}");
+                assert_eq!(x.counted, Some(Counted::Server), "{case}");
+                // One per token after the first chunk; their mean is the per-token interval.
+                let n = m.itl_token_ms.len();
+                let mean = m.itl_token_ms.iter().sum::<f64>() / n as f64;
+                assert_eq!(n, 60, "{case}");
+                assert!(
+                    (mean - truth).abs() / truth < 0.02,
+                    "{case}: {mean} vs {truth}"
+                );
+            } else {
+                // Counted as words: the simulator's tokens, but not known to be.
+                assert_eq!(x.counted, Some(Counted::Words), "{case}");
+            }
+            assert!(
+                x.received.is_none(),
+                "{case}: the kept text is dropped once counted"
+            );
+        }
+        errors.sort_by(f64::total_cmp);
+        naive.sort_by(f64::total_cmp);
+        let (med, worst, old) = (
+            errors[errors.len() / 2],
+            errors[errors.len() - 1],
+            naive[naive.len() / 2],
+        );
+        eprintln!(
+            "{case}: TPOT relative error median {med:.4}, max {worst:.4}; (E2E − TTFT)/(N − 1): {old:.4}"
+        );
+        assert!(
+            old > 0.03,
+            "{case}: the old definition is off by ~5% here ({old})"
+        );
+        let s = &r.summary;
+        let notes = s.notes.join("\n");
+        {
+            assert!(
+                med < 0.01 && worst < 0.02,
+                "{case}: TPOT error median {med}, max {worst}"
+            );
+        }
+        if exact {
+            assert_eq!(s.steady.output_count.approximate, 0, "{case}");
+            assert_eq!(
+                s.steady.stats.output_tokens.as_ref().unwrap().p50,
+                64.0,
+                "{case}"
+            );
+        } else {
+            assert_eq!(s.steady.output_count.approximate, 16, "{case}");
+            assert!(
+                notes.contains("16 requests' token counts are approximate"),
+                "{case}: {notes}"
+            );
+        }
+        assert!(!notes.contains("other than planned"), "{case}: {notes}");
+        // requests.jsonl holds the counts the summary used, and no kept text.
+        let text = std::fs::read_to_string(r.bundle.path("requests.jsonl")).unwrap();
+        assert!(!text.contains("\"received\""), "{case}");
+        let again = goodput::bundle::Bundle::load(&r.bundle.dir).unwrap();
+        assert_eq!(
+            again.summary.steady.output_count, s.steady.output_count,
+            "{case}"
+        );
+    }
+}
