@@ -3,9 +3,11 @@
 //!
 //! Definitions (docs/ARCHITECTURE.md): latency origin is the intended send time in open loop and the
 //! actual send in closed loop; TTFT = origin → first text-carrying chunk; E2E = origin → end;
-//! TPOT = (E2E − TTFT)/(output tokens − 1) for ≥ 2 tokens; ITL = gaps between successive
-//! text-carrying chunks (one value per chunk; its token count is in the record); dispatch lag =
-//! actual − intended send. Latency distributions use successful requests; counts, attainment and
+//! TPOT = (E2E − TTFT)/(output tokens − tokens of the first text chunk), when a token follows
+//! that chunk; ITL per chunk = gaps between successive text-carrying chunks (one value per gap);
+//! ITL per token = each gap shared evenly among the tokens of the chunk it ends (one value per
+//! token after the first chunk), so both TPOT and ITL per token stay exact however the server
+//! groups tokens into chunks; dispatch lag = actual − intended send. Latency distributions use successful requests; counts, attainment and
 //! errors use all of them.
 //!
 //! Rates are measured over the **steady window**: from the first to the last steady request's
