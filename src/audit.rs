@@ -316,6 +316,35 @@ fn same(a: Option<&Value>, b: Option<&Value>) -> bool {
 const QUALITY_MISSING: &str =
     "no quality check: no accuracy or output-consistency figure stands beside the speed figures";
 
+/// Model families that reason (think) before answering by default, as lower-case pieces of a
+/// model id. A peer result for one of them has a TTFT that cannot say whether it timed the first
+/// reasoning token or the first answer token: vLLM's bench and GuideLLM take the first
+/// non-empty chunk of either kind (GuideLLM #737, inference-perf #559), and neither records
+/// whether thinking was on or how many tokens were reasoning.
+const REASONING_FAMILIES: &[&str] = &[
+    "qwen3",
+    "qwq",
+    "deepseek-r1",
+    "r1-distill",
+    "gpt-oss",
+    "magistral",
+    "reasoning",
+    "thinking",
+    "glm-4.5",
+    "glm-4.6",
+    "minimax-m1",
+    "exaone-deep",
+];
+
+/// The measurement gap of a peer's TTFT on a reasoning model, when `model` names one.
+fn reasoning_ttft_unknown(model: &str, tool: &str) -> Option<String> {
+    let m = model.to_ascii_lowercase();
+    let family = REASONING_FAMILIES.iter().find(|f| m.contains(*f))?;
+    Some(format!(
+        "reasoning model (`{model}` is of a family that thinks before answering, `{family}`): {tool}'s TTFT is the first chunk of either kind and the result records neither whether thinking was on nor how many tokens were reasoning, so it cannot say whether TTFT timed the first thought or the first answer token (goodput reports both, as TTFT and TTFO)"
+    ))
+}
+
 /// Metadata keys a `--metadata KEY=VALUE` may add to a vLLM result, per fact we look for.
 const VLLM_METADATA: [(&str, &[&str], &str); 5] = [
     (
@@ -377,6 +406,12 @@ fn vllm(path: &Path, v: &Value) -> anyhow::Result<Audit> {
             }
         ),
     );
+    if let Some(m) = v["model_id"]
+        .as_str()
+        .and_then(|m| reasoning_ttft_unknown(m, "vLLM bench"))
+    {
+        a.missing.push(m);
+    }
     let detailed = v["input_lens"].is_array() && v["output_lens"].is_array();
     let enforced = v["ignore_eos"].as_bool() == Some(true);
     a.axis(
@@ -484,6 +519,9 @@ fn guidellm(path: &Path, v: &Value) -> anyhow::Result<Audit> {
         .or(cfg0["backend"]["model"].as_str())
         .unwrap_or("?");
     a.axis("target", format!("{target} · model {model}"));
+    if let Some(m) = reasoning_ttft_unknown(model, "GuideLLM") {
+        a.missing.push(m);
+    }
     for m in [
         "engine unknown",
         "engine revision unknown",
@@ -591,6 +629,30 @@ mod tests {
         }
         assert!(a.limits.iter().any(|l| l.starts_with("closed-loop load")));
         assert!(a.limits.iter().any(|l| l.starts_with("single run")));
+    }
+
+    #[test]
+    fn a_peer_result_from_a_reasoning_model_cannot_say_what_its_ttft_timed() {
+        let path = fixture("vllm-bench-serve.json");
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let flagged = |a: &Audit| a.missing.iter().any(|m| m.starts_with("reasoning model"));
+        assert!(!flagged(&audit(&path).unwrap()), "not a reasoning model");
+        v["model_id"] = Value::String("Qwen/Qwen3-8B".into());
+        let a = peer_result(&path, &v.to_string()).unwrap();
+        assert!(flagged(&a), "{:?}", a.missing);
+        assert_eq!(a.verdict, "directional");
+        let path = fixture("guidellm-benchmarks.json");
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(!flagged(&audit(&path).unwrap()));
+        v["args"]["model"] = Value::String("deepseek-ai/DeepSeek-R1-Distill-Llama-8B".into());
+        let a = peer_result(&path, &v.to_string()).unwrap();
+        assert!(
+            a.missing
+                .iter()
+                .any(|m| m.contains("GuideLLM's TTFT is the first chunk of either kind")),
+            "{:?}",
+            a.missing
+        );
     }
 
     #[test]

@@ -700,7 +700,12 @@ async fn reach(
 ) -> anyhow::Result<Reached> {
     let cold = contract.cold_start.clone();
     let keep_alive = Duration::from_secs_f64(contract.target.keep_alive.seconds());
-    let http = http_pool(keep_alive).context("building the HTTP client")?;
+    // Read before anything starts: an unset variable stops the run before a server launches.
+    let secrets = contract
+        .request_secrets()
+        .map_err(|(key, msg)| anyhow::anyhow!("`{key}` {msg}"))?;
+    let api_key = secrets.api_key.clone();
+    let http = http_pool(keep_alive, &secrets.headers).context("building the HTTP client")?;
 
     // A launched server writes its log into the bundle, so the bundle comes first then.
     let mut bundle = None;
@@ -747,18 +752,6 @@ async fn reach(
                     return Err(e).context("cold start");
                 }
             }
-        }
-        None => None,
-    };
-    let api_key = match &contract.target.api_key_env {
-        Some(var) => {
-            let key = std::env::var(var).map_err(|_| {
-                anyhow::anyhow!(
-                    "target.api_key_env names `{var}`, but that variable is not set in the environment"
-                )
-            })?;
-            crate::secrets::register(&key);
-            Some(key)
         }
         None => None,
     };

@@ -1,5 +1,5 @@
 //! Secrets never reach disk or the terminal: recognisable values planted in the API key, a
-//! password in the URL and a `[cold_start] env` value, against a server that echoes every
+//! password in the URL, a `[cold_start] env` value and a header read from the environment, against a server that echoes every
 //! request header back (in its probe answers, in 401 bodies and in the generated text) and a
 //! launched process that prints its environment, are found in no file written, nor on stdout
 //! or stderr.
@@ -15,6 +15,8 @@ use tokio::net::TcpListener;
 const KEY: &str = "sk-PLANTED-apikey-7f3a9";
 const PASSWORD: &str = "PLANTED-pw-c41d";
 const ENV_VALUE: &str = "hf_PLANTED-token-22be";
+/// A `[target.request] headers` value read from the environment.
+const HEADER_VALUE: &str = "rk-PLANTED-header-5e1c";
 
 /// Answers everything, echoing the request's head: probes as JSON, every second completion
 /// as a 401 quoting it, the others as a stream whose text is the head.
@@ -79,7 +81,7 @@ async fn planted_secrets_are_in_no_file_and_on_no_terminal() {
     let authority = url.trim_start_matches("http://").to_owned();
     let dir = tempfile::tempdir().unwrap();
     let c = format!(
-        "name = \"secrets\"\n[target]\nurl = \"http://alice:{PASSWORD}@{authority}\"\napi_key_env = \"GOODPUT_TEST_KEY\"\n[cold_start]\nlaunch = [\"sh\", \"-c\", \"echo token=$HF_TOKEN; echo token=$HF_TOKEN >&2; exec sleep 300\"]\nrequests = 2\nstop_grace = 1\nenv = {{ HF_TOKEN = \"{ENV_VALUE}\" }}\n[workload]\noutput_tokens = {{ dist = \"fixed\", value = 4 }}\n[load]\nkind = \"closed\"\nconcurrency = 1\nrequests = 10\n[warmup]\nrequests = 0\n[quality]\nmode = \"consistency\"\nkeep_text = true\n"
+        "name = \"secrets\"\n[target]\nurl = \"http://alice:{PASSWORD}@{authority}\"\napi_key_env = \"GOODPUT_TEST_KEY\"\n[cold_start]\nlaunch = [\"sh\", \"-c\", \"echo token=$HF_TOKEN; echo token=$HF_TOKEN >&2; exec sleep 300\"]\nrequests = 2\nstop_grace = 1\nenv = {{ HF_TOKEN = \"{ENV_VALUE}\" }}\n[target.request]\nextra_body = {{ priority = 7, chat_template_kwargs = {{ enable_thinking = false }} }}\nheaders = {{ x-router-key = {{ env = \"GOODPUT_TEST_HEADER\" }}, x-session = \"s-42\" }}\n[workload]\noutput_tokens = {{ dist = \"fixed\", value = 4 }}\n[load]\nkind = \"closed\"\nconcurrency = 1\nrequests = 10\n[warmup]\nrequests = 0\n[quality]\nmode = \"consistency\"\nkeep_text = true\n"
     );
     let path = dir.path().join("c.toml");
     std::fs::write(&path, &c).unwrap();
@@ -89,6 +91,7 @@ async fn planted_secrets_are_in_no_file_and_on_no_terminal() {
             .args(["run", path.to_str().unwrap(), "--out"])
             .arg(d.join("runs"))
             .env("GOODPUT_TEST_KEY", KEY)
+            .env("GOODPUT_TEST_HEADER", HEADER_VALUE)
             .output()
             .unwrap()
     })
@@ -117,8 +120,30 @@ async fn planted_secrets_are_in_no_file_and_on_no_terminal() {
         records.contains("Bearer [redacted]") && records.contains("HTTP 401"),
         "the echoes did not reach the records:\n{records}"
     );
+    // The server received the extra body fields and both headers: the planted one, as the
+    // echo recorded it, only in its redacted form.
+    for sent in [
+        r#"\"priority\":7"#,
+        r#"\"chat_template_kwargs\":{\"enable_thinking\":false}"#,
+        "x-router-key: [redacted]",
+        "x-session: s-42",
+    ] {
+        let escaped = serde_json::to_string(sent).unwrap();
+        let escaped = &escaped[1..escaped.len() - 1];
+        assert!(
+            records.contains(sent) || records.contains(escaped),
+            "the server did not receive {sent}:\n{records}"
+        );
+    }
+    // The bundle's contract names the variable, never its value.
+    let contract = files
+        .iter()
+        .find(|(n, _)| n.ends_with("contract.toml"))
+        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+        .unwrap();
+    assert!(contract.contains("GOODPUT_TEST_HEADER"), "{contract}");
     let basic = base64::engine::general_purpose::STANDARD.encode(format!("alice:{PASSWORD}"));
-    for secret in [KEY, PASSWORD, ENV_VALUE, basic.as_str()] {
+    for secret in [KEY, PASSWORD, ENV_VALUE, HEADER_VALUE, basic.as_str()] {
         assert!(!stdout.contains(secret), "{secret} on stdout:\n{stdout}");
         assert!(!stderr.contains(secret), "{secret} on stderr:\n{stderr}");
         for (name, bytes) in &files {

@@ -249,3 +249,92 @@ async fn tpot_is_exact_when_chunks_carry_several_tokens() {
         );
     }
 }
+
+/// Issue #21: a reasoning model (the simulator streams the first half of each answer's tokens
+/// as `reasoning_content`). TTFT is the first token of either kind, TTFO the first answer
+/// token: both within the timing tolerance of the simulator's own times, reasoning tokens
+/// exact, with usage and without it. `chat_template_kwargs.enable_thinking = false` sent
+/// through `[target.request] extra_body` turns the reasoning off, as Qwen3's template does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttfo_is_the_first_answer_token_and_reasoning_is_counted() {
+    use goodput::contract::{LatencyOrigin, TokenSource};
+    let _serial = SERIAL.lock().await;
+    for (usage, thinking) in [(true, true), (false, true), (true, false)] {
+        let sim = common::sim(SimConfig {
+            prefill_tokens_per_s: 50_000.0,
+            decode_base_ms: 4.0,
+            decode_per_seq_ms: 0.0,
+            reasoning_share: 0.5,
+            stream_usage: usage,
+            ..SimConfig::default()
+        })
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let request = if thinking {
+            String::new()
+        } else {
+            "[target.request]\nextra_body = { chat_template_kwargs = { enable_thinking = false } }\n"
+                .to_owned()
+        };
+        let c = parse(&format!(
+            "[target]\nurl = \"{}\"\n{request}[workload]\ninput_tokens = {{ dist = \"fixed\", value = 32 }}\noutput_tokens = {{ dist = \"fixed\", value = 40 }}\n\
+             [load]\nmodel = \"open\"\nrate = 15\nrequests = 60\n[warmup]\nrequests = 0\n[slo]\nttft_ms = 1000\n[measurement]\nserver_metrics_interval = 0\n",
+            sim.base_url()
+        ));
+        let r = run_in(c, dir.path()).await;
+        let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> = sim
+            .ground_truth()
+            .into_iter()
+            .map(|g| (g.request_id.clone().unwrap(), g))
+            .collect();
+        let case = format!("usage {usage}, thinking {thinking}");
+        let (mut ttft, mut gap) = (vec![], vec![]);
+        for x in r.records.iter().filter(|x| x.is_ok()) {
+            let g = &gt[&x.request_id];
+            let expect = if thinking { 20 } else { 0 };
+            assert_eq!(g.reasoning_tokens, expect, "{case}: the simulator's split");
+            let m = goodput::analyze::request_metrics(x, LatencyOrigin::Sent, TokenSource::Usage);
+            assert_eq!(m.output_tokens, 40, "{case}");
+            let server_ttft = (g.first_token_us.unwrap() - g.arrival_us) as f64 / 1000.0;
+            ttft.push((m.ttft_ms.unwrap() - server_ttft).abs());
+            if !thinking {
+                assert_eq!((m.reasoning_tokens, m.ttfo_ms), (None, m.ttft_ms), "{case}");
+                continue;
+            }
+            assert_eq!(m.reasoning_tokens, Some(20), "{case}");
+            assert_eq!(m.reasoning_from_usage, usage, "{case}");
+            // The simulator's reasoning duration: its first answer chunk after its first chunk.
+            let truth = (g.chunks[20].0 - g.chunks[0].0) as f64 / 1000.0;
+            gap.push((m.ttfo_ms.unwrap() - m.ttft_ms.unwrap() - truth).abs());
+        }
+        for (name, mut v) in [("TTFT", ttft), ("TTFO − TTFT", gap)] {
+            if v.is_empty() {
+                continue;
+            }
+            v.sort_by(f64::total_cmp);
+            let p50 = goodput::analyze::percentile_sorted(&v, 50.0).unwrap();
+            let p99 = goodput::analyze::percentile_sorted(&v, 99.0).unwrap();
+            eprintln!("{case}: {name} median |error| {p50:.3} ms, p99 {p99:.3} ms");
+            assert!(
+                p50 <= 1.0 && p99 <= 5.0,
+                "{case}: {name} median |error| {p50:.3} ms, p99 {p99:.3} ms"
+            );
+        }
+        let s = &r.summary.steady.stats;
+        let notes = r.summary.notes.join("\n");
+        if thinking {
+            assert_eq!(s.reasoning_tokens.as_ref().unwrap().p50, 20.0, "{case}");
+            assert!(
+                s.ttfo_ms.as_ref().unwrap().p50 > s.ttft_ms.as_ref().unwrap().p50 + 50.0,
+                "{case}: 20 reasoning tokens at 4 ms each come before the answer"
+            );
+            assert!(notes.contains("set slo.ttfo_ms"), "{case}: {notes}");
+        } else {
+            assert!(
+                s.ttfo_ms.is_none() && s.reasoning_tokens.is_none(),
+                "{case}"
+            );
+            assert!(!notes.contains("reasoned"), "{case}: {notes}");
+        }
+    }
+}

@@ -512,6 +512,18 @@ pub struct PhaseStats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub itl_token_ms: Option<Dist>,
     pub e2e_ms: Option<Dist>,
+    /// Time to first output (answer) token, after any reasoning; present when some request
+    /// reasoned (otherwise it is TTFT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfo_ms: Option<Dist>,
+    /// TPOT of the answer alone: (E2E − TTFO) / (answer tokens − tokens in the first answer
+    /// chunk); present when some request reasoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_answer_ms: Option<Dist>,
+    /// Reasoning tokens per request (0 for one that did not reason); present when some
+    /// request reasoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<Dist>,
     /// Actual − intended send (open loop only).
     pub dispatch_lag_ms: Option<Dist>,
     /// The part of the dispatch lag by which the dispatch thread woke after the intended time
@@ -668,6 +680,17 @@ pub struct RequestMetrics {
     pub output_tokens: u32,
     pub output_from_usage: bool,
     pub input_tokens: u32,
+    /// Time to first output: to the first *answer* token, after any reasoning streamed before
+    /// it; TTFT when the first token was an answer token. `None`: no answer came.
+    pub ttfo_ms: Option<f64>,
+    /// (E2E − TTFO) / (answer tokens − tokens in the first answer chunk): TPOT of the answer
+    /// alone; TPOT when there was no reasoning.
+    pub tpot_answer_ms: Option<f64>,
+    /// Reasoning tokens among the output tokens, when the request reasoned: the server's
+    /// `completion_tokens_details.reasoning_tokens` when the token source is usage and it
+    /// reported them, else the client's count of the reasoning chunks.
+    pub reasoning_tokens: Option<u32>,
+    pub reasoning_from_usage: bool,
 }
 
 fn ms(a: u64, b: u64) -> f64 {
@@ -708,6 +731,21 @@ pub fn request_metrics(r: &Record, origin: LatencyOrigin, source: TokenSource) -
         (Some(t), Some(e)) if after_first > 0.999 => Some((e - t) / after_first),
         _ => None,
     };
+    let reasoning = reasoning_split(r, source, output_tokens, counted);
+    let ttfo = match reasoning {
+        Some(ref x) => o.zip(x.first_answer_us).map(|(o, f)| ms(o, f)),
+        None => ttft,
+    };
+    let tpot_answer = match reasoning {
+        Some(ref x) => {
+            let after = f64::from(output_tokens) - f64::from(x.tokens) - x.first_answer_tokens;
+            match (ttfo, e2e) {
+                (Some(t), Some(e)) if after > 0.999 => Some((e - t) / after),
+                _ => None,
+            }
+        }
+        None => tpot,
+    };
     let mut itl_token = Vec::with_capacity(counted as usize);
     let mut since = r.chunks.first().map(|c| c.0);
     for &(t, k) in r.chunks.iter().skip(1) {
@@ -728,7 +766,54 @@ pub fn request_metrics(r: &Record, origin: LatencyOrigin, source: TokenSource) -
         output_tokens,
         output_from_usage,
         input_tokens: r.usage_prompt_tokens.unwrap_or(r.input_tokens_planned),
+        ttfo_ms: ttfo,
+        tpot_answer_ms: tpot_answer,
+        reasoning_from_usage: reasoning.as_ref().is_some_and(|x| x.from_usage),
+        reasoning_tokens: reasoning.map(|x| x.tokens),
     }
+}
+
+/// How a request that reasoned split its output: reasoning tokens, and where the answer began.
+struct ReasoningSplit {
+    tokens: u32,
+    from_usage: bool,
+    /// Arrival of the first answer chunk (`None`: the answer never came).
+    first_answer_us: Option<u64>,
+    /// Tokens in that chunk, in the output count's units.
+    first_answer_tokens: f64,
+}
+
+/// The reasoning part of a request's output, `None` when it did not reason (no reasoning chunk
+/// streamed and no reasoning tokens reported). Chunk token counts are the client's; like
+/// TPOT's first chunk they are scaled into the output count's units.
+fn reasoning_split(
+    r: &Record,
+    source: TokenSource,
+    output_tokens: u32,
+    counted: u32,
+) -> Option<ReasoningSplit> {
+    let rc = (r.reasoning_chunks as usize).min(r.chunks.len());
+    let usage = r.usage_reasoning_tokens.filter(|&u| u > 0);
+    if rc == 0 && usage.is_none() {
+        return None;
+    }
+    let scale = if counted > 0 {
+        f64::from(output_tokens) / f64::from(counted)
+    } else {
+        1.0
+    };
+    let client: u32 = r.chunks[..rc].iter().map(|c| c.1).sum();
+    let (tokens, from_usage) = match (source, usage) {
+        (TokenSource::Usage, Some(u)) => (u, true),
+        _ => ((f64::from(client) * scale).round() as u32, false),
+    };
+    let first = r.chunks.get(rc);
+    Some(ReasoningSplit {
+        tokens: tokens.min(output_tokens),
+        from_usage,
+        first_answer_us: first.map(|c| c.0),
+        first_answer_tokens: first.map_or(0.0, |c| f64::from(c.1) * scale),
+    })
 }
 
 /// Dispatch lag and its two parts, ms: actual − intended send; when the dispatch thread woke −
@@ -756,6 +841,7 @@ fn meets_slo(c: &Contract, m: &RequestMetrics) -> bool {
             (Some(_), None) => absent_ok,
         };
     within(c.slo.ttft_ms, m.ttft_ms, false)
+        && within(c.slo.ttfo_ms, m.ttfo_ms, false)
         && within(c.slo.tpot_ms, m.tpot_ms, true)
         && within(c.slo.e2e_ms, m.e2e_ms, false)
 }
@@ -763,6 +849,9 @@ fn meets_slo(c: &Contract, m: &RequestMetrics) -> bool {
 fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
     let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
     let mut v: [Vec<f64>; 10] = Default::default();
+    // TTFO, TPOT of the answer, reasoning tokens.
+    let mut rv: [Vec<f64>; 3] = Default::default();
+    let mut reasoned = false;
     let mut ok = 0;
     for r in records {
         // Every arrival's lag counts, whatever became of the request.
@@ -781,7 +870,12 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         v[3].extend(m.e2e_ms);
         v[5].push(f64::from(m.input_tokens));
         v[6].push(f64::from(m.output_tokens));
+        reasoned |= m.reasoning_tokens.is_some();
+        rv[0].extend(m.ttfo_ms);
+        rv[1].extend(m.tpot_answer_ms);
+        rv[2].push(f64::from(m.reasoning_tokens.unwrap_or(0)));
     }
+    let [ttfo, tpot_answer, reasoning] = rv.map(|x| if reasoned { Dist::of(x) } else { None });
     let [
         ttft,
         tpot,
@@ -805,6 +899,9 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         itl_ms: Dist::of(itl),
         itl_token_ms: Dist::of(itl_token),
         e2e_ms: Dist::of(e2e),
+        ttfo_ms: ttfo,
+        tpot_answer_ms: tpot_answer,
+        reasoning_tokens: reasoning,
         dispatch_lag_ms: Dist::of(lag),
         dispatch_wake_ms: Dist::of(wake),
         dispatch_queue_ms: Dist::of(queue),
@@ -1122,6 +1219,7 @@ fn slo_result(
             c.slo.ttft_ms,
             (|m: &RequestMetrics| m.ttft_ms) as fn(&RequestMetrics) -> Option<f64>,
         ),
+        ("ttfo", c.slo.ttfo_ms, |m: &RequestMetrics| m.ttfo_ms),
         ("tpot", c.slo.tpot_ms, |m: &RequestMetrics| m.tpot_ms),
         ("e2e", c.slo.e2e_ms, |m: &RequestMetrics| m.e2e_ms),
     ] {
@@ -1207,6 +1305,8 @@ fn notes(
     }
     notes.extend(count_notes(c, output_count));
     notes.extend(length_notes(c, lengths));
+    notes.extend(reasoning_note(c, phases.get("steady"), steady_recs));
+    notes.extend(request_note(c));
     let retried = steady_recs.iter().filter(|r| r.retried.is_some()).count();
     if retried > 0 {
         notes.push(format!(
@@ -1217,6 +1317,90 @@ fn notes(
         notes.push(format!("{output_length_mismatches} steady requests returned an output length other than planned although it was enforced."));
     }
     notes
+}
+
+/// What every request carried beyond the body goodput composes (`[target.request]`): part of
+/// the target, so part of what the numbers are conditional on. Header values read from the
+/// environment are named by their variable only.
+fn request_note(c: &Contract) -> Option<String> {
+    let r = &c.target.request;
+    if r.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !r.extra_body.is_empty() {
+        let fields: Vec<String> = r
+            .extra_body
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect();
+        parts.push(format!("extra body fields {}", fields.join(", ")));
+    }
+    if !r.headers.is_empty() {
+        let headers: Vec<String> = r
+            .headers
+            .iter()
+            .map(|(k, v)| match v {
+                crate::contract::HeaderSource::Value(v) => format!("{k}: {v}"),
+                crate::contract::HeaderSource::Env { env } => format!("{k} (from ${env})"),
+            })
+            .collect();
+        parts.push(format!("headers {}", headers.join(", ")));
+    }
+    Some(format!(
+        "Every request also carried {} ([target.request]).",
+        parts.join(" and ")
+    ))
+}
+
+/// When requests reasoned before answering: how many, how their reasoning tokens were counted,
+/// what TTFT and TTFO each mean here, and whether the SLO holds the answer's latency.
+fn reasoning_note(c: &Contract, steady: Option<&PhaseStats>, recs: &[&Record]) -> Option<String> {
+    let st = steady?;
+    let r = st.reasoning_tokens.as_ref()?;
+    let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
+    let (mut reasoned, mut by_usage, mut no_answer) = (0u64, 0u64, 0u64);
+    for rec in recs.iter().filter(|r| r.is_ok()) {
+        let m = request_metrics(rec, origin, source);
+        if m.reasoning_tokens.is_some() {
+            reasoned += 1;
+            by_usage += u64::from(m.reasoning_from_usage);
+            no_answer += u64::from(m.ttfo_ms.is_none());
+        }
+    }
+    let counted = match (by_usage, reasoned - by_usage) {
+        (_, 0) => "as the server reported them (usage.completion_tokens_details.reasoning_tokens)"
+            .to_owned(),
+        (0, _) => {
+            "by the client, from the reasoning chunks (the server reported no reasoning_tokens)"
+                .to_owned()
+        }
+        (u, n) => format!("as the server reported them for {u}, by the client for {n}"),
+    };
+    let share = st
+        .output_tokens
+        .as_ref()
+        .filter(|o| o.mean > 0.0)
+        .map(|o| format!(" ({:.0}% of output)", 100.0 * r.mean / o.mean))
+        .unwrap_or_default();
+    let p50 = |d: &Option<Dist>| {
+        d.as_ref()
+            .map_or("—".to_owned(), |d| format!("{:.0}", d.p50))
+    };
+    let mut s = format!(
+        "{reasoned} of {} successful steady requests reasoned before answering: {:.0} reasoning tokens per request on average{share}, counted {counted}. TTFT is the first token of either kind; TTFO the first answer token (p50 {} vs {} ms).",
+        st.ok,
+        r.mean,
+        p50(&st.ttft_ms),
+        p50(&st.ttfo_ms),
+    );
+    if no_answer > 0 {
+        s.push_str(&format!(" {no_answer} of them ended before any answer token (no TTFO): raise the output length, or the reasoning budget."));
+    }
+    if c.slo.ttft_ms.is_some() && c.slo.ttfo_ms.is_none() {
+        s.push_str(" The SLO judges TTFT, which here is the first *reasoning* token, not the first answer token a user sees: set slo.ttfo_ms to hold the answer's latency.");
+    }
+    Some(s)
 }
 
 /// How a record's client count was made: recounted after the run, or as the stream arrived by
@@ -1922,11 +2106,13 @@ mod tests {
             first_token_us: chunks.first().map(|c| at + c.0),
             end_us: Some(at + end),
             chunks: chunks.iter().map(|(t, n)| (at + t, *n)).collect(),
+            reasoning_chunks: 0,
             input_tokens_planned: 100,
             output_tokens_planned: usage.unwrap_or(client),
             usage_prompt_tokens: Some(100),
             usage_completion_tokens: usage,
             usage_cached_tokens: None,
+            usage_reasoning_tokens: None,
             response_model: None,
             retried: None,
             redirects: Vec::new(),
@@ -1987,6 +2173,53 @@ mod tests {
         let m = request_metrics(&one, LatencyOrigin::Intended, TokenSource::Usage);
         assert_eq!((m.tpot_ms, m.itl_token_ms.len()), (None, 0));
         assert!(meets_slo(&contract("[slo]\ntpot_ms = 1\n"), &m));
+    }
+
+    #[test]
+    fn ttfo_is_the_first_answer_token_after_the_reasoning() {
+        // 6 reasoning chunks then 4 answer chunks, one token each, every 10 ms from 50 ms.
+        let chunks: Vec<(u64, u32)> = (0..10).map(|i| (50_000 + i * 10_000, 1)).collect();
+        let mut r = rec(0, 0, &chunks, 140_000, Some(10));
+        r.reasoning_chunks = 6;
+        let m = request_metrics(&r, LatencyOrigin::Intended, TokenSource::Usage);
+        assert_eq!((m.ttft_ms, m.ttfo_ms), (Some(50.0), Some(110.0)));
+        assert_eq!(
+            (m.reasoning_tokens, m.reasoning_from_usage),
+            (Some(6), false)
+        );
+        // The answer's TPOT: 30 ms over the 3 tokens after its first chunk.
+        assert_eq!(m.tpot_answer_ms, Some(10.0));
+        // The server's count wins under usage; a TTFO threshold judges the answer.
+        r.usage_reasoning_tokens = Some(6);
+        let m = request_metrics(&r, LatencyOrigin::Intended, TokenSource::Usage);
+        assert_eq!(
+            (m.reasoning_tokens, m.reasoning_from_usage),
+            (Some(6), true)
+        );
+        assert!(meets_slo(&contract("[slo]\nttft_ms = 60\n"), &m));
+        assert!(!meets_slo(&contract("[slo]\nttfo_ms = 100\n"), &m));
+        // All reasoning, no answer: no TTFO, and a TTFO threshold is missed.
+        let mut all = rec(0, 0, &chunks, 140_000, Some(10));
+        all.reasoning_chunks = 10;
+        let m = request_metrics(&all, LatencyOrigin::Intended, TokenSource::Usage);
+        assert_eq!((m.ttfo_ms, m.reasoning_tokens), (None, Some(10)));
+        assert!(!meets_slo(&contract("[slo]\nttfo_ms = 1000\n"), &m));
+        // Without reasoning TTFO is TTFT, and the summary shows no reasoning rows.
+        let plain = rec(0, 0, &chunks, 140_000, Some(10));
+        let m = request_metrics(&plain, LatencyOrigin::Intended, TokenSource::Usage);
+        assert_eq!((m.ttfo_ms, m.reasoning_tokens), (m.ttft_ms, None));
+        let c = contract("[slo]\nttft_ms = 500\n");
+        let s = summarize(&c, &[plain], &Context::default());
+        assert!(s.steady.stats.ttfo_ms.is_none() && s.steady.stats.reasoning_tokens.is_none());
+        // With reasoning, the summary says what TTFT measured and that the SLO misses it.
+        let s = summarize(&c, &[r], &Context::default());
+        assert_eq!(s.steady.stats.ttfo_ms.as_ref().map(|d| d.p50), Some(110.0));
+        let notes = s.notes.join("\n");
+        assert!(
+            notes.contains("1 of 1 successful steady requests reasoned before answering: 6 reasoning tokens per request on average (60% of output), counted as the server reported them")
+                && notes.contains("set slo.ttfo_ms"),
+            "{notes}"
+        );
     }
 
     #[test]

@@ -118,6 +118,33 @@ pub struct RequestSpec<'a> {
     /// Ask for exactly `max_tokens` (`ignore_eos`, `min_tokens`).
     pub exact_output: bool,
     pub sampling: &'a Sampling,
+    /// `target.request.extra_body`: merged into the body's top level.
+    pub extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
+}
+
+/// The JSON an adapter composed, with the contract's extra fields merged into its top level
+/// (validation has refused any that collide with the adapter's own), as bytes to send.
+pub(crate) fn encode(mut body: serde_json::Value, spec: &RequestSpec<'_>) -> Vec<u8> {
+    if let (Some(extra), Some(o)) = (spec.extra, body.as_object_mut()) {
+        for (k, v) in extra {
+            o.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// The top-level fields an API's adapter sets for requests shaped like `spec` (extra fields
+/// aside): the ones `target.request.extra_body` may not name.
+pub fn body_keys(kind: ApiKind, spec: &RequestSpec<'_>) -> Vec<String> {
+    let spec = RequestSpec {
+        extra: None,
+        ..*spec
+    };
+    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(
+        &kind.adapter().body(&spec),
+    )
+    .map(|m| m.keys().cloned().collect())
+    .unwrap_or_default()
 }
 
 /// Token usage as servers report it.
@@ -131,6 +158,16 @@ pub struct Usage {
     /// (OpenAI's field; vLLM with `--enable-prompt-tokens-details`, SGLang, llama.cpp).
     #[serde(default)]
     pub prompt_tokens_details: Option<PromptDetails>,
+    /// `completion_tokens_details.reasoning_tokens`: output tokens that were reasoning
+    /// (OpenAI's field; vLLM and SGLang with a reasoning parser, when they report it).
+    #[serde(default)]
+    pub completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+pub struct CompletionDetails {
+    #[serde(default)]
+    pub reasoning_tokens: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
@@ -143,6 +180,11 @@ impl Usage {
     pub fn cached_tokens(&self) -> Option<u32> {
         self.prompt_tokens_details.and_then(|d| d.cached_tokens)
     }
+
+    pub fn reasoning_tokens(&self) -> Option<u32> {
+        self.completion_tokens_details
+            .and_then(|d| d.reasoning_tokens)
+    }
 }
 
 /// What one stream event (or a whole non-streamed body) says.
@@ -151,8 +193,10 @@ pub struct StreamEvent<'a> {
     pub id: Option<Cow<'a, str>>,
     /// The `model` the response names.
     pub model: Option<Cow<'a, str>>,
-    /// Generated text in this event; `None` or empty means it carries no token.
+    /// Generated answer text in this event; `None` or empty means it carries no answer token.
     pub text: Option<Cow<'a, str>>,
+    /// Generated reasoning (thinking) text in this event: tokens too, but not the answer's.
+    pub reasoning: Option<Cow<'a, str>>,
     pub finish_reason: Option<Cow<'a, str>>,
     pub usage: Option<Usage>,
 }

@@ -3,8 +3,10 @@
 //!
 //! Real behaviours handled: a role-only first chunk (`"content": ""` or `null`), an empty final
 //! chunk that only carries `finish_reason`, usage in a separate final chunk whose `choices` is
-//! empty, `null` or missing, reasoning text in `reasoning_content`/`reasoning` (generated tokens
-//! too), and `{"error": …}` objects inside the stream.
+//! empty, `null` or missing, reasoning text in `reasoning_content` (vLLM before 0.10, SGLang,
+//! llama.cpp) or `reasoning` (vLLM since) kept apart from the answer's `content` (both are
+//! generated tokens; TTFT is the first of either, TTFO the first answer token), and
+//! `{"error": …}` objects inside the stream.
 
 use std::borrow::Cow;
 
@@ -104,7 +106,7 @@ impl Adapter for OpenAi {
         if let Some(s) = spec.sampling.seed {
             o.insert("seed".into(), json!(s));
         }
-        serde_json::to_vec(&b).unwrap_or_default()
+        super::encode(b, spec)
     }
 
     fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
@@ -121,26 +123,18 @@ impl Adapter for OpenAi {
         };
         if let Some(choice) = c.choices.and_then(|v| v.into_iter().next()) {
             ev.finish_reason = choice.finish_reason;
-            ev.text = match (choice.delta.or(choice.message), choice.text) {
-                (Some(d), _) => join_text(d),
-                (None, Some(t)) => Some(t),
-                (None, None) => None,
-            };
+            match (choice.delta.or(choice.message), choice.text) {
+                (Some(d), _) => {
+                    ev.reasoning = d
+                        .reasoning_content
+                        .or(d.reasoning)
+                        .filter(|r| !r.is_empty());
+                    ev.text = d.content.filter(|c| !c.is_empty());
+                }
+                (None, t) => ev.text = t,
+            }
         }
         Ok(ev)
-    }
-}
-
-/// Content plus any reasoning text: both are generated tokens.
-fn join_text(d: Delta<'_>) -> Option<Cow<'_, str>> {
-    let reasoning = d
-        .reasoning_content
-        .or(d.reasoning)
-        .filter(|r| !r.is_empty());
-    match (reasoning, d.content.filter(|c| !c.is_empty())) {
-        (None, c) => c,
-        (r, None) => r,
-        (Some(r), Some(c)) => Some(Cow::Owned(format!("{r}{c}"))),
     }
 }
 
@@ -183,9 +177,23 @@ mod tests {
             text(a, r#"{"choices":[{"delta":{"content":" hi"}}]}"#).as_deref(),
             Some(" hi")
         );
+        // Reasoning is kept apart from the answer, in either spelling.
+        for s in [
+            r#"{"choices":[{"delta":{"reasoning_content":"hmm"}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning":"hmm","content":null}}]}"#,
+        ] {
+            let ev = a.parse_event(s.as_bytes()).unwrap();
+            assert_eq!(
+                (ev.reasoning.as_deref(), ev.text.as_deref()),
+                (Some("hmm"), None)
+            );
+        }
+        let ev = a
+            .parse_event(br#"{"choices":[{"delta":{"reasoning_content":"so","content":" yes"}}]}"#)
+            .unwrap();
         assert_eq!(
-            text(a, r#"{"choices":[{"delta":{"reasoning_content":"hmm"}}]}"#).as_deref(),
-            Some("hmm")
+            (ev.reasoning.as_deref(), ev.text.as_deref()),
+            (Some("so"), Some(" yes"))
         );
     }
 
@@ -229,6 +237,7 @@ mod tests {
             stream: true,
             exact_output: true,
             sampling: &sampling,
+            extra: None,
         };
         let v: serde_json::Value = serde_json::from_slice(&OpenAi::Chat.body(&spec)).unwrap();
         assert_eq!(v["stream_options"]["include_usage"], true);

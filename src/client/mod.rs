@@ -57,10 +57,28 @@ impl std::fmt::Debug for Client {
 pub use crate::contract::DEFAULT_KEEP_ALIVE;
 
 /// Builds the HTTP connection pool used for a run: idle connections are reused for
-/// `keep_alive`, and never when it is zero.
-pub fn http_pool(keep_alive: Duration) -> Result<reqwest::Client, reqwest::Error> {
+/// `keep_alive`, and never when it is zero. `headers` (`[target.request] headers`: name, value,
+/// secret) go with every request it sends, probes and scrapes too (a gateway that wants its
+/// own key header wants it everywhere); secret ones are marked so no debug output shows them.
+pub fn http_pool(
+    keep_alive: Duration,
+    headers: &[(String, String, bool)],
+) -> Result<reqwest::Client, reqwest::Error> {
     let idle = if keep_alive.is_zero() { 0 } else { usize::MAX };
+    let mut map = reqwest::header::HeaderMap::new();
+    for (name, value, secret) in headers {
+        // Validation checked both; a header that still does not parse is left out rather
+        // than echoed into an error.
+        if let (Ok(n), Ok(mut v)) = (
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+            reqwest::header::HeaderValue::from_str(value),
+        ) {
+            v.set_sensitive(*secret);
+            map.insert(n, v);
+        }
+    }
     reqwest::Client::builder()
+        .default_headers(map)
         .pool_max_idle_per_host(idle)
         .pool_idle_timeout(keep_alive)
         .tcp_nodelay(TCP_NODELAY)
@@ -444,17 +462,36 @@ impl Client {
             rec.usage_prompt_tokens = u.prompt_tokens.or(rec.usage_prompt_tokens);
             rec.usage_completion_tokens = u.completion_tokens.or(rec.usage_completion_tokens);
             rec.usage_cached_tokens = u.cached_tokens().or(rec.usage_cached_tokens);
+            rec.usage_reasoning_tokens = u.reasoning_tokens().or(rec.usage_reasoning_tokens);
         }
-        if let Some(text) = ev.text.filter(|t| !t.is_empty()) {
+        let reasoning = ev.reasoning.filter(|t| !t.is_empty());
+        let answer = ev.text.filter(|t| !t.is_empty());
+        if reasoning.is_none() && answer.is_none() {
+            return ControlFlow::Continue(());
+        }
+        let mut n = 0;
+        for part in [&reasoning, &answer].into_iter().flatten() {
             if self.collects_text() {
-                st.text.get_or_insert_with(String::new).push_str(&text);
-                st.chunk_bytes.push(text.len() as u32);
+                st.text.get_or_insert_with(String::new).push_str(part);
             }
-            let n = self.count(&text);
-            rec.first_token_us.get_or_insert(now);
-            rec.chunks.push((now, n));
-            rec.client_output_tokens += n;
+            n += self.count(part);
         }
+        if self.collects_text() {
+            let bytes =
+                reasoning.as_ref().map_or(0, |r| r.len()) + answer.as_ref().map_or(0, |a| a.len());
+            st.chunk_bytes.push(bytes as u32);
+        }
+        // A chunk counts once, whatever it carried (one token by chunks).
+        if self.counting == ClientTokenCount::Chunks {
+            n = 1;
+        }
+        // Reasoning before any answer text: the answer has not started yet.
+        if answer.is_none() && rec.reasoning_chunks as usize == rec.chunks.len() {
+            rec.reasoning_chunks += 1;
+        }
+        rec.first_token_us.get_or_insert(now);
+        rec.chunks.push((now, n));
+        rec.client_output_tokens += n;
         ControlFlow::Continue(())
     }
 
@@ -468,9 +505,14 @@ impl Client {
                     rec.usage_prompt_tokens = u.prompt_tokens;
                     rec.usage_completion_tokens = u.completion_tokens;
                     rec.usage_cached_tokens = u.cached_tokens();
+                    rec.usage_reasoning_tokens = u.reasoning_tokens();
                 }
-                rec.client_output_tokens = ev.text.as_deref().map_or(0, |t| self.count(t));
-                self.finished(rec, ev.text.map(Cow::into_owned), Vec::new());
+                let text = match (ev.reasoning, ev.text) {
+                    (Some(r), Some(t)) => Some(format!("{r}{t}")),
+                    (r, t) => r.or(t).map(Cow::into_owned),
+                };
+                rec.client_output_tokens = text.as_deref().map_or(0, |t| self.count(t));
+                self.finished(rec, text, Vec::new());
             }
             Err(msg) => rec.fail(Outcome::Malformed, msg, now),
         }
@@ -648,7 +690,7 @@ mod tests {
         let keep = DEFAULT_KEEP_ALIVE;
         assert!(keep + Duration::from_secs(1) <= Duration::from_secs(5));
         let (url, accepted) = counting_server().await;
-        let http = http_pool(keep).unwrap();
+        let http = http_pool(keep, &[]).unwrap();
         get(&http, &url).await;
         get(&http, &url).await;
         assert_eq!(
@@ -669,7 +711,7 @@ mod tests {
     #[tokio::test]
     async fn no_keep_alive_opens_a_connection_for_every_request() {
         let (url, accepted) = counting_server().await;
-        let http = http_pool(Duration::ZERO).unwrap();
+        let http = http_pool(Duration::ZERO, &[]).unwrap();
         for _ in 0..3 {
             get(&http, &url).await;
         }
@@ -724,7 +766,7 @@ mod tests {
     async fn a_request_written_to_a_connection_the_server_closed_is_sent_again() {
         let (url, accepted) = closing_server().await;
         let client = Client::new(
-            http_pool(DEFAULT_KEEP_ALIVE).unwrap(),
+            http_pool(DEFAULT_KEEP_ALIVE, &[]).unwrap(),
             &url,
             None,
             crate::api::ApiKind::OpenAiCompletions.adapter(),

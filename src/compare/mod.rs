@@ -681,6 +681,27 @@ mod tests {
         .unwrap()
     }
 
+    /// Extra body fields and headers are the target: a change names the field.
+    #[test]
+    fn extra_fields_sent_are_part_of_the_target() {
+        let on = "[target.request]\nextra_body = { chat_template_kwargs = { enable_thinking = true } }\n";
+        let d = axes_diff(&c(on), &c(&on.replace("true", "false")));
+        assert_eq!(d.len(), 1);
+        assert_eq!(
+            d[0].fields,
+            vec![(
+                "target.request.extra_body.chat_template_kwargs.enable_thinking".into(),
+                "true".into(),
+                "false".into()
+            )]
+        );
+        let d = axes_diff(
+            &c(""),
+            &c("[target.request]\nheaders = { x-session = \"a\" }\n"),
+        );
+        assert_eq!(d[0].fields[0].0, "target.request.headers.x-session");
+    }
+
     #[test]
     fn one_varied_axis_proceeds() {
         let d = axes_diff(

@@ -281,12 +281,139 @@ pub struct Target {
         skip_serializing_if = "is_default_max_connect_failures"
     )]
     pub max_connect_failures: u32,
+    /// What every request carries beyond the body goodput composes.
+    #[serde(default, skip_serializing_if = "RequestExtras::is_empty")]
+    pub request: RequestExtras,
     /// Facts the client cannot discover.
     #[serde(default)]
     pub declared: Declared,
     /// The embedded simulator's model (only without `url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulator: Option<SimConfig>,
+}
+
+/// `[target.request]`: fields merged into every body and headers sent with every request
+/// (thinking on or off through `chat_template_kwargs`, `priority`, a router's session header).
+/// Both are part of the target axis: two results that sent different ones are not comparable.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestExtras {
+    /// Merged into the top level of every request body. A key goodput itself sets for this
+    /// contract (`max_tokens`, `stream`, …) is refused, not overridden.
+    #[serde(
+        default,
+        skip_serializing_if = "serde_json::Map::is_empty",
+        deserialize_with = "extra_body"
+    )]
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Sent with every request: a value, or `{ env = "VAR" }` to read it from the environment
+    /// when the run starts (such a value is a secret: it never reaches a bundle, log or error).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, HeaderSource>,
+}
+
+impl RequestExtras {
+    pub fn is_empty(&self) -> bool {
+        self.extra_body.is_empty() && self.headers.is_empty()
+    }
+}
+
+/// Where a header's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum HeaderSource {
+    /// Written in the contract (and so in the bundle's copy of it).
+    Value(String),
+    /// Read from this environment variable when the run starts; never written anywhere.
+    Env { env: String },
+}
+
+/// `extra_body` must be a table; said so, with an example, rather than serde's "expected a map".
+fn extra_body<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<serde_json::Map<String, serde_json::Value>, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Object(m) => Ok(m),
+        other => Err(serde::de::Error::custom(format!(
+            "extra_body must be a table of fields to merge into every body, e.g. \
+             extra_body = {{ chat_template_kwargs = {{ enable_thinking = false }} }}, not {other}"
+        ))),
+    }
+}
+
+/// What a run reads from the environment when it starts: the API key and the headers' values.
+/// Every value read from the environment is registered as a secret as it is read.
+#[derive(Default)]
+pub struct RequestSecrets {
+    pub api_key: Option<String>,
+    /// Every `[target.request] headers` entry, with its value, and whether it is a secret.
+    pub headers: Vec<(String, String, bool)>,
+}
+
+impl std::fmt::Debug for RequestSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Values are deliberately not shown.
+        let names: Vec<&str> = self.headers.iter().map(|h| h.0.as_str()).collect();
+        f.debug_struct("RequestSecrets")
+            .field("api_key", &self.api_key.is_some())
+            .field("headers", &names)
+            .finish()
+    }
+}
+
+impl Contract {
+    /// Reads what the contract takes from the environment. `Err`: the key that names an unset
+    /// variable, and what to do.
+    pub fn request_secrets(&self) -> Result<RequestSecrets, (String, String)> {
+        let read = |key: String, var: &str| {
+            let v = std::env::var(var).map_err(|_| {
+                (
+                    key,
+                    format!("names the environment variable `{var}`, which is not set (export it, or remove the key)"),
+                )
+            })?;
+            crate::secrets::register(&v);
+            Ok::<String, (String, String)>(v)
+        };
+        let mut out = RequestSecrets::default();
+        if let Some(var) = &self.target.api_key_env {
+            out.api_key = Some(read("target.api_key_env".into(), var)?);
+        }
+        for (name, src) in &self.target.request.headers {
+            let (value, secret) = match src {
+                HeaderSource::Value(v) => (v.clone(), false),
+                HeaderSource::Env { env } => {
+                    let key = format!("target.request.headers.{name}.env");
+                    let v = read(key.clone(), env)?;
+                    if reqwest::header::HeaderValue::from_str(&v).is_err() {
+                        // The value is a secret: said to be wrong, never shown.
+                        return Err((
+                            key,
+                            format!(
+                                "names `{env}`, whose value is not a valid HTTP header value (visible ASCII only)"
+                            ),
+                        ));
+                    }
+                    (v, true)
+                }
+            };
+            out.headers.push((name.clone(), value, secret));
+        }
+        Ok(out)
+    }
+}
+
+/// [`Contract::request_secrets`] for a run about to start from contract text, its error located
+/// in that text, so an unset variable stops the run before any request is sent.
+pub fn check_environment(c: &Contract, src: &str, path: &Path) -> Result<(), ContractError> {
+    c.request_secrets()
+        .map(drop)
+        .map_err(|(key, message)| ContractError::Invalid {
+            path: path.to_owned(),
+            line: source::line_of_key(src, &key),
+            key: Some(key),
+            message,
+        })
 }
 
 /// Declared facts about the target; missing ones make a result directional.
@@ -568,6 +695,9 @@ impl Default for ColdStart {
 pub struct Slo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_ms: Option<Millis>,
+    /// Time to first output (answer) token: TTFT after any reasoning (thinking) tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfo_ms: Option<Millis>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tpot_ms: Option<Millis>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -583,6 +713,7 @@ impl Slo {
     pub fn thresholds(&self) -> Vec<(&'static str, f64)> {
         [
             ("ttft", self.ttft_ms),
+            ("ttfo", self.ttfo_ms),
             ("tpot", self.tpot_ms),
             ("e2e", self.e2e_ms),
         ]
@@ -772,6 +903,7 @@ impl Default for Target {
             keep_alive: default_keep_alive(),
             follow_redirects: false,
             max_connect_failures: DEFAULT_MAX_CONNECT_FAILURES,
+            request: RequestExtras::default(),
             declared: Declared::default(),
             simulator: None,
         }
@@ -812,6 +944,7 @@ impl Default for Slo {
     fn default() -> Self {
         Slo {
             ttft_ms: None,
+            ttfo_ms: None,
             tpot_ms: None,
             e2e_ms: None,
             percentile: default_percentile(),
@@ -838,7 +971,10 @@ impl Default for Measurement {
 
 impl Slo {
     pub fn is_set(&self) -> bool {
-        self.ttft_ms.is_some() || self.tpot_ms.is_some() || self.e2e_ms.is_some()
+        self.ttft_ms.is_some()
+            || self.ttfo_ms.is_some()
+            || self.tpot_ms.is_some()
+            || self.e2e_ms.is_some()
     }
 }
 
@@ -1275,6 +1411,69 @@ mod tests {
         let c = parse_str("[load]\nkind = \"open\"\nrate = 1\nburstiness = 0.5\nrequests = 10\n")
             .unwrap();
         assert_eq!(c.load.arrival, Some(crate::arrival::Arrival::Gamma));
+    }
+
+    /// `[target.request]`: every mistake is a contract error with file, line and key, before
+    /// any request; an unset variable is found when a run is about to start.
+    #[test]
+    fn request_extras_are_checked_and_located() {
+        let load = "[load]\nkind = \"open\"\nrate = 1\nrequests = 10\n";
+        let t = "[target]\nurl = \"http://h:1\"\n";
+        for (src, want) in [
+            (
+                format!("{t}api = \"openai-chit\"\n{load}"),
+                "c.toml:3: `target`: unknown variant `openai-chit`",
+            ),
+            (
+                format!("{t}[target.request]\nextra_body = \"thinking\"\n{load}"),
+                "c.toml:4: `target.request`: extra_body must be a table",
+            ),
+            (
+                format!("{t}[target.request]\nextra_body = {{ max_tokens = 9 }}\n{load}"),
+                "c.toml:4: `target.request.extra_body.max_tokens`: `max_tokens` is a field goodput sets itself",
+            ),
+            (
+                format!("{t}[target.request]\n\nextra_body = {{ stream_options = {{}} }}\n{load}"),
+                "c.toml:5: `target.request.extra_body.stream_options`",
+            ),
+            (
+                format!("{t}[target.request]\nheaders = {{ \"x request\" = \"1\" }}\n{load}"),
+                "is not a valid HTTP header name",
+            ),
+            (
+                format!("{t}[target.request]\nheaders = {{ x-request-id = \"1\" }}\n{load}"),
+                "`target.request.headers.x-request-id`: cannot be set here: goodput sets it",
+            ),
+            (
+                format!("{t}[target.request]\nheaders = {{ x-k = {{ env = \"A=b\" }} }}\n{load}"),
+                "`target.request.headers.x-k.env`: must be the *name*",
+            ),
+        ] {
+            let e = parse_str(&src).unwrap_err().to_string();
+            assert!(e.contains(want), "want {want:?} in {e:?}");
+        }
+        // A field goodput does not set for this contract may be sent: `ignore_eos` when the
+        // output length is not enforced, `seed` without a sampling seed.
+        let src = format!(
+            "{t}[target.request]\nextra_body = {{ ignore_eos = false, seed = 3, chat_template_kwargs = {{ enable_thinking = true }} }}\nheaders = {{ x-session = \"a\", x-key = {{ env = \"GOODPUT_TEST_SURELY_UNSET\" }} }}\n[workload]\nenforce_output_length = false\n{load}"
+        );
+        let c = parse_str(&src).unwrap();
+        assert_eq!(c.target.request.extra_body.len(), 3);
+        // Parsing does not read the environment (a bundle read elsewhere still loads); a run
+        // about to start does, and says where the variable is named.
+        let e = check_environment(&c, &src, Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("c.toml:5: `target.request.headers.x-key.env`: names the environment variable `GOODPUT_TEST_SURELY_UNSET`, which is not set"),
+            "{e}"
+        );
+        // Different extra fields are a different target.
+        let other = parse_str(&src.replace("seed = 3", "seed = 4")).unwrap();
+        assert_ne!(c.fingerprints().target, other.fingerprints().target);
+        // Without extras, the target fingerprint is what it was before they existed.
+        let plain = parse_str(&format!("{t}{load}")).unwrap();
+        assert!(!plain.to_toml().contains("[target.request]"));
     }
 
     #[test]

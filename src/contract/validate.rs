@@ -20,6 +20,75 @@ impl Contract {
         self.slo_prediction_repeat()?;
         self.measurement_and_quality()?;
         self.cold_start()?;
+        self.request_extras()?;
+        Ok(())
+    }
+
+    /// `[target.request]`: header names that are valid and not goodput's own, environment
+    /// variable *names*, and body fields that do not collide with one goodput sets for this
+    /// contract (it composes the body from the workload, so the workload decides which).
+    fn request_extras(&self) -> Result<(), Problem> {
+        let r = &self.target.request;
+        for (name, v) in &r.headers {
+            let key = format!("target.request.headers.{name}");
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return problem(&key, "is not a valid HTTP header name");
+            }
+            let lower = name.to_ascii_lowercase();
+            let own = match lower.as_str() {
+                "content-type" | "content-length" | "transfer-encoding" | "host" | "connection" => {
+                    Some("the HTTP client sets it")
+                }
+                "x-request-id" => Some("goodput sets it to match requests with server logs"),
+                "authorization" if self.target.api_key_env.is_some() => {
+                    Some("target.api_key_env sets it")
+                }
+                _ => None,
+            };
+            if let Some(why) = own {
+                return problem(&key, format!("cannot be set here: {why}"));
+            }
+            match v {
+                HeaderSource::Env { env } if env.is_empty() || env.contains('=') => {
+                    return problem(
+                        &format!("{key}.env"),
+                        "must be the *name* of an environment variable, not its value",
+                    );
+                }
+                HeaderSource::Value(v) if reqwest::header::HeaderValue::from_str(v).is_err() => {
+                    return problem(
+                        &key,
+                        "is not a valid HTTP header value (visible ASCII only)",
+                    );
+                }
+                _ => {}
+            }
+        }
+        if r.extra_body.is_empty() {
+            return Ok(());
+        }
+        let sets = crate::api::body_keys(
+            self.target.api,
+            &crate::api::RequestSpec {
+                model: "m",
+                prompt: "",
+                messages: None,
+                max_tokens: 1,
+                stream: self.workload.stream,
+                exact_output: self.workload.enforce_output_length,
+                sampling: &self.workload.sampling,
+                extra: None,
+            },
+        );
+        if let Some(k) = r.extra_body.keys().find(|k| sets.contains(k)) {
+            return problem(
+                &format!("target.request.extra_body.{k}"),
+                format!(
+                    "`{k}` is a field goodput sets itself for this contract (it sets {}); change it through the contract's own key instead",
+                    sets.join(", ")
+                ),
+            );
+        }
         Ok(())
     }
 
@@ -373,6 +442,7 @@ impl Contract {
         let slo = &self.slo;
         for (k, v) in [
             ("slo.ttft_ms", slo.ttft_ms),
+            ("slo.ttfo_ms", slo.ttfo_ms),
             ("slo.tpot_ms", slo.tpot_ms),
             ("slo.e2e_ms", slo.e2e_ms),
         ] {
@@ -383,7 +453,11 @@ impl Contract {
             }
         }
         if !self.workload.stream {
-            for (k, v) in [("slo.ttft_ms", slo.ttft_ms), ("slo.tpot_ms", slo.tpot_ms)] {
+            for (k, v) in [
+                ("slo.ttft_ms", slo.ttft_ms),
+                ("slo.ttfo_ms", slo.ttfo_ms),
+                ("slo.tpot_ms", slo.tpot_ms),
+            ] {
                 if v.is_some() {
                     return problem(
                         k,

@@ -38,6 +38,10 @@ pub struct Record {
     /// Every text-carrying chunk: `[arrival µs, tokens in it]` (client count).
     #[serde(default)]
     pub chunks: Vec<(u64, u32)>,
+    /// How many of the first `chunks` carried reasoning (thinking) and no answer text: the
+    /// answer's first token is in the chunk after them (TTFO). 0: no reasoning was streamed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_chunks: u32,
     /// Prompt length as sent, in the workload tokenizer's tokens (see the summary's lengths).
     pub input_tokens_planned: u32,
     /// Output length the plan asked for (`max_tokens`).
@@ -52,6 +56,10 @@ pub struct Record {
     /// (`usage.prompt_tokens_details.cached_tokens`), when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_cached_tokens: Option<u32>,
+    /// Server-reported reasoning tokens among the output tokens
+    /// (`usage.completion_tokens_details.reasoning_tokens`), when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_reasoning_tokens: Option<u32>,
     /// Output tokens counted by the client (method in the contract's measurement section,
     /// unless `counted` says otherwise).
     pub client_output_tokens: u32,
@@ -233,11 +241,13 @@ impl Record {
             first_token_us: None,
             end_us: None,
             chunks: Vec::new(),
+            reasoning_chunks: 0,
             input_tokens_planned: p.input_tokens,
             output_tokens_planned: p.output_tokens,
             usage_prompt_tokens: None,
             usage_completion_tokens: None,
             usage_cached_tokens: None,
+            usage_reasoning_tokens: None,
             response_model: None,
             retried: None,
             redirects: Vec::new(),
@@ -264,6 +274,10 @@ impl Record {
     pub fn is_ok(&self) -> bool {
         self.outcome == Outcome::Ok
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Reads `requests.jsonl`; errors name the file and line (see [`read_jsonl_noted`]).

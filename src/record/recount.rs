@@ -5,8 +5,8 @@
 //! `usage`, or `usage` other than the client's count: chunks that carried several tokens). After
 //! the load — the server no longer measured, so this costs the run nothing — each kept text is
 //! counted by the best source at hand: the workload's tokenizer file (every chunk exact), else the
-//! target's `/tokenize` (the whole output and the first chunk exact, the later chunks' share of
-//! the rest estimated by their length), else as words, approximately, when the chunks carried
+//! target's `/tokenize` (the whole output, the first chunk, and the reasoning and first answer
+//! chunk exact; the other chunks' share of the rest estimated by their length), else as words, approximately, when the chunks carried
 //! several words. Each record says how it was counted (`counted`).
 
 use futures_util::StreamExt;
@@ -81,15 +81,16 @@ pub async fn recount(
             })
             .collect(),
         Counter::Server(s) => {
-            let jobs: Vec<(String, Vec<u32>)> = kept
+            let jobs: Vec<(String, Vec<u32>, usize)> = kept
                 .iter()
                 .map(|&i| {
                     let r = records[i].received.as_ref().expect("kept");
-                    (r.text.clone(), r.chunk_bytes.clone())
+                    let rc = records[i].reasoning_chunks as usize;
+                    (r.text.clone(), r.chunk_bytes.clone(), rc)
                 })
                 .collect();
             futures_util::stream::iter(jobs)
-                .map(|(text, bytes)| async move { by_server(s, &text, &bytes).await })
+                .map(|(text, bytes, rc)| async move { by_server(s, &text, &bytes, rc).await })
                 .buffered(IN_FLIGHT)
                 .collect()
                 .await
@@ -160,21 +161,44 @@ fn exact_as_counted(r: &Record, received: &super::Received, counting: ClientToke
     words(received).iter().all(|&w| w <= 1)
 }
 
-/// Counts at the target: the whole text and the first chunk exactly (two requests); the rest
-/// shared among the later chunks by their length in bytes (largest remainders), so the total
-/// is exact and per-token gaps are an estimate.
-async fn by_server(s: &ServerCounter, text: &str, bytes: &[u32]) -> Result<Vec<u32>, String> {
+/// Counts at the target: the whole text and the first chunk exactly, and, when the answer
+/// followed reasoning, the reasoning and the answer's first chunk too (a request for each); the
+/// rest shared among the chunks between by their length in bytes (largest remainders), so the
+/// total, TPOT's and TTFO's first chunks and the reasoning count are exact and per-token gaps an
+/// estimate.
+async fn by_server(
+    s: &ServerCounter,
+    text: &str,
+    bytes: &[u32],
+    reasoning_chunks: usize,
+) -> Result<Vec<u32>, String> {
     let total = s.count(text).await?;
-    if bytes.len() <= 1 {
+    let n = bytes.len();
+    if n <= 1 {
         return Ok(vec![total]);
     }
-    let first_len = (bytes[0] as usize).min(text.len());
-    let first = s
-        .count(text.get(..first_len).unwrap_or(text))
-        .await?
-        .min(total);
-    let mut out = vec![first];
-    out.extend(share(total - first, &bytes[1..]));
+    // Chunk counts before which the text's tokens are counted exactly.
+    let mut marks = vec![1];
+    if reasoning_chunks > 0 {
+        marks.extend([reasoning_chunks, reasoning_chunks + 1]);
+    }
+    marks.retain(|&m| m < n);
+    marks.sort_unstable();
+    marks.dedup();
+    // (chunks, tokens in them), from none to all.
+    let mut cum = vec![(0usize, 0u32)];
+    for m in marks {
+        let end = bytes[..m].iter().map(|&b| b as usize).sum::<usize>();
+        let before = cum.last().map_or(0, |c| c.1);
+        let c = s.count(text.get(..end).unwrap_or(text)).await?;
+        cum.push((m, c.clamp(before, total)));
+    }
+    cum.push((n, total));
+    let mut out = Vec::with_capacity(n);
+    for w in cum.windows(2) {
+        let ((a, ca), (b, cb)) = (w[0], w[1]);
+        out.extend(share(cb - ca, &bytes[a..b]));
+    }
     Ok(out)
 }
 

@@ -40,11 +40,22 @@ pub fn page(
         })
     };
     const REQUESTS: &str = "fraction of requests";
-    let series: [(&str, &str, Vec<f64>, &str); 5] = [
+    // TTFO is drawn only when some request reasoned (otherwise it is TTFT).
+    let reasoned = m.iter().any(|x| x.reasoning_tokens.is_some());
+    let series: [(&str, &str, Vec<f64>, &str); 6] = [
         (
             "TTFT",
             "ttft",
             m.iter().filter_map(|x| x.ttft_ms).collect(),
+            REQUESTS,
+        ),
+        (
+            "TTFO (first answer token)",
+            "ttfo",
+            m.iter()
+                .filter(|_| reasoned)
+                .filter_map(|x| x.ttfo_ms)
+                .collect(),
             REQUESTS,
         ),
         (

@@ -315,7 +315,10 @@ fn steady_table(d: &mut Doc, s: &Summary, verbose: bool) {
     // `--verbose`).
     let rows = [
         ("TTFT", &st.stats.ttft_ms, false),
+        // With reasoning: the first answer token, and the answer's own TPOT.
+        ("TTFO (answer)", &st.stats.ttfo_ms, false),
         ("TPOT", &st.stats.tpot_ms, false),
+        ("TPOT (answer)", &st.stats.tpot_answer_ms, false),
         ("ITL per chunk", &st.stats.itl_ms, false),
         ("ITL per token", &st.stats.itl_token_ms, false),
         ("E2E", &st.stats.e2e_ms, false),
@@ -324,6 +327,7 @@ fn steady_table(d: &mut Doc, s: &Summary, verbose: bool) {
         ("  runtime wait", &st.stats.dispatch_queue_ms, true),
         ("input tokens", &st.stats.input_tokens, false),
         ("output tokens", &st.stats.output_tokens, false),
+        ("  reasoning", &st.stats.reasoning_tokens, false),
     ]
     .iter()
     .filter(|(_, _, client)| verbose || !client)

@@ -74,6 +74,13 @@ pub struct SimConfig {
     /// Left out of the configuration when served.
     #[serde(skip_serializing_if = "is_true")]
     pub tokenize: bool,
+    /// Share of each chat answer's output tokens that are reasoning (thinking), streamed first
+    /// in `reasoning_content` (vLLM's and SGLang's reasoning parsers; the answer follows in
+    /// `content`) and reported as `usage.completion_tokens_details.reasoning_tokens`. A request
+    /// with `chat_template_kwargs.enable_thinking = false` gets none, as Qwen3's template does.
+    /// 0 by default (and then left out of the configuration).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub reasoning_share: f64,
     /// Tokens a chat template adds to every chat prompt (and to `/tokenize` of `messages`),
     /// as real engines' templates do; 0 by default (and then left out of the configuration).
     #[serde(skip_serializing_if = "is_zero")]
@@ -125,6 +132,7 @@ impl Default for SimConfig {
             prefill_chunk_tokens: 0,
             tokens_per_chunk: 1,
             first_chunk_tokens: 1,
+            reasoning_share: 0.0,
             default_max_tokens: 1024,
             natural_min_tokens: 16,
             natural_max_tokens: 512,
@@ -229,6 +237,13 @@ impl SimConfig {
         if self.tokens_per_chunk == 0 {
             return err("tokens_per_chunk", 0, "must be >= 1");
         }
+        if !fraction(self.reasoning_share) {
+            return err(
+                "reasoning_share",
+                self.reasoning_share,
+                "must be in [0, 1] (the share of output tokens that are reasoning)",
+            );
+        }
         if self.first_chunk_tokens == 0 {
             return err("first_chunk_tokens", 0, "must be >= 1");
         }
@@ -314,6 +329,10 @@ fn is_one(n: &u32) -> bool {
 
 fn is_true(b: &bool) -> bool {
     *b
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -28,11 +28,18 @@ pub struct GroundTruth {
     pub cached_tokens: u32,
     /// Tokens generated.
     pub output_tokens: u32,
+    /// The first this many of them are reasoning (streamed as `reasoning_content`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u32,
     /// Admission minus arrival.
     pub queue_us: Option<u64>,
     /// `ok`, `error_<status>`, `refused_loading`, `rejected_too_long`, `dropped`, `malformed`,
     /// or `client_gone`.
     pub outcome: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Converts seconds on the simulator clock to whole microseconds.
@@ -61,6 +68,7 @@ impl Ledger {
                 prompt_tokens,
                 cached_tokens: 0,
                 output_tokens: 0,
+                reasoning_tokens: 0,
                 queue_us: None,
                 outcome: "ok".into(),
             },
@@ -89,6 +97,13 @@ impl Ledger {
             return Some(at.saturating_sub(g.arrival_us) as f64 / 1e6);
         }
         None
+    }
+
+    /// Records how many of the request's first tokens will be reasoning.
+    pub fn set_reasoning(&mut self, seq: u64, tokens: u32) {
+        if let Some(g) = self.open.get_mut(&seq) {
+            g.reasoning_tokens = tokens;
+        }
     }
 
     /// Marks how the request will end (a fault decided on arrival), without closing it.

@@ -240,6 +240,8 @@ struct Pending {
     request_id: Option<String>,
     prompt_ids: Vec<u64>,
     output_tokens: u32,
+    /// How many of the first output tokens are reasoning.
+    reasoning_tokens: u32,
     fault: Option<&'static str>,
     reply: UnboundedSender<Delivery>,
 }
@@ -313,6 +315,7 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
         while pending.front().is_some_and(|p| p.t <= start) {
             let p = pending.pop_front().expect("front exists");
             ledger.arrive(p.seq, p.request_id, p.t, p.prompt_ids.len() as u32);
+            ledger.set_reasoning(p.seq, p.reasoning_tokens);
             if let Some(f) = p.fault {
                 ledger.set_outcome(p.seq, f);
             }
@@ -431,6 +434,9 @@ struct CompletionRequest {
     #[serde(default)]
     stream: bool,
     stream_options: Option<StreamOptions>,
+    /// Read for `enable_thinking` (Qwen3's template switch, sent through vLLM's and SGLang's
+    /// `chat_template_kwargs`).
+    chat_template_kwargs: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -564,6 +570,17 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         },
     );
     let prompt_tokens = ids.len() as u32;
+    let thinking = req
+        .chat_template_kwargs
+        .as_ref()
+        .and_then(|k| k.get("enable_thinking"))
+        .and_then(serde_json::Value::as_bool)
+        != Some(false);
+    let reasoning = if api == Api::Chat && thinking {
+        (s.cfg.reasoning_share * f64::from(plan.tokens)).floor() as u32
+    } else {
+        0
+    };
     if u64::from(prompt_tokens) + u64::from(plan.tokens) > u64::from(s.cfg.max_model_len) {
         return error_response(
             StatusCode::BAD_REQUEST,
@@ -605,6 +622,7 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         request_id: request_id(&headers),
         prompt_ids: ids,
         output_tokens: plan.tokens,
+        reasoning_tokens: reasoning,
         fault,
         reply: tx,
     }));
@@ -624,6 +642,7 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         id: format!("{prefix}-{seq}"),
         phash,
         prompt_tokens,
+        reasoning,
         finish_reason: plan.finish_reason,
     };
     if req.stream {
@@ -656,6 +675,8 @@ struct Output {
     id: String,
     phash: u64,
     prompt_tokens: u32,
+    /// The first this many output tokens are reasoning.
+    reasoning: u32,
     finish_reason: &'static str,
 }
 
@@ -667,16 +688,37 @@ impl Output {
     }
 
     fn usage(&self, completion: u32, cached: u32) -> serde_json::Value {
-        serde_json::json!({
+        let mut u = serde_json::json!({
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion,
             "total_tokens": self.prompt_tokens + completion,
             "prompt_tokens_details": { "cached_tokens": cached },
-        })
+        });
+        if self.shared.cfg.reasoning_share > 0.0 {
+            u["completion_tokens_details"] =
+                serde_json::json!({ "reasoning_tokens": self.reasoning.min(completion) });
+        }
+        u
     }
 
-    /// One SSE event; `delta` is the chat delta object or, for completions, the text field.
-    fn event(&self, out: &mut String, text: Option<&str>, role: bool, finish: Option<&str>) {
+    /// The text of tokens `first..first + n`, split into its reasoning and answer parts.
+    fn parts(&self, first: u32, n: u32) -> (Option<String>, Option<String>) {
+        let r = (first + n).min(self.reasoning).saturating_sub(first);
+        (
+            (r > 0).then(|| self.text(first, r)),
+            (n > r).then(|| self.text(first + r, n - r)),
+        )
+    }
+
+    /// One SSE event. `text` is (reasoning, answer): a chat delta carries them as
+    /// `reasoning_content` and `content`; completions carry the answer as `text`.
+    fn event(
+        &self,
+        out: &mut String,
+        text: (Option<&str>, Option<&str>),
+        role: bool,
+        finish: Option<&str>,
+    ) {
         use std::fmt::Write;
         let finish = finish.map_or("null".to_owned(), |f| format!("\"{f}\""));
         // Generated text is plain ASCII words: no JSON escaping is needed.
@@ -684,14 +726,23 @@ impl Output {
             Api::Chat => {
                 let delta = match (role, text) {
                     (true, _) => r#"{"role":"assistant","content":""}"#.to_owned(),
-                    (false, Some(t)) => format!(r#"{{"content":"{t}"}}"#),
-                    (false, None) => "{}".to_owned(),
+                    (false, (None, None)) => "{}".to_owned(),
+                    (false, (r, c)) => {
+                        let mut fields = Vec::with_capacity(2);
+                        if let Some(r) = r {
+                            fields.push(format!(r#""reasoning_content":"{r}""#));
+                        }
+                        if let Some(c) = c {
+                            fields.push(format!(r#""content":"{c}""#));
+                        }
+                        format!("{{{}}}", fields.join(","))
+                    }
                 };
                 ("chat.completion.chunk", format!(r#""delta":{delta}"#))
             }
             Api::Completions => (
                 "text_completion",
-                format!(r#""text":"{}""#, text.unwrap_or("")),
+                format!(r#""text":"{}""#, text.1.unwrap_or("")),
             ),
         };
         let _ = write!(
@@ -741,7 +792,7 @@ fn stream_response(
             // Like vLLM, a chat stream opens with a role-only chunk before any token exists:
             // a client that takes it for the first token under-reports TTFT.
             if st.out.api == Api::Chat {
-                st.out.event(&mut buf, None, true, None);
+                st.out.event(&mut buf, (None, None), true, None);
                 return Some((Ok(Bytes::from(buf)), st));
             }
         }
@@ -766,14 +817,15 @@ fn stream_response(
                     buf.push_str(&st.out.id);
                     buf.push_str("\",\"choices\":[{\"delta\":{\"content\n\n");
                 }
-                let text = st.out.text(first_index, tokens);
-                st.out.event(&mut buf, Some(&text), false, None);
+                let (r, c) = st.out.parts(first_index, tokens);
+                st.out
+                    .event(&mut buf, (r.as_deref(), c.as_deref()), false, None);
                 Some((Ok(Bytes::from(buf)), st))
             }
             Some(Delivery::Done { cached }) => {
                 st.finished = true;
                 let finish = st.out.finish_reason;
-                st.out.event(&mut buf, None, false, Some(finish));
+                st.out.event(&mut buf, (None, None), false, Some(finish));
                 if st.include_usage {
                     let usage = serde_json::json!({
                         "id": st.out.id, "object": match st.out.api {
@@ -813,7 +865,7 @@ fn stream_response(
 }
 
 async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Response {
-    let mut text = String::new();
+    let (mut reasoning, mut text) = (String::new(), String::new());
     let mut generated = 0;
     let cached = loop {
         match rx.recv().await {
@@ -821,7 +873,9 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
                 first_index,
                 tokens,
             }) => {
-                push_text(&out.shared.cfg, out.phash, first_index, tokens, &mut text);
+                let (r, c) = out.parts(first_index, tokens);
+                reasoning.push_str(r.as_deref().unwrap_or_default());
+                text.push_str(c.as_deref().unwrap_or_default());
                 generated += tokens;
             }
             Some(Delivery::Done { cached }) => break cached,
@@ -834,9 +888,13 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
             None => return error_response(StatusCode::SERVICE_UNAVAILABLE, "engine stopped"),
         }
     };
+    let mut message = serde_json::json!({ "role": "assistant", "content": text });
+    if !reasoning.is_empty() {
+        message["reasoning_content"] = serde_json::Value::String(reasoning);
+    }
     let choice = match out.api {
         Api::Chat => serde_json::json!({
-            "index": 0, "message": { "role": "assistant", "content": text },
+            "index": 0, "message": message,
             "logprobs": null, "finish_reason": out.finish_reason }),
         Api::Completions => serde_json::json!({
             "index": 0, "text": text, "logprobs": null, "finish_reason": out.finish_reason }),

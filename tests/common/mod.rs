@@ -194,8 +194,8 @@ pub fn unwrapped(text: &str) -> String {
     text.replace("\n  ", " ")
 }
 
-/// Reads one HTTP/1.1 request from a raw socket: its method, path and head (the body, by
-/// content-length, is read and dropped). For the tests' own misbehaving servers.
+/// Reads one HTTP/1.1 request from a raw socket: its method, path, and the request as received
+/// (head and body, by content-length). For the tests' own misbehaving servers.
 pub async fn read_request(sock: &mut tokio::net::TcpStream) -> Option<(String, String, String)> {
     use tokio::io::AsyncReadExt;
     let mut buf = Vec::new();
@@ -219,19 +219,18 @@ pub async fn read_request(sock: &mut tokio::net::TcpStream) -> Option<(String, S
                 .then(|| v.trim().parse().ok())?
         })
         .unwrap_or(0);
-    let mut have = buf.len() - end;
-    while have < len {
+    while buf.len() - end < len {
         let n = sock.read(&mut chunk).await.ok()?;
         if n == 0 {
             return None;
         }
-        have += n;
+        buf.extend_from_slice(&chunk[..n]);
     }
     let mut parts = head.split_whitespace();
     Some((
         parts.next()?.to_owned(),
         parts.next()?.to_owned(),
-        head.clone(),
+        String::from_utf8_lossy(&buf).into_owned(),
     ))
 }
 
