@@ -329,10 +329,9 @@ async fn preflight(
     let models = crate::env::probe(http, base, "/v1/models", api_key).await;
     let version = crate::env::probe(http, base, "/version", api_key).await;
     if models.get("status").is_none() {
-        bail!(
-            "cannot reach the target at {base}: {}",
-            models["absent"].as_str().unwrap_or("no answer")
-        );
+        let why = models["absent"].as_str().unwrap_or("no answer");
+        let hint = crate::client::tls_hint(why).map_or(String::new(), |h| format!(" — {h}"));
+        bail!("cannot reach the target at {base}: {why}{hint}");
     }
     if contract.target.model.is_none() {
         let m = crate::env::first_model(&models).with_context(|| {
@@ -488,9 +487,10 @@ async fn environment(
     } else {
         Err("off (measurement.server_metrics_interval = 0)".to_owned())
     };
-    environment["client_http"] = crate::client::http_pool_settings(Duration::from_secs_f64(
-        contract.target.keep_alive.seconds(),
-    ));
+    environment["client_http"] = crate::client::http_pool_settings(
+        Duration::from_secs_f64(contract.target.keep_alive.seconds()),
+        &contract.target.tls,
+    );
     environment["server_metrics"] = match &scraper {
         Ok(_) => json!({ "endpoint": "/metrics", "file": METRICS }),
         Err(why) => json!({ "endpoint": "/metrics", "absent": why }),
@@ -705,7 +705,7 @@ async fn reach(
         .request_secrets()
         .map_err(|(key, msg)| anyhow::anyhow!("`{key}` {msg}"))?;
     let api_key = secrets.api_key.clone();
-    let http = http_pool(keep_alive, &secrets.headers).context("building the HTTP client")?;
+    let http = http_pool(keep_alive, &secrets.headers, &contract.target.tls)?;
 
     // A launched server writes its log into the bundle, so the bundle comes first then.
     let mut bundle = None;

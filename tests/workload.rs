@@ -624,10 +624,9 @@ async fn a_dataset_is_recounted_at_the_targets_tokenize_endpoint() {
         ),
     )
     .unwrap();
-    let counter =
-        goodput::env::tokenize::ServerCounter::detect(reqwest::Client::new(), &base, "m", None)
-            .await
-            .unwrap();
+    let counter = goodput::env::tokenize::ServerCounter::detect(common::http(), &base, "m", None)
+        .await
+        .unwrap();
     let counted = goodput::env::tokenize::recount(&counter, &c, &c_in)
         .await
         .unwrap();

@@ -63,7 +63,10 @@ pub use crate::contract::DEFAULT_KEEP_ALIVE;
 pub fn http_pool(
     keep_alive: Duration,
     headers: &[(String, String, bool)],
-) -> Result<reqwest::Client, reqwest::Error> {
+    tls: &crate::contract::Tls,
+) -> anyhow::Result<reqwest::Client> {
+    use anyhow::Context;
+    install_tls_provider();
     let idle = if keep_alive.is_zero() { 0 } else { usize::MAX };
     let mut map = reqwest::header::HeaderMap::new();
     for (name, value, secret) in headers {
@@ -77,8 +80,20 @@ pub fn http_pool(
             map.insert(n, v);
         }
     }
-    reqwest::Client::builder()
-        .default_headers(map)
+    let mut b = reqwest::Client::builder();
+    if let Some(f) = &tls.ca_file {
+        let pem = std::fs::read(f)
+            .with_context(|| format!("reading target.tls.ca_file {}", f.display()))?;
+        for cert in reqwest::Certificate::from_pem_bundle(&pem)
+            .with_context(|| format!("target.tls.ca_file {}: not PEM certificates", f.display()))?
+        {
+            b = b.add_root_certificate(cert);
+        }
+    }
+    if tls.insecure {
+        b = b.danger_accept_invalid_certs(true);
+    }
+    b.default_headers(map)
         .pool_max_idle_per_host(idle)
         .pool_idle_timeout(keep_alive)
         .tcp_nodelay(TCP_NODELAY)
@@ -87,6 +102,34 @@ pub fn http_pool(
         // followed silently, a number would be another server's, with an extra round trip.
         .redirect(reqwest::redirect::Policy::none())
         .build()
+        .context("building the HTTP client")
+}
+
+/// Makes ring rustls's crypto provider for the process (once; later calls do nothing). Every
+/// HTTP client goodput builds needs one; a test building its own `reqwest` client calls this.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// What to do about a failure whose cause is TLS (an untrusted certificate, a plain-HTTP port
+/// spoken to as HTTPS), when it is; `chain` is the error's text.
+pub fn tls_hint(chain: &str) -> Option<&'static str> {
+    let c = chain.to_ascii_lowercase();
+    if c.contains("invalid peer certificate")
+        || c.contains("unknownissuer")
+        || c.contains("certificate") && c.contains("not trusted")
+    {
+        Some(
+            "the server's TLS certificate is not trusted (not signed by a CA in the platform's store): set target.tls.ca_file to the PEM of the CA that signed it (or of the certificate itself, if self-signed); target.tls.insecure = true skips verification, and is reported as such",
+        )
+    } else if c.contains("wrong version number")
+        || c.contains("corrupt message")
+        || c.contains("invalidcontenttype")
+    {
+        Some("the server did not answer TLS: is it https, or plain http on this port?")
+    } else {
+        None
+    }
 }
 
 /// Small writes (a request, a chunk) go out at once, without Nagle's wait for more.
@@ -94,9 +137,15 @@ const TCP_NODELAY: bool = true;
 
 /// How [`http_pool`] connects, for `environment.json` (`client_http`): connection reuse is part of
 /// what a latency includes.
-pub fn http_pool_settings(keep_alive: Duration) -> serde_json::Value {
+pub fn http_pool_settings(keep_alive: Duration, tls: &crate::contract::Tls) -> serde_json::Value {
+    let trust = match (&tls.ca_file, tls.insecure) {
+        (_, true) => "NOT VERIFIED (target.tls.insecure)".to_owned(),
+        (Some(f), false) => format!("the platform's store and {}", f.display()),
+        (None, false) => "the platform's store".to_owned(),
+    };
     serde_json::json!({
         "http": "HTTP/1.1",
+        "tls": format!("rustls (ring); certificates trusted: {trust}"),
         "keep_alive_idle_s": keep_alive.as_secs_f64(),
         "tcp_nodelay": TCP_NODELAY,
         "proxy": "none", // `no_proxy()` above
@@ -613,7 +662,11 @@ fn at_url(msg: String, url: &str) -> String {
 
 /// A reqwest error with its causes (e.g. "connection refused").
 fn describe(e: &reqwest::Error) -> String {
-    crate::text::error_chain(e)
+    let chain = crate::text::error_chain(e);
+    match tls_hint(&chain) {
+        Some(hint) => format!("{chain} — {hint}"),
+        None => chain,
+    }
 }
 
 async fn read_snippet(resp: reqwest::Response) -> String {
@@ -690,7 +743,7 @@ mod tests {
         let keep = DEFAULT_KEEP_ALIVE;
         assert!(keep + Duration::from_secs(1) <= Duration::from_secs(5));
         let (url, accepted) = counting_server().await;
-        let http = http_pool(keep, &[]).unwrap();
+        let http = http_pool(keep, &[], &Default::default()).unwrap();
         get(&http, &url).await;
         get(&http, &url).await;
         assert_eq!(
@@ -711,7 +764,7 @@ mod tests {
     #[tokio::test]
     async fn no_keep_alive_opens_a_connection_for_every_request() {
         let (url, accepted) = counting_server().await;
-        let http = http_pool(Duration::ZERO, &[]).unwrap();
+        let http = http_pool(Duration::ZERO, &[], &Default::default()).unwrap();
         for _ in 0..3 {
             get(&http, &url).await;
         }
@@ -766,7 +819,7 @@ mod tests {
     async fn a_request_written_to_a_connection_the_server_closed_is_sent_again() {
         let (url, accepted) = closing_server().await;
         let client = Client::new(
-            http_pool(DEFAULT_KEEP_ALIVE, &[]).unwrap(),
+            http_pool(DEFAULT_KEEP_ALIVE, &[], &Default::default()).unwrap(),
             &url,
             None,
             crate::api::ApiKind::OpenAiCompletions.adapter(),

@@ -284,6 +284,9 @@ pub struct Target {
     /// What every request carries beyond the body goodput composes.
     #[serde(default, skip_serializing_if = "RequestExtras::is_empty")]
     pub request: RequestExtras,
+    /// How an `https` target's certificate is trusted.
+    #[serde(default, skip_serializing_if = "Tls::is_default")]
+    pub tls: Tls,
     /// Facts the client cannot discover.
     #[serde(default)]
     pub declared: Declared,
@@ -315,6 +318,26 @@ pub struct RequestExtras {
 impl RequestExtras {
     pub fn is_empty(&self) -> bool {
         self.extra_body.is_empty() && self.headers.is_empty()
+    }
+}
+
+/// `[target.tls]`: the platform's certificate store is trusted by default; a private CA or a
+/// self-signed server needs its certificate named here.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tls {
+    /// A PEM file of CA certificates trusted besides the platform's (relative to the contract).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// Accept any certificate, unverified. Reported on every run that uses it: anyone on the
+    /// path could be the server that was measured.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
+}
+
+impl Tls {
+    pub fn is_default(&self) -> bool {
+        *self == Tls::default()
     }
 }
 
@@ -904,6 +927,7 @@ impl Default for Target {
             follow_redirects: false,
             max_connect_failures: DEFAULT_MAX_CONNECT_FAILURES,
             request: RequestExtras::default(),
+            tls: Tls::default(),
             declared: Declared::default(),
             simulator: None,
         }
@@ -1162,6 +1186,8 @@ impl Contract {
             // properties of the server (the last two are measurement boundaries).
             t.remove("timeout");
             t.remove("keep_alive");
+            // How the client trusts the server's certificate is not a property of the server.
+            t.remove("tls");
             t.remove("api_key_env");
             t.remove("max_connect_failures");
             // Declared facts describe the server; they change nothing goodput sends. `compare`

@@ -253,10 +253,21 @@ impl Contract {
                         format!("`{url}` must start with http:// or https://"),
                     );
                 }
-                if url.starts_with("https://") && !cfg!(feature = "tls") {
+                let t = &self.target.tls;
+                if !url.starts_with("https://") && !t.is_default() {
                     return problem(
-                        "target.url",
-                        "https needs goodput built with `--features tls`",
+                        if t.insecure {
+                            "target.tls.insecure"
+                        } else {
+                            "target.tls.ca_file"
+                        },
+                        "applies to an https:// target.url only",
+                    );
+                }
+                if t.insecure && t.ca_file.is_some() {
+                    return problem(
+                        "target.tls.insecure",
+                        "with ca_file makes the CA pointless: keep ca_file (verified) and drop insecure",
                     );
                 }
                 base_url(url)?;

@@ -84,6 +84,7 @@ pub fn read(c: &mut Contract, src: &str, path: &Path) -> Result<Inputs, Contract
     };
     let mut sources = Sources::default();
     files.references(c, &mut sources)?;
+    files.tls_ca(c)?;
     files.tokenizer(&mut c.workload, &mut sources)?;
     files.dataset(c, &mut sources)?;
     files.lengths(&mut c.workload, &mut sources)?;
@@ -178,6 +179,38 @@ impl Files<'_> {
         };
         let (text, sha) = self.read(key, key, &file, kept)?;
         Ok(Some((file, text, sha)))
+    }
+
+    /// `target.tls.ca_file`: found beside the contract and holding PEM certificates; the
+    /// contract keeps where it was found, which the run reads it from.
+    fn tls_ca(&self, c: &mut Contract) -> Result<(), ContractError> {
+        let key = "target.tls.ca_file";
+        let Some(rel) = &c.target.tls.ca_file else {
+            return Ok(());
+        };
+        let file = self.beside(rel);
+        let pem = std::fs::read(&file)
+            .map_err(|e| self.invalid(key, format!("cannot read {}: {e}", file.display())))?;
+        match reqwest::Certificate::from_pem_bundle(&pem) {
+            Ok(certs) if !certs.is_empty() => {}
+            Ok(_) => {
+                return Err(self.invalid(
+                    key,
+                    format!(
+                        "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                        file.display()
+                    ),
+                ));
+            }
+            Err(e) => {
+                return Err(self.invalid(
+                    key,
+                    format!("{}: not PEM certificates: {e}", file.display()),
+                ));
+            }
+        }
+        c.target.tls.ca_file = Some(file);
+        Ok(())
     }
 
     fn references(&self, c: &mut Contract, sources: &mut Sources) -> Result<(), ContractError> {

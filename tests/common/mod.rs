@@ -129,6 +129,7 @@ pub async fn post(http: &reqwest::Client, url: &str, body: serde_json::Value) ->
 }
 
 pub fn http() -> reqwest::Client {
+    goodput::client::install_tls_provider();
     reqwest::Client::builder()
         .no_proxy()
         .build()

@@ -1,0 +1,169 @@
+//! Issue #21: HTTPS with the default build. The simulator behind a TLS-terminating proxy whose
+//! certificate a certificate authority made here signed: trusted through `target.tls.ca_file`,
+//! the run measures as over plain HTTP; without it, every request fails with an error that says
+//! the certificate is not trusted and how to fix it; `insecure` runs, loudly.
+
+mod common;
+
+use std::sync::Arc;
+
+use goodput::sim::SimConfig;
+use tokio::net::TcpListener;
+use tokio_rustls::rustls;
+
+/// A test CA's PEM, and a server configuration whose certificate for 127.0.0.1 it signed.
+fn certificates() -> (String, Arc<rustls::ServerConfig>) {
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "goodput test CA");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate().unwrap()).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let chain = vec![leaf.der().clone(), ca.der().clone()];
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .unwrap();
+    (ca.pem(), Arc::new(config))
+}
+
+/// Terminates TLS on a port of its own and forwards each connection to `to` (plain HTTP).
+async fn tls_proxy(config: Arc<rustls::ServerConfig>, to: String) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let (acceptor, to) = (acceptor.clone(), to.clone());
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(sock).await else {
+                    return;
+                };
+                let Ok(mut plain) = tokio::net::TcpStream::connect(&to).await else {
+                    return;
+                };
+                let _ = plain.set_nodelay(true);
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            });
+        }
+    });
+    format!("https://127.0.0.1:{port}")
+}
+
+fn contract(url: &str, tls: &str) -> String {
+    format!(
+        "name = \"tls\"\n[target]\nurl = \"{url}\"\nmax_connect_failures = 3\n{tls}[workload]\ninput_tokens = {{ dist = \"fixed\", value = 16 }}\noutput_tokens = {{ dist = \"fixed\", value = 8 }}\n[load]\nkind = \"open\"\nrate = 20\nrequests = 20\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n"
+    )
+}
+
+fn goodput_run(dir: &std::path::Path, contract: &str) -> std::process::Output {
+    let path = dir.join("c.toml");
+    std::fs::write(&path, contract).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args([
+            "run",
+            "-q",
+            path.to_str().unwrap(),
+            "--format",
+            "json",
+            "--out",
+        ])
+        .arg(dir.join("runs"))
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_with_the_default_build_trusting_only_what_the_contract_names() {
+    let sim = common::sim(SimConfig {
+        decode_base_ms: 2.0,
+        decode_per_seq_ms: 0.0,
+        ..SimConfig::default()
+    })
+    .await;
+    let (ca_pem, config) = certificates();
+    let url = tls_proxy(
+        config,
+        sim.base_url().trim_start_matches("http://").to_owned(),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ca.pem"), &ca_pem).unwrap();
+
+    // Trusted through the CA file (beside the contract): every request succeeds.
+    let d = dir.path().to_owned();
+    let c = contract(&url, "[target.tls]\nca_file = \"ca.pem\"\n");
+    let out = tokio::task::spawn_blocking(move || goodput_run(&d, &c))
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["steady"]["ok"], 20, "{s}");
+    assert_eq!(s["steady"]["failed"], 0, "{s}");
+
+    // The same without it: the platform's store does not hold the test CA. Every request
+    // fails, and the error says why and what to set.
+    let bare = tempfile::tempdir().unwrap();
+    let d = bare.path().to_owned();
+    let c = contract(&url, "");
+    let out = tokio::task::spawn_blocking(move || goodput_run(&d, &c))
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        all.contains("the server's TLS certificate is not trusted")
+            && all.contains("target.tls.ca_file"),
+        "{all}"
+    );
+
+    // insecure: runs, and says so as a warning in the summary.
+    let loose = tempfile::tempdir().unwrap();
+    let d = loose.path().to_owned();
+    let c = contract(&url, "[target.tls]\ninsecure = true\n");
+    let out = tokio::task::spawn_blocking(move || goodput_run(&d, &c))
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["steady"]["ok"], 20, "{s}");
+    assert!(
+        s["warnings"].to_string().contains("NOT verified"),
+        "{}",
+        s["warnings"]
+    );
+
+    // A CA file that is not PEM is a contract error naming the file, line and key.
+    let bad = tempfile::tempdir().unwrap();
+    std::fs::write(bad.path().join("ca.pem"), "not a certificate\n").unwrap();
+    let d = bad.path().to_owned();
+    let c = contract(&url, "[target.tls]\nca_file = \"ca.pem\"\n");
+    let out = tokio::task::spawn_blocking(move || goodput_run(&d, &c))
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains("c.toml:6: `target.tls.ca_file`")
+            && stderr.contains("holds no PEM certificate"),
+        "{stderr}"
+    );
+}
