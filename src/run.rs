@@ -157,6 +157,7 @@ pub async fn run(
     contract.workload.cache_nonce = Some(fresh_nonce());
     let Reached {
         http,
+        connects,
         base,
         api_key,
         sim,
@@ -207,6 +208,7 @@ pub async fn run(
     bundle.write_json(ENVIRONMENT, &environment)?;
 
     let contract = Arc::new(contract);
+    let load_started = Instant::now();
     let (mut records, outcome, aborted) = load(
         target.clone(),
         &contract,
@@ -218,6 +220,9 @@ pub async fn run(
         started,
     )
     .await?;
+    // The connections the load opened (before the recount opens any of its own).
+    environment["client_http"]["connections"] = connects.summary(load_started);
+    bundle.write_json(ENVIRONMENT, &environment)?;
     // Before a launched server stops: its `/tokenize` may count the outputs.
     if let Some(r) =
         count_outputs(&target, &contract, &inputs, &mut records, &bundle, &cancel).await?
@@ -682,6 +687,8 @@ fn counts_model_tokens(c: &Contract) -> bool {
 /// when a launched server's log needed it first.
 struct Reached {
     http: reqwest::Client,
+    /// Each new connection `http` opened, timed.
+    connects: crate::client::ConnectLog,
     base: String,
     api_key: Option<String>,
     sim: Option<SimServer>,
@@ -705,7 +712,13 @@ async fn reach(
         .request_secrets()
         .map_err(|(key, msg)| anyhow::anyhow!("`{key}` {msg}"))?;
     let api_key = secrets.api_key.clone();
-    let http = http_pool(keep_alive, &secrets.headers, &contract.target.tls)?;
+    let connects = crate::client::ConnectLog::default();
+    let http = http_pool(
+        keep_alive,
+        &secrets.headers,
+        &contract.target.tls,
+        &connects,
+    )?;
 
     // A launched server writes its log into the bundle, so the bundle comes first then.
     let mut bundle = None;
@@ -757,6 +770,7 @@ async fn reach(
     };
     Ok(Reached {
         http,
+        connects,
         base,
         api_key,
         sim,

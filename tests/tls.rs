@@ -59,6 +59,18 @@ async fn tls_proxy(config: Arc<rustls::ServerConfig>, to: String) -> String {
     format!("https://127.0.0.1:{port}")
 }
 
+/// The first file named `name` under `dir`.
+fn find(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(dir).ok()?.find_map(|e| {
+        let p = e.ok()?.path();
+        if p.is_dir() {
+            find(&p, name)
+        } else {
+            p.file_name().is_some_and(|n| n == name).then_some(p)
+        }
+    })
+}
+
 fn contract(url: &str, tls: &str) -> String {
     format!(
         "name = \"tls\"\n[target]\nurl = \"{url}\"\nmax_connect_failures = 3\n{tls}[workload]\ninput_tokens = {{ dist = \"fixed\", value = 16 }}\noutput_tokens = {{ dist = \"fixed\", value = 8 }}\n[load]\nkind = \"open\"\nrate = 20\nrequests = 20\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n"
@@ -110,6 +122,19 @@ async fn https_with_the_default_build_trusting_only_what_the_contract_names() {
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(s["steady"]["ok"], 20, "{s}");
     assert_eq!(s["steady"]["failed"], 0, "{s}");
+    // environment.json says what was trusted, and times each connection the load opened
+    // (TLS handshake included): at least one, at most one per request.
+    let env = find(&dir.path().join("runs"), "environment.json").unwrap();
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(env).unwrap()).unwrap();
+    let http = &env["client_http"];
+    assert!(http["tls"].as_str().unwrap().contains("ca.pem"), "{http}");
+    let opened = http["connections"]["opened"].as_u64().unwrap();
+    assert!((1..=20).contains(&opened), "{http}");
+    assert!(
+        http["connections"]["setup_ms"]["p50"].as_f64().unwrap() > 0.0,
+        "{http}"
+    );
 
     // The same without it: the platform's store does not hold the test CA. Every request
     // fails, and the error says why and what to set.

@@ -9,6 +9,7 @@ pub(crate) mod sse;
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -64,6 +65,7 @@ pub fn http_pool(
     keep_alive: Duration,
     headers: &[(String, String, bool)],
     tls: &crate::contract::Tls,
+    connects: &ConnectLog,
 ) -> anyhow::Result<reqwest::Client> {
     use anyhow::Context;
     install_tls_provider();
@@ -93,7 +95,8 @@ pub fn http_pool(
     if tls.insecure {
         b = b.danger_accept_invalid_certs(true);
     }
-    b.default_headers(map)
+    b.connector_layer(TimedConnects(connects.clone()))
+        .default_headers(map)
         .pool_max_idle_per_host(idle)
         .pool_idle_timeout(keep_alive)
         .tcp_nodelay(TCP_NODELAY)
@@ -103,6 +106,91 @@ pub fn http_pool(
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .context("building the HTTP client")
+}
+
+/// Every new connection the pool opened: when, how long its setup took (DNS, TCP and, for
+/// https, the TLS handshake, inside the request that needed it), and whether it succeeded.
+/// Reused connections cost nothing and are not listed.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectLog(Arc<Mutex<Vec<(Instant, Duration, bool)>>>);
+
+impl ConnectLog {
+    fn push(&self, at: Instant, took: Duration, ok: bool) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((at, took, ok));
+    }
+
+    /// For `environment.json`: how many connections were opened (and failed), and their setup
+    /// times in ms (p50, p99, max over the successful ones), from `since`.
+    pub fn summary(&self, since: Instant) -> serde_json::Value {
+        let v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ms: Vec<f64> = v
+            .iter()
+            .filter(|c| c.2 && c.0 >= since)
+            .map(|c| c.1.as_secs_f64() * 1e3)
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        let failed = v.iter().filter(|c| !c.2 && c.0 >= since).count();
+        let at = |p: f64| crate::analyze::stats::percentile_sorted(&ms, p);
+        serde_json::json!({
+            "opened": ms.len(),
+            "failed": failed,
+            "setup_ms": { "p50": at(50.0), "p99": at(99.0), "max": ms.last() },
+            "note": "DNS + TCP (+ TLS handshake for https) of each new connection, inside the latency of the request that opened it",
+        })
+    }
+}
+
+/// The tower layer around reqwest's connector that times each connection it makes.
+#[derive(Clone)]
+struct TimedConnects(ConnectLog);
+
+impl<S> tower::Layer<S> for TimedConnects {
+    type Service = Timed<S>;
+    fn layer(&self, inner: S) -> Timed<S> {
+        Timed {
+            inner,
+            log: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Timed<S> {
+    inner: S,
+    log: ConnectLog,
+}
+
+impl<S, R> tower::Service<R> for Timed<S>
+where
+    S: tower::Service<R>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: R) -> Self::Future {
+        let (at, log) = (Instant::now(), self.log.clone());
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let r = fut.await;
+            log.push(at, at.elapsed(), r.is_ok());
+            r
+        })
+    }
 }
 
 /// Makes ring rustls's crypto provider for the process (once; later calls do nothing). Every
@@ -743,7 +831,7 @@ mod tests {
         let keep = DEFAULT_KEEP_ALIVE;
         assert!(keep + Duration::from_secs(1) <= Duration::from_secs(5));
         let (url, accepted) = counting_server().await;
-        let http = http_pool(keep, &[], &Default::default()).unwrap();
+        let http = http_pool(keep, &[], &Default::default(), &ConnectLog::default()).unwrap();
         get(&http, &url).await;
         get(&http, &url).await;
         assert_eq!(
@@ -764,7 +852,13 @@ mod tests {
     #[tokio::test]
     async fn no_keep_alive_opens_a_connection_for_every_request() {
         let (url, accepted) = counting_server().await;
-        let http = http_pool(Duration::ZERO, &[], &Default::default()).unwrap();
+        let http = http_pool(
+            Duration::ZERO,
+            &[],
+            &Default::default(),
+            &ConnectLog::default(),
+        )
+        .unwrap();
         for _ in 0..3 {
             get(&http, &url).await;
         }
@@ -819,7 +913,13 @@ mod tests {
     async fn a_request_written_to_a_connection_the_server_closed_is_sent_again() {
         let (url, accepted) = closing_server().await;
         let client = Client::new(
-            http_pool(DEFAULT_KEEP_ALIVE, &[], &Default::default()).unwrap(),
+            http_pool(
+                DEFAULT_KEEP_ALIVE,
+                &[],
+                &Default::default(),
+                &ConnectLog::default(),
+            )
+            .unwrap(),
             &url,
             None,
             crate::api::ApiKind::OpenAiCompletions.adapter(),
