@@ -588,7 +588,7 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let (text, said) = overrides.apply(&src, &path)?;
     let (mut c, inputs) = crate::workload::parse(&text, &path)?;
-    contract::check_environment(&c, &text, &path)?;
+    crate::workload::environment::check_environment(&c, &text, &path)?;
     for n in &c.notes {
         say_err!("note: {n}");
     }

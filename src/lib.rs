@@ -18,7 +18,8 @@
 //! 2. `sim`, `api`, `arrival` — the simulated server; endpoint APIs; arrival processes.
 //! 3. `contract` — the workload contract: types, parsing, validation, fingerprints.
 //! 4. `quality` — digests, reference sets and scoring definitions.
-//! 5. `workload` — the contract's inputs: tokenizer, dataset, lengths, trace, references.
+//! 5. `workload` — the contract's inputs: tokenizer, dataset, lengths, trace, references, and the
+//!    secrets it names in the environment.
 //! 6. `env`, `plan` — the target's facts, probes and `/tokenize`; the plan.
 //! 7. `record` — one finished request, and the collector that writes it.
 //! 8. `client` — one timed streaming request.

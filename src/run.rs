@@ -708,8 +708,7 @@ async fn reach(
     let cold = contract.cold_start.clone();
     let keep_alive = Duration::from_secs_f64(contract.target.keep_alive.seconds());
     // Read before anything starts: an unset variable stops the run before a server launches.
-    let secrets = contract
-        .request_secrets()
+    let secrets = crate::workload::environment::request_secrets(contract)
         .map_err(|(key, msg)| anyhow::anyhow!("`{key}` {msg}"))?;
     let api_key = secrets.api_key.clone();
     let connects = crate::client::ConnectLog::default();

@@ -179,7 +179,7 @@ pub async fn sweep(
             .map_err(|e| anyhow::anyhow!("{}: --vary {}={v}: {e}", path.display(), vary.key))?;
         let (c, inputs) = crate::workload::parse(&text, path)
             .with_context(|| format!("--vary {}={v}", vary.key))?;
-        crate::contract::check_environment(&c, &text, path)?;
+        crate::workload::environment::check_environment(&c, &text, path)?;
         variants.push((v.clone(), c, inputs));
     }
     let name = variants[0].1.name.clone();
@@ -238,7 +238,7 @@ pub async fn capacity(
 ) -> anyhow::Result<(Bundle, SweepResult)> {
     let (out_root, cancel) = (o.out_root.as_path(), &o.cancel);
     let (base, _) = crate::workload::parse(src, path)?;
-    crate::contract::check_environment(&base, src, path)?;
+    crate::workload::environment::check_environment(&base, src, path)?;
     if !base.load.is_open() {
         bail!(
             "--capacity needs open-loop load: a closed loop cannot find a capacity (it slows down with the server)"

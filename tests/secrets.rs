@@ -111,11 +111,14 @@ async fn planted_secrets_are_in_no_file_and_on_no_terminal() {
             && names.iter().any(|n| n.ends_with("server.stdout.log")),
         "{names:?}\n{stderr}"
     );
-    let records = files
-        .iter()
-        .find(|(n, _)| n.ends_with("requests.jsonl"))
-        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
-        .unwrap();
+    let text_of = |name: &str| {
+        files
+            .iter()
+            .find(|(n, _)| n.ends_with(name))
+            .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+            .unwrap()
+    };
+    let records = text_of("requests.jsonl");
     assert!(
         records.contains("Bearer [redacted]") && records.contains("HTTP 401"),
         "the echoes did not reach the records:\n{records}"
@@ -136,11 +139,7 @@ async fn planted_secrets_are_in_no_file_and_on_no_terminal() {
         );
     }
     // The bundle's contract names the variable, never its value.
-    let contract = files
-        .iter()
-        .find(|(n, _)| n.ends_with("contract.toml"))
-        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
-        .unwrap();
+    let contract = text_of("contract.toml");
     assert!(contract.contains("GOODPUT_TEST_HEADER"), "{contract}");
     let basic = base64::engine::general_purpose::STANDARD.encode(format!("alice:{PASSWORD}"));
     for secret in [KEY, PASSWORD, ENV_VALUE, HEADER_VALUE, basic.as_str()] {

@@ -28,11 +28,7 @@ async fn client_measurements_agree_with_the_simulators_ground_truth() {
         sim.base_url()
     ));
     let r = run_in(c, dir.path()).await;
-    let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> = sim
-        .ground_truth()
-        .into_iter()
-        .map(|g| (g.request_id.clone().unwrap(), g))
-        .collect();
+    let gt = common::truth_by_id(&sim);
     let (mut ttft, mut e2e, mut itl) = (vec![], vec![], vec![]);
     for x in &r.records {
         let g = &gt[&x.request_id];
@@ -160,11 +156,7 @@ async fn tpot_is_exact_when_chunks_carry_several_tokens() {
             sim.base_url()
         ));
         let r = run_in(c, dir.path()).await;
-        let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> = sim
-            .ground_truth()
-            .into_iter()
-            .map(|g| (g.request_id.clone().unwrap(), g))
-            .collect();
+        let gt = common::truth_by_id(&sim);
         let case = format!("usage {usage}, /tokenize {tokenize}");
         let (mut errors, mut naive) = (vec![], vec![]);
         for x in r.records.iter().filter(|x| x.is_ok()) {
@@ -282,11 +274,7 @@ async fn ttfo_is_the_first_answer_token_and_reasoning_is_counted() {
             sim.base_url()
         ));
         let r = run_in(c, dir.path()).await;
-        let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> = sim
-            .ground_truth()
-            .into_iter()
-            .map(|g| (g.request_id.clone().unwrap(), g))
-            .collect();
+        let gt = common::truth_by_id(&sim);
         let case = format!("usage {usage}, thinking {thinking}");
         let (mut ttft, mut gap) = (vec![], vec![]);
         for x in r.records.iter().filter(|x| x.is_ok()) {

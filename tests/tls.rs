@@ -77,21 +77,27 @@ fn contract(url: &str, tls: &str) -> String {
     )
 }
 
-fn goodput_run(dir: &std::path::Path, contract: &str) -> std::process::Output {
+/// `goodput run` of `contract`, written into `dir`, off the runtime's threads.
+async fn goodput_run(dir: &std::path::Path, contract: String) -> std::process::Output {
     let path = dir.join("c.toml");
     std::fs::write(&path, contract).unwrap();
-    std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
-        .args([
-            "run",
-            "-q",
-            path.to_str().unwrap(),
-            "--format",
-            "json",
-            "--out",
-        ])
-        .arg(dir.join("runs"))
-        .output()
-        .unwrap()
+    let runs = dir.join("runs");
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+            .args([
+                "run",
+                "-q",
+                path.to_str().unwrap(),
+                "--format",
+                "json",
+                "--out",
+            ])
+            .arg(runs)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,11 +118,11 @@ async fn https_with_the_default_build_trusting_only_what_the_contract_names() {
     std::fs::write(dir.path().join("ca.pem"), &ca_pem).unwrap();
 
     // Trusted through the CA file (beside the contract): every request succeeds.
-    let d = dir.path().to_owned();
-    let c = contract(&url, "[target.tls]\nca_file = \"ca.pem\"\n");
-    let out = tokio::task::spawn_blocking(move || goodput_run(&d, &c))
-        .await
-        .unwrap();
+    let out = goodput_run(
+        dir.path(),
+        contract(&url, "[target.tls]\nca_file = \"ca.pem\"\n"),
+    )
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -139,11 +145,7 @@ async fn https_with_the_default_build_trusting_only_what_the_contract_names() {
     // The same without it: the platform's store does not hold the test CA. Every request
     // fails, and the error says why and what to set.
     let bare = tempfile::tempdir().unwrap();
-    let d = bare.path().to_owned();
-    let c = contract(&url, "");
-    let out = tokio::task::spawn_blocking(move || goodput_run(&d, &c))
-        .await
-        .unwrap();
+    let out = goodput_run(bare.path(), contract(&url, "")).await;
     assert!(!out.status.success());
     let all = format!(
         "{}{}",
@@ -158,11 +160,11 @@ async fn https_with_the_default_build_trusting_only_what_the_contract_names() {
 
     // insecure: runs, and says so as a warning in the summary.
     let loose = tempfile::tempdir().unwrap();
-    let d = loose.path().to_owned();
-    let c = contract(&url, "[target.tls]\ninsecure = true\n");
-    let out = tokio::task::spawn_blocking(move || goodput_run(&d, &c))
-        .await
-        .unwrap();
+    let out = goodput_run(
+        loose.path(),
+        contract(&url, "[target.tls]\ninsecure = true\n"),
+    )
+    .await;
     assert!(
         out.status.success(),
         "{}",
@@ -179,11 +181,11 @@ async fn https_with_the_default_build_trusting_only_what_the_contract_names() {
     // A CA file that is not PEM is a contract error naming the file, line and key.
     let bad = tempfile::tempdir().unwrap();
     std::fs::write(bad.path().join("ca.pem"), "not a certificate\n").unwrap();
-    let d = bad.path().to_owned();
-    let c = contract(&url, "[target.tls]\nca_file = \"ca.pem\"\n");
-    let out = tokio::task::spawn_blocking(move || goodput_run(&d, &c))
-        .await
-        .unwrap();
+    let out = goodput_run(
+        bad.path(),
+        contract(&url, "[target.tls]\nca_file = \"ca.pem\"\n"),
+    )
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success()

@@ -1090,6 +1090,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         &output_count,
         &lengths,
         &steady_recs,
+        &metrics,
         output_length_mismatches,
     );
 
@@ -1285,6 +1286,7 @@ fn notes(
     output_count: &OutputCount,
     lengths: &LengthCheck,
     steady_recs: &[&Record],
+    metrics: &[RequestMetrics],
     output_length_mismatches: u64,
 ) -> Vec<String> {
     let mut notes = Vec::new();
@@ -1308,7 +1310,7 @@ fn notes(
     }
     notes.extend(count_notes(c, output_count));
     notes.extend(length_notes(c, lengths));
-    notes.extend(reasoning_note(c, phases.get("steady"), steady_recs));
+    notes.extend(reasoning_note(c, phases.get("steady"), metrics));
     notes.extend(request_note(c));
     let retried = steady_recs.iter().filter(|r| r.retried.is_some()).count();
     if retried > 0 {
@@ -1358,13 +1360,16 @@ fn request_note(c: &Contract) -> Option<String> {
 
 /// When requests reasoned before answering: how many, how their reasoning tokens were counted,
 /// what TTFT and TTFO each mean here, and whether the SLO holds the answer's latency.
-fn reasoning_note(c: &Contract, steady: Option<&PhaseStats>, recs: &[&Record]) -> Option<String> {
+/// `metrics`: the successful steady requests'.
+fn reasoning_note(
+    c: &Contract,
+    steady: Option<&PhaseStats>,
+    metrics: &[RequestMetrics],
+) -> Option<String> {
     let st = steady?;
     let r = st.reasoning_tokens.as_ref()?;
-    let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
     let (mut reasoned, mut by_usage, mut no_answer) = (0u64, 0u64, 0u64);
-    for rec in recs.iter().filter(|r| r.is_ok()) {
-        let m = request_metrics(rec, origin, source);
+    for m in metrics {
         if m.reasoning_tokens.is_some() {
             reasoned += 1;
             by_usage += u64::from(m.reasoning_from_usage);

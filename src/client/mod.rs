@@ -596,32 +596,29 @@ impl Client {
             rec.finish_reason = Some(f.into_owned());
         }
         if let Some(u) = ev.usage {
-            rec.usage_prompt_tokens = u.prompt_tokens.or(rec.usage_prompt_tokens);
-            rec.usage_completion_tokens = u.completion_tokens.or(rec.usage_completion_tokens);
-            rec.usage_cached_tokens = u.cached_tokens().or(rec.usage_cached_tokens);
-            rec.usage_reasoning_tokens = u.reasoning_tokens().or(rec.usage_reasoning_tokens);
+            take_usage(rec, &u);
         }
         let reasoning = ev.reasoning.filter(|t| !t.is_empty());
         let answer = ev.text.filter(|t| !t.is_empty());
         if reasoning.is_none() && answer.is_none() {
             return ControlFlow::Continue(());
         }
-        let mut n = 0;
-        for part in [&reasoning, &answer].into_iter().flatten() {
-            if self.collects_text() {
-                st.text.get_or_insert_with(String::new).push_str(part);
-            }
-            n += self.count(part);
-        }
+        let parts = [&reasoning, &answer];
         if self.collects_text() {
-            let bytes =
-                reasoning.as_ref().map_or(0, |r| r.len()) + answer.as_ref().map_or(0, |a| a.len());
-            st.chunk_bytes.push(bytes as u32);
+            let text = st.text.get_or_insert_with(String::new);
+            let before = text.len();
+            parts
+                .iter()
+                .copied()
+                .flatten()
+                .for_each(|p| text.push_str(p));
+            st.chunk_bytes.push((text.len() - before) as u32);
         }
-        // A chunk counts once, whatever it carried (one token by chunks).
-        if self.counting == ClientTokenCount::Chunks {
-            n = 1;
-        }
+        // A chunk of reasoning and answer text counts as one chunk.
+        let n = match self.counting {
+            ClientTokenCount::Chunks => 1,
+            ClientTokenCount::Words => parts.iter().copied().flatten().map(|p| self.count(p)).sum(),
+        };
         // Reasoning before any answer text: the answer has not started yet.
         if answer.is_none() && rec.reasoning_chunks as usize == rec.chunks.len() {
             rec.reasoning_chunks += 1;
@@ -639,10 +636,7 @@ impl Client {
                 rec.response_model = ev.model.map(Cow::into_owned);
                 rec.finish_reason = ev.finish_reason.map(Cow::into_owned);
                 if let Some(u) = ev.usage {
-                    rec.usage_prompt_tokens = u.prompt_tokens;
-                    rec.usage_completion_tokens = u.completion_tokens;
-                    rec.usage_cached_tokens = u.cached_tokens();
-                    rec.usage_reasoning_tokens = u.reasoning_tokens();
+                    take_usage(rec, &u);
                 }
                 let text = match (ev.reasoning, ev.text) {
                     (Some(r), Some(t)) => Some(format!("{r}{t}")),
@@ -662,6 +656,15 @@ impl Client {
             ClientTokenCount::Chunks => 1,
         }
     }
+}
+
+/// The server's token usage into the record; a count an event leaves out keeps the one an
+/// earlier event gave.
+fn take_usage(rec: &mut Record, u: &crate::api::Usage) {
+    rec.usage_prompt_tokens = u.prompt_tokens.or(rec.usage_prompt_tokens);
+    rec.usage_completion_tokens = u.completion_tokens.or(rec.usage_completion_tokens);
+    rec.usage_cached_tokens = u.cached_tokens().or(rec.usage_cached_tokens);
+    rec.usage_reasoning_tokens = u.reasoning_tokens().or(rec.usage_reasoning_tokens);
 }
 
 /// What can end a request before its answer does: the deadline and the run's cancellation,

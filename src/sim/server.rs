@@ -727,15 +727,10 @@ impl Output {
                 let delta = match (role, text) {
                     (true, _) => r#"{"role":"assistant","content":""}"#.to_owned(),
                     (false, (None, None)) => "{}".to_owned(),
-                    (false, (r, c)) => {
-                        let mut fields = Vec::with_capacity(2);
-                        if let Some(r) = r {
-                            fields.push(format!(r#""reasoning_content":"{r}""#));
-                        }
-                        if let Some(c) = c {
-                            fields.push(format!(r#""content":"{c}""#));
-                        }
-                        format!("{{{}}}", fields.join(","))
+                    (false, (Some(r), None)) => format!(r#"{{"reasoning_content":"{r}"}}"#),
+                    (false, (None, Some(c))) => format!(r#"{{"content":"{c}"}}"#),
+                    (false, (Some(r), Some(c))) => {
+                        format!(r#"{{"reasoning_content":"{r}","content":"{c}"}}"#)
                     }
                 };
                 ("chat.completion.chunk", format!(r#""delta":{delta}"#))

@@ -4,6 +4,7 @@
 //! was built from, and a file changed since is refused rather than silently used.
 
 pub(crate) mod dataset;
+pub mod environment;
 pub mod inputs;
 pub(crate) mod tokenizer;
 pub(crate) mod trace;

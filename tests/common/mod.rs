@@ -37,6 +37,16 @@ pub async fn run_in(c: Contract, dir: &std::path::Path) -> RunResult {
     try_run_in(c, dir).await.expect("run succeeds")
 }
 
+/// The simulator's ground truth, by the client's request id.
+pub fn truth_by_id(
+    sim: &SimServer,
+) -> std::collections::HashMap<String, goodput::sim::GroundTruth> {
+    sim.ground_truth()
+        .into_iter()
+        .filter_map(|g| Some((g.request_id.clone()?, g)))
+        .collect()
+}
+
 pub async fn sim(cfg: SimConfig) -> SimServer {
     SimServer::start(cfg, ([127, 0, 0, 1], 0).into(), None)
         .await

@@ -1,0 +1,153 @@
+//! What a contract takes from the environment when a run starts: the API key and header values
+//! it names by variable. Like the files a contract names, they are inputs read outside the
+//! contract itself (a bundle's contract still parses on a machine without them); unlike files,
+//! they are secrets, registered for redaction as they are read and never written.
+
+use std::path::Path;
+
+use crate::contract::{Contract, ContractError, HeaderSource, source};
+
+/// What a run reads from the environment when it starts: the API key and the headers' values.
+/// Every value read from the environment is registered as a secret as it is read.
+#[derive(Default)]
+pub struct RequestSecrets {
+    pub api_key: Option<String>,
+    /// Every `[target.request] headers` entry, with its value, and whether it is a secret.
+    pub headers: Vec<(String, String, bool)>,
+}
+
+impl std::fmt::Debug for RequestSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Values are deliberately not shown.
+        let names: Vec<&str> = self.headers.iter().map(|h| h.0.as_str()).collect();
+        f.debug_struct("RequestSecrets")
+            .field("api_key", &self.api_key.is_some())
+            .field("headers", &names)
+            .finish()
+    }
+}
+
+/// Reads what the contract takes from the environment. `Err`: the key that names an unset
+/// variable, and what to do.
+pub fn request_secrets(c: &Contract) -> Result<RequestSecrets, (String, String)> {
+    let read = |key: String, var: &str| {
+        let v = std::env::var(var).map_err(|_| {
+                (
+                    key,
+                    format!("names the environment variable `{var}`, which is not set (export it, or remove the key)"),
+                )
+            })?;
+        crate::secrets::register(&v);
+        Ok::<String, (String, String)>(v)
+    };
+    let mut out = RequestSecrets::default();
+    if let Some(var) = &c.target.api_key_env {
+        out.api_key = Some(read("target.api_key_env".into(), var)?);
+    }
+    for (name, src) in &c.target.request.headers {
+        let (value, secret) = match src {
+            HeaderSource::Value(v) => (v.clone(), false),
+            HeaderSource::Env { env } => {
+                let key = format!("target.request.headers.{name}.env");
+                let v = read(key.clone(), env)?;
+                if reqwest::header::HeaderValue::from_str(&v).is_err() {
+                    // The value is a secret: said to be wrong, never shown.
+                    return Err((
+                        key,
+                        format!(
+                            "names `{env}`, whose value is not a valid HTTP header value (visible ASCII only)"
+                        ),
+                    ));
+                }
+                (v, true)
+            }
+        };
+        out.headers.push((name.clone(), value, secret));
+    }
+    Ok(out)
+}
+
+/// [`request_secrets`] for a run about to start from contract text, its error located
+/// in that text, so an unset variable stops the run before any request is sent.
+pub fn check_environment(c: &Contract, src: &str, path: &Path) -> Result<(), ContractError> {
+    request_secrets(c)
+        .map(drop)
+        .map_err(|(key, message)| ContractError::Invalid {
+            path: path.to_owned(),
+            line: source::line_of_key(src, &key),
+            key: Some(key),
+            message,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(s: &str) -> Result<Contract, ContractError> {
+        crate::contract::parse(s, Path::new("c.toml"))
+    }
+
+    /// `[target.request]`: every mistake is a contract error with file, line and key, before
+    /// any request; an unset variable is found when a run is about to start.
+    #[test]
+    fn request_extras_are_checked_and_located() {
+        let load = "[load]\nkind = \"open\"\nrate = 1\nrequests = 10\n";
+        let t = "[target]\nurl = \"http://h:1\"\n";
+        for (src, want) in [
+            (
+                format!("{t}api = \"openai-chit\"\n{load}"),
+                "c.toml:3: `target`: unknown variant `openai-chit`",
+            ),
+            (
+                format!("{t}[target.request]\nextra_body = \"thinking\"\n{load}"),
+                "c.toml:4: `target.request`: extra_body must be a table",
+            ),
+            (
+                format!("{t}[target.request]\nextra_body = {{ max_tokens = 9 }}\n{load}"),
+                "c.toml:4: `target.request.extra_body.max_tokens`: `max_tokens` is a field goodput sets itself",
+            ),
+            (
+                format!("{t}[target.request]\n\nextra_body = {{ stream_options = {{}} }}\n{load}"),
+                "c.toml:5: `target.request.extra_body.stream_options`",
+            ),
+            (
+                format!("{t}[target.request]\nheaders = {{ \"x request\" = \"1\" }}\n{load}"),
+                "is not a valid HTTP header name",
+            ),
+            (
+                format!("{t}[target.request]\nheaders = {{ x-request-id = \"1\" }}\n{load}"),
+                "`target.request.headers.x-request-id`: cannot be set here: goodput sets it",
+            ),
+            (
+                format!("{t}[target.request]\nheaders = {{ x-k = {{ env = \"A=b\" }} }}\n{load}"),
+                "`target.request.headers.x-k.env`: must be the *name*",
+            ),
+        ] {
+            let e = parse_str(&src).unwrap_err().to_string();
+            assert!(e.contains(want), "want {want:?} in {e:?}");
+        }
+        // A field goodput does not set for this contract may be sent: `ignore_eos` when the
+        // output length is not enforced, `seed` without a sampling seed.
+        let src = format!(
+            "{t}[target.request]\nextra_body = {{ ignore_eos = false, seed = 3, chat_template_kwargs = {{ enable_thinking = true }} }}\nheaders = {{ x-session = \"a\", x-key = {{ env = \"GOODPUT_TEST_SURELY_UNSET\" }} }}\n[workload]\nenforce_output_length = false\n{load}"
+        );
+        let c = parse_str(&src).unwrap();
+        assert_eq!(c.target.request.extra_body.len(), 3);
+        // Parsing does not read the environment (a bundle read elsewhere still loads); a run
+        // about to start does, and says where the variable is named.
+        let e = check_environment(&c, &src, Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("c.toml:5: `target.request.headers.x-key.env`: names the environment variable `GOODPUT_TEST_SURELY_UNSET`, which is not set"),
+            "{e}"
+        );
+        // Different extra fields are a different target.
+        let other = parse_str(&src.replace("seed = 3", "seed = 4")).unwrap();
+        assert_ne!(c.fingerprints().target, other.fingerprints().target);
+        // Without extras, the target fingerprint is what it was before they existed.
+        let plain = parse_str(&format!("{t}{load}")).unwrap();
+        assert!(!plain.to_toml().contains("[target.request]"));
+    }
+}
