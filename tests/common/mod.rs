@@ -256,3 +256,24 @@ pub fn sweep_options(dir: &std::path::Path) -> goodput::sweep::SweepOptions {
         cancel: CancellationToken::new(),
     }
 }
+
+/// The tolerance of every test that holds the client's clock against the simulator's:
+/// |client − server| over a run's requests, median and p99, milliseconds. The client's own
+/// overhead on loopback is 0.3–0.6 ms at the median in the debug build on an idle machine; the
+/// margin is for a loaded 2-core CI machine, where one full-suite run measured a 1.0 ms median.
+pub const TIMING_P50_MS: f64 = 2.0;
+pub const TIMING_P99_MS: f64 = 10.0;
+
+/// Asserts that `errors` (ms) are within [`TIMING_P50_MS`] at the median and
+/// [`TIMING_P99_MS`] at p99, printing both; `what` names the case and the metric.
+pub fn assert_timing_within(what: &str, mut errors: Vec<f64>) {
+    assert!(!errors.is_empty(), "{what}: nothing measured");
+    errors.sort_by(f64::total_cmp);
+    let p50 = goodput::analyze::percentile_sorted(&errors, 50.0).unwrap();
+    let p99 = goodput::analyze::percentile_sorted(&errors, 99.0).unwrap();
+    eprintln!("{what}: median |error| {p50:.3} ms, p99 {p99:.3} ms");
+    assert!(
+        p50 <= TIMING_P50_MS && p99 <= TIMING_P99_MS,
+        "{what}: median |error| {p50:.3} ms, p99 {p99:.3} ms (tolerance {TIMING_P50_MS} / {TIMING_P99_MS} ms)"
+    );
+}
