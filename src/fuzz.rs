@@ -6,46 +6,47 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-/// The SSE parser, fed the input in pieces (the first byte picks the piece size, so splits
-/// inside lines, CRLFs and characters are explored) with every event handed to each API's
-/// event parser, as the client does.
+/// The stream parser, fed the input in pieces (the first byte picks the piece size, so splits
+/// inside lines, CRLFs and characters are explored), once framed as SSE and once as JSON
+/// lines, with every event handed to each API's event parser, as the client does.
 pub fn sse(data: &[u8]) {
     let Some((&step, body)) = data.split_first() else {
         return;
     };
     let step = usize::from(step).max(1);
-    let adapters: Vec<_> = [
-        crate::api::ApiKind::OpenAiChat,
-        crate::api::ApiKind::OpenAiCompletions,
-    ]
-    .iter()
-    .map(|k| k.adapter())
-    .collect();
-    let mut parser = crate::client::sse::SseParser::new();
-    let mut kept = 0usize;
-    for piece in body.chunks(step) {
-        let flow = parser.feed(piece, &mut |event| {
+    let adapters: Vec<_> = crate::api::ApiKind::all()
+        .iter()
+        .map(|k| k.adapter())
+        .collect();
+    for framing in [crate::api::Framing::Sse, crate::api::Framing::JsonLines] {
+        let mut parser = crate::client::sse::SseParser::for_framing(framing);
+        let mut kept = 0usize;
+        let mut on_event = |event: &[u8]| {
             assert!(event.len() <= crate::client::sse::MAX_EVENT);
             kept += event.len();
             for a in &adapters {
                 let _ = a.parse_event(event);
             }
             ControlFlow::Continue(())
-        });
-        if flow.is_break() {
-            assert!(parser.too_large().is_some());
-            break;
+        };
+        let mut stopped = false;
+        for piece in body.chunks(step) {
+            if parser.feed(piece, &mut on_event).is_break() {
+                assert!(parser.too_large().is_some());
+                stopped = true;
+                break;
+            }
         }
+        if !stopped {
+            let _ = parser.finish(&mut on_event);
+        }
+        assert!(kept <= body.len());
     }
-    assert!(kept <= body.len());
 }
 
 /// A non-streamed answer's body, through each API's parser.
 pub fn event(data: &[u8]) {
-    for k in [
-        crate::api::ApiKind::OpenAiChat,
-        crate::api::ApiKind::OpenAiCompletions,
-    ] {
+    for k in crate::api::ApiKind::all() {
         let _ = k.adapter().parse_event(data);
     }
 }

@@ -3,10 +3,24 @@
 //!
 //! A seam: each API is one file with an [`Adapter`], and one variant of [`ApiKind`] that
 //! [`ApiKind::adapter`] maps to it, with its [`Capabilities`] (what it can send), checked in
-//! one place ([`ApiKind::check`]) rather than by comparing kinds. Adding an API (TGI's
-//! `/generate_stream`, say) is that file and that variant; copy `openai.rs`.
+//! one place ([`ApiKind::check`]) rather than by comparing kinds. The adapter also says how its
+//! stream is framed ([`Framing`]: SSE or JSON lines), which event ends it
+//! ([`StreamEvent::done`], besides SSE's `[DONE]`), and how it takes the API key ([`Auth`]);
+//! the client does the rest the same way for every API. Adding an API is that file, that
+//! variant, and the simulator route that mirrors it (`sim/wire/`).
+//!
+//! What every adapter must keep to, so that one definition of each metric holds for all:
+//! `text` is answer text and `reasoning` is thinking text, each only when the event carries
+//! generated tokens of that kind (TTFT is the first event with either, TTFO the first with an
+//! answer); usage counts are the server's, in OpenAI's names (prompt = every prompt token the
+//! server read, cached ones included).
 
+pub(crate) mod anthropic;
+pub(crate) mod embeddings;
+pub(crate) mod ollama;
 pub(crate) mod openai;
+pub(crate) mod responses;
+pub(crate) mod tgi;
 
 use std::borrow::Cow;
 
@@ -26,6 +40,26 @@ pub enum ApiKind {
     #[serde(rename = "openai-completions")]
     #[value(name = "openai-completions")]
     OpenAiCompletions,
+    /// `POST /v1/responses`: OpenAI's Responses API (typed stream events).
+    #[serde(rename = "openai-responses")]
+    #[value(name = "openai-responses")]
+    OpenAiResponses,
+    /// `POST /v1/messages`: Anthropic's Messages API.
+    #[serde(rename = "anthropic-messages")]
+    #[value(name = "anthropic-messages")]
+    AnthropicMessages,
+    /// `POST /v1/embeddings`: not streamed; latency and input tokens per second.
+    #[serde(rename = "openai-embeddings")]
+    #[value(name = "openai-embeddings")]
+    OpenAiEmbeddings,
+    /// `POST /generate_stream` (or `/generate`): Text Generation Inference's native API.
+    #[serde(rename = "tgi-generate")]
+    #[value(name = "tgi-generate")]
+    TgiGenerate,
+    /// `POST /api/chat`: Ollama's native API (newline-delimited JSON).
+    #[serde(rename = "ollama-chat")]
+    #[value(name = "ollama-chat")]
+    OllamaChat,
 }
 
 /// What an API can send; checked against the workload before the run.
@@ -33,6 +67,58 @@ pub enum ApiKind {
 pub struct Capabilities {
     /// Chat messages (a dataset's `messages` entries).
     pub messages: bool,
+    /// It can ask for exactly `max_tokens` output tokens (`ignore_eos`, `min_tokens`); without
+    /// it, output lengths end where the model stops.
+    pub exact_output: bool,
+    /// It streams its answer (TTFT, ITL and TPOT exist).
+    pub streams: bool,
+    /// It generates output tokens (embeddings only read their input).
+    pub generates: bool,
+    /// Several inputs in one request (`workload.batch`).
+    pub batches: bool,
+}
+
+/// How a streamed answer is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// Server-Sent Events: `data:` lines, an event per blank line (`text/event-stream`).
+    Sse,
+    /// One JSON object per line (`application/x-ndjson`, Ollama's native API).
+    JsonLines,
+}
+
+impl Framing {
+    /// Whether a streamed answer's `Content-Type` is this framing's.
+    pub fn accepts(self, content_type: &str) -> bool {
+        let ct = content_type.trim_start().to_ascii_lowercase();
+        match self {
+            Framing::Sse => ct.starts_with("text/event-stream"),
+            Framing::JsonLines => [
+                "application/x-ndjson",
+                "application/jsonl",
+                "application/json",
+            ]
+            .iter()
+            .any(|p| ct.starts_with(p)),
+        }
+    }
+
+    /// The content type this framing is served with, for messages.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Framing::Sse => "text/event-stream",
+            Framing::JsonLines => "application/x-ndjson",
+        }
+    }
+}
+
+/// How an API takes the key (`target.api_key_env`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// `Authorization: Bearer KEY`.
+    Bearer,
+    /// The key as this header's value (Anthropic's `x-api-key`).
+    Header(&'static str),
 }
 
 impl ApiKind {
@@ -41,6 +127,11 @@ impl ApiKind {
         match self {
             ApiKind::OpenAiChat => Box::new(openai::OpenAi::Chat),
             ApiKind::OpenAiCompletions => Box::new(openai::OpenAi::Completions),
+            ApiKind::OpenAiResponses => Box::new(responses::Responses),
+            ApiKind::AnthropicMessages => Box::new(anthropic::Messages),
+            ApiKind::OpenAiEmbeddings => Box::new(embeddings::Embeddings),
+            ApiKind::TgiGenerate => Box::new(tgi::Generate),
+            ApiKind::OllamaChat => Box::new(ollama::Chat),
         }
     }
 
@@ -52,22 +143,40 @@ impl ApiKind {
             .unwrap_or_default()
     }
 
+    /// Every kind, in the order of the list.
+    pub fn all() -> &'static [ApiKind] {
+        <ApiKind as clap::ValueEnum>::value_variants()
+    }
+
+    /// The names of the kinds that can do what `can` says, as the contract spells them.
+    fn kinds_that(can: impl Fn(&Capabilities) -> bool) -> String {
+        ApiKind::all()
+            .iter()
+            .filter(|k| can(&k.adapter().capabilities()))
+            .map(|k| format!("api = \"{}\"", k.name()))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    }
+
     /// Whether this API can send what a workload asks: `Err` says what it cannot (for the
     /// caller to locate in its file).
     pub fn check(self, needs_messages: bool) -> Result<(), String> {
         let can = self.adapter().capabilities();
         if needs_messages && !can.messages {
-            let by: Vec<String> = <ApiKind as clap::ValueEnum>::value_variants()
-                .iter()
-                .filter(|k| k.adapter().capabilities().messages)
-                .map(|k| k.name())
-                .collect();
             return Err(format!(
                 "has `messages`, which only {} can send",
-                by.iter()
-                    .map(|n| format!("api = \"{n}\""))
-                    .collect::<Vec<_>>()
-                    .join(" or ")
+                Self::kinds_that(|c| c.messages)
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether this API can send `batch` inputs per request.
+    pub fn check_batch(self, batch: u32) -> Result<(), String> {
+        if batch > 1 && !self.adapter().capabilities().batches {
+            return Err(format!(
+                "is {batch}, but only {} sends several inputs per request",
+                Self::kinds_that(|c| c.batches)
             ));
         }
         Ok(())
@@ -118,33 +227,67 @@ pub struct RequestSpec<'a> {
     /// Ask for exactly `max_tokens` (`ignore_eos`, `min_tokens`).
     pub exact_output: bool,
     pub sampling: &'a Sampling,
-    /// `target.request.extra_body`: merged into the body's top level.
+    /// Inputs per request (embeddings; 1 elsewhere): the prompt is sent this many times.
+    pub batch: u32,
+    /// `target.request.extra_body`: merged into the body (tables into tables).
     pub extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
-/// The JSON an adapter composed, with the contract's extra fields merged into its top level
-/// (validation has refused any that collide with the adapter's own), as bytes to send.
+/// The JSON an adapter composed, with the contract's extra fields merged in (a table into the
+/// table of the same name, so `parameters.x` reaches TGI's `parameters`; validation has
+/// refused any field that would replace one the adapter sets), as bytes to send.
 pub(crate) fn encode(mut body: serde_json::Value, spec: &RequestSpec<'_>) -> Vec<u8> {
     if let (Some(extra), Some(o)) = (spec.extra, body.as_object_mut()) {
-        for (k, v) in extra {
-            o.insert(k.clone(), v.clone());
-        }
+        merge(o, extra);
     }
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
-/// The top-level fields an API's adapter sets for requests shaped like `spec` (extra fields
-/// aside): the ones `target.request.extra_body` may not name.
+fn merge(
+    into: &mut serde_json::Map<String, serde_json::Value>,
+    from: &serde_json::Map<String, serde_json::Value>,
+) {
+    for (k, v) in from {
+        match (into.get_mut(k), v) {
+            (Some(serde_json::Value::Object(a)), serde_json::Value::Object(b)) => merge(a, b),
+            _ => {
+                into.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// The fields an API's adapter sets for requests shaped like `spec` (extra fields aside), as
+/// dotted paths to each value (`stream_options.include_usage`, `parameters.max_new_tokens`):
+/// the ones `target.request.extra_body` may not replace.
 pub fn body_keys(kind: ApiKind, spec: &RequestSpec<'_>) -> Vec<String> {
     let spec = RequestSpec {
         extra: None,
         ..*spec
     };
-    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(
-        &kind.adapter().body(&spec),
-    )
-    .map(|m| m.keys().cloned().collect())
-    .unwrap_or_default()
+    let body: serde_json::Value =
+        serde_json::from_slice(&kind.adapter().body(&spec)).unwrap_or_default();
+    let mut out = Vec::new();
+    leaf_paths(&body, String::new(), &mut out);
+    out
+}
+
+/// The dotted path of every value in `v` that is not a non-empty table.
+pub fn leaf_paths(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+    match v.as_object() {
+        Some(o) if !o.is_empty() => {
+            for (k, v) in o {
+                let path = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
+                leaf_paths(v, path, out);
+            }
+        }
+        _ if !at.is_empty() => out.push(at),
+        _ => {}
+    }
 }
 
 /// Token usage as servers report it.
@@ -177,6 +320,25 @@ pub struct PromptDetails {
 }
 
 impl Usage {
+    /// Usage from the counts an API names its own way.
+    pub fn of(
+        prompt: Option<u32>,
+        completion: Option<u32>,
+        cached: Option<u32>,
+        reasoning: Option<u32>,
+    ) -> Usage {
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            prompt_tokens_details: cached.map(|c| PromptDetails {
+                cached_tokens: Some(c),
+            }),
+            completion_tokens_details: reasoning.map(|r| CompletionDetails {
+                reasoning_tokens: Some(r),
+            }),
+        }
+    }
+
     pub fn cached_tokens(&self) -> Option<u32> {
         self.prompt_tokens_details.and_then(|d| d.cached_tokens)
     }
@@ -199,19 +361,41 @@ pub struct StreamEvent<'a> {
     pub reasoning: Option<Cow<'a, str>>,
     pub finish_reason: Option<Cow<'a, str>>,
     pub usage: Option<Usage>,
+    /// This event ends the answer, as SSE's `[DONE]` does for OpenAI's APIs (Anthropic's
+    /// `message_stop`, the Responses API's `response.completed`, Ollama's `"done": true`).
+    pub done: bool,
 }
 
 /// One API kind: its path, body and event parsing. A new endpoint type is one more
 /// implementation and one [`ApiKind`] variant.
 pub trait Adapter: Send + Sync {
-    /// Path under the base URL.
-    fn path(&self) -> &'static str;
+    /// Path under the base URL (`stream`: the request streams).
+    fn path(&self, stream: bool) -> &'static str;
     /// What it can send.
     fn capabilities(&self) -> Capabilities;
+    /// How its stream is framed.
+    fn framing(&self) -> Framing {
+        Framing::Sse
+    }
+    /// How it takes the API key.
+    fn auth(&self) -> Auth {
+        Auth::Bearer
+    }
+    /// Headers every request of this API carries (Anthropic's `anthropic-version`).
+    fn headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
     /// The JSON request body.
     fn body(&self, spec: &RequestSpec<'_>) -> Vec<u8>;
-    /// Parses one SSE event's data, or a whole non-streamed body. `[DONE]` never reaches it.
+    /// Parses one stream event's data (an SSE event's or a JSON line), or a whole non-streamed
+    /// body. SSE's `[DONE]` never reaches it. An `Err` that starts with "server error" is the
+    /// server's own error inside the stream.
     fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String>;
+}
+
+/// An error object inside a stream or body, as the message every adapter gives for it.
+pub(crate) fn server_error(e: &serde_json::Value) -> String {
+    format!("server error in stream: {e}")
 }
 
 fn one() -> f64 {
@@ -230,8 +414,10 @@ mod tests {
         }
         assert_eq!(
             ApiKind::OpenAiCompletions.check(true).unwrap_err(),
-            "has `messages`, which only api = \"openai-chat\" can send"
+            "has `messages`, which only api = \"openai-chat\" or api = \"openai-responses\" or api = \"anthropic-messages\" or api = \"ollama-chat\" can send"
         );
+        assert!(ApiKind::OpenAiChat.check_batch(2).is_err());
+        assert!(ApiKind::OpenAiEmbeddings.check_batch(2).is_ok());
         assert!(ApiKind::OpenAiChat.check(true).is_ok());
     }
 }

@@ -59,7 +59,7 @@ struct Delta<'a> {
 }
 
 impl Adapter for OpenAi {
-    fn path(&self) -> &'static str {
+    fn path(&self, _stream: bool) -> &'static str {
         match self {
             OpenAi::Chat => "/v1/chat/completions",
             OpenAi::Completions => "/v1/completions",
@@ -69,6 +69,10 @@ impl Adapter for OpenAi {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             messages: *self == OpenAi::Chat,
+            exact_output: true,
+            streams: true,
+            generates: true,
+            batches: false,
         }
     }
 
@@ -113,7 +117,7 @@ impl Adapter for OpenAi {
         let c: Chunk<'a> = serde_json::from_slice(data)
             .map_err(|e| format!("event is not a completion chunk: {e}"))?;
         if let Some(err) = c.error {
-            return Err(format!("server error in stream: {err}"));
+            return Err(super::server_error(&err));
         }
         let mut ev = StreamEvent {
             id: c.id,
@@ -237,6 +241,7 @@ mod tests {
             stream: true,
             exact_output: true,
             sampling: &sampling,
+            batch: 1,
             extra: None,
         };
         let v: serde_json::Value = serde_json::from_slice(&OpenAi::Chat.body(&spec)).unwrap();

@@ -258,7 +258,7 @@ impl Client {
         stream: bool,
         epoch: Instant,
     ) -> Client {
-        let url = format!("{}{}", base_url.trim_end_matches('/'), adapter.path());
+        let url = format!("{}{}", base_url.trim_end_matches('/'), adapter.path(stream));
         Client {
             http,
             url,
@@ -385,8 +385,22 @@ impl Client {
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .header("x-request-id", &rec.request_id)
                 .body(body.clone());
+            for (name, value) in self.adapter.headers() {
+                req = req.header(*name, *value);
+            }
             if let Some(k) = &self.api_key {
-                req = req.bearer_auth(k);
+                req = match self.adapter.auth() {
+                    crate::api::Auth::Bearer => req.bearer_auth(k),
+                    crate::api::Auth::Header(name) => {
+                        match reqwest::header::HeaderValue::from_str(k) {
+                            Ok(mut v) => {
+                                v.set_sensitive(true);
+                                req.header(name, v)
+                            }
+                            Err(_) => req,
+                        }
+                    }
+                };
             }
             let r = tokio::select! {
                 r = req.send() => r,
@@ -464,11 +478,15 @@ impl Client {
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
-        if self.stream && !content_type.is_some_and(|v| v.starts_with("text/event-stream")) {
+        let framing = self.adapter.framing();
+        if self.stream && !content_type.is_some_and(|v| framing.accepts(v)) {
             let ct = content_type.unwrap_or("none");
             rec.fail(
                 Outcome::NotStreamed,
-                format!("streaming was asked for but {url} answered with content-type {ct}"),
+                format!(
+                    "streaming was asked for but {url} answered with content-type {ct}, not {}",
+                    framing.content_type()
+                ),
                 self.now_us(),
             );
             return None;
@@ -486,7 +504,7 @@ impl Client {
         ends: &mut Ends<'_, '_>,
     ) {
         let mut body = resp.bytes_stream();
-        let mut parser = SseParser::new();
+        let mut parser = SseParser::for_framing(self.adapter.framing());
         let mut state = StreamState::default();
         let mut received = 0usize;
         let too_slow = || format!("response not complete within {:?}", self.timeout);
@@ -508,7 +526,17 @@ impl Client {
                 Some(Err(e)) => {
                     return rec.fail(Outcome::StreamBroken, at_url(describe(&e), url), now);
                 }
-                None => return self.body_ended(rec, state, now),
+                None => {
+                    // A last JSON line without its line end is still an event.
+                    let _ = parser.finish(&mut |data| self.on_event(data, now, rec, &mut state));
+                    if let Some((class, msg)) = state.failure.take() {
+                        return rec.fail(class, msg, now);
+                    }
+                    if state.done {
+                        return self.stream_done(rec, state, url, now);
+                    }
+                    return self.body_ended(rec, state, now);
+                }
             };
             received += bytes.len();
             if received > MAX_RESPONSE_BYTES {
@@ -533,14 +561,19 @@ impl Client {
                 return rec.fail(class, msg, now);
             }
             if state.done {
-                rec.end_us = Some(now);
-                if !state.any_event {
-                    let msg = format!("{url} sent [DONE] before any event: nothing generated");
-                    return rec.fail(Outcome::Empty, msg, now);
-                }
-                return self.finished(rec, state.text, state.chunk_bytes);
+                return self.stream_done(rec, state, url, now);
             }
         }
+    }
+
+    /// The stream's end arrived (`[DONE]`, or the API's last event).
+    fn stream_done(&self, rec: &mut Record, state: StreamState, url: &str, now: u64) {
+        rec.end_us = Some(now);
+        if !state.any_event {
+            let msg = format!("{url} sent [DONE] before any event: nothing generated");
+            return rec.fail(Outcome::Empty, msg, now);
+        }
+        self.finished(rec, state.text, state.chunk_bytes)
     }
 
     /// The body ended (no `[DONE]` seen): a whole answer is parsed; a stream must have
@@ -576,11 +609,7 @@ impl Client {
         let ev = match self.adapter.parse_event(data) {
             Ok(ev) => ev,
             Err(msg) => {
-                let class = if msg.starts_with("server error") {
-                    Outcome::StreamError
-                } else {
-                    Outcome::Malformed
-                };
+                let class = failure_class(&msg);
                 let shown = String::from_utf8_lossy(&data[..data.len().min(200)]).into_owned();
                 st.failure = Some((class, format!("{msg}; event: {shown}")));
                 return ControlFlow::Break(());
@@ -598,10 +627,17 @@ impl Client {
         if let Some(u) = ev.usage {
             take_usage(rec, &u);
         }
+        // The API's last event ends the stream once what it carries is taken.
+        let end = if ev.done {
+            st.done = true;
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        };
         let reasoning = ev.reasoning.filter(|t| !t.is_empty());
         let answer = ev.text.filter(|t| !t.is_empty());
         if reasoning.is_none() && answer.is_none() {
-            return ControlFlow::Continue(());
+            return end;
         }
         let parts = [&reasoning, &answer];
         if self.collects_text() {
@@ -626,7 +662,7 @@ impl Client {
         rec.first_token_us.get_or_insert(now);
         rec.chunks.push((now, n));
         rec.client_output_tokens += n;
-        ControlFlow::Continue(())
+        end
     }
 
     fn finish_whole(&self, body: &[u8], rec: &mut Record, now: u64) {
@@ -645,7 +681,7 @@ impl Client {
                 rec.client_output_tokens = text.as_deref().map_or(0, |t| self.count(t));
                 self.finished(rec, text, Vec::new());
             }
-            Err(msg) => rec.fail(Outcome::Malformed, msg, now),
+            Err(msg) => rec.fail(failure_class(&msg), msg, now),
         }
     }
 
@@ -655,6 +691,16 @@ impl Client {
             ClientTokenCount::Words => crate::text::count_words(text).max(1),
             ClientTokenCount::Chunks => 1,
         }
+    }
+}
+
+/// The class of an answer an adapter could not take: the server's own error, or not the API's
+/// format.
+fn failure_class(msg: &str) -> Outcome {
+    if msg.starts_with("server error") {
+        Outcome::StreamError
+    } else {
+        Outcome::Malformed
     }
 }
 

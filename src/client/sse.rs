@@ -8,6 +8,10 @@
 //! starting with `:` are comments; other fields are ignored; an event is dispatched at a blank
 //! line when it has data.
 //!
+//! The same parser reads JSON-lines streams (Ollama's native API): in that mode every
+//! non-blank line is one event's data, with the same line-end handling and limits, and
+//! [`finish`](SseParser::finish) hands over a last line that has no line end.
+//!
 //! Memory is bounded whatever the server sends: a line longer than [`MAX_LINE`] or an event
 //! whose data exceeds [`MAX_EVENT`] stops the parser with [`TooLarge`] (the request fails with
 //! its own class), so an endless line or an event that never ends cannot grow the client.
@@ -52,11 +56,36 @@ pub struct SseParser {
     after_cr: bool,
     /// Set once a limit was passed; the parser takes nothing more.
     too_large: Option<TooLarge>,
+    /// JSON lines: every non-blank line is an event.
+    lines: bool,
 }
 
 impl SseParser {
+    /// An SSE parser.
+    #[cfg(test)]
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A parser for a stream framed as `framing` says.
+    pub fn for_framing(framing: crate::api::Framing) -> Self {
+        SseParser {
+            lines: framing == crate::api::Framing::JsonLines,
+            ..Self::default()
+        }
+    }
+
+    /// The stream ended: a JSON line still waiting for its line end is an event now (an SSE
+    /// event without its blank line is not: SSE drops it).
+    pub fn finish(
+        &mut self,
+        on_event: &mut dyn FnMut(&[u8]) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        if !self.lines || self.too_large.is_some() || self.line.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        let line = std::mem::take(&mut self.line);
+        self.line_done(&line, on_event)
     }
 
     /// The limit this stream passed, if it did (after which [`feed`](Self::feed) only breaks).
@@ -127,6 +156,12 @@ impl SseParser {
         line: &[u8],
         on_event: &mut dyn FnMut(&[u8]) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
+        if self.lines {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                return ControlFlow::Continue(());
+            }
+            return on_event(line);
+        }
         if line.is_empty() {
             if self.has_data {
                 self.has_data = false;
@@ -183,6 +218,20 @@ mod tests {
     }
 
     const STREAM: &[u8] = b": ping\n\ndata: {\"a\":1}\n\ndata:{\"b\":2}\r\n\r\nevent: x\nid: 3\ndata: line1\ndata: line2\n\n\rdata: [DONE]\r\r";
+
+    #[test]
+    fn json_lines_are_one_event_each_and_the_last_needs_no_line_end() {
+        let mut p = SseParser::for_framing(crate::api::Framing::JsonLines);
+        let mut out = Vec::new();
+        let mut cb = |d: &[u8]| {
+            out.push(String::from_utf8_lossy(d).into_owned());
+            ControlFlow::Continue(())
+        };
+        let _ = p.feed(b"{\"a\":1}\n\n  \r\n{\"b\"", &mut cb);
+        let _ = p.feed(b":2}\r\n{\"c\":3}", &mut cb);
+        let _ = p.finish(&mut cb);
+        assert_eq!(out, vec!["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"]);
+    }
 
     #[test]
     fn parses_comments_crlf_cr_and_multiline() {

@@ -430,8 +430,13 @@ pub struct Workload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<LengthDist>,
     /// Ask the server for exactly the planned output length (`ignore_eos`, `min_tokens`).
+    /// Off by default for an API that has no such field (`api::Capabilities::exact_output`).
     #[serde(default = "yes")]
     pub enforce_output_length: bool,
+    /// Inputs per request, for an API that takes several (embeddings): each is the planned
+    /// prompt, so a request carries `batch` times its tokens.
+    #[serde(default = "one_u32", skip_serializing_if = "is_one")]
+    pub batch: u32,
     #[serde(default)]
     pub sampling: Sampling,
     /// The run's cache nonce: every prompt of a run starts with a lead made from it, so no
@@ -883,6 +888,7 @@ impl Default for Workload {
             input_tokens: None,
             output_tokens: None,
             enforce_output_length: true,
+            batch: 1,
             sampling: Sampling::default(),
             cache_nonce: None,
         }
@@ -1029,6 +1035,10 @@ fn located(path: &Path, line: Option<usize>, key: Option<&str>, message: &str) -
 /// The contract used by `goodput run` with no file: the embedded simulator, open-loop Poisson.
 pub const BUILTIN: &str = include_str!("../../examples/chat.toml");
 
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
 /// Reads, parses, validates and resolves a contract file.
 pub fn load(path: &Path) -> Result<Contract, ContractError> {
     let src = crate::text::read_capped_string(path, crate::text::MAX_CONTRACT_BYTES).map_err(
@@ -1053,7 +1063,8 @@ pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
             message,
         }
     })?;
-    c.resolve()
+    c.api_limits(&|key| source::line_of_key(src, key).is_some())
+        .and_then(|()| c.resolve())
         .map_err(|(key, message)| ContractError::Invalid {
             path: path.to_owned(),
             line: source::line_of_key(src, &key),

@@ -11,6 +11,45 @@ pub(super) fn problem(key: &str, msg: impl Into<String>) -> Result<(), Problem> 
 }
 
 impl Contract {
+    /// What the target's API cannot do (`api::Capabilities`): a key the contract's text sets
+    /// (`written`) that asks for it is an error naming the key; a default that would ask for it
+    /// is turned off, so the bundle's contract says what was sent.
+    pub(super) fn api_limits(&mut self, written: &dyn Fn(&str) -> bool) -> Result<(), Problem> {
+        let api = self.target.api;
+        let can = api.adapter().capabilities();
+        let name = api.name();
+        let w = &mut self.workload;
+        if w.batch == 0 {
+            return problem("workload.batch", "must be at least 1");
+        }
+        if let Err(msg) = api.check_batch(w.batch) {
+            return problem("workload.batch", msg);
+        }
+        if !can.streams && w.stream {
+            if written("workload.stream") {
+                return problem(
+                    "workload.stream",
+                    format!(
+                        "api = \"{name}\" answers whole, never streamed: set it to false or leave it out"
+                    ),
+                );
+            }
+            w.stream = false;
+        }
+        if !can.exact_output && w.enforce_output_length {
+            if written("workload.enforce_output_length") {
+                return problem(
+                    "workload.enforce_output_length",
+                    format!(
+                        "api = \"{name}\" has no field that asks for an exact output length (ignore_eos, min_tokens): set it to false (output lengths then end where the model stops), or pass the engine's own field through target.request.extra_body"
+                    ),
+                );
+            }
+            w.enforce_output_length = false;
+        }
+        Ok(())
+    }
+
     /// Validates every value and fills what depends on other fields.
     pub fn resolve(&mut self) -> Result<(), Problem> {
         self.name_and_target()?;
@@ -35,11 +74,18 @@ impl Contract {
                 return problem(&key, "is not a valid HTTP header name");
             }
             let lower = name.to_ascii_lowercase();
+            let adapter = self.target.api.adapter();
+            let api_sets = adapter.headers().iter().any(|(h, _)| *h == lower);
+            let key_header = matches!(adapter.auth(), crate::api::Auth::Header(h) if h == lower);
             let own = match lower.as_str() {
                 "content-type" | "content-length" | "transfer-encoding" | "host" | "connection" => {
                     Some("the HTTP client sets it")
                 }
                 "x-request-id" => Some("goodput sets it to match requests with server logs"),
+                _ if api_sets => Some("the API's adapter sets it (target.api)"),
+                _ if key_header && self.target.api_key_env.is_some() => {
+                    Some("target.api_key_env sets it for this API")
+                }
                 "authorization" if self.target.api_key_env.is_some() => {
                     Some("target.api_key_env sets it")
                 }
@@ -77,10 +123,25 @@ impl Contract {
                 stream: self.workload.stream,
                 exact_output: self.workload.enforce_output_length,
                 sampling: &self.workload.sampling,
+                batch: self.workload.batch,
                 extra: None,
             },
         );
-        if let Some(k) = r.extra_body.keys().find(|k| sets.contains(k)) {
+        let mut extra = Vec::new();
+        crate::api::leaf_paths(
+            &serde_json::Value::Object(r.extra_body.clone()),
+            String::new(),
+            &mut extra,
+        );
+        // A field collides when it is one goodput sets, holds one (a table in its place), or
+        // lies inside one that is not a table.
+        let inside = |a: &str, b: &str| a.strip_prefix(b).is_some_and(|t| t.starts_with('.'));
+        let collision = extra.iter().find_map(|k| {
+            sets.iter()
+                .find(|s| *s == k || inside(s, k) || inside(k, s))
+                .map(|s| (k, s))
+        });
+        if let Some((k, _)) = collision {
             return problem(
                 &format!("target.request.extra_body.{k}"),
                 format!(

@@ -71,6 +71,7 @@ impl Driver {
             stream: w.stream,
             exact_output: w.enforce_output_length,
             sampling: &w.sampling,
+            batch: w.batch,
             extra: Some(&self.contract.target.request.extra_body),
         });
         (p, Bytes::from(body))

@@ -1,7 +1,7 @@
 //! The built-in simulated inference server: the embedded default target and the test bench.
 //!
-//! [`engine`] is the one scheduler and cost model; [`server`] runs it behind an OpenAI-compatible
-//! HTTP API in real time, [`des`] runs it on a virtual clock. [`ledger`] records the ground truth
+//! [`engine`] is the one scheduler and cost model; [`server`] runs it behind the HTTP APIs of
+//! [`wire`] (OpenAI's, Anthropic's, TGI's, Ollama's) in real time, [`des`] runs it on a virtual clock. [`ledger`] records the ground truth
 //! both produce. This module knows nothing of contracts, plans or the client.
 
 pub(crate) mod config;
@@ -11,6 +11,7 @@ pub(crate) mod ledger;
 pub(crate) mod metrics;
 pub mod model;
 pub(crate) mod server;
+pub(crate) mod wire;
 
 pub use config::{ConfigError, Faults, SimConfig};
 pub use ledger::GroundTruth;

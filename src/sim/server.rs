@@ -3,9 +3,10 @@
 //! One OS thread runs the scheduler loop (continuous batching for every sequence; no task or
 //! timer per token) and sleeps with `std::thread::sleep`, whose sub-millisecond precision keeps
 //! step timing faithful where tokio's 1 ms timer wheel would not. Handlers talk to it through a
-//! channel and stream what it delivers. Endpoints: `POST /v1/chat/completions`,
-//! `POST /v1/completions`, `GET /v1/models`, `GET /health`, `GET /version`, `GET /metrics`,
-//! `GET /ground_truth` (JSONL of finished requests).
+//! channel and stream what it delivers. Endpoints: every API of [`super::wire`] (OpenAI's
+//! chat, completions, Responses and embeddings, Anthropic's Messages, TGI's `/generate_stream`
+//! and `/generate`, Ollama's `/api/chat`), `GET /v1/models`, `GET /health`, `GET /version`,
+//! `POST /tokenize`, `GET /metrics`, `GET /ground_truth` (JSONL of finished requests).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -23,7 +24,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 
@@ -34,6 +34,7 @@ use super::metrics::MetricsState;
 use super::model::{
     FaultKind, LengthAsk, degraded_output_plan, fault_strikes, prompt_hash, push_text,
 };
+use super::wire::{Api, Counts, Reply, Wire};
 use crate::text::word_ids;
 
 /// Why the simulator could not start.
@@ -161,9 +162,18 @@ impl SimServer {
             .name("goodput-sim-engine".into())
             .spawn(move || engine_loop(engine_shared, rx))
             .map_err(SimError::Thread)?;
-        let mut app = Router::new()
-            .route("/v1/chat/completions", post(chat))
-            .route("/v1/completions", post(completions))
+        let mut app = Router::new();
+        for api in Api::ALL {
+            app = app.route(
+                api.route(),
+                post(
+                    move |State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes| {
+                        complete(s, headers, body, api)
+                    },
+                ),
+            );
+        }
+        let mut app = app
             .route("/v1/models", get(models))
             .route("/health", get(health))
             .route("/version", get(version));
@@ -415,94 +425,11 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Api {
-    Chat,
-    Completions,
-}
-
-#[derive(Deserialize)]
-struct CompletionRequest {
-    model: Option<String>,
-    messages: Option<Vec<Message>>,
-    prompt: Option<Text>,
-    max_tokens: Option<u32>,
-    max_completion_tokens: Option<u32>,
-    min_tokens: Option<u32>,
-    #[serde(default)]
-    ignore_eos: bool,
-    #[serde(default)]
-    stream: bool,
-    stream_options: Option<StreamOptions>,
-    /// Read for `enable_thinking` (Qwen3's template switch, sent through vLLM's and SGLang's
-    /// `chat_template_kwargs`).
-    chat_template_kwargs: Option<serde_json::Value>,
-}
-
-#[derive(Deserialize)]
-struct StreamOptions {
-    #[serde(default)]
-    include_usage: bool,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    #[serde(default)]
-    content: Option<Text>,
-}
-
-/// A string, or a list of strings or `{ "type": "text", "text": … }` parts.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Text {
-    One(String),
-    Many(Vec<Part>),
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Part {
-    Str(String),
-    Obj { text: Option<String> },
-}
-
-impl Text {
-    fn push_to(&self, out: &mut String) {
-        match self {
-            Text::One(s) => push_line(out, s),
-            Text::Many(parts) => {
-                for p in parts {
-                    match p {
-                        Part::Str(s) => push_line(out, s),
-                        Part::Obj { text: Some(s) } => push_line(out, s),
-                        Part::Obj { text: None } => {}
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn push_line(out: &mut String, s: &str) {
-    if !out.is_empty() {
-        out.push('\n');
-    }
-    out.push_str(s);
-}
-
 fn error_response(status: StatusCode, message: &str) -> Response {
     let body = serde_json::json!({
         "error": { "message": message, "type": "invalid_request_error", "code": status.as_u16() }
     });
     (status, axum::Json(body)).into_response()
-}
-
-async fn chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    complete(s, headers, body, Api::Chat).await
-}
-
-async fn completions(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    complete(s, headers, body, Api::Completions).await
 }
 
 async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> Response {
@@ -512,13 +439,12 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         s.record(closed_record(seq, &headers, t, "refused_loading"));
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "model is still loading");
     }
-    let req: CompletionRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => {
-            return error_response(StatusCode::BAD_REQUEST, &format!("invalid JSON body: {e}"));
-        }
+    let wire = api.wire();
+    let ask = match wire.ask(&body) {
+        Ok(a) => a,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
     };
-    if let Some(m) = &req.model
+    if let Some(m) = &ask.model
         && *m != s.cfg.model
     {
         return error_response(
@@ -529,34 +455,14 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
             ),
         );
     }
-    let mut prompt = String::new();
-    match api {
-        Api::Chat => {
-            for m in req.messages.iter().flatten() {
-                if let Some(c) = &m.content {
-                    c.push_to(&mut prompt);
-                }
-            }
-        }
-        Api::Completions => {
-            if let Some(p) = &req.prompt {
-                p.push_to(&mut prompt);
-            }
-        }
-    }
-    let mut ids = word_ids(&prompt);
-    if api == Api::Chat && !ids.is_empty() {
+    let mut ids = word_ids(&ask.prompt);
+    if ask.chat && !ids.is_empty() {
         ids.splice(0..0, template_ids(s.cfg.chat_template_tokens));
     }
     if ids.is_empty() {
-        let field = if api == Api::Chat {
-            "messages"
-        } else {
-            "prompt"
-        };
         return error_response(
             StatusCode::BAD_REQUEST,
-            &format!("`{field}` holds no tokens"),
+            &format!("`{}` holds no tokens", ask.prompt_field),
         );
     }
     let phash = prompt_hash(&ids);
@@ -564,19 +470,13 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         &s.cfg,
         phash,
         LengthAsk {
-            max_tokens: req.max_completion_tokens.or(req.max_tokens),
-            min_tokens: req.min_tokens,
-            ignore_eos: req.ignore_eos,
+            max_tokens: ask.max_tokens,
+            min_tokens: ask.min_tokens,
+            ignore_eos: ask.ignore_eos,
         },
     );
     let prompt_tokens = ids.len() as u32;
-    let thinking = req
-        .chat_template_kwargs
-        .as_ref()
-        .and_then(|k| k.get("enable_thinking"))
-        .and_then(serde_json::Value::as_bool)
-        != Some(false);
-    let reasoning = if api == Api::Chat && thinking {
+    let reasoning = if ask.chat && ask.thinking {
         (s.cfg.reasoning_share * f64::from(plan.tokens)).floor() as u32
     } else {
         0
@@ -604,9 +504,9 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         s.record(g);
         return error_response(status, "injected fault");
     }
-    let drop_after = (req.stream && fault_strikes(&s.cfg, seq, FaultKind::Drop))
+    let drop_after = (ask.stream && fault_strikes(&s.cfg, seq, FaultKind::Drop))
         .then(|| (plan.tokens / 2).max(1));
-    let malformed_at = (req.stream && fault_strikes(&s.cfg, seq, FaultKind::Malformed))
+    let malformed_at = (ask.stream && fault_strikes(&s.cfg, seq, FaultKind::Malformed))
         .then(|| (plan.tokens / 2).max(1));
     let fault = if drop_after.is_some() {
         Some("dropped")
@@ -635,20 +535,28 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         ))
         .await;
     }
-    let prefix = if api == Api::Chat { "chatcmpl" } else { "cmpl" };
+    let prefix = match api {
+        Api::Chat => "chatcmpl",
+        Api::Completions => "cmpl",
+        Api::Responses => "resp",
+        Api::Messages => "msg",
+        Api::Embeddings => "embd",
+        Api::TgiStream | Api::TgiWhole => "tgi",
+        Api::Ollama => "ollama",
+    };
     let out = Output {
         shared: s.clone(),
-        api,
+        wire,
         id: format!("{prefix}-{seq}"),
         phash,
         prompt_tokens,
         reasoning,
         finish_reason: plan.finish_reason,
+        inputs: ask.inputs,
+        usage: !ask.stream || (s.cfg.stream_usage && ask.include_usage),
     };
-    if req.stream {
-        let include_usage =
-            out.shared.cfg.stream_usage && req.stream_options.is_some_and(|o| o.include_usage);
-        stream_response(out, rx, include_usage, drop_after, malformed_at)
+    if ask.stream {
+        stream_response(out, rx, drop_after, malformed_at)
     } else {
         full_response(out, rx).await
     }
@@ -671,34 +579,45 @@ fn closed_record(seq: u64, headers: &HeaderMap, t: f64, outcome: &str) -> Ground
 /// Everything needed to render one response's events.
 struct Output {
     shared: Arc<Shared>,
-    api: Api,
+    wire: &'static dyn Wire,
     id: String,
     phash: u64,
     prompt_tokens: u32,
     /// The first this many output tokens are reasoning.
     reasoning: u32,
     finish_reason: &'static str,
+    inputs: u32,
+    /// Usage is reported.
+    usage: bool,
 }
 
 impl Output {
+    fn reply(&self) -> Reply<'_> {
+        Reply {
+            id: &self.id,
+            model: &self.shared.cfg.model,
+            model_json: &self.shared.model_json,
+            created: self.shared.created,
+        }
+    }
+
+    fn counts(&self, completion: u32, cached: u32) -> Counts {
+        Counts {
+            prompt: self.prompt_tokens,
+            completion,
+            cached,
+            reasoning: self.reasoning.min(completion),
+            reasons: self.shared.cfg.reasoning_share > 0.0,
+            usage: self.usage,
+            finish: self.finish_reason,
+            inputs: self.inputs,
+        }
+    }
+
     fn text(&self, first: u32, n: u32) -> String {
         let mut s = String::with_capacity(n as usize * 7);
         push_text(&self.shared.cfg, self.phash, first, n, &mut s);
         s
-    }
-
-    fn usage(&self, completion: u32, cached: u32) -> serde_json::Value {
-        let mut u = serde_json::json!({
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": completion,
-            "total_tokens": self.prompt_tokens + completion,
-            "prompt_tokens_details": { "cached_tokens": cached },
-        });
-        if self.shared.cfg.reasoning_share > 0.0 {
-            u["completion_tokens_details"] =
-                serde_json::json!({ "reasoning_tokens": self.reasoning.min(completion) });
-        }
-        u
     }
 
     /// The text of tokens `first..first + n`, split into its reasoning and answer parts.
@@ -709,50 +628,11 @@ impl Output {
             (n > r).then(|| self.text(first + r, n - r)),
         )
     }
-
-    /// One SSE event. `text` is (reasoning, answer): a chat delta carries them as
-    /// `reasoning_content` and `content`; completions carry the answer as `text`.
-    fn event(
-        &self,
-        out: &mut String,
-        text: (Option<&str>, Option<&str>),
-        role: bool,
-        finish: Option<&str>,
-    ) {
-        use std::fmt::Write;
-        let finish = finish.map_or("null".to_owned(), |f| format!("\"{f}\""));
-        // Generated text is plain ASCII words: no JSON escaping is needed.
-        let (object, choice) = match self.api {
-            Api::Chat => {
-                let delta = match (role, text) {
-                    (true, _) => r#"{"role":"assistant","content":""}"#.to_owned(),
-                    (false, (None, None)) => "{}".to_owned(),
-                    (false, (Some(r), None)) => format!(r#"{{"reasoning_content":"{r}"}}"#),
-                    (false, (None, Some(c))) => format!(r#"{{"content":"{c}"}}"#),
-                    (false, (Some(r), Some(c))) => {
-                        format!(r#"{{"reasoning_content":"{r}","content":"{c}"}}"#)
-                    }
-                };
-                ("chat.completion.chunk", format!(r#""delta":{delta}"#))
-            }
-            Api::Completions => (
-                "text_completion",
-                format!(r#""text":"{}""#, text.1.unwrap_or("")),
-            ),
-        };
-        let _ = write!(
-            out,
-            "data: {{\"id\":\"{}\",\"object\":\"{object}\",\"created\":{},\"model\":{},\
-             \"choices\":[{{\"index\":0,{choice},\"logprobs\":null,\"finish_reason\":{finish}}}]}}\n\n",
-            self.id, self.shared.created, self.shared.model_json
-        );
-    }
 }
 
 struct StreamState {
     out: Output,
     rx: UnboundedReceiver<Delivery>,
-    include_usage: bool,
     drop_after: Option<u32>,
     malformed_at: Option<u32>,
     generated: u32,
@@ -763,14 +643,13 @@ struct StreamState {
 fn stream_response(
     out: Output,
     rx: UnboundedReceiver<Delivery>,
-    include_usage: bool,
     drop_after: Option<u32>,
     malformed_at: Option<u32>,
 ) -> Response {
+    let content_type = out.wire.content_type();
     let state = StreamState {
         out,
         rx,
-        include_usage,
         drop_after,
         malformed_at,
         generated: 0,
@@ -784,10 +663,10 @@ fn stream_response(
         let mut buf = String::new();
         if !st.started {
             st.started = true;
-            // Like vLLM, a chat stream opens with a role-only chunk before any token exists:
-            // a client that takes it for the first token under-reports TTFT.
-            if st.out.api == Api::Chat {
-                st.out.event(&mut buf, (None, None), true, None);
+            // What an API sends before any token exists (vLLM's role-only chat chunk, Anthropic's
+            // message_start): a client that takes it for the first token under-reports TTFT.
+            st.out.wire.open(&st.out.reply(), &mut buf);
+            if !buf.is_empty() {
                 return Some((Ok(Bytes::from(buf)), st));
             }
         }
@@ -806,40 +685,28 @@ fn stream_response(
                         std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "fault: drop");
                     return Some((Err(e), st));
                 }
+                let reply = st.out.reply();
                 if st.malformed_at.is_some_and(|m| st.generated >= m) {
                     st.malformed_at = None;
-                    buf.push_str("data: {\"id\":\"");
-                    buf.push_str(&st.out.id);
-                    buf.push_str("\",\"choices\":[{\"delta\":{\"content\n\n");
+                    st.out.wire.malformed(&reply, &mut buf);
                 }
                 let (r, c) = st.out.parts(first_index, tokens);
                 st.out
-                    .event(&mut buf, (r.as_deref(), c.as_deref()), false, None);
+                    .wire
+                    .chunk(&reply, &mut buf, r.as_deref(), c.as_deref());
                 Some((Ok(Bytes::from(buf)), st))
             }
             Some(Delivery::Done { cached }) => {
                 st.finished = true;
-                let finish = st.out.finish_reason;
-                st.out.event(&mut buf, (None, None), false, Some(finish));
-                if st.include_usage {
-                    let usage = serde_json::json!({
-                        "id": st.out.id, "object": match st.out.api {
-                            Api::Chat => "chat.completion.chunk", Api::Completions => "text_completion" },
-                        "created": st.out.shared.created, "model": st.out.shared.cfg.model,
-                        "choices": [], "usage": st.out.usage(st.generated, cached),
-                    });
-                    buf.push_str("data: ");
-                    buf.push_str(&usage.to_string());
-                    buf.push_str("\n\n");
-                }
-                buf.push_str("data: [DONE]\n\n");
+                let counts = st.out.counts(st.generated, cached);
+                st.out.wire.end(&st.out.reply(), &mut buf, &counts);
                 Some((Ok(Bytes::from(buf)), st))
             }
             Some(Delivery::Rejected) => {
                 st.finished = true;
-                buf.push_str(
-                    "data: {\"error\":{\"message\":\"request does not fit in the KV cache\",\"code\":400}}\n\n",
-                );
+                st.out
+                    .wire
+                    .refused(&mut buf, "request does not fit in the KV cache");
                 Some((Ok(Bytes::from(buf)), st))
             }
             None => {
@@ -851,10 +718,7 @@ fn stream_response(
     });
     let mut resp = Body::from_stream(stream).into_response();
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     resp
 }
@@ -883,27 +747,8 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
             None => return error_response(StatusCode::SERVICE_UNAVAILABLE, "engine stopped"),
         }
     };
-    let mut message = serde_json::json!({ "role": "assistant", "content": text });
-    if !reasoning.is_empty() {
-        message["reasoning_content"] = serde_json::Value::String(reasoning);
-    }
-    let choice = match out.api {
-        Api::Chat => serde_json::json!({
-            "index": 0, "message": message,
-            "logprobs": null, "finish_reason": out.finish_reason }),
-        Api::Completions => serde_json::json!({
-            "index": 0, "text": text, "logprobs": null, "finish_reason": out.finish_reason }),
-    };
-    let object = if out.api == Api::Chat {
-        "chat.completion"
-    } else {
-        "text_completion"
-    };
-    axum::Json(serde_json::json!({
-        "id": out.id, "object": object, "created": out.shared.created,
-        "model": out.shared.cfg.model, "choices": [choice], "usage": out.usage(generated, cached),
-    }))
-    .into_response()
+    let counts = out.counts(generated, cached);
+    axum::Json(out.wire.whole(&out.reply(), &reasoning, &text, &counts)).into_response()
 }
 
 async fn models(State(s): State<Arc<Shared>>) -> Response {

@@ -1,0 +1,333 @@
+//! Anthropic's Messages API: `POST /v1/messages`, as served by Anthropic, by gateways that
+//! speak it, and by llama.cpp's server (checked against the pinned build, `tests/real_engine.rs`).
+//!
+//! The stream is SSE with typed events: `message_start` (the message's id, model and input
+//! usage), then per content block `content_block_start`, `content_block_delta`…,
+//! `content_block_stop`, then `message_delta` (the `stop_reason` and the cumulative output
+//! usage) and `message_stop`, which ends it (there is no `[DONE]`); `ping` events may come
+//! at any time and `error` events carry the server's error.
+//!
+//! First tokens: a `content_block_delta` whose delta is a `text_delta` carries answer text, a
+//! `thinking_delta` (extended thinking) reasoning text; `signature_delta` and
+//! `input_json_delta` carry no generated text. Token counts: Anthropic's `input_tokens` leave
+//! out the prompt tokens read from or written to the cache, so the prompt is
+//! `input_tokens + cache_read_input_tokens + cache_creation_input_tokens` and the cached part
+//! `cache_read_input_tokens`; output tokens are `message_delta`'s `usage.output_tokens`.
+//! Anthropic reports no separate count of thinking tokens: the client counts them.
+//!
+//! The key goes in `x-api-key` with `anthropic-version: 2023-06-01`. System messages go into
+//! the top-level `system` field (the API has no system role in `messages`). There is no field
+//! for an exact output length or a sampling seed; `top_p` is sent only when it is not 1 (recent
+//! models refuse `temperature` and `top_p` together).
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Adapter, Auth, Capabilities, RequestSpec, StreamEvent, Usage};
+
+pub struct Messages;
+
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(borrow, rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+    /// `message_start`'s message, or a whole non-streamed body's fields (flattened below).
+    #[serde(borrow, default)]
+    message: Option<Body<'a>>,
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(default)]
+    usage: Option<AnthropicUsage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+    // A whole body (not streamed) is the message itself.
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    content: Option<Vec<Block<'a>>>,
+    #[serde(borrow, default)]
+    stop_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Body<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    usage: Option<AnthropicUsage>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    stop_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(borrow, rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+struct AnthropicUsage {
+    #[serde(default)]
+    input_tokens: Option<u32>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u32>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u32>,
+    #[serde(default)]
+    output_tokens: Option<u32>,
+}
+
+impl AnthropicUsage {
+    /// In OpenAI's terms; `output` says whether this object's output count is the answer's
+    /// (`message_start` holds a placeholder there).
+    fn usage(self, output: bool) -> Usage {
+        let prompt = self.input_tokens.map(|i| {
+            i + self.cache_read_input_tokens.unwrap_or(0)
+                + self.cache_creation_input_tokens.unwrap_or(0)
+        });
+        Usage::of(
+            prompt,
+            self.output_tokens.filter(|_| output),
+            self.cache_read_input_tokens.filter(|_| prompt.is_some()),
+            None,
+        )
+    }
+}
+
+fn non_empty(t: Option<Cow<'_, str>>) -> Option<Cow<'_, str>> {
+    t.filter(|t| !t.is_empty())
+}
+
+impl Adapter for Messages {
+    fn path(&self, _stream: bool) -> &'static str {
+        "/v1/messages"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            messages: true,
+            exact_output: false,
+            streams: true,
+            generates: true,
+            batches: false,
+        }
+    }
+
+    fn auth(&self) -> Auth {
+        Auth::Header("x-api-key")
+    }
+
+    fn headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[("anthropic-version", "2023-06-01")]
+    }
+
+    fn body(&self, spec: &RequestSpec<'_>) -> Vec<u8> {
+        let (system, messages): (Vec<_>, Vec<_>) = match spec.messages {
+            Some(m) => m.iter().partition(|m| m.role == "system"),
+            None => (Vec::new(), Vec::new()),
+        };
+        let messages = if spec.messages.is_some() {
+            json!(messages)
+        } else {
+            json!([{ "role": "user", "content": spec.prompt }])
+        };
+        let mut b = json!({
+            "model": spec.model,
+            "max_tokens": spec.max_tokens,
+            "stream": spec.stream,
+            "temperature": spec.sampling.temperature,
+            "messages": messages,
+        });
+        let o = b.as_object_mut().expect("object literal");
+        if !system.is_empty() {
+            let s: Vec<&str> = system.iter().map(|m| m.content.as_str()).collect();
+            o.insert("system".into(), json!(s.join("\n")));
+        }
+        if spec.sampling.top_p < 1.0 {
+            o.insert("top_p".into(), json!(spec.sampling.top_p));
+        }
+        if let Some(k) = spec.sampling.top_k {
+            o.insert("top_k".into(), json!(k));
+        }
+        super::encode(b, spec)
+    }
+
+    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
+        let e: Event<'a> = serde_json::from_slice(data)
+            .map_err(|e| format!("event is not a Messages API event: {e}"))?;
+        if let Some(err) = e.error {
+            return Err(super::server_error(&err));
+        }
+        let mut ev = StreamEvent::default();
+        match e.kind.as_deref() {
+            Some("message_start") => {
+                if let Some(m) = e.message {
+                    ev.id = m.id;
+                    ev.model = m.model;
+                    ev.usage = m.usage.map(|u| u.usage(false));
+                }
+            }
+            Some("content_block_delta") => {
+                if let Some(d) = e.delta {
+                    match d.kind.as_deref() {
+                        Some("thinking_delta") => ev.reasoning = non_empty(d.thinking),
+                        Some("text_delta") | None => ev.text = non_empty(d.text),
+                        _ => {}
+                    }
+                }
+            }
+            Some("message_delta") => {
+                ev.finish_reason = e.delta.and_then(|d| d.stop_reason);
+                ev.usage = e.usage.map(|u| u.usage(true));
+            }
+            Some("message_stop") => ev.done = true,
+            // A whole answer (not streamed): the message object.
+            Some("message") => {
+                ev.id = e.id;
+                ev.model = e.model;
+                ev.finish_reason = e.stop_reason;
+                ev.usage = e.usage.map(|u| u.usage(true));
+                let (mut text, mut thinking) = (String::new(), String::new());
+                for b in e.content.into_iter().flatten() {
+                    match b.kind.as_deref() {
+                        Some("thinking") => thinking.push_str(b.thinking.as_deref().unwrap_or("")),
+                        Some("text") => text.push_str(b.text.as_deref().unwrap_or("")),
+                        _ => {}
+                    }
+                }
+                ev.text = (!text.is_empty()).then_some(Cow::Owned(text));
+                ev.reasoning = (!thinking.is_empty()).then_some(Cow::Owned(thinking));
+            }
+            // ping, content_block_start/stop and event types added later carry no tokens.
+            _ => {}
+        }
+        Ok(ev)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> StreamEvent<'_> {
+        Messages.parse_event(s.as_bytes()).unwrap()
+    }
+
+    /// Events as llama.cpp's server sends them (captured from the pinned build) and as
+    /// Anthropic documents them (thinking, cache counts, errors).
+    #[test]
+    fn a_stream_in_order() {
+        let start = parse(
+            r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"gemma-3-270m","stop_reason":null,"usage":{"cache_read_input_tokens":21,"input_tokens":5,"output_tokens":1}}}"#,
+        );
+        assert_eq!(start.id.as_deref(), Some("msg_1"));
+        let u = start.usage.unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.cached_tokens()),
+            (Some(26), None, Some(21))
+        );
+        let think = parse(
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me"}}"#,
+        );
+        assert_eq!(
+            (think.reasoning.as_deref(), think.text.as_deref()),
+            (Some("Let me"), None)
+        );
+        for quiet in [
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQB"}}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"ping"}"#,
+            r#"{"type":"content_block_stop","index":1}"#,
+        ] {
+            let ev = parse(quiet);
+            assert!(
+                ev.text.is_none() && ev.reasoning.is_none() && !ev.done,
+                "{quiet}"
+            );
+        }
+        let text = parse(
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}"#,
+        );
+        assert_eq!(text.text.as_deref(), Some("Hi"));
+        let delta = parse(
+            r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":8}}"#,
+        );
+        assert_eq!(delta.finish_reason.as_deref(), Some("max_tokens"));
+        let u = delta.usage.unwrap();
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (None, Some(8)));
+        assert!(parse(r#"{"type":"message_stop"}"#).done);
+        let err = Messages
+            .parse_event(
+                br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            )
+            .unwrap_err();
+        assert!(
+            err.starts_with("server error") && err.contains("Overloaded"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_whole_message() {
+        let ev = parse(
+            r#"{"id":"m","type":"message","role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"x"},{"type":"text","text":"Hello"}],"model":"g","stop_reason":"end_turn","usage":{"input_tokens":5,"cache_read_input_tokens":21,"output_tokens":8}}"#,
+        );
+        assert_eq!(
+            (ev.reasoning.as_deref(), ev.text.as_deref()),
+            (Some("hmm"), Some("Hello"))
+        );
+        assert_eq!(ev.usage.unwrap().completion_tokens, Some(8));
+        assert_eq!(ev.usage.unwrap().prompt_tokens, Some(26));
+        assert_eq!(ev.finish_reason.as_deref(), Some("end_turn"));
+    }
+
+    #[test]
+    fn system_messages_go_to_the_system_field() {
+        let sampling = crate::contract::Sampling::default();
+        let msgs = [
+            crate::api::Message {
+                role: "system".into(),
+                content: "be brief".into(),
+            },
+            crate::api::Message {
+                role: "user".into(),
+                content: "hi".into(),
+            },
+        ];
+        let spec = RequestSpec {
+            model: "m",
+            prompt: "hi",
+            messages: Some(&msgs),
+            max_tokens: 4,
+            stream: true,
+            exact_output: false,
+            sampling: &sampling,
+            batch: 1,
+            extra: None,
+        };
+        let v: serde_json::Value = serde_json::from_slice(&Messages.body(&spec)).unwrap();
+        assert_eq!(v["system"], "be brief");
+        assert_eq!(v["messages"].as_array().unwrap().len(), 1);
+        assert!(v.get("top_p").is_none(), "top_p 1 is not sent");
+    }
+}

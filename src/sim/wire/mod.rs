@@ -1,0 +1,257 @@
+//! The simulator's side of each endpoint API: how a request body is read into what it asks of
+//! the engine ([`Ask`]), and how the engine's tokens are written back as that API's events or
+//! whole answer. One file per API, mirroring the client's adapters in `crate::api` (the
+//! simulator is the ground truth the adapters are tested against, so each file follows the
+//! API's real server format, not the client's reading of it).
+//!
+//! Generated text is plain ASCII words (the simulator's vocabulary), so events are written
+//! with `format!` and need no JSON escaping.
+
+mod anthropic;
+mod embeddings;
+mod ollama;
+mod openai;
+mod responses;
+mod tgi;
+
+use serde::Deserialize;
+
+/// Every API the simulator serves, with its route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    Chat,
+    Completions,
+    Responses,
+    Messages,
+    Embeddings,
+    TgiStream,
+    TgiWhole,
+    Ollama,
+}
+
+impl Api {
+    pub(crate) const ALL: [Api; 8] = [
+        Api::Chat,
+        Api::Completions,
+        Api::Responses,
+        Api::Messages,
+        Api::Embeddings,
+        Api::TgiStream,
+        Api::TgiWhole,
+        Api::Ollama,
+    ];
+
+    pub(crate) fn route(self) -> &'static str {
+        match self {
+            Api::Chat => "/v1/chat/completions",
+            Api::Completions => "/v1/completions",
+            Api::Responses => "/v1/responses",
+            Api::Messages => "/v1/messages",
+            Api::Embeddings => "/v1/embeddings",
+            Api::TgiStream => "/generate_stream",
+            Api::TgiWhole => "/generate",
+            Api::Ollama => "/api/chat",
+        }
+    }
+
+    pub(crate) fn wire(self) -> &'static dyn Wire {
+        match self {
+            Api::Chat => &openai::OpenAi::Chat,
+            Api::Completions => &openai::OpenAi::Completions,
+            Api::Responses => &responses::Responses,
+            Api::Messages => &anthropic::Messages,
+            Api::Embeddings => &embeddings::Embeddings,
+            Api::TgiStream => &tgi::Tgi { stream: true },
+            Api::TgiWhole => &tgi::Tgi { stream: false },
+            Api::Ollama => &ollama::Ollama,
+        }
+    }
+}
+
+/// What a request asks of the simulator, whatever its API.
+#[derive(Debug, Default)]
+pub(crate) struct Ask {
+    pub model: Option<String>,
+    /// The prompt's text, its messages or inputs joined by newlines.
+    pub prompt: String,
+    /// The request is chat-shaped: the chat template's tokens go in front of its prompt.
+    pub chat: bool,
+    pub max_tokens: Option<u32>,
+    pub min_tokens: Option<u32>,
+    pub ignore_eos: bool,
+    pub stream: bool,
+    /// OpenAI's `stream_options.include_usage` (the other APIs always report usage).
+    pub include_usage: bool,
+    /// The request lets a reasoning model think.
+    pub thinking: bool,
+    /// The JSON field that holds the prompt, for the error when it is empty.
+    pub prompt_field: &'static str,
+    /// Inputs in the request (embeddings; 0 elsewhere).
+    pub inputs: u32,
+}
+
+/// What one answer is: its id and the shared facts it names.
+pub(crate) struct Reply<'a> {
+    pub id: &'a str,
+    pub model: &'a str,
+    /// `model` as a JSON string.
+    pub model_json: &'a str,
+    pub created: u64,
+}
+
+/// The counts and end of one answer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Counts {
+    pub prompt: u32,
+    pub completion: u32,
+    pub cached: u32,
+    pub reasoning: u32,
+    /// The simulator reasons (report the reasoning count where the API has a field for it).
+    pub reasons: bool,
+    /// Usage is reported (`stream_usage`, and OpenAI's `include_usage` when streaming).
+    pub usage: bool,
+    pub finish: &'static str,
+    /// Inputs embedded (embeddings).
+    pub inputs: u32,
+}
+
+/// One API's format, as its servers speak it.
+pub(crate) trait Wire: Send + Sync {
+    /// Reads a request body.
+    fn ask(&self, body: &[u8]) -> Result<Ask, String>;
+    /// The content type of a streamed answer.
+    fn content_type(&self) -> &'static str {
+        "text/event-stream"
+    }
+    /// What is sent before the first token (a role-only chunk, `message_start`, …).
+    fn open(&self, _r: &Reply<'_>, _buf: &mut String) {}
+    /// One chunk of generated text: its reasoning part, its answer part.
+    fn chunk(&self, r: &Reply<'_>, buf: &mut String, reasoning: Option<&str>, answer: Option<&str>);
+    /// The end of a streamed answer.
+    fn end(&self, r: &Reply<'_>, buf: &mut String, c: &Counts);
+    /// The engine refused the request after the stream began.
+    fn refused(&self, buf: &mut String, message: &str) {
+        buf.push_str("data: ");
+        buf.push_str(
+            &serde_json::json!({ "error": { "message": message, "code": 400 } }).to_string(),
+        );
+        buf.push_str("\n\n");
+    }
+    /// An event that is not valid JSON (the malformed fault).
+    fn malformed(&self, r: &Reply<'_>, buf: &mut String) {
+        buf.push_str("data: {\"id\":\"");
+        buf.push_str(r.id);
+        buf.push_str("\",\"choices\":[{\"delta\":{\"content\n\n");
+    }
+    /// A whole answer.
+    fn whole(&self, r: &Reply<'_>, reasoning: &str, answer: &str, c: &Counts) -> serde_json::Value;
+}
+
+/// An SSE event with a name (`event:`) and JSON data, as Anthropic's and the Responses API's
+/// streams send them.
+pub(crate) fn named_event(buf: &mut String, name: &str, data: &serde_json::Value) {
+    buf.push_str("event: ");
+    buf.push_str(name);
+    buf.push_str("\ndata: ");
+    buf.push_str(&data.to_string());
+    buf.push_str("\n\n");
+}
+
+/// A string, or a list of strings or `{ "type": "text", "text": … }` parts (OpenAI's,
+/// Anthropic's and the Responses API's content).
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Text {
+    One(String),
+    Many(Vec<Part>),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Part {
+    Str(String),
+    Obj { text: Option<String> },
+}
+
+impl Text {
+    pub(crate) fn push_to(&self, out: &mut String) {
+        match self {
+            Text::One(s) => push_line(out, s),
+            Text::Many(parts) => {
+                for p in parts {
+                    match p {
+                        Part::Str(s) => push_line(out, s),
+                        Part::Obj { text: Some(s) } => push_line(out, s),
+                        Part::Obj { text: None } => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A chat message's content (other fields are not read).
+#[derive(Deserialize)]
+pub(crate) struct Message {
+    #[serde(default)]
+    pub content: Option<Text>,
+}
+
+pub(crate) fn push_line(out: &mut String, s: &str) {
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(s);
+}
+
+/// The messages' contents, joined.
+pub(crate) fn join_messages(messages: &[Message], out: &mut String) {
+    for m in messages {
+        if let Some(c) = &m.content {
+            c.push_to(out);
+        }
+    }
+}
+
+/// The length fields a request may carry at its top level whatever its API (vLLM's and
+/// llama.cpp's `ignore_eos` and `min_tokens`, sent by goodput for OpenAI's APIs and through
+/// `extra_body` for others), and Qwen3's `chat_template_kwargs.enable_thinking` switch.
+#[derive(Deserialize, Default)]
+pub(crate) struct Common {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub min_tokens: Option<u32>,
+    #[serde(default)]
+    pub ignore_eos: bool,
+    #[serde(default)]
+    pub chat_template_kwargs: Option<serde_json::Value>,
+}
+
+impl Common {
+    /// The template switch allows thinking (absent: it does).
+    pub(crate) fn thinking(&self) -> bool {
+        self.chat_template_kwargs
+            .as_ref()
+            .and_then(|k| k.get("enable_thinking"))
+            .and_then(serde_json::Value::as_bool)
+            != Some(false)
+    }
+
+    /// An [`Ask`] with these fields filled.
+    pub(crate) fn ask(self, prompt_field: &'static str) -> Ask {
+        Ask {
+            thinking: self.thinking(),
+            model: self.model,
+            min_tokens: self.min_tokens,
+            ignore_eos: self.ignore_eos,
+            prompt_field,
+            ..Ask::default()
+        }
+    }
+}
+
+/// Parses `body` as `T`, the message naming the API's body.
+pub(crate) fn from_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| format!("invalid JSON body: {e}"))
+}

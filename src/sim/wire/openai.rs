@@ -1,0 +1,159 @@
+//! OpenAI's chat and text completions, as vLLM serves them: a chat stream opens with a
+//! role-only chunk (a client that takes it for the first token under-reports TTFT), reasoning
+//! goes in `reasoning_content`, the finish reason in an empty last chunk, usage (when asked
+//! for with `stream_options.include_usage`) in a chunk with no choices, then `[DONE]`.
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Ask, Common, Counts, Message, Reply, Text, Wire, from_body, join_messages};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpenAi {
+    Chat,
+    Completions,
+}
+
+#[derive(Deserialize)]
+struct Request {
+    #[serde(flatten)]
+    common: Common,
+    messages: Option<Vec<Message>>,
+    prompt: Option<Text>,
+    max_tokens: Option<u32>,
+    max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    stream: bool,
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+/// OpenAI's usage object.
+pub(crate) fn usage(c: &Counts) -> serde_json::Value {
+    let mut u = json!({
+        "prompt_tokens": c.prompt,
+        "completion_tokens": c.completion,
+        "total_tokens": c.prompt + c.completion,
+        "prompt_tokens_details": { "cached_tokens": c.cached },
+    });
+    if c.reasons {
+        u["completion_tokens_details"] = json!({ "reasoning_tokens": c.reasoning });
+    }
+    u
+}
+
+impl OpenAi {
+    fn object(self, stream: bool) -> &'static str {
+        match (self, stream) {
+            (OpenAi::Chat, true) => "chat.completion.chunk",
+            (OpenAi::Chat, false) => "chat.completion",
+            (OpenAi::Completions, _) => "text_completion",
+        }
+    }
+
+    /// One chunk; `choice` is the choice's fields before `logprobs`.
+    fn event(self, r: &Reply<'_>, buf: &mut String, choice: &str, finish: Option<&str>) {
+        use std::fmt::Write;
+        let finish = finish.map_or("null".to_owned(), |f| format!("\"{f}\""));
+        let _ = write!(
+            buf,
+            "data: {{\"id\":\"{}\",\"object\":\"{}\",\"created\":{},\"model\":{},\
+             \"choices\":[{{\"index\":0,{choice},\"logprobs\":null,\"finish_reason\":{finish}}}]}}\n\n",
+            r.id,
+            self.object(true),
+            r.created,
+            r.model_json
+        );
+    }
+
+    fn empty_choice(self) -> &'static str {
+        match self {
+            OpenAi::Chat => r#""delta":{}"#,
+            OpenAi::Completions => r#""text":"""#,
+        }
+    }
+}
+
+impl Wire for OpenAi {
+    fn ask(&self, body: &[u8]) -> Result<Ask, String> {
+        let req: Request = from_body(body)?;
+        let chat = *self == OpenAi::Chat;
+        let mut a = req.common.ask(if chat { "messages" } else { "prompt" });
+        if chat {
+            join_messages(req.messages.as_deref().unwrap_or_default(), &mut a.prompt);
+        } else if let Some(p) = &req.prompt {
+            p.push_to(&mut a.prompt);
+        }
+        a.chat = chat;
+        // Completions are not chat-templated: there is nothing to think in.
+        a.thinking &= chat;
+        a.max_tokens = req.max_completion_tokens.or(req.max_tokens);
+        a.stream = req.stream;
+        a.include_usage = req.stream_options.is_some_and(|o| o.include_usage);
+        Ok(a)
+    }
+
+    fn open(&self, r: &Reply<'_>, buf: &mut String) {
+        if *self == OpenAi::Chat {
+            self.event(r, buf, r#""delta":{"role":"assistant","content":""}"#, None);
+        }
+    }
+
+    fn chunk(
+        &self,
+        r: &Reply<'_>,
+        buf: &mut String,
+        reasoning: Option<&str>,
+        answer: Option<&str>,
+    ) {
+        let choice = match self {
+            OpenAi::Chat => match (reasoning, answer) {
+                (None, None) => r#""delta":{}"#.to_owned(),
+                (Some(r), None) => format!(r#""delta":{{"reasoning_content":"{r}"}}"#),
+                (None, Some(c)) => format!(r#""delta":{{"content":"{c}"}}"#),
+                (Some(r), Some(c)) => {
+                    format!(r#""delta":{{"reasoning_content":"{r}","content":"{c}"}}"#)
+                }
+            },
+            OpenAi::Completions => format!(r#""text":"{}""#, answer.unwrap_or("")),
+        };
+        self.event(r, buf, &choice, None);
+    }
+
+    fn end(&self, r: &Reply<'_>, buf: &mut String, c: &Counts) {
+        self.event(r, buf, self.empty_choice(), Some(c.finish));
+        if c.usage {
+            let u = json!({
+                "id": r.id, "object": self.object(true), "created": r.created, "model": r.model,
+                "choices": [], "usage": usage(c),
+            });
+            buf.push_str("data: ");
+            buf.push_str(&u.to_string());
+            buf.push_str("\n\n");
+        }
+        buf.push_str("data: [DONE]\n\n");
+    }
+
+    fn whole(&self, r: &Reply<'_>, reasoning: &str, answer: &str, c: &Counts) -> serde_json::Value {
+        let choice = match self {
+            OpenAi::Chat => {
+                let mut message = json!({ "role": "assistant", "content": answer });
+                if !reasoning.is_empty() {
+                    message["reasoning_content"] = json!(reasoning);
+                }
+                json!({ "index": 0, "message": message, "logprobs": null, "finish_reason": c.finish })
+            }
+            OpenAi::Completions => json!({
+                "index": 0, "text": answer, "logprobs": null, "finish_reason": c.finish }),
+        };
+        json!({
+            "id": r.id, "object": self.object(false), "created": r.created,
+            "model": r.model, "choices": [choice], "usage": usage(c),
+        })
+    }
+}
