@@ -311,3 +311,143 @@ async fn ttfo_is_the_first_answer_token_and_reasoning_is_counted() {
         }
     }
 }
+
+/// Issue #21: every streaming API against its simulator route. TTFT, TTFO and output token
+/// counts are the simulator's ground truth (tokens exactly, times within the tolerance of the
+/// timing tests), and with reasoning on, TTFO − TTFT is the simulator's reasoning duration.
+/// Anthropic's models think only when asked (`thinking` through `extra_body`); TGI's native
+/// API has no reasoning; the Responses API, Anthropic and Ollama end their streams with their
+/// own last event, Ollama's as JSON lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_streaming_api_agrees_with_the_simulators_ground_truth() {
+    use goodput::contract::{LatencyOrigin, TokenSource};
+    let _serial = SERIAL.lock().await;
+    let anthropic_thinking = "[target.request]\nextra_body = { thinking = { type = \"enabled\", budget_tokens = 1024 } }\n";
+    // (api, extra request section, reasons, the server reports reasoning tokens)
+    for (api, request, reasons, reported) in [
+        ("openai-chat", "", true, true),
+        ("openai-completions", "", false, false),
+        ("openai-responses", "", true, true),
+        ("anthropic-messages", anthropic_thinking, true, false),
+        ("tgi-generate", "", false, false),
+        ("ollama-chat", "", true, false),
+    ] {
+        let sim = common::sim(SimConfig {
+            prefill_tokens_per_s: 50_000.0,
+            decode_base_ms: 4.0,
+            decode_per_seq_ms: 0.0,
+            reasoning_share: 0.5,
+            ..SimConfig::default()
+        })
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let c = parse(&format!(
+            "[target]\nurl = \"{}\"\napi = \"{api}\"\n{request}[workload]\ninput_tokens = {{ dist = \"fixed\", value = 32 }}\noutput_tokens = {{ dist = \"fixed\", value = 40 }}\n\
+             [load]\nkind = \"open\"\nrate = 15\nrequests = 40\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
+            sim.base_url()
+        ));
+        let r = run_in(c, dir.path()).await;
+        let gt = common::truth_by_id(&sim);
+        let ok: Vec<_> = r.records.iter().filter(|x| x.is_ok()).collect();
+        assert!(
+            ok.len() >= 40 && ok.len() == r.records.len(),
+            "{api}: every request succeeds: {:?}",
+            r.summary.steady.first_errors
+        );
+        let (mut ttft, mut gap) = (vec![], vec![]);
+        for x in ok {
+            let g = &gt[&x.request_id];
+            let m = goodput::analyze::request_metrics(x, LatencyOrigin::Sent, TokenSource::Usage);
+            assert_eq!(m.output_tokens, g.output_tokens, "{api}: output tokens");
+            assert!(m.output_from_usage, "{api}: the API's own usage was read");
+            assert_eq!(
+                x.chunks.len(),
+                g.chunks.len(),
+                "{api}: one chunk per simulator chunk"
+            );
+            assert_eq!(
+                x.usage_prompt_tokens,
+                Some(g.prompt_tokens),
+                "{api}: prompt tokens"
+            );
+            let server_ttft = (g.first_token_us.unwrap() - g.arrival_us) as f64 / 1000.0;
+            ttft.push((m.ttft_ms.unwrap() - server_ttft).abs());
+            if !reasons {
+                assert_eq!((g.reasoning_tokens, m.reasoning_tokens), (0, None), "{api}");
+                assert_eq!(m.ttfo_ms, m.ttft_ms, "{api}");
+                continue;
+            }
+            // Lengths are exact only where the API can ask for them; half are reasoning.
+            let thought = g.output_tokens / 2;
+            assert!(
+                thought > 0 && g.reasoning_tokens == thought,
+                "{api}: the simulator reasoned"
+            );
+            assert_eq!(m.reasoning_tokens, Some(thought), "{api}: reasoning tokens");
+            assert_eq!(
+                m.reasoning_from_usage, reported,
+                "{api}: who counted the reasoning"
+            );
+            let truth = (g.chunks[thought as usize].0 - g.chunks[0].0) as f64 / 1000.0;
+            gap.push((m.ttfo_ms.unwrap() - m.ttft_ms.unwrap() - truth).abs());
+        }
+        common::assert_timing_within(&format!("{api}: TTFT"), ttft);
+        if reasons {
+            common::assert_timing_within(&format!("{api}: TTFO − TTFT"), gap);
+        }
+        // The bundle names the API it measured.
+        let contract = std::fs::read_to_string(r.bundle.path("contract.toml")).unwrap();
+        assert!(contract.contains(&format!("api = \"{api}\"")), "{api}");
+    }
+}
+
+/// Issue #21: embeddings are not streamed; a request of `batch` inputs carries each input's
+/// tokens, as the simulator counted them, and its latency is end to end. Input throughput
+/// counts the requests that ended in the window (they have no first token), and no output
+/// statistic is reported for an API that generates nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embeddings_batches_are_timed_end_to_end_and_counted_in_input_tokens() {
+    let _serial = SERIAL.lock().await;
+    let sim = common::sim(SimConfig {
+        prefill_tokens_per_s: 20_000.0,
+        decode_base_ms: 3.0,
+        ..SimConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "[target]\nurl = \"{}\"\napi = \"openai-embeddings\"\n[workload]\nbatch = 4\ninput_tokens = {{ dist = \"fixed\", value = 50 }}\n\
+         [load]\nkind = \"open\"\nrate = 20\nrequests = 60\n[warmup]\nrequests = 0\n[slo]\ne2e_ms = 500\n[measurement]\nserver_metrics_interval = 0\n",
+        sim.base_url()
+    ));
+    let r = run_in(c, dir.path()).await;
+    let gt = common::truth_by_id(&sim);
+    let mut e2e = vec![];
+    for x in &r.records {
+        assert!(x.is_ok(), "{x:?}");
+        let g = &gt[&x.request_id];
+        assert_eq!(x.input_tokens_planned, 200, "four inputs of 50 tokens");
+        assert_eq!(x.usage_prompt_tokens, Some(g.prompt_tokens));
+        assert!(g.prompt_tokens >= 200, "the simulator read every input");
+        assert!(x.first_token_us.is_none() && x.chunks.is_empty());
+        let sent = x.sent_us.unwrap() as f64;
+        e2e.push(
+            ((x.end_us.unwrap() as f64 - sent) / 1000.0
+                - (g.end_us - g.arrival_us) as f64 / 1000.0)
+                .abs(),
+        );
+    }
+    common::assert_timing_within("embeddings: E2E", e2e);
+    let s = &r.summary.steady;
+    assert!(s.stats.output_tokens.is_none() && s.stats.ttft_ms.is_none());
+    let input = s.throughput.input_tokens_per_s.unwrap();
+    let achieved = s.throughput.achieved_rps.unwrap();
+    assert!(
+        (input / achieved - 200.0).abs() < 40.0,
+        "input {input} tok/s at {achieved} req/s"
+    );
+    let slo = s.slo.as_ref().unwrap();
+    assert_eq!(slo.met, slo.counted, "every request meets a 500 ms E2E");
+    let notes = r.summary.notes.join("\n");
+    assert!(!notes.contains("differ from those"), "{notes}");
+}

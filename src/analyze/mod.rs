@@ -906,7 +906,8 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         dispatch_wake_ms: Dist::of(wake),
         dispatch_queue_ms: Dist::of(queue),
         input_tokens: Dist::of(input),
-        output_tokens: Dist::of(output),
+        // An API that generates nothing (embeddings) has no output lengths to show.
+        output_tokens: Dist::of(output).filter(|_| c.target.api.adapter().capabilities().generates),
     }
 }
 
@@ -1186,7 +1187,12 @@ fn throughput(
         .sum();
     let input_tokens: u64 = records
         .iter()
-        .filter(|r| r.first_token_us.is_some_and(inside))
+        // A prompt is read by its first token; an answer that is not streamed has only its end.
+        .filter(|r| {
+            r.first_token_us
+                .or(r.end_us.filter(|_| r.is_ok()))
+                .is_some_and(inside)
+        })
         .map(|r| u64::from(r.usage_prompt_tokens.unwrap_or(r.input_tokens_planned)))
         .sum();
     Throughput {
@@ -1483,6 +1489,9 @@ fn output_count(c: &Contract, ok: &[&&Record], metrics: &[RequestMetrics]) -> Ou
 fn count_notes(c: &Contract, oc: &OutputCount) -> Vec<String> {
     let embedded = c.target.url.is_none();
     let mut notes = Vec::new();
+    if !c.target.api.adapter().capabilities().generates {
+        return notes;
+    }
     let clients = |m: &BTreeMap<String, u64>| -> String {
         let parts: Vec<String> = m
             .iter()
@@ -2068,6 +2077,7 @@ fn grade(c: &Contract, records: &[Record], facts: &Facts) -> Grade {
         }
     }
     if !c.workload.enforce_output_length
+        && c.target.api.adapter().capabilities().generates
         && !records.iter().any(|r| r.usage_completion_tokens.is_some())
     {
         missing.push("output length neither enforced nor reported by the server".to_owned());
@@ -2075,7 +2085,12 @@ fn grade(c: &Contract, records: &[Record], facts: &Facts) -> Grade {
     if !c.slo.is_set() {
         missing.push("no SLO: goodput undefined".to_owned());
     }
-    if c.quality.mode == crate::contract::QualityMode::None {
+    if !c.target.api.adapter().capabilities().generates {
+        missing.push(format!(
+            "no quality check: api = \"{}\" returns vectors, which goodput neither compares nor scores",
+            c.target.api.name()
+        ));
+    } else if c.quality.mode == crate::contract::QualityMode::None {
         missing.push(
             "no quality check: outputs are neither kept for comparison nor scored ([quality] mode = \"none\")"
                 .to_owned(),

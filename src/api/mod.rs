@@ -406,6 +406,40 @@ fn one() -> f64 {
 mod tests {
     use super::*;
 
+    /// Extra fields merge into the tables of the same name, beside what the adapter set.
+    #[test]
+    fn extra_fields_merge_into_nested_tables() {
+        let sampling = Sampling::default();
+        let extra: serde_json::Map<String, serde_json::Value> = serde_json::from_str(
+            r#"{"parameters":{"repetition_penalty":1.1},"stream_options":{"continuous_usage_stats":true},"priority":3}"#,
+        )
+        .unwrap();
+        let spec = RequestSpec {
+            model: "m",
+            prompt: "p",
+            messages: None,
+            max_tokens: 3,
+            stream: true,
+            exact_output: false,
+            sampling: &sampling,
+            batch: 1,
+            extra: Some(&extra),
+        };
+        let tgi: serde_json::Value =
+            serde_json::from_slice(&ApiKind::TgiGenerate.adapter().body(&spec)).unwrap();
+        assert_eq!(tgi["parameters"]["repetition_penalty"], 1.1);
+        assert_eq!(tgi["parameters"]["max_new_tokens"], 3);
+        let chat: serde_json::Value =
+            serde_json::from_slice(&ApiKind::OpenAiChat.adapter().body(&spec)).unwrap();
+        assert_eq!(chat["stream_options"]["include_usage"], true);
+        assert_eq!(chat["stream_options"]["continuous_usage_stats"], true);
+        assert_eq!(chat["priority"], 3);
+        assert!(
+            body_keys(ApiKind::OpenAiChat, &spec)
+                .contains(&"stream_options.include_usage".to_owned())
+        );
+    }
+
     /// The contract's names (serde) and the listed names (clap) are one spelling.
     #[test]
     fn every_kind_is_named_alike_in_the_contract_and_the_list() {
@@ -417,6 +451,22 @@ mod tests {
             "has `messages`, which only api = \"openai-chat\" or api = \"openai-responses\" or api = \"anthropic-messages\" or api = \"ollama-chat\" can send"
         );
         assert!(ApiKind::OpenAiChat.check_batch(2).is_err());
+        // Every kind has an adapter whose body is a JSON object.
+        for k in ApiKind::all() {
+            let sampling = Sampling::default();
+            let spec = RequestSpec {
+                model: "m",
+                prompt: "p",
+                messages: None,
+                max_tokens: 3,
+                stream: k.adapter().capabilities().streams,
+                exact_output: false,
+                sampling: &sampling,
+                batch: 1,
+                extra: None,
+            };
+            assert!(!body_keys(*k, &spec).is_empty(), "{k:?}");
+        }
         assert!(ApiKind::OpenAiEmbeddings.check_batch(2).is_ok());
         assert!(ApiKind::OpenAiChat.check(true).is_ok());
     }

@@ -1063,7 +1063,7 @@ pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
             message,
         }
     })?;
-    c.api_limits(&|key| source::line_of_key(src, key).is_some())
+    c.api_limits(&|key| source::has_key(src, key))
         .and_then(|()| c.resolve())
         .map_err(|(key, message)| ContractError::Invalid {
             path: path.to_owned(),

@@ -5,6 +5,22 @@ pub fn line_of_offset(src: &str, offset: usize) -> usize {
     src[..offset.min(src.len())].matches('\n').count() + 1
 }
 
+/// Whether the text sets the dotted key path itself (a default does not count).
+pub fn has_key(src: &str, path: &str) -> bool {
+    let Ok(doc) = src.parse::<toml::Table>() else {
+        return false;
+    };
+    let mut parts = path.split('.');
+    let Some(first) = parts.next() else {
+        return false;
+    };
+    let mut at = doc.get(first);
+    for p in parts {
+        at = at.and_then(|v| v.get(p));
+    }
+    at.is_some()
+}
+
 /// 1-based line of the value at a dotted key path (`load.rate`, `workload.input_tokens.min`),
 /// or of the nearest enclosing table that exists.
 pub fn line_of_key(src: &str, path: &str) -> Option<usize> {

@@ -25,6 +25,14 @@ impl Contract {
         if let Err(msg) = api.check_batch(w.batch) {
             return problem("workload.batch", msg);
         }
+        if !can.generates && self.quality.mode != QualityMode::None {
+            return problem(
+                "quality.mode",
+                format!(
+                    "api = \"{name}\" generates no text to compare or score: set it to \"none\""
+                ),
+            );
+        }
         if !can.streams && w.stream {
             if written("workload.stream") {
                 return problem(

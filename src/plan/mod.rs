@@ -103,6 +103,10 @@ pub struct Plan {
     probes: u64,
     /// Cold-start requests sent once the server is ready (`[cold_start] requests`).
     cold_start: u64,
+    /// Inputs per request (`workload.batch`).
+    batch: u32,
+    /// The API generates output tokens (embeddings do not).
+    generates: bool,
 }
 
 /// The run's lead for `workload.cache_nonce`: what every prompt of the run starts with, in the
@@ -297,6 +301,10 @@ fn lead_with(lead: &str, tag: &str) -> String {
 /// call it without planning the run.
 pub fn requested_lengths(c: &Contract, s: &Inputs, input: bool) -> Option<Vec<u32>> {
     let w = &c.workload;
+    if !input && !c.target.api.adapter().capabilities().generates {
+        return None;
+    }
+    let batch = if input { w.batch.max(1) } else { 1 };
     let v: Vec<u32> = match asked_lengths(w, input) {
         LengthDist::Trace => s
             .trace
@@ -324,6 +332,7 @@ pub fn requested_lengths(c: &Contract, s: &Inputs, input: bool) -> Option<Vec<u3
             (0..4096).map(|_| sample_len(&d, &[], &mut rng)).collect()
         }
     };
+    let v: Vec<u32> = v.into_iter().map(|n| n.saturating_mul(batch)).collect();
     (!v.is_empty()).then_some(v)
 }
 
@@ -377,6 +386,8 @@ impl Plan {
             warm: w.prefix_cache == PrefixCache::Warm,
             lead,
             cold_start: c.cold_start.as_ref().map_or(0, |cs| u64::from(cs.requests)),
+            batch: w.batch.max(1),
+            generates: c.target.api.adapter().capabilities().generates,
             probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
                 u64::from(c.quality.probes)
             } else {
@@ -465,8 +476,19 @@ impl Plan {
         2 * self.probes
     }
 
-    /// Request `index`, generated on its own.
+    /// Request `index`, generated on its own. Its token counts are the request's: a batch of
+    /// inputs (`workload.batch`) carries each input's tokens; an API that generates nothing
+    /// (embeddings) plans no output.
     pub fn request(&self, index: u64) -> PlannedRequest {
+        let mut r = self.request_unscaled(index);
+        r.input_tokens = r.input_tokens.saturating_mul(self.batch);
+        if !self.generates {
+            r.output_tokens = 0;
+        }
+        r
+    }
+
+    fn request_unscaled(&self, index: u64) -> PlannedRequest {
         if let Some(k) = index
             .checked_sub(PROBE_INDEX)
             .filter(|&k| k < self.probe_requests())

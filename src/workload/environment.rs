@@ -123,10 +123,65 @@ mod tests {
                 format!("{t}[target.request]\nheaders = {{ x-k = {{ env = \"A=b\" }} }}\n{load}"),
                 "`target.request.headers.x-k.env`: must be the *name*",
             ),
+            // Issue #21: what an API cannot do is refused where the contract asks for it.
+            (
+                format!(
+                    "{t}api = \"anthropic-messages\"\n[workload]\nenforce_output_length = true\n{load}"
+                ),
+                "c.toml:5: `workload.enforce_output_length`: api = \"anthropic-messages\" has no field that asks for an exact output length",
+            ),
+            (
+                format!("{t}api = \"openai-embeddings\"\n[workload]\nstream = true\n{load}"),
+                "c.toml:5: `workload.stream`: api = \"openai-embeddings\" answers whole, never streamed",
+            ),
+            (
+                format!("{t}[workload]\nbatch = 4\n{load}"),
+                "c.toml:4: `workload.batch`: is 4, but only api = \"openai-embeddings\" sends several inputs per request",
+            ),
+            (
+                format!(
+                    "{t}api = \"openai-embeddings\"\n[quality]\nmode = \"consistency\"\n{load}"
+                ),
+                "`quality.mode`: api = \"openai-embeddings\" generates no text to compare or score",
+            ),
+            (
+                format!(
+                    "{t}[target.request]\nextra_body = {{ stream_options = {{ include_usage = false }} }}\n{load}"
+                ),
+                "`target.request.extra_body.stream_options.include_usage`: `stream_options.include_usage` is a field goodput sets itself",
+            ),
+            (
+                format!(
+                    "{t}api = \"tgi-generate\"\n[target.request]\nextra_body = {{ parameters = {{ max_new_tokens = 3 }} }}\n{load}"
+                ),
+                "`target.request.extra_body.parameters.max_new_tokens`",
+            ),
+            (
+                format!(
+                    "{t}api = \"anthropic-messages\"\napi_key_env = \"K\"\n[target.request]\nheaders = {{ x-api-key = \"k\" }}\n{load}"
+                ),
+                "`target.request.headers.x-api-key`: cannot be set here: target.api_key_env sets it for this API",
+            ),
+            (
+                format!(
+                    "{t}api = \"anthropic-messages\"\n[target.request]\nheaders = {{ anthropic-version = \"2024-01-01\" }}\n{load}"
+                ),
+                "`target.request.headers.anthropic-version`: cannot be set here: the API's adapter sets it",
+            ),
         ] {
             let e = parse_str(&src).unwrap_err().to_string();
             assert!(e.contains(want), "want {want:?} in {e:?}");
         }
+        // The API's limits turn defaults off (written so in the bundle's contract), and a
+        // nested extra field that goodput does not set reaches its table.
+        let tgi = parse_str(&format!(
+            "{t}api = \"tgi-generate\"\n[target.request]\nextra_body = {{ parameters = {{ repetition_penalty = 1.1 }} }}\n{load}"
+        ))
+        .unwrap();
+        assert!(!tgi.workload.enforce_output_length);
+        assert!(tgi.to_toml().contains("enforce_output_length = false"));
+        let emb = parse_str(&format!("{t}api = \"openai-embeddings\"\n{load}")).unwrap();
+        assert!(!emb.workload.stream);
         // A field goodput does not set for this contract may be sent: `ignore_eos` when the
         // output length is not enforced, `seed` without a sampling seed.
         let src = format!(
