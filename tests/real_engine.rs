@@ -362,3 +362,65 @@ probes = 4
     );
     assert!(report.contains("llama.cpp"), "{report}");
 }
+
+/// Issue #21 on a real engine: llama.cpp serves Anthropic's Messages API and OpenAI's
+/// Responses API beside chat completions. The same contract through each gives the same token
+/// counts: every output at its planned length (llama.cpp takes `ignore_eos` on every route;
+/// goodput sends it itself for chat and through `extra_body` for the others, which have no
+/// such field of their own), and every prompt the same number of tokens above its planned
+/// length (the chat template, applied alike on the three routes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
+async fn llamacpp_messages_and_responses_count_tokens_as_chat_does() {
+    let engine = Started::new();
+    let dir = tempfile::tempdir().unwrap();
+    let mut added = Vec::new();
+    for (api, request) in [
+        ("openai-chat", ""),
+        ("anthropic-messages", "[target.request]\nextra_body = { ignore_eos = true }\n"),
+        ("openai-responses", "[target.request]\nextra_body = { ignore_eos = true }\n"),
+    ] {
+        let text = format!(
+            r#"name = "real-apis"
+[target]
+url = "{url}"
+api = "{api}"
+model = "gemma-3-270m"
+timeout = "60s"
+{request}[workload]
+seed = 5
+tokenizer = "server"
+input_tokens = {{ dist = "uniform", min = 24, max = 96 }}
+output_tokens = {{ dist = "fixed", value = 12 }}
+[load]
+kind = "closed"
+concurrency = 2
+requests = 6
+[warmup]
+requests = 0
+[measurement]
+server_metrics_interval = 0
+"#,
+            url = engine.0
+        );
+        let r = common::run_in(common::parse(&text), dir.path()).await;
+        let steady: Vec<_> = r.records.iter().filter(|x| x.phase == Phase::Steady).collect();
+        assert_eq!(steady.len(), 6, "{api}");
+        for x in &steady {
+            assert!(x.is_ok(), "{api}: {x:?}");
+            assert_eq!(x.usage_completion_tokens, Some(12), "{api}: output tokens");
+            assert!(x.first_token_us.is_some() && x.chunks.len() >= 2, "{api}: streamed");
+        }
+        let over: BTreeSet<i64> = steady
+            .iter()
+            .map(|x| i64::from(x.usage_prompt_tokens.unwrap()) - i64::from(x.input_tokens_planned))
+            .collect();
+        assert_eq!(over.len(), 1, "{api}: one constant above the plan: {over:?}");
+        added.push((api, *over.first().unwrap()));
+        let s = &r.summary.steady;
+        assert_eq!(s.stats.output_tokens.as_ref().unwrap().p50, 12.0, "{api}");
+        assert!(s.stats.ttft_ms.is_some(), "{api}");
+    }
+    eprintln!("prompt tokens above the plan, per API: {added:?}");
+    assert!(added.iter().all(|(_, k)| *k == added[0].1), "{added:?}");
+}
