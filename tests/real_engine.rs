@@ -377,8 +377,14 @@ async fn llamacpp_messages_and_responses_count_tokens_as_chat_does() {
     let mut added = Vec::new();
     for (api, request) in [
         ("openai-chat", ""),
-        ("anthropic-messages", "[target.request]\nextra_body = { ignore_eos = true }\n"),
-        ("openai-responses", "[target.request]\nextra_body = { ignore_eos = true }\n"),
+        (
+            "anthropic-messages",
+            "[target.request]\nextra_body = { ignore_eos = true }\n",
+        ),
+        (
+            "openai-responses",
+            "[target.request]\nextra_body = { ignore_eos = true }\n",
+        ),
     ] {
         let text = format!(
             r#"name = "real-apis"
@@ -404,18 +410,29 @@ server_metrics_interval = 0
             url = engine.0
         );
         let r = common::run_in(common::parse(&text), dir.path()).await;
-        let steady: Vec<_> = r.records.iter().filter(|x| x.phase == Phase::Steady).collect();
+        let steady: Vec<_> = r
+            .records
+            .iter()
+            .filter(|x| x.phase == Phase::Steady)
+            .collect();
         assert_eq!(steady.len(), 6, "{api}");
         for x in &steady {
             assert!(x.is_ok(), "{api}: {x:?}");
             assert_eq!(x.usage_completion_tokens, Some(12), "{api}: output tokens");
-            assert!(x.first_token_us.is_some() && x.chunks.len() >= 2, "{api}: streamed");
+            assert!(
+                x.first_token_us.is_some() && x.chunks.len() >= 2,
+                "{api}: streamed"
+            );
         }
         let over: BTreeSet<i64> = steady
             .iter()
             .map(|x| i64::from(x.usage_prompt_tokens.unwrap()) - i64::from(x.input_tokens_planned))
             .collect();
-        assert_eq!(over.len(), 1, "{api}: one constant above the plan: {over:?}");
+        assert_eq!(
+            over.len(),
+            1,
+            "{api}: one constant above the plan: {over:?}"
+        );
         added.push((api, *over.first().unwrap()));
         let s = &r.summary.steady;
         assert_eq!(s.stats.output_tokens.as_ref().unwrap().p50, 12.0, "{api}");

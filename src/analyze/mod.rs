@@ -255,6 +255,9 @@ pub struct TargetIdentity {
     pub precision: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hardware: Option<String>,
+    /// The endpoint API (`target.api`), when it is not OpenAI chat (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
 }
 
 impl TargetIdentity {
@@ -264,15 +267,23 @@ impl TargetIdentity {
             |x: &Option<String>, what: &str| x.clone().unwrap_or_else(|| format!("{what} unknown"));
         let model = unknown(&self.model, "model");
         if self.simulator {
-            return format!("built-in simulator (no network; simulated model {model})");
+            let api = self
+                .api
+                .as_ref()
+                .map_or(String::new(), |a| format!(", api {a}"));
+            return format!("built-in simulator (no network; simulated model {model}{api})");
         }
         let engine = match (&self.engine, &self.engine_revision) {
             (Some(e), Some(r)) => format!("{e} {r}"),
             (Some(e), None) => format!("{e} (revision unknown)"),
             (None, _) => "engine unknown".to_owned(),
         };
+        let api = self
+            .api
+            .as_ref()
+            .map_or(String::new(), |a| format!(" · api {a}"));
         format!(
-            "{} · model {model} · {engine} · {} · {}",
+            "{}{api} · model {model} · {engine} · {} · {}",
             self.url.as_deref().unwrap_or("?"),
             unknown(&self.precision, "precision"),
             unknown(&self.hardware, "hardware")
@@ -302,6 +313,7 @@ fn target_identity(c: &Contract, facts: &Facts) -> TargetIdentity {
         engine_revision: fact("engine_revision"),
         precision: fact("precision"),
         hardware: fact("hardware"),
+        api: (c.target.api != crate::api::ApiKind::default()).then(|| c.target.api.name()),
     }
 }
 
