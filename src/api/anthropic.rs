@@ -315,15 +315,10 @@ mod tests {
             },
         ];
         let spec = RequestSpec {
-            model: "m",
             prompt: "hi",
             messages: Some(&msgs),
             max_tokens: 4,
-            stream: true,
-            exact_output: false,
-            sampling: &sampling,
-            batch: 1,
-            extra: None,
+            ..RequestSpec::for_test(&sampling)
         };
         let v: serde_json::Value = serde_json::from_slice(&Messages.body(&spec)).unwrap();
         assert_eq!(v["system"], "be brief");

@@ -100,15 +100,10 @@ mod tests {
         );
         let sampling = crate::contract::Sampling::default();
         let spec = RequestSpec {
-            model: "m",
-            prompt: "p q",
-            messages: None,
             max_tokens: 1,
             stream: false,
-            exact_output: false,
-            sampling: &sampling,
             batch: 3,
-            extra: None,
+            ..RequestSpec::for_test(&sampling)
         };
         let v: serde_json::Value = serde_json::from_slice(&Embeddings.body(&spec)).unwrap();
         assert_eq!(v["input"].as_array().unwrap().len(), 3);

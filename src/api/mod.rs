@@ -233,6 +233,43 @@ pub struct RequestSpec<'a> {
     pub extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
+impl<'a> RequestSpec<'a> {
+    /// A small request for tests: model `m`, prompt `p q`, 9 tokens, streamed.
+    #[cfg(test)]
+    pub(crate) fn for_test(sampling: &'a Sampling) -> RequestSpec<'a> {
+        RequestSpec {
+            model: "m",
+            prompt: "p q",
+            messages: None,
+            max_tokens: 9,
+            stream: true,
+            exact_output: false,
+            sampling,
+            batch: 1,
+            extra: None,
+        }
+    }
+
+    /// The chat messages to send: the dataset entry's, or one user message with the prompt.
+    pub(crate) fn chat_messages(&self) -> serde_json::Value {
+        match self.messages {
+            Some(m) => serde_json::json!(m),
+            None => serde_json::json!([{ "role": "user", "content": self.prompt }]),
+        }
+    }
+
+    /// `top_k` and `seed` into `o` where the contract sets them (every API that takes them
+    /// names them so).
+    pub(crate) fn top_k_and_seed(&self, o: &mut serde_json::Map<String, serde_json::Value>) {
+        if let Some(k) = self.sampling.top_k {
+            o.insert("top_k".into(), k.into());
+        }
+        if let Some(s) = self.sampling.seed {
+            o.insert("seed".into(), s.into());
+        }
+    }
+}
+
 /// The JSON an adapter composed, with the contract's extra fields merged in (a table into the
 /// table of the same name, so `parameters.x` reaches TGI's `parameters`; validation has
 /// refused any field that would replace one the adapter sets), as bytes to send.
@@ -415,15 +452,10 @@ mod tests {
         )
         .unwrap();
         let spec = RequestSpec {
-            model: "m",
             prompt: "p",
-            messages: None,
             max_tokens: 3,
-            stream: true,
-            exact_output: false,
-            sampling: &sampling,
-            batch: 1,
             extra: Some(&extra),
+            ..RequestSpec::for_test(&sampling)
         };
         let tgi: serde_json::Value =
             serde_json::from_slice(&ApiKind::TgiGenerate.adapter().body(&spec)).unwrap();
@@ -455,15 +487,10 @@ mod tests {
         for k in ApiKind::all() {
             let sampling = Sampling::default();
             let spec = RequestSpec {
-                model: "m",
                 prompt: "p",
-                messages: None,
                 max_tokens: 3,
                 stream: k.adapter().capabilities().streams,
-                exact_output: false,
-                sampling: &sampling,
-                batch: 1,
-                extra: None,
+                ..RequestSpec::for_test(&sampling)
             };
             assert!(!body_keys(*k, &spec).is_empty(), "{k:?}");
         }

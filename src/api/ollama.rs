@@ -68,25 +68,16 @@ impl Adapter for Chat {
 
     fn body(&self, spec: &RequestSpec<'_>) -> Vec<u8> {
         let s = spec.sampling;
-        let messages = match spec.messages {
-            Some(m) => json!(m),
-            None => json!([{ "role": "user", "content": spec.prompt }]),
-        };
         let mut options = json!({
             "num_predict": spec.max_tokens,
             "temperature": s.temperature,
             "top_p": s.top_p,
         });
         let o = options.as_object_mut().expect("object literal");
-        if let Some(k) = s.top_k {
-            o.insert("top_k".into(), json!(k));
-        }
-        if let Some(seed) = s.seed {
-            o.insert("seed".into(), json!(seed));
-        }
+        spec.top_k_and_seed(o);
         let b = json!({
             "model": spec.model,
-            "messages": messages,
+            "messages": spec.chat_messages(),
             "stream": spec.stream,
             "options": options,
         });

@@ -87,11 +87,7 @@ impl Adapter for OpenAi {
         let o = b.as_object_mut().expect("object literal");
         match self {
             OpenAi::Chat => {
-                let messages = match spec.messages {
-                    Some(m) => json!(m),
-                    None => json!([{ "role": "user", "content": spec.prompt }]),
-                };
-                o.insert("messages".into(), messages);
+                o.insert("messages".into(), spec.chat_messages());
             }
             OpenAi::Completions => {
                 o.insert("prompt".into(), json!(spec.prompt));
@@ -104,12 +100,7 @@ impl Adapter for OpenAi {
             o.insert("ignore_eos".into(), json!(true));
             o.insert("min_tokens".into(), json!(spec.max_tokens));
         }
-        if let Some(k) = spec.sampling.top_k {
-            o.insert("top_k".into(), json!(k));
-        }
-        if let Some(s) = spec.sampling.seed {
-            o.insert("seed".into(), json!(s));
-        }
+        spec.top_k_and_seed(o);
         super::encode(b, spec)
     }
 

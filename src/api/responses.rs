@@ -176,12 +176,7 @@ impl Adapter for Responses {
             "top_p": spec.sampling.top_p,
         });
         let o = b.as_object_mut().expect("object literal");
-        if let Some(k) = spec.sampling.top_k {
-            o.insert("top_k".into(), json!(k));
-        }
-        if let Some(s) = spec.sampling.seed {
-            o.insert("seed".into(), json!(s));
-        }
+        spec.top_k_and_seed(o);
         super::encode(b, spec)
     }
 

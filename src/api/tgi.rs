@@ -81,12 +81,7 @@ impl Adapter for Generate {
         if s.top_p < 1.0 {
             o.insert("top_p".into(), json!(s.top_p));
         }
-        if let Some(k) = s.top_k {
-            o.insert("top_k".into(), json!(k));
-        }
-        if let Some(seed) = s.seed {
-            o.insert("seed".into(), json!(seed));
-        }
+        spec.top_k_and_seed(o);
         super::encode(json!({ "inputs": spec.prompt, "parameters": p }), spec)
     }
 
@@ -150,15 +145,8 @@ mod tests {
     fn greedy_is_do_sample_false_without_temperature_or_top_p() {
         let sampling = crate::contract::Sampling::default();
         let spec = RequestSpec {
-            model: "m",
             prompt: "p",
-            messages: None,
-            max_tokens: 9,
-            stream: true,
-            exact_output: false,
-            sampling: &sampling,
-            batch: 1,
-            extra: None,
+            ..RequestSpec::for_test(&sampling)
         };
         let v: serde_json::Value = serde_json::from_slice(&Generate.body(&spec)).unwrap();
         assert_eq!(v["parameters"]["do_sample"], false);
