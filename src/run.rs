@@ -585,6 +585,7 @@ async fn load(
         )
         .keep_output(keep)
         .follow_redirects(contract.target.follow_redirects)
+        .keep_answers(contract.workload.sessions.is_some())
         .recount(!counts_model_tokens(contract)),
     );
     let run_id = bundle

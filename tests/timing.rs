@@ -451,3 +451,169 @@ async fn embeddings_batches_are_timed_end_to_end_and_counted_in_input_tokens() {
     let notes = r.summary.notes.join("\n");
     assert!(!notes.contains("differ from those"), "{notes}");
 }
+
+/// Issue #22: multi-turn sessions on the simulator. Every follow-up turn carries the whole
+/// conversation (each earlier prompt and the answer actually received, checked in the prompts
+/// the simulator received), is sent at the answer before it plus its think time (its intended
+/// time, from which its latency counts), and finds its history in the prefix cache: cached
+/// tokens rise with the turn, as the simulator's ground truth says. The per-turn table and
+/// session goodput are in the summary, recomputed alike from the raw records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_carry_their_history_and_follow_ups_keep_their_time() {
+    let _serial = SERIAL.lock().await;
+    let sim = common::sim(SimConfig {
+        prefill_tokens_per_s: 100_000.0,
+        decode_base_ms: 3.0,
+        decode_per_seq_ms: 0.0,
+        record_prompts: true,
+        ..SimConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "[target]\nurl = \"{}\"\n[workload]\ninput_tokens = {{ dist = \"fixed\", value = 24 }}\noutput_tokens = {{ dist = \"fixed\", value = 12 }}\n\
+         [workload.sessions]\nturns = {{ dist = \"fixed\", value = 3 }}\nthink_ms = {{ dist = \"fixed\", value = 50 }}\nsystem_prompt_tokens = 16\n\
+         [load]\nkind = \"open\"\nrate = 10\nrequests = 20\n[warmup]\nrequests = 0\n[slo]\nttft_ms = 1000\n\
+         [quality]\nmode = \"consistency\"\nkeep_text = true\nprobes = 2\n[measurement]\nserver_metrics_interval = 0\n",
+        sim.base_url()
+    ));
+    let r = run_in(c, dir.path()).await;
+    let gt = common::truth_by_id(&sim);
+    let steady: Vec<_> = r
+        .records
+        .iter()
+        .filter(|x| x.phase == goodput::plan::Phase::Steady)
+        .collect();
+    assert_eq!(steady.len(), 60, "20 sessions of 3 turns");
+    let mut by_session: std::collections::BTreeMap<u64, Vec<_>> = Default::default();
+    for x in &steady {
+        assert!(x.is_ok(), "{x:?}");
+        by_session.entry(x.session.unwrap()).or_default().push(*x);
+    }
+    assert_eq!(by_session.len(), 20);
+    let mut cached_by_turn = [0u64; 3];
+    for turns in by_session.values_mut() {
+        turns.sort_by_key(|x| x.turn.unwrap().0);
+        for w in turns.windows(2) {
+            let (prev, next) = (w[0], w[1]);
+            assert_eq!(next.turn.unwrap(), (prev.turn.unwrap().0 + 1, 3));
+            // Sent at the previous answer's arrival plus the think time.
+            assert_eq!(next.intended_us, Some(prev.end_us.unwrap() + 50_000));
+            let (p, n) = (&gt[&prev.request_id], &gt[&next.request_id]);
+            let (pp, np) = (p.prompt.as_deref().unwrap(), n.prompt.as_deref().unwrap());
+            assert!(
+                np.starts_with(pp),
+                "the history comes first, as it was sent"
+            );
+            let answer = prev.output_text.as_deref().unwrap().trim();
+            assert!(
+                !answer.is_empty() && np.contains(answer),
+                "the answer received is in the next prompt"
+            );
+            assert!(n.prompt_tokens > p.prompt_tokens + p.output_tokens);
+        }
+        for x in turns.iter() {
+            let g = &gt[&x.request_id];
+            assert_eq!(x.usage_cached_tokens, Some(g.cached_tokens));
+            cached_by_turn[x.turn.unwrap().0 as usize] += u64::from(g.cached_tokens);
+        }
+    }
+    eprintln!("cached prompt tokens by turn (sum over sessions): {cached_by_turn:?}");
+    assert!(
+        cached_by_turn[0] < cached_by_turn[1] && cached_by_turn[1] < cached_by_turn[2],
+        "{cached_by_turn:?}"
+    );
+    let ss = r
+        .summary
+        .steady
+        .sessions
+        .as_ref()
+        .expect("sessions summary");
+    assert_eq!((ss.sessions, ss.completed, ss.ended_early), (20, 20, 0));
+    assert_eq!(
+        (ss.turns_planned, ss.turns_sent, ss.turns_not_sent),
+        (60, 60, 0)
+    );
+    assert_eq!(ss.per_turn.len(), 3);
+    let slip = ss.slip_ms.as_ref().unwrap();
+    assert!(slip.count == 40 && slip.p99 <= 5.0, "slip {slip:?}");
+    let reusable: Vec<f64> = ss
+        .per_turn
+        .iter()
+        .map(|t| t.reusable_tokens.as_ref().unwrap().mean)
+        .collect();
+    assert!(
+        reusable[0] == 0.0 && reusable[1] > 40.0 && reusable[2] > reusable[1],
+        "{reusable:?}"
+    );
+    assert!(ss.attainment == Some(1.0) && ss.goodput_sps.unwrap() > 0.0);
+    assert_eq!(r.summary.phases["steady"].planned, Some(60));
+    let again = goodput::bundle::Bundle::load(&r.bundle.dir).unwrap();
+    assert_eq!(again.summary.steady.sessions.as_ref(), Some(ss));
+    let report = goodput::report::document(&r.summary).terminal();
+    assert!(
+        report.contains("Sessions (each arrival a conversation"),
+        "{report}"
+    );
+}
+
+/// Issue #22: a turn that fails ends its session; the turns after it are never sent, and the
+/// accounting counts them (planned = sent + not sent, per session and in the phase).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_turn_ends_its_session_and_its_unsent_turns_are_counted() {
+    let _serial = SERIAL.lock().await;
+    let mut cfg = SimConfig {
+        prefill_tokens_per_s: 100_000.0,
+        decode_base_ms: 2.0,
+        decode_per_seq_ms: 0.0,
+        ..SimConfig::default()
+    };
+    cfg.faults.error_rate = 0.25;
+    let sim = common::sim(cfg).await;
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "[target]\nurl = \"{}\"\n[workload]\ninput_tokens = {{ dist = \"fixed\", value = 16 }}\noutput_tokens = {{ dist = \"fixed\", value = 6 }}\n\
+         [workload.sessions]\nturns = {{ dist = \"uniform\", min = 2, max = 4 }}\n\
+         [load]\nkind = \"open\"\nrate = 20\nrequests = 30\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
+        sim.base_url()
+    ));
+    let r = run_in(c, dir.path()).await;
+    let steady: Vec<_> = r
+        .records
+        .iter()
+        .filter(|x| x.phase == goodput::plan::Phase::Steady)
+        .collect();
+    let mut by_session: std::collections::BTreeMap<u64, Vec<_>> = Default::default();
+    for x in &steady {
+        by_session.entry(x.session.unwrap()).or_default().push(*x);
+    }
+    assert_eq!(by_session.len(), 30);
+    let (mut planned, mut not_sent, mut ended) = (0u64, 0u64, 0u64);
+    for turns in by_session.values_mut() {
+        turns.sort_by_key(|x| x.turn.unwrap().0);
+        let n = turns[0].turn.unwrap().1;
+        planned += u64::from(n);
+        // Nothing follows a failed turn; every turn before it succeeded.
+        if let Some(k) = turns.iter().position(|x| !x.is_ok()) {
+            assert_eq!(k + 1, turns.len(), "no turn is sent after a failed one");
+            ended += u64::from(turns.len() < n as usize);
+        } else {
+            assert_eq!(turns.len(), n as usize);
+        }
+        not_sent += u64::from(n) - turns.len() as u64;
+    }
+    assert!(
+        ended > 0 && not_sent > 0,
+        "the faults ended some sessions early"
+    );
+    let ss = r.summary.steady.sessions.as_ref().unwrap();
+    assert_eq!(ss.turns_planned, planned);
+    assert_eq!(ss.turns_not_sent, not_sent);
+    assert_eq!(ss.turns_sent, steady.len() as u64);
+    let st = &r.summary.phases["steady"];
+    assert_eq!(st.planned, Some(planned));
+    assert_eq!(st.not_sent, Some(not_sent));
+    assert_eq!(st.ok + st.failed + not_sent, planned);
+    let report = goodput::report::document(&r.summary).terminal();
+    assert!(report.contains(&format!("{not_sent} not sent")), "{report}");
+}

@@ -24,6 +24,7 @@ pub(crate) mod headline;
 pub mod predict;
 pub(crate) mod quality;
 pub(crate) mod server;
+pub mod sessions;
 pub(crate) mod stats;
 
 use std::collections::BTreeMap;
@@ -370,7 +371,19 @@ fn cold_cache_warning(c: &Contract, w: &Inputs, steady_ok: &[&&Record]) -> Optio
         .min()
         .unwrap_or(0)
         .max(0) as u32;
-    let bound = lead_tokens + added;
+    // Sessions: every first turn shares the system prompt (the run's lead leads it), and a
+    // later turn's history is meant to be cached; the first turns are the cold ones.
+    let system = c
+        .workload
+        .sessions
+        .as_ref()
+        .map_or(0, |s| s.system_prompt_tokens);
+    let bound = lead_tokens.max(system + 1) + added;
+    let steady_ok: Vec<&&Record> = steady_ok
+        .iter()
+        .copied()
+        .filter(|r| r.turn.is_none_or(|t| t.0 == 0))
+        .collect();
     let over: Vec<u32> = steady_ok
         .iter()
         .filter_map(|r| r.usage_cached_tokens)
@@ -379,9 +392,11 @@ fn cold_cache_warning(c: &Contract, w: &Inputs, steady_ok: &[&&Record]) -> Optio
     (!over.is_empty()).then(|| {
         let max = over.iter().max().copied().unwrap_or(0);
         format!(
-            "COLD CACHE WAS WARM: {} of {} steady requests were served partly from the server's prefix cache beyond the {bound} tokens every prompt of this run shares (run lead and server-added prefix), up to {max} cached tokens. Under prefix_cache = \"cold\" their TTFT is not a cold one: the cache held these prompts already (repeated prompts, or a run of this tool older than per-run nonces).",
+            "COLD CACHE WAS WARM: {} of {} steady requests{} were served partly from the server's prefix cache beyond the {bound} tokens every prompt of this run shares (run lead{}, server-added prefix), up to {max} cached tokens. Under prefix_cache = \"cold\" their TTFT is not a cold one: the cache held these prompts already (repeated prompts, or a run of this tool older than per-run nonces).",
             over.len(),
-            steady_ok.len()
+            steady_ok.len(),
+            if system > 0 || c.workload.sessions.is_some() { " (sessions' first turns)" } else { "" },
+            if system > 0 { ", the sessions' system prompt" } else { "" },
         )
     })
 }
@@ -579,6 +594,9 @@ pub struct Steady {
     pub slo: Option<SloResult>,
     /// How many requests each reported percentile rests on, and how many it needs.
     pub support: Vec<Support>,
+    /// Multi-turn sessions (`[workload.sessions]`): per turn, and session goodput.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<sessions::SessionSummary>,
 }
 
 /// How the successful steady requests' output tokens were counted.
@@ -1060,7 +1078,18 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     } else {
         0
     };
-    let lengths = length_check(c, workload, &steady_recs, &ok);
+    // A session's later turns carry its history: their lengths are the conversation's, not
+    // the distribution's, so the lengths are checked on first turns.
+    let first_turns = |r: &&&Record| r.turn.is_none_or(|t| t.0 == 0);
+    let lengths = {
+        let steady_first: Vec<&Record> = steady_recs
+            .iter()
+            .copied()
+            .filter(|r| first_turns(&r))
+            .collect();
+        let ok_first: Vec<&&Record> = ok.iter().copied().filter(first_turns).collect();
+        length_check(c, workload, &steady_first, &ok_first)
+    };
 
     let slo = c
         .slo
@@ -1114,7 +1143,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         schema_version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         contract: c.name.clone(),
-        load: c.load.describe(),
+        load: describe_load(c),
         load_model: c.load.kind(),
         latency_origin: origin,
         fingerprints: c.fingerprints(),
@@ -1138,6 +1167,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             output_length_mismatches,
             slo,
             support,
+            sessions: sessions::summarize(c, &steady_recs, window_s),
         },
         predictions: None,
         quality: quality::summarize(
@@ -1155,6 +1185,25 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 "the target's TLS certificate was NOT verified (target.tls.insecure = true): anything between this client and the server could have answered; do not publish these numbers as that server's".to_owned()
             }))
             .collect(),
+    }
+}
+
+/// The load in words; with sessions, its arrivals are sessions.
+fn describe_load(c: &Contract) -> String {
+    let load = c.load.describe();
+    match &c.workload.sessions {
+        None => load,
+        Some(s) => {
+            let turns = match &s.turns {
+                crate::contract::LengthDist::Fixed { value } => value.to_string(),
+                crate::contract::LengthDist::Uniform { min, max } => format!("{min}–{max}"),
+                _ => "drawn".to_owned(),
+            };
+            format!(
+                "{}, each a session of {turns} turns",
+                load.replace(" req/s", " sessions/s")
+            )
+        }
     }
 }
 
@@ -2134,6 +2183,8 @@ mod tests {
         Record {
             index,
             phase: Phase::Steady,
+            session: None,
+            turn: None,
             request_id: format!("r-{index}"),
             intended_us: Some(at),
             dispatched_us: Some(at + 300),
@@ -2159,6 +2210,7 @@ mod tests {
             finish_reason: Some("length".into()),
             output_digest: None,
             output_text: None,
+            answer: None,
             counted: None,
             received: None,
         }

@@ -34,6 +34,8 @@ pub struct Client {
     keep: KeepOutput,
     follow_redirects: bool,
     recount: bool,
+    /// Keep each answer's text in its record (sessions).
+    answers: bool,
 }
 
 /// What of the generated text a record keeps (`[quality]`).
@@ -271,6 +273,7 @@ impl Client {
             keep: KeepOutput::Nothing,
             follow_redirects: false,
             recount: false,
+            answers: false,
         }
     }
 
@@ -295,6 +298,13 @@ impl Client {
         self
     }
 
+    /// Keeps each successful answer's text (reasoning left out) in the record, in memory only
+    /// ([`Record::answer`]): a session's next turn sends it back.
+    pub fn keep_answers(mut self, keep: bool) -> Client {
+        self.answers = keep;
+        self
+    }
+
     /// The text is collected as it arrives.
     fn collects_text(&self) -> bool {
         self.keep != KeepOutput::Nothing || self.recount
@@ -303,6 +313,9 @@ impl Client {
     /// A successful answer's text: its digest and text as `[quality]` asks, and what a
     /// recount needs.
     fn finished(&self, rec: &mut Record, text: Option<String>, chunk_bytes: Vec<u32>) {
+        if self.answers && rec.answer.is_none() {
+            rec.answer = Some(String::new());
+        }
         self.keep(rec, text.as_deref());
         if self.recount && rec.usage_completion_tokens != Some(rec.client_output_tokens) {
             rec.received = Some(crate::record::Received {
@@ -639,6 +652,11 @@ impl Client {
         if reasoning.is_none() && answer.is_none() {
             return end;
         }
+        if self.answers
+            && let Some(a) = &answer
+        {
+            rec.answer.get_or_insert_with(String::new).push_str(a);
+        }
         let parts = [&reasoning, &answer];
         if self.collects_text() {
             let text = st.text.get_or_insert_with(String::new);
@@ -673,6 +691,9 @@ impl Client {
                 rec.finish_reason = ev.finish_reason.map(Cow::into_owned);
                 if let Some(u) = ev.usage {
                     take_usage(rec, &u);
+                }
+                if self.answers {
+                    rec.answer = Some(ev.text.as_deref().unwrap_or_default().to_owned());
                 }
                 let text = match (ev.reasoning, ev.text) {
                     (Some(r), Some(t)) => Some(format!("{r}{t}")),

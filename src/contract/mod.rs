@@ -447,7 +447,36 @@ pub struct Workload {
     /// fingerprint: two runs of one contract are the same workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_nonce: Option<String>,
+    /// Multi-turn conversations (`[workload.sessions]`): each open-loop arrival starts one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<Sessions>,
 }
+
+/// `[workload.sessions]`: every open-loop arrival starts a conversation of `turns` turns. Turn
+/// 1 is the arrival's request; each later turn is sent `think_ms` after the answer to the
+/// turn before it arrived, and carries the whole conversation so far (every earlier prompt and
+/// the answer actually received) plus a new user message of `workload.input_tokens` tokens.
+/// `workload.output_tokens` is each turn's answer length.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sessions {
+    /// Turns per session, drawn per session.
+    pub turns: LengthDist,
+    /// Think time between an answer and the next turn, milliseconds, drawn per turn (default
+    /// none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_ms: Option<LengthDist>,
+    /// Tokens of a system prompt every session shares (0: none).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub system_prompt_tokens: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The most turns a session may have.
+pub const MAX_TURNS: u32 = 256;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -891,6 +920,7 @@ impl Default for Workload {
             batch: 1,
             sampling: Sampling::default(),
             cache_nonce: None,
+            sessions: None,
         }
     }
 }

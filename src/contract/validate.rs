@@ -63,6 +63,7 @@ impl Contract {
         self.name_and_target()?;
         self.workload_and_sampling()?;
         self.load()?;
+        self.sessions()?;
         self.stop_and_warmup()?;
         self.slo_prediction_repeat()?;
         self.measurement_and_quality()?;
@@ -287,6 +288,76 @@ impl Contract {
         }
         let input = input.clone();
         prefix_cache(w, &input)
+    }
+
+    /// `[workload.sessions]`: whole numbers of turns and milliseconds, an open-loop arrival
+    /// process of synthetic prompts, and an API that sends chat messages.
+    fn sessions(&self) -> Result<(), Problem> {
+        let Some(s) = &self.workload.sessions else {
+            return Ok(());
+        };
+        check_dist("workload.sessions.turns", &s.turns)?;
+        let most = match &s.turns {
+            LengthDist::Fixed { value } => *value,
+            LengthDist::Uniform { max, .. }
+            | LengthDist::Normal { max, .. }
+            | LengthDist::Lognormal { max, .. } => *max,
+            _ => {
+                return problem(
+                    "workload.sessions.turns",
+                    "must be fixed, uniform, normal or lognormal (a dataset's own conversations are not read yet)",
+                );
+            }
+        };
+        if most > MAX_TURNS {
+            return problem(
+                "workload.sessions.turns",
+                format!("allows {most} turns; at most {MAX_TURNS}"),
+            );
+        }
+        if let Some(d) = &s.think_ms {
+            match d {
+                LengthDist::Fixed { .. } => {}
+                LengthDist::Uniform { min, max }
+                | LengthDist::Normal { min, max, .. }
+                | LengthDist::Lognormal { min, max, .. }
+                    if min <= max => {}
+                _ => {
+                    return problem(
+                        "workload.sessions.think_ms",
+                        "must be fixed, uniform, normal or lognormal milliseconds (min <= max)",
+                    );
+                }
+            }
+        }
+        if self.load.kind == Some(LoadModel::Closed) {
+            return problem(
+                "workload.sessions",
+                "need an open-loop load (load.kind = \"open\"): sessions arrive at load.rate and each follow-up turn is timed from the answer before it",
+            );
+        }
+        if self.load.arrival == Some(Arrival::Trace) {
+            return problem(
+                "workload.sessions",
+                "cannot be combined with load.arrival = \"trace\" (trace rows are single requests)",
+            );
+        }
+        if self.workload.prompt_source == PromptSource::Dataset {
+            return problem(
+                "workload.sessions",
+                "are synthetic for now: use prompt_source = \"synthetic\" (a dataset's conversations are not replayed yet)",
+            );
+        }
+        if !self.target.api.adapter().capabilities().messages {
+            return problem(
+                "workload.sessions",
+                format!(
+                    "send the conversation as chat messages, which api = \"{}\" cannot",
+                    self.target.api.name()
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// `name` and `[target]`: a URL or the simulator, never both; timeouts.

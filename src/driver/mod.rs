@@ -23,10 +23,11 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::api::Message;
 use crate::api::RequestSpec;
 use crate::client::Client;
 use crate::contract::Contract;
-use crate::plan::{ArrivalGen, Phase, Phaser, Plan, PlannedRequest};
+use crate::plan::{ArrivalGen, Phase, Phaser, Plan, PlannedRequest, SessionPlan};
 use crate::record::{Outcome, Record};
 
 /// What the driver did.
@@ -61,20 +62,117 @@ pub struct Driver {
 
 impl Driver {
     fn prepare(&self, index: u64) -> (PlannedRequest, Bytes) {
-        let p = self.plan.request(index);
+        let mut p = self.plan.request(index);
+        // A session's first turn opens its conversation: the shared system prompt, if any, then
+        // the request's prompt as the user's message.
+        if self.contract.workload.sessions.is_some() && p.messages.is_none() {
+            let mut messages = self.opening();
+            messages.push(user(&p.prompt));
+            p.messages = Some(messages);
+            p.input_tokens += self.plan_tokens(self.plan.system_prompt());
+        }
+        let body = self.body(&p, p.messages.as_deref());
+        (p, body)
+    }
+
+    /// The body of planned request `p`, with `messages` when it is chat-shaped.
+    fn body(&self, p: &PlannedRequest, messages: Option<&[Message]>) -> Bytes {
         let w = &self.contract.workload;
-        let body = self.client.adapter().body(&RequestSpec {
+        Bytes::from(self.client.adapter().body(&RequestSpec {
             model: &self.model,
             prompt: &p.prompt,
-            messages: p.messages.as_deref(),
+            messages,
             max_tokens: p.output_tokens,
             stream: w.stream,
             exact_output: w.enforce_output_length,
             sampling: &w.sampling,
             batch: w.batch,
             extra: Some(&self.contract.target.request.extra_body),
-        });
-        (p, Bytes::from(body))
+        }))
+    }
+
+    /// How every session's conversation opens: its system message, when it has one.
+    fn opening(&self) -> Vec<Message> {
+        match self.plan.system_prompt() {
+            "" => Vec::new(),
+            s => vec![Message {
+                role: "system".into(),
+                content: s.to_owned(),
+            }],
+        }
+    }
+
+    /// Session `i`'s turns, its first already planned (`rec`, `body`): each later turn is sent
+    /// at the answer before it plus its think time (its intended time, from which its latency
+    /// counts; the slip is its dispatch lag) and carries the conversation so far, the answers
+    /// as received. A turn that fails ends the session: its later turns are not sent, and the
+    /// records say how many were planned (`turn`), so they are counted.
+    async fn session(
+        &self,
+        i: u64,
+        shape: SessionPlan,
+        first: (PlannedRequest, Record, Bytes),
+        tx: &UnboundedSender<Record>,
+        cancel: &CancellationToken,
+        in_flight: &AtomicU32,
+    ) {
+        let (planned, first, body) = first;
+        let phase = first.phase;
+        let mut history = planned.messages.unwrap_or_default();
+        // Tokens of the conversation so far, as planned and as answered.
+        let mut so_far = planned.input_tokens;
+        let mut prev_end = 0;
+        let mut opening = Some((first, body));
+        for t in 0..shape.turns {
+            let (mut rec, body) = match opening.take() {
+                Some(first) => first,
+                None => {
+                    let p = self.plan.turn(i, t);
+                    history.push(user(&p.prompt));
+                    let intended = prev_end + u64::from(shape.think_ms[t as usize - 1]) * 1000;
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = tokio::time::sleep_until(tokio::time::Instant::from_std(
+                            self.client.epoch() + Duration::from_micros(intended),
+                        )) => {}
+                    }
+                    let mut rec = Record::planned(&p, phase, &self.run_id);
+                    rec.intended_us = Some(intended);
+                    rec.dispatched_us = Some(self.client.now_us());
+                    so_far += p.input_tokens;
+                    rec.input_tokens_planned = so_far;
+                    (rec, self.body(&p, Some(&history)))
+                }
+            };
+            rec.session = Some(i);
+            rec.turn = Some((t, shape.turns));
+            in_flight.fetch_add(1, Ordering::AcqRel);
+            self.client.execute(body, &mut rec, cancel).await;
+            in_flight.fetch_sub(1, Ordering::AcqRel);
+            let answer = rec.answer.take();
+            let ok = rec.is_ok();
+            so_far += rec
+                .usage_completion_tokens
+                .unwrap_or(rec.client_output_tokens);
+            prev_end = rec.end_us.unwrap_or_default();
+            let _ = tx.send(rec);
+            if !ok || cancel.is_cancelled() {
+                return;
+            }
+            history.push(Message {
+                role: "assistant".into(),
+                content: answer.unwrap_or_default(),
+            });
+        }
+    }
+
+    /// `text`'s tokens as the workload counts them (0 for none).
+    fn plan_tokens(&self, text: &str) -> u32 {
+        if text.is_empty() {
+            0
+        } else {
+            self.plan.inputs().tokenizer.count(text)
+        }
     }
 
     /// Runs the plan to its stop condition (or until `cancel`), sending records to `tx`.
@@ -188,11 +286,24 @@ impl Driver {
                 }
                 let (me, tx, cancel) = (self.clone(), tx.clone(), cancel.clone());
                 let (in_flight, steady_in_flight) = (in_flight.clone(), steady_in_flight.clone());
+                let session = self.plan.session(planned.index);
                 tracker.spawn_on(
                     async move {
-                        me.client.execute(body, &mut rec, &cancel).await;
-                        in_flight.fetch_sub(1, Ordering::AcqRel);
-                        let _ = tx.send(rec);
+                        match session {
+                            // The session counts as one request in flight while it starts,
+                            // then each of its turns as one while it is sent.
+                            Some(shape) => {
+                                in_flight.fetch_sub(1, Ordering::AcqRel);
+                                let i = planned.index;
+                                let first = (planned, rec, body);
+                                me.session(i, shape, first, &tx, &cancel, &in_flight).await;
+                            }
+                            None => {
+                                me.client.execute(body, &mut rec, &cancel).await;
+                                in_flight.fetch_sub(1, Ordering::AcqRel);
+                                let _ = tx.send(rec);
+                            }
+                        }
                         if steady {
                             steady_in_flight.fetch_sub(1, Ordering::AcqRel);
                         }
@@ -325,6 +436,14 @@ impl Driver {
             self.client.execute(body, &mut rec, cancel).await;
             let _ = tx.send(rec);
         }
+    }
+}
+
+/// A user message.
+fn user(text: &str) -> Message {
+    Message {
+        role: "user".into(),
+        content: text.to_owned(),
     }
 }
 

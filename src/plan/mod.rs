@@ -105,6 +105,8 @@ pub struct Plan {
     cold_start: u64,
     /// Inputs per request (`workload.batch`).
     batch: u32,
+    /// `[workload.sessions]`, and the system prompt every session starts with (empty: none).
+    sessions: Option<(crate::contract::Sessions, String)>,
     /// The API generates output tokens (embeddings do not).
     generates: bool,
 }
@@ -118,6 +120,27 @@ pub fn run_lead(c: &Contract, inputs: &Inputs) -> String {
         Some(n) => inputs.tokenizer.run_lead(n),
         None => String::new(),
     }
+}
+
+/// First plan index of sessions' follow-up turns: turn `t` (0-based, `t >= 1`) of session `i`
+/// is plan index `TURN_INDEX + i * MAX_TURNS + t`; turn 0 is the arrival's own index `i`.
+pub const TURN_INDEX: u64 = 1 << 44;
+
+/// The plan index of turn `t` of session `i`.
+pub fn turn_index(i: u64, t: u32) -> u64 {
+    if t == 0 {
+        i
+    } else {
+        TURN_INDEX + i * u64::from(crate::contract::MAX_TURNS) + u64::from(t)
+    }
+}
+
+/// A session's shape, drawn from the seed: its turns and the think time before each follow-up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionPlan {
+    pub turns: u32,
+    /// Milliseconds between the answer to turn `t` and the send of turn `t + 1`.
+    pub think_ms: Vec<u32>,
 }
 
 /// First plan index of the quality probes. Probe `k` asks steady request `k`'s prompt without
@@ -264,6 +287,10 @@ impl Phaser {
 const ARRIVAL_STREAM: u64 = u64::MAX;
 const ORDER_STREAM: u64 = u64::MAX - 1;
 const REQUESTED_STREAM: u64 = u64::MAX - 1 - (1 << 32);
+/// Session `i`'s turns and think times are drawn from stream `SESSION_STREAM + i`.
+const SESSION_STREAM: u64 = 1 << 50;
+/// The sessions' shared system prompt is built from this stream.
+const SYSTEM_STREAM: u64 = 1 << 60;
 /// Prefix `k` is built from stream `PREFIX_STREAM - k`.
 const PREFIX_STREAM: u64 = u64::MAX - 2;
 
@@ -374,6 +401,21 @@ impl Plan {
             };
             (c.load.arrival(), params)
         });
+        let sessions = w.sessions.clone().map(|ss| {
+            let system = match ss.system_prompt_tokens {
+                0 => String::new(),
+                n => {
+                    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                    rng.set_stream(SYSTEM_STREAM);
+                    let tag = sources.tokenizer.tag('s', 0, seed);
+                    sources
+                        .tokenizer
+                        .build(&lead_with(&lead, &tag), n, &mut rng)
+                        .0
+                }
+            };
+            (ss, system)
+        });
         Plan {
             seed,
             input: asked_lengths(w, true),
@@ -387,6 +429,7 @@ impl Plan {
             lead,
             cold_start: c.cold_start.as_ref().map_or(0, |cs| u64::from(cs.requests)),
             batch: w.batch.max(1),
+            sessions,
             generates: c.target.api.adapter().capabilities().generates,
             probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
                 u64::from(c.quality.probes)
@@ -458,10 +501,27 @@ impl Plan {
         if self.cold_start > 0 {
             out.insert(Phase::ColdStart, self.cold_start);
         }
+        // With sessions, a phase's arrivals are sessions and its requests their turns.
+        let turns = |from: u64, n: u64| -> u64 {
+            if self.sessions.is_none() {
+                return n;
+            }
+            (from..from + n)
+                .map(|i| self.session(i).map_or(1, |s| u64::from(s.turns)))
+                .sum()
+        };
+        let mut warm = 0;
         if let WarmupRule::Requests(n) = self.phases.warmup {
-            out.insert(Phase::Warmup, n + self.priming());
+            out.insert(Phase::Warmup, turns(0, n) + self.priming());
+            warm = n;
         }
-        if let StopRule::Requests(n) = self.phases.stop {
+        if let StopRule::Requests(n) = self.phases.stop
+            && matches!(self.phases.warmup, WarmupRule::Requests(_))
+        {
+            out.insert(Phase::Steady, turns(warm, n));
+        } else if let StopRule::Requests(n) = self.phases.stop
+            && self.sessions.is_none()
+        {
             out.insert(Phase::Steady, n);
         }
         if self.probe_requests() > 0 {
@@ -474,6 +534,36 @@ impl Plan {
     /// `PROBE_INDEX..PROBE_INDEX + n`.
     pub fn probe_requests(&self) -> u64 {
         2 * self.probes
+    }
+
+    /// Session `i`'s shape (turns, think times), when the workload has sessions.
+    pub fn session(&self, i: u64) -> Option<SessionPlan> {
+        let (ss, _) = self.sessions.as_ref()?;
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        rng.set_stream(SESSION_STREAM + i);
+        let turns = sample_len(&ss.turns, &[], &mut rng).clamp(1, crate::contract::MAX_TURNS);
+        let think_ms = (1..turns)
+            .map(|_| {
+                ss.think_ms
+                    .as_ref()
+                    .map_or(0, |d| sample_len(d, &[], &mut rng))
+            })
+            .collect();
+        Some(SessionPlan { turns, think_ms })
+    }
+
+    /// The system prompt every session starts with (none: empty).
+    pub fn system_prompt(&self) -> &str {
+        self.sessions.as_ref().map_or("", |(_, s)| s.as_str())
+    }
+
+    /// Turn `t >= 1` of session `i`: its new user message (`prompt`, `input_tokens`) and its
+    /// answer's length; the conversation before it is the run's (the answers received).
+    pub fn turn(&self, i: u64, t: u32) -> PlannedRequest {
+        let index = turn_index(i, t);
+        let mut r = self.request_led(index, "");
+        r.index = index;
+        r
     }
 
     /// Request `index`, generated on its own. Its token counts are the request's: a batch of

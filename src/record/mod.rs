@@ -16,6 +16,13 @@ pub struct Record {
     pub index: u64,
     /// Run phase the request belongs to.
     pub phase: Phase,
+    /// The session (its first turn's plan index) this request is a turn of
+    /// (`[workload.sessions]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    /// Which turn of its session, from 0; with the turns its session planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<(u32, u32)>,
     /// `X-Request-Id` sent with the request (run id and index), to join with server logs.
     pub request_id: String,
     /// When the schedule said to send it (open loop); absent in closed loop.
@@ -103,6 +110,10 @@ pub struct Record {
     /// The generated text itself, with `keep_text` or in `reference` mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_text: Option<String>,
+    /// The answer's text (reasoning left out), held in memory for a session's next turn and
+    /// never written.
+    #[serde(skip)]
+    pub answer: Option<String>,
 }
 
 /// How a record's output was counted, when not as the stream arrived.
@@ -234,6 +245,8 @@ impl Record {
         Record {
             index: p.index,
             phase,
+            session: None,
+            turn: None,
             request_id: format!("{run_id}-{}", p.index),
             intended_us: p.intended_us,
             dispatched_us: None,
@@ -259,6 +272,7 @@ impl Record {
             finish_reason: None,
             output_digest: None,
             output_text: None,
+            answer: None,
             counted: None,
             received: None,
         }

@@ -141,11 +141,17 @@ fn dist_row(name: &str, d: &Option<Dist>) -> Option<Vec<String>> {
 /// depends on stated).
 pub fn headline(s: &Summary) -> String {
     let warm = s.phases.get("warmup").map_or(0, |p| p.requests);
+    let steady = match &s.steady.sessions {
+        Some(ss) => format!(
+            "{} steady sessions, {} requests",
+            ss.sessions, s.steady.stats.requests
+        ),
+        None => format!("{} steady requests", s.steady.stats.requests),
+    };
     format!(
-        "{} · {} · {} steady requests ({} warm-up excluded) · {} · validity {} · {}",
+        "{} · {} · {steady} ({} warm-up excluded) · {} · validity {} · {}",
         s.contract,
         s.load,
-        s.steady.stats.requests,
         warm,
         quality_line(s),
         s.validity.verdict,
@@ -185,6 +191,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     verdicts(&mut d, s, verbose);
     slo_and_throughput(&mut d, s);
     steady_table(&mut d, s, verbose);
+    sessions(&mut d, s);
     details(&mut d, s, verbose);
     failures_and_start(&mut d, s);
     phases(&mut d, s);
@@ -461,6 +468,75 @@ fn failures_and_start(d: &mut Doc, s: &Summary) {
         "Warm-up: {} requests over {:.1} s, rule: {}; ended by {}.",
         s.warmup.requests, s.warmup.duration_s, s.warmup.rule, s.warmup.ended
     ));
+}
+
+/// Multi-turn sessions: how many finished, session goodput, and each turn's latencies and
+/// cached prompt tokens against what its history makes reusable.
+fn sessions(d: &mut Doc, s: &Summary) {
+    let Some(ss) = &s.steady.sessions else {
+        return;
+    };
+    d.h("Sessions (each arrival a conversation; turns are the requests above)");
+    let mut line = format!(
+        "{} steady sessions: {} completed, {} ended early by a failed turn or the stop; turns {} planned, {} sent, {} not sent",
+        ss.sessions,
+        ss.completed,
+        ss.ended_early,
+        ss.turns_planned,
+        ss.turns_sent,
+        ss.turns_not_sent
+    );
+    if let (Some(a), Some(g)) = (ss.attainment, ss.goodput_sps) {
+        line.push_str(&format!(
+            "; every turn met the SLO in {:.1}% of sessions: session goodput {} sessions/s",
+            a * 100.0,
+            num(g)
+        ));
+    }
+    d.toned(Tone::warn_if(ss.turns_not_sent > 0), line);
+    if let Some(slip) = &ss.slip_ms {
+        d.line(format!(
+            "Follow-ups sent at the answer before them + think time: slip p50 {} ms, p99 {} ms, max {} ms",
+            num(slip.p50),
+            num(slip.p99),
+            num(slip.max)
+        ));
+    }
+    if let Some(dur) = &ss.duration_ms {
+        d.line(format!(
+            "Session duration (completed): p50 {} ms, p99 {} ms",
+            num(dur.p50),
+            num(dur.p99)
+        ));
+    }
+    let p =
+        |x: &Option<Dist>, f: fn(&Dist) -> f64| x.as_ref().map_or("—".to_owned(), |d| num(f(d)));
+    let rows = ss
+        .per_turn
+        .iter()
+        .map(|t| {
+            vec![
+                t.turn.to_string(),
+                t.sent.to_string(),
+                t.ok.to_string(),
+                p(&t.ttft_ms, |d| d.p50),
+                p(&t.ttft_ms, |d| d.p99),
+                p(&t.ttfo_ms, |d| d.p50),
+                p(&t.tpot_ms, |d| d.p50),
+                p(&t.input_tokens, |d| d.mean),
+                p(&t.reusable_tokens, |d| d.mean),
+                p(&t.cached_tokens, |d| d.mean),
+            ]
+        })
+        .collect();
+    d.table(
+        &[
+            "turn", "sent", "ok", "TTFT p50", "TTFT p99", "TTFO p50", "TPOT p50", "input",
+            "reusable", "cached",
+        ],
+        rows,
+    );
+    d.line("input: mean prompt tokens (the conversation so far); reusable: tokens of its history before the new message; cached: what the server reported served from its cache.");
 }
 
 fn phases(d: &mut Doc, s: &Summary) {

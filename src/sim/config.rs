@@ -74,6 +74,10 @@ pub struct SimConfig {
     /// Left out of the configuration when served.
     #[serde(skip_serializing_if = "is_true")]
     pub tokenize: bool,
+    /// Keep each request's prompt text in its ground truth (tests that check what a client
+    /// sent, such as a session's history). Off: prompts can be long.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub record_prompts: bool,
     /// Share of each chat answer's output tokens that are reasoning (thinking), streamed first
     /// in `reasoning_content` (vLLM's and SGLang's reasoning parsers; the answer follows in
     /// `content`) and reported as `usage.completion_tokens_details.reasoning_tokens`. A request
@@ -144,6 +148,7 @@ impl Default for SimConfig {
             warmup_steps: 0,
             stream_usage: true,
             tokenize: true,
+            record_prompts: false,
             chat_template_tokens: 0,
             faults: Faults::default(),
         }

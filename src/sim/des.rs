@@ -120,6 +120,7 @@ pub fn run(cfg: &SimConfig, load: DesLoad) -> Vec<GroundTruth> {
                 id: seq,
                 prompt_ids: ids,
                 output_tokens: plan.tokens,
+                output_ids: Vec::new(),
             });
         }
         if engine.is_idle() {

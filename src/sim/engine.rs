@@ -20,6 +20,11 @@ pub struct Submission {
     pub prompt_ids: Vec<u64>,
     /// Exact number of tokens to generate.
     pub output_tokens: u32,
+    /// The generated tokens' ids, when the runner knows them: the finished sequence (prompt
+    /// and answer) becomes cacheable, as vLLM's prefix cache keeps the generated tokens' blocks
+    /// too, so a conversation's next turn finds its previous answer cached. Empty: the prompt
+    /// alone is cached.
+    pub output_ids: Vec<u64>,
 }
 
 /// What a step did, in order.
@@ -60,6 +65,9 @@ struct Seq {
     kv_reserved: u64,
     block_hashes: Vec<u64>,
     prompt_ids: Vec<u64>,
+    /// Block hashes of prompt and answer, inserted when it finishes (see
+    /// [`Submission::output_ids`]).
+    finished_hashes: Vec<u64>,
 }
 
 /// Counters for `/metrics`.
@@ -99,6 +107,13 @@ impl Engine {
     /// Queues a request (FCFS).
     pub fn submit(&mut self, s: Submission) {
         let prompt_len = s.prompt_ids.len() as u64;
+        let finished_hashes = if s.output_ids.is_empty() || self.cfg.prefix_cache_blocks == 0 {
+            Vec::new()
+        } else {
+            let mut all = s.prompt_ids.clone();
+            all.extend_from_slice(&s.output_ids);
+            block_hashes(&all, self.cfg.prefix_block_tokens as usize)
+        };
         self.waiting.push_back(Seq {
             id: s.id,
             prompt_len,
@@ -111,6 +126,7 @@ impl Engine {
             kv_reserved: 0,
             block_hashes: Vec::new(),
             prompt_ids: s.prompt_ids,
+            finished_hashes,
         });
     }
 
@@ -251,6 +267,9 @@ impl Engine {
             }
             if s.generated >= s.target {
                 events.push(Event::Finished { id: s.id });
+                if !s.finished_hashes.is_empty() {
+                    self.cache.insert(&s.finished_hashes);
+                }
                 self.kv_used -= s.kv_reserved;
                 self.running.remove(i);
             } else {
@@ -384,6 +403,7 @@ mod tests {
             id,
             prompt_ids: (0..prompt as u64).map(|i| i + id * 1_000_000).collect(),
             output_tokens: out,
+            output_ids: Vec::new(),
         }
     }
 

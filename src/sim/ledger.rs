@@ -31,6 +31,10 @@ pub struct GroundTruth {
     /// The first this many of them are reasoning (streamed as `reasoning_content`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u32,
+    /// The prompt's text as received (its messages joined by newlines), with
+    /// `record_prompts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
     /// Admission minus arrival.
     pub queue_us: Option<u64>,
     /// `ok`, `error_<status>`, `refused_loading`, `rejected_too_long`, `dropped`, `malformed`,
@@ -69,6 +73,7 @@ impl Ledger {
                 cached_tokens: 0,
                 output_tokens: 0,
                 reasoning_tokens: 0,
+                prompt: None,
                 queue_us: None,
                 outcome: "ok".into(),
             },
@@ -100,6 +105,13 @@ impl Ledger {
     }
 
     /// Records how many of the request's first tokens will be reasoning.
+    /// Keeps the prompt's text (`record_prompts`).
+    pub fn set_prompt(&mut self, seq: u64, prompt: String) {
+        if let Some(g) = self.open.get_mut(&seq) {
+            g.prompt = Some(prompt);
+        }
+    }
+
     pub fn set_reasoning(&mut self, seq: u64, tokens: u32) {
         if let Some(g) = self.open.get_mut(&seq) {
             g.reasoning_tokens = tokens;

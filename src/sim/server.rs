@@ -252,6 +252,10 @@ struct Pending {
     output_tokens: u32,
     /// How many of the first output tokens are reasoning.
     reasoning_tokens: u32,
+    /// The prompt's text, with `record_prompts`.
+    prompt: Option<String>,
+    /// The answer's token ids (chat requests), so prompt and answer are cached together.
+    output_ids: Vec<u64>,
     fault: Option<&'static str>,
     reply: UnboundedSender<Delivery>,
 }
@@ -326,6 +330,9 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
             let p = pending.pop_front().expect("front exists");
             ledger.arrive(p.seq, p.request_id, p.t, p.prompt_ids.len() as u32);
             ledger.set_reasoning(p.seq, p.reasoning_tokens);
+            if let Some(text) = p.prompt {
+                ledger.set_prompt(p.seq, text);
+            }
             if let Some(f) = p.fault {
                 ledger.set_outcome(p.seq, f);
             }
@@ -334,6 +341,7 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
                 id: p.seq,
                 prompt_ids: p.prompt_ids,
                 output_tokens: p.output_tokens,
+                output_ids: p.output_ids,
             });
         }
         let Some(step) = engine.step(start, &mut events) else {
@@ -523,6 +531,12 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         prompt_ids: ids,
         output_tokens: plan.tokens,
         reasoning_tokens: reasoning,
+        prompt: s.cfg.record_prompts.then(|| ask.prompt.clone()),
+        output_ids: if ask.chat {
+            output_ids(&s.cfg, phash, plan.tokens)
+        } else {
+            Vec::new()
+        },
         fault,
         reply: tx,
     }));
@@ -560,6 +574,19 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
     } else {
         full_response(out, rx).await
     }
+}
+
+/// The ids of every generated token (reasoning, then answer), cached with the prompt when the
+/// request finishes. A client sends the answer back in the next turn without the reasoning (as
+/// chat templates do), so after a reasoning answer only the prompt's blocks match again, as in
+/// a real engine.
+fn output_ids(cfg: &SimConfig, phash: u64, tokens: u32) -> Vec<u64> {
+    if cfg.prefix_cache_blocks == 0 {
+        return Vec::new();
+    }
+    let mut text = String::new();
+    push_text(cfg, phash, 0, tokens, &mut text);
+    word_ids(&text)
 }
 
 fn request_id(headers: &HeaderMap) -> Option<String> {
