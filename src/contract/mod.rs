@@ -1310,6 +1310,72 @@ mod tests {
         );
     }
 
+    /// Issue #22: what a session workload cannot be is refused with its file, line and key
+    /// before any request; a valid one writes out and reads back as itself.
+    #[test]
+    fn session_workloads_are_checked_and_located() {
+        let open = "[load]\nkind = \"open\"\nrate = 2\nrequests = 10\n";
+        for (src, want) in [
+            (
+                format!("{open}[workload.sessions]\nturns = {{ dist = \"fixed\", value = 0 }}\n"),
+                "c.toml:6: `workload.sessions.turns.value`: must be >= 1",
+            ),
+            (
+                format!("{open}[workload.sessions]\nturns = {{ dist = \"fixed\", value = 300 }}\n"),
+                "`workload.sessions.turns`: allows 300 turns; at most 256",
+            ),
+            (
+                format!("{open}[workload.sessions]\nturns = {{ dist = \"fixed\", value = 2 }}\nthink_ms = {{ dist = \"uniform\", min = 9, max = 3 }}\n"),
+                "c.toml:7: `workload.sessions.think_ms`: must be fixed, uniform",
+            ),
+            (
+                "[load]\nkind = \"closed\"\nconcurrency = 2\nrequests = 10\n[workload.sessions]\nturns = { dist = \"fixed\", value = 2 }\n".to_owned(),
+                "c.toml:5: `workload.sessions`: need an open-loop load",
+            ),
+            (
+                format!("[target]\napi = \"openai-completions\"\n{open}[workload.sessions]\nturns = {{ dist = \"fixed\", value = 2 }}\n"),
+                "`workload.sessions`: send the conversation as chat messages, which api = \"openai-completions\" cannot",
+            ),
+            (
+                format!("{open}[workload.sessions]\nturns = {{ dist = \"fixed\", value = 2 }}\nthink = 3\n"),
+                "c.toml:7",
+            ),
+        ] {
+            let e = parse_str(&src).unwrap_err().to_string();
+            assert!(e.contains(want), "want {want:?} in {e:?}");
+        }
+        let c = parse_str(&format!(
+            "{open}[workload.sessions]\nturns = {{ dist = \"uniform\", min = 2, max = 4 }}\nthink_ms = {{ dist = \"fixed\", value = 500 }}\nsystem_prompt_tokens = 64\n"
+        ))
+        .unwrap();
+        let again = parse_str(&c.to_toml()).unwrap();
+        assert_eq!(again.workload.sessions, c.workload.sessions);
+        // Sessions are part of the workload: another shape is another workload.
+        let other = parse_str(&c.to_toml().replace("value = 500", "value = 900")).unwrap();
+        assert_ne!(c.fingerprints().workload, other.fingerprints().workload);
+        // Each session's shape is the seed's: the same plan draws the same turns.
+        let inputs = crate::workload::Inputs::default();
+        let (a, b) = (
+            crate::plan::Plan::new(&c, &inputs),
+            crate::plan::Plan::new(&c, &inputs),
+        );
+        let shapes: Vec<_> = (0..20).map(|i| a.session(i).unwrap()).collect();
+        assert_eq!(
+            shapes,
+            (0..20).map(|i| b.session(i).unwrap()).collect::<Vec<_>>()
+        );
+        assert!(
+            shapes
+                .iter()
+                .all(|s| (2..=4).contains(&s.turns) && s.think_ms.len() == s.turns as usize - 1)
+        );
+        assert!(shapes.iter().any(|s| s.turns == 2) && shapes.iter().any(|s| s.turns == 4));
+        assert_eq!(
+            a.planned_by_phase()[&crate::plan::Phase::Steady],
+            shapes[..10].iter().map(|s| u64::from(s.turns)).sum::<u64>()
+        );
+    }
+
     #[test]
     fn unknown_key_names_file_line_and_key() {
         let e = parse_str("[load]\nmodel = \"open\"\nrat = 2\nrequests = 10\n")
