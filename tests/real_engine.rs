@@ -441,3 +441,62 @@ server_metrics_interval = 0
     eprintln!("prompt tokens above the plan, per API: {added:?}");
     assert!(added.iter().all(|(_, k)| *k == added[0].1), "{added:?}");
 }
+
+/// Issue #22 on a real engine: two-turn sessions against llama.cpp. The second turn carries
+/// the first prompt and the answer received; llama.cpp's prompt cache (the slot keeps the
+/// conversation it last served) finds that history, so the second turn's cached tokens cover
+/// most of it, where a first turn shares only what every prompt of the run shares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
+async fn llamacpp_reuses_a_sessions_history_on_its_second_turn() {
+    let engine = Started::new();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"name = "real-sessions"
+[target]
+url = "{url}"
+model = "gemma-3-270m"
+timeout = "60s"
+[workload]
+seed = 3
+tokenizer = "server"
+input_tokens = {{ dist = "fixed", value = 64 }}
+output_tokens = {{ dist = "fixed", value = 12 }}
+[workload.sessions]
+turns = {{ dist = "fixed", value = 2 }}
+think_ms = {{ dist = "fixed", value = 100 }}
+[load]
+kind = "open"
+arrival = "constant"
+rate = 1
+requests = 4
+[warmup]
+requests = 0
+[measurement]
+server_metrics_interval = 0
+"#,
+        url = engine.0
+    );
+    let r = common::run_in(common::parse(&text), dir.path()).await;
+    let ss = r.summary.steady.sessions.as_ref().unwrap();
+    assert_eq!((ss.sessions, ss.completed, ss.turns_not_sent), (4, 4, 0));
+    let turn = |t: usize| &ss.per_turn[t];
+    let (first, second) = (turn(0), turn(1));
+    let cached = |t: &goodput::analyze::sessions::TurnStats| t.cached_tokens.as_ref().unwrap().mean;
+    let history = second.reusable_tokens.as_ref().unwrap().mean;
+    eprintln!(
+        "cached tokens: first turn {}, second turn {} of a {history}-token history",
+        cached(first),
+        cached(second)
+    );
+    assert!(
+        cached(first) < 32.0,
+        "a first turn shares little: {}",
+        cached(first)
+    );
+    assert!(
+        cached(second) >= 0.8 * history,
+        "the second turn found its history cached: {} of {history}",
+        cached(second)
+    );
+}

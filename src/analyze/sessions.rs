@@ -70,8 +70,8 @@ pub struct TurnStats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<Dist>,
     /// Prompt tokens the conversation had before this turn's new message (its earlier prompts
-    /// and answers): what a prefix cache can serve. 0 for the first turn (a shared system
-    /// prompt aside).
+    /// and answers; for the first turn, the system prompt every session shares): what a prefix
+    /// cache can serve.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reusable_tokens: Option<Dist>,
 }
@@ -80,6 +80,11 @@ pub struct TurnStats {
 pub fn summarize(c: &Contract, steady: &[&Record], window_s: f64) -> Option<SessionSummary> {
     c.workload.sessions.as_ref()?;
     let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
+    let system = c
+        .workload
+        .sessions
+        .as_ref()
+        .map_or(0, |s| s.system_prompt_tokens);
     let mut by_session: BTreeMap<u64, Vec<&Record>> = BTreeMap::new();
     for r in steady {
         if let Some(s) = r.session {
@@ -117,7 +122,7 @@ pub fn summarize(c: &Contract, steady: &[&Record], window_s: f64) -> Option<Sess
             {
                 slips.push((s as f64 - i as f64) / 1000.0);
             }
-            let reusable = prev.map_or(0, |p| {
+            let reusable = prev.map_or(system, |p| {
                 p.input_tokens_planned + p.usage_completion_tokens.unwrap_or(p.client_output_tokens)
             });
             acc.reusable.push(f64::from(reusable));

@@ -359,7 +359,15 @@ pub fn requested_lengths(c: &Contract, s: &Inputs, input: bool) -> Option<Vec<u3
             (0..4096).map(|_| sample_len(&d, &[], &mut rng)).collect()
         }
     };
-    let v: Vec<u32> = v.into_iter().map(|n| n.saturating_mul(batch)).collect();
+    // A session's first turn sends the shared system prompt before its own.
+    let system = match (&w.sessions, input) {
+        (Some(s), true) => s.system_prompt_tokens,
+        _ => 0,
+    };
+    let v: Vec<u32> = v
+        .into_iter()
+        .map(|n| n.saturating_mul(batch) + system)
+        .collect();
     (!v.is_empty()).then_some(v)
 }
 

@@ -102,6 +102,45 @@ pub fn page(
         }
         d.figure(chart.render());
     }
+    if let Some(ss) = &s.steady.sessions {
+        let by_turn = |f: &dyn Fn(&crate::analyze::sessions::TurnStats) -> Option<f64>| {
+            ss.per_turn
+                .iter()
+                .filter_map(|t| Some((f64::from(t.turn), f(t)?)))
+                .collect::<Vec<_>>()
+        };
+        let mut ttft = Chart::new(
+            "sessions-ttft",
+            "Sessions: TTFT by turn (each turn carries the conversation so far)",
+            "turn of the session",
+            "ms",
+        )
+        .line("TTFT p50", by_turn(&|t| t.ttft_ms.as_ref().map(|d| d.p50)))
+        .line("TTFT p99", by_turn(&|t| t.ttft_ms.as_ref().map(|d| d.p99)));
+        if let Some((x, _)) = threshold("ttft") {
+            ttft = ttft.line("SLO", by_turn(&|_| Some(x)));
+        }
+        d.figure(ttft.render());
+        let tokens = Chart::new(
+            "sessions-tokens",
+            "Sessions: prompt tokens by turn (means)",
+            "turn of the session",
+            "tokens",
+        )
+        .line(
+            "prompt",
+            by_turn(&|t| t.input_tokens.as_ref().map(|d| d.mean)),
+        )
+        .line(
+            "history (reusable)",
+            by_turn(&|t| t.reusable_tokens.as_ref().map(|d| d.mean)),
+        )
+        .line(
+            "cached (server)",
+            by_turn(&|t| t.cached_tokens.as_ref().map(|d| d.mean)),
+        );
+        d.figure(tokens.render());
+    }
     if !seconds.is_empty() {
         let pts = |f: &dyn Fn(&Second) -> Option<f64>| -> Vec<(f64, f64)> {
             seconds
@@ -154,14 +193,22 @@ pub fn page(
         }
         ch.render()
     };
+    // A session's later turns carry its history: its prompts are compared on first turns.
+    let firsts: Vec<&&Record> = steady
+        .iter()
+        .filter(|r| r.turn.is_none_or(|t| t.0 == 0))
+        .collect();
     for (input, what) in [(true, "Input"), (false, "Output")] {
+        let of = if input {
+            &firsts[..]
+        } else {
+            &steady.iter().collect::<Vec<_>>()[..]
+        };
         d.figure(lengths(
-            steady
-                .iter()
+            of.iter()
                 .map(|r| f64::from(r.planned_tokens(input)))
                 .collect(),
-            steady
-                .iter()
+            of.iter()
                 .filter_map(|r| r.reported_tokens(input).map(f64::from))
                 .collect(),
             what,

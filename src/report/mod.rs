@@ -536,7 +536,7 @@ fn sessions(d: &mut Doc, s: &Summary) {
         ],
         rows,
     );
-    d.line("input: mean prompt tokens (the conversation so far); reusable: tokens of its history before the new message; cached: what the server reported served from its cache.");
+    d.line("input: mean prompt tokens (the conversation so far); reusable: tokens of its history before the new message (first turn: the shared system prompt); cached: what the server reported served from its cache.");
 }
 
 fn phases(d: &mut Doc, s: &Summary) {
