@@ -369,6 +369,101 @@ async fn a_trace_is_replayed_at_its_own_offsets() {
     );
 }
 
+/// Issue #22: a Mooncake-format trace (the made-up sample in `examples/data/`) replayed against
+/// the simulator: prompts are built block by block from `hash_ids`, so the simulator's prefix
+/// cache serves each request the blocks it shares with earlier ones: reported cached tokens
+/// within one block of the expected share for at least 95% of requests. Its timestamps are
+/// milliseconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mooncake_trace_replays_its_shared_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig::default()).await;
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/data");
+    let (c, _) = parse_at(
+        Path::new(data),
+        &format!(
+            "name = \"mooncake\"\n[target]\nurl = \"{}\"\n[load]\nkind = \"open\"\narrival = \"trace\"\ntrace = \"mooncake-sample.jsonl\"\ntrace_block_tokens = 64\nspeedup = 2.0\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    assert_eq!(c.load.requests, Some(48));
+    let r = run_in(c, dir.path()).await;
+    let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> = server
+        .ground_truth()
+        .into_iter()
+        .filter_map(|g| Some((g.request_id.clone()?, g)))
+        .collect();
+    let mut recs = r.records.clone();
+    recs.sort_by_key(|x| x.index);
+    let (mut within, mut shared) = (0, 0);
+    for x in &recs {
+        assert!(x.is_ok(), "{x:?}");
+        let expected = x.expected_cached_tokens.expect("every row has hash_ids");
+        let cached = gt[&x.request_id].cached_tokens;
+        assert_eq!(x.usage_cached_tokens, Some(cached));
+        within += usize::from(expected.abs_diff(cached) <= 64);
+        shared += usize::from(expected > 0);
+    }
+    assert!(shared >= 20, "the sample shares prefixes: {shared}");
+    assert!(
+        within * 100 >= 95 * recs.len(),
+        "{within} of {}",
+        recs.len()
+    );
+    // Milliseconds: the last row is 8.64 s after the first's 0.18 s, replayed at 2×.
+    let span = recs.last().unwrap().intended_us.unwrap() - recs[0].intended_us.unwrap();
+    assert!(
+        (span as f64 / 1e6 - (8.64 - 0.18) / 2.0).abs() < 0.01,
+        "{span}"
+    );
+    let p = r.summary.steady.prefix_reuse.as_ref().unwrap();
+    assert_eq!((p.requests, p.block_tokens), (48, 64));
+    assert_eq!(p.within_one_block as usize, within);
+    assert!(
+        r.summary.warnings.is_empty(),
+        "expected sharing is no warm cache: {:?}",
+        r.summary.warnings
+    );
+    let report = goodput::report::document(&r.summary).terminal();
+    assert!(
+        report.contains("Prefix reuse (trace hash_ids, 64-token blocks)"),
+        "{report}"
+    );
+}
+
+#[test]
+fn bad_mooncake_rows_name_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (rows, want) in [
+        (
+            "{\"timestamp\":0,\"input_length\":9,\"output_length\":2,\"hash_ids\":[1]}\n{\"timestamp\":5,\"input_length\":9,\"output_length\":2,\"hash_ids\":[\"a\"]}\n",
+            "t.jsonl:2: `hash_ids` must be a list of whole numbers",
+        ),
+        (
+            "{\"timestamp\":9,\"input_length\":9,\"output_length\":2,\"hash_ids\":[1]}\n{\"timestamp\":5,\"input_length\":9,\"output_length\":2,\"hash_ids\":[2]}\n",
+            "t.jsonl:2: timestamp goes back in time",
+        ),
+        (
+            "{\"timestamp\":0,\"input_length\":9,\"output_length\":2,\"hash_ids\":[]}\n",
+            "t.jsonl:1: `hash_ids` is empty",
+        ),
+        (
+            "{\"timestamp\":0,\"input_length\":9,\"output_length\":2,\"hash_ids\":[1]}\n{\"timestamp\":5,\"input_length\":9,\"output_length\":2}\n",
+            "t.jsonl:2: `hash_ids` must be on every row or on none",
+        ),
+    ] {
+        std::fs::write(dir.path().join("t.jsonl"), rows).unwrap();
+        let e = parse_at(
+            dir.path(),
+            "[load]\nkind = \"open\"\narrival = \"trace\"\ntrace = \"t.jsonl\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(want), "want {want:?} in {e:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bundle_lists_requested_sent_and_reported_lengths_and_who_counted_them() {
     let dir = tempfile::tempdir().unwrap();

@@ -384,10 +384,19 @@ fn cold_cache_warning(c: &Contract, w: &Inputs, steady_ok: &[&&Record]) -> Optio
         .copied()
         .filter(|r| r.turn.is_none_or(|t| t.0 == 0))
         .collect();
+    // A trace's prefix structure says what each request shares with earlier ones (a block's
+    // worth of slack: the earlier request may have ended inside the block).
+    let block = c
+        .load
+        .trace_block_tokens
+        .unwrap_or(crate::plan::DEFAULT_BLOCK_TOKENS);
+    let allowed = |r: &Record| match r.expected_cached_tokens {
+        Some(e) if e > 0 => bound + e + block,
+        _ => bound,
+    };
     let over: Vec<u32> = steady_ok
         .iter()
-        .filter_map(|r| r.usage_cached_tokens)
-        .filter(|&k| k > bound)
+        .filter_map(|r| r.usage_cached_tokens.filter(|&k| k > allowed(r)))
         .collect();
     (!over.is_empty()).then(|| {
         let max = over.iter().max().copied().unwrap_or(0);
@@ -597,6 +606,61 @@ pub struct Steady {
     /// Multi-turn sessions (`[workload.sessions]`): per turn, and session goodput.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<sessions::SessionSummary>,
+    /// A trace's prefix structure (Mooncake `hash_ids`) against the cache hits the server
+    /// reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_reuse: Option<PrefixReuse>,
+}
+
+/// Expected against reported prefix-cache hits, over the successful steady requests of a
+/// trace that carries its prefix structure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PrefixReuse {
+    /// Tokens per block of the trace's `hash_ids`.
+    pub block_tokens: u32,
+    /// Requests with an expected share; of them, those the server reported cached tokens for.
+    pub requests: u64,
+    pub reported: u64,
+    /// Reported within one block of the expected share.
+    pub within_one_block: u64,
+    pub expected_mean: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_mean: Option<f64>,
+}
+
+fn prefix_reuse(c: &Contract, ok: &[&&Record]) -> Option<PrefixReuse> {
+    let with: Vec<&&&Record> = ok
+        .iter()
+        .filter(|r| r.expected_cached_tokens.is_some())
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    let block = c
+        .load
+        .trace_block_tokens
+        .unwrap_or(crate::plan::DEFAULT_BLOCK_TOKENS);
+    let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let pairs: Vec<(u32, u32)> = with
+        .iter()
+        .filter_map(|r| Some((r.expected_cached_tokens?, r.usage_cached_tokens?)))
+        .collect();
+    Some(PrefixReuse {
+        block_tokens: block,
+        requests: with.len() as u64,
+        reported: pairs.len() as u64,
+        within_one_block: pairs
+            .iter()
+            .filter(|(e, k)| e.abs_diff(*k) <= block)
+            .count() as u64,
+        expected_mean: mean(
+            with.iter()
+                .filter_map(|r| r.expected_cached_tokens.map(f64::from))
+                .collect(),
+        )
+        .unwrap_or(0.0),
+        cached_mean: mean(pairs.iter().map(|(_, k)| f64::from(*k)).collect()),
+    })
 }
 
 /// How the successful steady requests' output tokens were counted.
@@ -1168,6 +1232,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             slo,
             support,
             sessions: sessions::summarize(c, &steady_recs, window_s),
+            prefix_reuse: prefix_reuse(c, &ok),
         },
         predictions: None,
         quality: quality::summarize(
@@ -2194,6 +2259,7 @@ mod tests {
             chunks: chunks.iter().map(|(t, n)| (at + t, *n)).collect(),
             reasoning_chunks: 0,
             input_tokens_planned: 100,
+            expected_cached_tokens: None,
             output_tokens_planned: usage.unwrap_or(client),
             usage_prompt_tokens: Some(100),
             usage_completion_tokens: usage,

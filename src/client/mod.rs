@@ -1006,6 +1006,7 @@ mod tests {
             output_tokens: 1,
             prompt: "a b c".into(),
             messages: None,
+            shared_tokens: None,
         };
         let cancel = CancellationToken::new();
         let mut recs = Vec::new();

@@ -775,6 +775,7 @@ mod tests {
                     output_tokens: 8,
                     prompt: String::new(),
                     messages: None,
+                    shared_tokens: None,
                 };
                 let mut r = Record::planned(&p, Phase::Quality, "t");
                 r.sent_us = Some(0);

@@ -586,6 +586,9 @@ pub struct Load {
     /// Trace replay: 2.0 sends it twice as fast (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speedup: Option<f64>,
+    /// Tokens per block of a Mooncake trace's `hash_ids` (default 512, as in Mooncake's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_block_tokens: Option<u32>,
     /// Measured requests (after warm-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,

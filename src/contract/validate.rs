@@ -511,6 +511,7 @@ impl Contract {
             ("max_in_flight", l.max_in_flight.is_some()),
             ("trace", l.trace.is_some()),
             ("speedup", l.speedup.is_some()),
+            ("trace_block_tokens", l.trace_block_tokens.is_some()),
         ] {
             if set {
                 return problem(
@@ -826,6 +827,9 @@ fn trace_arrivals(l: &mut Load) -> Result<(), Problem> {
     if !(x.is_finite() && x > 0.0) {
         return problem("load.speedup", format!("= {x}: must be > 0"));
     }
+    if l.trace_block_tokens.is_some_and(|b| b == 0 || b > 1 << 20) {
+        return problem("load.trace_block_tokens", "must be 1 to 1048576 tokens");
+    }
     Ok(())
 }
 
@@ -834,6 +838,7 @@ fn rate_arrivals(l: &mut Load) -> Result<(), Problem> {
     for (k, set) in [
         ("trace", l.trace.is_some()),
         ("speedup", l.speedup.is_some()),
+        ("trace_block_tokens", l.trace_block_tokens.is_some()),
     ] {
         if set {
             return problem(&format!("load.{k}"), "applies to arrival = \"trace\" only");

@@ -59,6 +59,10 @@ pub struct PlannedRequest {
     /// A dataset entry's chat messages, sent as they are (with the request's tag in the first).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub messages: Option<Vec<Message>>,
+    /// Prompt tokens this request shares with an earlier one by a trace's prefix structure
+    /// (Mooncake `hash_ids`): what a prefix cache should serve.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_tokens: Option<u32>,
 }
 
 /// The intended send times of an open-loop run, µs from its start, in order and without end
@@ -105,6 +109,8 @@ pub struct Plan {
     cold_start: u64,
     /// Inputs per request (`workload.batch`).
     batch: u32,
+    /// A Mooncake trace's block size, and each row's blocks shared with an earlier row.
+    blocks: Option<(u32, std::sync::Arc<Vec<u32>>)>,
     /// `[workload.sessions]`, and the system prompt every session starts with (empty: none).
     sessions: Option<(crate::contract::Sessions, String)>,
     /// The API generates output tokens (embeddings do not).
@@ -287,6 +293,10 @@ impl Phaser {
 const ARRIVAL_STREAM: u64 = u64::MAX;
 const ORDER_STREAM: u64 = u64::MAX - 1;
 const REQUESTED_STREAM: u64 = u64::MAX - 1 - (1 << 32);
+/// A trace block's text is drawn from this stream of a generator seeded by its hash id.
+const BLOCK_STREAM: u64 = 1 << 55;
+/// Mooncake's block size, tokens.
+pub const DEFAULT_BLOCK_TOKENS: u32 = 512;
 /// Session `i`'s turns and think times are drawn from stream `SESSION_STREAM + i`.
 const SESSION_STREAM: u64 = 1 << 50;
 /// The sessions' shared system prompt is built from this stream.
@@ -409,6 +419,15 @@ impl Plan {
             };
             (c.load.arrival(), params)
         });
+        let blocks = sources
+            .trace
+            .iter()
+            .any(|r| !r.hash_ids.is_empty())
+            .then(|| {
+                let b = c.load.trace_block_tokens.unwrap_or(DEFAULT_BLOCK_TOKENS);
+                let shared = crate::workload::trace::shared_blocks(&sources.trace);
+                (b, std::sync::Arc::new(shared))
+            });
         let sessions = w.sessions.clone().map(|ss| {
             let system = match ss.system_prompt_tokens {
                 0 => String::new(),
@@ -437,6 +456,7 @@ impl Plan {
             lead,
             cold_start: c.cold_start.as_ref().map_or(0, |cs| u64::from(cs.requests)),
             batch: w.batch.max(1),
+            blocks,
             sessions,
             generates: c.target.api.adapter().capabilities().generates,
             probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
@@ -616,6 +636,7 @@ impl Plan {
                 output_tokens: 1,
                 prompt,
                 messages: None,
+                shared_tokens: None,
             };
         }
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
@@ -646,6 +667,22 @@ impl Plan {
         };
         let input_tokens = length(&self.input, true);
         let output_tokens = length(&self.output, false);
+        if let (Some(r), Some((block, shared)), None) = (row, &self.blocks, item)
+            && self.input == LengthDist::Trace
+        {
+            let k = (index % self.sources.trace.len().max(1) as u64) as usize;
+            let (prompt, n) = self.block_prompt(run_lead, &r.hash_ids, *block, input_tokens);
+            return PlannedRequest {
+                index,
+                phase: Phase::Steady,
+                intended_us: None,
+                input_tokens: n,
+                output_tokens,
+                prompt,
+                messages: None,
+                shared_tokens: Some(shared[k].saturating_mul(*block).min(input_tokens)),
+            };
+        }
         let references = &self.sources.references;
         if !references.is_empty() {
             let r = &references[(index % references.len() as u64) as usize];
@@ -657,6 +694,7 @@ impl Plan {
                 output_tokens,
                 prompt: r.prompt.clone(),
                 messages: None,
+                shared_tokens: None,
             };
         }
         // The request's own tag: its first word (or the first after a shared prefix) is unique
@@ -715,7 +753,44 @@ impl Plan {
             output_tokens,
             prompt,
             messages,
+            shared_tokens: None,
         }
+    }
+
+    /// A prompt made of a trace row's blocks: the run's lead, then for each hash id its own
+    /// block of `block` tokens (the same id, the same text, in every request and run of this
+    /// seed), the last cut to the row's length; a row longer than its blocks is filled out
+    /// behind them. Returns the prompt and its tokens.
+    fn block_prompt(&self, lead: &str, ids: &[u64], block: u32, tokens: u32) -> (String, u32) {
+        let t = &self.sources.tokenizer;
+        let mut prompt = lead.to_owned();
+        // The lead counts in the row's length, as it does in every prompt's.
+        let mut have = if lead.is_empty() { 0 } else { t.count(lead) };
+        let add = |text: &str, prompt: &mut String| {
+            if !prompt.is_empty() {
+                prompt.push(' ');
+            }
+            prompt.push_str(text);
+        };
+        for &h in ids {
+            if have >= tokens {
+                break;
+            }
+            let mut rng = ChaCha8Rng::seed_from_u64(crate::text::mix2(self.seed, h));
+            rng.set_stream(BLOCK_STREAM);
+            let tag = t.tag('b', h, self.seed);
+            let (text, n) = t.build(&tag, block.min(tokens - have), &mut rng);
+            add(&text, &mut prompt);
+            have += n;
+        }
+        if have < tokens {
+            let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+            rng.set_stream(BLOCK_STREAM - 1);
+            let (text, _) = t.build("", tokens - have, &mut rng);
+            add(&text, &mut prompt);
+        }
+        let n = t.count(&prompt);
+        (prompt, n)
     }
 
     /// The plan as JSON lines: every request up to the end of the measured phase (at most

@@ -59,6 +59,10 @@ pub struct Record {
     /// Server-reported output tokens (`usage.completion_tokens`), when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_completion_tokens: Option<u32>,
+    /// Prompt tokens the plan expects a prefix cache to serve: the blocks a trace's prefix
+    /// structure (Mooncake `hash_ids`) says this request shares with an earlier one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_cached_tokens: Option<u32>,
     /// Server-reported prompt tokens served from its prefix cache
     /// (`usage.prompt_tokens_details.cached_tokens`), when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -257,6 +261,7 @@ impl Record {
             reasoning_chunks: 0,
             input_tokens_planned: p.input_tokens,
             output_tokens_planned: p.output_tokens,
+            expected_cached_tokens: p.shared_tokens,
             usage_prompt_tokens: None,
             usage_completion_tokens: None,
             usage_cached_tokens: None,

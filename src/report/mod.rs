@@ -192,6 +192,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     slo_and_throughput(&mut d, s);
     steady_table(&mut d, s, verbose);
     sessions(&mut d, s);
+    prefix_reuse(&mut d, s);
     details(&mut d, s, verbose);
     failures_and_start(&mut d, s);
     phases(&mut d, s);
@@ -537,6 +538,31 @@ fn sessions(d: &mut Doc, s: &Summary) {
         rows,
     );
     d.line("input: mean prompt tokens (the conversation so far); reusable: tokens of its history before the new message (first turn: the shared system prompt); cached: what the server reported served from its cache.");
+}
+
+/// A trace's prefix structure against what the server's cache served.
+fn prefix_reuse(d: &mut Doc, s: &Summary) {
+    let Some(p) = &s.steady.prefix_reuse else {
+        return;
+    };
+    let line = match p.cached_mean {
+        Some(k) => format!(
+            "Prefix reuse (trace hash_ids, {}-token blocks): expected {} cached tokens per request, the server reported {}; within one block on {} of {} requests ({:.1}%)",
+            p.block_tokens,
+            num(p.expected_mean),
+            num(k),
+            p.within_one_block,
+            p.reported,
+            100.0 * p.within_one_block as f64 / p.reported.max(1) as f64
+        ),
+        None => format!(
+            "Prefix reuse (trace hash_ids, {}-token blocks): expected {} cached tokens per request; the server reported no cached tokens to hold them against",
+            p.block_tokens,
+            num(p.expected_mean)
+        ),
+    };
+    let poor = p.reported > 0 && (p.within_one_block as f64) < 0.95 * p.reported as f64;
+    d.toned(Tone::warn_if(poor), line);
 }
 
 fn phases(d: &mut Doc, s: &Summary) {

@@ -7,28 +7,39 @@
 //! `Response tokens`, timestamps in seconds), besides plain `timestamp,input_tokens,output_tokens`.
 //! Names match without regard to case. Rows must be in time order: a trace out of order is an
 //! error naming its line, not something quietly sorted.
+//!
+//! Mooncake-format traces (JSON lines of `timestamp`, `input_length`, `output_length`,
+//! `hash_ids`, as FAST'25 Mooncake published them and vLLM, SGLang, GuideLLM and AIPerf replay
+//! them) carry their prefix structure: `hash_ids` names each block of `load.trace_block_tokens`
+//! prompt tokens (512 in Mooncake's traces), and two requests share a prefix exactly where
+//! their `hash_ids` begin alike. Their timestamps are milliseconds, as in Mooncake's files: a
+//! trace whose first row has `hash_ids` is read so.
 
 use std::path::Path;
 
 /// One trace row, as an offset from the trace's first row.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     /// Seconds after the first row (before any speed-up).
     pub offset_s: f64,
     pub input_tokens: u32,
     pub output_tokens: u32,
+    /// The prompt's blocks, by content (Mooncake's `hash_ids`); empty in other traces.
+    pub hash_ids: Vec<u64>,
 }
 
 const TIME: [&str; 5] = ["timestamp", "time", "arrival_time", "ts", "arrived_at"];
-const INPUT: [&str; 5] = [
+const INPUT: [&str; 6] = [
     "input_tokens",
+    "input_length",
     "contexttokens",
     "request tokens",
     "prompt_tokens",
     "input",
 ];
-const OUTPUT: [&str; 5] = [
+const OUTPUT: [&str; 6] = [
     "output_tokens",
+    "output_length",
     "generatedtokens",
     "response tokens",
     "completion_tokens",
@@ -93,7 +104,9 @@ pub const MAX_SPAN_S: f64 = 366.0 * 86_400.0;
 /// offsets from the first.
 pub fn parse(path: &Path, text: &str) -> Result<Vec<Row>, String> {
     let name = path.display();
-    let mut raw: Vec<(usize, f64, u32, u32)> = Vec::new();
+    let mut raw: Vec<(usize, f64, u32, u32, Vec<u64>)> = Vec::new();
+    // Milliseconds in a Mooncake trace (its first row has hash_ids), seconds elsewhere.
+    let mut unit = 1.0;
     if text.trim_start().starts_with('{') {
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
@@ -111,11 +124,24 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Row>, String> {
                     })
                     .ok_or_else(|| at(format!("missing `{}` ({what})", names[0])))
             };
+            let hash_ids = match v.get("hash_ids") {
+                None => Vec::new(),
+                Some(h) => hash_ids(h).map_err(at)?,
+            };
+            if raw.is_empty() && v.contains_key("hash_ids") {
+                unit = 1e-3;
+            } else if (unit != 1.0) != v.contains_key("hash_ids") {
+                return Err(at(
+                    "`hash_ids` must be on every row or on none (a Mooncake trace has them on every row)"
+                        .into(),
+                ));
+            }
             raw.push((
                 i + 1,
                 seconds(&get(&TIME, "arrival time")?).map_err(at)?,
                 tokens(&get(&INPUT, "prompt length")?, "input tokens").map_err(at)?,
                 tokens(&get(&OUTPUT, "output length")?, "output tokens").map_err(at)?,
+                hash_ids,
             ));
         }
     } else {
@@ -155,15 +181,18 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Row>, String> {
                 seconds(field(t)).map_err(at)?,
                 tokens(field(i_col), "input tokens").map_err(at)?,
                 tokens(field(o_col), "output tokens").map_err(at)?,
+                Vec::new(),
             ));
         }
     }
-    let Some(&(_, first, _, _)) = raw.first() else {
+    let Some(&(_, first, _, _, _)) = raw.first() else {
         return Err(format!("{name}: the trace has no rows"));
     };
+    let first = first * unit;
     let mut prev = first;
     let mut rows = Vec::with_capacity(raw.len());
-    for (line, t, i, o) in raw {
+    for (line, t, i, o, hash_ids) in raw {
+        let t = t * unit;
         if t < prev {
             return Err(format!(
                 "{name}:{line}: timestamp goes back in time ({:.6} s before the previous row); a trace must be in arrival order",
@@ -181,9 +210,45 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Row>, String> {
             offset_s: t - first,
             input_tokens: i,
             output_tokens: o,
+            hash_ids,
         });
     }
     Ok(rows)
+}
+
+/// A row's `hash_ids`: a list of whole numbers, at least one.
+fn hash_ids(v: &serde_json::Value) -> Result<Vec<u64>, String> {
+    let bad =
+        || "`hash_ids` must be a list of whole numbers >= 0 (the prompt's block ids)".to_owned();
+    let list = v.as_array().ok_or_else(bad)?;
+    if list.is_empty() {
+        return Err("`hash_ids` is empty: every prompt has at least one block".into());
+    }
+    list.iter().map(|x| x.as_u64().ok_or_else(bad)).collect()
+}
+
+/// Every row's expected prefix-cache hit, in blocks: the longest run of its leading
+/// `hash_ids` that an earlier row's began with (a block is reusable only behind the same
+/// blocks, as prefix caches chain them).
+pub fn shared_blocks(rows: &[Row]) -> Vec<u32> {
+    let mut seen = std::collections::HashSet::new();
+    rows.iter()
+        .map(|r| {
+            let mut chain = 0x5eed_u64;
+            let mut shared = 0;
+            let mut prefix_known = true;
+            for &h in &r.hash_ids {
+                chain = crate::text::mix2(chain, h);
+                if prefix_known && seen.contains(&chain) {
+                    shared += 1;
+                } else {
+                    prefix_known = false;
+                }
+                seen.insert(chain);
+            }
+            shared
+        })
+        .collect()
 }
 
 #[cfg(test)]
