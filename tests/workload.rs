@@ -432,6 +432,106 @@ async fn a_mooncake_trace_replays_its_shared_prefixes() {
     );
 }
 
+/// Issue #22: sessions over a dataset's own conversations (ShareGPT, every turn): each session
+/// replays one conversation's user messages in order, each with the answers actually received
+/// before it, and each turn asks for the length of the answer the file gives it. A conversation
+/// with no user turn is refused naming its file and line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_replay_a_datasets_conversations_turn_by_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig {
+        record_prompts: true,
+        ..SimConfig::default()
+    })
+    .await;
+    let mut lines = String::new();
+    let mut convs = Vec::new();
+    for c in 0..6u32 {
+        let turns: Vec<(String, String)> = (0..2 + c % 2)
+            .map(|t| {
+                (
+                    format!("question{c}x{t} about the weather in town number {c}"),
+                    "a b c d e f g h"
+                        .split(' ')
+                        .take(3 + t as usize)
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                )
+            })
+            .collect();
+        let mut conv = vec![serde_json::json!({"from": "system", "value": "be brief"})];
+        for (q, a) in &turns {
+            conv.push(serde_json::json!({"from": "human", "value": q}));
+            conv.push(serde_json::json!({"from": "gpt", "value": a}));
+        }
+        lines.push_str(&serde_json::json!({ "id": c, "conversations": conv }).to_string());
+        lines.push('\n');
+        convs.push(turns);
+    }
+    std::fs::write(dir.path().join("conv.jsonl"), lines).unwrap();
+    let (c, _) = parse_at(
+        dir.path(),
+        &format!(
+            "name = \"conv\"\n[target]\nurl = \"{}\"\n[workload]\nprompt_source = \"dataset\"\ndataset = \"conv.jsonl\"\noutput_tokens = {{ dist = \"dataset\" }}\n\
+             [workload.sessions]\nturns = {{ dist = \"dataset\" }}\nthink_ms = {{ dist = \"fixed\", value = 20 }}\n\
+             [load]\nkind = \"open\"\nrate = 20\nrequests = 6\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let r = run_in(c, dir.path()).await;
+    let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> = server
+        .ground_truth()
+        .into_iter()
+        .filter_map(|g| Some((g.request_id.clone()?, g)))
+        .collect();
+    let ss = r.summary.steady.sessions.as_ref().unwrap();
+    let planned: u64 = convs.iter().map(|t| t.len() as u64).sum();
+    assert_eq!(
+        (ss.sessions, ss.completed, ss.turns_planned),
+        (6, 6, planned)
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for x in r
+        .records
+        .iter()
+        .filter(|x| x.phase == goodput::plan::Phase::Steady)
+    {
+        let (t, n) = x.turn.unwrap();
+        let prompt = gt[&x.request_id].prompt.clone().unwrap();
+        // The turn's own question is the last thing it asks, behind the system text.
+        let conv = convs
+            .iter()
+            .find(|c| prompt.contains(&c[0].0))
+            .expect("the conversation's first question leads every turn");
+        assert_eq!(n as usize, conv.len());
+        assert!(prompt.starts_with("be brief"), "{prompt}");
+        assert!(prompt.trim_end().ends_with(&conv[t as usize].0), "{prompt}");
+        // The answer the file gives is the length asked for.
+        assert_eq!(x.output_tokens_planned, 3 + t);
+        seen.insert(conv[0].0.clone());
+    }
+    assert_eq!(seen.len(), 6, "every conversation was replayed");
+    let notes = r.summary.notes.join("\n");
+    assert!(!notes.contains("differ from those"), "{notes}");
+
+    std::fs::write(
+        dir.path().join("bad.jsonl"),
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n{\"messages\": [{\"role\": \"system\", \"content\": \"only a system\"}]}\n",
+    )
+    .unwrap();
+    let e = parse_at(
+        dir.path(),
+        "[workload]\nprompt_source = \"dataset\"\ndataset = \"bad.jsonl\"\n[workload.sessions]\nturns = { dist = \"dataset\" }\n[load]\nkind = \"open\"\nrate = 1\nrequests = 2\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("bad.jsonl line 2: a conversation with no user turn"),
+        "{e}"
+    );
+}
+
 #[test]
 fn bad_mooncake_rows_name_file_and_line() {
     let dir = tempfile::tempdir().unwrap();

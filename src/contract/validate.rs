@@ -297,15 +297,27 @@ impl Contract {
             return Ok(());
         };
         check_dist("workload.sessions.turns", &s.turns)?;
+        let dataset = self.workload.prompt_source == PromptSource::Dataset;
         let most = match &s.turns {
-            LengthDist::Fixed { value } => *value,
+            LengthDist::Fixed { value } if !dataset => *value,
             LengthDist::Uniform { max, .. }
             | LengthDist::Normal { max, .. }
-            | LengthDist::Lognormal { max, .. } => *max,
+            | LengthDist::Lognormal { max, .. }
+                if !dataset =>
+            {
+                *max
+            }
+            LengthDist::Dataset if dataset => MAX_TURNS,
+            _ if dataset => {
+                return problem(
+                    "workload.sessions.turns",
+                    "a dataset's conversations have their own turns: set turns = { dist = \"dataset\" }",
+                );
+            }
             _ => {
                 return problem(
                     "workload.sessions.turns",
-                    "must be fixed, uniform, normal or lognormal (a dataset's own conversations are not read yet)",
+                    "must be fixed, uniform, normal or lognormal turns, or { dist = \"dataset\" } with prompt_source = \"dataset\"",
                 );
             }
         };
@@ -340,12 +352,6 @@ impl Contract {
             return problem(
                 "workload.sessions",
                 "cannot be combined with load.arrival = \"trace\" (trace rows are single requests)",
-            );
-        }
-        if self.workload.prompt_source == PromptSource::Dataset {
-            return problem(
-                "workload.sessions",
-                "are synthetic for now: use prompt_source = \"synthetic\" (a dataset's conversations are not replayed yet)",
             );
         }
         if !self.target.api.adapter().capabilities().messages {

@@ -66,10 +66,17 @@ impl Driver {
         // A session's first turn opens its conversation: the shared system prompt, if any, then
         // the request's prompt as the user's message.
         if self.contract.workload.sessions.is_some() && p.messages.is_none() {
-            let mut messages = self.opening();
+            let system = self.plan.opening(index);
+            let mut messages = Vec::new();
+            if !system.is_empty() {
+                messages.push(Message {
+                    role: "system".into(),
+                    content: system.to_owned(),
+                });
+            }
             messages.push(user(&p.prompt));
             p.messages = Some(messages);
-            p.input_tokens += self.plan_tokens(self.plan.system_prompt());
+            p.input_tokens += self.plan_tokens(system);
         }
         let body = self.body(&p, p.messages.as_deref());
         (p, body)
@@ -89,17 +96,6 @@ impl Driver {
             batch: w.batch,
             extra: Some(&self.contract.target.request.extra_body),
         }))
-    }
-
-    /// How every session's conversation opens: its system message, when it has one.
-    fn opening(&self) -> Vec<Message> {
-        match self.plan.system_prompt() {
-            "" => Vec::new(),
-            s => vec![Message {
-                role: "system".into(),
-                content: s.to_owned(),
-            }],
-        }
     }
 
     /// Session `i`'s turns, its first already planned (`rec`, `body`): each later turn is sent

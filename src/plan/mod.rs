@@ -357,9 +357,15 @@ pub fn requested_lengths(c: &Contract, s: &Inputs, input: bool) -> Option<Vec<u3
         // A dataset prompt goes behind the shared prefix, if any: the request asks for both.
         LengthDist::Dataset => {
             let behind = if input { shared_prefix_tokens(w) } else { 0 };
+            // A session sends its conversation's first user message first.
+            let first = |p: &crate::workload::Prompt| match (&w.sessions, p.turns.first()) {
+                (Some(_), Some(t)) if input => Some(t.input_tokens),
+                (Some(_), Some(t)) => t.output_tokens,
+                _ => p.length(input),
+            };
             s.prompts
                 .iter()
-                .filter_map(|p| p.length(input).map(|n| n + behind))
+                .filter_map(|p| first(p).map(|n| n + behind))
                 .collect()
         }
         LengthDist::Empirical { .. } => s.lengths(input).to_vec(),
@@ -564,12 +570,23 @@ impl Plan {
         2 * self.probes
     }
 
+    /// The dataset conversation session `i` replays (sessions over a dataset).
+    fn session_item(&self, i: u64) -> Option<&crate::workload::Prompt> {
+        (self.sessions.is_some() && !self.order.is_empty()).then(|| {
+            &self.sources.prompts[self.order[(i % self.order.len() as u64) as usize] as usize]
+        })
+    }
+
     /// Session `i`'s shape (turns, think times), when the workload has sessions.
     pub fn session(&self, i: u64) -> Option<SessionPlan> {
         let (ss, _) = self.sessions.as_ref()?;
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         rng.set_stream(SESSION_STREAM + i);
-        let turns = sample_len(&ss.turns, &[], &mut rng).clamp(1, crate::contract::MAX_TURNS);
+        let turns = match self.session_item(i) {
+            Some(item) => item.turns.len() as u32,
+            None => sample_len(&ss.turns, &[], &mut rng),
+        }
+        .clamp(1, crate::contract::MAX_TURNS);
         let think_ms = (1..turns)
             .map(|_| {
                 ss.think_ms
@@ -580,17 +597,33 @@ impl Plan {
         Some(SessionPlan { turns, think_ms })
     }
 
-    /// The system prompt every session starts with (none: empty).
-    pub fn system_prompt(&self) -> &str {
-        self.sessions.as_ref().map_or("", |(_, s)| s.as_str())
+    /// The system text session `i` starts with (none: empty): the shared system prompt, or
+    /// its dataset conversation's own.
+    pub fn opening(&self, i: u64) -> &str {
+        match self.session_item(i) {
+            Some(item) => &item.system,
+            None => self.sessions.as_ref().map_or("", |(_, s)| s.as_str()),
+        }
     }
 
     /// Turn `t >= 1` of session `i`: its new user message (`prompt`, `input_tokens`) and its
-    /// answer's length; the conversation before it is the run's (the answers received).
+    /// answer's length; the conversation before it is the run's (the answers received). Over
+    /// a dataset, the conversation's own `t`-th user message and its answer's length.
     pub fn turn(&self, i: u64, t: u32) -> PlannedRequest {
         let index = turn_index(i, t);
         let mut r = self.request_led(index, "");
         r.index = index;
+        if let Some(turn) = self
+            .session_item(i)
+            .and_then(|item| item.turns.get(t as usize))
+        {
+            r.prompt = turn.text.clone();
+            r.messages = None;
+            r.input_tokens = turn.input_tokens;
+            if self.output == LengthDist::Dataset {
+                r.output_tokens = turn.output_tokens.unwrap_or(1);
+            }
+        }
         r
     }
 
@@ -718,26 +751,34 @@ impl Plan {
         } else {
             index / self.order.len() as u64
         };
-        let (prompt, messages, input_tokens) = match item {
+        // A session opens with its conversation's first user message (the driver puts the
+        // conversation's system text before it); elsewhere an entry is sent whole.
+        let entry = item.map(|i| match (&self.sessions, i.turns.first()) {
+            (Some(_), Some(first)) => (&first.text, &None, first.input_tokens),
+            _ => (&i.prompt, &i.messages, i.input_tokens),
+        });
+        let (prompt, messages, input_tokens) = match entry {
             // A dataset's prompts go as they are on the first pass over it (behind the run's
             // lead, if any); only a repeat (or a shared prefix) gets the request's own tag, so
             // a repeated entry cannot hit the prefix cache.
-            Some(i) if pass == 0 && self.prefixes.is_empty() && run_lead.is_empty() => {
-                (i.prompt.clone(), i.messages.clone(), i.input_tokens)
+            Some((text, messages, n))
+                if pass == 0 && self.prefixes.is_empty() && run_lead.is_empty() =>
+            {
+                (text.clone(), messages.clone(), n)
             }
-            Some(i) => {
+            Some((text, messages, n)) => {
                 if pass == 0 {
                     lead.truncate(lead.len() - tag.len() - 1);
                 }
-                let prompt = format!("{lead}\n{}", i.prompt);
-                let messages = i.messages.as_ref().map(|m| {
+                let prompt = format!("{lead}\n{text}");
+                let messages = messages.as_ref().map(|m| {
                     let mut m = m.clone();
                     if let Some(first) = m.first_mut() {
                         first.content = format!("{lead}\n{}", first.content);
                     }
                     m
                 });
-                let n = t.count_behind(&lead, &prompt, i.input_tokens);
+                let n = t.count_behind(&lead, &prompt, n);
                 (prompt, messages, n)
             }
             None => {

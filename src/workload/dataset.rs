@@ -27,6 +27,46 @@ pub struct Item {
     pub answer: Option<String>,
     /// Where it came from (`line 4`, `entry 12`), for messages.
     pub at: String,
+    /// The conversation as turns, for sessions (`[workload.sessions]` with a dataset): its
+    /// system text, then each user message with the answer the file gives it. Empty: the entry
+    /// has no user message.
+    pub conversation: Conversation,
+}
+
+/// An entry's conversation, for sessions.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Conversation {
+    /// System messages before the first user message, joined.
+    pub system: String,
+    /// Each user message and the answer that followed it in the file (its length is the
+    /// turn's output target).
+    pub turns: Vec<(String, Option<String>)>,
+}
+
+impl Conversation {
+    /// Turns from `(role, text)` pairs: system text before the first user turn, each user
+    /// message with the model's reply after it (other roles are left out).
+    fn of<'a>(messages: impl Iterator<Item = (&'a str, &'a str)>) -> Conversation {
+        let mut c = Conversation::default();
+        for (role, text) in messages {
+            match role {
+                "system" | "developer" if c.turns.is_empty() => {
+                    if !c.system.is_empty() {
+                        c.system.push('\n');
+                    }
+                    c.system.push_str(text);
+                }
+                r if is_human(r) => c.turns.push((text.to_owned(), None)),
+                r if is_model(r) => {
+                    if let Some(last) = c.turns.last_mut().filter(|t| t.1.is_none()) {
+                        last.1 = Some(text.to_owned());
+                    }
+                }
+                _ => {}
+            }
+        }
+        c
+    }
 }
 
 /// A loaded dataset.
@@ -53,7 +93,7 @@ struct Line {
 }
 
 #[derive(Deserialize)]
-struct Conversation {
+struct ShareGpt {
     #[serde(default)]
     id: Option<serde_json::Value>,
     conversations: Vec<Turn>,
@@ -122,7 +162,7 @@ pub fn parse(
         }
         DatasetFormat::Sharegpt => {
             let t = text.trim_start();
-            let convs: Vec<(String, Conversation)> = if t.starts_with('[') {
+            let convs: Vec<(String, ShareGpt)> = if t.starts_with('[') {
                 let v: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|e| {
                     format!(
                         "{name}:{}: {e} (expected a JSON array of conversations)",
@@ -133,7 +173,7 @@ pub fn parse(
                     .enumerate()
                     .map(|(i, v)| {
                         let at = format!("entry {}", i + 1);
-                        serde_json::from_value::<Conversation>(v)
+                        serde_json::from_value::<ShareGpt>(v)
                             .map(|c| (at.clone(), c))
                             .map_err(|e| format!("{name}: {at}: {e} (expected {{\"conversations\": [{{\"from\", \"value\"}}, …]}})"))
                     })
@@ -143,7 +183,7 @@ pub fn parse(
                     .enumerate()
                     .filter(|(_, l)| !l.trim().is_empty())
                     .map(|(i, l)| {
-                        serde_json::from_str::<Conversation>(l)
+                        serde_json::from_str::<ShareGpt>(l)
                             .map(|c| (format!("line {}", i + 1), c))
                             .map_err(|e| format!("{name}:{}: {e} (expected {{\"conversations\": [{{\"from\", \"value\"}}, …]}})", i + 1))
                     })
@@ -168,6 +208,16 @@ pub fn parse(
                             Some(id) => format!("{at} (id {id})"),
                             None => at,
                         },
+                        // A system turn before the first question is the system text; an
+                        // answer before it has no question and is left out.
+                        conversation: Conversation::of(turns.iter().map(|t| {
+                            let role = if is_human(&t.from) {
+                                "user"
+                            } else {
+                                t.from.as_str()
+                            };
+                            (role, t.value.as_str())
+                        })),
                     }),
                     _ => out.skipped += 1,
                 }
@@ -258,12 +308,20 @@ fn jsonl_item(l: Line, at: &str) -> Result<Item, String> {
             super::MAX_TOKENS
         ));
     }
+    let conversation = match &messages {
+        Some(m) => Conversation::of(m.iter().map(|m| (m.role.as_str(), m.content.as_str()))),
+        None => Conversation {
+            system: String::new(),
+            turns: vec![(prompt.clone(), None)],
+        },
+    };
     Ok(Item {
         prompt,
         messages,
         output_tokens: l.output_tokens,
         answer: None,
         at: at.to_owned(),
+        conversation,
     })
 }
 

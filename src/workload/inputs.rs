@@ -263,6 +263,19 @@ impl Files<'_> {
                 format!("{} {} {why}", file.display(), item.at),
             ));
         }
+        // Sessions replay each user message of a conversation: one without any is refused.
+        if w.sessions.is_some()
+            && let Some(item) = d.items.iter().find(|i| i.conversation.turns.is_empty())
+        {
+            return Err(self.invalid(
+                key,
+                format!(
+                    "{} {}: a conversation with no user turn (sessions send each user message in turn)",
+                    file.display(),
+                    item.at
+                ),
+            ));
+        }
         let t = &sources.tokenizer;
         sources.prompts = d
             .items
@@ -276,6 +289,17 @@ impl Files<'_> {
                 prompt: i.prompt,
                 messages: i.messages,
                 at: i.at,
+                system: i.conversation.system,
+                turns: i
+                    .conversation
+                    .turns
+                    .into_iter()
+                    .map(|(text, answer)| crate::workload::DatasetTurn {
+                        input_tokens: t.count(&text),
+                        output_tokens: answer.as_deref().map(|a| t.count(a).max(1)),
+                        text,
+                    })
+                    .collect(),
             })
             .collect();
         sources.skipped = d.skipped;

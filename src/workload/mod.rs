@@ -28,6 +28,18 @@ pub struct Prompt {
     /// ShareGPT's answer, whose length is the output target (kept to recount it).
     pub answer: Option<String>,
     pub at: String,
+    /// The entry's conversation, for sessions: its system text, then each user message.
+    pub system: String,
+    pub turns: Vec<DatasetTurn>,
+}
+
+/// One user message of a dataset conversation, counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatasetTurn {
+    pub text: String,
+    pub input_tokens: u32,
+    /// Tokens of the answer the file gives it (the turn's output target), when it gives one.
+    pub output_tokens: Option<u32>,
 }
 
 impl Prompt {
