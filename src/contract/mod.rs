@@ -469,6 +469,26 @@ pub struct Sessions {
     /// Tokens of a system prompt every session shares (0: none).
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub system_prompt_tokens: u32,
+    /// What a follow-up turn's new user message is: `prose` (the default), or `tool_result`,
+    /// a JSON blob `{"tool_result": "…"}` of `workload.input_tokens` tokens, as an agent's
+    /// tool-calling loop sends back what a tool returned.
+    #[serde(default, skip_serializing_if = "FollowUp::is_prose")]
+    pub follow_up: FollowUp,
+}
+
+/// A session's follow-up user messages (`[workload.sessions] follow_up`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FollowUp {
+    #[default]
+    Prose,
+    ToolResult,
+}
+
+impl FollowUp {
+    fn is_prose(&self) -> bool {
+        *self == FollowUp::Prose
+    }
 }
 
 fn is_zero_u32(n: &u32) -> bool {
@@ -1376,6 +1396,33 @@ mod tests {
         assert_eq!(
             a.planned_by_phase()[&crate::plan::Phase::Steady],
             shapes[..10].iter().map(|s| u64::from(s.turns)).sum::<u64>()
+        );
+        // An agent's loop: follow-ups are tool results, JSON of the planned length.
+        let agent = parse_str(&format!(
+            "{open}[workload]\ninput_tokens = {{ dist = \"fixed\", value = 20 }}\n[workload.sessions]\nturns = {{ dist = \"fixed\", value = 3 }}\nfollow_up = \"tool_result\"\n"
+        ))
+        .unwrap();
+        let p = crate::plan::Plan::new(&agent, &inputs);
+        let turn = p.turn(0, 1);
+        let v: serde_json::Value = serde_json::from_str(&turn.prompt).unwrap();
+        assert!(v["tool_result"].as_str().is_some(), "{}", turn.prompt);
+        assert!(
+            (20..=21).contains(&turn.input_tokens),
+            "{}",
+            turn.input_tokens
+        );
+        assert!(
+            p.request(0).prompt.parse::<serde_json::Value>().is_err(),
+            "the first turn is prose"
+        );
+        let e = parse_str(&format!(
+            "{open}[workload]\nprompt_source = \"dataset\"\ndataset = \"d.jsonl\"\n[workload.sessions]\nturns = {{ dist = \"dataset\" }}\nfollow_up = \"tool_result\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`workload.sessions.follow_up`: applies to synthetic sessions"),
+            "{e}"
         );
     }
 

@@ -298,6 +298,12 @@ impl Contract {
         };
         check_dist("workload.sessions.turns", &s.turns)?;
         let dataset = self.workload.prompt_source == PromptSource::Dataset;
+        if dataset && s.follow_up != FollowUp::Prose {
+            return problem(
+                "workload.sessions.follow_up",
+                "applies to synthetic sessions: a dataset's conversations send their own messages",
+            );
+        }
         let most = match &s.turns {
             LengthDist::Fixed { value } if !dataset => *value,
             LengthDist::Uniform { max, .. }

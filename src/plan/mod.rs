@@ -623,6 +623,15 @@ impl Plan {
             if self.output == LengthDist::Dataset {
                 r.output_tokens = turn.output_tokens.unwrap_or(1);
             }
+        } else if let Some((ss, _)) = &self.sessions
+            && ss.follow_up == crate::contract::FollowUp::ToolResult
+        {
+            // The same words, as a tool's JSON answer: the opening and closing are glued to the
+            // first and last words, so the count stays the planned one in the simulator's words
+            // (a model's tokenizer counts the punctuation too; the prompt is counted again).
+            let words = r.prompt.trim();
+            r.prompt = format!("{{\"tool_result\": \"{}\"}}", words.replace('"', "'"));
+            r.input_tokens = self.sources.tokenizer.count(&r.prompt);
         }
         r
     }
