@@ -389,11 +389,7 @@ async fn a_mooncake_trace_replays_its_shared_prefixes() {
     .unwrap();
     assert_eq!(c.load.requests, Some(48));
     let r = run_in(c, dir.path()).await;
-    let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> = server
-        .ground_truth()
-        .into_iter()
-        .filter_map(|g| Some((g.request_id.clone()?, g)))
-        .collect();
+    let gt = common::truth_by_id(&server);
     let mut recs = r.records.clone();
     recs.sort_by_key(|x| x.index);
     let (mut within, mut shared) = (0, 0);
@@ -480,11 +476,7 @@ async fn sessions_replay_a_datasets_conversations_turn_by_turn() {
     )
     .unwrap();
     let r = run_in(c, dir.path()).await;
-    let gt: std::collections::HashMap<String, goodput::sim::GroundTruth> = server
-        .ground_truth()
-        .into_iter()
-        .filter_map(|g| Some((g.request_id.clone()?, g)))
-        .collect();
+    let gt = common::truth_by_id(&server);
     let ss = r.summary.steady.sessions.as_ref().unwrap();
     let planned: u64 = convs.iter().map(|t| t.len() as u64).sum();
     assert_eq!(
