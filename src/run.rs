@@ -711,14 +711,25 @@ async fn reach(
     // Read before anything starts: an unset variable stops the run before a server launches.
     let secrets = crate::workload::environment::request_secrets(contract)
         .map_err(|(key, msg)| anyhow::anyhow!("`{key}` {msg}"))?;
-    let api_key = secrets.api_key.clone();
+    let mut headers = secrets.headers.clone();
+    let mut api_key = secrets.api_key.clone();
+    // An API that takes its key in a header of its own (Anthropic's `x-api-key`) gets it, with
+    // its fixed headers, on every request of the pool: the probes and scrapes authenticate as
+    // the load does, and no `Authorization: Bearer` goes with them.
+    let adapter = contract.target.api.adapter();
+    if let crate::api::Auth::Header(name) = adapter.auth() {
+        headers.extend(
+            adapter
+                .headers()
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string(), false)),
+        );
+        if let Some(k) = api_key.take() {
+            headers.push((name.to_owned(), k, true));
+        }
+    }
     let connects = crate::client::ConnectLog::default();
-    let http = http_pool(
-        keep_alive,
-        &secrets.headers,
-        &contract.target.tls,
-        &connects,
-    )?;
+    let http = http_pool(keep_alive, &headers, &contract.target.tls, &connects)?;
 
     // A launched server writes its log into the bundle, so the bundle comes first then.
     let mut bundle = None;

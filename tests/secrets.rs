@@ -153,3 +153,87 @@ async fn planted_secrets_are_in_no_file_and_on_no_terminal() {
         }
     }
 }
+
+/// Issue #21: an API that takes its key in a header of its own (Anthropic's `x-api-key`)
+/// sends it, with `anthropic-version`, on every request goodput makes, the probes included, and
+/// never as `Authorization: Bearer`; the key is in no file written and on no terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anthropic_key_goes_in_x_api_key_everywhere_and_nowhere_else() {
+    const ANTHROPIC_KEY: &str = "sk-ant-PLANTED-9c2e";
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let Some((_, path, head)) = common::read_request(&mut sock).await else {
+                    return;
+                };
+                seen.lock().unwrap().push((path, head));
+                let _ = sock
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    )
+                    .await;
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let contract = dir.path().join("a.toml");
+    std::fs::write(
+        &contract,
+        format!(
+            "name = \"anthropic\"\n[target]\nurl = \"{url}\"\napi = \"anthropic-messages\"\nmodel = \"claude\"\napi_key_env = \"GOODPUT_TEST_ANTHROPIC_KEY\"\n[load]\nkind = \"open\"\nrate = 20\nrequests = 3\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n"
+        ),
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .arg("run")
+        .arg(&contract)
+        .arg("--out")
+        .arg(dir.path().join("runs"))
+        .env("GOODPUT_TEST_ANTHROPIC_KEY", ANTHROPIC_KEY)
+        .output()
+        .await
+        .unwrap();
+    let terminal = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!terminal.contains(ANTHROPIC_KEY), "{terminal}");
+    let heads = heads.lock().unwrap().clone();
+    assert!(
+        heads.iter().any(|(p, _)| p == "/v1/models"),
+        "the probes ran: {heads:?}"
+    );
+    assert!(
+        heads.iter().any(|(p, _)| p == "/v1/messages"),
+        "the load ran: {heads:?}"
+    );
+    for (path, head) in &heads {
+        let h = head.to_ascii_lowercase();
+        assert!(
+            h.contains(&format!(
+                "x-api-key: {}",
+                ANTHROPIC_KEY.to_ascii_lowercase()
+            )),
+            "{path}: {head}"
+        );
+        assert!(
+            h.contains("anthropic-version: 2023-06-01"),
+            "{path}: {head}"
+        );
+        assert!(!h.contains("authorization:"), "{path}: {head}");
+    }
+    let mut files = Vec::new();
+    all_files(dir.path(), &mut files);
+    for (name, bytes) in &files {
+        assert!(
+            !String::from_utf8_lossy(bytes).contains(ANTHROPIC_KEY),
+            "{name} holds the key"
+        );
+    }
+}
