@@ -601,6 +601,7 @@ async fn load(
         model: t.model,
         run_id,
         stable: stable.clone(),
+        follow_ups: std::sync::OnceLock::new(),
     });
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();

@@ -58,6 +58,72 @@ pub struct Driver {
     pub run_id: String,
     /// Set by the collector when the warm-up statistic has settled (`until_stable`).
     pub stable: Arc<AtomicBool>,
+    /// Wakes sessions' follow-up turns at their intended times (started with the first).
+    pub follow_ups: std::sync::OnceLock<Option<FollowUps>>,
+}
+
+/// Wakes sessions' follow-up turns at their intended times as precisely as the open-loop
+/// dispatch thread keeps its schedule: one thread holds the pending wake-ups in time order and
+/// waits for the earliest with the thread's timer slack at its minimum ([`PreciseSleeps`]).
+/// tokio's timer wheel rounds every wait up to the next millisecond, which put a follow-up's
+/// slip at about 1.2 ms at the median, a quarter of the dispatch-lag bound.
+pub struct FollowUps {
+    tx: std::sync::mpsc::Sender<(std::time::Instant, tokio::sync::oneshot::Sender<()>)>,
+}
+
+impl FollowUps {
+    fn start() -> std::io::Result<FollowUps> {
+        let (tx, rx) =
+            std::sync::mpsc::channel::<(std::time::Instant, tokio::sync::oneshot::Sender<()>)>();
+        std::thread::Builder::new()
+            .name("goodput-follow-ups".into())
+            .spawn(move || {
+                let _precise = PreciseSleeps::on_this_thread();
+                let mut due: std::collections::BinaryHeap<
+                    std::cmp::Reverse<(std::time::Instant, u64)>,
+                > = std::collections::BinaryHeap::new();
+                let mut waiting = std::collections::HashMap::new();
+                let mut seq = 0u64;
+                loop {
+                    let now = std::time::Instant::now();
+                    while let Some(std::cmp::Reverse((at, k))) = due.peek().copied() {
+                        if at > now {
+                            break;
+                        }
+                        due.pop();
+                        if let Some(w) = waiting.remove(&k) {
+                            let _: Result<(), ()> = tokio::sync::oneshot::Sender::send(w, ());
+                        }
+                    }
+                    let next = match due.peek() {
+                        Some(std::cmp::Reverse((at, _))) => {
+                            rx.recv_timeout(at.saturating_duration_since(now))
+                        }
+                        // Nothing pending: wait for a wake-up to hold, or the run's end.
+                        None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                    };
+                    match next {
+                        Ok((at, w)) => {
+                            seq += 1;
+                            due.push(std::cmp::Reverse((at, seq)));
+                            waiting.insert(seq, w);
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        // The driver is gone: the tasks still waiting see their senders dropped.
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            })?;
+        Ok(FollowUps { tx })
+    }
+
+    /// Resolves at `at` (or at once when the wake-up thread is gone).
+    async fn until(&self, at: std::time::Instant) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.tx.send((at, tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
 }
 
 impl Driver {
@@ -126,11 +192,17 @@ impl Driver {
                     let p = self.plan.turn(i, t);
                     history.push(user(&p.prompt));
                     let intended = prev_end + u64::from(shape.think_ms[t as usize - 1]) * 1000;
+                    let at = self.client.epoch() + Duration::from_micros(intended);
+                    let follow_ups = self.follow_ups.get_or_init(|| FollowUps::start().ok());
                     tokio::select! {
                         () = cancel.cancelled() => return,
-                        () = tokio::time::sleep_until(tokio::time::Instant::from_std(
-                            self.client.epoch() + Duration::from_micros(intended),
-                        )) => {}
+                        () = async {
+                            match follow_ups {
+                                Some(f) => f.until(at).await,
+                                // No thread could be started: tokio's timer, a millisecond coarser.
+                                None => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+                            }
+                        } => {}
                     }
                     let mut rec = Record::planned(&p, phase, &self.run_id);
                     rec.intended_us = Some(intended);
