@@ -131,6 +131,34 @@ pub async fn recount(
         p.input_tokens = input;
         p.output_tokens = output.or(p.output_tokens);
     }
+    // Sessions over a dataset send each turn of a conversation: every turn and its answer too.
+    if c.workload.sessions.is_some() {
+        let turns: Vec<(usize, usize)> = prompts
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| (0..p.turns.len()).map(move |k| (i, k)))
+            .collect();
+        let counts: Vec<(u32, Option<u32>)> = futures_util::stream::iter(&turns)
+            .map(|&(i, k)| {
+                let t = &old.prompts[i].turns[k];
+                async move {
+                    let input = counter.count(&t.text).await?;
+                    let output = match &t.answer {
+                        Some(a) => Some(counter.count(a).await?.max(1)),
+                        None => None,
+                    };
+                    Ok::<_, String>((input, output))
+                }
+            })
+            .buffered(RECOUNT_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        for (&(i, k), (input, output)) in turns.iter().zip(counts) {
+            let t = &mut prompts[i].turns[k];
+            t.input_tokens = input;
+            t.output_tokens = output.or(t.output_tokens);
+        }
+    }
     let from_dataset = |dist: &Option<LengthDist>, input: bool, kept: &[u32]| match dist {
         Some(LengthDist::Empirical { file: None, .. }) => {
             prompts.iter().filter_map(|p| p.length(input)).collect()

@@ -298,6 +298,7 @@ impl Files<'_> {
                         input_tokens: t.count(&text),
                         output_tokens: answer.as_deref().map(|a| t.count(a).max(1)),
                         text,
+                        answer,
                     })
                     .collect(),
             })

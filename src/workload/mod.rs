@@ -40,6 +40,8 @@ pub struct DatasetTurn {
     pub input_tokens: u32,
     /// Tokens of the answer the file gives it (the turn's output target), when it gives one.
     pub output_tokens: Option<u32>,
+    /// That answer, kept to recount it in the target's tokens.
+    pub answer: Option<String>,
 }
 
 impl Prompt {
