@@ -617,3 +617,65 @@ async fn a_failed_turn_ends_its_session_and_its_unsent_turns_are_counted() {
     let report = goodput::report::document(&r.summary).terminal();
     assert!(report.contains(&format!("{not_sent} not sent")), "{report}");
 }
+
+/// Issue #20, the tokenizer-file source: four tokens per chunk, no usage and no `/tokenize`,
+/// but a `workload.tokenizer` that counts as the simulator does (a word-level tokenizer.json:
+/// one token a word). Every chunk is recounted exactly by the file, and TPOT is the
+/// simulator's per-token interval within 1%.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tokenizer_file_counts_multi_token_chunks_exactly_without_usage() {
+    use goodput::contract::{LatencyOrigin, TokenSource};
+    use goodput::record::Counted;
+    let _serial = SERIAL.lock().await;
+    let sim = common::sim(SimConfig {
+        prefill_tokens_per_s: 1_000_000.0,
+        decode_base_ms: 5.0,
+        decode_per_seq_ms: 0.0,
+        tokens_per_chunk: 4,
+        first_chunk_tokens: 4,
+        stream_usage: false,
+        tokenize: false,
+        ..SimConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    // Word level: every whitespace-separated word (the simulator's words are letters) is one
+    // token, unknown or not.
+    let tokenizer = dir.path().join("tokenizer.json");
+    std::fs::write(
+        &tokenizer,
+        r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,"pre_tokenizer":{"type":"WhitespaceSplit"},"post_processor":null,"decoder":null,"model":{"type":"WordLevel","vocab":{"[UNK]":0},"unk_token":"[UNK]"}}"#,
+    )
+    .unwrap();
+    let c = parse(&format!(
+        "[target]\nurl = \"{}\"\n[workload]\ntokenizer = \"{}\"\ninput_tokens = {{ dist = \"fixed\", value = 16 }}\noutput_tokens = {{ dist = \"fixed\", value = 64 }}\n\
+         [load]\nkind = \"open\"\nrate = 8\nrequests = 16\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n",
+        sim.base_url(),
+        tokenizer.display()
+    ));
+    let r = run_in(c, dir.path()).await;
+    let gt = common::truth_by_id(&sim);
+    let mut errors = vec![];
+    for x in r.records.iter().filter(|x| x.is_ok()) {
+        let g = &gt[&x.request_id];
+        assert_eq!(
+            x.usage_completion_tokens, None,
+            "the server reported no usage"
+        );
+        assert_eq!(x.counted, Some(Counted::Tokenizer));
+        assert_eq!(x.client_output_tokens, g.output_tokens);
+        assert_eq!(
+            x.chunks[0].1, g.chunks[0].1,
+            "the first chunk's tokens, exactly"
+        );
+        let truth = (g.chunks.last().unwrap().0 - g.chunks[0].0) as f64
+            / 1000.0
+            / f64::from(g.output_tokens - g.chunks[0].1);
+        let m = goodput::analyze::request_metrics(x, LatencyOrigin::Intended, TokenSource::Usage);
+        errors.push((m.tpot_ms.unwrap() - truth).abs() / truth);
+    }
+    errors.sort_by(f64::total_cmp);
+    let med = errors[errors.len() / 2];
+    assert!(med < 0.01, "TPOT relative error median {med}");
+    assert_eq!(r.summary.steady.output_count.approximate, 0);
+}
