@@ -382,14 +382,11 @@ fn cold_cache_warning(c: &Contract, w: &Inputs, steady_ok: &[&&Record]) -> Optio
     let steady_ok: Vec<&&Record> = steady_ok
         .iter()
         .copied()
-        .filter(|r| r.turn.is_none_or(|t| t.0 == 0))
+        .filter(|r| r.is_first_turn())
         .collect();
     // A trace's prefix structure says what each request shares with earlier ones (a block's
     // worth of slack: the earlier request may have ended inside the block).
-    let block = c
-        .load
-        .trace_block_tokens
-        .unwrap_or(crate::plan::DEFAULT_BLOCK_TOKENS);
+    let block = c.load.block_tokens();
     let allowed = |r: &Record| match r.expected_cached_tokens {
         Some(e) if e > 0 => bound + e + block,
         _ => bound,
@@ -636,10 +633,7 @@ fn prefix_reuse(c: &Contract, ok: &[&&Record]) -> Option<PrefixReuse> {
     if with.is_empty() {
         return None;
     }
-    let block = c
-        .load
-        .trace_block_tokens
-        .unwrap_or(crate::plan::DEFAULT_BLOCK_TOKENS);
+    let block = c.load.block_tokens();
     let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let pairs: Vec<(u32, u32)> = with
         .iter()
@@ -1001,7 +995,7 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         dispatch_queue_ms: Dist::of(queue),
         input_tokens: Dist::of(input),
         // An API that generates nothing (embeddings) has no output lengths to show.
-        output_tokens: Dist::of(output).filter(|_| c.target.api.adapter().capabilities().generates),
+        output_tokens: Dist::of(output).filter(|_| c.target.api.capabilities().generates),
     }
 }
 
@@ -1144,7 +1138,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     };
     // A session's later turns carry its history: their lengths are the conversation's, not
     // the distribution's, so the lengths are checked on first turns.
-    let first_turns = |r: &&&Record| r.turn.is_none_or(|t| t.0 == 0);
+    let first_turns = |r: &&&Record| r.is_first_turn();
     let lengths = {
         let steady_first: Vec<&Record> = steady_recs
             .iter()
@@ -1615,7 +1609,7 @@ fn output_count(c: &Contract, ok: &[&&Record], metrics: &[RequestMetrics]) -> Ou
 fn count_notes(c: &Contract, oc: &OutputCount) -> Vec<String> {
     let embedded = c.target.url.is_none();
     let mut notes = Vec::new();
-    if !c.target.api.adapter().capabilities().generates {
+    if !c.target.api.capabilities().generates {
         return notes;
     }
     let clients = |m: &BTreeMap<String, u64>| -> String {
@@ -2203,7 +2197,7 @@ fn grade(c: &Contract, records: &[Record], facts: &Facts) -> Grade {
         }
     }
     if !c.workload.enforce_output_length
-        && c.target.api.adapter().capabilities().generates
+        && c.target.api.capabilities().generates
         && !records.iter().any(|r| r.usage_completion_tokens.is_some())
     {
         missing.push("output length neither enforced nor reported by the server".to_owned());
@@ -2211,7 +2205,7 @@ fn grade(c: &Contract, records: &[Record], facts: &Facts) -> Grade {
     if !c.slo.is_set() {
         missing.push("no SLO: goodput undefined".to_owned());
     }
-    if !c.target.api.adapter().capabilities().generates {
+    if !c.target.api.capabilities().generates {
         missing.push(format!(
             "no quality check: api = \"{}\" returns vectors, which goodput neither compares nor scores",
             c.target.api.name()

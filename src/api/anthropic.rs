@@ -114,10 +114,6 @@ impl AnthropicUsage {
     }
 }
 
-fn non_empty(t: Option<Cow<'_, str>>) -> Option<Cow<'_, str>> {
-    t.filter(|t| !t.is_empty())
-}
-
 impl Adapter for Messages {
     fn path(&self, _stream: bool) -> &'static str {
         "/v1/messages"
@@ -190,8 +186,8 @@ impl Adapter for Messages {
             Some("content_block_delta") => {
                 if let Some(d) = e.delta {
                     match d.kind.as_deref() {
-                        Some("thinking_delta") => ev.reasoning = non_empty(d.thinking),
-                        Some("text_delta") | None => ev.text = non_empty(d.text),
+                        Some("thinking_delta") => ev.reasoning = super::non_empty(d.thinking),
+                        Some("text_delta") | None => ev.text = super::non_empty(d.text),
                         _ => {}
                     }
                 }
@@ -215,8 +211,8 @@ impl Adapter for Messages {
                         _ => {}
                     }
                 }
-                ev.text = (!text.is_empty()).then_some(Cow::Owned(text));
-                ev.reasoning = (!thinking.is_empty()).then_some(Cow::Owned(thinking));
+                ev.text = super::gathered(text);
+                ev.reasoning = super::gathered(thinking);
             }
             // ping, content_block_start/stop and event types added later carry no tokens.
             _ => {}

@@ -135,6 +135,11 @@ impl ApiKind {
         }
     }
 
+    /// What this API can send (its adapter's [`Capabilities`]).
+    pub fn capabilities(self) -> Capabilities {
+        self.adapter().capabilities()
+    }
+
     /// The name in the contract.
     pub fn name(self) -> String {
         use clap::ValueEnum;
@@ -152,7 +157,7 @@ impl ApiKind {
     fn kinds_that(can: impl Fn(&Capabilities) -> bool) -> String {
         ApiKind::all()
             .iter()
-            .filter(|k| can(&k.adapter().capabilities()))
+            .filter(|k| can(&k.capabilities()))
             .map(|k| format!("api = \"{}\"", k.name()))
             .collect::<Vec<_>>()
             .join(" or ")
@@ -161,7 +166,7 @@ impl ApiKind {
     /// Whether this API can send what a workload asks: `Err` says what it cannot (for the
     /// caller to locate in its file).
     pub fn check(self, needs_messages: bool) -> Result<(), String> {
-        let can = self.adapter().capabilities();
+        let can = self.capabilities();
         if needs_messages && !can.messages {
             return Err(format!(
                 "has `messages`, which only {} can send",
@@ -173,7 +178,7 @@ impl ApiKind {
 
     /// Whether this API can send `batch` inputs per request.
     pub fn check_batch(self, batch: u32) -> Result<(), String> {
-        if batch > 1 && !self.adapter().capabilities().batches {
+        if batch > 1 && !self.capabilities().batches {
             return Err(format!(
                 "is {batch}, but only {} sends several inputs per request",
                 Self::kinds_that(|c| c.batches)
@@ -430,6 +435,16 @@ pub trait Adapter: Send + Sync {
     fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String>;
 }
 
+/// Text that carries tokens: `None` when absent or empty (role-only and closing events).
+pub(crate) fn non_empty(t: Option<Cow<'_, str>>) -> Option<Cow<'_, str>> {
+    t.filter(|t| !t.is_empty())
+}
+
+/// A whole answer's text, gathered from its parts: `None` when it holds none.
+pub(crate) fn gathered(t: String) -> Option<Cow<'static, str>> {
+    (!t.is_empty()).then_some(Cow::Owned(t))
+}
+
 /// An error object inside a stream or body, as the message every adapter gives for it.
 pub(crate) fn server_error(e: &serde_json::Value) -> String {
     format!("server error in stream: {e}")
@@ -489,7 +504,7 @@ mod tests {
             let spec = RequestSpec {
                 prompt: "p",
                 max_tokens: 3,
-                stream: k.adapter().capabilities().streams,
+                stream: k.capabilities().streams,
                 ..RequestSpec::for_test(&sampling)
             };
             assert!(!body_keys(*k, &spec).is_empty(), "{k:?}");

@@ -96,8 +96,8 @@ impl Adapter for Chat {
             ..StreamEvent::default()
         };
         if let Some(m) = l.message {
-            ev.text = m.content.filter(|t| !t.is_empty());
-            ev.reasoning = m.thinking.filter(|t| !t.is_empty());
+            ev.text = super::non_empty(m.content);
+            ev.reasoning = super::non_empty(m.thinking);
         }
         if l.done {
             ev.finish_reason = l.done_reason.or(Some(Cow::Borrowed("done")));

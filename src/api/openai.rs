@@ -124,7 +124,7 @@ impl Adapter for OpenAi {
                         .reasoning_content
                         .or(d.reasoning)
                         .filter(|r| !r.is_empty());
-                    ev.text = d.content.filter(|c| !c.is_empty());
+                    ev.text = super::non_empty(d.content);
                 }
                 (None, t) => ev.text = t,
             }

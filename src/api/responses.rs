@@ -185,12 +185,12 @@ impl Adapter for Responses {
             .map_err(|e| format!("event is not a Responses API event: {e}"))?;
         let mut ev = StreamEvent::default();
         match e.kind.as_deref() {
-            Some("response.output_text.delta") => ev.text = e.delta.filter(|d| !d.is_empty()),
+            Some("response.output_text.delta") => ev.text = super::non_empty(e.delta),
             Some(
                 "response.reasoning_text.delta"
                 | "response.reasoning.delta"
                 | "response.reasoning_summary_text.delta",
-            ) => ev.reasoning = e.delta.filter(|d| !d.is_empty()),
+            ) => ev.reasoning = super::non_empty(e.delta),
             Some("response.created") => {
                 if let Some(r) = e.response {
                     ev.id = r.id;
@@ -222,8 +222,8 @@ impl Adapter for Responses {
                 }
                 let (reasoning, text) = Response::texts(whole.output.take().unwrap_or_default());
                 whole.end(&mut ev);
-                ev.text = (!text.is_empty()).then_some(Cow::Owned(text));
-                ev.reasoning = (!reasoning.is_empty()).then_some(Cow::Owned(reasoning));
+                ev.text = super::gathered(text);
+                ev.reasoning = super::gathered(reasoning);
             }
             None if e.error.is_some() => {
                 return Err(super::server_error(&e.error.unwrap_or_default()));

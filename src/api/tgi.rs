@@ -95,11 +95,11 @@ impl Adapter for Generate {
         match e.token {
             // A stream event: one token.
             Some(t) => {
-                ev.text = t.text.filter(|t| !t.is_empty());
+                ev.text = super::non_empty(t.text);
                 ev.done = e.generated_text.is_some() || e.details.is_some();
             }
             // A whole answer (`/generate`).
-            None => ev.text = e.generated_text.filter(|t| !t.is_empty()),
+            None => ev.text = super::non_empty(e.generated_text),
         }
         if let Some(d) = e.details {
             ev.finish_reason = d.finish_reason;

@@ -1020,6 +1020,12 @@ impl Load {
         self.think_time.unwrap_or_default()
     }
     /// One line for headlines: "open loop, poisson arrivals at 5 req/s".
+    /// Tokens per block of a Mooncake trace's `hash_ids`: `trace_block_tokens`, else
+    /// Mooncake's 512.
+    pub fn block_tokens(&self) -> u32 {
+        self.trace_block_tokens.unwrap_or(512)
+    }
+
     pub fn describe(&self) -> String {
         match self.kind() {
             LoadModel::Open => match self.arrival() {

@@ -16,7 +16,7 @@ impl Contract {
     /// is turned off, so the bundle's contract says what was sent.
     pub(super) fn api_limits(&mut self, written: &dyn Fn(&str) -> bool) -> Result<(), Problem> {
         let api = self.target.api;
-        let can = api.adapter().capabilities();
+        let can = api.capabilities();
         let name = api.name();
         let w = &mut self.workload;
         if w.batch == 0 {
@@ -360,7 +360,7 @@ impl Contract {
                 "cannot be combined with load.arrival = \"trace\" (trace rows are single requests)",
             );
         }
-        if !self.target.api.adapter().capabilities().messages {
+        if !self.target.api.capabilities().messages {
             return problem(
                 "workload.sessions",
                 format!(

@@ -132,7 +132,7 @@ impl Driver {
         // A session's first turn opens its conversation: the shared system prompt, if any, then
         // the request's prompt as the user's message.
         if self.contract.workload.sessions.is_some() && p.messages.is_none() {
-            let system = self.plan.opening(index);
+            let (system, tokens) = self.plan.opening(index);
             let mut messages = Vec::new();
             if !system.is_empty() {
                 messages.push(Message {
@@ -142,7 +142,7 @@ impl Driver {
             }
             messages.push(user(&p.prompt));
             p.messages = Some(messages);
-            p.input_tokens += self.plan_tokens(system);
+            p.input_tokens += tokens;
         }
         let body = self.body(&p, p.messages.as_deref());
         (p, body)
@@ -231,15 +231,6 @@ impl Driver {
                 role: "assistant".into(),
                 content: answer.unwrap_or_default(),
             });
-        }
-    }
-
-    /// `text`'s tokens as the workload counts them (0 for none).
-    fn plan_tokens(&self, text: &str) -> u32 {
-        if text.is_empty() {
-            0
-        } else {
-            self.plan.inputs().tokenizer.count(text)
         }
     }
 

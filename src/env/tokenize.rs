@@ -103,21 +103,18 @@ impl ServerCounter {
     }
 }
 
-/// Recounts a contract's inputs in the target's tokens: the word table synthetic prompts are
-/// built from, every dataset prompt and answer, and lengths drawn from the dataset.
-pub async fn recount(
+/// The target's count of each text and of its answer (at least 1), a few at a time: a
+/// ShareGPT file holds tens of thousands of conversations, and one round trip after another
+/// is minutes before the first request.
+async fn count_pairs<'a>(
     counter: &ServerCounter,
-    c: &Contract,
-    old: &Inputs,
-) -> Result<Inputs, String> {
+    pairs: impl Iterator<Item = (&'a String, &'a Option<String>)>,
+) -> Result<Vec<(u32, Option<u32>)>, String> {
     use futures_util::{StreamExt, TryStreamExt};
-    let table = counter.table().await?;
-    // A few at a time: a ShareGPT file holds tens of thousands of conversations, and one round
-    // trip after another is minutes before the first request.
-    let counts: Vec<(u32, Option<u32>)> = futures_util::stream::iter(&old.prompts)
-        .map(|p| async move {
-            let input = counter.count(&p.prompt).await?;
-            let output = match &p.answer {
+    futures_util::stream::iter(pairs)
+        .map(|(text, answer)| async move {
+            let input = counter.count(text).await?;
+            let output = match answer {
                 Some(a) => Some(counter.count(a).await?.max(1)),
                 None => None,
             };
@@ -125,36 +122,28 @@ pub async fn recount(
         })
         .buffered(RECOUNT_IN_FLIGHT)
         .try_collect()
-        .await?;
+        .await
+}
+
+/// Recounts a contract's inputs in the target's tokens: the word table synthetic prompts are
+/// built from, every dataset prompt and answer, and lengths drawn from the dataset.
+pub async fn recount(
+    counter: &ServerCounter,
+    c: &Contract,
+    old: &Inputs,
+) -> Result<Inputs, String> {
+    let table = counter.table().await?;
     let mut prompts = old.prompts.clone();
+    let counts = count_pairs(counter, old.prompts.iter().map(|p| (&p.prompt, &p.answer))).await?;
     for (p, (input, output)) in prompts.iter_mut().zip(counts) {
         p.input_tokens = input;
         p.output_tokens = output.or(p.output_tokens);
     }
     // Sessions over a dataset send each turn of a conversation: every turn and its answer too.
     if c.workload.sessions.is_some() {
-        let turns: Vec<(usize, usize)> = prompts
-            .iter()
-            .enumerate()
-            .flat_map(|(i, p)| (0..p.turns.len()).map(move |k| (i, k)))
-            .collect();
-        let counts: Vec<(u32, Option<u32>)> = futures_util::stream::iter(&turns)
-            .map(|&(i, k)| {
-                let t = &old.prompts[i].turns[k];
-                async move {
-                    let input = counter.count(&t.text).await?;
-                    let output = match &t.answer {
-                        Some(a) => Some(counter.count(a).await?.max(1)),
-                        None => None,
-                    };
-                    Ok::<_, String>((input, output))
-                }
-            })
-            .buffered(RECOUNT_IN_FLIGHT)
-            .try_collect()
-            .await?;
-        for (&(i, k), (input, output)) in turns.iter().zip(counts) {
-            let t = &mut prompts[i].turns[k];
+        let turns = old.prompts.iter().flat_map(|p| &p.turns);
+        let counts = count_pairs(counter, turns.map(|t| (&t.text, &t.answer))).await?;
+        for (t, (input, output)) in prompts.iter_mut().flat_map(|p| &mut p.turns).zip(counts) {
             t.input_tokens = input;
             t.output_tokens = output.or(t.output_tokens);
         }

@@ -112,7 +112,7 @@ pub struct Plan {
     /// A Mooncake trace's block size, and each row's blocks shared with an earlier row.
     blocks: Option<(u32, std::sync::Arc<Vec<u32>>)>,
     /// `[workload.sessions]`, and the system prompt every session starts with (empty: none).
-    sessions: Option<(crate::contract::Sessions, String)>,
+    sessions: Option<(crate::contract::Sessions, (String, u32))>,
     /// The API generates output tokens (embeddings do not).
     generates: bool,
 }
@@ -295,8 +295,6 @@ const ORDER_STREAM: u64 = u64::MAX - 1;
 const REQUESTED_STREAM: u64 = u64::MAX - 1 - (1 << 32);
 /// A trace block's text is drawn from this stream of a generator seeded by its hash id.
 const BLOCK_STREAM: u64 = 1 << 55;
-/// Mooncake's block size, tokens.
-pub const DEFAULT_BLOCK_TOKENS: u32 = 512;
 /// Session `i`'s turns and think times are drawn from stream `SESSION_STREAM + i`.
 const SESSION_STREAM: u64 = 1 << 50;
 /// The sessions' shared system prompt is built from this stream.
@@ -338,7 +336,7 @@ fn lead_with(lead: &str, tag: &str) -> String {
 /// call it without planning the run.
 pub fn requested_lengths(c: &Contract, s: &Inputs, input: bool) -> Option<Vec<u32>> {
     let w = &c.workload;
-    if !input && !c.target.api.adapter().capabilities().generates {
+    if !input && !c.target.api.capabilities().generates {
         return None;
     }
     let batch = if input { w.batch.max(1) } else { 1 };
@@ -430,13 +428,13 @@ impl Plan {
             .iter()
             .any(|r| !r.hash_ids.is_empty())
             .then(|| {
-                let b = c.load.trace_block_tokens.unwrap_or(DEFAULT_BLOCK_TOKENS);
+                let b = c.load.block_tokens();
                 let shared = crate::workload::trace::shared_blocks(&sources.trace);
                 (b, std::sync::Arc::new(shared))
             });
         let sessions = w.sessions.clone().map(|ss| {
             let system = match ss.system_prompt_tokens {
-                0 => String::new(),
+                0 => (String::new(), 0),
                 n => {
                     let mut rng = ChaCha8Rng::seed_from_u64(seed);
                     rng.set_stream(SYSTEM_STREAM);
@@ -444,7 +442,6 @@ impl Plan {
                     sources
                         .tokenizer
                         .build(&lead_with(&lead, &tag), n, &mut rng)
-                        .0
                 }
             };
             (ss, system)
@@ -464,7 +461,7 @@ impl Plan {
             batch: w.batch.max(1),
             blocks,
             sessions,
-            generates: c.target.api.adapter().capabilities().generates,
+            generates: c.target.api.capabilities().generates,
             probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
                 u64::from(c.quality.probes)
             } else {
@@ -597,12 +594,14 @@ impl Plan {
         Some(SessionPlan { turns, think_ms })
     }
 
-    /// The system text session `i` starts with (none: empty): the shared system prompt, or
-    /// its dataset conversation's own.
-    pub fn opening(&self, i: u64) -> &str {
-        match self.session_item(i) {
-            Some(item) => &item.system,
-            None => self.sessions.as_ref().map_or("", |(_, s)| s.as_str()),
+    /// The system text session `i` starts with (none: empty) and its tokens: the shared
+    /// system prompt (counted once, when it was built), or its dataset conversation's own.
+    pub fn opening(&self, i: u64) -> (&str, u32) {
+        match (self.session_item(i), &self.sessions) {
+            (Some(item), _) if item.system.is_empty() => ("", 0),
+            (Some(item), _) => (&item.system, self.sources.tokenizer.count(&item.system)),
+            (None, Some((_, (s, n)))) => (s, *n),
+            (None, None) => ("", 0),
         }
     }
 

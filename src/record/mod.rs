@@ -227,6 +227,12 @@ impl Record {
         self.phase == Phase::Quality
     }
 
+    /// Not a session's follow-up: a request of its own, or a session's first turn (whose
+    /// prompt is the planned one, without a history).
+    pub fn is_first_turn(&self) -> bool {
+        self.turn.is_none_or(|t| t.0 == 0)
+    }
+
     pub fn planned_tokens(&self, input: bool) -> u32 {
         if input {
             self.input_tokens_planned

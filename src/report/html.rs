@@ -194,10 +194,7 @@ pub fn page(
         ch.render()
     };
     // A session's later turns carry its history: its prompts are compared on first turns.
-    let firsts: Vec<&&Record> = steady
-        .iter()
-        .filter(|r| r.turn.is_none_or(|t| t.0 == 0))
-        .collect();
+    let firsts: Vec<&&Record> = steady.iter().filter(|r| r.is_first_turn()).collect();
     for (input, what) in [(true, "Input"), (false, "Output")] {
         let of = if input {
             &firsts[..]

@@ -103,17 +103,29 @@ const PERTURB_AFTER: u32 = 3;
 /// text depends only on the seed, the prompt and the position, so runs are reproducible (a
 /// perturbed prompt's text departs after `PERTURB_AFTER` tokens).
 pub fn push_text(cfg: &SimConfig, prompt_hash: u64, first: u32, n: u32, out: &mut String) {
+    for w in output_words(cfg, prompt_hash, first, n) {
+        out.push(' ');
+        out.push_str(w);
+    }
+}
+
+/// The words of output tokens `first..first + n`, as [`push_text`] writes them.
+pub fn output_words(
+    cfg: &SimConfig,
+    prompt_hash: u64,
+    first: u32,
+    n: u32,
+) -> impl Iterator<Item = &'static str> {
     let base = mix2(cfg.seed, prompt_hash);
     let perturb = degraded(cfg, prompt_hash, Degrade::Perturb);
-    for j in first..first + n {
+    (first..first + n).map(move |j| {
         let b = if perturb && j >= PERTURB_AFTER {
             mix2(base, 0x5045_5254)
         } else {
             base
         };
-        out.push(' ');
-        out.push_str(WORDS[(mix2(b, u64::from(j)) % WORDS.len() as u64) as usize]);
-    }
+        WORDS[(mix2(b, u64::from(j)) % WORDS.len() as u64) as usize]
+    })
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ use super::engine::{Engine, Event, Submission};
 use super::ledger::{GroundTruth, Ledger};
 use super::metrics::MetricsState;
 use super::model::{
-    FaultKind, LengthAsk, degraded_output_plan, fault_strikes, prompt_hash, push_text,
+    FaultKind, LengthAsk, degraded_output_plan, fault_strikes, output_words, prompt_hash, push_text,
 };
 use super::wire::{Api, Counts, Reply, Wire};
 use crate::text::word_ids;
@@ -584,9 +584,9 @@ fn output_ids(cfg: &SimConfig, phash: u64, tokens: u32) -> Vec<u64> {
     if cfg.prefix_cache_blocks == 0 {
         return Vec::new();
     }
-    let mut text = String::new();
-    push_text(cfg, phash, 0, tokens, &mut text);
-    word_ids(&text)
+    output_words(cfg, phash, 0, tokens)
+        .map(crate::text::hash_str)
+        .collect()
 }
 
 fn request_id(headers: &HeaderMap) -> Option<String> {
