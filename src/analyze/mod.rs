@@ -1288,12 +1288,18 @@ fn throughput(
     window: Option<(u64, u64)>,
 ) -> Throughput {
     let window_s = window.map_or(0.0, |(a, b)| (b - a) as f64 / 1e6);
-    let offered = if c.load.is_open() {
-        rate(steady.iter().filter_map(|r| r.intended_us))
-    } else {
-        None
-    };
     let inside = |t: u64| window.is_some_and(|(a, b)| t >= a && t <= b);
+    let offered = match (c.load.is_open(), &c.workload.sessions) {
+        (false, _) => None,
+        (true, None) => rate(steady.iter().filter_map(|r| r.intended_us)),
+        // Sessions interleave: warm-up sessions' later turns fall inside the steady window as
+        // the steady sessions' do, and are offered to the server there as they are.
+        (true, Some(_)) => rate(
+            records
+                .iter()
+                .filter_map(|r| r.intended_us.filter(|&t| inside(t))),
+        ),
+    };
     let per_s = |x: f64| window.map(|_| x / window_s);
     let completions = records
         .iter()
@@ -1425,7 +1431,7 @@ fn notes(
     if let Some(w) = phases.get("warmup") {
         let rule = match c.warmup.duration {
             Some(d) => format!("warm-up duration {d}"),
-            None => format!("warm-up requests = {}", c.warmup.requests),
+            None => format!("warm-up {} = {}", arrivals(c), c.warmup.requests),
         };
         notes.push(format!(
             "{} warm-up requests excluded from steady statistics ({rule}).",
@@ -1989,7 +1995,16 @@ fn warmup_rule(c: &Contract) -> String {
             u.max_requests
         ),
         (None, Some(d)) => format!("duration {d}"),
-        (None, None) => format!("{} requests", c.warmup.requests),
+        (None, None) => format!("{} {}", c.warmup.requests, arrivals(c)),
+    }
+}
+
+/// What a count of arrivals counts: requests, or with sessions, sessions.
+fn arrivals(c: &Contract) -> &'static str {
+    if c.workload.sessions.is_some() {
+        "sessions"
+    } else {
+        "requests"
     }
 }
 
