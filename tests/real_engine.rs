@@ -106,7 +106,7 @@ async fn llamacpp_streaming_chat_open_loop_with_cold_start() {
     for x in &records {
         // TTFT is the first chunk that carries text: llama.cpp's role-only first chunk and its
         // empty finish chunk are not tokens.
-        let (t0, n0) = x.chunks[0];
+        let (t0, n0) = x.chunks.first().expect("a chunk");
         assert_eq!(x.first_token_us, Some(t0));
         assert!(n0 >= 1 && t0 > x.sent_us.unwrap());
         // Output lengths come from the server's usage, and ignore_eos made them exact.

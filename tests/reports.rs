@@ -202,3 +202,59 @@ fn every_command_takes_one_format() {
         "{err}"
     );
 }
+
+/// Issue #23: records in the compact chunk encoding summarize to exactly what the same records
+/// in the old `[[µs, tokens], …]` encoding do, and ITL (tallied per microsecond, not sorted as
+/// a list) has the very percentiles of the list-sorting computation on every gap.
+#[test]
+fn compact_records_give_the_percentiles_of_the_old_format_and_of_a_sorted_list() {
+    use goodput::record::synth::{Spec, write_bundle};
+    let dir = tempfile::tempdir().unwrap();
+    let spec = Spec {
+        requests: 20_000,
+        ..Spec::default()
+    };
+    let (compact, legacy) = (dir.path().join("compact"), dir.path().join("legacy"));
+    write_bundle(&compact, &spec, false).unwrap();
+    write_bundle(&legacy, &spec, true).unwrap();
+    let size = |d: &std::path::Path| std::fs::metadata(d.join("requests.jsonl")).unwrap().len();
+    assert!(
+        size(&compact) * 3 < size(&legacy) * 2,
+        "compact {} vs legacy {} bytes",
+        size(&compact),
+        size(&legacy)
+    );
+    let (a, b) = (
+        goodput::bundle::Bundle::load(&compact).unwrap(),
+        goodput::bundle::Bundle::load(&legacy).unwrap(),
+    );
+    assert_eq!(a.records, b.records);
+    assert_eq!(
+        serde_json::to_value(&a.summary).unwrap(),
+        serde_json::to_value(&b.summary).unwrap()
+    );
+    let s = &a.summary.steady.stats;
+    assert_eq!(s.requests, 20_000);
+    // The old computation: every gap of every successful steady record, in ms, as a list.
+    let gaps: Vec<f64> = a
+        .records
+        .iter()
+        .filter(|r| r.phase == goodput::plan::Phase::Steady && r.is_ok())
+        .flat_map(|r| {
+            let c: Vec<(u64, u32)> = r.chunks.iter().collect();
+            c.windows(2)
+                .map(|w| (w[1].0 as f64 - w[0].0 as f64) / 1000.0)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let list = goodput::analyze::Dist::of(gaps).unwrap();
+    for tallied in [s.itl_ms.as_ref().unwrap(), s.itl_token_ms.as_ref().unwrap()] {
+        let key = |d: &goodput::analyze::Dist| {
+            (
+                d.count, d.min, d.p50, d.p90, d.p95, d.p99, d.p99_9, d.max, d.ci95,
+            )
+        };
+        assert_eq!(key(tallied), key(&list));
+        assert!((tallied.mean - list.mean).abs() < 1e-9 * list.mean);
+    }
+}

@@ -67,7 +67,7 @@ fn des_records(c: &Contract, drain: usize) -> Vec<Record> {
             r.sent_us = r.intended_us;
             r.first_token_us = g.first_token_us;
             r.end_us = Some(g.end_us);
-            r.chunks = g.chunks.clone();
+            r.chunks = g.chunks.iter().copied().collect();
             r.client_output_tokens = g.output_tokens;
             r.usage_prompt_tokens = Some(g.prompt_tokens);
             r.usage_completion_tokens = Some(g.output_tokens);
@@ -503,9 +503,9 @@ fn one_meaning_of_meets_the_slo_everywhere() {
         let r = &mut recs[i];
         let late = r.intended_us.unwrap() + 200_000;
         r.first_token_us = Some(late);
-        if let Some(first) = r.chunks.first_mut() {
-            first.0 = late;
-        }
+        r.chunks = (r.chunks.iter().enumerate())
+            .map(|(i, (t, k))| (if i == 0 { late } else { t }, k))
+            .collect();
         r.end_us = r.end_us.map(|e| e.max(late + 1));
     }
     let s = summarize(&c, &recs, &Context::default());

@@ -37,7 +37,7 @@ use crate::plan::Phase;
 use crate::record::{Counted, Outcome, Record};
 use crate::workload::Inputs;
 pub use headline::Headline;
-pub use stats::{Dist, PERCENTILES, min_requests_for, percentile_sorted, settled};
+pub use stats::{Dist, PERCENTILES, Tally, min_requests_for, percentile_sorted, settled};
 
 /// Version of `summary.json`'s schema; bumped on any incompatible change. 3: per-claim
 /// validity, the target's identity and warnings, cancelled requests apart from attainment, and
@@ -176,7 +176,7 @@ pub fn timeseries(records: &[Record]) -> Vec<Second> {
             }
         }
         for (t, n) in &r.chunks {
-            out[sec(*t)].output_tokens += u64::from(*n);
+            out[sec(t)].output_tokens += u64::from(n);
         }
     }
     for (b, mut v) in out.iter_mut().zip(ttfts) {
@@ -759,11 +759,6 @@ pub struct RequestMetrics {
     /// (E2E − TTFT) / (output tokens − tokens in the first text chunk): the mean time per
     /// token after the first chunk, exact however the server groups tokens into chunks.
     pub tpot_ms: Option<f64>,
-    /// ITL per chunk: the gaps between consecutive text-carrying chunks.
-    pub itl_ms: Vec<f64>,
-    /// ITL per token: a chunk of k tokens after a gap g gives k gaps of g/k (a chunk counted
-    /// with no token adds its gap to the next one's).
-    pub itl_token_ms: Vec<f64>,
     pub dispatch_lag_ms: Option<f64>,
     pub output_tokens: u32,
     pub output_from_usage: bool,
@@ -806,11 +801,9 @@ pub fn request_metrics(r: &Record, origin: LatencyOrigin, source: TokenSource) -
     };
     let ttft = o.zip(r.first_token_us).map(|(o, f)| ms(o, f));
     let e2e = o.zip(r.end_us).map(|(o, e)| ms(o, e));
-    let counted: u32 = r.chunks.iter().map(|c| c.1).sum();
+    let counted: u32 = r.chunks.tokens();
     let first = match r.chunks.first() {
-        Some(&(_, k)) if counted > 0 => {
-            f64::from(k) * f64::from(output_tokens) / f64::from(counted)
-        }
+        Some((_, k)) if counted > 0 => f64::from(k) * f64::from(output_tokens) / f64::from(counted),
         _ => 1.0,
     };
     let after_first = f64::from(output_tokens) - first;
@@ -834,22 +827,10 @@ pub fn request_metrics(r: &Record, origin: LatencyOrigin, source: TokenSource) -
         }
         None => tpot,
     };
-    let mut itl_token = Vec::with_capacity(counted as usize);
-    let mut since = r.chunks.first().map(|c| c.0);
-    for &(t, k) in r.chunks.iter().skip(1) {
-        if k == 0 {
-            continue;
-        }
-        let gap = since.map_or(0.0, |s| ms(s, t)) / f64::from(k);
-        itl_token.extend(std::iter::repeat_n(gap, k as usize));
-        since = Some(t);
-    }
     RequestMetrics {
         ttft_ms: ttft,
         e2e_ms: e2e,
         tpot_ms: tpot,
-        itl_ms: r.chunks.windows(2).map(|w| ms(w[0].0, w[1].0)).collect(),
-        itl_token_ms: itl_token,
         dispatch_lag_ms: dispatch_lag(r)[0],
         output_tokens,
         output_from_usage,
@@ -858,6 +839,59 @@ pub fn request_metrics(r: &Record, origin: LatencyOrigin, source: TokenSource) -
         tpot_answer_ms: tpot_answer,
         reasoning_from_usage: reasoning.as_ref().is_some_and(|x| x.from_usage),
         reasoning_tokens: reasoning.map(|x| x.tokens),
+    }
+}
+
+/// Adds a record's inter-token latencies to the tallies. ITL per chunk: the gaps between
+/// consecutive text-carrying chunks. ITL per token: a chunk of k tokens after a gap g gives k
+/// gaps of g/k (a chunk counted with no token adds its gap to the next one's).
+pub fn add_itl(r: &Record, per_chunk: &mut Tally, per_token: &mut Tally) {
+    let mut chunks = r.chunks.iter();
+    let Some((mut since, _)) = chunks.next() else {
+        return;
+    };
+    let mut last = since;
+    for (t, k) in chunks {
+        per_chunk.add_us(t as i64 - last as i64);
+        last = t;
+        if k == 0 {
+            continue;
+        }
+        if k == 1 {
+            per_token.add_us(t as i64 - since as i64);
+        } else {
+            per_token.add_ms(ms(since, t) / f64::from(k), k as usize);
+        }
+        since = t;
+    }
+}
+
+/// ITL per chunk and per token of many records. A record streamed a token a chunk has the
+/// same gaps in both: they are tallied once, in `both`.
+#[derive(Debug, Default)]
+pub struct Itl {
+    both: Tally,
+    per_chunk: Tally,
+    per_token: Tally,
+}
+
+impl Itl {
+    pub fn add(&mut self, r: &Record) {
+        if r.chunks.one_token_each() {
+            for gap in r.chunks.gaps_us() {
+                self.both.add_us(gap);
+            }
+        } else {
+            add_itl(r, &mut self.per_chunk, &mut self.per_token);
+        }
+    }
+
+    pub fn per_chunk(&self) -> Tally {
+        self.both.merged(&self.per_chunk)
+    }
+
+    pub fn per_token(&self) -> Tally {
+        self.both.merged(&self.per_token)
     }
 }
 
@@ -890,7 +924,7 @@ fn reasoning_split(
     } else {
         1.0
     };
-    let client: u32 = r.chunks[..rc].iter().map(|c| c.1).sum();
+    let client: u32 = r.chunks.tokens_in_first(rc);
     let (tokens, from_usage) = match (source, usage) {
         (TokenSource::Usage, Some(u)) => (u, true),
         _ => ((f64::from(client) * scale).round() as u32, false),
@@ -936,14 +970,15 @@ fn meets_slo(c: &Contract, m: &RequestMetrics) -> bool {
 
 fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
     let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
-    let mut v: [Vec<f64>; 10] = Default::default();
+    let mut v: [Vec<f64>; 8] = Default::default();
+    let mut itl = Itl::default();
     // TTFO, TPOT of the answer, reasoning tokens.
     let mut rv: [Vec<f64>; 3] = Default::default();
     let mut reasoned = false;
     let mut ok = 0;
     for r in records {
         // Every arrival's lag counts, whatever became of the request.
-        for (k, l) in [4, 7, 8].into_iter().zip(dispatch_lag(r)) {
+        for (k, l) in [3, 6, 7].into_iter().zip(dispatch_lag(r)) {
             v[k].extend(l);
         }
         if !r.is_ok() {
@@ -953,29 +988,17 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         let m = request_metrics(r, origin, source);
         v[0].extend(m.ttft_ms);
         v[1].extend(m.tpot_ms);
-        v[2].extend(m.itl_ms.iter().copied());
-        v[9].extend(m.itl_token_ms.iter().copied());
-        v[3].extend(m.e2e_ms);
-        v[5].push(f64::from(m.input_tokens));
-        v[6].push(f64::from(m.output_tokens));
+        itl.add(r);
+        v[2].extend(m.e2e_ms);
+        v[4].push(f64::from(m.input_tokens));
+        v[5].push(f64::from(m.output_tokens));
         reasoned |= m.reasoning_tokens.is_some();
         rv[0].extend(m.ttfo_ms);
         rv[1].extend(m.tpot_answer_ms);
         rv[2].push(f64::from(m.reasoning_tokens.unwrap_or(0)));
     }
     let [ttfo, tpot_answer, reasoning] = rv.map(|x| if reasoned { Dist::of(x) } else { None });
-    let [
-        ttft,
-        tpot,
-        itl,
-        e2e,
-        lag,
-        input,
-        output,
-        wake,
-        queue,
-        itl_token,
-    ] = v;
+    let [ttft, tpot, e2e, lag, input, output, wake, queue] = v;
     PhaseStats {
         requests: records.len() as u64,
         ok,
@@ -984,8 +1007,8 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         not_sent: None,
         ttft_ms: Dist::of(ttft),
         tpot_ms: Dist::of(tpot),
-        itl_ms: Dist::of(itl),
-        itl_token_ms: Dist::of(itl_token),
+        itl_ms: itl.per_chunk().dist(),
+        itl_token_ms: itl.per_token().dist(),
         e2e_ms: Dist::of(e2e),
         ttfo_ms: ttfo,
         tpot_answer_ms: tpot_answer,
@@ -1088,7 +1111,10 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         }
     }
     let steady_recs: Vec<&Record> = by_phase.get(&Phase::Steady).cloned().unwrap_or_default();
-    let stats = account(&Phase::Steady, phase_stats(c, &steady_recs));
+    let stats = match phases.get(Phase::Steady.as_str()) {
+        Some(st) => st.clone(),
+        None => account(&Phase::Steady, phase_stats(c, &steady_recs)),
+    };
 
     let window = steady_window(&steady_recs, origin);
     let window_s = window.map_or(0.0, |(a, b)| (b - a) as f64 / 1e6);
@@ -1307,9 +1333,18 @@ fn throughput(
         .count();
     let output_tokens: u64 = records
         .iter()
-        .flat_map(|r| r.chunks.iter())
-        .filter(|c| inside(c.0))
-        .map(|c| u64::from(c.1))
+        .map(|r| match (r.chunks.first(), r.chunks.last()) {
+            // Arrivals in order: every chunk is inside when the first and last are.
+            (Some(a), Some(b)) if r.chunks.in_order() && inside(a.0) && inside(b.0) => {
+                u64::from(r.chunks.tokens())
+            }
+            _ => r
+                .chunks
+                .iter()
+                .filter(|c| inside(c.0))
+                .map(|c| u64::from(c.1))
+                .sum(),
+        })
         .sum();
     let input_tokens: u64 = records
         .iter()
@@ -2291,6 +2326,13 @@ mod tests {
         }
     }
 
+    /// ITL per chunk and per token of one record: (count, min, max) each.
+    fn itl_of(r: &Record) -> [(usize, f64, f64); 2] {
+        let (mut a, mut b) = (Tally::default(), Tally::default());
+        add_itl(r, &mut a, &mut b);
+        [a, b].map(|t| t.dist().map_or((0, 0.0, 0.0), |d| (d.count, d.min, d.max)))
+    }
+
     #[test]
     fn metrics_from_the_intended_time_with_multi_token_chunks() {
         // First token 50 ms after the intended send; then a 3-token chunk and a 2-token chunk.
@@ -2305,8 +2347,7 @@ mod tests {
         assert_eq!(m.ttft_ms, Some(50.0));
         assert_eq!(m.e2e_ms, Some(110.0));
         assert_eq!(m.tpot_ms, Some(60.0 / 5.0));
-        assert_eq!(m.itl_ms, vec![30.0, 20.0]);
-        assert_eq!(m.itl_token_ms, vec![10.0, 10.0, 10.0, 10.0, 10.0]);
+        assert_eq!(itl_of(&r), [(2, 20.0, 30.0), (5, 10.0, 10.0)]);
         assert_eq!(m.dispatch_lag_ms, Some(1.0));
         // From the actual send, everything is 1 ms shorter.
         let s = request_metrics(&r, LatencyOrigin::Sent, TokenSource::Usage);
@@ -2321,19 +2362,18 @@ mod tests {
         let r = rec(0, 0, &chunks, 110_000, Some(16));
         let m = request_metrics(&r, LatencyOrigin::Intended, TokenSource::Usage);
         assert_eq!(m.tpot_ms, Some(60.0 / 12.0));
-        assert_eq!(m.itl_ms, vec![20.0; 3]);
-        assert_eq!(m.itl_token_ms, vec![5.0; 12]);
+        assert_eq!(itl_of(&r), [(3, 20.0, 20.0), (12, 5.0, 5.0)]);
         // Counted one per chunk while usage says 16: the first chunk's share is scaled to
         // usage (4 of 16), so TPOT stays 5 ms; per-token gaps follow the client's count.
         let mut by_chunk = r.clone();
-        by_chunk.chunks.iter_mut().for_each(|c| c.1 = 1);
+        by_chunk.chunks.map_tokens(|_| 1);
         by_chunk.client_output_tokens = 4;
         let m = request_metrics(&by_chunk, LatencyOrigin::Intended, TokenSource::Usage);
         assert_eq!(m.tpot_ms, Some(60.0 / 12.0));
         // The whole output in one chunk has no TPOT (and meets a TPOT threshold).
         let one = rec(0, 0, &[(50_000, 7)], 50_000, Some(7));
         let m = request_metrics(&one, LatencyOrigin::Intended, TokenSource::Usage);
-        assert_eq!((m.tpot_ms, m.itl_token_ms.len()), (None, 0));
+        assert_eq!((m.tpot_ms, itl_of(&one)[1].0), (None, 0));
         assert!(meets_slo(&contract("[slo]\ntpot_ms = 1\n"), &m));
     }
 

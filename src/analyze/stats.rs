@@ -12,13 +12,23 @@ use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
 
 /// The p-th percentile (0..=100) of sorted values, numpy "linear".
 pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
+    let (lo, hi, frac) = percentile_ranks(sorted.len(), p)?;
+    Some(interpolate(sorted[lo], sorted[hi], frac))
+}
+
+/// The two closest ranks (0-based) of the p-th percentile of n values, and the fraction of the
+/// way from the lower to the upper.
+fn percentile_ranks(n: usize, p: f64) -> Option<(usize, usize, f64)> {
+    if n == 0 {
         return None;
     }
-    let h = (sorted.len() - 1) as f64 * (p / 100.0).clamp(0.0, 1.0);
+    let h = (n - 1) as f64 * (p / 100.0).clamp(0.0, 1.0);
     let lo = h.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
+    Some((lo, (lo + 1).min(n - 1), h - lo as f64))
+}
+
+fn interpolate(lo: f64, hi: f64, frac: f64) -> f64 {
+    lo + frac * (hi - lo)
 }
 
 /// The reported percentiles.
@@ -35,15 +45,22 @@ pub const PERCENTILES: [(f64, &str); 5] = [
 /// with r = the 2.5% quantile of B and s = its 97.5% quantile + 1 covers the true percentile with
 /// probability ≥ 95% (Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.2).
 /// `None` when n is too small for a two-sided interval at that percentile.
+#[cfg(test)]
 pub fn percentile_ci(sorted: &[f64], p: f64) -> Option<[f64; 2]> {
-    let n = sorted.len() as u64;
+    let (r, s) = ci_ranks(sorted.len(), p)?;
+    Some([sorted[r], sorted[s]])
+}
+
+/// The ranks (0-based) of [`percentile_ci`]'s bounds among n values.
+fn ci_ranks(n: usize, p: f64) -> Option<(usize, usize)> {
+    let n = n as u64;
     if n == 0 {
         return None;
     }
     let b = Binomial::new((p / 100.0).clamp(0.0, 1.0), n).ok()?;
     let r = binomial_quantile(&b, n, 0.025);
     let s = binomial_quantile(&b, n, 0.975) + 1;
-    (r >= 1 && s <= n).then(|| [sorted[(r - 1) as usize], sorted[(s - 1) as usize]])
+    (r >= 1 && s <= n).then(|| ((r - 1) as usize, (s - 1) as usize))
 }
 
 /// The smallest k in 0..=n with P[B ≤ k] ≥ q, by bisection on the CDF. (statrs's own
@@ -188,20 +205,187 @@ impl Dist {
         } else {
             0.0
         };
-        let p = |q| percentile_sorted(&values, q).unwrap_or(f64::NAN);
-        Some(Dist {
-            count: values.len(),
-            min: values[0],
+        Some(Dist::from_ranked(values.len(), mean, var, |ranks| {
+            ranks.iter().map(|&r| values[r]).collect()
+        }))
+    }
+
+    /// A distribution of `n` values known by their mean, variance and the values at any
+    /// ascending ranks (`at` returns one value per rank it is given).
+    fn from_ranked(n: usize, mean: f64, var: f64, at: impl FnOnce(&[usize]) -> Vec<f64>) -> Dist {
+        let quantiles = PERCENTILES.map(|(q, _)| percentile_ranks(n, q).expect("n > 0"));
+        let cis = PERCENTILES.map(|(q, _)| ci_ranks(n, q));
+        let mut ranks = vec![0, n - 1];
+        for (lo, hi, _) in quantiles {
+            ranks.extend([lo, hi]);
+        }
+        for (r, s) in cis.iter().flatten() {
+            ranks.extend([*r, *s]);
+        }
+        ranks.sort_unstable();
+        ranks.dedup();
+        let values = at(&ranks);
+        let v = |rank: usize| values[ranks.binary_search(&rank).expect("rank asked for")];
+        let p = quantiles.map(|(lo, hi, frac)| interpolate(v(lo), v(hi), frac));
+        Dist {
+            count: n,
+            min: v(0),
             mean,
             stddev: var.sqrt(),
-            p50: p(50.0),
-            p90: p(90.0),
-            p95: p(95.0),
-            p99: p(99.0),
-            p99_9: p(99.9),
-            max: values[values.len() - 1],
-            ci95: PERCENTILES.map(|(q, _)| percentile_ci(&values, q)),
+            p50: p[0],
+            p90: p[1],
+            p95: p[2],
+            p99: p[3],
+            p99_9: p[4],
+            max: v(n - 1),
+            ci95: cis.map(|c| c.map(|(r, s)| [v(r), v(s)])),
+        }
+    }
+}
+
+/// An exact distribution of very many values in milliseconds, most of them whole
+/// microseconds: ITL, one value per chunk (128 million in a million-request run).
+///
+/// Whole-microsecond values below [`Tally::DENSE_US`] are counted in a table indexed by the
+/// microsecond; any other value is kept as it is. Percentiles, confidence bounds, minimum and
+/// maximum are therefore the very values [`Dist::of`] would give on the same list (its mean
+/// and standard deviation agree to rounding: they are summed in another order), in memory
+/// proportional to the spread of values, not their number, and in one pass. A histogram
+/// sketch (HDR, t-digest) would bound memory too but round every value; a per-µs table
+/// does not, which is why it is hand-written.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    /// counts[µs]: how many values were that many whole microseconds.
+    counts: Vec<u64>,
+    in_counts: u64,
+    /// Every value not counted above, ms.
+    other: Vec<f64>,
+}
+
+impl Tally {
+    /// Whole microseconds up to this (10 s) are counted per µs; the table grows only as far as
+    /// the largest value seen (8 bytes per µs).
+    pub const DENSE_US: i64 = 10_000_000;
+
+    /// Adds a value of `us` whole microseconds.
+    pub fn add_us(&mut self, us: i64) {
+        if (0..Self::DENSE_US).contains(&us) {
+            let i = us as usize;
+            if i >= self.counts.len() {
+                self.counts.resize((i + 1).next_power_of_two().max(1024), 0);
+            }
+            self.counts[i] += 1;
+            self.in_counts += 1;
+        } else {
+            self.other.push(us as f64 / 1000.0);
+        }
+    }
+
+    /// Adds `times` copies of a value in milliseconds.
+    pub fn add_ms(&mut self, ms: f64, times: usize) {
+        self.other.extend(std::iter::repeat_n(ms, times));
+    }
+
+    /// The values of both tallies.
+    pub fn merged(&self, other: &Tally) -> Tally {
+        let (long, short) = if self.counts.len() >= other.counts.len() {
+            (self, other)
+        } else {
+            (other, self)
+        };
+        let mut counts = long.counts.clone();
+        for (c, &o) in counts.iter_mut().zip(&short.counts) {
+            *c += o;
+        }
+        Tally {
+            counts,
+            in_counts: self.in_counts + other.in_counts,
+            other: [&self.other[..], &other.other[..]].concat(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.in_counts as usize + self.other.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every value, ascending, as (value ms, copies).
+    fn ascending(&mut self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        self.other.sort_by(f64::total_cmp);
+        let mut dense = self
+            .counts
+            .iter()
+            .enumerate()
+            .filter(|c| *c.1 > 0)
+            .map(|(us, &c)| (us as f64 / 1000.0, c))
+            .peekable();
+        let mut other = self.other.iter().map(|&v| (v, 1)).peekable();
+        std::iter::from_fn(move || match (dense.peek(), other.peek()) {
+            (Some(d), Some(o)) if d.0 <= o.0 => dense.next(),
+            (Some(_), None) => dense.next(),
+            (_, Some(_)) => other.next(),
+            (None, None) => None,
         })
+    }
+
+    /// The values as a [`Dist`]; `None` when there are none.
+    pub fn dist(mut self) -> Option<Dist> {
+        let n = self.len();
+        if n == 0 {
+            return None;
+        }
+        let (mut sum, mut count) = (0.0, 0u64);
+        for (v, c) in self.ascending() {
+            sum += v * c as f64;
+            count += c;
+        }
+        let mean = sum / count as f64;
+        let var = if n > 1 {
+            self.ascending()
+                .map(|(v, c)| (v - mean).powi(2) * c as f64)
+                .sum::<f64>()
+                / (n as f64 - 1.0)
+        } else {
+            0.0
+        };
+        Some(Dist::from_ranked(n, mean, var, |ranks| {
+            let mut out = Vec::with_capacity(ranks.len());
+            let mut want = ranks.iter().peekable();
+            let mut seen = 0u64;
+            for (v, c) in self.ascending() {
+                seen += c;
+                while want.next_if(|&&r| (r as u64) < seen).is_some() {
+                    out.push(v);
+                }
+                if want.peek().is_none() {
+                    break;
+                }
+            }
+            out
+        }))
+    }
+
+    /// `points` + 1 evenly spaced quantiles (0 to 1) with their values, for a CDF drawn from
+    /// the tally.
+    pub fn quantiles(&mut self, points: usize) -> Vec<(f64, f64)> {
+        let n = self.len();
+        if n == 0 || points == 0 {
+            return Vec::new();
+        }
+        let ranks: Vec<usize> = (0..=points).map(|i| i * (n - 1) / points).collect();
+        let mut out = Vec::with_capacity(ranks.len());
+        let mut want = ranks.iter().peekable();
+        let mut seen = 0u64;
+        for (v, c) in self.ascending() {
+            seen += c;
+            while let Some(&r) = want.next_if(|&&r| (r as u64) < seen) {
+                out.push((v, (r + 1) as f64 / n as f64));
+            }
+        }
+        out
     }
 }
 
@@ -286,6 +470,56 @@ mod tests {
         assert!((percentile_sorted(&v, 99.0).unwrap() - 3.97).abs() < 1e-12);
         assert_eq!(percentile_sorted(&[7.0], 99.0), Some(7.0));
         assert_eq!(percentile_sorted(&[], 50.0), None);
+    }
+
+    #[test]
+    fn a_tally_gives_the_very_percentiles_of_the_sorted_list() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut tally = Tally::default();
+        let mut list = Vec::new();
+        for i in 0..20_000u64 {
+            let us = (rand::Rng::next_u64(&mut rng) % 90_000) as i64;
+            if i % 97 == 0 {
+                // A chunk of three tokens: its gap shared, not whole µs.
+                let v = us as f64 / 1000.0 / 3.0;
+                tally.add_ms(v, 3);
+                list.extend([v; 3]);
+            } else if i % 1_001 == 0 {
+                // Beyond the table, and before the previous chunk.
+                for us in [Tally::DENSE_US + 7, -5] {
+                    tally.add_us(us);
+                    list.push(us as f64 / 1000.0);
+                }
+            } else {
+                tally.add_us(us);
+                list.push(us as f64 / 1000.0);
+            }
+        }
+        let (a, b) = (
+            tally.clone().dist().unwrap(),
+            Dist::of(list.clone()).unwrap(),
+        );
+        assert_eq!(
+            (
+                a.count, a.min, a.max, a.p50, a.p90, a.p95, a.p99, a.p99_9, a.ci95
+            ),
+            (
+                b.count, b.min, b.max, b.p50, b.p90, b.p95, b.p99, b.p99_9, b.ci95
+            )
+        );
+        assert!(
+            (a.mean - b.mean).abs() < 1e-9 * b.mean
+                && (a.stddev - b.stddev).abs() < 1e-9 * b.stddev
+        );
+        list.sort_by(f64::total_cmp);
+        let q = tally.quantiles(10);
+        assert_eq!(q.len(), 11);
+        assert_eq!(
+            (q[0].0, q[10].0, q[10].1),
+            (list[0], list[list.len() - 1], 1.0)
+        );
+        assert_eq!(q[5].0, list[(list.len() - 1) / 2]);
+        assert!(Tally::default().dist().is_none());
     }
 
     #[test]

@@ -318,10 +318,10 @@ impl Client {
         }
         self.keep(rec, text.as_deref());
         if self.recount && rec.usage_completion_tokens != Some(rec.client_output_tokens) {
-            rec.received = Some(crate::record::Received {
+            rec.received = Some(Box::new(crate::record::Received {
                 text: text.unwrap_or_default(),
                 chunk_bytes,
-            });
+            }));
         }
     }
 
@@ -678,7 +678,7 @@ impl Client {
             rec.reasoning_chunks += 1;
         }
         rec.first_token_us.get_or_insert(now);
-        rec.chunks.push((now, n));
+        rec.chunks.push(now, n);
         rec.client_output_tokens += n;
         end
     }

@@ -2,10 +2,15 @@
 //! It holds raw facts only (times, counts, outcome); every metric is derived from it in
 //! `analyze`. Times are microseconds on the client's monotonic clock since the run started.
 
+pub mod chunks;
 pub mod recount;
+#[doc(hidden)]
+pub mod synth;
 pub(crate) mod writer;
 
 use serde::{Deserialize, Serialize};
+
+pub use chunks::Chunks;
 
 use crate::plan::{Phase, PlannedRequest};
 
@@ -42,9 +47,10 @@ pub struct Record {
     /// End of the response (`[DONE]`, end of body, or the failure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_us: Option<u64>,
-    /// Every text-carrying chunk: `[arrival µs, tokens in it]` (client count).
-    #[serde(default)]
-    pub chunks: Vec<(u64, u32)>,
+    /// Every text-carrying chunk: arrival µs and tokens in it (client count), compactly
+    /// encoded ([`Chunks`]).
+    #[serde(default, skip_serializing_if = "Chunks::is_empty")]
+    pub chunks: Chunks,
     /// How many of the first `chunks` carried reasoning (thinking) and no answer text: the
     /// answer's first token is in the chunk after them (TTFO). 0: no reasoning was streamed.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -82,7 +88,7 @@ pub struct Record {
     /// the run (usage absent, or not equal to the client's count). A record that still holds
     /// it was never recounted (the run was interrupted first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub received: Option<Received>,
+    pub received: Option<Box<Received>>,
     /// `ok`, or the class of failure.
     pub outcome: Outcome,
     /// What went wrong, in words (never contains secrets).
@@ -263,7 +269,7 @@ impl Record {
             sent_us: None,
             first_token_us: None,
             end_us: None,
-            chunks: Vec::new(),
+            chunks: Chunks::new(),
             reasoning_chunks: 0,
             input_tokens_planned: p.input_tokens,
             output_tokens_planned: p.output_tokens,
@@ -315,10 +321,91 @@ pub fn read_jsonl(path: &std::path::Path) -> Result<Vec<Record>, String> {
 /// A last line without its newline that does not parse is a record cut short by a kill in the
 /// middle of writing it: it is left out (the warning says which line), and every whole record
 /// is read. Anything else that does not parse is an error naming the file and line.
+///
+/// The file is read in as many parts as there are cores, each parsed on its own thread a line
+/// at a time: the file's text is never held whole (a million-record file is gigabytes).
 pub fn read_jsonl_noted(path: &std::path::Path) -> Result<(Vec<Record>, Option<String>), String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    parse_jsonl_noted(path, &text)
+    use std::io::{BufRead, Read, Seek, SeekFrom};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    let size = std::fs::metadata(path).map_err(cannot)?.len();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Blocks of about 16 MB, parsed by every core and joined in file order as they finish:
+    // only the blocks in flight are held twice, never the file's text or a second list.
+    let blocks = size.div_ceil(16 << 20).max(1);
+    // Each block starts at the beginning of a line: after the first newline at or past its share.
+    let mut starts = vec![0u64];
+    for j in 1..blocks {
+        let at = j * size / blocks - 1;
+        let mut f = std::fs::File::open(path).map_err(cannot)?;
+        f.seek(SeekFrom::Start(at)).map_err(cannot)?;
+        let mut skipped = Vec::new();
+        let n = std::io::BufReader::new(f)
+            .read_until(b'\n', &mut skipped)
+            .map_err(cannot)?;
+        starts.push((at + n as u64).max(*starts.last().expect("one")));
+    }
+    starts.push(size);
+    let ends_with_newline = size == 0 || {
+        let mut f = std::fs::File::open(path).map_err(cannot)?;
+        f.seek(SeekFrom::Start(size - 1)).map_err(cannot)?;
+        let mut last = [0u8];
+        f.read_exact(&mut last).map_err(cannot)?;
+        last[0] == b'\n'
+    };
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Part, String>)>();
+    let mut joined = Joined::new(path, !ends_with_newline, (size / 1024) as usize);
+    let result = std::thread::scope(|s| {
+        for _ in 0..threads.min(blocks as usize) {
+            let (tx, next, starts) = (tx.clone(), &next, &starts);
+            s.spawn(move || {
+                loop {
+                    let b = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&[from, to]) = starts.get(b..b + 2) else {
+                        break;
+                    };
+                    let part = std::fs::File::open(path)
+                        .and_then(|mut f| f.seek(SeekFrom::Start(from)).map(|_| f))
+                        .and_then(|f| {
+                            parse_part(std::io::BufReader::with_capacity(
+                                1 << 20,
+                                f.take(to - from),
+                            ))
+                        })
+                        .map_err(cannot);
+                    // A bad line is the end only before a block's last line (that one may be a
+                    // record cut short at the end of the file).
+                    let failed = part
+                        .as_ref()
+                        .map_or(true, |p| p.bad.as_ref().is_some_and(|b| b.0 < p.lines));
+                    if tx.send((b, part)).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        // Blocks arrive in any order; each is appended once those before it are.
+        let mut waiting = std::collections::BTreeMap::new();
+        let mut want = 0;
+        for (b, part) in rx {
+            waiting.insert(b, part);
+            while let Some(part) = waiting.remove(&want) {
+                joined.push(part?)?;
+                want += 1;
+            }
+        }
+        if want < blocks as usize {
+            return Err(format!(
+                "cannot read {}: a reader thread stopped",
+                path.display()
+            ));
+        }
+        Ok(())
+    });
+    result?;
+    joined.finish()
 }
 
 /// [`read_jsonl_noted`] of a text already read (`path` names it in messages).
@@ -326,46 +413,128 @@ pub fn parse_jsonl_noted(
     path: &std::path::Path,
     text: &str,
 ) -> Result<(Vec<Record>, Option<String>), String> {
-    let cut_short = !text.ends_with('\n');
-    let mut out = Vec::new();
-    let mut seen = std::collections::HashMap::new();
-    let mut warning = None;
-    let mut lines = text.lines().enumerate().peekable();
-    while let Some((i, l)) = lines.next() {
-        if l.trim().is_empty() {
+    let part = parse_part(text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut joined = Joined::new(path, !text.is_empty() && !text.ends_with('\n'), 0);
+    joined.push(part)?;
+    joined.finish()
+}
+
+/// The records of a run of whole lines, until the first that does not parse.
+struct Part {
+    records: Vec<Record>,
+    /// Line number within the part (1-based) of each record.
+    lines_of: Vec<u32>,
+    lines: u64,
+    /// The first line that did not parse: its number within the part, and why.
+    bad: Option<(u64, String)>,
+}
+
+fn parse_part(mut reader: impl std::io::BufRead) -> std::io::Result<Part> {
+    let mut part = Part {
+        records: Vec::new(),
+        lines_of: Vec::new(),
+        lines: 0,
+        bad: None,
+    };
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        part.lines += 1;
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_str::<Record>(l) {
+        match serde_json::from_slice::<Record>(&line) {
             Ok(r) => {
-                // A record appended twice (files concatenated, a copy gone wrong) would count
-                // its request twice.
-                if let Some(first) = seen.insert(r.index, i + 1) {
-                    return Err(format!(
-                        "{}:{}: request {} again (first on line {first}): a request has one record",
-                        path.display(),
-                        i + 1,
-                        r.index
-                    ));
-                }
-                out.push(r)
-            }
-            Err(_) if cut_short && lines.peek().is_none() => {
-                warning = Some(format!(
-                    "{}:{}: the last record is unfinished (the run was killed while writing it) and is left out",
-                    path.display(),
-                    i + 1
-                ));
+                part.records.push(r);
+                part.lines_of.push(part.lines as u32);
             }
             Err(e) => {
-                return Err(format!(
-                    "{}:{}: not a request record: {e}",
-                    path.display(),
-                    i + 1
-                ));
+                part.bad = Some((part.lines, e.to_string()));
+                break;
             }
         }
     }
-    Ok((out, warning))
+    Ok(part)
+}
+
+/// The parts of a file joined in order, checked: the first bad line is an error unless it is
+/// the file's last and unfinished; a request recorded twice is an error naming both lines.
+struct Joined<'a> {
+    path: &'a std::path::Path,
+    cut_short: bool,
+    records: Vec<Record>,
+    /// (request index, line) of every record.
+    lines_of: Vec<(u64, u64)>,
+    lines: u64,
+    /// The bad last line, when it is the last so far (any part after it makes it an error).
+    bad_last: Option<(u64, String)>,
+}
+
+impl<'a> Joined<'a> {
+    /// `expect`: about how many records (room never written to is never resident).
+    fn new(path: &'a std::path::Path, cut_short: bool, expect: usize) -> Joined<'a> {
+        Joined {
+            path,
+            cut_short,
+            records: Vec::with_capacity(expect),
+            lines_of: Vec::with_capacity(expect),
+            lines: 0,
+            bad_last: None,
+        }
+    }
+
+    fn push(&mut self, p: Part) -> Result<(), String> {
+        let path = self.path.display();
+        if p.lines == 0 {
+            return Ok(());
+        }
+        if let Some((line, e)) = self.bad_last.take() {
+            return Err(format!("{path}:{line}: not a request record: {e}"));
+        }
+        let before = self.lines;
+        self.lines_of.extend(
+            p.records
+                .iter()
+                .zip(&p.lines_of)
+                .map(|(r, &l)| (r.index, before + u64::from(l))),
+        );
+        self.records.extend(p.records);
+        self.lines += p.lines;
+        if let Some((at, e)) = p.bad {
+            if at < p.lines || !self.cut_short {
+                return Err(format!("{path}:{}: not a request record: {e}", before + at));
+            }
+            self.bad_last = Some((before + at, e));
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<(Vec<Record>, Option<String>), String> {
+        let path = self.path.display();
+        let warning = self.bad_last.map(|(line, _)| {
+            format!(
+                "{path}:{line}: the last record is unfinished (the run was killed while writing it) and is left out"
+            )
+        });
+        // A record appended twice (files concatenated, a copy gone wrong) would count its
+        // request twice.
+        self.lines_of.sort_unstable();
+        if let Some(w) = self
+            .lines_of
+            .windows(2)
+            .filter(|w| w[0].0 == w[1].0)
+            .min_by_key(|w| w[1].1)
+        {
+            return Err(format!(
+                "{path}:{}: request {} again (first on line {}): a request has one record",
+                w[1].1, w[0].0, w[0].1
+            ));
+        }
+        Ok((self.records, warning))
+    }
 }
 
 #[cfg(test)]

@@ -128,9 +128,7 @@ pub async fn recount(
 /// Sets a record's counts: one per chunk when it streamed, else the whole.
 fn apply(r: &mut Record, per_chunk: &[u32]) {
     if r.chunks.len() == per_chunk.len() {
-        for (c, &n) in r.chunks.iter_mut().zip(per_chunk) {
-            c.1 = n;
-        }
+        r.chunks.set_tokens(per_chunk.iter().copied());
     }
     r.client_output_tokens = per_chunk.iter().sum();
 }

@@ -3,7 +3,7 @@
 //! ITL (per chunk and per token) and E2E CDFs with the SLO thresholds drawn, the per-second timeline with its phases
 //! shaded, and planned vs server-reported length distributions.
 
-use crate::analyze::{Second, Summary, request_metrics};
+use crate::analyze::{Itl, Second, Summary, Tally, request_metrics};
 use crate::contract::Contract;
 use crate::plan::Phase;
 use crate::record::Record;
@@ -42,60 +42,66 @@ pub fn page(
     const REQUESTS: &str = "fraction of requests";
     // TTFO is drawn only when some request reasoned (otherwise it is TTFT).
     let reasoned = m.iter().any(|x| x.reasoning_tokens.is_some());
-    let series: [(&str, &str, Vec<f64>, &str); 6] = [
+    let mut itl = Itl::default();
+    for r in &steady {
+        itl.add(r);
+    }
+    // CDF points, and how many values they are drawn from.
+    type Cdf = (Vec<(f64, f64)>, usize);
+    let of = |v: Vec<f64>| (cdf(&v, 400), v.len());
+    let tallied = |mut t: Tally| (t.quantiles(400), t.len());
+    let series: [(&str, &str, Cdf, &str); 6] = [
         (
             "TTFT",
             "ttft",
-            m.iter().filter_map(|x| x.ttft_ms).collect(),
+            of(m.iter().filter_map(|x| x.ttft_ms).collect()),
             REQUESTS,
         ),
         (
             "TTFO (first answer token)",
             "ttfo",
-            m.iter()
+            of(m.iter()
                 .filter(|_| reasoned)
                 .filter_map(|x| x.ttfo_ms)
-                .collect(),
+                .collect()),
             REQUESTS,
         ),
         (
             "TPOT",
             "tpot",
-            m.iter().filter_map(|x| x.tpot_ms).collect(),
+            of(m.iter().filter_map(|x| x.tpot_ms).collect()),
             REQUESTS,
         ),
         (
             "ITL per chunk",
             "itl",
-            m.iter().flat_map(|x| x.itl_ms.iter().copied()).collect(),
+            tallied(itl.per_chunk()),
             "fraction of chunk gaps",
         ),
         (
             "ITL per token",
             "itl-token",
-            m.iter()
-                .flat_map(|x| x.itl_token_ms.iter().copied())
-                .collect(),
+            tallied(itl.per_token()),
             "fraction of tokens after the first chunk",
         ),
         (
             "E2E",
             "e2e",
-            m.iter().filter_map(|x| x.e2e_ms).collect(),
+            of(m.iter().filter_map(|x| x.e2e_ms).collect()),
             REQUESTS,
         ),
     ];
-    for (title, key, values, y) in series {
-        if values.is_empty() {
+    for (title, key, (points, n), y) in series {
+        if n == 0 {
             continue;
         }
         let mut chart = Chart::new(
             &format!("cdf-{key}"),
-            &format!("{title} CDF, steady state ({} values)", values.len()),
+            &format!("{title} CDF, steady state ({n} values)"),
             &format!("{title} (ms, from the {} send)", s.latency_origin),
             y,
         )
-        .line(title, cdf(&values, 400))
+        .line(title, points)
         .y_max(1.0);
         if let Some((x, name)) = threshold(key) {
             chart = chart.vline(x, &name);
