@@ -664,10 +664,13 @@ async fn load(
     if let Ok(s) = scraper {
         s.finish().await.context("writing metrics.jsonl")?;
     }
-    let records = writer
+    writer
         .await
         .context("record writer stopped")?
         .context("writing requests.jsonl")?;
+    // The records as written (secrets redacted), read back: the run kept none in memory.
+    let (records, _) =
+        crate::record::read_jsonl_noted(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
     done.cancel();
     let _ = monitor.await;
     let aborted = aborted

@@ -80,25 +80,27 @@ impl Observer for Stability {
     }
 }
 
-/// Writes records until every sender is gone; returns them all, in completion order.
-/// Blocking: run it on its own thread (`std::thread::spawn` or `spawn_blocking`).
+/// Writes records until every sender is gone; returns how many it wrote. None is kept: the
+/// file is the run's memory (read back when the load is over), so a run's memory does not
+/// grow with its length. Blocking: run it on its own thread (`std::thread::spawn` or
+/// `spawn_blocking`).
 pub fn write_records(
     path: &Path,
     mut rx: UnboundedReceiver<Record>,
     mut observers: Vec<Box<dyn Observer>>,
-) -> std::io::Result<Vec<Record>> {
+) -> std::io::Result<u64> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)?;
     let mut out = std::io::BufWriter::new(file);
-    let mut all = Vec::new();
+    let mut written = 0;
     let mut line = Vec::new();
     while let Some(mut rec) = rx.blocking_recv() {
         line.clear();
         serde_json::to_writer(&mut line, &rec).map_err(std::io::Error::other)?;
-        // A secret a server echoed (a 401 body quoting the key) never reaches the file; the
-        // record kept in memory is the one on disk.
+        // A secret a server echoed (a 401 body quoting the key) never reaches the file, nor
+        // an observer's message: they see the record as written.
         if crate::secrets::any()
             && let Ok(text) = std::str::from_utf8(&line)
             && let std::borrow::Cow::Owned(clean) = crate::secrets::redact(text)
@@ -114,8 +116,8 @@ pub fn write_records(
         for o in &mut observers {
             o.observe(&rec);
         }
-        all.push(rec);
+        written += 1;
     }
     out.flush()?;
-    Ok(all)
+    Ok(written)
 }
