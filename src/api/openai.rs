@@ -29,11 +29,36 @@ struct Chunk<'a> {
     #[serde(borrow, default)]
     model: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    choices: Option<Vec<Choice<'a>>>,
+    choices: Option<FirstChoice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
     #[serde(default)]
     error: Option<serde_json::Value>,
+}
+
+/// The first of `choices` (goodput asks for one), the rest skipped unparsed: no vector is
+/// allocated for every event.
+struct FirstChoice<'a>(Option<Choice<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for FirstChoice<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct First<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for First<'a> {
+            type Value = FirstChoice<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of choices")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let first = seq.next_element::<Choice<'a>>()?;
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(FirstChoice(first))
+            }
+        }
+        d.deserialize_seq(First(std::marker::PhantomData))
+    }
 }
 
 #[derive(Deserialize)]
@@ -116,7 +141,7 @@ impl Adapter for OpenAi {
             usage: c.usage,
             ..StreamEvent::default()
         };
-        if let Some(choice) = c.choices.and_then(|v| v.into_iter().next()) {
+        if let Some(choice) = c.choices.and_then(|v| v.0) {
             ev.finish_reason = choice.finish_reason;
             match (choice.delta.or(choice.message), choice.text) {
                 (Some(d), _) => {

@@ -110,7 +110,9 @@ impl SseParser {
                 bytes = rest;
             }
         }
-        while let Some(pos) = bytes.iter().position(|b| *b == b'\n' || *b == b'\r') {
+        // memchr's vectorised search: a byte-at-a-time scan of every body was a third of a
+        // core at 8,000 responses a second.
+        while let Some(pos) = memchr::memchr2(b'\n', b'\r', bytes) {
             let (head, tail) = bytes.split_at(pos);
             let cr = tail[0] == b'\r';
             bytes = &tail[1..];
