@@ -1076,18 +1076,8 @@ pub struct Context<'a> {
 
 /// Computes the summary of a run from its records and what else the bundle keeps.
 pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary {
-    let Context {
-        workload,
-        interrupted,
-        stopped,
-        timeline,
-        facts,
-        scrapes,
-    } = *context;
     let none = crate::workload::Inputs::default();
-    let workload = workload.unwrap_or(&none);
-    let origin = c.measurement.latency_origin;
-    let source = c.measurement.output_tokens;
+    let workload = context.workload.unwrap_or(&none);
     let mut by_phase: BTreeMap<Phase, Vec<&Record>> = BTreeMap::new();
     for r in records {
         by_phase.entry(r.phase).or_default().push(r);
@@ -1100,31 +1090,78 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         }
         st
     };
-    let mut phases: BTreeMap<String, PhaseStats> = by_phase
-        .iter()
-        .map(|(p, rs)| (p.as_str().to_owned(), account(p, phase_stats(c, rs))))
-        .collect();
-    // A planned phase the run never reached is all not sent.
-    for (p, &n) in &planned {
-        if n > 0 && !by_phase.contains_key(p) {
-            phases.insert(p.as_str().to_owned(), account(p, phase_stats(c, &[])));
+    let all_phases = || {
+        let mut phases: BTreeMap<String, PhaseStats> = by_phase
+            .iter()
+            .map(|(p, rs)| (p.as_str().to_owned(), account(p, phase_stats(c, rs))))
+            .collect();
+        // A planned phase the run never reached is all not sent.
+        for (p, &n) in &planned {
+            if n > 0 && !by_phase.contains_key(p) {
+                phases.insert(p.as_str().to_owned(), account(p, phase_stats(c, &[])));
+            }
         }
-    }
-    let steady_recs: Vec<&Record> = by_phase.get(&Phase::Steady).cloned().unwrap_or_default();
-    let stats = match phases.get(Phase::Steady.as_str()) {
-        Some(st) => st.clone(),
-        None => account(&Phase::Steady, phase_stats(c, &steady_recs)),
+        phases
     };
+    let steady_recs: Vec<&Record> = by_phase.get(&Phase::Steady).cloned().unwrap_or_default();
+    // The phases' distributions (a pass over every chunk) on a second core while this one
+    // derives the rest, when there are enough records for it to matter.
+    std::thread::scope(|s| {
+        let phases_job = (records.len() >= 50_000).then(|| s.spawn(all_phases));
+        let rest = steady_rest(c, workload, records, &steady_recs);
+        let phases = match phases_job {
+            Some(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            None => all_phases(),
+        };
+        let stats = match phases.get(Phase::Steady.as_str()) {
+            Some(st) => st.clone(),
+            None => account(&Phase::Steady, phase_stats(c, &steady_recs)),
+        };
+        summarize_with(
+            c,
+            records,
+            context,
+            &by_phase,
+            &steady_recs,
+            phases,
+            stats,
+            rest,
+        )
+    })
+}
 
-    let window = steady_window(&steady_recs, origin);
+/// What the steady state's summary derives besides its distributions.
+struct SteadyRest<'r> {
+    window: Option<(u64, u64)>,
+    window_s: f64,
+    ok: Vec<&'r &'r Record>,
+    throughput: Throughput,
+    errors: BTreeMap<String, u64>,
+    first_errors: BTreeMap<String, String>,
+    metrics: Vec<RequestMetrics>,
+    output_token_source: String,
+    output_count: OutputCount,
+    output_length_mismatches: u64,
+    lengths: LengthCheck,
+    slo: Option<SloResult>,
+}
+
+fn steady_rest<'r>(
+    c: &Contract,
+    workload: &Inputs,
+    records: &[Record],
+    steady_recs: &'r [&'r Record],
+) -> SteadyRest<'r> {
+    let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
+    let window = steady_window(steady_recs, origin);
     let window_s = window.map_or(0.0, |(a, b)| (b - a) as f64 / 1e6);
     let ok: Vec<&&Record> = steady_recs.iter().filter(|r| r.is_ok()).collect();
-    let throughput = throughput(c, records, &steady_recs, &ok, window);
-    let (offered, achieved) = (throughput.offered_rps, throughput.achieved_rps);
+    let throughput = throughput(c, records, steady_recs, &ok, window);
+    let achieved = throughput.achieved_rps;
 
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     let mut first_errors: BTreeMap<String, String> = BTreeMap::new();
-    for r in &steady_recs {
+    for r in steady_recs {
         if r.outcome != Outcome::Ok {
             let class = r.outcome.as_str();
             *errors.entry(class.to_owned()).or_default() += 1;
@@ -1178,15 +1215,69 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     let slo = c
         .slo
         .is_set()
-        .then(|| slo_result(c, &metrics, &steady_recs, &ok, achieved));
+        .then(|| slo_result(c, &metrics, steady_recs, &ok, achieved));
 
+    SteadyRest {
+        window,
+        window_s,
+        ok,
+        throughput,
+        errors,
+        first_errors,
+        metrics,
+        output_token_source,
+        output_count,
+        output_length_mismatches,
+        lengths,
+        slo,
+    }
+}
+
+/// The summary, from the phases' distributions and the rest of the steady state's.
+#[allow(clippy::too_many_arguments)]
+fn summarize_with(
+    c: &Contract,
+    records: &[Record],
+    context: &Context,
+    by_phase: &BTreeMap<Phase, Vec<&Record>>,
+    steady_recs: &[&Record],
+    phases: BTreeMap<String, PhaseStats>,
+    stats: PhaseStats,
+    rest: SteadyRest<'_>,
+) -> Summary {
+    let Context {
+        workload,
+        interrupted,
+        stopped,
+        timeline,
+        facts,
+        scrapes,
+    } = *context;
+    let none = crate::workload::Inputs::default();
+    let workload = workload.unwrap_or(&none);
+    let origin = c.measurement.latency_origin;
+    let SteadyRest {
+        window,
+        window_s,
+        ok,
+        throughput,
+        errors,
+        first_errors,
+        metrics,
+        output_token_source,
+        output_count,
+        output_length_mismatches,
+        lengths,
+        slo,
+    } = rest;
+    let (offered, achieved) = (throughput.offered_rps, throughput.achieved_rps);
     let support = support(c, &stats);
 
     let validity = validity(
         c,
         &ValidityInputs {
             records,
-            steady: &steady_recs,
+            steady: steady_recs,
             warmup: by_phase.get(&Phase::Warmup).map_or(&[][..], Vec::as_slice),
             drain: by_phase.get(&Phase::Drain).map_or(&[][..], Vec::as_slice),
             stats: &stats,
@@ -1215,13 +1306,13 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         &phases,
         &output_count,
         &lengths,
-        &steady_recs,
+        steady_recs,
         &metrics,
         output_length_mismatches,
     );
 
-    let cold_start = cold_start_result(c, &by_phase, timeline);
-    let warmup = warmup_result(c, &by_phase, &steady_recs);
+    let cold_start = cold_start_result(c, by_phase, timeline);
+    let warmup = warmup_result(c, by_phase, steady_recs);
 
     Summary {
         schema_version: SCHEMA_VERSION,
@@ -1251,7 +1342,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             output_length_mismatches,
             slo,
             support,
-            sessions: sessions::summarize(c, &steady_recs, window_s),
+            sessions: sessions::summarize(c, steady_recs, window_s),
             prefix_reuse: prefix_reuse(c, &ok),
         },
         predictions: None,
