@@ -98,7 +98,12 @@ pub fn page(
         let mut chart = Chart::new(
             &format!("cdf-{key}"),
             &format!("{title} CDF, steady state ({n} values)"),
-            &format!("{title} (ms, from the {} send)", s.latency_origin),
+            // Gaps between tokens have no origin; the latencies count from one.
+            &if matches!(key, "tpot" | "itl" | "itl-token") {
+                format!("{title} (ms)")
+            } else {
+                format!("{title} (ms, from the {} send)", s.latency_origin)
+            },
             y,
         )
         .line(title, points)
