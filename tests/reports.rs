@@ -258,3 +258,68 @@ fn compact_records_give_the_percentiles_of_the_old_format_and_of_a_sorted_list()
         assert!((tallied.mean - list.mean).abs() < 1e-9 * list.mean);
     }
 }
+
+/// Issue #23: `requests.jsonl` is read in 16 MB blocks on every core; what reading it says
+/// names the file's own lines across blocks: a bad line far into the file, a request recorded
+/// twice (the copy in another block), and a last record cut short by a kill (left out, warned).
+#[test]
+fn a_file_read_in_blocks_names_its_own_lines() {
+    use goodput::record::read_jsonl_noted;
+    use goodput::record::synth::{Spec, write_bundle};
+    let dir = tempfile::tempdir().unwrap();
+    let spec = Spec {
+        requests: 20_000,
+        ..Spec::default()
+    };
+    write_bundle(dir.path(), &spec, false).unwrap();
+    let path = dir.path().join("requests.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.len() > 20 << 20,
+        "{} bytes: not several blocks",
+        text.len()
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    let (records, warning) = read_jsonl_noted(&path).unwrap();
+    assert_eq!((records.len(), warning), (lines.len(), None));
+    assert!(
+        records.iter().zip(0..).all(|(r, i)| r.index == i),
+        "file order kept"
+    );
+    let write = |ls: &[&str], tail: &str| {
+        std::fs::write(&path, ls.join("\n") + "\n" + tail).unwrap();
+    };
+    // A bad line in the second half.
+    let mut bad = lines.clone();
+    bad[15_000] = "{not a record";
+    write(&bad, "");
+    let e = read_jsonl_noted(&path).unwrap_err();
+    assert!(
+        e.contains("requests.jsonl:15001: not a request record"),
+        "{e}"
+    );
+    // Request 2 again at the end.
+    let mut twice = lines.clone();
+    twice.push(lines[2]);
+    write(&twice, "");
+    let e = read_jsonl_noted(&path).unwrap_err();
+    let n = twice.len();
+    assert!(
+        e.contains(&format!(
+            "requests.jsonl:{n}: request 2 again (first on line 3)"
+        )),
+        "{e}"
+    );
+    // Killed while writing the last record: every whole one read, the cut one named.
+    write(&lines, &lines[5][..40]);
+    let (records, warning) = read_jsonl_noted(&path).unwrap();
+    assert_eq!(records.len(), lines.len());
+    let w = warning.expect("a warning");
+    assert!(
+        w.contains(&format!(
+            "requests.jsonl:{}: the last record is unfinished",
+            lines.len() + 1
+        )),
+        "{w}"
+    );
+}
