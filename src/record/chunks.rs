@@ -93,7 +93,7 @@ impl Chunks {
         self.len == 0
     }
 
-    /// Appends a chunk that arrived at `at_us` carrying `tokens`.
+    /// Appends a chunk that arrived at `at_us` (at most `i64::MAX`) carrying `tokens`.
     pub fn push(&mut self, at_us: u64, tokens: u32) {
         if self.len == 0 {
             self.first_us = at_us;
@@ -138,9 +138,11 @@ impl Chunks {
         self.iter().nth(i)
     }
 
-    /// Tokens in all chunks.
+    /// Tokens in all chunks (saturating: a hand-edited file cannot overflow it).
     pub fn tokens(&self) -> u32 {
-        self.runs.iter().map(|&(k, n)| k * n).sum()
+        self.runs
+            .iter()
+            .fold(0u32, |s, &(k, n)| s.saturating_add(k.saturating_mul(n)))
     }
 
     /// Tokens in the first `n` chunks.
@@ -149,7 +151,7 @@ impl Chunks {
         let mut sum = 0;
         for &(k, c) in &self.runs {
             let take = c.min(left);
-            sum += k * take;
+            sum = k.saturating_mul(take).saturating_add(sum);
             left -= take;
             if left == 0 {
                 break;
@@ -279,6 +281,9 @@ impl<'de> Visitor<'de> for ChunksVisitor {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Chunks, A::Error> {
         let mut c = Chunks::new();
         while let Some((t, k)) = seq.next_element::<(u64, u32)>()? {
+            if i64::try_from(t).is_err() {
+                return Err(de::Error::custom("chunks: an arrival beyond any time"));
+            }
             c.push(t, k);
         }
         c.gaps.shrink_to_fit();
@@ -287,8 +292,18 @@ impl<'de> Visitor<'de> for ChunksVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Chunks, A::Error> {
-        /// Gaps pushed straight into the varint buffer as they parse (no `Vec<i64>` between).
-        struct GapsSeed<'a>(&'a mut Vec<u8>, &'a mut u32, &'a mut i64, &'a mut bool);
+        /// Gaps pushed straight into the varint buffer as they parse (no `Vec<i64>` between),
+        /// with the running sum's range (so no arrival can fall outside `0..=i64::MAX`, whatever
+        /// a file says).
+        struct Gaps {
+            bytes: Vec<u8>,
+            n: u32,
+            sum: i64,
+            lowest: i64,
+            highest: i64,
+            in_order: bool,
+        }
+        struct GapsSeed<'a>(&'a mut Gaps);
         impl<'de> de::DeserializeSeed<'de> for GapsSeed<'_> {
             type Value = ();
             fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -301,24 +316,36 @@ impl<'de> Visitor<'de> for ChunksVisitor {
                 f.write_str("a list of gaps in µs")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-                while let Some(g) = seq.next_element::<i64>()? {
-                    put_varint(self.0, g);
-                    *self.1 += 1;
-                    *self.3 &= g >= 0;
-                    *self.2 += g;
+                let g = self.0;
+                while let Some(gap) = seq.next_element::<i64>()? {
+                    put_varint(&mut g.bytes, gap);
+                    g.n =
+                        g.n.checked_add(1)
+                            .ok_or_else(|| de::Error::custom("chunks: too many gaps"))?;
+                    g.in_order &= gap >= 0;
+                    g.sum = g
+                        .sum
+                        .checked_add(gap)
+                        .ok_or_else(|| de::Error::custom("chunks: gaps beyond any time"))?;
+                    g.lowest = g.lowest.min(g.sum);
+                    g.highest = g.highest.max(g.sum);
                 }
                 Ok(())
             }
         }
-        let (mut first, mut gaps, mut n_gaps, mut sum, mut runs) =
-            (None, Vec::new(), 0u32, 0i64, None);
-        let mut in_order = true;
+        let (mut first, mut runs) = (None, None);
+        let mut g = Gaps {
+            bytes: Vec::new(),
+            n: 0,
+            sum: 0,
+            lowest: 0,
+            highest: 0,
+            in_order: true,
+        };
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             match &*key {
                 "at_us" => first = Some(map.next_value::<u64>()?),
-                "gaps_us" => {
-                    map.next_value_seed(GapsSeed(&mut gaps, &mut n_gaps, &mut sum, &mut in_order))?
-                }
+                "gaps_us" => map.next_value_seed(GapsSeed(&mut g))?,
                 "tokens" => runs = Some(map.next_value::<Vec<(u32, u32)>>()?),
                 _ => {
                     map.next_value::<de::IgnoredAny>()?;
@@ -328,27 +355,29 @@ impl<'de> Visitor<'de> for ChunksVisitor {
         let first = first.ok_or_else(|| de::Error::missing_field("at_us"))?;
         let runs = runs.ok_or_else(|| de::Error::missing_field("tokens"))?;
         let len: u64 = runs.iter().map(|r| u64::from(r.1)).sum();
-        if len != u64::from(n_gaps) + 1 || runs.iter().any(|r| r.1 == 0) {
+        if len != u64::from(g.n) + 1 || runs.iter().any(|r| r.1 == 0) {
             return Err(de::Error::custom(format!(
                 "chunks: {} gaps need {} chunks in `tokens`, which counts {len}",
-                n_gaps,
-                n_gaps + 1
+                g.n,
+                u64::from(g.n) + 1
             )));
         }
+        let at = |d: i64| i64::try_from(first).ok().and_then(|f| f.checked_add(d));
+        if at(g.lowest).is_none_or(|t| t < 0) || at(g.highest).is_none() {
+            return Err(de::Error::custom(
+                "chunks: gaps run outside the run's clock",
+            ));
+        }
         // Read from a file, the list is whole: no room kept for more (a third of its memory).
-        gaps.shrink_to_fit();
+        g.bytes.shrink_to_fit();
         let mut runs = runs;
         runs.shrink_to_fit();
-        let last = first as i64 + sum;
-        if last < 0 {
-            return Err(de::Error::custom("chunks: gaps run before time 0"));
-        }
         Ok(Chunks {
-            len: n_gaps + 1,
-            in_order,
+            len: g.n + 1,
+            in_order: g.in_order,
             first_us: first,
-            last_us: last as u64,
-            gaps,
+            last_us: at(g.sum).expect("within the range checked") as u64,
+            gaps: g.bytes,
             runs,
         })
     }
@@ -391,6 +420,24 @@ mod tests {
         assert!(!c.in_order() && !c.one_token_each());
         let ordered: Chunks = raw[..2].iter().copied().collect();
         assert!(ordered.in_order() && ordered.one_token_each());
+    }
+
+    #[test]
+    fn gaps_that_leave_the_clock_are_refused_not_wrapped() {
+        for json in [
+            r#"{"at_us":5,"gaps_us":[-6],"tokens":[[1,2]]}"#,
+            r#"{"at_us":5,"gaps_us":[9223372036854775807,-9223372036854775807],"tokens":[[1,3]]}"#,
+            r#"{"at_us":0,"gaps_us":[9223372036854775807,1],"tokens":[[1,3]]}"#,
+        ] {
+            let e = serde_json::from_str::<Chunks>(json)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("chunks: gaps"), "{json}: {e}");
+        }
+        // Tokens that would overflow a count saturate.
+        let c: Chunks =
+            serde_json::from_str(r#"{"at_us":1,"gaps_us":[1],"tokens":[[4294967295,2]]}"#).unwrap();
+        assert_eq!(c.tokens(), u32::MAX);
     }
 
     #[test]
