@@ -84,6 +84,8 @@ pub struct Launched {
     guard: Option<std::process::Child>,
     grace: Duration,
     logs: [PathBuf; 2],
+    /// The tasks copying its stdout and stderr into the logs.
+    copying: Vec<tokio::task::JoinHandle<()>>,
     stopped: bool,
 }
 
@@ -119,11 +121,12 @@ impl Launched {
         })?;
         // Through goodput, not straight to the files: a server that prints its token (or
         // echoes its environment) has it redacted like everything else in the bundle.
+        let mut copying = Vec::new();
         if let Some(o) = child.stdout.take() {
-            tokio::spawn(copy_redacted(o, out));
+            copying.push(tokio::spawn(copy_redacted(o, out)));
         }
         if let Some(e) = child.stderr.take() {
-            tokio::spawn(copy_redacted(e, err));
+            copying.push(tokio::spawn(copy_redacted(e, err)));
         }
         let pgid = child.id().map_or(0, |p| p as i32);
         let grace = Duration::from_secs_f64(cs.stop_grace.seconds());
@@ -133,8 +136,16 @@ impl Launched {
             guard: guard(pgid, grace),
             grace,
             logs,
+            copying,
             stopped: false,
         })
+    }
+
+    /// Waits (a second at most: a child it left may hold the pipes) until what the exited
+    /// server wrote is in its logs, so [`log_tail`](Self::log_tail) shows its last words.
+    async fn drain_logs(&mut self) {
+        let all = futures_util::future::join_all(self.copying.drain(..));
+        let _ = tokio::time::timeout(Duration::from_secs(1), all).await;
     }
 
     fn exited(&mut self) -> Option<String> {
@@ -287,6 +298,7 @@ pub async fn wait_ready(
         if let Some(l) = launched.as_deref_mut()
             && let Some(status) = l.exited()
         {
+            l.drain_logs().await;
             return Err(LaunchError::Exited {
                 status,
                 tail: l.log_tail(),
