@@ -1076,8 +1076,18 @@ pub struct Context<'a> {
 
 /// Computes the summary of a run from its records and what else the bundle keeps.
 pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary {
+    let Context {
+        workload,
+        interrupted,
+        stopped,
+        timeline,
+        facts,
+        scrapes,
+    } = *context;
     let none = crate::workload::Inputs::default();
-    let workload = context.workload.unwrap_or(&none);
+    let workload = workload.unwrap_or(&none);
+    let origin = c.measurement.latency_origin;
+    let source = c.measurement.output_tokens;
     let mut by_phase: BTreeMap<Phase, Vec<&Record>> = BTreeMap::new();
     for r in records {
         by_phase.entry(r.phase).or_default().push(r);
@@ -1108,7 +1118,71 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     // derives the rest, when there are enough records for it to matter.
     std::thread::scope(|s| {
         let phases_job = (records.len() >= 50_000).then(|| s.spawn(all_phases));
-        let rest = steady_rest(c, workload, records, &steady_recs);
+
+        let window = steady_window(&steady_recs, origin);
+        let window_s = window.map_or(0.0, |(a, b)| (b - a) as f64 / 1e6);
+        let ok: Vec<&&Record> = steady_recs.iter().filter(|r| r.is_ok()).collect();
+        let throughput = throughput(c, records, &steady_recs, &ok, window);
+        let (offered, achieved) = (throughput.offered_rps, throughput.achieved_rps);
+
+        let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+        let mut first_errors: BTreeMap<String, String> = BTreeMap::new();
+        for r in &steady_recs {
+            if r.outcome != Outcome::Ok {
+                let class = r.outcome.as_str();
+                *errors.entry(class.to_owned()).or_default() += 1;
+                // An interruption's message says nothing the summary's `stopped` does not.
+                if let Some(e) = r
+                    .error
+                    .as_ref()
+                    .filter(|_| r.outcome != Outcome::Interrupted)
+                    && !first_errors.contains_key(class)
+                {
+                    first_errors.insert(class.to_owned(), e.chars().take(300).collect());
+                }
+            }
+        }
+        let metrics: Vec<RequestMetrics> = ok
+            .iter()
+            .map(|r| request_metrics(r, origin, source))
+            .collect();
+        let from_usage = metrics.iter().filter(|m| m.output_from_usage).count();
+        let output_token_source = match (from_usage, metrics.len() - from_usage) {
+            (_, 0) if from_usage > 0 => "usage".to_owned(),
+            (0, _) => "client".to_owned(),
+            (u, k) => format!("mixed: usage for {u}, client for {k}"),
+        };
+        let output_count = output_count(c, &ok, &metrics);
+        // A count the client could only approximate says nothing about the server's length.
+        let output_length_mismatches = if c.workload.enforce_output_length {
+            ok.iter()
+                .zip(&metrics)
+                .filter(|(r, m)| {
+                    m.output_tokens != r.output_tokens_planned
+                        && (m.output_from_usage || r.counted != Some(Counted::Words))
+                })
+                .count() as u64
+        } else {
+            0
+        };
+        // A session's later turns carry its history: their lengths are the conversation's, not
+        // the distribution's, so the lengths are checked on first turns.
+        let first_turns = |r: &&&Record| r.is_first_turn();
+        let lengths = {
+            let steady_first: Vec<&Record> = steady_recs
+                .iter()
+                .copied()
+                .filter(|r| first_turns(&r))
+                .collect();
+            let ok_first: Vec<&&Record> = ok.iter().copied().filter(first_turns).collect();
+            length_check(c, workload, &steady_first, &ok_first)
+        };
+
+        let slo = c
+            .slo
+            .is_set()
+            .then(|| slo_result(c, &metrics, &steady_recs, &ok, achieved));
+
         let phases = match phases_job {
             Some(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
             None => all_phases(),
@@ -1117,204 +1191,50 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             Some(st) => st.clone(),
             None => account(&Phase::Steady, phase_stats(c, &steady_recs)),
         };
-        summarize_with(
+        let support = support(c, &stats);
+
+        let validity = validity(
             c,
-            records,
-            context,
-            &by_phase,
-            &steady_recs,
-            phases,
-            stats,
-            rest,
-        )
-    })
-}
+            &ValidityInputs {
+                records,
+                steady: &steady_recs,
+                warmup: by_phase.get(&Phase::Warmup).map_or(&[][..], Vec::as_slice),
+                drain: by_phase.get(&Phase::Drain).map_or(&[][..], Vec::as_slice),
+                stats: &stats,
+                window,
+                offered,
+                achieved,
+                errors: &errors,
+                misses: slo.as_ref().map_or(stats.failed, |s| s.counted - s.met),
+                interrupted,
+                stopped,
+            },
+        );
 
-/// What the steady state's summary derives besides its distributions.
-struct SteadyRest<'r> {
-    window: Option<(u64, u64)>,
-    window_s: f64,
-    ok: Vec<&'r &'r Record>,
-    throughput: Throughput,
-    errors: BTreeMap<String, u64>,
-    first_errors: BTreeMap<String, String>,
-    metrics: Vec<RequestMetrics>,
-    output_token_source: String,
-    output_count: OutputCount,
-    output_length_mismatches: u64,
-    lengths: LengthCheck,
-    slo: Option<SloResult>,
-}
-
-fn steady_rest<'r>(
-    c: &Contract,
-    workload: &Inputs,
-    records: &[Record],
-    steady_recs: &'r [&'r Record],
-) -> SteadyRest<'r> {
-    let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
-    let window = steady_window(steady_recs, origin);
-    let window_s = window.map_or(0.0, |(a, b)| (b - a) as f64 / 1e6);
-    let ok: Vec<&&Record> = steady_recs.iter().filter(|r| r.is_ok()).collect();
-    let throughput = throughput(c, records, steady_recs, &ok, window);
-    let achieved = throughput.achieved_rps;
-
-    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
-    let mut first_errors: BTreeMap<String, String> = BTreeMap::new();
-    for r in steady_recs {
-        if r.outcome != Outcome::Ok {
-            let class = r.outcome.as_str();
-            *errors.entry(class.to_owned()).or_default() += 1;
-            // An interruption's message says nothing the summary's `stopped` does not.
-            if let Some(e) = r
-                .error
-                .as_ref()
-                .filter(|_| r.outcome != Outcome::Interrupted)
-                && !first_errors.contains_key(class)
-            {
-                first_errors.insert(class.to_owned(), e.chars().take(300).collect());
+        // The target's facts; without environment.json, the declared ones alone.
+        let declared_only;
+        let facts = match facts {
+            Some(f) => f,
+            None => {
+                declared_only = Facts::resolve(&c.target.declared, &[]);
+                &declared_only
             }
-        }
-    }
-    let metrics: Vec<RequestMetrics> = ok
-        .iter()
-        .map(|r| request_metrics(r, origin, source))
-        .collect();
-    let from_usage = metrics.iter().filter(|m| m.output_from_usage).count();
-    let output_token_source = match (from_usage, metrics.len() - from_usage) {
-        (_, 0) if from_usage > 0 => "usage".to_owned(),
-        (0, _) => "client".to_owned(),
-        (u, k) => format!("mixed: usage for {u}, client for {k}"),
-    };
-    let output_count = output_count(c, &ok, &metrics);
-    // A count the client could only approximate says nothing about the server's length.
-    let output_length_mismatches = if c.workload.enforce_output_length {
-        ok.iter()
-            .zip(&metrics)
-            .filter(|(r, m)| {
-                m.output_tokens != r.output_tokens_planned
-                    && (m.output_from_usage || r.counted != Some(Counted::Words))
-            })
-            .count() as u64
-    } else {
-        0
-    };
-    // A session's later turns carry its history: their lengths are the conversation's, not
-    // the distribution's, so the lengths are checked on first turns.
-    let first_turns = |r: &&&Record| r.is_first_turn();
-    let lengths = {
-        let steady_first: Vec<&Record> = steady_recs
-            .iter()
-            .copied()
-            .filter(|r| first_turns(&r))
-            .collect();
-        let ok_first: Vec<&&Record> = ok.iter().copied().filter(first_turns).collect();
-        length_check(c, workload, &steady_first, &ok_first)
-    };
+        };
+        let grade = grade(c, records, facts);
+        let notes = notes(
+            c,
+            &phases,
+            &output_count,
+            &lengths,
+            &steady_recs,
+            &metrics,
+            output_length_mismatches,
+        );
 
-    let slo = c
-        .slo
-        .is_set()
-        .then(|| slo_result(c, &metrics, steady_recs, &ok, achieved));
+        let cold_start = cold_start_result(c, &by_phase, timeline);
+        let warmup = warmup_result(c, &by_phase, &steady_recs);
 
-    SteadyRest {
-        window,
-        window_s,
-        ok,
-        throughput,
-        errors,
-        first_errors,
-        metrics,
-        output_token_source,
-        output_count,
-        output_length_mismatches,
-        lengths,
-        slo,
-    }
-}
-
-/// The summary, from the phases' distributions and the rest of the steady state's.
-#[allow(clippy::too_many_arguments)]
-fn summarize_with(
-    c: &Contract,
-    records: &[Record],
-    context: &Context,
-    by_phase: &BTreeMap<Phase, Vec<&Record>>,
-    steady_recs: &[&Record],
-    phases: BTreeMap<String, PhaseStats>,
-    stats: PhaseStats,
-    rest: SteadyRest<'_>,
-) -> Summary {
-    let Context {
-        workload,
-        interrupted,
-        stopped,
-        timeline,
-        facts,
-        scrapes,
-    } = *context;
-    let none = crate::workload::Inputs::default();
-    let workload = workload.unwrap_or(&none);
-    let origin = c.measurement.latency_origin;
-    let SteadyRest {
-        window,
-        window_s,
-        ok,
-        throughput,
-        errors,
-        first_errors,
-        metrics,
-        output_token_source,
-        output_count,
-        output_length_mismatches,
-        lengths,
-        slo,
-    } = rest;
-    let (offered, achieved) = (throughput.offered_rps, throughput.achieved_rps);
-    let support = support(c, &stats);
-
-    let validity = validity(
-        c,
-        &ValidityInputs {
-            records,
-            steady: steady_recs,
-            warmup: by_phase.get(&Phase::Warmup).map_or(&[][..], Vec::as_slice),
-            drain: by_phase.get(&Phase::Drain).map_or(&[][..], Vec::as_slice),
-            stats: &stats,
-            window,
-            offered,
-            achieved,
-            errors: &errors,
-            misses: slo.as_ref().map_or(stats.failed, |s| s.counted - s.met),
-            interrupted,
-            stopped,
-        },
-    );
-
-    // The target's facts; without environment.json, the declared ones alone.
-    let declared_only;
-    let facts = match facts {
-        Some(f) => f,
-        None => {
-            declared_only = Facts::resolve(&c.target.declared, &[]);
-            &declared_only
-        }
-    };
-    let grade = grade(c, records, facts);
-    let notes = notes(
-        c,
-        &phases,
-        &output_count,
-        &lengths,
-        steady_recs,
-        &metrics,
-        output_length_mismatches,
-    );
-
-    let cold_start = cold_start_result(c, by_phase, timeline);
-    let warmup = warmup_result(c, by_phase, steady_recs);
-
-    Summary {
+        Summary {
         schema_version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         contract: c.name.clone(),
@@ -1342,7 +1262,7 @@ fn summarize_with(
             output_length_mismatches,
             slo,
             support,
-            sessions: sessions::summarize(c, steady_recs, window_s),
+            sessions: sessions::summarize(c, &steady_recs, window_s),
             prefix_reuse: prefix_reuse(c, &ok),
         },
         predictions: None,
@@ -1362,6 +1282,7 @@ fn summarize_with(
             }))
             .collect(),
     }
+    })
 }
 
 /// The load in words; with sessions, its arrivals are sessions.
