@@ -203,20 +203,25 @@ fn every_command_takes_one_format() {
     );
 }
 
+/// A generated bundle of 20,000 steady requests (`record::synth`) in `dir`; `legacy`: chunks
+/// in the format before compact encoding.
+fn synthetic(dir: &std::path::Path, legacy: bool) {
+    let spec = goodput::record::synth::Spec {
+        requests: 20_000,
+        ..Default::default()
+    };
+    goodput::record::synth::write_bundle(dir, &spec, legacy).unwrap();
+}
+
 /// Issue #23: records in the compact chunk encoding summarize to exactly what the same records
 /// in the old `[[µs, tokens], …]` encoding do, and ITL (tallied per microsecond, not sorted as
 /// a list) has the very percentiles of the list-sorting computation on every gap.
 #[test]
 fn compact_records_give_the_percentiles_of_the_old_format_and_of_a_sorted_list() {
-    use goodput::record::synth::{Spec, write_bundle};
     let dir = tempfile::tempdir().unwrap();
-    let spec = Spec {
-        requests: 20_000,
-        ..Spec::default()
-    };
     let (compact, legacy) = (dir.path().join("compact"), dir.path().join("legacy"));
-    write_bundle(&compact, &spec, false).unwrap();
-    write_bundle(&legacy, &spec, true).unwrap();
+    synthetic(&compact, false);
+    synthetic(&legacy, true);
     let size = |d: &std::path::Path| std::fs::metadata(d.join("requests.jsonl")).unwrap().len();
     assert!(
         size(&compact) * 3 < size(&legacy) * 2,
@@ -265,13 +270,8 @@ fn compact_records_give_the_percentiles_of_the_old_format_and_of_a_sorted_list()
 #[test]
 fn a_file_read_in_blocks_names_its_own_lines() {
     use goodput::record::read_jsonl_noted;
-    use goodput::record::synth::{Spec, write_bundle};
     let dir = tempfile::tempdir().unwrap();
-    let spec = Spec {
-        requests: 20_000,
-        ..Spec::default()
-    };
-    write_bundle(dir.path(), &spec, false).unwrap();
+    synthetic(dir.path(), false);
     let path = dir.path().join("requests.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(

@@ -352,20 +352,25 @@ impl Tally {
             0.0
         };
         Some(Dist::from_ranked(n, mean, var, |ranks| {
-            let mut out = Vec::with_capacity(ranks.len());
-            let mut want = ranks.iter().peekable();
-            let mut seen = 0u64;
-            for (v, c) in self.ascending() {
-                seen += c;
-                while want.next_if(|&&r| (r as u64) < seen).is_some() {
-                    out.push(v);
-                }
-                if want.peek().is_none() {
-                    break;
-                }
-            }
-            out
+            self.at_ranks(ranks)
         }))
+    }
+
+    /// The values at these ascending ranks (0-based), one walk up the tally.
+    fn at_ranks(&mut self, ranks: &[usize]) -> Vec<f64> {
+        let mut out = Vec::with_capacity(ranks.len());
+        let mut want = ranks.iter().peekable();
+        let mut seen = 0u64;
+        for (v, c) in self.ascending() {
+            seen += c;
+            while want.next_if(|&&r| (r as u64) < seen).is_some() {
+                out.push(v);
+            }
+            if want.peek().is_none() {
+                break;
+            }
+        }
+        out
     }
 
     /// `points` + 1 evenly spaced quantiles (0 to 1) with their values, for a CDF drawn from
@@ -376,16 +381,12 @@ impl Tally {
             return Vec::new();
         }
         let ranks: Vec<usize> = (0..=points).map(|i| i * (n - 1) / points).collect();
-        let mut out = Vec::with_capacity(ranks.len());
-        let mut want = ranks.iter().peekable();
-        let mut seen = 0u64;
-        for (v, c) in self.ascending() {
-            seen += c;
-            while let Some(&r) = want.next_if(|&&r| (r as u64) < seen) {
-                out.push((v, (r + 1) as f64 / n as f64));
-            }
-        }
-        out
+        let values = self.at_ranks(&ranks);
+        values
+            .into_iter()
+            .zip(&ranks)
+            .map(|(v, &r)| (v, (r + 1) as f64 / n as f64))
+            .collect()
     }
 }
 
