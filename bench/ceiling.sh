@@ -9,7 +9,7 @@
 # noisy machine lands on both. Then, against the same nginx: client-added TTFT at low load
 # (everything nginx does not spend: goodput's own and loopback's time), and open-loop dispatch
 # lag p99 at 1,000, 2,000 and 5,000 req/s (5,000 three times). Last, peak RSS per in-flight
-# stream with 10,000 streams held open by `goodput sim` (each stream lasts ~20 s), and the
+# stream with 10,000 streams held open by `goodput sim` (each stream lasts ~21 s), and the
 # client's RSS over a soak: 750,000 requests at 5,000 req/s (two hours at 100 req/s).
 # Installs nginx and wrk with apt when missing. `--quick`: one round and shorter runs.
 # `--table`: print the README's Performance rows (Markdown) at the end.
@@ -101,13 +101,13 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.body = '{"model":"bench","messages":[{"role":"user","content":"hello"}],"max_tokens":256,"stream":true}'
 LUA
 
-contract() { # load-lines → contract file
+contract() { # LOAD-LINES [WARMUP [URL [MODEL]]] → $work/c.toml
     cat > "$work/c.toml" <<TOML
 name = "ceiling"
 [target]
-url = "$url"
-model = "bench"
-timeout = "30s"
+url = "${3:-$url}"
+model = "${4:-bench}"
+timeout = "120s"
 [workload]
 input_tokens = { dist = "fixed", value = 16 }
 output_tokens = { dist = "fixed", value = 256 }
@@ -172,7 +172,7 @@ max_in_flight = 20000" 2000
     lag_rows+=("$rate $lag $valid")
 done
 
-echo "== soak: open loop at 5,000 req/s for ${soak_secs}s (${soak_k}k requests, 2 hours at 100 req/s): client RSS =="
+echo "== soak: open loop at 5,000 req/s for ${soak_secs}s (${soak_k}k requests, $(python3 -c "print(round($soak_k * 10 / 3600, 1))") h at 100 req/s): client RSS =="
 contract "rate = 5000.0
 duration = \"${soak_secs}s\"
 max_in_flight = 20000" 1000
@@ -197,33 +197,17 @@ print(f'RSS median {a/1024:.0f} MB over {after[0][0]}-{after[k-1][0]} s, {b/1024
 printf '%s\n' "${samples[@]}" | awk '{printf "%s:%dMB ", $1, $2/1024} END {print ""}'
 echo "$soak_line"
 
-echo "== 10,000 streams in flight against goodput sim (each ~20 s): peak RSS per stream =="
+echo "== 10,000 streams in flight against goodput sim (each ~21 s): peak RSS per stream =="
 "$G" sim --port 0 --set decode_base_ms=80 --set decode_per_seq_ms=0 --set max_batch=100000 \
     --set kv_capacity_tokens=1000000000000 --set prefill_tokens_per_s=1e12 > "$work/sim.out" &
 pids+=($!)
 for _ in $(seq 100); do grep -q http:// "$work/sim.out" 2>/dev/null && break; sleep 0.1; done
 sim_url=$(grep -o 'http://[0-9.:]*' "$work/sim.out" | head -1)
 stream_rss() { # concurrency → peak RSS kB of `goodput run`
-    cat > "$work/s.toml" <<TOML
-name = "streams"
-[target]
-url = "$sim_url"
-timeout = "120s"
-[workload]
-input_tokens = { dist = "fixed", value = 16 }
-output_tokens = { dist = "fixed", value = 250 }
-[load]
-kind = "closed"
+    contract "kind = \"closed\"
 concurrency = $1
-requests = $1
-[warmup]
-requests = 0
-[measurement]
-server_metrics_interval = "0s"
-[quality]
-mode = "none"
-TOML
-    /usr/bin/time -f '%M' -o "$work/rss" "$G" run "$work/s.toml" --quiet --out "$work/sruns" --format json > "$work/s.json" 2>"$work/s.err" || true
+requests = $1" 0 "$sim_url" goodput-sim-8b
+    /usr/bin/time -f '%M' -o "$work/rss" "$G" run "$work/c.toml" --quiet --out "$work/sruns" --format json > "$work/s.json" 2>"$work/s.err" || true
     cat "$work/rss"
 }
 base_rss=$(stream_rss 10)
