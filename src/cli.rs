@@ -521,14 +521,14 @@ pub struct SimArgs {
     ground_truth: Option<PathBuf>,
 }
 
-/// Writes to stdout, returning the error (a closed pipe) instead of panicking like `print!`.
-/// Each run of a repeat set: its headline, why it is INVALID (first reason), and how its
-/// predictions fared.
+/// Each run of a repeat set: its headline, every reason it is INVALID (one line each: a run
+/// that fell behind its schedule may also be too small for its percentile, and a reader fixing
+/// the first should know of the second), and how its predictions fared.
 fn runs_overview(runs: &[&crate::analyze::Summary]) -> String {
     let mut out = String::new();
     for (i, s) in runs.iter().enumerate() {
         out += &format!("run {:02}: {}\n", i + 1, crate::report::headline(s));
-        if let Some(r) = s.validity.reasons.first() {
+        for r in &s.validity.reasons {
             out += &format!("  INVALID: {r}\n");
         }
         for o in s.predictions.iter().flat_map(|p| &p.outcomes) {
@@ -547,6 +547,7 @@ fn runs_overview(runs: &[&crate::analyze::Summary]) -> String {
     out
 }
 
+/// Writes to stdout, returning the error (a closed pipe) instead of panicking like `print!`.
 fn say(text: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
