@@ -124,6 +124,41 @@ impl Bundle {
         std::fs::rename(&tmp, self.path(REQUESTS))
     }
 
+    /// A run's results from its records: the summary (its prediction checked), written with
+    /// its reports, the per-second series and the HTML page.
+    pub fn write_results(
+        &self,
+        contract: &Contract,
+        context: &Context,
+        records: &[Record],
+        prediction: Option<(crate::contract::prediction::Prediction, String)>,
+    ) -> anyhow::Result<Summary> {
+        let mut summary = summarize(contract, records, context);
+        summary.predictions =
+            prediction.map(|(p, _)| crate::analyze::predict::check(&p, &summary, true));
+        let inputs = context.workload.cloned().unwrap_or_default();
+        self.write_documents(contract, &inputs, &summary, records)?;
+        Ok(summary)
+    }
+
+    /// Writes a summary with its reports, the per-second series and the HTML page.
+    pub fn write_documents(
+        &self,
+        contract: &Contract,
+        inputs: &Inputs,
+        summary: &Summary,
+        records: &[Record],
+    ) -> anyhow::Result<()> {
+        self.write_summary(summary)?;
+        let seconds = crate::analyze::timeseries(records);
+        self.write_json("timeseries.json", &seconds)?;
+        self.write(
+            "report.html",
+            &crate::report::html::page(contract, inputs, summary, records, &seconds),
+        )?;
+        Ok(())
+    }
+
     /// Writes the summary and its Markdown report.
     pub fn write_summary(&self, s: &Summary) -> io::Result<()> {
         self.write_json(SUMMARY, s)?;
@@ -210,6 +245,9 @@ impl Bundle {
                 .as_str()
                 .map(|s| format!("interrupted by {s}"))
         });
+        // A run merged from shards: what it keeps of each client.
+        let shards: Vec<crate::analyze::shards::ShardFacts> =
+            serde_json::from_value(environment["shards"].clone()).unwrap_or_default();
         let context = Context {
             workload: Some(inputs),
             interrupted,
@@ -217,6 +255,7 @@ impl Bundle {
             timeline: timeline.as_ref(),
             facts: facts.as_ref(),
             scrapes: &scrapes,
+            shards: &shards,
         };
         let mut summary = summarize(contract, records, &context);
         if let Ok(bytes) = std::fs::read(self.path(PREDICTION)) {

@@ -160,6 +160,10 @@ impl crate::run::Watch for Stderr {
     fn warn(&self, message: &str) {
         say_err!("warning: {message}");
     }
+
+    fn note(&self, message: &str) {
+        say_err!("note: {message}");
+    }
 }
 
 /// The signal that interrupted this process, if one did (see [`cancel_on_signals`]).
@@ -297,6 +301,9 @@ pub struct Overrides {
     /// Measured duration, e.g. 60s (`load.duration`).
     #[arg(long)]
     pub duration: Option<String>,
+    /// Further shorthands of one command (`run --shard`, `--start-at`): name and value.
+    #[arg(skip)]
+    pub more: Vec<(&'static str, String)>,
 }
 
 impl Overrides {
@@ -316,6 +323,10 @@ impl Overrides {
                 edits.extend(contract::edit::shorthand(name, v));
                 said.push(format!("--{name} {v}"));
             }
+        }
+        for (name, v) in &self.more {
+            edits.extend(contract::edit::shorthand(name, v));
+            said.push(format!("--{name} {v}"));
         }
         for s in &self.set {
             edits.push(contract::edit::Edit::parse_set(s).map_err(anyhow::Error::msg)?);
@@ -380,6 +391,28 @@ pub enum Command {
     Demo(DemoArgs),
     /// Serve the simulated inference server on loopback until interrupted.
     Sim(SimArgs),
+    /// Join the bundles of one sharded run (`run --shard I/N`, one per client machine) into
+    /// one bundle, its summary recomputed from every shard's raw records.
+    #[command(
+        after_help = "Refused (exit 1, naming the bundle) unless the bundles are every shard of one plan exactly once: the same contract but for load.shard, the same shard count and start instant."
+    )]
+    Merge(MergeArgs),
+}
+
+// The arguments of `goodput merge`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The shards' bundles, in any order.
+    #[arg(required = true)]
+    bundles: Vec<PathBuf>,
+    /// Directory that receives the merged bundle (under the contract's name).
+    #[arg(long, default_value = "runs", env = "GOODPUT_OUT")]
+    out: PathBuf,
+    #[command(flatten)]
+    format: FormatArgs,
+    /// The whole report (see `run --verbose`).
+    #[arg(long, short)]
+    verbose: bool,
 }
 
 // The arguments of `goodput run`.
@@ -402,6 +435,15 @@ pub struct RunArgs {
     /// (overrides [prediction]); the report shows predicted vs measured.
     #[arg(long)]
     predict: Option<String>,
+    /// Send only shard I (from 0) of N of the plan (`load.shard`): the arrivals whose plan
+    /// index is I modulo N (whole sessions), for one client machine of N; `goodput merge`
+    /// joins the N bundles. Needs --start-at.
+    #[arg(long, value_name = "I/N", requires = "start_at")]
+    shard: Option<String>,
+    /// The common start instant of every shard's schedule, RFC 3339 (`load.start_at`), e.g.
+    /// 2026-12-02T06:00:00Z; refused once past.
+    #[arg(long, value_name = "INSTANT")]
+    start_at: Option<String>,
 }
 
 // The arguments of `goodput compare`.
@@ -568,7 +610,27 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(a) => demo_command(a),
         Command::Audit(a) => audit_command(a),
         Command::Sim(a) => sim_command(a).await,
+        Command::Merge(a) => merge_command(a),
     }
+}
+
+fn merge_command(a: MergeArgs) -> anyhow::Result<ExitCode> {
+    let argv: Vec<String> = std::env::args().collect();
+    let m = crate::merge::merge(&a.bundles, &a.out, &argv)?;
+    let format = a.format.get();
+    match format {
+        Format::Html => say(&std::fs::read_to_string(m.bundle.path("report.html"))
+            .with_context(|| format!("reading {}", m.bundle.dir.display()))?)?,
+        format => {
+            let doc =
+                crate::report::document_at(&m.summary, a.verbose || format != Format::Terminal);
+            emit(format, "goodput merge", &doc, &m.summary)?;
+            if format == Format::Terminal {
+                say(&format!("\nBundle: {}\n", m.bundle.dir.display()))?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
@@ -579,7 +641,12 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
         cold_start,
         repeats,
         predict,
+        shard,
+        start_at,
     } = a;
+    let mut overrides = overrides;
+    overrides.more.extend(shard.map(|v| ("shard", v)));
+    overrides.more.extend(start_at.map(|v| ("start-at", v)));
     let (path, src) = match &contract {
         Some(p) => (p.clone(), read_contract(p)?),
         None => (
@@ -613,6 +680,11 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
             bail!("--repeats must be at least 1");
         }
         c.repeat.runs = n;
+    }
+    if c.repeat.runs > 1 && c.load.shard.is_some() {
+        bail!(
+            "a shard runs once, at its start instant: repeat a sharded run by starting every shard again with a new --start-at"
+        );
     }
     let cancel = cancel_on_signals("the records in flight");
     if c.repeat.runs > 1 {

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::analyze::{Summary, summarize};
+use crate::analyze::Summary;
 use crate::bundle::{
     Bundle, COLD_START, CONTRACT, ENVIRONMENT, METRICS, PREDICTION, REFERENCES, REQUESTS,
 };
@@ -154,7 +154,15 @@ pub async fn run(
     crate::coldstart::substitute_port(&mut contract);
     // Every run its own cache nonce (kept in the bundle's contract): prompts of an earlier run
     // share nothing with this one's beyond the run lead, so `cold` is cold across runs too.
-    contract.workload.cache_nonce = Some(fresh_nonce());
+    // The shards of one run share theirs (one plan): it is drawn from their start instant.
+    let start_at = contract.load.start_at();
+    contract.workload.cache_nonce = Some(match &contract.load.start_at {
+        Some(at) => crate::text::sha256_prefix(at.as_bytes(), 8),
+        None => fresh_nonce(),
+    });
+    if let Some(at) = start_at {
+        not_past(at, "")?;
+    }
     let Reached {
         http,
         connects,
@@ -205,6 +213,36 @@ pub async fn run(
     )
     .await?;
     environment["client_wake_latency"] = wake.status.clone();
+    let start_us = match (contract.load.shard(), start_at) {
+        (Some(shard), Some(at)) => {
+            let clock =
+                unless_cancelled(&cancel, &opts.signal, "reading the target's clock", async {
+                    Ok(crate::env::clock::offset(
+                        &target.http,
+                        &target.base,
+                        target.api_key.as_deref(),
+                    )
+                    .await)
+                })
+                .await?;
+            let ahead = not_past(at, " while the target was probed")?;
+            let origin_us = started.elapsed().as_micros() as u64 + ahead.as_micros() as u64;
+            opts.watch.note(&format!(
+                "shard {shard}: the schedule starts at {at} (in {:.1} s)",
+                ahead.as_secs_f64()
+            ));
+            environment["shard"] = json!({
+                "shard": shard.to_string(),
+                "index": shard.index,
+                "count": shard.count,
+                "start_at": at.to_string(),
+                "origin_us": origin_us,
+                "clock": clock,
+            });
+            Some(origin_us)
+        }
+        _ => None,
+    };
     bundle.write_json(ENVIRONMENT, &environment)?;
 
     let contract = Arc::new(contract);
@@ -217,7 +255,7 @@ pub async fn run(
         &opts,
         scraper,
         &cancel,
-        started,
+        (started, start_us),
     )
     .await?;
     // The connections the load opened (before the recount opens any of its own).
@@ -255,8 +293,9 @@ pub async fn run(
         timeline: timeline.as_ref(),
         facts: Some(&facts),
         scrapes: &scrapes,
+        shards: &[],
     };
-    let summary = write_summary(&bundle, &contract, &context, &records, prediction)?;
+    let summary = bundle.write_results(&contract, &context, &records, prediction)?;
     bundle.write_json(
         "command.json",
         &command.json(Some(jiff::Timestamp::now()), interrupted, &aborted, signal),
@@ -298,28 +337,6 @@ impl CommandRecord<'_> {
             "prediction_sha256": self.prediction_sha256,
         })
     }
-}
-
-/// The run's summary (its prediction checked), written into the bundle with the reports.
-fn write_summary(
-    bundle: &Bundle,
-    contract: &Contract,
-    context: &crate::analyze::Context,
-    records: &[Record],
-    prediction: Option<(crate::contract::prediction::Prediction, String)>,
-) -> anyhow::Result<Summary> {
-    let mut summary = summarize(contract, records, context);
-    summary.predictions =
-        prediction.map(|(p, _)| crate::analyze::predict::check(&p, &summary, true));
-    bundle.write_summary(&summary)?;
-    let seconds = crate::analyze::timeseries(records);
-    bundle.write_json("timeseries.json", &seconds)?;
-    let inputs = context.workload.cloned().unwrap_or_default();
-    bundle.write(
-        "report.html",
-        &crate::report::html::page(contract, &inputs, &summary, records, &seconds),
-    )?;
-    Ok(summary)
 }
 
 /// Whether the target is there and serves the contract's model (the first it lists when
@@ -557,7 +574,7 @@ async fn load(
     opts: &RunOptions,
     scraper: Result<Scraper, String>,
     cancel: &CancellationToken,
-    started: Instant,
+    (started, start_us): (Instant, Option<u64>),
 ) -> anyhow::Result<(Vec<Record>, crate::driver::DriveOutcome, Option<String>)> {
     // Giving up ends this run only: a sweep's next point, or the next repeat, still runs
     // (a signal, on the caller's token, still ends them all).
@@ -602,6 +619,7 @@ async fn load(
         run_id,
         stable: stable.clone(),
         follow_ups: std::sync::OnceLock::new(),
+        start_us,
     });
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -795,6 +813,19 @@ async fn reach(
     })
 }
 
+/// How long until a sharded run's start instant; an error once it has passed (`when` says
+/// what took the time).
+fn not_past(at: jiff::Timestamp, when: &str) -> anyhow::Result<Duration> {
+    let ahead = at.duration_since(jiff::Timestamp::now());
+    if ahead.is_negative() || ahead.is_zero() {
+        bail!(
+            "load.start_at = {at} passed {:.1} s ago{when}: every shard must be ready before it, so choose a later instant (e.g. a minute from now) and start every shard again",
+            -ahead.as_secs_f64()
+        );
+    }
+    Ok(Duration::from_secs_f64(ahead.as_secs_f64()))
+}
+
 /// A new cache nonce: 8 hex digits that differ from run to run. Uniqueness, not secrecy, is
 /// needed: std's `RandomState` is keyed from the OS per process (and per instance within
 /// one), and the clock separates runs further.
@@ -952,6 +983,8 @@ pub trait Watch: Send + Sync + std::fmt::Debug {
     /// The run (or one run of a repeat set) is over: clear what `progress` drew.
     fn finished(&self) {}
     fn warn(&self, _message: &str) {}
+    /// Something the user should know that is not wrong (a shard waiting for its start).
+    fn note(&self, _message: &str) {}
 }
 
 /// Watches nothing (tests, library use).

@@ -25,6 +25,7 @@ pub mod predict;
 pub(crate) mod quality;
 pub(crate) mod server;
 pub mod sessions;
+pub mod shards;
 pub(crate) mod stats;
 
 use std::collections::BTreeMap;
@@ -236,6 +237,10 @@ pub struct Summary {
     /// another model answering).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The client machines of a run merged from shards (`goodput merge`): each one's dispatch
+    /// lag and clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<shards::ShardsResult>,
 }
 
 /// The target of a run: where, which model, which engine on what.
@@ -1072,6 +1077,8 @@ pub struct Context<'a> {
     pub facts: Option<&'a Facts>,
     /// The target's `/metrics` scrapes (`metrics.jsonl`).
     pub scrapes: &'a [crate::env::prom::Scrape],
+    /// The shards a merged run was sent by (`environment.json` `shards`); empty otherwise.
+    pub shards: &'a [shards::ShardFacts],
 }
 
 /// Computes the summary of a run from its records and what else the bundle keeps.
@@ -1083,6 +1090,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         timeline,
         facts,
         scrapes,
+        shards: shard_facts,
     } = *context;
     let none = crate::workload::Inputs::default();
     let workload = workload.unwrap_or(&none);
@@ -1193,7 +1201,8 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         };
         let support = support(c, &stats);
 
-        let validity = validity(
+        let shards = shards::summarize(shard_facts, records);
+        let mut validity = validity(
             c,
             &ValidityInputs {
                 records,
@@ -1211,6 +1220,13 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             },
         );
 
+        if let Some(why) = shards
+            .as_ref()
+            .and_then(shards::ShardsResult::invalid_reason)
+        {
+            validity.reasons.push(why);
+            validity.verdict = ValidityVerdict::Invalid;
+        }
         // The target's facts; without environment.json, the declared ones alone.
         let declared_only;
         let facts = match facts {
@@ -1221,7 +1237,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             }
         };
         let grade = grade(c, records, facts);
-        let notes = notes(
+        let mut notes = notes(
             c,
             &phases,
             &output_count,
@@ -1230,6 +1246,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             &metrics,
             output_length_mismatches,
         );
+        notes.extend(shards.iter().flat_map(shards::ShardsResult::notes));
 
         let cold_start = cold_start_result(c, &by_phase, timeline);
         let warmup = warmup_result(c, &by_phase, &steady_recs);
@@ -1238,7 +1255,10 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         schema_version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         contract: c.name.clone(),
-        load: describe_load(c),
+        load: match &shards {
+            Some(sh) => format!("{}, sent by {} shards", describe_load(c), sh.count),
+            None => describe_load(c),
+        },
         load_model: c.load.kind(),
         latency_origin: origin,
         fingerprints: c.fingerprints(),
@@ -1274,6 +1294,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         ),
         server: window.and_then(|(a, b)| server::derive(scrapes, a as f64 / 1e6, b as f64 / 1e6)),
         target: Some(target_identity(c, facts)),
+        shards,
         warnings: model_warning(c, records)
             .into_iter()
             .chain(cold_cache_warning(c, workload, &ok))
@@ -2306,6 +2327,7 @@ mod tests {
             phase: Phase::Steady,
             session: None,
             turn: None,
+            shard: None,
             request_id: format!("r-{index}"),
             intended_us: Some(at),
             dispatched_us: Some(at + 300),

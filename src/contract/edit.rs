@@ -76,6 +76,8 @@ pub fn shorthand(name: &str, value: &str) -> Vec<Edit> {
             Edit::set("load.duration", value, As::Str),
             Edit::unset("load.requests"),
         ],
+        "shard" => vec![Edit::set("load.shard", value, As::Str)],
+        "start-at" => vec![Edit::set("load.start_at", value, As::Str)],
         _ => Vec::new(),
     }
 }

@@ -615,6 +615,64 @@ pub struct Load {
     /// Measured duration (after warm-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<Seconds>,
+    /// `"I/N"`: this client sends only shard `I` (from 0) of `N` of the one seeded plan: the
+    /// arrivals (whole sessions) whose plan index is `I` modulo `N`, at their intended times
+    /// from `start_at`. Every shard labels phases over the whole plan, so `goodput merge` of
+    /// the `N` bundles is the unsharded run. `goodput run --shard I/N` sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
+    /// The common start instant of a sharded run (RFC 3339, e.g. `2026-12-02T06:00:00Z`): every
+    /// shard's schedule starts then, so intended send times line up across machines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+}
+
+/// One shard of a plan: `index` (from 0) of `count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    /// The most shards a plan is cut into.
+    pub const MAX: u32 = 4096;
+
+    /// `"I/N"`, checked: `I < N <= MAX`.
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let bad = || format!("= \"{s}\": must be I/N, shard I (from 0) of N, e.g. \"0/3\"");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: u32 = i.trim().parse().map_err(|_| bad())?;
+        let count: u32 = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || count > Shard::MAX {
+            return Err(format!("= \"{s}\": N must be 1 to {}", Shard::MAX));
+        }
+        if index >= count {
+            return Err(format!(
+                "= \"{s}\": shards are numbered from 0, so I must be below N ({count})"
+            ));
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// Whether plan arrival `i` (a request, or a session's first turn) is this shard's.
+    pub fn owns(self, i: u64) -> bool {
+        i % u64::from(self.count) == u64::from(self.index)
+    }
+
+    /// How many of the arrivals `from..from + n` are this shard's.
+    pub fn share(self, from: u64, n: u64) -> u64 {
+        let below = |x: u64| {
+            (x + u64::from(self.count) - 1 - u64::from(self.index)) / u64::from(self.count)
+        };
+        below(from + n) - below(from)
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -994,6 +1052,14 @@ impl Load {
     pub fn is_open(&self) -> bool {
         self.kind() == LoadModel::Open
     }
+    /// The shard this client sends (`load.shard`, validated), if the run is sharded.
+    pub fn shard(&self) -> Option<Shard> {
+        self.shard.as_deref().and_then(|s| Shard::parse(s).ok())
+    }
+    /// The common start instant of a sharded run (`load.start_at`, validated).
+    pub fn start_at(&self) -> Option<jiff::Timestamp> {
+        self.start_at.as_deref().and_then(|s| s.parse().ok())
+    }
     pub fn requests(&self) -> Option<u64> {
         self.requests
     }
@@ -1019,14 +1085,26 @@ impl Load {
     pub fn think_time(&self) -> Seconds {
         self.think_time.unwrap_or_default()
     }
-    /// One line for headlines: "open loop, poisson arrivals at 5 req/s".
     /// Tokens per block of a Mooncake trace's `hash_ids`: `trace_block_tokens`, else
     /// Mooncake's 512.
     pub fn block_tokens(&self) -> u32 {
         self.trace_block_tokens.unwrap_or(512)
     }
 
+    /// One line for headlines: "open loop, poisson arrivals at 5 req/s"; a shard says which.
     pub fn describe(&self) -> String {
+        match self.shard() {
+            Some(s) => format!(
+                "{}, shard {s} (this client sent 1 arrival in {} from {})",
+                self.describe_whole(),
+                s.count,
+                self.start_at.as_deref().unwrap_or("?")
+            ),
+            None => self.describe_whole(),
+        }
+    }
+
+    fn describe_whole(&self) -> String {
         match self.kind() {
             LoadModel::Open => match self.arrival() {
                 Arrival::Gamma => format!(
@@ -1637,5 +1715,77 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("load.model") && e.contains("contradicts"), "{e}");
+    }
+
+    #[test]
+    fn shards_are_checked_with_their_key() {
+        let ok = parse_str(
+            "[load]\nrate = 2\nrequests = 4\nshard = \"2/3\"\nstart_at = \"2026-12-02T06:00:00Z\"\n",
+        )
+        .unwrap();
+        assert_eq!(ok.load.shard(), Some(Shard { index: 2, count: 3 }));
+        for (text, key, says) in [
+            (
+                "shard = \"3/3\"\nstart_at = \"2026-12-02T06:00:00Z\"",
+                "c.toml:4",
+                "below N",
+            ),
+            (
+                "shard = \"1-3\"\nstart_at = \"2026-12-02T06:00:00Z\"",
+                "c.toml:4",
+                "I/N",
+            ),
+            (
+                "shard = \"0/0\"\nstart_at = \"2026-12-02T06:00:00Z\"",
+                "c.toml:4",
+                "N must be 1",
+            ),
+            ("shard = \"0/2\"", "load.start_at", "missing"),
+            (
+                "shard = \"0/2\"\nstart_at = \"tomorrow\"",
+                "c.toml:5",
+                "RFC 3339",
+            ),
+            (
+                "start_at = \"2026-12-02T06:00:00Z\"",
+                "c.toml:4",
+                "sharded run only",
+            ),
+        ] {
+            let e = parse_str(&format!("[load]\nrate = 2\nrequests = 4\n{text}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key) && e.contains(says), "{text}: {e}");
+        }
+        let e = parse_str("[load]\nconcurrency = 2\nrequests = 4\nshard = \"0/2\"\nstart_at = \"2026-12-02T06:00:00Z\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("load.shard") && e.contains("open loop only"),
+            "{e}"
+        );
+        let e = parse_str("[load]\nrate = 2\nrequests = 4\nshard = \"0/2\"\nstart_at = \"2026-12-02T06:00:00Z\"\n[warmup.until_stable]\nwindow = 20\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("warmup.until_stable") && e.contains("cannot be sharded"),
+            "{e}"
+        );
+        // Every arrival in exactly one shard, and the shares add up.
+        for n in 1..6u32 {
+            for (from, len) in [(0, 0), (0, 17), (5, 23), (3, 1)] {
+                let shares: u64 = (0..n)
+                    .map(|i| Shard { index: i, count: n }.share(from, len))
+                    .sum();
+                assert_eq!(shares, len);
+                for i in 0..n {
+                    let s = Shard { index: i, count: n };
+                    assert_eq!(
+                        s.share(from, len),
+                        (from..from + len).filter(|&k| s.owns(k)).count() as u64
+                    );
+                }
+            }
+        }
     }
 }

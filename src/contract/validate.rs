@@ -69,6 +69,62 @@ impl Contract {
         self.measurement_and_quality()?;
         self.cold_start()?;
         self.request_extras()?;
+        self.sharding()?;
+        Ok(())
+    }
+
+    /// `load.shard` and `load.start_at`: a shard of an open-loop plan whose phases every shard
+    /// can label alike, started at one instant. A warm-up that ends when TTFT settles is decided
+    /// by each client's own answers, and a cold start by the one client that launched the server,
+    /// so neither can be cut into shards.
+    fn sharding(&self) -> Result<(), Problem> {
+        let l = &self.load;
+        if let Some(at) = &l.start_at
+            && at.parse::<jiff::Timestamp>().is_err()
+        {
+            return problem(
+                "load.start_at",
+                format!(
+                    "= \"{at}\": must be an RFC 3339 instant with its offset, e.g. \"2026-12-02T06:00:00Z\""
+                ),
+            );
+        }
+        let Some(s) = &l.shard else {
+            if l.start_at.is_some() {
+                return problem(
+                    "load.start_at",
+                    "applies to a sharded run only (load.shard, or goodput run --shard I/N)",
+                );
+            }
+            return Ok(());
+        };
+        Shard::parse(s)
+            .map(|_| ())
+            .or_else(|e| problem("load.shard", e))?;
+        if !l.is_open() {
+            return problem(
+                "load.shard",
+                "applies to an open loop only: a closed loop has no schedule to cut (run N clients with concurrency / N each, and say so)",
+            );
+        }
+        if l.start_at.is_none() {
+            return problem(
+                "load.start_at",
+                "missing: a sharded run needs the common start instant of every shard (goodput run --start-at 2026-12-02T06:00:00Z)",
+            );
+        }
+        if self.warmup.until_stable.is_some() {
+            return problem(
+                "warmup.until_stable",
+                "cannot be sharded: each client would decide from its own answers when warm-up ends, and the shards' phases would differ (use warmup.requests or warmup.duration)",
+            );
+        }
+        if self.cold_start.is_some() {
+            return problem(
+                "cold_start",
+                "cannot be sharded: one client measures a cold start (run it unsharded first)",
+            );
+        }
         Ok(())
     }
 

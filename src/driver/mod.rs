@@ -60,6 +60,9 @@ pub struct Driver {
     pub stable: Arc<AtomicBool>,
     /// Wakes sessions' follow-up turns at their intended times (started with the first).
     pub follow_ups: std::sync::OnceLock<Option<FollowUps>>,
+    /// Where an open-loop schedule starts on the client's clock (µs): a sharded run's common
+    /// start instant. `None`: when the dispatch thread is ready.
+    pub start_us: Option<u64>,
 }
 
 /// Wakes sessions' follow-up turns at their intended times as precisely as the open-loop
@@ -304,19 +307,25 @@ impl Driver {
         let mut phaser = Phaser::new(self.plan.rules());
         let _precise = PreciseSleeps::on_this_thread();
         let epoch = self.client.epoch();
-        // The schedule starts now: intended times are offsets from here on the run's clock
-        // (which may have started earlier, at a cold-start launch).
-        let origin = self.client.now_us();
+        // The schedule starts now (a shard: at the common start instant): intended times are
+        // offsets from here on the run's clock (which may have started earlier, at a cold-start
+        // launch).
+        let origin = self.start_us.unwrap_or_else(|| self.client.now_us());
         let next = || match built.try_recv() {
             Ok(b) => Some((b, false)),
             Err(TryRecvError::Empty) => built.recv().ok().map(|b| (b, true)),
             Err(TryRecvError::Disconnected) => None,
         };
-        while let Some(((offset, (planned, body)), waited)) = next() {
+        while let Some(((offset, built), waited)) = next() {
+            // Every arrival of the plan is labelled, so shards label phases alike; a shard
+            // sends its own.
             let phase = phaser.next(offset, self.stable.load(Ordering::Acquire));
             if phase == Phase::Drain && steady_in_flight.load(Ordering::Acquire) == 0 {
                 break;
             }
+            let Some((planned, body)) = built else {
+                continue;
+            };
             let at = origin + offset;
             // The builder kept this request past its time.
             out.built_late += u64::from(waited && self.client.now_us() > at);
@@ -391,7 +400,8 @@ impl Driver {
             .name("goodput-build".into())
             .spawn(move || {
                 for (i, offset) in (0u64..).zip(arrivals) {
-                    if built_tx.send((offset, me.prepare(i))).is_err() {
+                    let own = me.plan.owns(i).then(|| me.prepare(i));
+                    if built_tx.send((offset, own)).is_err() {
                         return; // the schedule is over
                     }
                     if i + 1 == len as u64 {
@@ -524,7 +534,7 @@ fn build_ahead_len(c: &Contract, inputs: &crate::workload::Inputs) -> usize {
 }
 
 /// A request built ahead: its offset in the schedule (µs), the plan's entry and the body.
-type Built = (u64, (PlannedRequest, Bytes));
+type Built = (u64, Option<(PlannedRequest, Bytes)>);
 
 /// First plan index of cold-start requests.
 pub const COLD_START_INDEX: u64 = 1 << 40;

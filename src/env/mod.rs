@@ -65,6 +65,7 @@ pub fn gpus() -> Value {
     }
 }
 
+pub mod clock;
 pub(crate) mod facts;
 pub mod prom;
 pub mod tokenize;

@@ -115,6 +115,8 @@ pub struct Plan {
     sessions: Option<(crate::contract::Sessions, (String, u32))>,
     /// The API generates output tokens (embeddings do not).
     generates: bool,
+    /// `load.shard`: the arrivals this client sends (all: `None`).
+    shard: Option<crate::contract::Shard>,
 }
 
 /// The run's lead for `workload.cache_nonce`: what every prompt of the run starts with, in the
@@ -462,6 +464,7 @@ impl Plan {
             blocks,
             sessions,
             generates: c.target.api.capabilities().generates,
+            shard: c.load.shard(),
             probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
                 u64::from(c.quality.probes)
             } else {
@@ -473,7 +476,7 @@ impl Plan {
     /// How many requests send the shared prefixes before the load (`prefix_cache = "warm"`);
     /// they are plan indices `PRIME_INDEX..PRIME_INDEX + n`.
     pub fn priming(&self) -> u64 {
-        if self.warm {
+        if self.warm && self.primary() {
             self.prefixes.len() as u64
         } else {
             0
@@ -507,15 +510,38 @@ impl Plan {
         self.phases
     }
 
+    /// The shard this plan sends, if it is cut into shards.
+    pub fn shard(&self) -> Option<crate::contract::Shard> {
+        self.shard
+    }
+
+    /// Whether arrival `i` (a request, or a session's first turn) is sent by this client: every
+    /// one without shards, else those of its shard.
+    pub fn owns(&self, i: u64) -> bool {
+        self.shard.is_none_or(|s| s.owns(i))
+    }
+
+    /// How many of the arrivals `from..from + n` this client sends.
+    fn own(&self, from: u64, n: u64) -> u64 {
+        self.shard.map_or(n, |s| s.share(from, n))
+    }
+
+    /// Whether this client sends what a run sends once, before and after its load (the warm
+    /// prefixes, the quality probes): unsharded, or shard 0.
+    pub fn primary(&self) -> bool {
+        self.shard.is_none_or(|s| s.index == 0)
+    }
+
     /// Requests in warm-up plus the measured phase when both are bounded by count (the most
-    /// warm-up may take for `until_stable`); `None` when a duration bounds them.
+    /// warm-up may take for `until_stable`), this client's share of them; `None` when a
+    /// duration bounds them.
     pub fn len(&self) -> Option<u64> {
         let warm = match self.phases.warmup {
             WarmupRule::Requests(n) | WarmupRule::UntilStable { max: n } => n,
             WarmupRule::Duration(_) => return None,
         };
         match self.phases.stop {
-            StopRule::Requests(n) => Some(warm + n),
+            StopRule::Requests(n) => Some(self.own(0, warm + n)),
             StopRule::Duration(_) => None,
         }
     }
@@ -532,12 +558,14 @@ impl Plan {
         if self.cold_start > 0 {
             out.insert(Phase::ColdStart, self.cold_start);
         }
-        // With sessions, a phase's arrivals are sessions and its requests their turns.
+        // With sessions, a phase's arrivals are sessions and its requests their turns; a shard
+        // counts its own arrivals.
         let turns = |from: u64, n: u64| -> u64 {
             if self.sessions.is_none() {
-                return n;
+                return self.own(from, n);
             }
             (from..from + n)
+                .filter(|&i| self.owns(i))
                 .map(|i| self.session(i).map_or(1, |s| u64::from(s.turns)))
                 .sum()
         };
@@ -552,6 +580,7 @@ impl Plan {
             out.insert(Phase::Steady, turns(warm, n));
         } else if let StopRule::Requests(n) = self.phases.stop
             && self.sessions.is_none()
+            && self.shard.is_none()
         {
             out.insert(Phase::Steady, n);
         }
@@ -564,7 +593,7 @@ impl Plan {
     /// How many quality-probe requests follow the load (two per probe); they are plan indices
     /// `PROBE_INDEX..PROBE_INDEX + n`.
     pub fn probe_requests(&self) -> u64 {
-        2 * self.probes
+        if self.primary() { 2 * self.probes } else { 0 }
     }
 
     /// The dataset conversation session `i` replays (sessions over a dataset).
@@ -856,6 +885,9 @@ impl Plan {
             if phase == Phase::Drain {
                 break;
             }
+            if !self.owns(i) {
+                continue;
+            }
             let mut r = self.request(i);
             r.phase = phase;
             r.intended_us = t;
@@ -930,6 +962,41 @@ mod tests {
             Plan::new(&c, &Inputs::default()).to_jsonl(1000),
             Plan::new(&other, &Inputs::default()).to_jsonl(1000)
         );
+    }
+
+    /// The shards of a plan are the plan: every request once, with its prompt, lengths, phase
+    /// and intended send time, and the shards' planned counts add up to the plan's.
+    #[test]
+    fn shards_partition_the_plan() {
+        let whole = contract("rate = 50\nrequests = 70\n");
+        let mut whole = whole;
+        whole.warmup.requests = 11;
+        let plan = Plan::new(&whole, &Inputs::default());
+        let sorted = |text: String| {
+            let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            lines.sort_by_key(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["index"].as_u64()
+            });
+            lines
+        };
+        let mut union = Vec::new();
+        let mut planned = std::collections::BTreeMap::new();
+        for i in 0..4 {
+            let mut c = whole.clone();
+            c.load.shard = Some(format!("{i}/4"));
+            let shard = Plan::new(&c, &Inputs::default());
+            union.extend(shard.to_jsonl(1000).lines().map(str::to_owned));
+            for (phase, n) in shard.planned_by_phase() {
+                *planned.entry(phase).or_insert(0) += n;
+            }
+            assert_eq!(
+                shard.len(),
+                Some(crate::contract::Shard { index: i, count: 4 }.share(0, 81))
+            );
+        }
+        assert_eq!(sorted(union.join("\n")), sorted(plan.to_jsonl(1000)));
+        assert_eq!(planned, plan.planned_by_phase());
+        assert_eq!(plan.len(), Some(81));
     }
 
     #[test]

@@ -113,6 +113,14 @@ impl Chunks {
         *self = Chunks::default();
     }
 
+    /// Every arrival `by_us` later (another clock's origin): the gaps stay as they are.
+    pub fn shift(&mut self, by_us: u64) {
+        if self.len > 0 {
+            self.first_us = self.first_us.saturating_add(by_us);
+            self.last_us = self.last_us.saturating_add(by_us);
+        }
+    }
+
     /// Every chunk, in order: (arrival µs, tokens).
     pub fn iter(&self) -> Iter<'_> {
         Iter {

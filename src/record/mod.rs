@@ -28,6 +28,10 @@ pub struct Record {
     /// Which turn of its session, from 0; with the turns its session planned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<(u32, u32)>,
+    /// The shard of a sharded run that sent it, in a bundle `goodput merge` made (a shard's
+    /// own bundle holds only its own requests and leaves it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u32>,
     /// `X-Request-Id` sent with the request (run id and index), to join with server logs.
     pub request_id: String,
     /// When the schedule said to send it (open loop); absent in closed loop.
@@ -256,6 +260,24 @@ impl Record {
         }
     }
 
+    /// Every time in the record `by_us` later: the record on a clock whose origin is `by_us`
+    /// earlier (a shard's records on the merged run's clock).
+    pub fn shift(&mut self, by_us: u64) {
+        for t in [
+            &mut self.intended_us,
+            &mut self.dispatched_us,
+            &mut self.sent_us,
+            &mut self.first_token_us,
+            &mut self.end_us,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *t = t.saturating_add(by_us);
+        }
+        self.chunks.shift(by_us);
+    }
+
     /// A record for a planned request, before it is sent.
     pub fn planned(p: &PlannedRequest, phase: Phase, run_id: &str) -> Record {
         Record {
@@ -263,6 +285,7 @@ impl Record {
             phase,
             session: None,
             turn: None,
+            shard: None,
             request_id: format!("{run_id}-{}", p.index),
             intended_us: p.intended_us,
             dispatched_us: None,

@@ -191,6 +191,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     verdicts(&mut d, s, verbose);
     slo_and_throughput(&mut d, s);
     steady_table(&mut d, s, verbose);
+    shards(&mut d, s);
     sessions(&mut d, s);
     prefix_reuse(&mut d, s);
     details(&mut d, s, verbose);
@@ -563,6 +564,57 @@ fn prefix_reuse(d: &mut Doc, s: &Summary) {
     };
     let poor = p.reported > 0 && (p.within_one_block as f64) < 0.95 * p.reported as f64;
     d.toned(Tone::warn_if(poor), line);
+}
+
+/// A run merged from shards: each client machine's share, dispatch lag and clock, so a reader
+/// sees which client fell behind (and when more shards are needed).
+fn shards(d: &mut Doc, s: &Summary) {
+    let Some(sh) = &s.shards else {
+        return;
+    };
+    d.h(format!(
+        "Shards: {} client machines, one schedule from {}",
+        sh.count, sh.start_at
+    ));
+    let ms = |x: Option<f64>| x.map_or("—".to_owned(), num);
+    let rows = sh
+        .shards
+        .iter()
+        .map(|r| {
+            vec![
+                format!("{}/{}", r.index, sh.count),
+                r.host.clone().unwrap_or_else(|| "—".into()),
+                r.steady_requests.to_string(),
+                ms(r.dispatch_lag_p50_ms),
+                ms(r.dispatch_lag_p99_ms),
+                match (r.clock_offset_ms, r.clock_uncertainty_ms) {
+                    (Some(o), Some(u)) => format!("{o:+.1} ± {u:.1}"),
+                    (Some(o), None) => format!("{o:+.1}"),
+                    _ => "unknown".to_owned(),
+                },
+            ]
+        })
+        .collect();
+    d.table(
+        &[
+            "shard",
+            "host",
+            "steady",
+            "lag p50 ms",
+            "lag p99 ms",
+            "clock vs target ms",
+        ],
+        rows,
+    );
+    if let (Some(spread), Some(allowed)) = (sh.clock_spread_ms, sh.clock_spread_allowed_ms) {
+        d.toned(
+            Tone::warn_if(spread > allowed),
+            format!(
+                "Clocks: the shards' offsets to the target's span {spread:.1} ms (allowed {allowed:.1} ms: {} ms beyond the measurement's uncertainty).",
+                crate::analyze::shards::MAX_CLOCK_SPREAD_MS
+            ),
+        );
+    }
 }
 
 fn phases(d: &mut Doc, s: &Summary) {

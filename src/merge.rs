@@ -1,0 +1,261 @@
+//! `goodput merge`: the bundles of one sharded run (`goodput run --shard I/N`, one per client
+//! machine) joined into the one bundle a single client would have written.
+//!
+//! The shards must be of one plan: the same contract but for `load.shard` (every fingerprint
+//! equal), the same shard count and start instant, every shard present exactly once. Each
+//! shard's records are on its own clock, whose origin is its process start; its schedule began
+//! at the common start instant, `origin_us` on that clock. The merged clock puts every shard's
+//! origin at the latest of them, so each record moves by `latest − origin_us` and intended send
+//! times line up as the plan drew them. The raw records are concatenated (each marked with its
+//! shard) and the summary recomputed from them, never by averaging the shards' percentiles.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use serde_json::{Value, json};
+
+use crate::analyze::Summary;
+use crate::bundle::{Bundle, CONTRACT, ENVIRONMENT, METRICS, REFERENCES, REQUESTS};
+use crate::contract::{Contract, Shard};
+use crate::record::Record;
+
+/// One shard's bundle, read.
+struct Part {
+    dir: PathBuf,
+    contract: Contract,
+    shard: Shard,
+    start_at: String,
+    /// Where the schedule began on the shard's clock, µs.
+    origin_us: u64,
+    environment: Value,
+    command: Value,
+    records: Vec<Record>,
+}
+
+/// A merged run: its bundle and summary.
+#[derive(Debug)]
+pub struct Merged {
+    pub bundle: Bundle,
+    pub summary: Summary,
+}
+
+fn read_json(path: &Path) -> anyhow::Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))
+}
+
+fn read_part(dir: &Path) -> anyhow::Result<Part> {
+    let bundle = Bundle::open(dir)?;
+    let (contract, _) = crate::workload::load(&bundle.path(CONTRACT))?;
+    let environment = read_json(&bundle.path(ENVIRONMENT))?;
+    let (Some(shard), Some(start_at)) = (contract.load.shard(), contract.load.start_at.clone())
+    else {
+        bail!(
+            "{} is not a shard's bundle: its contract has no load.shard (it was not run with --shard I/N)",
+            dir.display()
+        );
+    };
+    let origin_us = environment["shard"]["origin_us"].as_u64().with_context(|| {
+        format!(
+            "{}: environment.json has no shard.origin_us (the shard stopped before its start instant?)",
+            dir.display()
+        )
+    })?;
+    let command = read_json(&bundle.path("command.json")).unwrap_or_default();
+    let (records, warning) =
+        crate::record::read_jsonl_noted(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
+    if let Some(w) = warning {
+        bail!("{}: {w}", dir.display());
+    }
+    Ok(Part {
+        dir: dir.to_owned(),
+        contract,
+        shard,
+        start_at,
+        origin_us,
+        environment,
+        command,
+        records,
+    })
+}
+
+/// The contract the shards ran, less the shard: the unsharded run's.
+fn whole(c: &Contract) -> Contract {
+    let mut c = c.clone();
+    c.load.shard = None;
+    c.load.start_at = None;
+    c
+}
+
+/// Every check that the parts are the shards of one plan, each once; the parts in shard order.
+fn check(mut parts: Vec<Part>) -> anyhow::Result<Vec<Part>> {
+    let Some(first) = parts.first() else {
+        bail!("nothing to merge: name the bundles of every shard");
+    };
+    let (n, start, name) = (first.shard.count, first.start_at.clone(), first.dir.clone());
+    let axes = whole(&first.contract).fingerprints_list();
+    let names = first.contract.axes().map(|(name, _)| name);
+    for p in &parts {
+        if p.shard.count != n {
+            bail!(
+                "{} is shard {} (of {}), but {} is of {n}: these are not the shards of one run",
+                p.dir.display(),
+                p.shard,
+                p.shard.count,
+                name.display()
+            );
+        }
+        if p.start_at != start {
+            bail!(
+                "{} (shard {}) started at {}, but {} at {start}: the shards of one run share their start instant",
+                p.dir.display(),
+                p.shard,
+                p.start_at,
+                name.display()
+            );
+        }
+        let differ: Vec<&str> = whole(&p.contract)
+            .fingerprints_list()
+            .iter()
+            .zip(&axes)
+            .zip(names)
+            .filter(|((a, b), _)| a != b)
+            .map(|(_, name)| name)
+            .collect();
+        if !differ.is_empty() {
+            bail!(
+                "{} (shard {}) belongs to a different plan: its contract's {} differ from {}'s",
+                p.dir.display(),
+                p.shard,
+                differ.join(", "),
+                name.display()
+            );
+        }
+    }
+    parts.sort_by_key(|p| p.shard.index);
+    for w in parts.windows(2) {
+        if w[0].shard.index == w[1].shard.index {
+            bail!(
+                "shard {} is given twice: {} and {}",
+                w[0].shard,
+                w[0].dir.display(),
+                w[1].dir.display()
+            );
+        }
+    }
+    let missing: Vec<String> = (0..n)
+        .filter(|i| !parts.iter().any(|p| p.shard.index == *i))
+        .map(|i| format!("{i}/{n}"))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "shard {} missing: a merged run needs every shard of the plan (given: {})",
+            missing.join(", "),
+            parts
+                .iter()
+                .map(|p| format!("{} from {}", p.shard, p.dir.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(parts)
+}
+
+/// The shards' `command.json`s as one: when the first started and the last ended, and whether
+/// any was interrupted or gave up (then the merged run was too).
+fn command(parts: &[Part], argv: &[String]) -> Value {
+    let all = |k: &'static str| parts.iter().map(move |p| &p.command[k]);
+    let ended = all("ended_utc")
+        .map(Value::as_str)
+        .collect::<Option<Vec<_>>>();
+    json!({
+        "argv": argv,
+        "merged_from": parts.iter().map(|p| p.dir.display().to_string()).collect::<Vec<_>>(),
+        "tool_version": env!("CARGO_PKG_VERSION"),
+        "started_utc": all("started_utc").filter_map(Value::as_str).min(),
+        "ended_utc": ended.and_then(|e| e.into_iter().max()),
+        "interrupted": all("interrupted").any(|v| v.as_bool() == Some(true)),
+        "signal": all("signal").find(|v| !v.is_null()),
+        "aborted": parts.iter().find_map(|p| p.command["aborted"].as_str().map(|a| format!("shard {}: {a}", p.shard))),
+    })
+}
+
+/// Merges the shard bundles in `dirs` into a new bundle under `out_root`.
+pub fn merge(dirs: &[PathBuf], out_root: &Path, argv: &[String]) -> anyhow::Result<Merged> {
+    let parts = dirs
+        .iter()
+        .map(|d| read_part(d))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let parts = check(parts)?;
+    let contract = whole(&parts[0].contract);
+    let latest = parts.iter().map(|p| p.origin_us).max().unwrap_or(0);
+    let bundle = Bundle::create(out_root, &contract)
+        .with_context(|| format!("creating a bundle under {}", out_root.display()))?;
+    bundle.write(CONTRACT, &contract.to_toml())?;
+    if parts[0].dir.join(REFERENCES).is_file() {
+        std::fs::copy(parts[0].dir.join(REFERENCES), bundle.path(REFERENCES))?;
+    }
+    let mut records = Vec::new();
+    let mut shards = Vec::new();
+    for p in &parts {
+        let by = latest - p.origin_us;
+        records.extend(p.records.iter().cloned().map(|mut r| {
+            r.shift(by);
+            r.shard = Some(p.shard.index);
+            r
+        }));
+        shards.push(json!({
+            "index": p.shard.index,
+            "count": p.shard.count,
+            "start_at": p.start_at,
+            "host": p.environment["client"]["hostname"],
+            "clock": p.environment["shard"]["clock"],
+            "bundle": p.dir.display().to_string(),
+            "origin_us": p.origin_us,
+            "shifted_us": by,
+        }));
+    }
+    // As they finished, on the merged clock.
+    records.sort_by_key(|r| (r.end_us.or(r.sent_us).unwrap_or(0), r.index));
+    bundle.rewrite_records(&records)?;
+    // The target as shard 0 saw it (every shard probed the same one); each client's own facts
+    // are under `shards`.
+    let mut environment = parts[0].environment.clone();
+    if let Some(e) = environment.as_object_mut() {
+        e.remove("shard");
+    }
+    environment["shards"] = Value::Array(shards);
+    bundle.write_json(ENVIRONMENT, &environment)?;
+    // The target's metrics as shard 0 scraped them, on the merged clock.
+    let scrapes = shifted_scrapes(&parts[0], latest)?;
+    if !scrapes.is_empty() {
+        let lines: Vec<String> = scrapes
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()?;
+        bundle.write(METRICS, &(lines.join("\n") + "\n"))?;
+    }
+    bundle.write_json("command.json", &command(&parts, argv))?;
+    // The summary as `goodput report` will recompute it: from the bundle alone.
+    let l = Bundle::load(&bundle.dir)?;
+    bundle.write_documents(&l.contract, &l.inputs, &l.summary, &l.records)?;
+    Ok(Merged {
+        bundle,
+        summary: l.summary,
+    })
+}
+
+/// Shard 0's `/metrics` scrapes moved onto the merged clock.
+fn shifted_scrapes(p: &Part, latest: u64) -> anyhow::Result<Vec<crate::env::prom::Scrape>> {
+    let path = p.dir.join(METRICS);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let by_s = (latest - p.origin_us) as f64 / 1e6;
+    let mut scrapes = crate::env::prom::read(&path).map_err(anyhow::Error::msg)?;
+    for s in &mut scrapes {
+        s.t_s += by_s;
+    }
+    Ok(scrapes)
+}
