@@ -182,6 +182,18 @@ pub async fn run(
         preflight(&http, &base, api_key.as_deref(), &mut contract),
     )
     .await?;
+    // Every other replica must be there and serve the same model, before any load.
+    for (i, other) in contract.target.urls.iter().enumerate().skip(1) {
+        let mut c = contract.clone();
+        unless_cancelled(
+            &cancel,
+            &opts.signal,
+            "asking the replicas what they serve",
+            preflight(&http, other, api_key.as_deref(), &mut c),
+        )
+        .await
+        .with_context(|| format!("target.urls[{i}]"))?;
+    }
     raise_open_file_limit();
 
     let (bundle, prediction) = prepare_bundle(bundle, &opts, &mut contract)?;
@@ -603,6 +615,10 @@ async fn load(
         .keep_output(keep)
         .follow_redirects(contract.target.follow_redirects)
         .keep_answers(contract.workload.sessions.is_some())
+        .replicas(
+            &contract.target.urls,
+            contract.target.spread.unwrap_or_default(),
+        )
         .recount(!counts_model_tokens(contract)),
     );
     let run_id = bundle

@@ -23,6 +23,7 @@
 pub(crate) mod headline;
 pub mod predict;
 pub(crate) mod quality;
+pub mod replicas;
 pub(crate) mod server;
 pub mod sessions;
 pub mod shards;
@@ -313,7 +314,19 @@ fn target_identity(c: &Contract, facts: &Facts) -> TargetIdentity {
     let fact = |k: &str| facts.get(k).map(str::to_owned);
     TargetIdentity {
         simulator: c.embedded(),
-        url: c.target.url.as_deref().map(without_userinfo),
+        url: c.target.url.as_deref().map(|u| match c.target.urls.len() {
+            0 | 1 => without_userinfo(u),
+            n => format!(
+                "{} and {} more replica{} (target.urls, {})",
+                without_userinfo(u),
+                n - 1,
+                if n > 2 { "s" } else { "" },
+                match c.target.spread.unwrap_or_default() {
+                    crate::contract::Spread::RoundRobin => "round robin",
+                    crate::contract::Spread::Session => "by session",
+                }
+            ),
+        }),
         model: c.target.model.clone().or_else(|| fact("model")),
         engine: fact("engine"),
         engine_revision: fact("engine_revision"),
@@ -608,6 +621,9 @@ pub struct Steady {
     /// Multi-turn sessions (`[workload.sessions]`): per turn, and session goodput.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<sessions::SessionSummary>,
+    /// Each of several replicas (`target.urls`): its share, latencies and attainment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<Vec<replicas::ReplicaResult>>,
     /// A trace's prefix structure (Mooncake `hash_ids`) against the cache hits the server
     /// reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1283,6 +1299,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             slo,
             support,
             sessions: sessions::summarize(c, &steady_recs, window_s),
+            replicas: replicas::summarize(c, &steady_recs),
             prefix_reuse: prefix_reuse(c, &ok),
         },
         predictions: None,
@@ -2328,6 +2345,7 @@ mod tests {
             session: None,
             turn: None,
             shard: None,
+            url: None,
             request_id: format!("r-{index}"),
             intended_us: Some(at),
             dispatched_us: Some(at + 300),

@@ -25,6 +25,10 @@ use sse::SseParser;
 pub struct Client {
     http: reqwest::Client,
     url: String,
+    /// Several replicas (`target.urls`): every endpoint URL, and how requests are spread over
+    /// them. Empty: every request to `url`.
+    replicas: Vec<String>,
+    spread: crate::contract::Spread,
     api_key: Option<String>,
     adapter: Box<dyn Adapter>,
     counting: ClientTokenCount,
@@ -264,6 +268,8 @@ impl Client {
         Client {
             http,
             url,
+            replicas: Vec::new(),
+            spread: crate::contract::Spread::default(),
             api_key,
             adapter,
             counting,
@@ -275,6 +281,20 @@ impl Client {
             recount: false,
             answers: false,
         }
+    }
+
+    /// Sends each request to one of several replicas' base URLs, as `spread` picks it, and
+    /// records which (`Record::url`). One URL or none: every request to the client's own.
+    pub fn replicas(mut self, bases: &[String], spread: crate::contract::Spread) -> Client {
+        if bases.len() > 1 {
+            let path = self.adapter.path(self.stream);
+            self.replicas = bases
+                .iter()
+                .map(|b| format!("{}{path}", b.trim_end_matches('/')))
+                .collect();
+            self.spread = spread;
+        }
+        self
     }
 
     /// Keeps the generated text's digest (and the text) in every successful record.
@@ -391,6 +411,13 @@ impl Client {
     ) -> Option<(reqwest::Response, Cow<'_, str>)> {
         // Borrowed unless a redirect is followed: no allocation per request.
         let mut url = Cow::Borrowed(self.url.as_str());
+        if !self.replicas.is_empty() {
+            let k = self
+                .spread
+                .pick(rec.index, rec.session, self.replicas.len());
+            rec.url = Some(k as u32);
+            url = Cow::Borrowed(self.replicas[k].as_str());
+        }
         loop {
             let mut req = self
                 .http

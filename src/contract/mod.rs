@@ -248,9 +248,20 @@ fn one_u32() -> u32 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Target {
-    /// Base URL (`http://127.0.0.1:8000`); absent = the embedded simulator.
+    /// Base URL (`http://127.0.0.1:8000`); absent = the embedded simulator. With `urls`, the
+    /// first of them (filled in when the contract is resolved).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// Several replicas of one deployment with no router in front: every request goes to one
+    /// of these base URLs by `spread`, recorded per request. The first is where the target is
+    /// probed and its `/metrics` scraped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub urls: Vec<String>,
+    /// How requests are spread over `urls`: `round_robin` (request `i` of the plan to URL
+    /// `i mod n`; the default) or `session` (a session's every turn to its first turn's URL,
+    /// so a replica's prefix cache sees the conversation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
     /// Endpoint kind.
     #[serde(default)]
     pub api: ApiKind,
@@ -474,6 +485,29 @@ pub struct Sessions {
     /// tool-calling loop sends back what a tool returned.
     #[serde(default, skip_serializing_if = "FollowUp::is_prose")]
     pub follow_up: FollowUp,
+}
+
+/// How requests are spread over `target.urls`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Spread {
+    /// Plan index `i` to URL `i mod n` (a session's later turns by their own indices).
+    #[default]
+    RoundRobin,
+    /// Every turn of a session to the URL of its first turn (`session mod n`); without
+    /// sessions the same as round robin.
+    Session,
+}
+
+impl Spread {
+    /// Which of `n` URLs a request goes to: by its plan index, or its session's.
+    pub fn pick(self, index: u64, session: Option<u64>, n: usize) -> usize {
+        let key = match self {
+            Spread::RoundRobin => index,
+            Spread::Session => session.unwrap_or(index),
+        };
+        (key % n.max(1) as u64) as usize
+    }
 }
 
 /// A session's follow-up user messages (`[workload.sessions] follow_up`).
@@ -959,6 +993,8 @@ impl Default for Target {
     fn default() -> Self {
         Target {
             url: None,
+            urls: Vec::new(),
+            spread: None,
             api: ApiKind::default(),
             model: None,
             api_key_env: None,
@@ -1268,6 +1304,11 @@ impl Contract {
             t.remove("declared");
             if let Some(url) = t.get("url").and_then(|u| u.as_str()).map(host_of) {
                 t.insert("url".into(), serde_json::Value::String(url));
+            }
+            if let Some(urls) = t.get_mut("urls").and_then(|u| u.as_array_mut()) {
+                for u in urls {
+                    *u = serde_json::Value::String(host_of(u.as_str().unwrap_or_default()));
+                }
             }
         }
         let measurement = serde_json::json!({
@@ -1787,5 +1828,46 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn replicas_are_checked_and_the_first_is_the_url() {
+        let c = parse_str(
+            "[target]\nurls = [\"http://a:1\", \"http://b:2\"]\n[load]\nrate = 2\nrequests = 4\n",
+        )
+        .unwrap();
+        assert_eq!(c.target.url.as_deref(), Some("http://a:1"));
+        assert_eq!(c.target.spread, Some(Spread::RoundRobin));
+        // The resolved contract (url written beside urls) reads back the same.
+        assert_eq!(parse_str(&c.to_toml()).unwrap().target, c.target);
+        for (text, key, says) in [
+            (
+                "url = \"http://c:3\"\nurls = [\"http://a:1\", \"http://b:2\"]",
+                "target.url",
+                "both set",
+            ),
+            (
+                "urls = [\"http://a:1\", \"http://a:1\"]",
+                "target.urls",
+                "twice",
+            ),
+            ("urls = [\"a:1\"]", "target.urls", "http://"),
+            ("urls = [\"http://a:1/v1\"]", "target.urls", "API path"),
+            (
+                "url = \"http://a:1\"\nspread = \"session\"",
+                "target.spread",
+                "target.urls only",
+            ),
+        ] {
+            let e = parse_str(&format!(
+                "[target]\n{text}\n[load]\nrate = 2\nrequests = 4\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(key) && e.contains(says), "{text}: {e}");
+        }
+        assert_eq!(Spread::Session.pick(7, Some(4), 3), 1);
+        assert_eq!(Spread::RoundRobin.pick(7, Some(4), 3), 1);
+        assert_eq!(Spread::RoundRobin.pick(8, Some(4), 3), 2);
     }
 }

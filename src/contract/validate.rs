@@ -434,6 +434,7 @@ impl Contract {
         if let Some(u) = &self.target.url {
             crate::secrets::register_url(u);
         }
+        self.replicas()?;
         if self.name.trim().is_empty()
             || !self
                 .name
@@ -774,6 +775,61 @@ impl Contract {
                 ClientTokenCount::Chunks
             });
         }
+        Ok(())
+    }
+}
+
+impl Contract {
+    /// `target.urls` and `target.spread`: base URLs like `target.url`, each once; `url`, when
+    /// written, is the first of them (the resolved contract writes it so).
+    fn replicas(&mut self) -> Result<(), Problem> {
+        let t = &mut self.target;
+        if t.urls.is_empty() {
+            if t.spread.is_some() {
+                return problem("target.spread", "applies to target.urls only");
+            }
+            return Ok(());
+        }
+        for u in &t.urls {
+            crate::secrets::register_url(u);
+        }
+        if self.cold_start.is_some() && t.urls.len() > 1 {
+            return problem(
+                "target.urls",
+                "lists several replicas, but [cold_start] launches one server: measure its cold start with target.url",
+            );
+        }
+        for (i, u) in t.urls.iter().enumerate() {
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                return problem(
+                    "target.urls",
+                    format!(
+                        "`{}` must start with http:// or https://",
+                        crate::secrets::url_without_password(u)
+                    ),
+                );
+            }
+            base_url(u).map_err(|(_, m)| ("target.urls".to_owned(), m))?;
+            if t.urls[..i].contains(u) {
+                return problem(
+                    "target.urls",
+                    format!(
+                        "lists `{}` twice: each replica once",
+                        crate::secrets::url_without_password(u)
+                    ),
+                );
+            }
+        }
+        match &t.url {
+            Some(u) if *u != t.urls[0] => {
+                return problem(
+                    "target.url",
+                    "and target.urls are both set: list every replica in target.urls (the first is probed) and leave target.url out",
+                );
+            }
+            _ => t.url = Some(t.urls[0].clone()),
+        }
+        t.spread.get_or_insert_default();
         Ok(())
     }
 }

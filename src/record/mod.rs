@@ -32,6 +32,9 @@ pub struct Record {
     /// own bundle holds only its own requests and leaves it out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<u32>,
+    /// Which of `target.urls` it was sent to (from 0), when the contract lists several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<u32>,
     /// `X-Request-Id` sent with the request (run id and index), to join with server logs.
     pub request_id: String,
     /// When the schedule said to send it (open loop); absent in closed loop.
@@ -286,6 +289,7 @@ impl Record {
             session: None,
             turn: None,
             shard: None,
+            url: None,
             request_id: format!("{run_id}-{}", p.index),
             intended_us: p.intended_us,
             dispatched_us: None,

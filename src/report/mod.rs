@@ -192,6 +192,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     slo_and_throughput(&mut d, s);
     steady_table(&mut d, s, verbose);
     shards(&mut d, s);
+    replicas(&mut d, s);
     sessions(&mut d, s);
     prefix_reuse(&mut d, s);
     details(&mut d, s, verbose);
@@ -615,6 +616,42 @@ fn shards(d: &mut Doc, s: &Summary) {
             ),
         );
     }
+}
+
+/// Several replicas with no router (`target.urls`): each one's share and latencies.
+fn replicas(d: &mut Doc, s: &Summary) {
+    let Some(rs) = &s.steady.replicas else {
+        return;
+    };
+    d.h(format!("Replicas: {} target URLs", rs.len()));
+    let ms = |x: Option<f64>| x.map_or("—".to_owned(), num);
+    let rows = rs
+        .iter()
+        .map(|r| {
+            vec![
+                r.url.clone(),
+                r.steady_requests.to_string(),
+                r.failed.to_string(),
+                ms(r.ttft_p50_ms),
+                ms(r.ttft_p99_ms),
+                ms(r.e2e_p99_ms),
+                r.attainment
+                    .map_or("—".to_owned(), |a| format!("{:.1}%", a * 100.0)),
+            ]
+        })
+        .collect();
+    d.table(
+        &[
+            "url",
+            "steady",
+            "failed",
+            "TTFT p50",
+            "TTFT p99",
+            "E2E p99",
+            "attainment",
+        ],
+        rows,
+    );
 }
 
 fn phases(d: &mut Doc, s: &Summary) {

@@ -1,5 +1,8 @@
-//! One plan sent by several client machines (issue #24): `goodput run --shard I/N --start-at T`
-//! on each, `goodput merge` of their bundles. Three shards run as separate processes, each in a
+//! Past one client and one server (issue #24). One plan sent by several client machines:
+//! `goodput run --shard I/N --start-at T` on each, `goodput merge` of their bundles. One run
+//! spread over several replicas with no router: `target.urls`.
+//!
+//! Shards: Three shards run as separate processes, each in a
 //! network namespace of its own with its own address, against one simulator; the merged bundle
 //! must be the unsharded plan, every request once, its percentiles those of the union of the
 //! shards' raw values. The namespaces are this test's own hosts on a loopback range
@@ -457,5 +460,73 @@ fn copy_dir(from: &Path, to: &Path) {
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
         std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+/// `target.urls`: round robin sends plan index `i` to URL `i mod n`, `spread = "session"` keeps a
+/// session's every turn on its first turn's URL; each record names its URL, the replica it
+/// names is the one that served it (its ground truth), and the summary's per-replica figures
+/// count those records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_get_their_requests_by_the_stated_rule_and_each_is_reported() {
+    let fast = goodput::sim::SimConfig {
+        decode_base_ms: 2.0,
+        decode_per_seq_ms: 0.0,
+        ..Default::default()
+    };
+    let sims = [common::sim(fast.clone()).await, common::sim(fast).await];
+    let urls = format!("[\"{}\", \"{}\"]", sims[0].base_url(), sims[1].base_url());
+    let dir = tempfile::tempdir().unwrap();
+    for (spread, sessions) in [
+        ("round_robin", ""),
+        (
+            "session",
+            "[workload.sessions]\nturns = { dist = \"fixed\", value = 3 }\nthink_ms = { dist = \"fixed\", value = 10 }\n",
+        ),
+    ] {
+        let c = common::parse(&format!(
+            "[target]\nurls = {urls}\nspread = \"{spread}\"\n[workload]\noutput_tokens = {{ dist = \"fixed\", value = 6 }}\n{sessions}[load]\nrate = 40\nrequests = 30\n[warmup]\nrequests = 0\n[slo]\nttft_ms = 1000\n[quality]\nmode = \"none\"\n[measurement]\nserver_metrics_interval = 0\n"
+        ));
+        let r = common::run_in(c, dir.path()).await;
+        let truth = [common::truth_by_id(&sims[0]), common::truth_by_id(&sims[1])];
+        let mut sent = [0u64; 2];
+        for rec in r
+            .records
+            .iter()
+            .filter(|x| x.phase == goodput::plan::Phase::Steady)
+        {
+            let k = rec.url.expect("each record names its URL") as usize;
+            let expected = match spread {
+                "session" => rec.session.expect("a session's turn") % 2,
+                _ => rec.index % 2,
+            };
+            assert_eq!(k as u64, expected, "{spread}: request {}", rec.index);
+            assert!(
+                truth[k].contains_key(&rec.request_id),
+                "{spread}: {} not served by URL {k}",
+                rec.request_id
+            );
+            assert!(!truth[1 - k].contains_key(&rec.request_id));
+            sent[k] += 1;
+        }
+        let reps = r
+            .summary
+            .steady
+            .replicas
+            .as_ref()
+            .expect("per-replica figures");
+        assert_eq!(
+            [reps[0].steady_requests, reps[1].steady_requests],
+            sent,
+            "{spread}"
+        );
+        assert!(sent[0] > 0 && sent[1] > 0, "{spread}: {sent:?}");
+        assert!(
+            reps.iter()
+                .all(|x| x.attainment == Some(1.0) && x.ttft_p99_ms.is_some())
+        );
+        let report = goodput::report::document(&r.summary).terminal();
+        assert!(report.contains("Replicas: 2 target URLs"), "{report}");
+        assert!(report.contains("and 1 more replica"), "{report}");
     }
 }
