@@ -402,9 +402,13 @@ pub enum Command {
 // The arguments of `goodput merge`.
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
-    /// The shards' bundles, in any order.
+    /// The shards' bundles, in any order, or directories holding them (every shard bundle
+    /// in it of one run, or of the run --start-at names).
     #[arg(required = true)]
     bundles: Vec<PathBuf>,
+    /// With a directory: merge the shards that started at this instant (RFC 3339).
+    #[arg(long, value_name = "INSTANT")]
+    start_at: Option<String>,
     /// Directory that receives the merged bundle (under the contract's name).
     #[arg(long, default_value = "runs", env = "GOODPUT_OUT")]
     out: PathBuf,
@@ -616,7 +620,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn merge_command(a: MergeArgs) -> anyhow::Result<ExitCode> {
     let argv: Vec<String> = std::env::args().collect();
-    let m = crate::merge::merge(&a.bundles, &a.out, &argv)?;
+    let bundles = crate::merge::shard_bundles(&a.bundles, a.start_at.as_deref())?;
+    let m = crate::merge::merge(&bundles, &a.out, &argv)?;
     let format = a.format.get();
     match format {
         Format::Html => say(&std::fs::read_to_string(m.bundle.path("report.html"))

@@ -106,7 +106,7 @@ fn check(mut parts: Vec<Part>) -> anyhow::Result<Vec<Part>> {
                 name.display()
             );
         }
-        if p.start_at != start {
+        if !same_instant(&p.start_at, &start) {
             bail!(
                 "{} (shard {}) started at {}, but {} at {start}: the shards of one run share their start instant",
                 p.dir.display(),
@@ -179,6 +179,75 @@ fn command(parts: &[Part], argv: &[String]) -> Value {
         "signal": all("signal").find(|v| !v.is_null()),
         "aborted": parts.iter().find_map(|p| p.command["aborted"].as_str().map(|a| format!("shard {}: {a}", p.shard))),
     })
+}
+
+/// The shard bundles `paths` name: a bundle as it is; a directory that is not one (a contract's
+/// directory of bundles, a volume the shards wrote to), every shard bundle in it started at
+/// `start_at` (needed when it holds shards of more than one run). A merged bundle is never one.
+pub fn shard_bundles(paths: &[PathBuf], start_at: Option<&str>) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if Bundle::open(p).is_ok() {
+            out.push(p.clone());
+            continue;
+        }
+        let entries = std::fs::read_dir(p).with_context(|| {
+            format!(
+                "{} is neither a bundle nor a directory of bundles",
+                p.display()
+            )
+        })?;
+        let mut found: Vec<(String, PathBuf)> = Vec::new();
+        for e in entries {
+            let dir = e?.path();
+            if Bundle::open(&dir).is_err() {
+                continue;
+            }
+            let text = std::fs::read_to_string(dir.join(CONTRACT)).unwrap_or_default();
+            let Ok(c) = crate::contract::parse(&text, &dir.join(CONTRACT)) else {
+                continue;
+            };
+            if let (Some(_), Some(at)) = (c.load.shard(), c.load.start_at.clone()) {
+                found.push((at, dir));
+            }
+        }
+        let runs: std::collections::BTreeSet<&str> =
+            found.iter().map(|(a, _)| a.as_str()).collect();
+        let wanted = match (start_at, runs.len()) {
+            (Some(at), _) => at.to_owned(),
+            (None, 0) => bail!("{} holds no shard's bundle", p.display()),
+            (None, 1) => runs
+                .iter()
+                .next()
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
+            (None, _) => bail!(
+                "{} holds the shards of {} runs, started at {}: say which with --start-at",
+                p.display(),
+                runs.len(),
+                runs.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let mut mine: Vec<PathBuf> = found
+            .into_iter()
+            .filter(|(a, _)| same_instant(a, &wanted))
+            .map(|(_, d)| d)
+            .collect();
+        if mine.is_empty() {
+            bail!("{} holds no shard started at {wanted}", p.display());
+        }
+        mine.sort();
+        out.extend(mine);
+    }
+    Ok(out)
+}
+
+/// Two RFC 3339 instants name the same moment (however each was written).
+fn same_instant(a: &str, b: &str) -> bool {
+    match (a.parse::<jiff::Timestamp>(), b.parse::<jiff::Timestamp>()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
 }
 
 /// Merges the shard bundles in `dirs` into a new bundle under `out_root`.
