@@ -73,6 +73,30 @@ pub fn http_pool(
     tls: &crate::contract::Tls,
     connects: &ConnectLog,
 ) -> anyhow::Result<reqwest::Client> {
+    pool_builder(keep_alive, headers, tls, connects, false)?
+        .build()
+        .or_else(|e| {
+            // A machine with no CA certificates at all (a container from scratch) can still
+            // measure plain-HTTP targets: without roots, only an https target fails, at its
+            // handshake, with the hint `tls_hint` gives.
+            if crate::text::error_chain(&e).contains("No CA certificates") {
+                pool_builder(keep_alive, headers, tls, connects, true)?.build()
+            } else {
+                Err(e)
+            }
+            .map_err(anyhow::Error::from)
+        })
+        .map_err(|e| e.context("building the HTTP client"))
+}
+
+/// The pool's settings; `roots_only`: trust only `target.tls.ca_file`, not the platform.
+fn pool_builder(
+    keep_alive: Duration,
+    headers: &[(String, String, bool)],
+    tls: &crate::contract::Tls,
+    connects: &ConnectLog,
+    roots_only: bool,
+) -> anyhow::Result<reqwest::ClientBuilder> {
     use anyhow::Context;
     install_tls_provider();
     let idle = if keep_alive.is_zero() { 0 } else { usize::MAX };
@@ -89,19 +113,22 @@ pub fn http_pool(
         }
     }
     let mut b = reqwest::Client::builder();
+    let mut roots = Vec::new();
     if let Some(f) = &tls.ca_file {
         let pem = std::fs::read(f)
             .with_context(|| format!("reading target.tls.ca_file {}", f.display()))?;
-        for cert in reqwest::Certificate::from_pem_bundle(&pem)
-            .with_context(|| format!("target.tls.ca_file {}: not PEM certificates", f.display()))?
-        {
-            b = b.add_root_certificate(cert);
-        }
+        roots = reqwest::Certificate::from_pem_bundle(&pem)
+            .with_context(|| format!("target.tls.ca_file {}: not PEM certificates", f.display()))?;
     }
+    b = if roots_only {
+        b.tls_certs_only(roots)
+    } else {
+        b.tls_certs_merge(roots)
+    };
     if tls.insecure {
         b = b.danger_accept_invalid_certs(true);
     }
-    b.connector_layer(TimedConnects(connects.clone()))
+    Ok(b.connector_layer(TimedConnects(connects.clone()))
         .default_headers(map)
         .pool_max_idle_per_host(idle)
         .pool_idle_timeout(keep_alive)
@@ -109,9 +136,7 @@ pub fn http_pool(
         .no_proxy()
         // Redirects are the client's decision, per request and recorded (`Client::execute`):
         // followed silently, a number would be another server's, with an extra round trip.
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .context("building the HTTP client")
+        .redirect(reqwest::redirect::Policy::none()))
 }
 
 /// Every new connection the pool opened: when, how long its setup took (DNS, TCP and, for
