@@ -622,6 +622,9 @@ fn merge_command(a: MergeArgs) -> anyhow::Result<ExitCode> {
     let argv: Vec<String> = std::env::args().collect();
     let bundles = crate::merge::shard_bundles(&a.bundles, a.start_at.as_deref())?;
     let m = crate::merge::merge(&bundles, &a.out, &argv)?;
+    for w in &m.warnings {
+        say_err!("warning: {w}");
+    }
     let format = a.format.get();
     match format {
         Format::Html => say(&std::fs::read_to_string(m.bundle.path("report.html"))

@@ -32,11 +32,12 @@ struct Part {
     records: Vec<Record>,
 }
 
-/// A merged run: its bundle and summary.
+/// A merged run: its bundle and summary, and what the reader should know of its shards.
 #[derive(Debug)]
 pub struct Merged {
     pub bundle: Bundle,
     pub summary: Summary,
+    pub warnings: Vec<String>,
 }
 
 fn read_json(path: &Path) -> anyhow::Result<Value> {
@@ -309,9 +310,23 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path, argv: &[String]) -> anyhow::Resu
     // The summary as `goodput report` will recompute it: from the bundle alone.
     let l = Bundle::load(&bundle.dir)?;
     bundle.write_documents(&l.contract, &l.inputs, &l.summary, &l.records)?;
+    // A shard that never wrote its end is still running, or was killed: what it wrote so far
+    // is merged, and the merged run counts as interrupted.
+    let warnings = parts
+        .iter()
+        .filter(|p| p.command["ended_utc"].is_null())
+        .map(|p| {
+            format!(
+                "shard {} ({}) has no end time: it is still running, or was killed; its records so far are merged and the run counts as interrupted (merge again once it has ended)",
+                p.shard,
+                p.dir.display()
+            )
+        })
+        .collect();
     Ok(Merged {
         bundle,
         summary: l.summary,
+        warnings,
     })
 }
 
