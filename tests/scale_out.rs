@@ -216,8 +216,15 @@ async fn three_shards_on_their_own_hosts_merge_into_the_unsharded_plan() {
             return;
         }
     };
+    // A quick engine: the shards' schedule, not a queue, sets how long the test takes.
+    let quick = goodput::sim::SimConfig {
+        prefill_tokens_per_s: 100_000.0,
+        decode_base_ms: 4.0,
+        decode_per_seq_ms: 0.0,
+        ..Default::default()
+    };
     let sim = goodput::sim::SimServer::start(
-        goodput::sim::SimConfig::default(),
+        quick,
         (SERVER, 0).into(),
         None,
     )
@@ -275,6 +282,27 @@ async fn three_shards_on_their_own_hosts_merge_into_the_unsharded_plan() {
         })
         .collect();
     assert_eq!(planned.len(), 180);
+    // Each shard's own listing (its contract as the bundle kept it, nonce and all) holds the
+    // prompts it sent; together they are the unsharded listing of the same contract.
+    let listing = |contract: &Path| {
+        let out = goodput(&["plan", contract.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|v| (v["index"].as_u64().unwrap(), v))
+            .collect::<std::collections::BTreeMap<u64, serde_json::Value>>()
+    };
+    let mut union = std::collections::BTreeMap::new();
+    for b in &shards {
+        union.extend(listing(&b.join("contract.toml")));
+    }
+    assert_eq!(union, listing(&merged_dir.join("contract.toml")));
+    assert_eq!(union.len(), 180);
     let env: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(merged_dir.join("environment.json")).unwrap(),
     )
