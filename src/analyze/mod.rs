@@ -1986,6 +1986,10 @@ const QUEUE_SAMPLES: usize = 40;
 /// steady window by clearly more than a stable queue wanders, and TTFT rises with them. The
 /// server then had work throughout the window, so its completions per second there are the
 /// rate it sustains.
+/// Requests the steady window's first and last thirds must each hold before their TTFT medians
+/// can say the queue made requests wait longer.
+const MIN_THIRD: usize = 8;
+
 fn growing_queue(c: &Contract, v: &ValidityInputs) -> Option<Overload> {
     let o = v.offered?;
     let (lo, hi) = v.window?;
@@ -2029,8 +2033,15 @@ fn growing_queue(c: &Contract, v: &ValidityInputs) -> Option<Overload> {
     let slope = sxy / sxx;
     let growth = slope * w / 1e6;
     // A stable queue wanders by about the square root of its mean length (M/M/c-like);
-    // growth must clear twice that, and at least three requests.
-    if growth <= (2.0 * my.max(0.0).sqrt()).max(3.0) {
+    // growth must clear twice that, and at least three requests, both as the fitted trend and
+    // from the window's first sample to its last (a few requests' noise can tilt a fit while
+    // the queue ends shorter than it began: "rose from 2 to 0" was once reported).
+    let wander = (2.0 * my.max(0.0).sqrt()).max(3.0);
+    let (first, last) = (
+        pts.first().map_or(0.0, |p| p.1),
+        pts.last().map_or(0.0, |p| p.1),
+    );
+    if growth <= wander || last - first <= wander {
         return None;
     }
     // TTFT rises with the queue: the steady window's last third against its first.
@@ -2050,7 +2061,12 @@ fn growing_queue(c: &Contract, v: &ValidityInputs) -> Option<Overload> {
             .filter(|r| origin(r).is_some_and(|t| t >= a && t < b))
             .collect()
     };
-    let (early, late) = (ttft(&part(lo, lo + third)), ttft(&part(hi - third, hi + 1)));
+    let (early, late) = (part(lo, lo + third), part(hi - third, hi + 1));
+    // A median of a handful of requests rises by 30% by chance: too few to claim overload on.
+    if early.len().min(late.len()) < MIN_THIRD {
+        return None;
+    }
+    let (early, late) = (ttft(&early), ttft(&late));
     if !matches!((early, late), (Some(e), Some(l)) if l > 1.3 * e) {
         return None;
     }
@@ -2383,6 +2399,44 @@ mod tests {
         let (mut a, mut b) = (Tally::default(), Tally::default());
         add_itl(r, &mut a, &mut b);
         [a, b].map(|t| t.dist().map_or((0, 0.0, 0.0), |d| (d.count, d.min, d.max)))
+    }
+
+    /// A queue that grows all run is overload; the same growth over a handful of requests is
+    /// not evidence of it (a few requests' noise once read as "rose from 2 to 0").
+    #[test]
+    fn overload_needs_a_queue_that_grows_over_enough_requests() {
+        let growing = |n: u64| -> Vec<Record> {
+            (0..n)
+                .map(|i| {
+                    // Every 30 ms; each waits 60 ms longer than the one before.
+                    let wait = 20_000 + 60_000 * i;
+                    rec(
+                        i,
+                        i * 30_000,
+                        &[(wait, 1), (wait + 10_000, 1)],
+                        wait + 20_000,
+                        Some(2),
+                    )
+                })
+                .collect()
+        };
+        let c = contract("[warmup]\nrequests = 0\n");
+        let verdict = |n: u64| {
+            let mut c = c.clone();
+            c.load.requests = Some(n);
+            summarize(&c, &growing(n), &Context::default()).validity
+        };
+        let big = verdict(60);
+        assert!(big.overload.is_some(), "{big:?}");
+        let small = verdict(20);
+        assert!(small.overload.is_none(), "{small:?}");
+        assert!(
+            small
+                .reasons
+                .iter()
+                .all(|r| !r.contains("offered load above")),
+            "{small:?}"
+        );
     }
 
     #[test]
