@@ -368,7 +368,7 @@ pub enum Command {
     /// Run a workload contract and keep the bundle (no contract: the built-in example against
     /// the embedded simulator).
     #[command(
-        after_help = "Exit status: 0 the run completed; 1 an error (bad contract, unreachable target, no request succeeded); 3 the run gave up (every request that reached the target failed, or it stopped answering); 128 + N a signal stopped it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), every record kept."
+        after_help = "Exit status: 0 the run completed (and passed every --fail-on gate); 1 an error (bad contract, unreachable target, no request succeeded); 3 the run gave up (every request that reached the target failed, or it stopped answering); with --fail-on, the first failing gate in this order: 4 INVALID, 5 SLO not met, 6 a prediction did not hold, 7 quality not held against --baseline; 128 + N a signal stopped it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), every record kept."
     )]
     Run(RunArgs),
     /// Compare results (bundles or repeat sets) against the first, refusing when their
@@ -448,6 +448,15 @@ pub struct RunArgs {
     /// 2026-12-02T06:00:00Z; refused once past.
     #[arg(long, value_name = "INSTANT")]
     start_at: Option<String>,
+    /// Exit with a status of its own when the result fails a gate, for CI (comma-separated,
+    /// repeatable): invalid (4), slo (5), prediction (6), quality (7, with --baseline). The
+    /// first failing in that order sets the status; stderr names every failing gate and why.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "GATES")]
+    fail_on: Vec<crate::run::Gate>,
+    /// A bundle or repeat set whose outputs `--fail-on quality` holds this run's against (by
+    /// the baseline's [quality] tolerances, as `compare` does).
+    #[arg(long, value_name = "BUNDLE")]
+    baseline: Option<PathBuf>,
 }
 
 // The arguments of `goodput compare`.
@@ -651,6 +660,8 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
         predict,
         shard,
         start_at,
+        fail_on,
+        baseline,
     } = a;
     let mut overrides = overrides;
     overrides.more.extend(shard.map(|v| ("shard", v)));
@@ -689,6 +700,7 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
         c.repeat.runs = n;
     }
+    let gates = Gates::check(fail_on, baseline, &c)?;
     if c.repeat.runs > 1 && c.load.shard.is_some() {
         bail!(
             "a shard runs once, at its start instant: repeat a sharded run by starting every shard again with a new --start-at"
@@ -712,9 +724,14 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
         if format == Format::Terminal {
             say(&format!("\nBundle: {}\n", parent.dir.display()))?;
         }
-        return Ok(exit_code(
-            results.iter().any(|r| r.summary.interrupted),
-            results.iter().any(|r| r.aborted.is_some()),
+        let summaries: Vec<&crate::analyze::Summary> = results.iter().map(|r| &r.summary).collect();
+        return Ok(gates.exit(
+            exit_code(
+                results.iter().any(|r| r.summary.interrupted),
+                results.iter().any(|r| r.aborted.is_some()),
+            ),
+            &summaries,
+            &parent.dir,
         ));
     }
     let r = crate::run::run(c, inputs, options, cancel).await?;
@@ -762,7 +779,79 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
             r.bundle.dir.display()
         );
     }
-    Ok(exit_code(r.summary.interrupted, r.aborted.is_some()))
+    Ok(gates.exit(
+        exit_code(r.summary.interrupted, r.aborted.is_some()),
+        &[&r.summary],
+        &r.bundle.dir,
+    ))
+}
+
+/// `run --fail-on`: the gates asked for, checked against the contract before the run (a gate
+/// that could never pass is a mistake in the command), and the baseline for `quality`, loaded
+/// before the run too.
+struct Gates {
+    gates: Vec<crate::run::Gate>,
+    baseline: Option<crate::compare::Side>,
+}
+
+impl Gates {
+    fn check(
+        gates: Vec<crate::run::Gate>,
+        baseline: Option<PathBuf>,
+        c: &contract::Contract,
+    ) -> anyhow::Result<Gates> {
+        use crate::run::Gate;
+        if gates.contains(&Gate::Slo) && !c.slo.is_set() {
+            bail!("--fail-on slo: the contract has no [slo] thresholds to meet");
+        }
+        if gates.contains(&Gate::Prediction) && c.prediction.is_none() {
+            bail!(
+                "--fail-on prediction: nothing was predicted (--predict, or [prediction] expect)"
+            );
+        }
+        let baseline = match (gates.contains(&Gate::Quality), baseline) {
+            (true, None) => bail!(
+                "--fail-on quality needs --baseline BUNDLE: a run's outputs are held against another run's"
+            ),
+            (false, Some(_)) => bail!("--baseline is read by --fail-on quality only"),
+            (true, Some(p)) => Some(
+                crate::compare::load_side(&p)
+                    .with_context(|| format!("--baseline {}", p.display()))?,
+            ),
+            (false, None) => None,
+        };
+        Ok(Gates { gates, baseline })
+    }
+
+    /// The exit status: `code` when the run ended on a signal or gave up, else the first
+    /// failing gate's (each failing gate said on stderr), else success.
+    fn exit(&self, code: ExitCode, runs: &[&crate::analyze::Summary], bundle: &Path) -> ExitCode {
+        if self.gates.is_empty() || code != ExitCode::SUCCESS {
+            return code;
+        }
+        let quality = self
+            .baseline
+            .as_ref()
+            .map(|b| match crate::compare::load_side(bundle) {
+                Ok(this) => crate::compare::quality_guard(b, &this),
+                Err(e) => crate::compare::QualityGuard {
+                    status: "unchecked".into(),
+                    detail: format!("reading {}: {e:#}", bundle.display()),
+                    consistency: None,
+                },
+            });
+        let failed = crate::run::failed_gates(&self.gates, runs, quality.as_ref());
+        for (g, why) in &failed {
+            say_err!(
+                "fail-on {} (exit {}): {why}",
+                format!("{g:?}").to_lowercase(),
+                g.exit_code()
+            );
+        }
+        failed
+            .first()
+            .map_or(ExitCode::SUCCESS, |(g, _)| ExitCode::from(g.exit_code()))
+    }
 }
 
 fn compare_command(a: CompareArgs) -> anyhow::Result<ExitCode> {

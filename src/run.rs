@@ -1172,3 +1172,95 @@ mod progress_tests {
         );
     }
 }
+
+/// A condition `goodput run --fail-on` turns into its own exit status, for CI pipelines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Gate {
+    /// The run is INVALID (any run of a repeat set).
+    Invalid,
+    /// The SLO is not met (any run).
+    Slo,
+    /// A prediction did not hold, or could not be measured (any run).
+    Prediction,
+    /// The outputs are not those of `--baseline` (its `[quality]` tolerances).
+    Quality,
+}
+
+impl Gate {
+    /// The exit status when this gate fails (after 3, "gave up"): documented in `run --help`.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Gate::Invalid => 4,
+            Gate::Slo => 5,
+            Gate::Prediction => 6,
+            Gate::Quality => 7,
+        }
+    }
+}
+
+/// The gates that fail for these runs, each with why, in the order of [`Gate`] (the first
+/// sets the exit status). `quality` is the check against a baseline, when one was given.
+pub fn failed_gates(
+    gates: &[Gate],
+    runs: &[&Summary],
+    quality: Option<&crate::compare::QualityGuard>,
+) -> Vec<(Gate, String)> {
+    let mut out = Vec::new();
+    let mut gates = gates.to_vec();
+    gates.sort();
+    gates.dedup();
+    for g in gates {
+        let why: Vec<String> = match g {
+            Gate::Invalid => runs
+                .iter()
+                .filter(|s| s.validity.verdict == crate::analyze::ValidityVerdict::Invalid)
+                .map(|s| s.validity.reasons.first().cloned().unwrap_or_default())
+                .collect(),
+            Gate::Slo => runs
+                .iter()
+                .filter_map(|s| match &s.steady.slo {
+                    Some(slo) if slo.pass => None,
+                    Some(slo) => Some(format!(
+                        "attainment {:.1}% (target {:.0}%){}",
+                        slo.attainment * 100.0,
+                        slo.attainment_target * 100.0,
+                        slo.per_metric
+                            .iter()
+                            .filter(|m| !m.pass)
+                            .map(|m| format!(
+                                ", {} {} ms",
+                                m.metric,
+                                m.value_ms.map_or("unmeasured".into(), crate::report::num)
+                            ))
+                            .collect::<String>()
+                    )),
+                    None => Some("the contract has no [slo]".to_owned()),
+                })
+                .collect(),
+            Gate::Prediction => runs
+                .iter()
+                .flat_map(|s| match &s.predictions {
+                    None => vec!["no prediction was made (--predict, [prediction])".to_owned()],
+                    Some(p) => p
+                        .outcomes
+                        .iter()
+                        .filter(|o| o.held != Some(true))
+                        .map(|o| match o.measured {
+                            Some(m) => format!("{}: measured {}", o.text, crate::report::num(m)),
+                            None => format!("{}: not measured", o.text),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            Gate::Quality => match quality {
+                Some(q) if q.held() => Vec::new(),
+                Some(q) => vec![format!("{}: {}", q.status, q.detail)],
+                None => vec!["no --baseline to hold the outputs against".to_owned()],
+            },
+        };
+        if !why.is_empty() {
+            out.push((g, why.join("; ")));
+        }
+    }
+    out
+}

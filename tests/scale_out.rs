@@ -223,13 +223,9 @@ async fn three_shards_on_their_own_hosts_merge_into_the_unsharded_plan() {
         decode_per_seq_ms: 0.0,
         ..Default::default()
     };
-    let sim = goodput::sim::SimServer::start(
-        quick,
-        (SERVER, 0).into(),
-        None,
-    )
-    .await
-    .expect("the simulator binds the bridge's address");
+    let sim = goodput::sim::SimServer::start(quick, (SERVER, 0).into(), None)
+        .await
+        .expect("the simulator binds the bridge's address");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let c = contract(d, sim.addr().port());
