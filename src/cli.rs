@@ -397,6 +397,21 @@ pub enum Command {
         after_help = "Refused (exit 1, naming the bundle) unless the bundles are every shard of one plan exactly once: the same contract but for load.shard, the same shard count and start instant."
     )]
     Merge(MergeArgs),
+    /// Write a bundle's raw records as tables (requests, chunks) in CSV, Parquet or JSON
+    /// lines, with the column meanings beside them (columns.md).
+    Export(ExportArgs),
+}
+
+// The arguments of `goodput export`.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    bundle: PathBuf,
+    /// The tables' file format.
+    #[arg(long, value_enum)]
+    format: crate::export::ExportFormat,
+    /// Directory for the tables (default: `export/` inside the bundle).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 // The arguments of `goodput merge`.
@@ -624,6 +639,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(a) => audit_command(a),
         Command::Sim(a) => sim_command(a).await,
         Command::Merge(a) => merge_command(a),
+        Command::Export(a) => {
+            let b = load_bundle(&a.bundle)?;
+            let dir = a.out.unwrap_or_else(|| a.bundle.join("export"));
+            let e = crate::export::export(&b, a.format, &dir)?;
+            say(&format!(
+                "{} requests → {}\n{} chunks → {}\ncolumns: {}\n",
+                e.rows.0,
+                e.requests.display(),
+                e.rows.1,
+                e.chunks.display(),
+                e.columns.display()
+            ))?;
+            std::mem::forget(b);
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -27,8 +27,8 @@
 //! 10. `analyze` — summaries: distributions, SLO, goodput, validity, grade, quality, headline.
 //! 11. `coldstart`, `report` — the cold-start test; documents and output formats.
 //! 12. `bundle` — the bundle on disk, written and loaded.
-//! 13. `compare`, `audit`, `demo`, `merge` — comparisons; grading any result; the open/closed
-//!     demo; the shards of one run joined.
+//! 13. `compare`, `audit`, `demo`, `merge`, `export` — comparisons; grading any result; the
+//!     open/closed demo; the shards of one run joined; a bundle's records as tables.
 //! 14. `run` — one run (and repeats), wired together.
 //! 15. `sweep` — one variable varied, and the capacity search.
 //! 16. `cli`, `fuzz` — the command line, the only module that prints results; the parsers'
@@ -54,6 +54,7 @@ pub mod contract;
 pub(crate) mod demo;
 pub(crate) mod driver;
 pub mod env;
+pub mod export;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod merge;

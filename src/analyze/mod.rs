@@ -976,7 +976,8 @@ fn dispatch_lag(r: &Record) -> [Option<f64>; 3] {
 /// Whether a successful request met every SLO threshold. A threshold whose metric does not
 /// exist for the request (TTFT without streaming) is not met; TPOT of an output that came in
 /// one chunk is.
-fn meets_slo(c: &Contract, m: &RequestMetrics) -> bool {
+/// Whether one request's metrics are within every SLO threshold (goodput counts those).
+pub fn meets_slo(c: &Contract, m: &RequestMetrics) -> bool {
     let within =
         |thr: Option<crate::contract::Millis>, v: Option<f64>, absent_ok: bool| match (thr, v) {
             (None, _) => true,
