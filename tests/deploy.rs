@@ -13,17 +13,22 @@ use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_goodput");
 
-fn manifest(name: &str) -> Value {
-    let out = Command::new("scripts/k8s.sh")
-        .args(["json", &format!("deploy/k8s/{name}")])
-        .output()
-        .unwrap();
+/// Runs `cmd`, which must succeed; its standard output.
+fn ok(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
-        "{}",
+        "{:?}: {}{}",
+        cmd,
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let docs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    out.stdout
+}
+
+fn manifest(name: &str) -> Value {
+    let out = ok(Command::new("scripts/k8s.sh").args(["json", &format!("deploy/k8s/{name}")]));
+    let docs: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(
         docs.as_array().map(Vec::len),
         Some(1),
@@ -42,16 +47,7 @@ fn strings(v: &Value) -> Vec<String> {
 
 #[test]
 fn the_manifests_validate_and_agree_with_each_other_and_the_cli() {
-    let v = Command::new("scripts/k8s.sh")
-        .arg("validate")
-        .output()
-        .unwrap();
-    assert!(
-        v.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&v.stdout),
-        String::from_utf8_lossy(&v.stderr)
-    );
+    ok(Command::new("scripts/k8s.sh").arg("validate"));
     let config = manifest("contract.yaml");
     let pvc = manifest("bundles.yaml");
     let shards = manifest("shards.yaml");
@@ -194,16 +190,7 @@ fn the_manifests_validate_and_agree_with_each_other_and_the_cli() {
         .iter()
         .map(|a| local(a).replace("@START_AT@", &start))
         .collect();
-    let out = Command::new(BIN)
-        .args(&margs)
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = ok(Command::new(BIN).args(&margs).args(["--format", "json"]));
+    let s: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(s["shards"]["count"].as_u64(), Some(n), "{s}");
 }
