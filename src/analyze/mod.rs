@@ -1868,7 +1868,12 @@ fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
             ));
         }
         overload = growing_queue(c, v);
-        if let Some(o) = &overload {
+        // Without a queue that made requests wait longer, in flight still building up from the
+        // run's start is a ramp: no rate shortfall can be told from it either.
+        let ramping = overload.is_none().then(|| still_ramping(c, v)).flatten();
+        if let Some(why) = ramping {
+            reasons.push(why);
+        } else if let Some(o) = &overload {
             let phases: Vec<String> = o
                 .ttft_p50_by_phase
                 .iter()
@@ -1987,6 +1992,28 @@ const QUEUE_SAMPLES: usize = 40;
 /// steady window by clearly more than a stable queue wanders, and TTFT rises with them. The
 /// server then had work throughout the window, so its completions per second there are the
 /// rate it sustains.
+/// Why the steady window cannot show a steady state, when the whole run up to its end is
+/// shorter than a typical request takes: requests in flight were still building up from the
+/// first arrival (a 1 s window of 4 s requests once read as overload at "0.00 req/s").
+fn still_ramping(c: &Contract, v: &ValidityInputs) -> Option<String> {
+    let (_, hi) = v.window?;
+    let e2e = v.stats.e2e_ms.as_ref()?.p50;
+    let first = v
+        .warmup
+        .iter()
+        .chain(v.steady)
+        .filter_map(|r| origin_us(r, c.measurement.latency_origin))
+        .min()?;
+    let span_ms = hi.saturating_sub(first) as f64 / 1e3;
+    (span_ms < e2e).then(|| {
+        format!(
+            "the run up to the steady window's end lasted {:.2} s, less than a request takes (E2E p50 {:.2} s): requests in flight were still building up, so no steady state was measured (lengthen the warm-up or the run)",
+            span_ms / 1e3,
+            e2e / 1e3
+        )
+    })
+}
+
 /// Requests the steady window's first and last thirds must each hold before their TTFT medians
 /// can say the queue made requests wait longer.
 const MIN_THIRD: usize = 8;
@@ -2437,6 +2464,35 @@ mod tests {
                 .iter()
                 .all(|r| !r.contains("offered load above")),
             "{small:?}"
+        );
+    }
+
+    /// Requests that take longer than the whole run: in flight builds up all window, which is
+    /// a ramp, not overload, and says so.
+    #[test]
+    fn a_run_shorter_than_its_requests_is_a_ramp_not_overload() {
+        let recs: Vec<Record> = (0..40)
+            .map(|i| {
+                rec(
+                    i,
+                    i * 25_000,
+                    &[(100_000, 1), (3_900_000, 1)],
+                    4_000_000,
+                    Some(2),
+                )
+            })
+            .collect();
+        let mut c = contract("[warmup]\nrequests = 0\n");
+        c.load.requests = Some(40);
+        let v = summarize(&c, &recs, &Context::default()).validity;
+        assert!(v.overload.is_none(), "{v:?}");
+        assert!(
+            v.reasons.iter().any(|r| r.contains("still building up")),
+            "{v:?}"
+        );
+        assert!(
+            v.reasons.iter().all(|r| !r.contains("offered load above")),
+            "{v:?}"
         );
     }
 
