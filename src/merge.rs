@@ -15,6 +15,7 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
 use crate::analyze::Summary;
+use crate::analyze::shards::ShardFacts;
 use crate::bundle::{Bundle, CONTRACT, ENVIRONMENT, METRICS, REFERENCES, REQUESTS};
 use crate::contract::{Contract, Shard};
 use crate::record::Record;
@@ -81,21 +82,13 @@ fn read_part(dir: &Path) -> anyhow::Result<Part> {
     })
 }
 
-/// The contract the shards ran, less the shard: the unsharded run's.
-fn whole(c: &Contract) -> Contract {
-    let mut c = c.clone();
-    c.load.shard = None;
-    c.load.start_at = None;
-    c
-}
-
 /// Every check that the parts are the shards of one plan, each once; the parts in shard order.
 fn check(mut parts: Vec<Part>) -> anyhow::Result<Vec<Part>> {
     let Some(first) = parts.first() else {
         bail!("nothing to merge: name the bundles of every shard");
     };
     let (n, start, name) = (first.shard.count, first.start_at.clone(), first.dir.clone());
-    let axes = whole(&first.contract).fingerprints_list();
+    let axes = first.contract.unsharded().fingerprints_list();
     let names = first.contract.axes().map(|(name, _)| name);
     for p in &parts {
         if p.shard.count != n {
@@ -116,7 +109,9 @@ fn check(mut parts: Vec<Part>) -> anyhow::Result<Vec<Part>> {
                 name.display()
             );
         }
-        let differ: Vec<&str> = whole(&p.contract)
+        let differ: Vec<&str> = p
+            .contract
+            .unsharded()
             .fingerprints_list()
             .iter()
             .zip(&axes)
@@ -258,7 +253,7 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path, argv: &[String]) -> anyhow::Resu
         .map(|d| read_part(d))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let parts = check(parts)?;
-    let contract = whole(&parts[0].contract);
+    let contract = parts[0].contract.unsharded();
     let latest = parts.iter().map(|p| p.origin_us).max().unwrap_or(0);
     let bundle = Bundle::create(out_root, &contract)
         .with_context(|| format!("creating a bundle under {}", out_root.display()))?;
@@ -275,16 +270,18 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path, argv: &[String]) -> anyhow::Resu
             r.shard = Some(p.shard.index);
             r
         }));
-        shards.push(json!({
-            "index": p.shard.index,
-            "count": p.shard.count,
-            "start_at": p.start_at,
-            "host": p.environment["client"]["hostname"],
-            "clock": p.environment["shard"]["clock"],
-            "bundle": p.dir.display().to_string(),
-            "origin_us": p.origin_us,
-            "shifted_us": by,
-        }));
+        shards.push(ShardFacts {
+            index: p.shard.index,
+            count: p.shard.count,
+            start_at: p.start_at.clone(),
+            host: p.environment["client"]["hostname"]
+                .as_str()
+                .map(str::to_owned),
+            clock: p.environment["shard"]["clock"].clone(),
+            bundle: Some(p.dir.display().to_string()),
+            origin_us: Some(p.origin_us),
+            shifted_us: Some(by),
+        });
     }
     // As they finished, on the merged clock.
     records.sort_by_key(|r| (r.end_us.or(r.sent_us).unwrap_or(0), r.index));
@@ -295,7 +292,7 @@ pub fn merge(dirs: &[PathBuf], out_root: &Path, argv: &[String]) -> anyhow::Resu
     if let Some(e) = environment.as_object_mut() {
         e.remove("shard");
     }
-    environment["shards"] = Value::Array(shards);
+    environment["shards"] = serde_json::to_value(&shards)?;
     bundle.write_json(ENVIRONMENT, &environment)?;
     // The target's metrics as shard 0 scraped them, on the merged clock.
     let scrapes = shifted_scrapes(&parts[0], latest)?;

@@ -243,14 +243,12 @@ pub async fn run(
                 "shard {shard}: the schedule starts at {at} (in {:.1} s)",
                 ahead.as_secs_f64()
             ));
-            // The plan every shard of the run shares: the contract less its shard.
-            let mut whole = contract.clone();
-            (whole.load.shard, whole.load.start_at) = (None, None);
             environment["shard"] = json!({
                 "shard": shard.to_string(),
                 "index": shard.index,
                 "count": shard.count,
-                "plan_fingerprint": whole.fingerprints().short(),
+                // The plan every shard of the run shares.
+                "plan_fingerprint": contract.unsharded().fingerprints().short(),
                 "start_at": at.to_string(),
                 "origin_us": origin_us,
                 "clock": clock,

@@ -30,6 +30,15 @@ pub struct ShardFacts {
     /// The shard's clock against the target's (`env::clock::offset`).
     #[serde(default)]
     pub clock: serde_json::Value,
+    /// The shard's own bundle, as merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<String>,
+    /// Where its schedule began on its own clock, and how far `merge` moved its records to
+    /// put that on the merged clock, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shifted_us: Option<u64>,
 }
 
 /// The shards of a merged run.
@@ -111,17 +120,21 @@ pub fn summarize(facts: &[ShardFacts], records: &[Record]) -> Option<ShardsResul
     let mut shards: Vec<ShardResult> = facts
         .iter()
         .map(|f| {
-            let steady = || {
-                records
+            let steady: Vec<&Record> = records
+                .iter()
+                .filter(|r| r.shard == Some(f.index) && r.phase == Phase::Steady)
+                .collect();
+            let lag = Dist::of(
+                steady
                     .iter()
-                    .filter(move |r| r.shard == Some(f.index) && r.phase == Phase::Steady)
-            };
-            let lag = Dist::of(steady().filter_map(|r| super::dispatch_lag(r)[0]).collect());
+                    .filter_map(|r| super::dispatch_lag(r)[0])
+                    .collect(),
+            );
             let num = |k: &str| f.clock[k].as_f64();
             ShardResult {
                 index: f.index,
                 host: f.host.clone(),
-                steady_requests: steady().count() as u64,
+                steady_requests: steady.len() as u64,
                 dispatch_lag_p50_ms: lag.as_ref().map(|d| d.p50),
                 dispatch_lag_p99_ms: lag.as_ref().map(|d| d.p99),
                 clock_offset_ms: num("offset_ms"),

@@ -668,6 +668,16 @@ pub struct Shard {
     pub count: u32,
 }
 
+impl Contract {
+    /// The contract every shard of a sharded run shares: this one without its shard and start
+    /// instant (the unsharded run's, which a merged bundle keeps).
+    pub fn unsharded(&self) -> Contract {
+        let mut c = self.clone();
+        (c.load.shard, c.load.start_at) = (None, None);
+        c
+    }
+}
+
 impl Shard {
     /// The most shards a plan is cut into.
     pub const MAX: u32 = 4096;

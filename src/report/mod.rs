@@ -577,7 +577,6 @@ fn shards(d: &mut Doc, s: &Summary) {
         "Shards: {} client machines, one schedule from {}",
         sh.count, sh.start_at
     ));
-    let ms = |x: Option<f64>| x.map_or("—".to_owned(), num);
     let rows = sh
         .shards
         .iter()
@@ -586,8 +585,8 @@ fn shards(d: &mut Doc, s: &Summary) {
                 format!("{}/{}", r.index, sh.count),
                 r.host.clone().unwrap_or_else(|| "—".into()),
                 r.steady_requests.to_string(),
-                ms(r.dispatch_lag_p50_ms),
-                ms(r.dispatch_lag_p99_ms),
+                opt(r.dispatch_lag_p50_ms),
+                opt(r.dispatch_lag_p99_ms),
                 match (r.clock_offset_ms, r.clock_uncertainty_ms) {
                     (Some(o), Some(u)) => format!("{o:+.1} ± {u:.1}"),
                     (Some(o), None) => format!("{o:+.1}"),
@@ -624,7 +623,6 @@ fn replicas(d: &mut Doc, s: &Summary) {
         return;
     };
     d.h(format!("Replicas: {} target URLs", rs.len()));
-    let ms = |x: Option<f64>| x.map_or("—".to_owned(), num);
     let rows = rs
         .iter()
         .map(|r| {
@@ -632,9 +630,9 @@ fn replicas(d: &mut Doc, s: &Summary) {
                 r.url.clone(),
                 r.steady_requests.to_string(),
                 r.failed.to_string(),
-                ms(r.ttft_p50_ms),
-                ms(r.ttft_p99_ms),
-                ms(r.e2e_p99_ms),
+                opt(r.ttft_p50_ms),
+                opt(r.ttft_p99_ms),
+                opt(r.e2e_p99_ms),
                 r.attainment
                     .map_or("—".to_owned(), |a| format!("{:.1}%", a * 100.0)),
             ]
