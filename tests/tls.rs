@@ -135,12 +135,16 @@ async fn https_with_the_default_build_trusting_only_what_the_contract_names() {
         serde_json::from_str(&std::fs::read_to_string(env).unwrap()).unwrap();
     let http = &env["client_http"];
     assert!(http["tls"].as_str().unwrap().contains("ca.pem"), "{http}");
+    // At most one per request; none when the load reused the connections the preflight left
+    // idle (seen in CI: "opened": 0), and then there is nothing to time.
     let opened = http["connections"]["opened"].as_u64().unwrap();
-    assert!((1..=20).contains(&opened), "{http}");
-    assert!(
-        http["connections"]["setup_ms"]["p50"].as_f64().unwrap() > 0.0,
-        "{http}"
-    );
+    assert!(opened <= 20, "{http}");
+    if opened > 0 {
+        assert!(
+            http["connections"]["setup_ms"]["p50"].as_f64().unwrap() > 0.0,
+            "{http}"
+        );
+    }
 
     // The same without it: the platform's store does not hold the test CA. Every request
     // fails, and the error says why and what to set.
