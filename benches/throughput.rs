@@ -106,6 +106,7 @@ async fn drive_with(
         bundle_dir: None,
         wake_latency_hold: hold,
         signal: Default::default(),
+        live: None,
     };
     run(c, inputs, opts, CancellationToken::new())
         .await

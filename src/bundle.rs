@@ -248,6 +248,9 @@ impl Bundle {
         // A run merged from shards: what it keeps of each client.
         let shards: Vec<crate::analyze::shards::ShardFacts> =
             serde_json::from_value(environment["shards"].clone()).unwrap_or_default();
+        // A live demo: what each segment of its load was.
+        let segments: Vec<crate::analyze::segments::SegmentFacts> =
+            serde_json::from_value(environment["live"]["segments"].clone()).unwrap_or_default();
         let context = Context {
             workload: Some(inputs),
             interrupted,
@@ -256,6 +259,7 @@ impl Bundle {
             facts: facts.as_ref(),
             scrapes: &scrapes,
             shards: &shards,
+            segments: &segments,
         };
         let mut summary = summarize(contract, records, &context);
         if let Ok(bytes) = std::fs::read(self.path(PREDICTION)) {

@@ -359,6 +359,7 @@ impl OutputArgs {
             bundle_dir: None,
             wake_latency_hold: !self.no_wake_latency_hold,
             signal: CAUGHT.clone(),
+            live: None,
         }
     }
 }
@@ -472,6 +473,12 @@ pub struct RunArgs {
     /// the baseline's [quality] tolerances, as `compare` does).
     #[arg(long, value_name = "BUNDLE")]
     baseline: Option<PathBuf>,
+    /// Watch the run on a terminal dashboard (on stderr): offered and achieved rate, in
+    /// flight, latency percentiles over the last 10 s against the SLO, goodput, errors,
+    /// dispatch lag, phase and time left. `q` or Ctrl-C stops the run (what was measured is
+    /// kept). The bundle is the same with or without it.
+    #[arg(long, conflicts_with = "repeats")]
+    live: bool,
 }
 
 // The arguments of `goodput compare`.
@@ -571,6 +578,20 @@ pub struct DemoArgs {
     /// `html`: a self-contained page with both curves.
     #[command(flatten)]
     format: FormatArgs,
+    /// Drive the simulated engine in real time, on a dashboard whose keys change the load in
+    /// place: `+`/`-` raise and lower the offered load by 10% of capacity, `o`/`c` switch to
+    /// open or closed loop, `q` ends it. Each change is a segment of the run's bundle.
+    #[arg(long)]
+    live: bool,
+    /// With --live: the offered load to start at, as a share of the engine's capacity.
+    #[arg(long, default_value_t = 0.5, requires = "live")]
+    load: f64,
+    /// With --live: the longest it runs, seconds (it stops by itself).
+    #[arg(long, default_value_t = 300.0, requires = "live")]
+    duration: f64,
+    /// With --live: the directory that receives the bundle.
+    #[arg(long, default_value = "runs", env = "GOODPUT_OUT", requires = "live")]
+    out: PathBuf,
 }
 
 // The arguments of `goodput sim`.
@@ -635,7 +656,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(a) if a.bundle.join("repeat.json").is_file() => report_repeats_command(a),
         Command::Report(a) => report_command(a),
         Command::Sweep(a) => sweep_command(a).await,
-        Command::Demo(a) => demo_command(a),
+        Command::Demo(a) => demo_command(a).await,
         Command::Audit(a) => audit_command(a),
         Command::Sim(a) => sim_command(a).await,
         Command::Merge(a) => merge_command(a),
@@ -692,6 +713,7 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
         start_at,
         fail_on,
         baseline,
+        live,
     } = a;
     let mut overrides = overrides;
     overrides.more.extend(shard.map(|v| ("shard", v)));
@@ -764,7 +786,16 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
             &parent.dir,
         ));
     }
-    let r = crate::run::run(c, inputs, options, cancel).await?;
+    let r = if live {
+        let title = format!("goodput run {}", c.name);
+        let board = crate::live::Board::new(Arc::new(c.clone()), None);
+        watched(board, title, options, cancel, |o, k| {
+            crate::run::run(c, inputs, o, k)
+        })
+        .await?
+    } else {
+        crate::run::run(c, inputs, options, cancel).await?
+    };
     match output.format.get() {
         // The page the run wrote into its bundle, with its figures.
         Format::Html => say(&std::fs::read_to_string(r.bundle.path("report.html"))
@@ -1074,13 +1105,128 @@ async fn sweep_command(a: SweepArgs) -> anyhow::Result<ExitCode> {
     Ok(exit_code(r.interrupted, false))
 }
 
-fn demo_command(a: DemoArgs) -> anyhow::Result<ExitCode> {
+/// Runs `run` with a dashboard on the terminal, fed by `board`: its warnings and notes are
+/// held until the dashboard has closed; its `q` or Ctrl-C stops the run as a signal would
+/// (a live demo's `q` instead ends its load gracefully, through the board's control). The
+/// terminal is restored however the run ends.
+async fn watched<F, Fut>(
+    board: Arc<crate::live::Board>,
+    title: String,
+    mut options: crate::run::RunOptions,
+    cancel: CancellationToken,
+    run: F,
+) -> anyhow::Result<crate::run::RunResult>
+where
+    F: FnOnce(crate::run::RunOptions, CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<crate::run::RunResult>>,
+{
+    let later = Arc::new(Later::default());
+    options.watch = later.clone();
+    options.live = Some(board.clone());
+    if board.control().is_none() {
+        let (quit, cancel) = (board.quit.clone(), cancel.clone());
+        let b = board.clone();
+        tokio::spawn(async move {
+            quit.cancelled().await;
+            let _ = CAUGHT.set(match b.quit_by.get() {
+                Some(&"Ctrl-C") => "SIGINT",
+                _ => "the dashboard's q",
+            });
+            cancel.cancel();
+        });
+    } else {
+        // Ctrl-C on the dashboard is a key, not a signal: it stops the demo's load too.
+    }
+    let dash = crate::live::tui::Dashboard::start(board, title)?;
+    let r = run(options, cancel).await;
+    drop(dash);
+    later.say();
+    r
+}
+
+/// Holds a run's warnings and notes while the dashboard has the terminal; says them after.
+#[derive(Debug, Default)]
+struct Later(std::sync::Mutex<Vec<String>>);
+
+impl Later {
+    fn say(&self) {
+        for m in self.0.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            say_err!("{m}");
+        }
+    }
+}
+
+impl crate::run::Watch for Later {
+    fn warn(&self, message: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!("warning: {message}"));
+    }
+
+    fn note(&self, message: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!("note: {message}"));
+    }
+}
+
+async fn demo_live(
+    cfg: crate::sim::SimConfig,
+    load: f64,
+    duration: f64,
+    out: PathBuf,
+) -> anyhow::Result<ExitCode> {
+    if !(load.is_finite() && (0.1..=3.0).contains(&load)) {
+        bail!("--load {load}: give a share of capacity from 0.1 to 3 (0.5 is half)");
+    }
+    if !(duration.is_finite() && duration > 0.0 && duration <= 3600.0) {
+        bail!("--duration {duration}: give seconds, more than 0 and at most 3600");
+    }
+    let spec = crate::demo::DemoSpec::default();
+    let (capacity, e2e_alone) = crate::demo::capacity(&cfg, &spec).map_err(anyhow::Error::msg)?;
+    let text = crate::demo::live_contract(&cfg, &spec, capacity, load, duration)
+        .map_err(anyhow::Error::msg)?;
+    let path = PathBuf::from("<goodput demo --live>");
+    let (c, inputs) = crate::workload::parse(&text, &path)?;
+    let control = crate::live::Control::new(capacity, e2e_alone, true, load);
+    let board = crate::live::Board::new(Arc::new(c.clone()), Some(control));
+    let options = crate::run::RunOptions {
+        out_root: out,
+        watch: Arc::new(crate::run::Silent),
+        argv: std::env::args().collect(),
+        overrides: Vec::new(),
+        bundle_dir: None,
+        wake_latency_hold: false,
+        signal: CAUGHT.clone(),
+        live: None,
+    };
+    let cancel = cancel_on_signals("the records in flight");
+    let title = format!("goodput demo --live · capacity {capacity:.1} req/s");
+    let r = watched(board, title, options, cancel, |o, k| {
+        crate::run::run(c, inputs, o, k)
+    })
+    .await?;
+    say(&crate::report::document_at(&r.summary, false).terminal())?;
+    say(&format!("\nBundle: {}\n", r.bundle.dir.display()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn demo_command(a: DemoArgs) -> anyhow::Result<ExitCode> {
     let DemoArgs {
         config,
         set,
         format,
+        live,
+        load,
+        duration,
+        out,
     } = a;
     let cfg = sim_config(config.as_deref(), &set)?;
+    if live {
+        return demo_live(cfg, load, duration, out).await;
+    }
     let demo =
         crate::demo::run(&cfg, crate::demo::DemoSpec::default()).map_err(anyhow::Error::msg)?;
     match format.get() {

@@ -95,10 +95,10 @@ fn ttft_ms(gt: &[crate::sim::GroundTruth], skip: usize) -> Vec<f64> {
     v
 }
 
-/// Runs the demo on `cfg`'s engine.
-pub fn run(cfg: &SimConfig, spec: DemoSpec) -> Result<Demo, String> {
-    // Capacity: everything offered at once; completions over the span.
-    let burst: Vec<DesRequest> = (0..spec.requests).map(|i| request(i, &spec, 0.0)).collect();
+/// The engine's capacity for the demo's workload, req/s (every request offered at once;
+/// completions over the span), and one request's end-to-end time alone, s.
+pub fn capacity(cfg: &SimConfig, spec: &DemoSpec) -> Result<(f64, f64), String> {
+    let burst: Vec<DesRequest> = (0..spec.requests).map(|i| request(i, spec, 0.0)).collect();
     let gt = des::run(cfg, DesLoad::Open(burst));
     let end = gt.iter().map(|g| g.end_us).max().unwrap_or(1) as f64 / 1e6;
     let capacity_rps = gt.iter().filter(|g| g.first_token_us.is_some()).count() as f64 / end;
@@ -108,9 +108,15 @@ pub fn run(cfg: &SimConfig, spec: DemoSpec) -> Result<Demo, String> {
             spec.input_tokens, spec.output_tokens
         ));
     }
-    // Unloaded end-to-end time, for the closed loop's think time.
-    let alone = des::run(cfg, DesLoad::Open(vec![request(0, &spec, 0.0)]));
+    // Unloaded end-to-end time, for the closed loop's users.
+    let alone = des::run(cfg, DesLoad::Open(vec![request(0, spec, 0.0)]));
     let e2e_alone_s = alone[0].end_us.saturating_sub(alone[0].arrival_us) as f64 / 1e6;
+    Ok((capacity_rps, e2e_alone_s))
+}
+
+/// Runs the demo on `cfg`'s engine.
+pub fn run(cfg: &SimConfig, spec: DemoSpec) -> Result<Demo, String> {
+    let (capacity_rps, e2e_alone_s) = capacity(cfg, &spec)?;
     // The first tenth of each run is its warm-up, left out.
     let skip = spec.requests / 10;
     let mut points = Vec::new();
@@ -217,6 +223,66 @@ impl Demo {
         );
         d
     }
+}
+
+/// The contract of `demo --live`: the demo's workload and SLO against the embedded simulator
+/// running `cfg`, open-loop Poisson at `load` × `capacity_rps` to start with (the keys change
+/// it), 2 s of warm-up, and at most `duration_s` of load.
+pub fn live_contract(
+    cfg: &SimConfig,
+    spec: &DemoSpec,
+    capacity_rps: f64,
+    load: f64,
+    duration_s: f64,
+) -> Result<String, String> {
+    let sim = toml::Value::try_from(cfg).map_err(|e| format!("the engine's settings: {e}"))?;
+    let mut t = toml::Table::new();
+    t.insert("simulator".into(), sim);
+    let target = toml::to_string(&toml::Value::Table(t)).map_err(|e| e.to_string())?;
+    let out = spec.output_tokens;
+    Ok(format!(
+        r#"name = "demo-live"
+description = "goodput demo --live: the demo's workload on the embedded simulator, its load changed in place by keys (each change a segment of the run)."
+
+[target]
+api = "openai-chat"
+timeout = "120s"
+{target_sim}
+
+[workload]
+seed = 7
+stream = true
+input_tokens = {{ dist = "fixed", value = {input} }}
+output_tokens = {{ dist = "uniform", min = {lo}, max = {hi} }}
+enforce_output_length = true
+
+[load]
+kind = "open"
+arrival = "poisson"
+rate = {rate}
+max_in_flight = 4096
+duration = "{duration_s}s"
+
+[warmup]
+duration = "2s"
+
+[measurement]
+# The live load is scheduled on tokio's timer (about a millisecond coarse), not the open-loop
+# dispatch thread: the demo shows queues of hundreds of milliseconds.
+max_dispatch_lag_ms = 20
+
+[slo]
+ttft_ms = {slo}
+percentile = 99
+attainment = 0.9
+"#,
+        target_sim = target.replace("[simulator", "[target.simulator"),
+        input = spec.input_tokens,
+        lo = out / 2,
+        hi = out + out / 2,
+        rate = (capacity_rps * load * 10.0).round() / 10.0,
+        slo = spec.slo_ttft_p99_ms,
+    ))
 }
 
 /// The demo: both loops' TTFT p99 against offered load, with the SLO.

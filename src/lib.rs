@@ -57,6 +57,7 @@ pub mod env;
 pub mod export;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod live;
 pub mod merge;
 pub mod plan;
 pub mod quality;

@@ -47,6 +47,9 @@ pub struct RunOptions {
     /// The name of the signal that cancelled the run (`SIGINT`, `SIGTERM`, `SIGHUP`), set by
     /// whoever cancels the token, for the bundle and the summary.
     pub signal: Arc<std::sync::OnceLock<&'static str>>,
+    /// Fed every finished record for a live dashboard (`--live`); with a control, the load is
+    /// the control's (`demo --live`).
+    pub live: Option<Arc<crate::live::Board>>,
 }
 
 /// Awaits `fut` unless the run is cancelled first: every wait before the load (readiness,
@@ -274,6 +277,19 @@ pub async fn run(
     .await?;
     // The connections the load opened (before the recount opens any of its own).
     environment["client_http"]["connections"] = connects.summary(load_started);
+    // A live demo's load: what each of its segments was.
+    let segments = match opts.live.as_ref().and_then(|b| b.control()) {
+        Some(k) => {
+            let segments = k.segments();
+            environment["live"] = json!({
+                "capacity_rps": k.capacity_rps,
+                "e2e_alone_s": k.e2e_alone_s,
+                "segments": segments,
+            });
+            segments
+        }
+        None => Vec::new(),
+    };
     bundle.write_json(ENVIRONMENT, &environment)?;
     // Before a launched server stops: its `/tokenize` may count the outputs.
     if let Some(r) =
@@ -308,6 +324,7 @@ pub async fn run(
         facts: Some(&facts),
         scrapes: &scrapes,
         shards: &[],
+        segments: &segments,
     };
     let summary = bundle.write_results(&contract, &context, &records, prediction)?;
     bundle.write_json(
@@ -638,6 +655,7 @@ async fn load(
         stable: stable.clone(),
         follow_ups: std::sync::OnceLock::new(),
         start_us,
+        control: opts.live.as_ref().and_then(|b| b.control().cloned()),
     });
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -654,6 +672,10 @@ async fn load(
             aborted: aborted.clone(),
         }),
     ];
+    if let Some(b) = &opts.live {
+        b.attach(driver.client.clone());
+        observers.push(Box::new(crate::live::Feed(b.clone())));
+    }
     if let Some(u) = &contract.warmup.until_stable {
         observers.push(Box::new(Stability {
             window: u.window as usize,
@@ -686,6 +708,9 @@ async fn load(
         .await;
     let probe_tx = tx.clone();
     let outcome = driver.clone().drive(tx, cancel.clone()).await;
+    if let Some(b) = &opts.live {
+        b.end();
+    }
     // Quality probes: after the load, one at a time, the same prompts in every run.
     driver
         .sequential(

@@ -328,6 +328,7 @@ async fn run_point(
         bundle_dir: Some(parent.dir.join(format!("point-{n:02}"))),
         wake_latency_hold: o.wake_latency_hold,
         signal: o.signal.clone(),
+        live: None,
     };
     run(c, inputs, opts, o.cancel.clone()).await
 }

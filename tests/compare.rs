@@ -28,6 +28,7 @@ async fn repeat_set(c: Contract, dir: &Path) -> std::path::PathBuf {
         bundle_dir: None,
         wake_latency_hold: true,
         signal: Default::default(),
+        live: None,
     };
     let (parent, rs, results) = run_repeats(c, Default::default(), opts, CancellationToken::new())
         .await
@@ -127,6 +128,7 @@ async fn bundle(slo_ms: u32, extra: &str, dir: &Path) -> std::path::PathBuf {
         bundle_dir: None,
         wake_latency_hold: true,
         signal: Default::default(),
+        live: None,
     };
     let c = contract::parse(&src, Path::new("t.toml")).unwrap();
     goodput::run::run(c, Default::default(), opts, CancellationToken::new())

@@ -24,6 +24,7 @@ pub(crate) mod headline;
 pub mod predict;
 pub(crate) mod quality;
 pub mod replicas;
+pub mod segments;
 pub(crate) mod server;
 pub mod sessions;
 pub mod shards;
@@ -242,6 +243,9 @@ pub struct Summary {
     /// lag and clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shards: Option<shards::ShardsResult>,
+    /// A run whose load was changed while it ran (`demo --live`): each segment's own figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<Vec<segments::SegmentResult>>,
 }
 
 /// The target of a run: where, which model, which engine on what.
@@ -1096,6 +1100,8 @@ pub struct Context<'a> {
     pub scrapes: &'a [crate::env::prom::Scrape],
     /// The shards a merged run was sent by (`environment.json` `shards`); empty otherwise.
     pub shards: &'a [shards::ShardFacts],
+    /// The load segments of a live demo (`environment.json` `live.segments`); empty otherwise.
+    pub segments: &'a [segments::SegmentFacts],
 }
 
 /// Computes the summary of a run from its records and what else the bundle keeps.
@@ -1108,6 +1114,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         facts,
         scrapes,
         shards: shard_facts,
+        segments: segment_facts,
     } = *context;
     let none = crate::workload::Inputs::default();
     let workload = workload.unwrap_or(&none);
@@ -1244,6 +1251,12 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             validity.reasons.push(why);
             validity.verdict = ValidityVerdict::Invalid;
         }
+        // A load changed while it ran is the first thing to know of its figures.
+        let segments = segments::summarize(c, segment_facts, records);
+        if let Some(why) = segments.as_deref().and_then(segments::invalid_reason) {
+            validity.reasons.insert(0, why);
+            validity.verdict = ValidityVerdict::Invalid;
+        }
         // The target's facts; without environment.json, the declared ones alone.
         let declared_only;
         let facts = match facts {
@@ -1313,6 +1326,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         server: window.and_then(|(a, b)| server::derive(scrapes, a as f64 / 1e6, b as f64 / 1e6)),
         target: Some(target_identity(c, facts)),
         shards,
+        segments,
         warnings: model_warning(c, records)
             .into_iter()
             .chain(cold_cache_warning(c, workload, &ok))
@@ -2390,6 +2404,7 @@ mod tests {
             turn: None,
             shard: None,
             url: None,
+            segment: None,
             request_id: format!("r-{index}"),
             intended_us: Some(at),
             dispatched_us: Some(at + 300),

@@ -40,6 +40,8 @@ pub struct Client {
     recount: bool,
     /// Keep each answer's text in its record (sessions).
     answers: bool,
+    /// Requests sent and not yet finished, for the live view.
+    in_flight: std::sync::atomic::AtomicU64,
 }
 
 /// What of the generated text a record keeps (`[quality]`).
@@ -305,6 +307,7 @@ impl Client {
             follow_redirects: false,
             recount: false,
             answers: false,
+            in_flight: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -391,6 +394,11 @@ impl Client {
         micros_since(self.epoch)
     }
 
+    /// Requests being executed now (sent, or about to be, and not finished).
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn adapter(&self) -> &dyn Adapter {
         self.adapter.as_ref()
     }
@@ -398,6 +406,7 @@ impl Client {
     /// Sends `body` and fills `rec` with what happened. Never panics on server behaviour; every
     /// failure becomes an outcome with what was measured before it kept.
     pub async fn execute(&self, body: Bytes, rec: &mut Record, cancel: &CancellationToken) {
+        let _in_flight = InFlight::enter(&self.in_flight);
         // The timeout and the cancellation are made once per request and polled by reference:
         // made afresh per chunk, each would register and deregister itself with the timer and
         // the run's token, locks shared by every request. The token is the request's own child,
@@ -890,6 +899,23 @@ async fn read_snippet(resp: reqwest::Response) -> String {
     }
     out.truncate(300);
     String::from_utf8_lossy(&out).trim().to_owned()
+}
+
+/// Counts one request in flight while it lives (so a cancelled request future, dropped
+/// mid-stream, still counts itself out).
+struct InFlight<'a>(&'a std::sync::atomic::AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn enter(n: &'a std::sync::atomic::AtomicU64) -> InFlight<'a> {
+        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]

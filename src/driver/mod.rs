@@ -30,6 +30,8 @@ use crate::contract::Contract;
 use crate::plan::{ArrivalGen, Phase, Phaser, Plan, PlannedRequest, SessionPlan};
 use crate::record::{Outcome, Record};
 
+mod live;
+
 /// What the driver did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DriveOutcome {
@@ -63,6 +65,8 @@ pub struct Driver {
     /// Where an open-loop schedule starts on the client's clock (µs): a sharded run's common
     /// start instant. `None`: when the dispatch thread is ready.
     pub start_us: Option<u64>,
+    /// The load of `demo --live`, changed in place while it runs; `None`: the contract's.
+    pub control: Option<Arc<crate::live::Control>>,
 }
 
 /// Wakes sessions' follow-up turns at their intended times as precisely as the open-loop
@@ -243,6 +247,9 @@ impl Driver {
         tx: UnboundedSender<Record>,
         cancel: CancellationToken,
     ) -> DriveOutcome {
+        if let Some(k) = self.control.clone() {
+            return self.live_loop(k, tx, cancel).await;
+        }
         if self.contract.load.is_open() {
             self.open_loop(tx, cancel).await
         } else {

@@ -152,6 +152,11 @@ pub const REQUESTS: &[Spec] = &[
         "which of target.urls it went to (from 0), with several, else empty"
     ),
     spec!(
+        "segment",
+        Int,
+        "the live demo's load segment it was sent in (environment.json says each), else empty"
+    ),
+    spec!(
         "session",
         Int,
         "the session it is a turn of (its first turn's index), else empty"
@@ -375,6 +380,7 @@ fn request_columns(b: &Loaded, rs: &[Record]) -> Vec<Column> {
         text(&|r| Some(r.phase.as_str().to_owned())),
         int(&|r| n(r.shard)),
         int(&|r| n(r.url)),
+        int(&|r| n(r.segment)),
         int(&|r| us(r.session)),
         int(&|r| r.turn.map(|t| i64::from(t.0))),
         text(&|r| Some(r.request_id.clone())),

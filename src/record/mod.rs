@@ -35,6 +35,10 @@ pub struct Record {
     /// Which of `target.urls` it was sent to (from 0), when the contract lists several.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<u32>,
+    /// The segment of a live demo it was sent in (`demo --live`): each change of the load
+    /// starts one; the bundle's environment says what each was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<u32>,
     /// `X-Request-Id` sent with the request (run id and index), to join with server logs.
     pub request_id: String,
     /// When the schedule said to send it (open loop); absent in closed loop.
@@ -290,6 +294,7 @@ impl Record {
             turn: None,
             shard: None,
             url: None,
+            segment: None,
             request_id: format!("{run_id}-{}", p.index),
             intended_us: p.intended_us,
             dispatched_us: None,

@@ -189,6 +189,7 @@ pub fn document(s: &Summary) -> Doc {
 pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     let mut d = Doc::default();
     verdicts(&mut d, s, verbose);
+    segments(&mut d, s);
     slo_and_throughput(&mut d, s);
     steady_table(&mut d, s, verbose);
     shards(&mut d, s);
@@ -615,6 +616,56 @@ fn shards(d: &mut Doc, s: &Summary) {
             ),
         );
     }
+}
+
+/// A run whose load was changed while it ran (`demo --live`): each segment on its own line,
+/// the closed loop's sent rate beside what it was meant to carry.
+fn segments(d: &mut Doc, s: &Summary) {
+    let Some(segs) = &s.segments else {
+        return;
+    };
+    d.h(format!(
+        "Segments: the load changed {} times",
+        segs.len().saturating_sub(1)
+    ));
+    let rows = segs
+        .iter()
+        .map(|g| {
+            let f = &g.facts;
+            vec![
+                f.segment.to_string(),
+                match f.users {
+                    Some(u) => format!("{} loop, {u} users", f.loop_kind),
+                    None => format!("{} loop", f.loop_kind),
+                },
+                format!("{:.0}%", f.load * 100.0),
+                format!("{:.1}", f.offered_rps),
+                format!("{:.1}", g.sent_rps),
+                g.requests.to_string(),
+                opt(g.ttft_p50_ms),
+                opt(g.ttft_p99_ms),
+                g.attainment
+                    .map_or("—".to_owned(), |a| format!("{:.1}%", a * 100.0)),
+            ]
+        })
+        .collect();
+    d.table(
+        &[
+            "segment",
+            "load",
+            "of capacity",
+            "offered req/s",
+            "sent req/s",
+            "requests",
+            "TTFT p50 ms",
+            "TTFT p99 ms",
+            "SLO met",
+        ],
+        rows,
+    );
+    d.line(
+        "Latency from the intended send time in open-loop segments and from the actual send in closed-loop ones: a closed loop that sent less than was offered slowed down with the server, and its tail describes a lighter load than its line says.",
+    );
 }
 
 /// Several replicas with no router (`target.urls`): each one's share and latencies.

@@ -28,6 +28,7 @@ pub async fn try_run_in(mut c: Contract, dir: &std::path::Path) -> anyhow::Resul
         bundle_dir: None,
         wake_latency_hold: true,
         signal: Default::default(),
+        live: None,
     };
     goodput::run::run(c, inputs, opts, CancellationToken::new()).await
 }

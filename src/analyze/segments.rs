@@ -1,0 +1,114 @@
+//! A run whose load was changed while it ran (`goodput demo --live`): each change started a
+//! segment (open or closed loop, at a share of the engine's capacity), its records carry the
+//! segment's number, and `environment.json` keeps what each segment was. Each segment is
+//! summarised on its own, from its own records: the whole run's figures mix loads and are not
+//! a result (the run is INVALID for that reason).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Dist, meets_slo, request_metrics};
+use crate::contract::Contract;
+use crate::plan::Phase;
+use crate::record::Record;
+
+/// What one segment's load was, as the live control set it (`environment.json` `live.segments`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SegmentFacts {
+    pub segment: u32,
+    /// `open` or `closed`.
+    #[serde(rename = "loop")]
+    pub loop_kind: String,
+    /// The offered load as a share of the engine's capacity.
+    pub load: f64,
+    /// The rate the load was meant to carry, req/s (open: the arrival rate; closed: what its
+    /// users carry at unloaded latency).
+    pub offered_rps: f64,
+    /// Closed loop: its users.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<u32>,
+    /// When it started, µs on the run's clock.
+    pub from_us: u64,
+    /// When the next began (or the load ended), µs; `None` while it lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_us: Option<u64>,
+}
+
+/// One segment's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SegmentResult {
+    #[serde(flatten)]
+    pub facts: SegmentFacts,
+    /// Its requests sent in the measured phases (warm-up left out).
+    pub requests: u64,
+    pub ok: u64,
+    /// Requests sent per second over the segment: below `offered_rps` when a closed loop
+    /// slowed down with the server.
+    pub sent_rps: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_p99_ms: Option<f64>,
+    /// Its requests that met every SLO threshold, of those sent; `None` without an SLO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attainment: Option<f64>,
+}
+
+/// Each segment's figures, in order; `None` for a run whose load never changed.
+pub fn summarize(
+    c: &Contract,
+    facts: &[SegmentFacts],
+    records: &[Record],
+) -> Option<Vec<SegmentResult>> {
+    if facts.is_empty() {
+        return None;
+    }
+    let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
+    let end = records.iter().filter_map(|r| r.end_us).max().unwrap_or(0);
+    Some(
+        facts
+            .iter()
+            .map(|f| {
+                let mine: Vec<&Record> = records
+                    .iter()
+                    .filter(|r| {
+                        r.segment == Some(f.segment)
+                            && matches!(r.phase, Phase::Steady | Phase::Drain)
+                    })
+                    .collect();
+                let metrics: Vec<_> = mine
+                    .iter()
+                    .filter(|r| r.is_ok())
+                    .map(|r| request_metrics(r, origin, source))
+                    .collect();
+                let ttft = Dist::of(metrics.iter().filter_map(|m| m.ttft_ms).collect());
+                let met = metrics.iter().filter(|m| meets_slo(c, m)).count();
+                let span_s = f.to_us.unwrap_or(end).saturating_sub(f.from_us) as f64 / 1e6;
+                SegmentResult {
+                    facts: f.clone(),
+                    requests: mine.len() as u64,
+                    ok: metrics.len() as u64,
+                    sent_rps: if span_s > 0.0 {
+                        mine.len() as f64 / span_s
+                    } else {
+                        0.0
+                    },
+                    ttft_p50_ms: ttft.as_ref().map(|d| d.p50),
+                    ttft_p99_ms: ttft.as_ref().map(|d| d.p99),
+                    attainment: (c.slo.is_set() && !mine.is_empty())
+                        .then(|| met as f64 / mine.len() as f64),
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Why the whole run's figures are no result, when its load changed.
+pub fn invalid_reason(segments: &[SegmentResult]) -> Option<String> {
+    (segments.len() > 1).then(|| {
+        format!(
+            "the load was changed {} times while the run lasted (a live demo): the whole run's figures mix {} segments of different loads; read each segment's own line",
+            segments.len() - 1,
+            segments.len()
+        )
+    })
+}
