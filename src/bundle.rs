@@ -249,7 +249,7 @@ impl Bundle {
         let shards: Vec<crate::analyze::shards::ShardFacts> =
             serde_json::from_value(environment["shards"].clone()).unwrap_or_default();
         // A live demo: what each segment of its load was.
-        let segments: Vec<crate::analyze::segments::SegmentFacts> =
+        let segments: Vec<crate::record::SegmentFacts> =
             serde_json::from_value(environment["live"]["segments"].clone()).unwrap_or_default();
         let context = Context {
             workload: Some(inputs),

@@ -1190,7 +1190,7 @@ async fn demo_live(
         .map_err(anyhow::Error::msg)?;
     let path = PathBuf::from("<goodput demo --live>");
     let (c, inputs) = crate::workload::parse(&text, &path)?;
-    let control = crate::live::Control::new(capacity, e2e_alone, true, load);
+    let control = crate::driver::live::Control::new(capacity, e2e_alone, true, load);
     let board = crate::live::Board::new(Arc::new(c.clone()), Some(control));
     let options = crate::run::RunOptions {
         out_root: out,

@@ -29,9 +29,10 @@
 //! 12. `bundle` — the bundle on disk, written and loaded.
 //! 13. `compare`, `audit`, `demo`, `merge`, `export` — comparisons; grading any result; the
 //!     open/closed demo; the shards of one run joined; a bundle's records as tables.
-//! 14. `run` — one run (and repeats), wired together.
-//! 15. `sweep` — one variable varied, and the capacity search.
-//! 16. `cli`, `fuzz` — the command line, the only module that prints results; the parsers'
+//! 14. `live` — what a run shows while it runs: the dashboard's figures and drawing.
+//! 15. `run` — one run (and repeats), wired together.
+//! 16. `sweep` — one variable varied, and the capacity search.
+//! 17. `cli`, `fuzz` — the command line, the only module that prints results; the parsers'
 //!     entry points for the fuzz targets.
 //!
 //! # Public API

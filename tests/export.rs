@@ -154,17 +154,18 @@ fn every_format_round_trips_the_records() {
     assert_eq!(rd.headers().unwrap().iter().collect::<Vec<_>>(), names);
     let csv_rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
     assert_eq!(csv_rows.len(), records.len());
+    let col = |n: &str| names.iter().position(|x| *x == n).unwrap();
     for row in &csv_rows {
-        let index: u64 = row[0].parse().unwrap();
+        let index: u64 = row[col("index")].parse().unwrap();
         let p = rows[&index];
         assert_eq!(
-            &row[7],
+            &row[col("intended_us")],
             p["intended_us"]
                 .as_u64()
                 .map(|x| x.to_string())
                 .unwrap_or_default()
         );
-        assert_eq!(&row[25], p["outcome"].as_str().unwrap());
+        assert_eq!(&row[col("outcome")], p["outcome"].as_str().unwrap());
     }
     let jl = export("jsonl");
     let text = std::fs::read_to_string(jl.join("requests.jsonl")).unwrap();

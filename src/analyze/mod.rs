@@ -1101,7 +1101,7 @@ pub struct Context<'a> {
     /// The shards a merged run was sent by (`environment.json` `shards`); empty otherwise.
     pub shards: &'a [shards::ShardFacts],
     /// The load segments of a live demo (`environment.json` `live.segments`); empty otherwise.
-    pub segments: &'a [segments::SegmentFacts],
+    pub segments: &'a [crate::record::SegmentFacts],
 }
 
 /// Computes the summary of a run from its records and what else the bundle keeps.

@@ -9,29 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::{Dist, meets_slo, request_metrics};
 use crate::contract::Contract;
 use crate::plan::Phase;
-use crate::record::Record;
-
-/// What one segment's load was, as the live control set it (`environment.json` `live.segments`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct SegmentFacts {
-    pub segment: u32,
-    /// `open` or `closed`.
-    #[serde(rename = "loop")]
-    pub loop_kind: String,
-    /// The offered load as a share of the engine's capacity.
-    pub load: f64,
-    /// The rate the load was meant to carry, req/s (open: the arrival rate; closed: what its
-    /// users carry at unloaded latency).
-    pub offered_rps: f64,
-    /// Closed loop: its users.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub users: Option<u32>,
-    /// When it started, µs on the run's clock.
-    pub from_us: u64,
-    /// When the next began (or the load ended), µs; `None` while it lasts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to_us: Option<u64>,
-}
+use crate::record::{Record, SegmentFacts};
 
 /// One segment's figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

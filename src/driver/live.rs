@@ -24,9 +24,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{DriveOutcome, Driver};
-use crate::live::{Control, Setting};
 use crate::plan::{Phase, Phaser};
-use crate::record::{Outcome, Record};
+use crate::record::{Outcome, Record, SegmentFacts};
+use std::sync::{Mutex, OnceLock};
+
+use crate::client::Client;
 
 /// What every task of the live load shares.
 struct Shared {
@@ -198,5 +200,149 @@ impl Driver {
             self.client.execute(body, &mut rec, cancel).await;
             let _ = tx.send(rec);
         }
+    }
+}
+
+/// The load as the live control has it now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Setting {
+    pub segment: u32,
+    pub open: bool,
+    /// Share of the engine's capacity offered.
+    pub load: f64,
+    pub offered_rps: f64,
+    /// Closed loop: users enough to carry `offered_rps` at unloaded latency (Little's law).
+    pub users: u32,
+}
+
+/// The load of `demo --live`, changed in place by keys: each change starts a segment.
+#[derive(Debug)]
+pub struct Control {
+    pub capacity_rps: f64,
+    /// End-to-end time of one request alone, s: closed-loop users carry the offered rate at it.
+    pub e2e_alone_s: f64,
+    segments: Mutex<Vec<SegmentFacts>>,
+    tx: tokio::sync::watch::Sender<Setting>,
+    client: OnceLock<Arc<Client>>,
+    /// Ends the load gracefully: nothing more is sent, the requests in flight finish.
+    pub stop: CancellationToken,
+}
+
+/// A step of the load keys, as a share of capacity.
+pub const LOAD_STEP: f64 = 0.1;
+
+impl Control {
+    pub fn new(capacity_rps: f64, e2e_alone_s: f64, open: bool, load: f64) -> Arc<Control> {
+        let first = Self::setting_for(capacity_rps, e2e_alone_s, 0, open, load);
+        let (tx, _) = tokio::sync::watch::channel(first);
+        Arc::new(Control {
+            capacity_rps,
+            e2e_alone_s,
+            segments: Mutex::new(Vec::new()),
+            tx,
+            client: OnceLock::new(),
+            stop: CancellationToken::new(),
+        })
+    }
+
+    fn setting_for(cap: f64, e2e: f64, segment: u32, open: bool, load: f64) -> Setting {
+        let rate = cap * load;
+        Setting {
+            segment,
+            open,
+            load,
+            offered_rps: rate,
+            users: ((rate * e2e).round() as u32).max(1),
+        }
+    }
+
+    pub fn setting(&self) -> Setting {
+        *self.tx.borrow()
+    }
+
+    /// Changes arrive here (the driver's live loop).
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<Setting> {
+        self.tx.subscribe()
+    }
+
+    /// The load starts now: segment 0 begins.
+    pub fn start(&self, client: Arc<Client>) {
+        let now = client.now_us();
+        let _ = self.client.set(client);
+        let s = self.setting();
+        self.lock().push(self.facts(&s, now));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<SegmentFacts>> {
+        self.segments.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn facts(&self, s: &Setting, from_us: u64) -> SegmentFacts {
+        SegmentFacts {
+            segment: s.segment,
+            loop_kind: if s.open { "open" } else { "closed" }.to_owned(),
+            load: s.load,
+            offered_rps: s.offered_rps,
+            users: (!s.open).then_some(s.users),
+            from_us,
+            to_us: None,
+        }
+    }
+
+    /// A new load: ends the present segment and starts the next (nothing when unchanged).
+    pub fn set(&self, open: bool, load: f64) {
+        let load = (load * 100.0).round().clamp(10.0, 300.0) / 100.0;
+        let old = self.setting();
+        if old.open == open && (old.load - load).abs() < 1e-9 {
+            return;
+        }
+        let now = self.client.get().map_or(0, |c| c.now_us());
+        let next = Self::setting_for(
+            self.capacity_rps,
+            self.e2e_alone_s,
+            old.segment + 1,
+            open,
+            load,
+        );
+        {
+            let mut segs = self.lock();
+            if let Some(last) = segs.last_mut() {
+                last.to_us = Some(now);
+            }
+            if self.client.get().is_some() {
+                segs.push(self.facts(&next, now));
+            }
+        }
+        self.tx.send_replace(next);
+    }
+
+    pub fn raise(&self) {
+        let s = self.setting();
+        self.set(s.open, s.load + LOAD_STEP);
+    }
+
+    pub fn lower(&self) {
+        let s = self.setting();
+        self.set(s.open, s.load - LOAD_STEP);
+    }
+
+    pub fn switch(&self) {
+        let s = self.setting();
+        self.set(!s.open, s.load);
+    }
+
+    /// The load ended at `end_us`: the last segment ends there.
+    pub fn finish(&self, end_us: u64) {
+        let mut segs = self.lock();
+        if let Some(last) = segs.last_mut()
+            && last.to_us.is_none()
+        {
+            last.to_us = Some(end_us);
+        }
+    }
+
+    /// Every segment so far.
+    pub fn segments(&self) -> Vec<SegmentFacts> {
+        self.lock().clone()
     }
 }

@@ -30,7 +30,7 @@ use crate::contract::Contract;
 use crate::plan::{ArrivalGen, Phase, Phaser, Plan, PlannedRequest, SessionPlan};
 use crate::record::{Outcome, Record};
 
-mod live;
+pub mod live;
 
 /// What the driver did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -66,7 +66,7 @@ pub struct Driver {
     /// start instant. `None`: when the dispatch thread is ready.
     pub start_us: Option<u64>,
     /// The load of `demo --live`, changed in place while it runs; `None`: the contract's.
-    pub control: Option<Arc<crate::live::Control>>,
+    pub control: Option<Arc<live::Control>>,
 }
 
 /// Wakes sessions' follow-up turns at their intended times as precisely as the open-loop

@@ -137,6 +137,29 @@ pub struct Record {
     pub answer: Option<String>,
 }
 
+/// What the load of one segment of a live demo was (`Record::segment`), as its control set it
+/// (`environment.json` `live.segments`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SegmentFacts {
+    pub segment: u32,
+    /// `open` or `closed`.
+    #[serde(rename = "loop")]
+    pub loop_kind: String,
+    /// The offered load as a share of the engine's capacity.
+    pub load: f64,
+    /// The rate the load was meant to carry, req/s (open: the arrival rate; closed: what its
+    /// users carry at unloaded latency).
+    pub offered_rps: f64,
+    /// Closed loop: its users.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<u32>,
+    /// When it started, µs on the run's clock.
+    pub from_us: u64,
+    /// When the next began (or the load ended), µs; `None` while it lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_us: Option<u64>,
+}
+
 /// How a record's output was counted, when not as the stream arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

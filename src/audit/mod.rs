@@ -1,6 +1,7 @@
-//! `goodput audit`: grades a result — this tool's bundle or repeat set, a vLLM serving-benchmark
-//! result (`vllm bench serve --save-result`), or a GuideLLM report — as **comparable** or
-//! **directional**, and lists in plain words each fact it lacks or contradicts.
+//! `goodput audit`: grades a result — this tool's bundle or repeat set, or another benchmark's
+//! result file (vLLM, SGLang, GuideLLM, AIPerf, inference-perf: see [`peers`]) — as
+//! **comparable** or **directional**, and lists in plain words each fact it lacks or
+//! contradicts.
 //!
 //! Two kinds of finding: *missing* facts make a result directional (it cannot be put beside
 //! another without guessing); *limits* leave it comparable but bound what it can support
@@ -13,7 +14,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::analyze::GradeVerdict;
+
+pub mod peers;
 use crate::bundle::{CONTRACT, REQUESTS, SUMMARY};
+pub use peers::PeerFormat;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Audit {
@@ -96,32 +100,46 @@ pub fn audit(path: &Path) -> anyhow::Result<Audit> {
     peer_result(path, &text)
 }
 
-/// Grades another tool's result file from its text (`path` names it in messages): a vLLM
-/// `bench serve --save-result` JSON or a GuideLLM report.
+/// Grades another tool's result file from its text (`path` names it in messages): a JSON
+/// document, or JSON Lines (one result a line, as SGLang's bench_serving appends them), read by
+/// the first of [`peers::PEERS`] that recognises it.
 pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
-    let v: Value = serde_json::from_str(text).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: unrecognised format: not JSON (line {}, column {}: {e}); expected a goodput bundle directory, a vLLM `bench serve --save-result` JSON or a GuideLLM report JSON",
+    let v = match serde_json::from_str::<Value>(text) {
+        Ok(v) => v,
+        Err(e) => match json_lines(text) {
+            Some(lines) => Value::Array(lines),
+            None => bail!(
+                "{}: unrecognised format: not JSON (line {}, column {}: {e}) nor JSON Lines; expected a goodput bundle directory or {}",
+                path.display(),
+                e.line(),
+                e.column(),
+                peers::expected()
+            ),
+        },
+    };
+    match peers::PEERS.iter().find(|p| p.recognises(&v)) {
+        Some(p) => p.grade(path, &v),
+        None => bail!(
+            "{}: unrecognised format: JSON, but none of {}",
             path.display(),
-            e.line(),
-            e.column()
-        )
-    })?;
-    if v["benchmarks"].is_array()
-        && (v.get("args").is_some() || v["benchmarks"][0].get("config").is_some())
-    {
-        return guidellm(path, &v);
+            peers::expected()
+        ),
     }
-    if v.get("model_id").is_some()
-        && (v.get("backend").is_some() || v.get("endpoint_type").is_some())
-        && (v.get("completed").is_some() || v.get("mean_ttft_ms").is_some())
-    {
-        return vllm(path, &v);
-    }
-    bail!(
-        "{}: unrecognised format: JSON, but neither a vLLM `bench serve --save-result` result (needs `model_id`, `backend`, `completed`) nor a GuideLLM report (needs `benchmarks` with `config`)",
-        path.display()
-    )
+}
+
+/// Every line of `text` (blank ones left out) as a JSON object, when there are two or more
+/// and each is one.
+fn json_lines(text: &str) -> Option<Vec<Value>> {
+    let lines: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(Value::is_object)
+        })
+        .collect::<Option<_>>()?;
+    (lines.len() >= 2).then_some(lines)
 }
 
 fn audit_dir(dir: &Path) -> anyhow::Result<Audit> {
@@ -345,260 +363,6 @@ fn reasoning_ttft_unknown(model: &str, tool: &str) -> Option<String> {
     ))
 }
 
-/// Metadata keys a `--metadata KEY=VALUE` may add to a vLLM result, per fact we look for.
-const VLLM_METADATA: [(&str, &[&str], &str); 5] = [
-    (
-        "engine",
-        &["engine", "server", "server_engine"],
-        "engine unknown: the file names only the client backend",
-    ),
-    (
-        "engine revision",
-        &[
-            "engine_version",
-            "vllm_version",
-            "version",
-            "engine_revision",
-            "server_version",
-        ],
-        "engine revision unknown",
-    ),
-    (
-        "model revision",
-        &["model_revision", "revision", "model_sha"],
-        "model revision unknown",
-    ),
-    (
-        "hardware",
-        &["hardware", "gpu", "gpu_type", "device"],
-        "hardware unknown",
-    ),
-    (
-        "precision",
-        &["precision", "dtype", "quantization"],
-        "precision unknown",
-    ),
-];
-
-fn vllm(path: &Path, v: &Value) -> anyhow::Result<Audit> {
-    let mut a = Audit::new(path, "vLLM bench serve result");
-    let backend = v["backend"]
-        .as_str()
-        .or(v["endpoint_type"].as_str())
-        .unwrap_or("?");
-    let mut stated = Vec::new();
-    for (fact, keys, missing) in VLLM_METADATA {
-        match keys.iter().find_map(|k| v[*k].as_str().map(|x| (*k, x))) {
-            Some((k, x)) => stated.push(format!("{fact} {x} (metadata `{k}`)")),
-            None if fact == "engine" => a.missing.push(format!("{missing} `{backend}`")),
-            None => a.missing.push(missing.to_owned()),
-        }
-    }
-    a.axis(
-        "target",
-        format!(
-            "model {} · client backend {backend}{}",
-            v["model_id"].as_str().unwrap_or("?"),
-            if stated.is_empty() {
-                String::new()
-            } else {
-                format!(" · {}", stated.join(", "))
-            }
-        ),
-    );
-    if let Some(m) = v["model_id"]
-        .as_str()
-        .and_then(|m| reasoning_ttft_unknown(m, "vLLM bench"))
-    {
-        a.missing.push(m);
-    }
-    let detailed = v["input_lens"].is_array() && v["output_lens"].is_array();
-    let enforced = v["ignore_eos"].as_bool() == Some(true);
-    a.axis(
-        "workload",
-        format!(
-            "{} prompts · {} input / {} output tokens in all · {} · ignore_eos {}",
-            v["num_prompts"],
-            v["total_input_tokens"],
-            v["total_output_tokens"],
-            if detailed {
-                "per-request lengths kept"
-            } else {
-                "per-request lengths not kept"
-            },
-            match v["ignore_eos"].as_bool() {
-                Some(b) => b.to_string(),
-                None => "not recorded".into(),
-            }
-        ),
-    );
-    if !enforced && !detailed {
-        a.missing.push(
-            "output length not enforced (no ignore_eos) and not recorded per request (saved without --save-detailed)".into(),
-        );
-    } else if !detailed {
-        a.missing.push(
-            "real token lengths per request not recorded (saved without --save-detailed): only totals".into(),
-        );
-    }
-    let rate = match &v["request_rate"] {
-        Value::String(s) if s == "inf" => None,
-        Value::Number(n) => n.as_f64(),
-        _ => None,
-    };
-    let cap = v["max_concurrency"].as_u64();
-    let burst = v["burstiness"].as_f64().unwrap_or(1.0);
-    let load = match (rate, cap) {
-        (None, Some(c)) => {
-            a.limits.push(format!("closed-loop load: all requests queued behind a concurrency cap of {c}; tail latency and capacity claims are not valid"));
-            format!("closed loop, concurrency {c}")
-        }
-        (None, None) => {
-            a.limits.push("every request sent at once (request_rate = inf): a burst, not latency under a stated load".into());
-            "burst: all requests at t = 0".into()
-        }
-        (Some(r), c) => {
-            if let Some(c) = c {
-                a.limits.push(format!("arrivals held behind a concurrency cap of {c} and latency measured from the actual send: queueing in the client is hidden (coordinated omission)"));
-            }
-            format!(
-                "open loop, {} arrivals at {r} req/s{}",
-                if burst == 1.0 {
-                    "Poisson".to_owned()
-                } else {
-                    format!("gamma (burstiness {burst})")
-                },
-                c.map_or(String::new(), |c| format!(", capped at {c} in flight"))
-            )
-        }
-    };
-    a.axis("load", load);
-    a.missing.push(
-        "warm-up not stated: the result does not say which requests, if any, were excluded as warm-up".into(),
-    );
-    a.axis("warm-up", "not stated");
-    match v.get("request_goodput") {
-        Some(g) if !g.is_null() => a.axis(
-            "slo",
-            format!("goodput {g} req/s under the --goodput thresholds (thresholds not saved)"),
-        ),
-        _ => {
-            a.missing.push("no SLO: goodput undefined".into());
-            a.axis("slo", "none");
-        }
-    }
-    a.axis(
-        "measurement",
-        "latency from the actual send; TTFT to the first non-empty chunk; percentiles as saved",
-    );
-    a.missing.push(QUALITY_MISSING.into());
-    if let Some(failed) = v["failed"].as_u64().filter(|f| *f > 0) {
-        a.limits.push(format!("{failed} requests failed"));
-    }
-    a.limits.push("single run: no variance".into());
-    Ok(a.done())
-}
-
-fn guidellm(path: &Path, v: &Value) -> anyhow::Result<Audit> {
-    let mut a = Audit::new(path, "GuideLLM report");
-    let benches = v["benchmarks"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-    if benches.is_empty() {
-        bail!(
-            "{}: a GuideLLM report with no benchmarks in it",
-            path.display()
-        );
-    }
-    let args = &v["args"];
-    let cfg0 = &benches[0]["config"];
-    let target = args["target"]
-        .as_str()
-        .or(cfg0["backend"]["target"].as_str())
-        .unwrap_or("?");
-    let model = args["model"]
-        .as_str()
-        .or(cfg0["backend"]["model"].as_str())
-        .unwrap_or("?");
-    a.axis("target", format!("{target} · model {model}"));
-    if let Some(m) = reasoning_ttft_unknown(model, "GuideLLM") {
-        a.missing.push(m);
-    }
-    for m in [
-        "engine unknown",
-        "engine revision unknown",
-        "model revision unknown",
-        "hardware unknown",
-        "precision unknown",
-    ] {
-        a.missing.push(m.into());
-    }
-    a.axis(
-        "workload",
-        match &args["data"] {
-            Value::Null => "not stated".to_owned(),
-            d => format!("data {d}"),
-        },
-    );
-    let mut loads = Vec::new();
-    let mut closed = false;
-    for b in benches {
-        let s = &b["config"]["strategy"];
-        let kind = s["type_"].as_str().unwrap_or("?");
-        loads.push(match kind {
-            "synchronous" => {
-                closed = true;
-                "closed loop, 1 at a time".to_owned()
-            }
-            "concurrent" => {
-                closed = true;
-                format!("closed loop, {} streams", s["streams"])
-            }
-            "throughput" => {
-                closed = true;
-                format!("closed loop, up to {} in flight", s["max_concurrency"])
-            }
-            "constant" | "poisson" => format!("open loop, {kind} at {} req/s", s["rate"]),
-            other => format!("`{other}`"),
-        });
-        if b["metrics"]["output_token_count"].is_null()
-            || b["metrics"]["prompt_token_count"].is_null()
-        {
-            let m = "real token lengths not recorded (no prompt/output token counts)".to_owned();
-            if !a.missing.contains(&m) {
-                a.missing.push(m);
-            }
-        }
-    }
-    a.axis("load", loads.join("; "));
-    if closed {
-        a.limits.push(
-            "closed-loop load (synchronous/concurrent/throughput): tail latency and capacity claims are not valid".into(),
-        );
-    }
-    let phase_set = |p: &Value| p["percent"].is_number() || p["value"].is_number();
-    let warm = benches.iter().all(|b| phase_set(&b["config"]["warmup"]))
-        || args["warmup"].is_number()
-        || phase_set(&args["warmup"]);
-    if warm {
-        a.axis("warm-up", format!("{}", cfg0["warmup"]));
-    } else {
-        a.missing.push("warm-up not stated".into());
-        a.axis("warm-up", "not stated");
-    }
-    a.missing.push(QUALITY_MISSING.into());
-    a.missing.push("no SLO: goodput undefined".into());
-    a.axis("slo", "none");
-    a.axis(
-        "measurement",
-        "GuideLLM's own (latency from the actual send)",
-    );
-    a.limits.push(format!(
-        "single run per load point ({} benchmark{}): no variance",
-        benches.len(),
-        if benches.len() == 1 { "" } else { "s" }
-    ));
-    Ok(a.done())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -708,10 +472,145 @@ mod tests {
         );
         std::fs::write(&junk, r#"{"hello": [1, 2]}"#).unwrap();
         let e = audit(&junk).unwrap_err().to_string();
-        assert!(e.contains("unrecognised format: JSON, but neither"), "{e}");
+        assert!(e.contains("unrecognised format: JSON, but none of"), "{e}");
+        // Every format is named, so the user knows what would have been read.
+        for p in peers::PEERS {
+            assert!(e.contains(p.needs()), "{e}");
+        }
         let e = audit(dir.path()).unwrap_err().to_string();
         assert!(e.contains("not a goodput bundle"), "{e}");
         let e = audit(&dir.path().join("absent.json")).unwrap_err();
         assert!(format!("{e:#}").contains("absent.json"), "{e:#}");
+    }
+
+    #[test]
+    fn aiperf_profile_export_is_graded() {
+        let a = audit(&fixture("aiperf-profile-export.json")).unwrap();
+        assert_eq!(a.format, "AIPerf profile export");
+        assert_eq!(a.verdict, "directional");
+        for s in [
+            "engine unknown",
+            "hardware unknown",
+            "no SLO",
+            "no quality check",
+        ] {
+            assert!(
+                a.missing.iter().any(|m| m.contains(s)),
+                "{s}: {:?}",
+                a.missing
+            );
+        }
+        // Its warm-up phase, excluded from the results, is stated.
+        assert!(
+            !a.missing.iter().any(|m| m.contains("warm-up")),
+            "{:?}",
+            a.missing
+        );
+        let axis = |k: &str| a.axes.iter().find(|(n, _)| n == k).unwrap().1.clone();
+        assert_eq!(axis("warm-up"), "5 requests, excluded from the results");
+        assert!(
+            axis("load").contains("open loop, poisson arrivals at 8 req/s"),
+            "{}",
+            axis("load")
+        );
+        assert!(axis("target").contains("model goodput-sim-8b"));
+        assert!(axis("workload").contains("output length enforced"));
+        assert!(a.limits.iter().any(|l| l.starts_with("single run")));
+    }
+
+    #[test]
+    fn inference_perf_stage_report_is_graded() {
+        let a = audit(&fixture("inference-perf-stage_0_lifecycle_metrics.json")).unwrap();
+        assert_eq!(a.format, "inference-perf lifecycle report");
+        assert_eq!(a.verdict, "directional");
+        for s in [
+            "target and model not stated",
+            "warm-up not stated",
+            "no SLO",
+        ] {
+            assert!(
+                a.missing.iter().any(|m| m.contains(s)),
+                "{s}: {:?}",
+                a.missing
+            );
+        }
+        let axis = |k: &str| a.axes.iter().find(|(n, _)| n == k).unwrap().1.clone();
+        assert!(axis("load").contains("open loop at 8 req/s requested, 8.035 achieved"));
+        // Seconds in the file, milliseconds in the audit.
+        assert!(
+            axis("measurement").contains("TTFT p99 77.54 ms"),
+            "{}",
+            axis("measurement")
+        );
+        // A client that sent up to 30 ms late, and two failures, limit what it supports.
+        assert!(
+            a.limits.iter().any(|l| l.contains("29.7 ms late")),
+            "{:?}",
+            a.limits
+        );
+        assert!(
+            a.limits
+                .iter()
+                .any(|l| l.contains("2 requests failed (503"))
+        );
+    }
+
+    #[test]
+    fn sglang_jsonl_is_graded_line_by_line() {
+        let a = audit(&fixture("sglang-bench-serving.jsonl")).unwrap();
+        assert_eq!(a.format, "SGLang bench_serving result");
+        assert_eq!(a.verdict, "directional");
+        for s in [
+            "model not recorded",
+            "real token lengths per request not recorded",
+            "warm-up not stated",
+            // The fixture was made with a tokenizer that is not the simulator's.
+            "output token counts disagree",
+        ] {
+            assert!(
+                a.missing.iter().any(|m| m.contains(s)),
+                "{s}: {:?}",
+                a.missing
+            );
+        }
+        let axis = |k: &str| a.axes.iter().find(|(n, _)| n == k).unwrap().1.clone();
+        assert_eq!(
+            axis("load"),
+            "open loop, Poisson at 8 req/s, capped at 16 in flight; open loop, Poisson at 16 req/s"
+        );
+        assert!(a.limits.iter().any(|l| l.contains("coordinated omission")));
+        assert!(a.limits.iter().any(|l| l.contains("(2 lines)")));
+    }
+
+    #[test]
+    fn a_peer_file_cut_short_names_the_missing_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("profile_export_aiperf.json");
+        let mut v: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture("aiperf-profile-export.json")).unwrap(),
+        )
+        .unwrap();
+        v.as_object_mut().unwrap().remove("input_config");
+        std::fs::write(&f, v.to_string()).unwrap();
+        let e = audit(&f).unwrap_err().to_string();
+        assert!(
+            e.contains("profile_export_aiperf.json") && e.contains("without `input_config`"),
+            "{e}"
+        );
+        let f = dir.path().join("stage_0_lifecycle_metrics.json");
+        std::fs::write(
+            &f,
+            r#"{"load_summary": {"count": 3}, "successes": {"count": 3}}"#,
+        )
+        .unwrap();
+        let e = audit(&f).unwrap_err().to_string();
+        assert!(e.contains("without `successes.latency`"), "{e}");
+        // JSON Lines whose lines are not all one format's.
+        let f = dir.path().join("mixed.jsonl");
+        let line = std::fs::read_to_string(fixture("sglang-bench-serving.jsonl")).unwrap();
+        let first = line.lines().next().unwrap();
+        std::fs::write(&f, format!("{first}\n{{\"x\": 1}}\n")).unwrap();
+        let e = audit(&f).unwrap_err().to_string();
+        assert!(e.contains("unrecognised format: JSON, but none of"), "{e}");
     }
 }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Regenerates the peer-tool result fixtures of `goodput audit` (tests/fixtures/audit/) with the
+# tools themselves, against `goodput sim` on 127.0.0.1:18000. Run by hand when a format
+# changes; CI reads the committed files. Everything stays offline: the tokenizer is the test
+# tokenizer.json, laid out as a Hugging Face cache entry (AIPerf accepts only hub ids) and as a
+# plain directory (SGLang).
+#
+#   scripts/peer-fixtures.sh            # needs the debug binary: cargo build
+#
+# - AIPerf 0.13.0 (PyPI): `aiperf profile` → profile_export_aiperf.json, trimmed to the keys the
+#   audit reads (the format's own keys, unchanged values).
+# - SGLang: bench_serving.py from the sglang 0.4.6.post5 wheel, run as a script (newer releases
+#   import the whole server, torch included); two runs appended to one JSONL, as its users do.
+# - inference-perf needs Python >= 3.12 (this machine has 3.11): its fixture was written by hand
+#   from the report schema in inference_perf/reportgen/base.py (summarize_requests).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="$HERE/tests/fixtures/audit"
+BIN="${CARGO_TARGET_DIR:-$HOME/.cache/goodput/ci-target}/debug/goodput"
+work="$(mktemp -d)"
+trap 'kill "$sim" 2>/dev/null || true; rm -rf "$work"' EXIT
+"$BIN" sim --port 18000 >"$work/sim.log" 2>&1 &
+sim=$!
+for _ in $(seq 50); do curl -sf http://127.0.0.1:18000/v1/models >/dev/null && break; sleep 0.2; done
+
+# The tokenizer, as a directory and as a hub cache entry.
+tok="$work/tok"; mkdir -p "$tok"
+cp "$HERE/tests/fixtures/tokenizer.json" "$tok/"
+echo '{"tokenizer_class":"PreTrainedTokenizerFast","model_max_length":8192}' >"$tok/tokenizer_config.json"
+echo '{"model_type":"llama"}' >"$tok/config.json"
+rev=0123456789abcdef0123456789abcdef01234567
+hub="$work/hf/hub/models--goodput--sim-tokenizer"
+mkdir -p "$hub/snapshots/$rev" "$hub/refs"; printf %s "$rev" >"$hub/refs/main"; cp "$tok"/* "$hub/snapshots/$rev/"
+
+aiperf="$("$HERE/scripts/pyvenv.sh" aiperf aiperf==0.13.0)"
+HF_HOME="$work/hf" HF_HUB_OFFLINE=1 "$aiperf/aiperf" profile --model goodput-sim-8b \
+    --url http://127.0.0.1:18000 --endpoint-type chat --streaming --tokenizer goodput/sim-tokenizer \
+    --request-rate 8 --request-count 40 --warmup-request-count 5 \
+    --synthetic-input-tokens-mean 128 --output-tokens-mean 32 --extra-inputs ignore_eos:true \
+    --artifact-dir "$work/aiperf" --ui-type none >/dev/null
+python3 - "$work/aiperf/profile_export_aiperf.json" "$OUT/aiperf-profile-export.json" "$work/aiperf" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+keep = ['schema_version','aiperf_version','benchmark_id','request_throughput','request_latency',
+        'request_count','time_to_first_token','time_to_first_output_token','inter_token_latency',
+        'output_token_throughput','output_sequence_length','input_sequence_length',
+        'usage_completion_tokens','benchmark_duration','request_error_rate',
+        'completed_request_count','telemetry_data','input_config','run_info','was_cancelled',
+        'is_complete','error_summary','start_time','end_time']
+o = {k: d[k] for k in d if k in keep}
+o['input_config']['artifacts']['dir'] = 'artifacts/goodput-sim'
+o['run_info']['cli_command'] = o['run_info']['cli_command'].replace(sys.argv[3], 'artifacts/goodput-sim')
+json.dump(o, open(sys.argv[2], 'w'), indent=2)
+PY
+
+sgl="$("$HERE/scripts/pyvenv.sh" sglang-bench aiohttp numpy pandas requests tqdm transformers pillow)"
+(cd "$work" && "$sgl/pip" download -q --no-deps sglang==0.4.6.post5 -d . \
+    && python3 -c "import zipfile,glob; z=zipfile.ZipFile(glob.glob('sglang-*.whl')[0]); open('bench_serving.py','wb').write(z.read('sglang/bench_serving.py'))")
+rm -f "$OUT/sglang-bench-serving.jsonl"
+for args in "--request-rate 8 --max-concurrency 16" "--request-rate 16"; do
+    # shellcheck disable=SC2086
+    HF_HUB_OFFLINE=1 "$sgl/python" "$work/bench_serving.py" --backend sglang-oai \
+        --base-url http://127.0.0.1:18000 --model goodput-sim-8b --tokenizer "$tok" \
+        --dataset-name random-ids --random-input-len 128 --random-output-len 32 \
+        --random-range-ratio 1.0 --num-prompts 40 $args \
+        --output-file "$OUT/sglang-bench-serving.jsonl" --disable-tqdm >/dev/null
+done
+echo "fixtures written to $OUT"

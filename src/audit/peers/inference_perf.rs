@@ -1,0 +1,148 @@
+//! inference-perf's lifecycle report (`summary_lifecycle_metrics.json`, and one
+//! `stage_N_lifecycle_metrics.json` per load stage): `load_summary` (the stage's requested and
+//! achieved rate, and the schedule delay: how late each request went out), `successes` (the
+//! latency distributions in seconds, token counts, throughput, goodput when configured) and
+//! `failures`. The run's configuration (target, model, load type) is in `config.yaml` beside
+//! it, not in this file.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{Audit, PeerFormat, QUALITY_MISSING, field, num, server_unknown};
+
+/// The format.
+pub struct InferencePerf;
+
+const NAME: &str = "inference-perf lifecycle report";
+
+/// Seconds as milliseconds, for the axes.
+fn ms(v: &Value) -> String {
+    v.as_f64()
+        .map_or("?".into(), |s| num(&Value::from(s * 1000.0)))
+}
+
+impl PeerFormat for InferencePerf {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn needs(&self) -> &'static str {
+        "an inference-perf lifecycle report JSON (`load_summary`, `successes`, `failures`)"
+    }
+
+    fn recognises(&self, v: &Value) -> bool {
+        v.get("load_summary").is_some() && v.get("successes").is_some()
+    }
+
+    fn grade(&self, path: &Path, v: &Value) -> anyhow::Result<Audit> {
+        let mut a = Audit::new(path, NAME);
+        let load = field(path, NAME, v, "/load_summary")?;
+        let ok = field(path, NAME, v, "/successes/count")?
+            .as_u64()
+            .unwrap_or(0);
+        let lat = field(path, NAME, v, "/successes/latency")?;
+        a.missing.push(
+            "target and model not stated: inference-perf keeps them in config.yaml, not in this report".into(),
+        );
+        server_unknown(&mut a, false);
+        a.axis("target", "not in this file (config.yaml)");
+
+        let s = &v["successes"];
+        let (input, output) = (&s["prompt_tokens"], &s["output_tokens"]);
+        a.axis(
+            "workload",
+            format!(
+                "real lengths: input p50 {} / output p50 {} tokens (p99 {}); {} prompt tokens cached",
+                num(&input["median"]),
+                num(&output["median"]),
+                num(&output["p99"]),
+                num(&input["cached"])
+            ),
+        );
+        if input.is_null() || output.is_null() {
+            a.missing
+                .push("real token lengths not recorded (no prompt/output token counts)".into());
+        }
+        if s["token_count_mismatches"].as_u64().is_some_and(|n| n > 0) {
+            a.limits.push(format!(
+                "{} requests whose client-side token count disagreed with the server's",
+                s["token_count_mismatches"]
+            ));
+        }
+
+        let (rate, conc) = (
+            load["requested_rate"].as_f64(),
+            load["concurrency"].as_u64(),
+        );
+        let described = match (rate, conc) {
+            (_, Some(c)) => {
+                a.limits.push(format!(
+                    "closed-loop load (concurrency {c}): tail latency and capacity claims are not valid"
+                ));
+                format!("closed loop, concurrency {c}")
+            }
+            (Some(r), None) => format!(
+                "open loop at {r} req/s requested, {} achieved",
+                num(&load["achieved_rate"])
+            ),
+            (None, None) => {
+                a.missing.push(
+                    "load not stated: a summary report has no rate (each stage's report does)"
+                        .into(),
+                );
+                "not stated".to_owned()
+            }
+        };
+        a.axis("load", described);
+        // Latency counts from each request's actual start: how late it went out is reported
+        // beside, not in, the latency.
+        if let Some(p99) = load["schedule_delay"]["p99"].as_f64()
+            && p99 > 0.005
+        {
+            a.limits.push(format!(
+                "requests went out up to {} ms late (schedule delay p99) and latency counts from the actual send: that much queueing in the client is hidden from the latency figures",
+                ms(&load["schedule_delay"]["p99"])
+            ));
+        }
+        a.missing.push("warm-up not stated".into());
+        a.axis("warm-up", "not stated");
+        match s.get("goodput_metrics") {
+            Some(g) if !g.is_null() => a.axis("slo", format!("goodput metrics {g}")),
+            _ => {
+                a.missing.push("no SLO: goodput undefined".into());
+                a.axis("slo", "none");
+            }
+        }
+        a.axis(
+            "measurement",
+            format!(
+                "latency from the actual send; TTFT p99 {} ms, request latency p99 {} ms over {ok} successful requests",
+                ms(&lat["time_to_first_token"]["p99"]),
+                ms(&lat["request_latency"]["p99"])
+            ),
+        );
+        a.missing.push(QUALITY_MISSING.into());
+        let failed = v["failures"]["count"].as_u64().unwrap_or(0);
+        if failed > 0 {
+            let labels: Vec<String> = v["failures"]["by_label"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, x)| format!("{k}: {}", x["count"]))
+                        .collect()
+                })
+                .unwrap_or_default();
+            a.limits.push(format!(
+                "{failed} requests failed ({})",
+                if labels.is_empty() {
+                    "no labels".to_owned()
+                } else {
+                    labels.join(", ")
+                }
+            ));
+        }
+        a.limits.push("single run: no variance".into());
+        Ok(a.done())
+    }
+}

@@ -1,0 +1,91 @@
+//! Other benchmarks' result files, one module each: how to recognise the format and how to
+//! grade what it states. A new format is a module here and a line in [`PEERS`]; `goodput audit`
+//! tries them in order and names every one when none recognises a file.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{Audit, QUALITY_MISSING, reasoning_ttft_unknown};
+
+mod aiperf;
+mod guidellm;
+mod inference_perf;
+mod sglang;
+mod vllm;
+
+/// One result format of another tool.
+pub trait PeerFormat: Sync {
+    /// Its name in the audit ("vLLM bench serve result").
+    fn name(&self) -> &'static str;
+    /// What a file needs to be read as it, for the "unrecognised format" message.
+    fn needs(&self) -> &'static str;
+    /// Whether `v` (a JSON document, or a JSON Lines file's lines as an array) is of it.
+    fn recognises(&self, v: &Value) -> bool;
+    /// Grades it; `path` names the file in messages.
+    fn grade(&self, path: &Path, v: &Value) -> anyhow::Result<Audit>;
+}
+
+/// Every format `goodput audit` reads, most specific first (vLLM's and SGLang's results share
+/// most keys; a vLLM result names its `model_id`).
+pub static PEERS: &[&dyn PeerFormat] = &[
+    &vllm::Vllm,
+    &sglang::Sglang,
+    &guidellm::Guidellm,
+    &aiperf::Aiperf,
+    &inference_perf::InferencePerf,
+];
+
+/// Every format, as the "unrecognised format" message lists them.
+pub fn expected() -> String {
+    let n = PEERS.len();
+    PEERS
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match i {
+            0 => p.needs().to_owned(),
+            i if i + 1 == n => format!(" or {}", p.needs()),
+            _ => format!(", {}", p.needs()),
+        })
+        .collect()
+}
+
+/// The facts about the server no peer format records (they live in the operator's head):
+/// each one missing.
+fn server_unknown(a: &mut Audit, engine_named: bool) {
+    if !engine_named {
+        a.missing.push("engine unknown".into());
+    }
+    for m in [
+        "engine revision unknown",
+        "model revision unknown",
+        "hardware unknown",
+        "precision unknown",
+    ] {
+        a.missing.push(m.into());
+    }
+}
+
+/// A required field, or a clean error naming it.
+fn field<'a>(path: &Path, format: &str, v: &'a Value, pointer: &str) -> anyhow::Result<&'a Value> {
+    match v.pointer(pointer) {
+        Some(x) if !x.is_null() => Ok(x),
+        _ => anyhow::bail!(
+            "{}: a {format} without `{}`: the file is cut short or not that tool's",
+            path.display(),
+            pointer.trim_start_matches('/').replace('/', ".")
+        ),
+    }
+}
+
+/// A number from JSON, or "?".
+fn num(v: &Value) -> String {
+    match v.as_f64() {
+        Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
+        Some(x) => format!("{x:.3}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_owned(),
+        None => "?".into(),
+    }
+}

@@ -1,0 +1,185 @@
+//! vLLM's serving benchmark result (`vllm bench serve --save-result`, and the older
+//! `benchmark_serving.py`).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{Audit, PeerFormat, QUALITY_MISSING, reasoning_ttft_unknown};
+
+/// The format.
+pub struct Vllm;
+
+impl PeerFormat for Vllm {
+    fn name(&self) -> &'static str {
+        "vLLM bench serve result"
+    }
+
+    fn needs(&self) -> &'static str {
+        "a vLLM `bench serve --save-result` JSON (`model_id`, `backend`, `completed`)"
+    }
+
+    fn recognises(&self, v: &Value) -> bool {
+        v.get("model_id").is_some()
+            && (v.get("backend").is_some() || v.get("endpoint_type").is_some())
+            && (v.get("completed").is_some() || v.get("mean_ttft_ms").is_some())
+    }
+
+    fn grade(&self, path: &Path, v: &Value) -> anyhow::Result<Audit> {
+        grade(path, v)
+    }
+}
+
+/// Metadata keys a `--metadata KEY=VALUE` may add to a vLLM result, per fact we look for.
+const VLLM_METADATA: [(&str, &[&str], &str); 5] = [
+    (
+        "engine",
+        &["engine", "server", "server_engine"],
+        "engine unknown: the file names only the client backend",
+    ),
+    (
+        "engine revision",
+        &[
+            "engine_version",
+            "vllm_version",
+            "version",
+            "engine_revision",
+            "server_version",
+        ],
+        "engine revision unknown",
+    ),
+    (
+        "model revision",
+        &["model_revision", "revision", "model_sha"],
+        "model revision unknown",
+    ),
+    (
+        "hardware",
+        &["hardware", "gpu", "gpu_type", "device"],
+        "hardware unknown",
+    ),
+    (
+        "precision",
+        &["precision", "dtype", "quantization"],
+        "precision unknown",
+    ),
+];
+
+fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
+    let mut a = Audit::new(path, "vLLM bench serve result");
+    let backend = v["backend"]
+        .as_str()
+        .or(v["endpoint_type"].as_str())
+        .unwrap_or("?");
+    let mut stated = Vec::new();
+    for (fact, keys, missing) in VLLM_METADATA {
+        match keys.iter().find_map(|k| v[*k].as_str().map(|x| (*k, x))) {
+            Some((k, x)) => stated.push(format!("{fact} {x} (metadata `{k}`)")),
+            None if fact == "engine" => a.missing.push(format!("{missing} `{backend}`")),
+            None => a.missing.push(missing.to_owned()),
+        }
+    }
+    a.axis(
+        "target",
+        format!(
+            "model {} · client backend {backend}{}",
+            v["model_id"].as_str().unwrap_or("?"),
+            if stated.is_empty() {
+                String::new()
+            } else {
+                format!(" · {}", stated.join(", "))
+            }
+        ),
+    );
+    if let Some(m) = v["model_id"]
+        .as_str()
+        .and_then(|m| reasoning_ttft_unknown(m, "vLLM bench"))
+    {
+        a.missing.push(m);
+    }
+    let detailed = v["input_lens"].is_array() && v["output_lens"].is_array();
+    let enforced = v["ignore_eos"].as_bool() == Some(true);
+    a.axis(
+        "workload",
+        format!(
+            "{} prompts · {} input / {} output tokens in all · {} · ignore_eos {}",
+            v["num_prompts"],
+            v["total_input_tokens"],
+            v["total_output_tokens"],
+            if detailed {
+                "per-request lengths kept"
+            } else {
+                "per-request lengths not kept"
+            },
+            match v["ignore_eos"].as_bool() {
+                Some(b) => b.to_string(),
+                None => "not recorded".into(),
+            }
+        ),
+    );
+    if !enforced && !detailed {
+        a.missing.push(
+            "output length not enforced (no ignore_eos) and not recorded per request (saved without --save-detailed)".into(),
+        );
+    } else if !detailed {
+        a.missing.push(
+            "real token lengths per request not recorded (saved without --save-detailed): only totals".into(),
+        );
+    }
+    let rate = match &v["request_rate"] {
+        Value::String(s) if s == "inf" => None,
+        Value::Number(n) => n.as_f64(),
+        _ => None,
+    };
+    let cap = v["max_concurrency"].as_u64();
+    let burst = v["burstiness"].as_f64().unwrap_or(1.0);
+    let load = match (rate, cap) {
+        (None, Some(c)) => {
+            a.limits.push(format!("closed-loop load: all requests queued behind a concurrency cap of {c}; tail latency and capacity claims are not valid"));
+            format!("closed loop, concurrency {c}")
+        }
+        (None, None) => {
+            a.limits.push("every request sent at once (request_rate = inf): a burst, not latency under a stated load".into());
+            "burst: all requests at t = 0".into()
+        }
+        (Some(r), c) => {
+            if let Some(c) = c {
+                a.limits.push(format!("arrivals held behind a concurrency cap of {c} and latency measured from the actual send: queueing in the client is hidden (coordinated omission)"));
+            }
+            format!(
+                "open loop, {} arrivals at {r} req/s{}",
+                if burst == 1.0 {
+                    "Poisson".to_owned()
+                } else {
+                    format!("gamma (burstiness {burst})")
+                },
+                c.map_or(String::new(), |c| format!(", capped at {c} in flight"))
+            )
+        }
+    };
+    a.axis("load", load);
+    a.missing.push(
+        "warm-up not stated: the result does not say which requests, if any, were excluded as warm-up".into(),
+    );
+    a.axis("warm-up", "not stated");
+    match v.get("request_goodput") {
+        Some(g) if !g.is_null() => a.axis(
+            "slo",
+            format!("goodput {g} req/s under the --goodput thresholds (thresholds not saved)"),
+        ),
+        _ => {
+            a.missing.push("no SLO: goodput undefined".into());
+            a.axis("slo", "none");
+        }
+    }
+    a.axis(
+        "measurement",
+        "latency from the actual send; TTFT to the first non-empty chunk; percentiles as saved",
+    );
+    a.missing.push(QUALITY_MISSING.into());
+    if let Some(failed) = v["failed"].as_u64().filter(|f| *f > 0) {
+        a.limits.push(format!("{failed} requests failed"));
+    }
+    a.limits.push("single run: no variance".into());
+    Ok(a.done())
+}
