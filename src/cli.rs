@@ -945,7 +945,10 @@ fn compare_command(a: CompareArgs) -> anyhow::Result<ExitCode> {
         .map(|o| crate::compare::compare(&sides[0], o, noise))
         .collect();
     let doc = crate::compare::document(&comparisons);
-    emit(format.get(), "goodput compare", &doc, &comparisons)?;
+    match format.get() {
+        Format::Html => say(&crate::compare::html_page(&sides, &comparisons))?,
+        f => emit(f, "goodput compare", &doc, &comparisons)?,
+    }
     let refused = comparisons.iter().filter(|c| !c.refused.is_empty()).count();
     if refused > 0 {
         bail!(

@@ -285,27 +285,95 @@ attainment = 0.9
     ))
 }
 
-/// The demo: both loops' TTFT p99 against offered load, with the SLO.
+/// The demo: the answer first, then both loops' TTFT p99 on the same axes with the SLO, the
+/// loads where the closed loop hides an overload shaded, and what the closed loop really sent.
 pub fn html_page(demo: &Demo) -> String {
-    let mut d = demo.document();
-    d.h("Figure");
+    use crate::report::html::{Tile, banner};
+    let slo = demo.spec.slo_ttft_p99_ms;
+    let mut d = crate::report::Doc::default();
+    d.h("goodput demo: open vs closed loop at the same nominal load");
+    // Loads where the open loop fails the SLO and the closed loop reports a pass.
+    let hidden: Vec<&DemoPoint> = demo
+        .points
+        .iter()
+        .filter(|p| p.open_ttft_p99_ms > slo && p.closed_ttft_p99_ms <= slo)
+        .collect();
+    let lines = vec![
+        match (hidden.first(), hidden.last()) {
+            (Some(a), Some(b)) => format!(
+                "COORDINATED OMISSION: from {:.0}% to {:.0}% of capacity the open loop misses the SLO while the closed loop reports it met",
+                a.load * 100.0,
+                b.load * 100.0
+            ),
+            _ => "No load here where the closed loop hides an overload".to_owned(),
+        },
+        format!(
+            "Simulated engine, capacity {:.1} req/s; SLO TTFT p99 ≤ {slo} ms; {} requests per point.",
+            demo.capacity_rps, demo.spec.requests
+        ),
+    ];
+    let worst = demo.points.last();
+    let tiles: Vec<Tile> = worst
+        .map(|p| {
+            vec![
+                Tile {
+                    name: format!("open loop TTFT p99 at {:.0}%", p.load * 100.0),
+                    value: format!("{:.0} ms", p.open_ttft_p99_ms),
+                    detail: format!("SLO ≤ {slo} ms"),
+                    pass: Some(p.open_ttft_p99_ms <= slo),
+                },
+                Tile {
+                    name: format!("closed loop TTFT p99 at {:.0}%", p.load * 100.0),
+                    value: format!("{:.0} ms", p.closed_ttft_p99_ms),
+                    detail: format!("SLO ≤ {slo} ms"),
+                    pass: Some(p.closed_ttft_p99_ms <= slo),
+                },
+                Tile {
+                    name: "what the closed loop sent".into(),
+                    value: format!("{:.1} req/s", p.closed_achieved_rps),
+                    detail: format!("of {:.1} offered", p.offered_rps),
+                    pass: Some(p.closed_achieved_rps >= 0.95 * p.offered_rps),
+                },
+            ]
+        })
+        .unwrap_or_default();
+    d.raw_html(banner(&lines, hidden.is_empty(), &tiles));
     let pts = |f: fn(&DemoPoint) -> f64| -> Vec<(f64, f64)> {
         demo.points.iter().map(|p| (p.load * 100.0, f(p))).collect()
     };
-    let slo = demo.spec.slo_ttft_p99_ms;
-    let chart = crate::report::svg::Chart::new(
+    let mut chart = crate::report::svg::Chart::new(
         "demo-ttft",
-        "TTFT p99: open loop vs closed loop",
+        "TTFT p99: open loop vs closed loop, same nominal load",
         "offered load (% of capacity)",
         "TTFT p99 (ms)",
     )
-    .line("open loop p99", pts(|p| p.open_ttft_p99_ms))
-    .line("closed loop p99", pts(|p| p.closed_ttft_p99_ms))
-    .line(
-        &format!("SLO {slo} ms"),
-        demo.points.iter().map(|p| (p.load * 100.0, slo)).collect(),
-    );
+    .line("open loop p99 (from the intended send time)", pts(|p| p.open_ttft_p99_ms))
+    .line("closed loop p99 (from the actual send)", pts(|p| p.closed_ttft_p99_ms))
+    .hline(slo, &format!("SLO p99 ≤ {slo} ms"));
+    let mut sent = crate::report::svg::Chart::new(
+        "demo-sent",
+        "Offered vs what the closed loop sent",
+        "offered load (% of capacity)",
+        "req/s",
+    )
+    .line("offered", pts(|p| p.offered_rps))
+    .line("closed loop sent", pts(|p| p.closed_achieved_rps));
+    if let (Some(a), Some(b)) = (hidden.first(), hidden.last()) {
+        // Half a step either side, so one hidden point still shows as a span.
+        let step = demo
+            .points
+            .windows(2)
+            .map(|w| (w[1].load - w[0].load) * 100.0)
+            .fold(f64::INFINITY, f64::min);
+        let half = if step.is_finite() { step / 2.0 } else { 5.0 };
+        let name = "overload the closed loop hides";
+        chart = chart.band(a.load * 100.0 - half, b.load * 100.0 + half, name);
+        sent = sent.band(a.load * 100.0 - half, b.load * 100.0 + half, name);
+    }
     d.figure(chart.render());
+    d.figure(sent.render());
+    let doc = demo.document();
+    d.blocks.extend(doc.blocks.into_iter().skip(1));
     crate::report::format::html::wrap("goodput demo", &d)
 }
 

@@ -84,6 +84,9 @@ pub struct SweepPoint {
     /// Why the point fails the capacity rule, first reason only; absent when it passes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fails_because: Option<String>,
+    /// The client fell behind its schedule in this run: the point measures the client too.
+    #[serde(default)]
+    pub client_limited: bool,
 }
 
 /// The first reason a run fails the capacity rule: a missed SLO threshold or attainment,
@@ -132,6 +135,11 @@ impl SweepPoint {
             validity: s.validity.verdict,
             slo_met: st.slo.as_ref().map(|x| x.pass),
             fails_because: fails_because(s),
+            client_limited: s
+                .validity
+                .reasons
+                .iter()
+                .any(|r| r.starts_with("the client fell behind its schedule")),
         }
     }
 }
@@ -440,10 +448,14 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
     d
 }
 
-/// A sweep: its table, then latency and goodput against the offered rate (capacity marked).
+/// A sweep: the answer first (the capacity and its bracket, or how many points met the SLO),
+/// then latency at percentile and goodput against the offered load with the SLO line, the
+/// capacity's bracket shaded and the points where the client fell behind ringed, then the
+/// table.
 pub fn html_page(r: &SweepResult) -> String {
-    let mut d = document(r);
-    d.h("Figures");
+    use crate::report::html::{Tile, banner};
+    let mut d = crate::report::Doc::default();
+    d.h(format!("goodput sweep · {}", r.contract));
     let x = |p: &SweepPoint| p.offered_rps.or_else(|| p.value.parse().ok());
     let pts = |f: fn(&SweepPoint) -> Option<f64>| -> Vec<(f64, f64)> {
         let mut v: Vec<(f64, f64)> = r
@@ -454,16 +466,95 @@ pub fn html_page(r: &SweepResult) -> String {
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
         v
     };
-    let cap = r.capacity.as_ref().and_then(|c| c.capacity_rps);
+    let limited = |f: fn(&SweepPoint) -> Option<f64>| -> Vec<(f64, f64)> {
+        r.points
+            .iter()
+            .filter(|p| p.client_limited)
+            .filter_map(|p| Some((x(p)?, f(p)?)))
+            .collect()
+    };
+    let met = r.points.iter().filter(|p| p.slo_met == Some(true)).count();
+    let cap = r.capacity.as_ref();
+    let mut lines = vec![match cap {
+        Some(c) => match (c.capacity_rps, c.failed_at_rps) {
+            (Some(a), Some(b)) => format!("CAPACITY {a:.2} req/s: passes at {a:.2}, fails at {b:.2}"),
+            (Some(a), None) => format!("CAPACITY at least {a:.2} req/s: no rate tried failed"),
+            (None, Some(b)) => format!("NO CAPACITY: even {b:.2} req/s, the lowest tried, fails"),
+            (None, None) => "NO ANSWER: no run finished".to_owned(),
+        },
+        None => format!(
+            "{} of {} points meet the SLO (varying {})",
+            met,
+            r.points.len(),
+            r.vary.key
+        ),
+    }];
+    if let Some(c) = cap {
+        lines.push(format!("Rule: {}", c.rule));
+        if c.client_limited {
+            lines.push("The client fell behind its schedule near the answer: it may be the client's limit, not the server's (ringed points).".to_owned());
+        }
+    }
+    let pass = cap.map_or(met > 0, |c| c.capacity_rps.is_some() && !c.client_limited);
+    let mut tiles = Vec::new();
+    if let Some(c) = cap {
+        tiles.push(Tile {
+            name: "capacity (highest rate meeting the SLO, VALID)".into(),
+            value: c
+                .capacity_rps
+                .map_or("—".into(), |a| format!("{a:.2} req/s")),
+            detail: c.resolution.map_or(String::new(), |x| {
+                format!("bracket within {:.1}%", x * 100.0)
+            }),
+            pass: Some(c.capacity_rps.is_some()),
+        });
+    }
+    if let Some(best) = r
+        .points
+        .iter()
+        .filter(|p| p.slo_met == Some(true))
+        .filter_map(|p| p.goodput_rps)
+        .reduce(f64::max)
+    {
+        tiles.push(Tile {
+            name: "best goodput among passing points".into(),
+            value: format!("{best:.2} req/s"),
+            detail: String::new(),
+            pass: None,
+        });
+    }
+    tiles.push(Tile {
+        name: "points run".into(),
+        value: r.points.len().to_string(),
+        detail: format!(
+            "{} client-limited",
+            r.points.iter().filter(|p| p.client_limited).count()
+        ),
+        pass: None,
+    });
+    d.raw_html(banner(&lines, pass, &tiles));
+    d.h("Against offered load");
+    let slo_ttft = r
+        .points
+        .first()
+        .and_then(|p| {
+            let path = p.bundle.join(crate::bundle::CONTRACT);
+            crate::contract::parse(&std::fs::read_to_string(&path).ok()?, &path).ok()
+        })
+        .and_then(|c| c.slo.ttft_ms.map(|t| (t.0, c.slo.percentile)));
     let mut lat = crate::report::svg::Chart::new(
         "sweep-latency",
-        "Latency against offered load",
+        "Latency at percentile against offered load",
         "offered req/s (or the varied value)",
         "ms",
     )
     .line("TTFT p50", pts(|p| p.ttft_p50_ms))
     .line("TTFT p99", pts(|p| p.ttft_p99_ms))
+    .mark(limited(|p| p.ttft_p99_ms), "client fell behind (ringed)")
     .line("TPOT p99", pts(|p| p.tpot_p99_ms));
+    if let Some((t, pct)) = slo_ttft {
+        lat = lat.hline(t, &format!("TTFT SLO p{pct} ≤ {t} ms"));
+    }
     let mut good = crate::report::svg::Chart::new(
         "sweep-goodput",
         "Throughput and goodput against offered load",
@@ -471,13 +562,26 @@ pub fn html_page(r: &SweepResult) -> String {
         "req/s",
     )
     .line("achieved", pts(|p| p.achieved_rps))
-    .line("goodput", pts(|p| p.goodput_rps));
+    .line("goodput (met every threshold)", pts(|p| p.goodput_rps))
+    .mark(limited(|p| p.goodput_rps), "client fell behind (ringed)");
     if let Some(c) = cap {
-        lat = lat.vline(c, &format!("capacity {c:.1} req/s"));
-        good = good.vline(c, &format!("capacity {c:.1} req/s"));
+        match (c.capacity_rps, c.failed_at_rps) {
+            (Some(a), Some(b)) => {
+                let name = format!("capacity bracket {a:.1}–{b:.1} req/s");
+                lat = lat.band(a, b, &name);
+                good = good.band(a, b, &name);
+            }
+            (Some(a), None) => {
+                lat = lat.vline(a, &format!("capacity ≥ {a:.1} req/s"));
+                good = good.vline(a, &format!("capacity ≥ {a:.1} req/s"));
+            }
+            _ => {}
+        }
     }
     d.figure(lat.render());
     d.figure(good.render());
+    let doc = document(r);
+    d.blocks.extend(doc.blocks.into_iter().skip(1));
     crate::report::format::html::wrap(&format!("goodput sweep · {}", r.contract), &d)
 }
 

@@ -45,7 +45,6 @@ pub const PERCENTILES: [(f64, &str); 5] = [
 /// with r = the 2.5% quantile of B and s = its 97.5% quantile + 1 covers the true percentile with
 /// probability ≥ 95% (Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.2).
 /// `None` when n is too small for a two-sided interval at that percentile.
-#[cfg(test)]
 pub fn percentile_ci(sorted: &[f64], p: f64) -> Option<[f64; 2]> {
     let (r, s) = ci_ranks(sorted.len(), p)?;
     Some([sorted[r], sorted[s]])

@@ -310,8 +310,9 @@ fn bundle(dir: &Path, a: &mut Audit) -> anyhow::Result<()> {
     a.axis(
         "measurement",
         format!(
-            "latency from the {} send [{}]",
-            s.latency_origin, f.measurement
+            "latency from {} [{}]",
+            s.latency_origin.phrase(),
+            f.measurement
         ),
     );
     Ok(())

@@ -892,6 +892,16 @@ pub enum LatencyOrigin {
     Sent,
 }
 
+impl LatencyOrigin {
+    /// Where latency counts from, in words: "the intended send time", "the actual send".
+    pub fn phrase(self) -> &'static str {
+        match self {
+            LatencyOrigin::Intended => "the intended send time",
+            LatencyOrigin::Sent => "the actual send",
+        }
+    }
+}
+
 impl std::fmt::Display for LatencyOrigin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

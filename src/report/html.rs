@@ -1,7 +1,10 @@
-//! `report.html`: one self-contained file (inline CSS and SVG, no script, no network) with the
-//! whole text report — contract card and verdict first — followed by the figures: TTFT, TPOT,
-//! ITL (per chunk and per token) and E2E CDFs with the SLO thresholds drawn, the per-second timeline with its phases
-//! shaded, and planned vs server-reported length distributions.
+//! `report.html`: one self-contained file (inline CSS and SVG, no script, no network). The
+//! first screen answers the question: a verdict banner and headline tiles, each passing or
+//! failing in words as well as colour. Then the tails — TTFT, TPOT, ITL, E2E and the client's
+//! dispatch lag by percentile on a log 1/(1−p) axis with the SLO and the 95% intervals drawn —
+//! the run over time with its phases shaded, the whole text report, and the CDFs and length
+//! distributions as secondary figures. The components here (tiles, percentile charts) serve
+//! the compare, sweep and demo pages too.
 
 use crate::analyze::{Itl, Second, Summary, Tally, request_metrics};
 use crate::contract::Contract;
@@ -9,9 +12,247 @@ use crate::plan::Phase;
 use crate::record::Record;
 use crate::workload::Inputs;
 
-use super::svg::{Chart, cdf};
+use super::svg::{Chart, XScale, cdf, percentile_points};
 
-/// The page for one run.
+/// Escapes text for HTML.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// One headline tile: a name, a value, a line of detail, and whether it passes (`None`:
+/// neither), said in words as well as colour.
+pub struct Tile {
+    pub name: String,
+    pub value: String,
+    pub detail: String,
+    pub pass: Option<bool>,
+}
+
+impl Tile {
+    fn html(&self) -> String {
+        let (class, mark) = match self.pass {
+            Some(true) => (" pass", "<span class=\"mark\">✓ meets</span> "),
+            Some(false) => (" fail", "<span class=\"mark\">✗ misses</span> "),
+            None => ("", ""),
+        };
+        format!(
+            r#"<div class="tile{class}"><div class="name">{}</div><div class="value">{}</div><div class="detail">{mark}{}</div></div>"#,
+            esc(&self.name),
+            esc(&self.value),
+            esc(&self.detail)
+        )
+    }
+}
+
+/// The top of a page: a verdict banner (its lines, whether it passes) and headline tiles.
+pub fn banner(lines: &[String], pass: bool, tiles: &[Tile]) -> String {
+    let mut out = format!(
+        r#"<section class="banner {}" id="verdict">"#,
+        if pass { "pass" } else { "fail" }
+    );
+    for (i, l) in lines.iter().enumerate() {
+        if i == 0 {
+            out += &format!(r#"<div class="verdict">{}</div>"#, esc(l));
+        } else {
+            out += &format!("<p>{}</p>", esc(l));
+        }
+    }
+    out += r#"</section><section class="tiles" id="tiles">"#;
+    for t in tiles {
+        out += &t.html();
+    }
+    out + "</section>\n"
+}
+
+fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0} ms")
+    } else {
+        format!("{v:.1} ms")
+    }
+}
+
+/// A run's verdict banner and headline tiles: VALID or not (with the first reason), comparable
+/// or directional, the SLO met or not; goodput and attainment, each SLO metric at its
+/// percentile against its threshold (with the interval), achieved against offered rate, errors.
+pub fn verdicts(s: &Summary) -> String {
+    let v = &s.validity;
+    let valid = v.verdict == crate::analyze::ValidityVerdict::Valid;
+    let slo = s.steady.slo.as_ref();
+    let mut lines = vec![format!(
+        "{} · {} · {}",
+        if valid { "VALID" } else { "INVALID" },
+        s.grade.verdict.as_str().to_uppercase(),
+        match slo {
+            Some(x) if x.pass => "SLO met ✓",
+            Some(_) => "SLO NOT met ✗",
+            None => "no SLO",
+        }
+    )];
+    if let Some(r) = v.reasons.first() {
+        lines.push(format!(
+            "Invalid: {r}{}",
+            if v.reasons.len() > 1 {
+                format!(" (and {} more reasons, below)", v.reasons.len() - 1)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if let Some(m) = s.grade.missing.first() {
+        lines.push(format!("Directional: {m}"));
+    }
+    lines.push(super::headline(s));
+    let mut tiles = Vec::new();
+    let st = &s.steady.stats;
+    if let Some(x) = slo {
+        tiles.push(Tile {
+            name: "goodput (requests meeting every threshold)".into(),
+            value: x
+                .goodput_rps
+                .map_or("—".into(), |g| format!("{g:.2} req/s")),
+            detail: format!(
+                "attainment {:.1}% (target {:.0}%)",
+                x.attainment * 100.0,
+                x.attainment_target * 100.0
+            ),
+            pass: Some(x.attainment >= x.attainment_target),
+        });
+        for m in &x.per_metric {
+            let dist = match m.metric.as_str() {
+                "ttft" => st.ttft_ms.as_ref(),
+                "tpot" => st.tpot_ms.as_ref(),
+                "e2e" => st.e2e_ms.as_ref(),
+                "ttfo" => st.ttfo_ms.as_ref(),
+                _ => None,
+            };
+            let ci = dist.and_then(|d| {
+                let k = crate::analyze::stats::PERCENTILES
+                    .iter()
+                    .position(|(q, _)| (*q - x.percentile).abs() < 1e-9)?;
+                d.ci95[k]
+            });
+            tiles.push(Tile {
+                name: format!("{} p{}", m.metric.to_uppercase(), x.percentile),
+                value: m.value_ms.map_or("—".into(), ms),
+                detail: format!(
+                    "SLO ≤ {}{}",
+                    ms(m.threshold_ms),
+                    ci.map_or(String::new(), |[a, b]| format!(
+                        " · 95% CI {:.0}–{:.0} ms",
+                        a, b
+                    ))
+                ),
+                pass: Some(m.pass),
+            });
+        }
+    } else {
+        for (name, d) in [("TTFT p99", &st.ttft_ms), ("TPOT p99", &st.tpot_ms)] {
+            if let Some(d) = d {
+                tiles.push(Tile {
+                    name: name.into(),
+                    value: ms(d.p99),
+                    detail: "no SLO to judge it by".into(),
+                    pass: None,
+                });
+            }
+        }
+    }
+    let t = &s.steady.throughput;
+    if let Some(a) = t.achieved_rps {
+        tiles.push(Tile {
+            name: "completed requests".into(),
+            value: format!("{a:.2} req/s"),
+            detail: match t.offered_rps {
+                Some(o) => format!("of {o:.2} req/s offered"),
+                None => "closed loop: no offered rate".into(),
+            },
+            pass: t.offered_rps.map(|o| a >= 0.95 * o),
+        });
+    }
+    let errors: u64 = s.steady.errors.values().sum();
+    tiles.push(Tile {
+        name: "errors (steady)".into(),
+        value: errors.to_string(),
+        detail: if errors == 0 {
+            format!("of {} requests", st.requests)
+        } else {
+            s.steady
+                .errors
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        pass: Some(errors == 0),
+    });
+    let pass = valid && slo.is_none_or(|x| x.pass);
+    banner(&lines, pass, &tiles)
+}
+
+/// A latency-by-percentile chart of one or more named sets of values (each sorted here), with
+/// the SLO threshold as a horizontal line and each set's 95% intervals as a band.
+pub fn percentile_chart(
+    id: &str,
+    title: &str,
+    y_label: &str,
+    sets: Vec<(String, Vec<f64>)>,
+    slo: Option<(f64, String)>,
+) -> Option<Chart> {
+    let mut chart = Chart::new(id, title, "percentile (log scale of 1/(1−p))", y_label)
+        .x_scale(XScale::Percentile);
+    let mut any = false;
+    for (name, mut v) in sets {
+        v.retain(|x| x.is_finite());
+        if v.is_empty() {
+            continue;
+        }
+        any = true;
+        v.sort_by(f64::total_cmp);
+        let pts = percentile_points(&v);
+        let band = pts
+            .iter()
+            .filter_map(|(p, _, ci)| ci.map(|[a, b]| (*p, a, b)))
+            .collect();
+        chart = chart
+            .line(
+                &format!("{name} ({} values)", v.len()),
+                pts.iter().map(|(p, x, _)| (*p, *x)).collect(),
+            )
+            .ci(band);
+    }
+    if let Some((y, name)) = slo {
+        chart = chart.hline(y, &name);
+    }
+    any.then_some(chart)
+}
+
+/// A percentile chart from a CDF's points (value, fraction), for tallies too large to sort.
+fn percentile_chart_of_cdf(id: &str, title: &str, y_label: &str, cdf: Vec<(f64, f64)>, n: usize) -> Option<Chart> {
+    if cdf.is_empty() {
+        return None;
+    }
+    let pts: Vec<(f64, f64)> = crate::report::svg::PLOT_PERCENTILES
+        .iter()
+        .filter(|p| n as f64 * (1.0 - *p / 100.0) >= 1.0 || **p == 50.0)
+        .filter_map(|&p| {
+            let q = p / 100.0;
+            cdf.iter().find(|(_, f)| *f >= q).map(|(x, _)| (p, *x))
+        })
+        .collect();
+    Some(
+        Chart::new(id, title, "percentile (log scale of 1/(1−p))", y_label)
+            .x_scale(XScale::Percentile)
+            .line(&format!("{title} ({n} values)"), pts),
+    )
+}
+
+/// The page for one run: the verdict banner and headline tiles; the tails (latency by
+/// percentile, the SLO drawn); the run over time; then the whole report, with the CDFs and
+/// lengths as secondary figures.
 pub fn page(
     c: &Contract,
     inputs: &Inputs,
@@ -19,8 +260,9 @@ pub fn page(
     records: &[Record],
     seconds: &[Second],
 ) -> String {
-    let mut d = super::document(s);
-    d.h("Figures");
+    let mut d = crate::report::Doc::default();
+    d.h(format!("goodput · {}", s.contract));
+    d.raw_html(verdicts(s));
     let steady: Vec<&Record> = records
         .iter()
         .filter(|r| r.phase == Phase::Steady && r.is_ok())
@@ -39,13 +281,148 @@ pub fn page(
             })
         })
     };
-    const REQUESTS: &str = "fraction of requests";
+    let from = s.latency_origin.phrase();
+    const REQUESTS: &str = "share of requests";
     // TTFO is drawn only when some request reasoned (otherwise it is TTFT).
     let reasoned = m.iter().any(|x| x.reasoning_tokens.is_some());
     let mut itl = Itl::default();
     for r in &steady {
         itl.add(r);
     }
+
+    d.h("Tails: latency by percentile, steady state");
+    type Pick = fn(&crate::analyze::RequestMetrics) -> Option<f64>;
+    let tails: [(&str, &str, Pick, String); 4] = [
+        ("TTFT", "ttft", |x| x.ttft_ms, format!("ms from {from}")),
+        ("TTFO (first answer token)", "ttfo", |x| x.ttfo_ms, format!("ms from {from}")),
+        ("TPOT", "tpot", |x| x.tpot_ms, "ms per output token".to_owned()),
+        ("E2E", "e2e", |x| x.e2e_ms, format!("ms from {from}")),
+    ];
+    for (title, key, pick, unit) in tails {
+        if key == "ttfo" && !reasoned {
+            continue;
+        }
+        if let Some(ch) = percentile_chart(
+            &format!("pct-{key}"),
+            &format!("{title} by percentile"),
+            &unit,
+            vec![(title.to_owned(), m.iter().filter_map(pick).collect())],
+            threshold(key),
+        ) {
+            d.figure(ch.render());
+        }
+    }
+    let mut per_chunk = itl.per_chunk();
+    let n_chunks = per_chunk.len();
+    if let Some(ch) = percentile_chart_of_cdf(
+        "pct-itl",
+        "ITL per chunk by percentile",
+        "ms between chunks",
+        per_chunk.quantiles(4000),
+        n_chunks,
+    ) {
+        d.figure(ch.note("One value per gap between streamed chunks, not per request.").render());
+    }
+    let lag: Vec<f64> = m.iter().filter_map(|x| x.dispatch_lag_ms).collect();
+    if let Some(ch) = percentile_chart(
+        "pct-lag",
+        "Dispatch lag by percentile (the client's own delay)",
+        "ms late against the schedule",
+        vec![("dispatch lag".to_owned(), lag)],
+        Some((
+            c.measurement.max_dispatch_lag_ms.0,
+            format!(
+                "p99 allowed ≤ {} ms (measurement.max_dispatch_lag_ms)",
+                c.measurement.max_dispatch_lag_ms.0
+            ),
+        )),
+    ) {
+        d.figure(
+            ch.note("How late the client sent each request: a client problem shows here, not in the server's latency.")
+                .render(),
+        );
+    }
+
+    if !seconds.is_empty() {
+        d.h("Over time");
+        let pts = |f: &dyn Fn(&Second) -> Option<f64>| -> Vec<(f64, f64)> {
+            seconds
+                .iter()
+                .filter_map(|x| Some((x.t as f64, f(x)?)))
+                .collect()
+        };
+        let mut load = Chart::new(
+            "timeline-load",
+            "Load each second",
+            "seconds since the run started",
+            "requests",
+        )
+        .line("started in that second", pts(&|x| Some(x.starts as f64)))
+        .line("in flight", pts(&|x| Some(x.in_flight as f64)));
+        let mut ttft = Chart::new(
+            "timeline-ttft",
+            "TTFT of the requests sent each second",
+            "seconds since the run started",
+            &format!("ms from {from}"),
+        )
+        .line("TTFT p50", pts(&|x| x.ttft_p50_ms))
+        .line("TTFT p99", pts(&|x| x.ttft_p99_ms));
+        for (name, a, b) in phase_spans(seconds) {
+            load = load.band(a, b, &name);
+            ttft = ttft.band(a, b, &name);
+        }
+        if let Some((x, name)) = threshold("ttft") {
+            ttft = ttft.hline(x, &name);
+        }
+        d.figure(load.render());
+        d.figure(ttft.render());
+    }
+    if let Some(ss) = &s.steady.sessions {
+        d.h("Sessions");
+        let by_turn = |f: &dyn Fn(&crate::analyze::sessions::TurnStats) -> Option<f64>| {
+            ss.per_turn
+                .iter()
+                .filter_map(|t| Some((f64::from(t.turn), f(t)?)))
+                .collect::<Vec<_>>()
+        };
+        let mut ttft = Chart::new(
+            "sessions-ttft",
+            "Sessions: TTFT by turn (each turn carries the conversation so far)",
+            "turn of the session",
+            "ms",
+        )
+        .line("TTFT p50", by_turn(&|t| t.ttft_ms.as_ref().map(|d| d.p50)))
+        .line("TTFT p99", by_turn(&|t| t.ttft_ms.as_ref().map(|d| d.p99)));
+        if let Some((x, name)) = threshold("ttft") {
+            ttft = ttft.hline(x, &name);
+        }
+        d.figure(ttft.render());
+        let tokens = Chart::new(
+            "sessions-tokens",
+            "Sessions: prompt tokens by turn (means)",
+            "turn of the session",
+            "tokens",
+        )
+        .line(
+            "prompt",
+            by_turn(&|t| t.input_tokens.as_ref().map(|d| d.mean)),
+        )
+        .line(
+            "history (reusable)",
+            by_turn(&|t| t.reusable_tokens.as_ref().map(|d| d.mean)),
+        )
+        .line(
+            "cached (server)",
+            by_turn(&|t| t.cached_tokens.as_ref().map(|d| d.mean)),
+        );
+        d.figure(tokens.render());
+    }
+
+    // The whole report: every table, every reason.
+    let report = super::document(s);
+    d.blocks.extend(report.blocks.into_iter().skip(1));
+
+    d.h("Distributions (CDF) and lengths");
     // CDF points, and how many values they are drawn from.
     type Cdf = (Vec<(f64, f64)>, usize);
     let of = |v: Vec<f64>| (cdf(&v, 400), v.len());
@@ -76,13 +453,13 @@ pub fn page(
             "ITL per chunk",
             "itl",
             tallied(itl.per_chunk()),
-            "fraction of chunk gaps",
+            "share of chunk gaps",
         ),
         (
             "ITL per token",
             "itl-token",
             tallied(itl.per_token()),
-            "fraction of tokens after the first chunk",
+            "share of tokens after the first chunk",
         ),
         (
             "E2E",
@@ -102,7 +479,7 @@ pub fn page(
             &if matches!(key, "tpot" | "itl" | "itl-token") {
                 format!("{title} (ms)")
             } else {
-                format!("{title} (ms, from the {} send)", s.latency_origin)
+                format!("{title} (ms from {from})")
             },
             y,
         )
@@ -113,78 +490,6 @@ pub fn page(
         }
         d.figure(chart.render());
     }
-    if let Some(ss) = &s.steady.sessions {
-        let by_turn = |f: &dyn Fn(&crate::analyze::sessions::TurnStats) -> Option<f64>| {
-            ss.per_turn
-                .iter()
-                .filter_map(|t| Some((f64::from(t.turn), f(t)?)))
-                .collect::<Vec<_>>()
-        };
-        let mut ttft = Chart::new(
-            "sessions-ttft",
-            "Sessions: TTFT by turn (each turn carries the conversation so far)",
-            "turn of the session",
-            "ms",
-        )
-        .line("TTFT p50", by_turn(&|t| t.ttft_ms.as_ref().map(|d| d.p50)))
-        .line("TTFT p99", by_turn(&|t| t.ttft_ms.as_ref().map(|d| d.p99)));
-        if let Some((x, _)) = threshold("ttft") {
-            ttft = ttft.line("SLO", by_turn(&|_| Some(x)));
-        }
-        d.figure(ttft.render());
-        let tokens = Chart::new(
-            "sessions-tokens",
-            "Sessions: prompt tokens by turn (means)",
-            "turn of the session",
-            "tokens",
-        )
-        .line(
-            "prompt",
-            by_turn(&|t| t.input_tokens.as_ref().map(|d| d.mean)),
-        )
-        .line(
-            "history (reusable)",
-            by_turn(&|t| t.reusable_tokens.as_ref().map(|d| d.mean)),
-        )
-        .line(
-            "cached (server)",
-            by_turn(&|t| t.cached_tokens.as_ref().map(|d| d.mean)),
-        );
-        d.figure(tokens.render());
-    }
-    if !seconds.is_empty() {
-        let pts = |f: &dyn Fn(&Second) -> Option<f64>| -> Vec<(f64, f64)> {
-            seconds
-                .iter()
-                .filter_map(|x| Some((x.t as f64, f(x)?)))
-                .collect()
-        };
-        let mut load = Chart::new(
-            "timeline-load",
-            "Per second: load",
-            "seconds since the run started",
-            "requests",
-        )
-        .line("starts/s", pts(&|x| Some(x.starts as f64)))
-        .line("in flight", pts(&|x| Some(x.in_flight as f64)));
-        let mut ttft = Chart::new(
-            "timeline-ttft",
-            "Per second: TTFT of the requests sent",
-            "seconds since the run started",
-            "ms",
-        )
-        .line("TTFT p50", pts(&|x| x.ttft_p50_ms))
-        .line("TTFT p99", pts(&|x| x.ttft_p99_ms));
-        for (name, a, b) in phase_spans(seconds) {
-            load = load.band(a, b, &name);
-            ttft = ttft.band(a, b, &name);
-        }
-        if let Some((x, _)) = threshold("ttft") {
-            ttft = ttft.line("SLO", seconds.iter().map(|s| (s.t as f64, x)).collect());
-        }
-        d.figure(load.render());
-        d.figure(ttft.render());
-    }
     let lengths = |planned: Vec<f64>, reported: Vec<f64>, what: &str| {
         let requested =
             crate::plan::requested_lengths(c, inputs, what == "Input").unwrap_or_default();
@@ -192,7 +497,7 @@ pub fn page(
             &format!("lengths-{}", what.to_lowercase()),
             &format!("{what} length: requested, sent, and reported by the server"),
             "tokens",
-            "fraction of requests",
+            "share of requests",
         );
         if !requested.is_empty() {
             let r: Vec<f64> = requested.into_iter().map(f64::from).collect();

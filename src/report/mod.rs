@@ -23,8 +23,10 @@ pub(crate) enum Block {
         head: Vec<String>,
         rows: Vec<Vec<String>>,
     },
-    /// An SVG element (HTML only).
+    /// A figure: its title, SVG and legend (HTML only). Consecutive figures share a grid.
     Figure(String),
+    /// A piece of page (the verdict banner and tiles; HTML only).
+    Html(String),
 }
 
 /// How a line reads: plain, or a finding every reader must see (the HTML format marks it).
@@ -57,6 +59,10 @@ impl Doc {
     }
     pub fn figure(&mut self, svg: String) {
         self.blocks.push(Block::Figure(svg));
+    }
+    /// A piece of HTML page (skipped by the text formats).
+    pub fn raw_html(&mut self, html: String) {
+        self.blocks.push(Block::Html(html));
     }
 
     pub fn table(&mut self, head: &[&str], rows: Vec<Vec<String>>) {
@@ -318,8 +324,8 @@ fn steady_table(d: &mut Doc, s: &Summary, verbose: bool) {
     let st = &s.steady;
     let v = &s.validity;
     d.h(format!(
-        "Steady state (ms, latency from the {} send)",
-        s.latency_origin
+        "Steady state (ms, latency from {})",
+        s.latency_origin.phrase()
     ));
     let head = HEAD;
     // The server's latencies; the client's own schedule is one line below (its split with

@@ -1,17 +1,25 @@
-//! A small chart builder that writes SVG: linear axes with rounded ticks, line series, vertical
-//! threshold lines and shaded bands. Hand-written rather than plotters because plotters lays out
+//! A small chart builder that writes SVG: linear or percentile (log 1/(1−p)) x axes with
+//! rounded ticks, line series with optional confidence bands, threshold lines (vertical or
+//! horizontal) and shaded bands. Hand-written rather than plotters because plotters lays out
 //! text with a font backend (a font file to ship, or system fontconfig to require); a browser
 //! lays out SVG `<text>` itself. Every element is placed through the one `Scale` pair, so
 //! nothing is hand-positioned elsewhere.
+//!
+//! Text never sits on the data: the title and the legend (series, thresholds, bands) are HTML
+//! around the `<svg>` (they wrap on a narrow screen), and band labels go in a strip above the
+//! plot, on a second row when two would touch, dropped to the legend when they would still.
 
 use std::fmt::Write;
 
-const W: f64 = 640.0;
-const H: f64 = 300.0;
-const LEFT: f64 = 56.0;
-const RIGHT: f64 = 16.0;
-const TOP: f64 = 28.0;
+const W: f64 = 480.0;
+const H: f64 = 270.0;
+const RIGHT: f64 = 14.0;
+/// Room above the plot for two rows of band labels.
+const TOP: f64 = 36.0;
 const BOTTOM: f64 = 40.0;
+/// Width of one character of an 11 px label, for keeping labels apart (generous: DejaVu Sans,
+/// Linux's usual face, averages about 0.65 em).
+const CHAR_W: f64 = 7.6;
 
 /// Colours of successive series (colour-blind-safe, Okabe–Ito).
 pub const PALETTE: [&str; 6] = [
@@ -71,6 +79,22 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// How the x axis maps values.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum XScale {
+    #[default]
+    Linear,
+    /// x is a percentile (0–100) placed at log10(1 / (1 − p/100)): p50, p90, p99, p99.9 and
+    /// p99.99 evenly apart, so the tail gets the room the median gets (HdrHistogram's plot).
+    Percentile,
+}
+
+/// Where a percentile sits on a [`XScale::Percentile`] axis.
+pub fn percentile_x(p: f64) -> f64 {
+    (1.0 / (1.0 - (p / 100.0).min(0.999_999))).log10()
 }
 
 /// A chart under construction.
@@ -80,10 +104,17 @@ pub struct Chart {
     title: String,
     x_label: String,
     y_label: String,
+    x_scale: XScale,
     series: Vec<(String, Vec<(f64, f64)>)>,
+    /// Per series (by index): a confidence band, (x, low, high).
+    bands_ci: Vec<(usize, Vec<(f64, f64, f64)>)>,
     vlines: Vec<(f64, String)>,
+    hlines: Vec<(f64, String)>,
     bands: Vec<(f64, f64, String)>,
     y_max: Option<f64>,
+    /// Points to mark on a series (by index): drawn as rings, named in the legend.
+    marks: Vec<(usize, Vec<(f64, f64)>, String)>,
+    note: Option<String>,
 }
 
 impl Chart {
@@ -98,8 +129,31 @@ impl Chart {
         }
     }
 
+    pub fn x_scale(mut self, x: XScale) -> Chart {
+        self.x_scale = x;
+        self
+    }
+
     pub fn line(mut self, name: &str, points: Vec<(f64, f64)>) -> Chart {
         self.series.push((name.into(), points));
+        self
+    }
+
+    /// A 95% confidence band around the last series added: (x, low, high).
+    pub fn ci(mut self, band: Vec<(f64, f64, f64)>) -> Chart {
+        if let Some(i) = self.series.len().checked_sub(1) {
+            self.bands_ci.push((i, band));
+        }
+        self
+    }
+
+    /// Points of the last series added to ring, named in the legend (client-limited runs).
+    pub fn mark(mut self, points: Vec<(f64, f64)>, name: &str) -> Chart {
+        if let Some(i) = self.series.len().checked_sub(1)
+            && !points.is_empty()
+        {
+            self.marks.push((i, points, name.into()));
+        }
         self
     }
 
@@ -109,7 +163,13 @@ impl Chart {
         self
     }
 
-    /// A shaded span of x (a phase).
+    /// A horizontal marker (an SLO threshold on a latency axis).
+    pub fn hline(mut self, y: f64, name: &str) -> Chart {
+        self.hlines.push((y, name.into()));
+        self
+    }
+
+    /// A shaded span of x (a phase, a hidden overload).
     pub fn band(mut self, x0: f64, x1: f64, name: &str) -> Chart {
         self.bands.push((x0, x1, name.into()));
         self
@@ -121,7 +181,20 @@ impl Chart {
         self
     }
 
-    /// The chart as an `<svg>` element.
+    /// A sentence under the figure (what it shows, in words).
+    pub fn note(mut self, text: &str) -> Chart {
+        self.note = Some(text.into());
+        self
+    }
+
+    fn x_of(&self, x: f64) -> f64 {
+        match self.x_scale {
+            XScale::Linear => x,
+            XScale::Percentile => percentile_x(x),
+        }
+    }
+
+    /// The figure: its title, the `<svg>`, and its legend, as HTML.
     pub fn render(&self) -> String {
         let xs = self
             .series
@@ -129,28 +202,56 @@ impl Chart {
             .flat_map(|(_, p)| p.iter().map(|q| q.0))
             .chain(self.vlines.iter().map(|v| v.0))
             .chain(self.bands.iter().flat_map(|b| [b.0, b.1]))
-            .filter(|x| x.is_finite());
+            .filter(|x| x.is_finite())
+            .map(|x| self.x_of(x));
         let (x_lo, x_hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
             (a.min(x), b.max(x))
         });
-        let (x_lo, x_hi) = if x_lo.is_finite() {
-            (x_lo.min(0.0), x_hi)
-        } else {
-            (0.0, 1.0)
-        };
         let y_top = self.y_max.unwrap_or_else(|| {
             self.series
                 .iter()
                 .flat_map(|(_, p)| p.iter().map(|q| q.1))
+                .chain(self.hlines.iter().map(|h| h.0))
+                .chain(self.bands_ci.iter().flat_map(|(_, b)| b.iter().map(|q| q.2)))
                 .filter(|y| y.is_finite())
                 .fold(0.0, f64::max)
         });
         let yt = ticks(0.0, if y_top > 0.0 { y_top } else { 1.0 }, 5);
-        let xt = ticks(x_lo, if x_hi > x_lo { x_hi } else { x_lo + 1.0 }, 6);
+        // Room on the left for the widest y tick label and, beyond it, the axis name.
+        let widest = yt.iter().map(|t| label(*t).len()).max().unwrap_or(1) as f64;
+        let left = 30.0 + widest * CHAR_W;
+        // x ticks: round values on a linear axis; the named percentiles on a percentile one.
+        let xt: Vec<(f64, String)> = match self.x_scale {
+            XScale::Linear => {
+                let (lo, hi) = if x_lo.is_finite() {
+                    (x_lo.min(0.0), x_hi)
+                } else {
+                    (0.0, 1.0)
+                };
+                ticks(lo, if hi > lo { hi } else { lo + 1.0 }, 6)
+                    .into_iter()
+                    .map(|t| (t, label(t)))
+                    .collect()
+            }
+            XScale::Percentile => {
+                // Up to the first named percentile at or beyond the data, so every point is on
+                // the axis.
+                let top = if x_hi.is_finite() { x_hi } else { 2.0 };
+                let mut v = Vec::new();
+                for p in [50.0, 90.0, 99.0, 99.9, 99.99, 99.999] {
+                    let x = percentile_x(p);
+                    v.push((x, format!("p{p}")));
+                    if x >= top - 1e-9 && p >= 99.0 {
+                        break;
+                    }
+                }
+                v
+            }
+        };
         let sx = Scale {
-            lo: *xt.first().unwrap_or(&x_lo),
-            hi: *xt.last().unwrap_or(&x_hi),
-            from: LEFT,
+            lo: xt.first().map_or(0.0, |t| t.0),
+            hi: xt.last().map_or(1.0, |t| t.0),
+            from: left,
             to: W - RIGHT,
         };
         let sy = Scale {
@@ -162,54 +263,72 @@ impl Chart {
         let mut o = String::new();
         let _ = write!(
             o,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" id="{}" viewBox="0 0 {W} {H}" class="chart" role="img"><title>{}</title>"#,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" id="{}" viewBox="0 0 {W} {H}" class="chart" role="img" aria-label="{}"><title>{}</title>"#,
             esc(&self.id),
+            esc(&self.title),
             esc(&self.title)
         );
-        let _ = write!(
-            o,
-            r#"<text x="{LEFT}" y="18" class="title">{}</text>"#,
-            esc(&self.title)
-        );
+        // Band labels: in the strip above the plot, a second row when two would touch; a
+        // label that fits neither row is named in the legend only.
+        let mut rows_end = [f64::NEG_INFINITY; 2];
+        let mut legend_bands = Vec::new();
         for (i, (a, b, name)) in self.bands.iter().enumerate() {
-            let (xa, xb) = (sx.at(*a), sx.at(*b));
+            let (xa, xb) = (sx.at(self.x_of(*a)), sx.at(self.x_of(*b)));
             let _ = write!(
                 o,
-                r#"<rect class="band b{}" x="{xa:.1}" y="{TOP}" width="{:.1}" height="{:.1}"><title>{}</title></rect><text class="bandlabel" x="{:.1}" y="{:.1}">{}</text>"#,
+                r#"<rect class="band b{}" x="{xa:.1}" y="{TOP}" width="{:.1}" height="{:.1}"><title>{}</title></rect>"#,
                 i % 3,
                 (xb - xa).max(0.5),
                 H - BOTTOM - TOP,
                 esc(name),
-                xa + 3.0,
-                TOP + 12.0,
-                esc(name)
             );
+            let w = name.chars().count() as f64 * CHAR_W;
+            let x = xa.max(left).min(W - RIGHT - w);
+            match rows_end.iter().position(|end| x >= end + 4.0) {
+                Some(row) => {
+                    rows_end[row] = x + w;
+                    let _ = write!(
+                        o,
+                        r#"<text class="bandlabel label" x="{x:.1}" y="{:.1}">{}</text>"#,
+                        12.0 + 16.0 * row as f64,
+                        esc(name)
+                    );
+                }
+                None => legend_bands.push((i, name.clone())),
+            }
         }
         for t in &yt {
             let y = sy.at(*t);
             let _ = write!(
                 o,
-                r#"<line class="grid" x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+                r#"<line class="grid" x1="{left:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}"/><text class="tick label" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
                 W - RIGHT,
-                LEFT - 6.0,
+                left - 6.0,
                 y + 4.0,
                 label(*t)
             );
         }
-        for t in &xt {
+        for (k, (t, name)) in xt.iter().enumerate() {
             let x = sx.at(*t);
+            // The first label starts at the axis, clear of the y axis's lowest label; the last
+            // ends at it, inside the figure.
+            let (lx, anchor) = match k {
+                0 => (x + 2.0, "start"),
+                k if k + 1 == xt.len() => (x, "end"),
+                _ => (x, "middle"),
+            };
             let _ = write!(
                 o,
-                r#"<line class="tickmark" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}"/><text class="tick" x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                r#"<line class="tickmark" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}"/><text class="tick label" x="{lx:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
                 H - BOTTOM,
                 H - BOTTOM + 4.0,
-                H - BOTTOM + 16.0,
-                label(*t)
+                H - BOTTOM + 17.0,
+                esc(name)
             );
         }
         let _ = write!(
             o,
-            r#"<line class="axis" x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}"/><line class="axis" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{:.1}"/>"#,
+            r#"<line class="axis" x1="{left:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}"/><line class="axis" x1="{left:.1}" x2="{left:.1}" y1="{TOP}" y2="{:.1}"/>"#,
             W - RIGHT,
             H - BOTTOM,
             H - BOTTOM,
@@ -217,19 +336,42 @@ impl Chart {
         );
         let _ = write!(
             o,
-            r#"<text class="axislabel" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text><text class="axislabel" transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-            (LEFT + W - RIGHT) / 2.0,
+            r#"<text class="axislabel label" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text><text class="axislabel label" transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            (left + W - RIGHT) / 2.0,
             H - 6.0,
             esc(&self.x_label),
             (TOP + H - BOTTOM) / 2.0,
             esc(&self.y_label)
         );
+        let clamp_y = |y: f64| sy.at(y.min(sy.hi));
+        for (i, band) in &self.bands_ci {
+            let colour = PALETTE[i % PALETTE.len()];
+            let pts: Vec<&(f64, f64, f64)> = band
+                .iter()
+                .filter(|(x, lo, hi)| x.is_finite() && lo.is_finite() && hi.is_finite())
+                .collect();
+            if pts.len() < 2 {
+                continue;
+            }
+            let upper = pts
+                .iter()
+                .map(|(x, _, hi)| format!("{:.1},{:.1}", sx.at(self.x_of(*x)), clamp_y(*hi)));
+            let lower = pts
+                .iter()
+                .rev()
+                .map(|(x, lo, _)| format!("{:.1},{:.1}", sx.at(self.x_of(*x)), clamp_y(*lo)));
+            let _ = write!(
+                o,
+                r#"<polygon class="ci" fill="{colour}" points="{}"><title>95% confidence interval</title></polygon>"#,
+                upper.chain(lower).collect::<Vec<_>>().join(" ")
+            );
+        }
         for (i, (name, pts)) in self.series.iter().enumerate() {
             let colour = PALETTE[i % PALETTE.len()];
             let d: Vec<String> = pts
                 .iter()
                 .filter(|(x, y)| x.is_finite() && y.is_finite())
-                .map(|(x, y)| format!("{:.1},{:.1}", sx.at(*x), sy.at(y.min(sy.hi))))
+                .map(|(x, y)| format!("{:.1},{:.1}", sx.at(self.x_of(*x)), clamp_y(*y)))
                 .collect();
             let _ = write!(
                 o,
@@ -237,34 +379,117 @@ impl Chart {
                 d.join(" "),
                 esc(name)
             );
-            let _ = write!(
-                o,
-                r#"<text class="legend" x="{:.1}" y="{:.1}" fill="{colour}">{}</text>"#,
-                W - RIGHT - 150.0,
-                TOP + 14.0 + 14.0 * i as f64,
-                esc(name)
-            );
+            // A series of few points shows them, so a reader can tell measured from drawn.
+            if d.len() <= 24 {
+                for p in &d {
+                    let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
+                    let _ = write!(
+                        o,
+                        r#"<circle class="dot" cx="{x}" cy="{y}" r="2.6" fill="{colour}"/>"#
+                    );
+                }
+            }
+        }
+        for (i, pts, name) in &self.marks {
+            let colour = PALETTE[i % PALETTE.len()];
+            for (x, y) in pts {
+                let _ = write!(
+                    o,
+                    r#"<circle class="mark" cx="{:.1}" cy="{:.1}" r="6" fill="none" stroke="{colour}"><title>{}</title></circle>"#,
+                    sx.at(self.x_of(*x)),
+                    clamp_y(*y),
+                    esc(name)
+                );
+            }
         }
         for (x, name) in &self.vlines {
-            let px = sx.at(*x);
-            // Labels near the right edge go to the line's left, so they are not cut off.
-            let (lx, anchor) = if px > W - RIGHT - 120.0 {
-                (px - 3.0, "end")
-            } else {
-                (px + 3.0, "start")
-            };
+            let px = sx.at(self.x_of(*x));
             let _ = write!(
                 o,
-                r#"<line class="threshold" x1="{px:.1}" x2="{px:.1}" y1="{TOP}" y2="{:.1}"><title>{}</title></line><text class="thresholdlabel" x="{lx:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
+                r#"<line class="threshold" x1="{px:.1}" x2="{px:.1}" y1="{TOP}" y2="{:.1}"><title>{}</title></line>"#,
                 H - BOTTOM,
                 esc(name),
-                TOP + 26.0,
-                esc(name)
+            );
+        }
+        for (y, name) in &self.hlines {
+            let py = clamp_y(*y);
+            let _ = write!(
+                o,
+                r#"<line class="threshold" x1="{left:.1}" x2="{:.1}" y1="{py:.1}" y2="{py:.1}"><title>{}</title></line>"#,
+                W - RIGHT,
+                esc(name),
             );
         }
         o.push_str("</svg>");
-        o
+
+        // The legend, in HTML under the plot: it wraps, and never covers a curve.
+        let mut legend = String::new();
+        for (i, (name, _)) in self.series.iter().enumerate() {
+            let ci = if self.bands_ci.iter().any(|(k, _)| *k == i) {
+                " (band: 95% CI)"
+            } else {
+                ""
+            };
+            let _ = write!(
+                legend,
+                r#"<span class="key"><i class="sw" style="background:{}"></i>{}{ci}</span>"#,
+                PALETTE[i % PALETTE.len()],
+                esc(name)
+            );
+        }
+        for (_, _, name) in &self.marks {
+            let _ = write!(
+                legend,
+                r#"<span class="key"><i class="sw ring"></i>{}</span>"#,
+                esc(name)
+            );
+        }
+        for (_, name) in self.vlines.iter().chain(&self.hlines) {
+            let _ = write!(
+                legend,
+                r#"<span class="key"><i class="sw dash"></i>{}</span>"#,
+                esc(name)
+            );
+        }
+        for (i, name) in legend_bands {
+            let _ = write!(
+                legend,
+                r#"<span class="key"><i class="sw b{}"></i>{}</span>"#,
+                i % 3,
+                esc(&name)
+            );
+        }
+        let note = self
+            .note
+            .as_ref()
+            .map_or(String::new(), |n| format!(r#"<p class="note">{}</p>"#, esc(n)));
+        format!(
+            r#"<div class="ftitle">{}</div>{o}<div class="keys">{legend}</div>{note}"#,
+            esc(&self.title)
+        )
     }
+}
+
+/// Percentiles a percentile plot draws, as far as `n` values support them (the p-th needs at
+/// least one value beyond it: n × (1 − p) ≥ 1).
+pub const PLOT_PERCENTILES: [f64; 22] = [
+    50.0, 60.0, 70.0, 75.0, 80.0, 85.0, 90.0, 92.0, 94.0, 95.0, 96.0, 97.0, 98.0, 99.0, 99.3,
+    99.5, 99.7, 99.8, 99.9, 99.95, 99.99, 99.999,
+];
+
+/// A percentile plot's points of sorted values: (p, value at p, its 95% interval where the
+/// count supports one), by the summary's own definitions (`percentile_sorted`,
+/// `percentile_ci`), so the plot and the tables agree.
+pub fn percentile_points(sorted: &[f64]) -> Vec<(f64, f64, Option<[f64; 2]>)> {
+    let n = sorted.len() as f64;
+    PLOT_PERCENTILES
+        .iter()
+        .filter(|p| n * (1.0 - *p / 100.0) >= 1.0 || **p == 50.0)
+        .filter_map(|&p| {
+            let v = crate::analyze::stats::percentile_sorted(sorted, p)?;
+            Some((p, v, crate::analyze::stats::percentile_ci(sorted, p)))
+        })
+        .collect()
 }
 
 /// Empirical CDF points of `values` (sorted copy), at most `max_points` of them.

@@ -1,4 +1,5 @@
-//! The HTML format: one self-contained page (inline CSS and SVG, no script, no network).
+//! The HTML format: one self-contained page (inline CSS and SVG, no script, no network): a
+//! responsive grid of figures, print-friendly.
 
 use std::fmt::Write;
 
@@ -9,15 +10,26 @@ pub fn render<T: serde::Serialize + ?Sized>(o: &Output<T>) -> String {
     wrap(o.title, o.doc)
 }
 
-const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}\
-h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}\
-table{border-collapse:collapse;margin:.5em 0}td,th{padding:2px 10px;border-bottom:1px solid #eee;text-align:right}\
-td:first-child,th:first-child{text-align:left}p.warn{color:#a33}\
-figure{margin:1em 0}svg.chart{width:100%;max-width:640px;height:auto;background:#fff}\
-.title{font-weight:600;font-size:13px}.tick{font-size:10px;fill:#555}.axislabel{font-size:11px;fill:#333}\
-.legend{font-size:11px}.grid{stroke:#eee}.axis,.tickmark{stroke:#888}.series{stroke-width:1.8}\
-.threshold{stroke:#D55E00;stroke-width:1.5;stroke-dasharray:5 3}.thresholdlabel{font-size:10px;fill:#D55E00}\
-.band{opacity:.35}.b0{fill:#f2e6c9}.b1{fill:#dcebf5}.b2{fill:#e3f1e3}.bandlabel{font-size:10px;fill:#666}";
+const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1400px;margin:1.2em auto;padding:0 1em;color:#222}\
+h1{font-size:1.5em;margin:.3em 0}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}\
+table{border-collapse:collapse;margin:.5em 0;display:block;overflow-x:auto;max-width:100%}td,th{padding:2px 10px;border-bottom:1px solid #eee;text-align:right}\
+td:first-child,th:first-child{text-align:left}p{overflow-wrap:anywhere}p.warn{color:#a33}\
+.figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,420px),1fr));gap:18px 22px;margin:.6em 0}\
+figure{margin:0;min-width:0}svg.chart{width:100%;height:auto;background:#fff;display:block}\
+.ftitle{font-weight:600;font-size:13px;margin-bottom:2px}.tick{font-size:11px;fill:#555}.axislabel{font-size:11px;fill:#333}\
+.keys{font-size:12px;display:flex;flex-wrap:wrap;gap:2px 14px}.key{overflow-wrap:anywhere}.sw{display:inline-block;width:14px;height:4px;margin:0 5px 3px 0;vertical-align:middle}\
+.sw.dash{border-top:2px dashed #D55E00;height:0}.sw.ring{width:8px;height:8px;border:1.5px solid #555;border-radius:50%}.sw.b0,.sw.b1,.sw.b2{height:10px}\
+.note{font-size:12px;color:#555;margin:.2em 0}.ci{opacity:.18}\
+line.grid{stroke:#eee}.axis,.tickmark{stroke:#888}.series{stroke-width:1.8}\
+.threshold{stroke:#D55E00;stroke-width:1.5;stroke-dasharray:5 3}\
+.band{opacity:.45}.b0{fill:#f2e6c9;background:#f2e6c9}.b1{fill:#dcebf5;background:#dcebf5}.b2{fill:#e3f1e3;background:#e3f1e3}.bandlabel{font-size:11px;fill:#555}\
+.banner{border-radius:6px;padding:.7em 1em;margin:.4em 0 .8em;border:1px solid}.banner.pass{background:#e8f5ec;border-color:#7bbf8e}.banner.fail{background:#fbeaea;border-color:#d99}\
+.banner .verdict{font-size:1.25em;font-weight:700}.banner p{margin:.25em 0}\
+.tiles{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,200px),1fr));gap:10px;margin:.4em 0 1em}\
+.tile{border:1px solid #ccc;border-radius:6px;padding:.5em .7em;background:#fafafa}.tile.pass{border-color:#7bbf8e;background:#f1f9f3}.tile.fail{border-color:#d99;background:#fdf2f2}\
+.tile .name{font-size:12px;color:#555;overflow-wrap:anywhere}.tile .value{font-size:1.35em;font-weight:700}.tile .detail{font-size:12px;color:#444}.tile .mark{font-weight:700}\
+details{margin:.6em 0}summary{cursor:pointer;font-weight:600}\
+@media print{body{max-width:none}.figs{grid-template-columns:repeat(2,1fr)}figure{break-inside:avoid}details{display:block}}";
 
 /// A document as a self-contained page.
 pub fn wrap(title: &str, d: &Doc) -> String {
@@ -36,7 +48,14 @@ pub fn doc(d: &Doc) -> String {
             .replace('>', "&gt;")
     };
     let mut out = String::new();
+    // Consecutive figures share one grid (two or three a row on a laptop, one on a phone).
+    let mut in_grid = false;
     for (i, b) in d.blocks.iter().enumerate() {
+        let figure = matches!(b, Block::Figure(_));
+        if in_grid && !figure {
+            out.push_str("</div>\n");
+            in_grid = false;
+        }
         match b {
             Block::Heading(h) => {
                 let tag = if i == 0 { "h1" } else { "h2" };
@@ -65,9 +84,17 @@ pub fn doc(d: &Doc) -> String {
                 out.push_str("</tbody></table>\n");
             }
             Block::Figure(svg) => {
+                if !in_grid {
+                    out.push_str("<div class=\"figs\">\n");
+                    in_grid = true;
+                }
                 let _ = writeln!(out, "<figure>{svg}</figure>");
             }
+            Block::Html(h) => out.push_str(h),
         }
+    }
+    if in_grid {
+        out.push_str("</div>\n");
     }
     out
 }

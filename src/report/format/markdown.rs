@@ -22,7 +22,7 @@ pub fn doc(d: &Doc) -> String {
             Block::Line(l, _) => {
                 let _ = writeln!(out, "{l}  ");
             }
-            Block::Figure(_) => {}
+            Block::Figure(_) | Block::Html(_) => {}
             Block::Table { head, rows } => {
                 let _ = writeln!(out, "\n| {} |", head.join(" | "));
                 let _ = writeln!(

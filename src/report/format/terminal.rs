@@ -21,7 +21,7 @@ pub fn doc(d: &Doc) -> String {
             Block::Line(l, _) => {
                 let _ = writeln!(out, "{}", wrap(l, WIDTH));
             }
-            Block::Figure(_) => {}
+            Block::Figure(_) | Block::Html(_) => {}
             Block::Table { head, rows } => {
                 let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
                 for r in rows {
