@@ -347,8 +347,14 @@ pub fn html_page(demo: &Demo) -> String {
         "offered load (% of capacity)",
         "TTFT p99 (ms)",
     )
-    .line("open loop p99 (from the intended send time)", pts(|p| p.open_ttft_p99_ms))
-    .line("closed loop p99 (from the actual send)", pts(|p| p.closed_ttft_p99_ms))
+    .line(
+        "open loop p99 (from the intended send time)",
+        pts(|p| p.open_ttft_p99_ms),
+    )
+    .line(
+        "closed loop p99 (from the actual send)",
+        pts(|p| p.closed_ttft_p99_ms),
+    )
     .hline(slo, &format!("SLO p99 ≤ {slo} ms"));
     let mut sent = crate::report::svg::Chart::new(
         "demo-sent",

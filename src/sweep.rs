@@ -477,7 +477,9 @@ pub fn html_page(r: &SweepResult) -> String {
     let cap = r.capacity.as_ref();
     let mut lines = vec![match cap {
         Some(c) => match (c.capacity_rps, c.failed_at_rps) {
-            (Some(a), Some(b)) => format!("CAPACITY {a:.2} req/s: passes at {a:.2}, fails at {b:.2}"),
+            (Some(a), Some(b)) => {
+                format!("CAPACITY {a:.2} req/s: passes at {a:.2}, fails at {b:.2}")
+            }
             (Some(a), None) => format!("CAPACITY at least {a:.2} req/s: no rate tried failed"),
             (None, Some(b)) => format!("NO CAPACITY: even {b:.2} req/s, the lowest tried, fails"),
             (None, None) => "NO ANSWER: no run finished".to_owned(),

@@ -683,7 +683,10 @@ pub fn html_page(sides: &[Side], comparisons: &[Comparison]) -> String {
     use crate::report::html::{Tile, banner, percentile_chart};
     let mut d = crate::report::Doc::default();
     d.h("goodput compare");
-    let refused: Vec<&Comparison> = comparisons.iter().filter(|c| !c.refused.is_empty()).collect();
+    let refused: Vec<&Comparison> = comparisons
+        .iter()
+        .filter(|c| !c.refused.is_empty())
+        .collect();
     if !refused.is_empty() {
         let mut lines = vec![format!(
             "REFUSED: {} of {} comparisons — the contracts differ in more than the one variable under test",
@@ -691,7 +694,12 @@ pub fn html_page(sides: &[Side], comparisons: &[Comparison]) -> String {
             comparisons.len()
         )];
         for c in &refused {
-            lines.push(format!("{} vs {}: {}", c.labels[1], c.labels[0], c.refused.join("; ")));
+            lines.push(format!(
+                "{} vs {}: {}",
+                c.labels[1],
+                c.labels[0],
+                c.refused.join("; ")
+            ));
             for a in &c.diffs {
                 lines.push(format!(
                     "{} differs: {}",
@@ -709,7 +717,8 @@ pub fn html_page(sides: &[Side], comparisons: &[Comparison]) -> String {
         let mut tiles = Vec::new();
         let mut lines = Vec::new();
         for c in comparisons {
-            let count = |v: &[MetricVerdict]| c.metrics.iter().filter(|m| v.contains(&m.verdict)).count();
+            let count =
+                |v: &[MetricVerdict]| c.metrics.iter().filter(|m| v.contains(&m.verdict)).count();
             let better = count(&[MetricVerdict::Better]);
             let worse = count(&[MetricVerdict::Worse]);
             lines.push(format!(
@@ -747,7 +756,8 @@ pub fn html_page(sides: &[Side], comparisons: &[Comparison]) -> String {
                     detail: format!(
                         "{}{} · {}",
                         m.change_pct.map_or(String::new(), |p| format!("{p:+.1}% ")),
-                        m.ci95.map_or(String::new(), |[a, b]| format!("(95% CI {a:.2} to {b:.2})")),
+                        m.ci95
+                            .map_or(String::new(), |[a, b]| format!("(95% CI {a:.2} to {b:.2})")),
                         m.verdict.as_str()
                     ),
                     pass: match m.verdict {
@@ -804,9 +814,19 @@ pub fn html_page(sides: &[Side], comparisons: &[Comparison]) -> String {
         type Pick = fn(&crate::analyze::RequestMetrics) -> Option<f64>;
         let charts: [(&str, &str, Pick, String); 4] = [
             ("TTFT", "ttft", |x| x.ttft_ms, format!("ms from {from}")),
-            ("TPOT", "tpot", |x| x.tpot_ms, "ms per output token".to_owned()),
+            (
+                "TPOT",
+                "tpot",
+                |x| x.tpot_ms,
+                "ms per output token".to_owned(),
+            ),
             ("E2E", "e2e", |x| x.e2e_ms, format!("ms from {from}")),
-            ("Dispatch lag", "lag", |x| x.dispatch_lag_ms, "ms late against the schedule".to_owned()),
+            (
+                "Dispatch lag",
+                "lag",
+                |x| x.dispatch_lag_ms,
+                "ms late against the schedule".to_owned(),
+            ),
         ];
         for (title, key, pick, unit) in charts {
             let sets = per_side

@@ -231,13 +231,19 @@ pub fn percentile_chart(
 }
 
 /// A percentile chart from a CDF's points (value, fraction), for tallies too large to sort.
-fn percentile_chart_of_cdf(id: &str, title: &str, y_label: &str, cdf: Vec<(f64, f64)>, n: usize) -> Option<Chart> {
+fn percentile_chart_of_cdf(
+    id: &str,
+    title: &str,
+    y_label: &str,
+    cdf: Vec<(f64, f64)>,
+    n: usize,
+) -> Option<Chart> {
     if cdf.is_empty() {
         return None;
     }
     let pts: Vec<(f64, f64)> = crate::report::svg::PLOT_PERCENTILES
         .iter()
-        .filter(|p| n as f64 * (1.0 - *p / 100.0) >= 1.0 || **p == 50.0)
+        .filter(|p| n as f64 * (1.0 - *p / 100.0) >= 1.0 - 1e-9 || **p == 50.0)
         .filter_map(|&p| {
             let q = p / 100.0;
             cdf.iter().find(|(_, f)| *f >= q).map(|(x, _)| (p, *x))
@@ -294,8 +300,18 @@ pub fn page(
     type Pick = fn(&crate::analyze::RequestMetrics) -> Option<f64>;
     let tails: [(&str, &str, Pick, String); 4] = [
         ("TTFT", "ttft", |x| x.ttft_ms, format!("ms from {from}")),
-        ("TTFO (first answer token)", "ttfo", |x| x.ttfo_ms, format!("ms from {from}")),
-        ("TPOT", "tpot", |x| x.tpot_ms, "ms per output token".to_owned()),
+        (
+            "TTFO (first answer token)",
+            "ttfo",
+            |x| x.ttfo_ms,
+            format!("ms from {from}"),
+        ),
+        (
+            "TPOT",
+            "tpot",
+            |x| x.tpot_ms,
+            "ms per output token".to_owned(),
+        ),
         ("E2E", "e2e", |x| x.e2e_ms, format!("ms from {from}")),
     ];
     for (title, key, pick, unit) in tails {
@@ -321,7 +337,10 @@ pub fn page(
         per_chunk.quantiles(4000),
         n_chunks,
     ) {
-        d.figure(ch.note("One value per gap between streamed chunks, not per request.").render());
+        d.figure(
+            ch.note("One value per gap between streamed chunks, not per request.")
+                .render(),
+        );
     }
     let lag: Vec<f64> = m.iter().filter_map(|x| x.dispatch_lag_ms).collect();
     if let Some(ch) = percentile_chart(

@@ -97,6 +97,11 @@ pub fn percentile_x(p: f64) -> f64 {
     (1.0 / (1.0 - (p / 100.0).min(0.999_999))).log10()
 }
 
+/// A confidence band: (x, low, high) points.
+type Band = Vec<(f64, f64, f64)>;
+/// Points to ring, and what they are.
+type Marks = (Vec<(f64, f64)>, String);
+
 /// A chart under construction.
 #[derive(Debug, Clone, Default)]
 pub struct Chart {
@@ -107,13 +112,13 @@ pub struct Chart {
     x_scale: XScale,
     series: Vec<(String, Vec<(f64, f64)>)>,
     /// Per series (by index): a confidence band, (x, low, high).
-    bands_ci: Vec<(usize, Vec<(f64, f64, f64)>)>,
+    bands_ci: Vec<(usize, Band)>,
     vlines: Vec<(f64, String)>,
     hlines: Vec<(f64, String)>,
     bands: Vec<(f64, f64, String)>,
     y_max: Option<f64>,
     /// Points to mark on a series (by index): drawn as rings, named in the legend.
-    marks: Vec<(usize, Vec<(f64, f64)>, String)>,
+    marks: Vec<(usize, Marks)>,
     note: Option<String>,
 }
 
@@ -152,7 +157,7 @@ impl Chart {
         if let Some(i) = self.series.len().checked_sub(1)
             && !points.is_empty()
         {
-            self.marks.push((i, points, name.into()));
+            self.marks.push((i, (points, name.into())));
         }
         self
     }
@@ -212,7 +217,11 @@ impl Chart {
                 .iter()
                 .flat_map(|(_, p)| p.iter().map(|q| q.1))
                 .chain(self.hlines.iter().map(|h| h.0))
-                .chain(self.bands_ci.iter().flat_map(|(_, b)| b.iter().map(|q| q.2)))
+                .chain(
+                    self.bands_ci
+                        .iter()
+                        .flat_map(|(_, b)| b.iter().map(|q| q.2)),
+                )
                 .filter(|y| y.is_finite())
                 .fold(0.0, f64::max)
         });
@@ -390,7 +399,7 @@ impl Chart {
                 }
             }
         }
-        for (i, pts, name) in &self.marks {
+        for (i, (pts, name)) in &self.marks {
             let colour = PALETTE[i % PALETTE.len()];
             for (x, y) in pts {
                 let _ = write!(
@@ -437,7 +446,7 @@ impl Chart {
                 esc(name)
             );
         }
-        for (_, _, name) in &self.marks {
+        for (_, (_, name)) in &self.marks {
             let _ = write!(
                 legend,
                 r#"<span class="key"><i class="sw ring"></i>{}</span>"#,
@@ -459,10 +468,9 @@ impl Chart {
                 esc(&name)
             );
         }
-        let note = self
-            .note
-            .as_ref()
-            .map_or(String::new(), |n| format!(r#"<p class="note">{}</p>"#, esc(n)));
+        let note = self.note.as_ref().map_or(String::new(), |n| {
+            format!(r#"<p class="note">{}</p>"#, esc(n))
+        });
         format!(
             r#"<div class="ftitle">{}</div>{o}<div class="keys">{legend}</div>{note}"#,
             esc(&self.title)
@@ -473,8 +481,8 @@ impl Chart {
 /// Percentiles a percentile plot draws, as far as `n` values support them (the p-th needs at
 /// least one value beyond it: n × (1 − p) ≥ 1).
 pub const PLOT_PERCENTILES: [f64; 22] = [
-    50.0, 60.0, 70.0, 75.0, 80.0, 85.0, 90.0, 92.0, 94.0, 95.0, 96.0, 97.0, 98.0, 99.0, 99.3,
-    99.5, 99.7, 99.8, 99.9, 99.95, 99.99, 99.999,
+    50.0, 60.0, 70.0, 75.0, 80.0, 85.0, 90.0, 92.0, 94.0, 95.0, 96.0, 97.0, 98.0, 99.0, 99.3, 99.5,
+    99.7, 99.8, 99.9, 99.95, 99.99, 99.999,
 ];
 
 /// A percentile plot's points of sorted values: (p, value at p, its 95% interval where the
@@ -484,7 +492,7 @@ pub fn percentile_points(sorted: &[f64]) -> Vec<(f64, f64, Option<[f64; 2]>)> {
     let n = sorted.len() as f64;
     PLOT_PERCENTILES
         .iter()
-        .filter(|p| n * (1.0 - *p / 100.0) >= 1.0 || **p == 50.0)
+        .filter(|p| n * (1.0 - *p / 100.0) >= 1.0 - 1e-9 || **p == 50.0)
         .filter_map(|&p| {
             let v = crate::analyze::stats::percentile_sorted(sorted, p)?;
             Some((p, v, crate::analyze::stats::percentile_ci(sorted, p)))
@@ -541,11 +549,63 @@ mod tests {
             .band(0.0, 20.0, "warmup")
             .y_max(1.0)
             .render();
-        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+        // The title and legend are HTML around the SVG, never on it.
+        assert!(svg.starts_with(r#"<div class="ftitle">TTFT &lt;CDF&gt;</div><svg"#));
+        assert_eq!(svg.matches("</svg>").count(), 1);
+        assert!(svg.contains(r#"<span class="key"><i class="sw dash"></i>SLO 50 ms</span>"#));
         assert!(svg.contains(r#"id="cdf-ttft""#));
         assert!(svg.contains("TTFT &lt;CDF&gt;"));
         assert_eq!(svg.matches("<polyline").count(), 1);
         assert!(svg.contains(r#"class="threshold""#) && svg.contains("SLO 50 ms"));
         assert!(svg.contains(r#"class="band b0""#));
+    }
+
+    #[test]
+    fn the_percentile_plot_shows_the_summarys_percentiles_and_intervals() {
+        // A skewed latency sample, as the summary would take it.
+        let values: Vec<f64> = (0..2000u32)
+            .map(|i| 20.0 + f64::from(i % 97) + f64::from(i).powf(1.6) / 40.0)
+            .collect();
+        let d = crate::analyze::Dist::of(values.clone()).unwrap();
+        let mut sorted = values;
+        sorted.sort_by(f64::total_cmp);
+        let pts = percentile_points(&sorted);
+        let at = |p: f64| {
+            pts.iter()
+                .find(|x| (x.0 - p).abs() < 1e-9)
+                .copied()
+                .unwrap()
+        };
+        for (k, (p, v)) in [
+            (50.0, d.p50),
+            (90.0, d.p90),
+            (95.0, d.p95),
+            (99.0, d.p99),
+            (99.9, d.p99_9),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let (_, y, ci) = at(p);
+            assert_eq!(y, v, "p{p}");
+            assert_eq!(ci, d.ci95[k], "p{p} interval");
+        }
+        // Only percentiles the count supports: 2000 values reach p99.95, not p99.99.
+        assert_eq!(pts.last().map(|x| x.0), Some(99.95));
+        // Placed evenly per decade of the tail.
+        let gap = |a: f64, b: f64| percentile_x(b) - percentile_x(a);
+        assert!((gap(90.0, 99.0) - gap(99.0, 99.9)).abs() < 1e-9);
+        let svg = Chart::new("pct", "t", "p", "ms")
+            .x_scale(XScale::Percentile)
+            .line("x", pts.iter().map(|(p, y, _)| (*p, *y)).collect())
+            .hline(300.0, "SLO")
+            .render();
+        for label in ["p50", "p90", "p99", "p99.9", "p99.99"] {
+            assert!(svg.contains(&format!(">{label}<")), "{label}");
+        }
+        assert!(
+            !svg.contains(">p99.999<"),
+            "no tick beyond the data's decade"
+        );
     }
 }

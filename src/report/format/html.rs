@@ -13,7 +13,7 @@ pub fn render<T: serde::Serialize + ?Sized>(o: &Output<T>) -> String {
 const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1400px;margin:1.2em auto;padding:0 1em;color:#222}\
 h1{font-size:1.5em;margin:.3em 0}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;margin:.5em 0;display:block;overflow-x:auto;max-width:100%}td,th{padding:2px 10px;border-bottom:1px solid #eee;text-align:right}\
-td:first-child,th:first-child{text-align:left}p{overflow-wrap:anywhere}p.warn{color:#a33}\
+td:first-child,th:first-child{text-align:left}h1,h2,p,div{overflow-wrap:anywhere}p.warn{color:#a33}\
 .figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,420px),1fr));gap:18px 22px;margin:.6em 0}\
 figure{margin:0;min-width:0}svg.chart{width:100%;height:auto;background:#fff;display:block}\
 .ftitle{font-weight:600;font-size:13px;margin-bottom:2px}.tick{font-size:11px;fill:#555}.axislabel{font-size:11px;fill:#333}\
