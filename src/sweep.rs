@@ -473,7 +473,10 @@ pub fn html_page(r: &SweepResult) -> String {
             .filter_map(|p| Some((x(p)?, f(p)?)))
             .collect()
     };
-    let met = r.points.iter().filter(|p| p.slo_met == Some(true)).count();
+    let passes = |p: &&SweepPoint| {
+        p.slo_met == Some(true) && p.validity == crate::analyze::ValidityVerdict::Valid
+    };
+    let met = r.points.iter().filter(passes).count();
     let cap = r.capacity.as_ref();
     let mut lines = vec![match cap {
         Some(c) => match (c.capacity_rps, c.failed_at_rps) {
@@ -485,7 +488,7 @@ pub fn html_page(r: &SweepResult) -> String {
             (None, None) => "NO ANSWER: no run finished".to_owned(),
         },
         None => format!(
-            "{} of {} points meet the SLO (varying {})",
+            "{} of {} points meet the SLO and are VALID (varying {})",
             met,
             r.points.len(),
             r.vary.key
@@ -514,12 +517,12 @@ pub fn html_page(r: &SweepResult) -> String {
     if let Some(best) = r
         .points
         .iter()
-        .filter(|p| p.slo_met == Some(true))
+        .filter(passes)
         .filter_map(|p| p.goodput_rps)
         .reduce(f64::max)
     {
         tiles.push(Tile {
-            name: "best goodput among passing points".into(),
+            name: "best goodput among points meeting the SLO, VALID".into(),
             value: format!("{best:.2} req/s"),
             detail: String::new(),
             pass: None,

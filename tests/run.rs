@@ -752,6 +752,11 @@ async fn the_html_report_is_self_contained_with_every_figure() {
         html.matches("http://www.w3.org/2000/svg").count()
     );
     for id in [
+        "pct-ttft",
+        "pct-tpot",
+        "pct-itl",
+        "pct-e2e",
+        "pct-lag",
         "cdf-ttft",
         "cdf-tpot",
         "cdf-itl",
@@ -766,9 +771,12 @@ async fn the_html_report_is_self_contained_with_every_figure() {
             "figure {id} missing"
         );
     }
-    // The contract card and verdict come first; the SLO thresholds are drawn.
-    let card = html.find("Contract card").unwrap();
-    assert!(card < html.find("<svg").unwrap());
+    // The verdict banner and the tiles come first, the contract card is there; the SLO
+    // thresholds are drawn.
+    let first_figure = html.find("<svg").unwrap();
+    assert!(html.find("id=\"verdict\"").unwrap() < first_figure);
+    assert!(html.find("id=\"tiles\"").unwrap() < first_figure);
+    assert!(html.contains("Contract card"));
     assert!(html.contains("SLO p99 ≤ 300 ms") && html.contains("SLO p99 ≤ 60 ms"));
     assert!(
         html.contains("class=\"band b0\""),

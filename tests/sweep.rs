@@ -91,7 +91,7 @@ fn the_demo_page_draws_both_loops_against_the_slo() {
     );
     let html = String::from_utf8(out.stdout).unwrap();
     assert!(html.starts_with("<!doctype html>") && html.contains("id=\"demo-ttft\""));
-    for series in ["open loop p99", "closed loop p99", "SLO 500 ms"] {
+    for series in ["open loop p99", "closed loop p99", "SLO p99 ≤ 500 ms"] {
         assert!(html.contains(series), "{series}");
     }
 }

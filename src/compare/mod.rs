@@ -666,11 +666,12 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
     d
 }
 
-/// What to call a result on a page where space is short: a label as it is, a bundle path by
-/// its last part (the run's id).
+/// What to call a result on a page where space is short: a label as it is ("20 req/s"), a
+/// bundle's path by its last part (the run's id).
 fn short(name: &str) -> String {
-    match Path::new(name).file_name() {
-        Some(f) if name.contains('/') => f.to_string_lossy().into_owned(),
+    let p = Path::new(name);
+    match p.file_name() {
+        Some(f) if p.is_dir() => f.to_string_lossy().into_owned(),
         _ => name.to_owned(),
     }
 }
