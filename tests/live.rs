@@ -121,6 +121,39 @@ fn files(dir: &Path) -> Vec<String> {
     v
 }
 
+/// `goodput run --live` of `contract` in a terminal of its own; its bundle goes to `runs/`.
+fn live_run(name: &str, contract: &str) -> (tempfile::TempDir, Tmux) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("c.toml"), contract).unwrap();
+    let t = Tmux::start(
+        name,
+        dir.path(),
+        &format!(
+            "{BIN} run --live c.toml --out runs > out.txt; echo EXIT=$? >> out.txt; sleep 120"
+        ),
+    );
+    (dir, t)
+}
+
+/// The files of a bundle a plain (not live) run of `contract` writes, with `args` added.
+fn plain_run_files(dir: &Path, contract: &Path, args: &[&str]) -> Vec<String> {
+    let out = dir.join("plain");
+    let st = Command::new(BIN)
+        .args(["run", "-q"])
+        .arg(contract)
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    files(&bundle_in(&out))
+}
+
 #[test]
 fn the_demo_dashboard_shows_the_tail_cross_the_slo_and_gives_the_terminal_back() {
     let dir = tempfile::tempdir().unwrap();
@@ -175,61 +208,27 @@ fn the_demo_dashboard_shows_the_tail_cross_the_slo_and_gives_the_terminal_back()
         "every record says its segment"
     );
     // A non-live run of the bundle's own contract writes the same files.
-    let plain = dir.path().join("plain");
-    let st = Command::new(BIN)
-        .args(["run", "-q"])
-        .arg(b.join("contract.toml"))
-        .args([
-            "--set",
-            "load.duration=2s",
-            "--set",
-            "warmup.duration=1s",
-            "--out",
-        ])
-        .arg(&plain)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
+    let short = ["--set", "load.duration=2s", "--set", "warmup.duration=1s"];
+    assert_eq!(
+        files(&b),
+        plain_run_files(dir.path(), &b.join("contract.toml"), &short)
     );
-    assert_eq!(files(&b), files(&bundle_in(&plain)));
 }
 
 #[test]
 fn run_live_ends_by_itself_and_writes_the_bundle_a_run_without_it_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("c.toml"),
-        "name = \"live-run\"\n[load]\nrate = 20\nduration = \"4s\"\n[warmup]\nduration = \"1s\"\n[slo]\nttft_ms = 300\n",
-    )
-    .unwrap();
-    let t = Tmux::start(
+    let (dir, t) = live_run(
         "run",
-        dir.path(),
-        &format!(
-            "{BIN} run --live c.toml --out live > out.txt; echo EXIT=$? >> out.txt; sleep 120"
-        ),
+        "name = \"live-run\"\n[load]\nrate = 20\nduration = \"4s\"\n[warmup]\nduration = \"1s\"\n[slo]\nttft_ms = 300\n",
     );
     t.wait_for("offered 20.0 req/s", 30);
     t.wait_for("q or Ctrl-C: stop the run", 5);
     let out = t.wait_exit(dir.path(), 60);
     assert_eq!(t.modes(), ("0".to_owned(), "1".to_owned()));
     assert!(out.contains("EXIT=0"), "{out}");
-    let st = Command::new(BIN)
-        .args(["run", "-q", "c.toml", "--out", "plain"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
     assert_eq!(
-        files(&bundle_in(&dir.path().join("live"))),
-        files(&bundle_in(&dir.path().join("plain")))
+        files(&bundle_in(&dir.path().join("runs"))),
+        plain_run_files(dir.path(), &dir.path().join("c.toml"), &[])
     );
 }
 
@@ -246,18 +245,9 @@ fn live_refuses_a_stderr_that_is_no_terminal() {
 
 #[test]
 fn ctrl_c_on_the_dashboard_stops_the_run_keeps_it_and_restores_the_terminal() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("c.toml"),
-        "name = \"live-stop\"\n[load]\nrate = 20\nduration = \"120s\"\n[warmup]\nduration = \"1s\"\n",
-    )
-    .unwrap();
-    let t = Tmux::start(
+    let (dir, t) = live_run(
         "stop",
-        dir.path(),
-        &format!(
-            "{BIN} run --live c.toml --out runs > out.txt; echo EXIT=$? >> out.txt; sleep 120"
-        ),
+        "name = \"live-stop\"\n[load]\nrate = 20\nduration = \"120s\"\n[warmup]\nduration = \"1s\"\n",
     );
     t.wait_for("steady", 30);
     t.keys("C-c");

@@ -977,6 +977,38 @@ fn dispatch_lag(r: &Record) -> [Option<f64>; 3] {
     ]
 }
 
+/// The figures of one slice of a run's requests (a replica's, a live demo's segment): how many,
+/// how many succeeded, TTFT and E2E distributions of those, and the share of the slice that met
+/// every SLO threshold (`None` without an SLO, or an empty slice).
+#[derive(Debug, Default)]
+pub struct SliceFigures {
+    pub requests: u64,
+    pub ok: u64,
+    pub ttft: Option<Dist>,
+    pub e2e: Option<Dist>,
+    pub attainment: Option<f64>,
+}
+
+impl SliceFigures {
+    pub fn of(c: &Contract, slice: &[&Record]) -> SliceFigures {
+        let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
+        let metrics: Vec<RequestMetrics> = slice
+            .iter()
+            .filter(|r| r.is_ok())
+            .map(|r| request_metrics(r, origin, source))
+            .collect();
+        let met = metrics.iter().filter(|m| meets_slo(c, m)).count();
+        SliceFigures {
+            requests: slice.len() as u64,
+            ok: metrics.len() as u64,
+            ttft: Dist::of(metrics.iter().filter_map(|m| m.ttft_ms).collect()),
+            e2e: Dist::of(metrics.iter().filter_map(|m| m.e2e_ms).collect()),
+            attainment: (c.slo.is_set() && !slice.is_empty())
+                .then(|| met as f64 / slice.len() as f64),
+        }
+    }
+}
+
 /// Whether a successful request met every SLO threshold. A threshold whose metric does not
 /// exist for the request (TTFT without streaming) is not met; TPOT of an output that came in
 /// one chunk is.

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Dist, meets_slo, request_metrics};
+use super::SliceFigures;
 use crate::contract::Contract;
 use crate::record::Record;
 
@@ -34,31 +34,25 @@ pub fn summarize(c: &Contract, steady: &[&Record]) -> Option<Vec<ReplicaResult>>
     if urls.len() < 2 {
         return None;
     }
-    let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
     Some(
         urls.iter()
             .enumerate()
             .map(|(k, url)| {
-                let mine: Vec<&&Record> =
-                    steady.iter().filter(|r| r.url == Some(k as u32)).collect();
-                let metrics: Vec<_> = mine
+                let mine: Vec<&Record> = steady
                     .iter()
-                    .filter(|r| r.is_ok())
-                    .map(|r| request_metrics(r, origin, source))
+                    .copied()
+                    .filter(|r| r.url == Some(k as u32))
                     .collect();
-                let ttft = Dist::of(metrics.iter().filter_map(|m| m.ttft_ms).collect());
-                let e2e = Dist::of(metrics.iter().filter_map(|m| m.e2e_ms).collect());
-                let met = metrics.iter().filter(|m| meets_slo(c, m)).count();
+                let f = SliceFigures::of(c, &mine);
                 ReplicaResult {
                     url: crate::secrets::url_without_password(url),
-                    steady_requests: mine.len() as u64,
-                    ok: metrics.len() as u64,
-                    failed: (mine.len() - metrics.len()) as u64,
-                    ttft_p50_ms: ttft.as_ref().map(|d| d.p50),
-                    ttft_p99_ms: ttft.as_ref().map(|d| d.p99),
-                    e2e_p99_ms: e2e.as_ref().map(|d| d.p99),
-                    attainment: (c.slo.is_set() && !mine.is_empty())
-                        .then(|| met as f64 / mine.len() as f64),
+                    steady_requests: f.requests,
+                    ok: f.ok,
+                    failed: f.requests - f.ok,
+                    ttft_p50_ms: f.ttft.as_ref().map(|d| d.p50),
+                    ttft_p99_ms: f.ttft.as_ref().map(|d| d.p99),
+                    e2e_p99_ms: f.e2e.as_ref().map(|d| d.p99),
+                    attainment: f.attainment,
                 }
             })
             .collect(),

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Dist, meets_slo, request_metrics};
+use super::SliceFigures;
 use crate::contract::Contract;
 use crate::plan::Phase;
 use crate::record::{Record, SegmentFacts};
@@ -40,7 +40,6 @@ pub fn summarize(
     if facts.is_empty() {
         return None;
     }
-    let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
     let end = records.iter().filter_map(|r| r.end_us).max().unwrap_or(0);
     Some(
         facts
@@ -53,27 +52,20 @@ pub fn summarize(
                             && matches!(r.phase, Phase::Steady | Phase::Drain)
                     })
                     .collect();
-                let metrics: Vec<_> = mine
-                    .iter()
-                    .filter(|r| r.is_ok())
-                    .map(|r| request_metrics(r, origin, source))
-                    .collect();
-                let ttft = Dist::of(metrics.iter().filter_map(|m| m.ttft_ms).collect());
-                let met = metrics.iter().filter(|m| meets_slo(c, m)).count();
+                let g = SliceFigures::of(c, &mine);
                 let span_s = f.to_us.unwrap_or(end).saturating_sub(f.from_us) as f64 / 1e6;
                 SegmentResult {
                     facts: f.clone(),
-                    requests: mine.len() as u64,
-                    ok: metrics.len() as u64,
+                    requests: g.requests,
+                    ok: g.ok,
                     sent_rps: if span_s > 0.0 {
-                        mine.len() as f64 / span_s
+                        g.requests as f64 / span_s
                     } else {
                         0.0
                     },
-                    ttft_p50_ms: ttft.as_ref().map(|d| d.p50),
-                    ttft_p99_ms: ttft.as_ref().map(|d| d.p99),
-                    attainment: (c.slo.is_set() && !mine.is_empty())
-                        .then(|| met as f64 / mine.len() as f64),
+                    ttft_p50_ms: g.ttft.as_ref().map(|d| d.p50),
+                    ttft_p99_ms: g.ttft.as_ref().map(|d| d.p99),
+                    attainment: g.attainment,
                 }
             })
             .collect(),
