@@ -83,11 +83,18 @@ impl Dashboard {
                     {
                         break;
                     }
-                    if event::poll(Duration::from_millis(250)).unwrap_or(false)
-                        && let Ok(Event::Key(k)) = event::read()
-                        && k.kind != KeyEventKind::Release
-                    {
-                        key(&board, k.code, k.modifiers);
+                    // A terminal that went away (its window closed) fails at once: stop
+                    // drawing rather than spin; the run goes on (and SIGHUP stops it).
+                    match event::poll(Duration::from_millis(250)) {
+                        Err(_) => break,
+                        Ok(false) => {}
+                        Ok(true) => {
+                            if let Ok(Event::Key(k)) = event::read()
+                                && k.kind != KeyEventKind::Release
+                            {
+                                key(&board, k.code, k.modifiers);
+                            }
+                        }
                     }
                 }
             })?;
