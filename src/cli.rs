@@ -1126,6 +1126,8 @@ where
     let later = Arc::new(Later::default());
     options.watch = later.clone();
     options.live = Some(board.clone());
+    // A live demo's `q` and Ctrl-C (keys, not signals) end its load through the board's
+    // control; a run's stop it as a signal would.
     if board.control().is_none() {
         let (quit, cancel) = (board.quit.clone(), cancel.clone());
         let b = board.clone();
@@ -1137,8 +1139,6 @@ where
             });
             cancel.cancel();
         });
-    } else {
-        // Ctrl-C on the dashboard is a key, not a signal: it stops the demo's load too.
     }
     let dash = crate::live::tui::Dashboard::start(board, title)?;
     let r = run(options, cancel).await;

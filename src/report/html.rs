@@ -12,15 +12,7 @@ use crate::plan::Phase;
 use crate::record::Record;
 use crate::workload::Inputs;
 
-use super::svg::{Chart, XScale, cdf, percentile_points};
-
-/// Escapes text for HTML.
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use super::svg::{Chart, XScale, cdf, esc, percentile_points};
 
 /// One headline tile: a name, a value, a line of detail, and whether it passes (`None`:
 /// neither), said in words as well as colour.

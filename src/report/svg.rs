@@ -75,7 +75,8 @@ fn label(v: f64) -> String {
     }
 }
 
-fn esc(s: &str) -> String {
+/// Escapes text for HTML and SVG (text and attribute values).
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
