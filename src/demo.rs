@@ -82,6 +82,8 @@ fn request(i: usize, spec: &DemoSpec, arrival_s: f64) -> DesRequest {
             min_tokens: None,
             ignore_eos: true,
         },
+        priority: 0,
+        model: None,
     }
 }
 

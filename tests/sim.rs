@@ -373,6 +373,8 @@ async fn discrete_event_mode_reproduces_http_mode_timings() {
                 min_tokens: None,
                 ignore_eos: true,
             },
+            priority: 0,
+            model: None,
         })
         .collect();
     let des_gt = des::run(&cfg, DesLoad::Open(reqs));

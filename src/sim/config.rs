@@ -89,8 +89,36 @@ pub struct SimConfig {
     /// as real engines' templates do; 0 by default (and then left out of the configuration).
     #[serde(skip_serializing_if = "is_zero")]
     pub chat_template_tokens: u32,
+    /// How the waiting queue and the step's prefill budget are ordered: `fcfs` (arrival
+    /// order, the default) or `priority` (by the request body's `priority`, lower first, then
+    /// arrival: vLLM's `--scheduling-policy priority`, without preemption of running requests).
+    #[serde(skip_serializing_if = "Scheduling::is_fcfs")]
+    pub scheduling: Scheduling,
+    /// Further model names served besides `model` (LoRA adapters on it), listed at
+    /// `/v1/models` with `model` as their parent.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub adapters: Vec<String>,
+    /// What a request on an adapter adds to the step that starts its prefill, milliseconds
+    /// (loading and applying its weights).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub adapter_cost_ms: f64,
     /// Faults on demand; all off by default.
     pub faults: Faults,
+}
+
+/// The simulator's scheduling policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheduling {
+    #[default]
+    Fcfs,
+    Priority,
+}
+
+impl Scheduling {
+    fn is_fcfs(&self) -> bool {
+        *self == Scheduling::Fcfs
+    }
 }
 
 /// Faults, each decided per request from the seed and the request's arrival number, so a given
@@ -150,6 +178,9 @@ impl Default for SimConfig {
             tokenize: true,
             record_prompts: false,
             chat_template_tokens: 0,
+            scheduling: Scheduling::Fcfs,
+            adapters: Vec::new(),
+            adapter_cost_ms: 0.0,
             faults: Faults::default(),
         }
     }
@@ -198,6 +229,16 @@ impl SimConfig {
         }
     }
 
+    /// Whether a request naming `model` is served (the model or one of its adapters), and
+    /// whether it is an adapter.
+    pub fn serves(&self, model: &str) -> Option<bool> {
+        if model == self.model {
+            Some(false)
+        } else {
+            self.adapters.iter().any(|a| a == model).then_some(true)
+        }
+    }
+
     /// Checks every value against its allowed range; the first violation, naming its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         fn err(key: &str, value: impl ToString, rule: &str) -> Result<(), ConfigError> {
@@ -225,6 +266,7 @@ impl SimConfig {
             ("decode_per_seq_ms", self.decode_per_seq_ms),
             ("decode_per_kv_token_us", self.decode_per_kv_token_us),
             ("load_time_ms", self.load_time_ms),
+            ("adapter_cost_ms", self.adapter_cost_ms),
             ("faults.stall_every_ms", self.faults.stall_every_ms),
             ("faults.stall_for_ms", self.faults.stall_for_ms),
             ("faults.slow_headers_ms", self.faults.slow_headers_ms),
@@ -232,6 +274,17 @@ impl SimConfig {
             if !finite_nonneg(v) {
                 return err(k, v, "must be a finite number >= 0");
             }
+        }
+        if let Some(a) = self
+            .adapters
+            .iter()
+            .find(|a| a.trim().is_empty() || **a == self.model)
+        {
+            return err(
+                "adapters",
+                format!("{a:?}"),
+                "each adapter needs a non-empty name other than `model`",
+            );
         }
         if self.max_batch == 0 {
             return err("max_batch", 0, "must be >= 1");

@@ -20,6 +20,10 @@ pub struct DesRequest {
     /// Prompt text (tokenized by the simulator's tokenizer).
     pub prompt: String,
     pub ask: LengthAsk,
+    /// The body's `priority` (0: none).
+    pub priority: i64,
+    /// The model it names (`None`: the served model); an adapter adds its cost.
+    pub model: Option<String>,
 }
 
 /// How requests arrive.
@@ -121,6 +125,11 @@ pub fn run(cfg: &SimConfig, load: DesLoad) -> Vec<GroundTruth> {
                 prompt_ids: ids,
                 output_tokens: plan.tokens,
                 output_ids: Vec::new(),
+                priority: r.priority,
+                extra_ms: match r.model.as_deref().and_then(|m| cfg.serves(m)) {
+                    Some(true) => cfg.adapter_cost_ms,
+                    _ => 0.0,
+                },
             });
         }
         if engine.is_idle() {
@@ -174,6 +183,8 @@ mod tests {
                 min_tokens: None,
                 ignore_eos: true,
             },
+            priority: 0,
+            model: None,
         }
     }
 

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::config::SimConfig;
+use super::config::{Scheduling, SimConfig};
 use crate::text::mix2;
 
 /// A request handed to the engine.
@@ -25,6 +25,10 @@ pub struct Submission {
     /// too, so a conversation's next turn finds its previous answer cached. Empty: the prompt
     /// alone is cached.
     pub output_ids: Vec<u64>,
+    /// The body's `priority` (lower first under `scheduling = "priority"`; 0 when absent).
+    pub priority: i64,
+    /// Milliseconds its admission adds to the step that starts its prefill (an adapter's).
+    pub extra_ms: f64,
 }
 
 /// What a step did, in order.
@@ -68,6 +72,8 @@ struct Seq {
     /// Block hashes of prompt and answer, inserted when it finishes (see
     /// [`Submission::output_ids`]).
     finished_hashes: Vec<u64>,
+    priority: i64,
+    extra_ms: f64,
 }
 
 /// Counters for `/metrics`.
@@ -127,6 +133,8 @@ impl Engine {
             block_hashes: Vec::new(),
             prompt_ids: s.prompt_ids,
             finished_hashes,
+            priority: s.priority,
+            extra_ms: s.extra_ms,
         });
     }
 
@@ -204,7 +212,7 @@ impl Engine {
             return None;
         }
         let start = self.after_stall(now);
-        self.admit(events);
+        let extra_ms = self.admit(events);
         if self.running.is_empty() {
             // Only rejections happened.
             return Some(Step { start, end: start });
@@ -226,7 +234,8 @@ impl Engine {
                 kv += s.prompt_len + u64::from(s.generated);
             }
         }
-        let work = self.cfg.step_seconds(self.running.len(), prefill, kv) * self.warmup_factor();
+        let work = (self.cfg.step_seconds(self.running.len(), prefill, kv) + extra_ms / 1000.0)
+            * self.warmup_factor();
         let end = self.end_with_stalls(start, work);
         self.counters.steps += 1;
         self.counters.prompt_tokens += prefill;
@@ -279,22 +288,40 @@ impl Engine {
         Some(Step { start, end })
     }
 
-    fn admit(&mut self, events: &mut Vec<Event>) {
+    /// The next request to admit: the head of the queue (FCFS), or the most urgent by
+    /// priority, then arrival.
+    fn next_waiting(&self) -> Option<usize> {
+        match self.cfg.scheduling {
+            Scheduling::Fcfs => (!self.waiting.is_empty()).then_some(0),
+            Scheduling::Priority => self
+                .waiting
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, s)| (s.priority, s.id))
+                .map(|(i, _)| i),
+        }
+    }
+
+    /// Admits what fits; the milliseconds the admitted requests' adapters add to this step.
+    fn admit(&mut self, events: &mut Vec<Event>) -> f64 {
         let block = self.cfg.prefix_block_tokens as usize;
+        let mut extra_ms = 0.0;
         while self.running.len() < self.cfg.max_batch as usize {
-            let Some(head) = self.waiting.front() else {
+            let Some(next) = self.next_waiting() else {
                 break;
             };
+            let head = &self.waiting[next];
             let need = head.prompt_len + u64::from(head.target);
             if need > self.cfg.kv_capacity_tokens {
-                let s = self.waiting.pop_front().expect("head exists");
+                let s = self.waiting.remove(next).expect("head exists");
                 events.push(Event::Rejected { id: s.id });
                 continue;
             }
             if self.kv_used + need > self.cfg.kv_capacity_tokens {
-                break; // FCFS: the head waits for room, and so does everyone behind it.
+                break; // The head waits for room, and so does everyone behind it.
             }
-            let mut s = self.waiting.pop_front().expect("head exists");
+            let mut s = self.waiting.remove(next).expect("head exists");
+            extra_ms += s.extra_ms;
             s.block_hashes = block_hashes(&s.prompt_ids, block);
             let hit_blocks = self.cache.lookup(&s.block_hashes);
             self.counters.prefix_queries += s.prompt_len;
@@ -308,8 +335,17 @@ impl Engine {
                 id: s.id,
                 cached_tokens: cached as u32,
             });
-            self.running.push(s);
+            // The step's prefill budget goes to running requests in order: by priority under
+            // priority scheduling, else by admission.
+            let at = match self.cfg.scheduling {
+                Scheduling::Fcfs => self.running.len(),
+                Scheduling::Priority => self
+                    .running
+                    .partition_point(|r| (r.priority, r.id) <= (s.priority, s.id)),
+            };
+            self.running.insert(at, s);
         }
+        extra_ms
     }
 }
 
@@ -404,6 +440,8 @@ mod tests {
             prompt_ids: (0..prompt as u64).map(|i| i + id * 1_000_000).collect(),
             output_tokens: out,
             output_ids: Vec::new(),
+            priority: 0,
+            extra_ms: 0.0,
         }
     }
 

@@ -13,6 +13,6 @@ pub mod model;
 pub(crate) mod server;
 pub(crate) mod wire;
 
-pub use config::{ConfigError, Faults, SimConfig};
+pub use config::{ConfigError, Faults, Scheduling, SimConfig};
 pub use ledger::GroundTruth;
 pub use server::{SimError, SimServer};

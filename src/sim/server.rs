@@ -258,6 +258,9 @@ struct Pending {
     output_ids: Vec<u64>,
     fault: Option<&'static str>,
     reply: UnboundedSender<Delivery>,
+    /// The body's `priority`, and what its adapter adds to its first step (ms).
+    priority: i64,
+    extra_ms: f64,
 }
 
 fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
@@ -342,6 +345,8 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
                 prompt_ids: p.prompt_ids,
                 output_tokens: p.output_tokens,
                 output_ids: p.output_ids,
+                priority: p.priority,
+                extra_ms: p.extra_ms,
             });
         }
         let Some(step) = engine.step(start, &mut events) else {
@@ -452,17 +457,21 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         Ok(a) => a,
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
     };
-    if let Some(m) = &ask.model
-        && *m != s.cfg.model
-    {
-        return error_response(
-            StatusCode::NOT_FOUND,
-            &format!(
-                "The model `{m}` does not exist; this server serves `{}`.",
-                s.cfg.model
-            ),
-        );
-    }
+    let on_adapter = match ask.model.as_deref().map(|m| (m, s.cfg.serves(m))) {
+        Some((m, None)) => {
+            let mut served = vec![format!("`{}`", s.cfg.model)];
+            served.extend(s.cfg.adapters.iter().map(|a| format!("`{a}`")));
+            return error_response(
+                StatusCode::NOT_FOUND,
+                &format!(
+                    "The model `{m}` does not exist; this server serves {}.",
+                    served.join(", ")
+                ),
+            );
+        }
+        Some((_, Some(adapter))) => adapter,
+        None => false,
+    };
     let mut ids = word_ids(&ask.prompt);
     if ask.chat && !ids.is_empty() {
         ids.splice(0..0, template_ids(s.cfg.chat_template_tokens));
@@ -539,6 +548,12 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         },
         fault,
         reply: tx,
+        priority: ask.priority,
+        extra_ms: if on_adapter {
+            s.cfg.adapter_cost_ms
+        } else {
+            0.0
+        },
     }));
     if sent.is_err() {
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "engine stopped");
@@ -779,14 +794,19 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
 }
 
 async fn models(State(s): State<Arc<Shared>>) -> Response {
-    axum::Json(serde_json::json!({
-        "object": "list",
-        "data": [{
-            "id": s.cfg.model, "object": "model", "created": s.created, "owned_by": "goodput-sim",
-            "root": s.cfg.model, "parent": null, "max_model_len": s.cfg.max_model_len,
-        }],
-    }))
-    .into_response()
+    // Adapters are listed after the base model, naming it as their parent (as vLLM lists
+    // LoRA modules), so "the first model listed" stays the base.
+    let mut data = vec![serde_json::json!({
+        "id": s.cfg.model, "object": "model", "created": s.created, "owned_by": "goodput-sim",
+        "root": s.cfg.model, "parent": null, "max_model_len": s.cfg.max_model_len,
+    })];
+    data.extend(s.cfg.adapters.iter().map(|a| {
+        serde_json::json!({
+            "id": a, "object": "model", "created": s.created, "owned_by": "goodput-sim",
+            "root": a, "parent": s.cfg.model, "max_model_len": s.cfg.max_model_len,
+        })
+    }));
+    axum::Json(serde_json::json!({ "object": "list", "data": data })).into_response()
 }
 
 async fn health(State(s): State<Arc<Shared>>) -> StatusCode {

@@ -88,6 +88,8 @@ pub(crate) struct Ask {
     pub prompt_field: &'static str,
     /// Inputs in the request (embeddings; 0 elsewhere).
     pub inputs: u32,
+    /// The body's `priority` (vLLM's and SGLang's field; 0 when absent).
+    pub priority: i64,
 }
 
 /// What one answer is: its id and the shared facts it names.
@@ -226,6 +228,8 @@ pub(crate) struct Common {
     pub ignore_eos: bool,
     #[serde(default)]
     pub chat_template_kwargs: Option<serde_json::Value>,
+    #[serde(default)]
+    pub priority: Option<i64>,
 }
 
 impl Common {
@@ -245,6 +249,7 @@ impl Common {
             model: self.model,
             min_tokens: self.min_tokens,
             ignore_eos: self.ignore_eos,
+            priority: self.priority.unwrap_or(0),
             prompt_field,
             ..Ask::default()
         }
