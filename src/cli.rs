@@ -862,7 +862,7 @@ impl Gates {
         c: &contract::Contract,
     ) -> anyhow::Result<Gates> {
         use crate::run::Gate;
-        if gates.contains(&Gate::Slo) && !c.slo.is_set() {
+        if gates.contains(&Gate::Slo) && !c.has_slo() {
             bail!("--fail-on slo: the contract has no [slo] thresholds to meet");
         }
         if gates.contains(&Gate::Prediction) && c.prediction.is_none() {

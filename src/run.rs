@@ -638,7 +638,12 @@ async fn load(
             &contract.target.urls,
             contract.target.spread.unwrap_or_default(),
         )
-        .recount(!counts_model_tokens(contract)),
+        .recount(!counts_model_tokens(contract))
+        .class_headers(
+            &crate::workload::environment::request_secrets(contract)
+                .map(|s| s.class_headers)
+                .unwrap_or_default(),
+        ),
     );
     let run_id = bundle
         .dir

@@ -92,6 +92,15 @@ pub struct SweepPoint {
 /// The first reason a run fails the capacity rule: a missed SLO threshold or attainment,
 /// else its first validity reason.
 fn fails_because(s: &Summary) -> Option<String> {
+    // With classes: the class that fails first, and why.
+    if let Some(k) = s
+        .classes
+        .as_deref()
+        .and_then(crate::analyze::classes::limiting)
+        && let Some(why) = crate::analyze::classes::why_fails(k)
+    {
+        return Some(format!("class `{}` fails first: {why}", k.name));
+    }
     if let Some(slo) = &s.steady.slo {
         if let Some(m) = slo.per_metric.iter().find(|m| !m.pass) {
             return Some(format!(
@@ -252,21 +261,40 @@ pub async fn capacity(
             "--capacity needs open-loop load: a closed loop cannot find a capacity (it slows down with the server)"
         );
     }
-    if !base.slo.is_set() {
+    if !base.has_slo() {
         bail!("--capacity needs an [slo]: capacity is the highest rate at which the SLO holds");
     }
     // A point can only pass when it is VALID, and VALID at the SLO percentile needs enough
     // requests even with no miss at all: say so before the first run, not after twelve.
-    let (p, conf) = (base.slo.percentile, base.measurement.confidence);
-    let needed = crate::analyze::min_requests_for(p, 0, conf);
-    if let Some(n) = base.load.requests()
-        && n < needed
-    {
-        bail!(
-            "{}: `load.requests` = {n}: a capacity point must be VALID, and p{p} at {:.0}% confidence needs at least {needed} steady requests with no SLO miss (MLPerf early stopping); raise load.requests, or judge a lower slo.percentile",
-            path.display(),
-            conf * 100.0
-        );
+    // With classes, each class's share of the requests must be enough for its own percentile.
+    let conf = base.measurement.confidence;
+    let judged: Vec<(String, f64, f64)> = if base.classes.is_empty() {
+        vec![(String::new(), 1.0, base.slo.percentile)]
+    } else {
+        base.classes
+            .iter()
+            .map(|k| {
+                let p = k.slo_or(&base.slo).percentile;
+                (
+                    format!(" for class `{}`", k.name),
+                    k.share.unwrap_or(1.0),
+                    p,
+                )
+            })
+            .collect()
+    };
+    for (class, share, p) in judged {
+        let needed = crate::analyze::min_requests_for(p, 0, conf);
+        if let Some(n) = base.load.requests()
+            && ((n as f64 * share) as u64) < needed
+        {
+            bail!(
+                "{}: `load.requests` = {n}: a capacity point must be VALID, and p{p}{class} at {:.0}% confidence needs at least {needed} steady requests with no SLO miss (MLPerf early stopping); about {} would be sent; raise load.requests, or judge a lower slo.percentile",
+                path.display(),
+                conf * 100.0,
+                (n as f64 * share) as u64
+            );
+        }
     }
     let parent = Bundle::create(out_root, &base)
         .with_context(|| format!("creating a bundle under {}", out_root.display()))?;
@@ -298,7 +326,19 @@ pub async fn capacity(
     })
     .await?;
     let mut cap = cap;
-    cap.rule = capacity_rule(&base.slo);
+    cap.rule = if base.classes.is_empty() {
+        capacity_rule(&base.slo)
+    } else {
+        let each: Vec<String> = base
+            .classes
+            .iter()
+            .map(|k| format!("`{}`: {}", k.name, k.slo_or(&base.slo).rule()))
+            .collect();
+        format!(
+            "the highest offered rate (the classes' shares fixed) at which every class meets its own SLO ({}) and the run is VALID",
+            each.join("; ")
+        )
+    };
     let mut points = points.into_inner().unwrap_or_else(|p| p.into_inner());
     points.sort_by(|a, b| {
         a.value

@@ -13,72 +13,8 @@ use goodput::contract::Contract;
 use goodput::plan::{Phase, Plan};
 use goodput::record::{Outcome, Record};
 use goodput::sim::SimConfig;
-use goodput::sim::des::{self, DesLoad, DesRequest};
 
 use common::{parse, run_in, try_run_in};
-
-/// A run on the simulator's discrete-event clock, turned into the records goodput's client
-/// would have written (latency from the intended send, which the DES's arrival is), labelled
-/// warm-up, steady and drain by the contract's counts. `drain` more arrivals keep the load on
-/// while the steady requests finish, as the real driver does.
-fn des_records(c: &Contract, drain: usize) -> Vec<Record> {
-    let plan = Plan::new(c, &Default::default());
-    let warm = c.warmup.requests as usize;
-    let steady = c.load.requests().unwrap() as usize;
-    let n = warm + steady + drain;
-    let planned: Vec<_> = plan
-        .arrivals()
-        .unwrap()
-        .take(n)
-        .enumerate()
-        .map(|(i, at)| {
-            let mut p = plan.request(i as u64);
-            p.intended_us = Some(at);
-            p
-        })
-        .collect();
-    let reqs = planned
-        .iter()
-        .map(|p| DesRequest {
-            arrival_s: p.intended_us.unwrap() as f64 / 1e6,
-            prompt: p.prompt.clone(),
-            ask: goodput::sim::model::LengthAsk {
-                max_tokens: Some(p.output_tokens),
-                min_tokens: Some(p.output_tokens),
-                ignore_eos: true,
-            },
-        })
-        .collect();
-    let gt = des::run(c.target.simulator.as_ref().unwrap(), DesLoad::Open(reqs));
-    planned
-        .iter()
-        .zip(gt)
-        .enumerate()
-        .map(|(i, (p, g))| {
-            let phase = if i < warm {
-                Phase::Warmup
-            } else if i < warm + steady {
-                Phase::Steady
-            } else {
-                Phase::Drain
-            };
-            let mut r = Record::planned(p, phase, "des");
-            r.dispatched_us = r.intended_us;
-            r.sent_us = r.intended_us;
-            r.first_token_us = g.first_token_us;
-            r.end_us = Some(g.end_us);
-            r.chunks = g.chunks.iter().copied().collect();
-            r.client_output_tokens = g.output_tokens;
-            r.usage_prompt_tokens = Some(g.prompt_tokens);
-            r.usage_completion_tokens = Some(g.output_tokens);
-            r.usage_cached_tokens = Some(g.cached_tokens);
-            if g.outcome != "ok" {
-                r.outcome = Outcome::HttpStatus;
-            }
-            r
-        })
-        .collect()
-}
 
 /// A quick simulated engine with its prefix cache on.
 fn fast() -> SimConfig {
@@ -148,7 +84,7 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
     // The same search, on the discrete-event clock, judged by the same function.
     let truth = goodput::sweep::search_capacity(30.0, 0.02, 16, |rate| async move {
         let c = with_rate(CAPACITY, rate);
-        let recs = des_records(&c, 40);
+        let recs = common::des_records(&c, 40);
         let s = summarize(&c, &recs, &Context::default());
         Ok(Some((goodput::sweep::passes_capacity(&s), false)))
     })
@@ -254,7 +190,7 @@ async fn two_cold_runs_in_a_row_find_nothing_in_the_cache() {
 #[test]
 fn a_cold_run_served_from_the_cache_is_called_out() {
     let c = with_rate(CAPACITY, 5.0);
-    let mut recs = des_records(&c, 10);
+    let mut recs = common::des_records(&c, 10);
     let s = summarize(&c, &recs, &Context::default());
     assert!(s.warnings.is_empty(), "{:?}", s.warnings);
     for r in recs.iter_mut().filter(|r| r.phase == Phase::Steady) {
@@ -308,7 +244,7 @@ fn responses_from_another_model_are_flagged() {
         "[target]\nmodel = \"asked\"\n[target.simulator]\nmodel = \"asked\"",
     );
     let c = goodput::contract::parse(&src, Path::new("t.toml")).unwrap();
-    let mut recs = des_records(&c, 5);
+    let mut recs = common::des_records(&c, 5);
     for r in &mut recs {
         r.response_model = Some("served".into());
     }
@@ -375,7 +311,7 @@ fn an_overloaded_run_says_so_and_estimates_the_sustained_rate() {
     let src = CAPACITY.replace("requests = 150", "requests = 600");
     let sustained = |rate: f64| {
         let c = with_rate(&src, rate);
-        summarize(&c, &des_records(&c, 40), &Context::default())
+        summarize(&c, &common::des_records(&c, 40), &Context::default())
     };
     // Beyond the engine: the queue grows all run.
     let over = sustained(60.0);
@@ -410,7 +346,7 @@ fn thirty_requests_at_half_a_request_per_second_on_an_idle_server_are_valid() {
     for seed in 0..20 {
         let src = base.replace("[workload]", &format!("[workload]\nseed = {seed}"));
         let c = goodput::contract::parse(&src, Path::new("t.toml")).unwrap();
-        let s = summarize(&c, &des_records(&c, 3), &Context::default());
+        let s = summarize(&c, &common::des_records(&c, 3), &Context::default());
         let t = &s.steady.throughput;
         if t.achieved_rps.unwrap() < 0.95 * t.offered_rps.unwrap() {
             shortfalls += 1; // the raw figures do fall short: the old rule would have fired
@@ -428,7 +364,7 @@ fn thirty_requests_at_half_a_request_per_second_on_an_idle_server_are_valid() {
 #[test]
 fn cancelled_requests_are_not_slo_misses() {
     let c = with_rate(CAPACITY, 5.0);
-    let mut recs = des_records(&c, 5);
+    let mut recs = common::des_records(&c, 5);
     let steady: Vec<usize> = (0..recs.len())
         .filter(|&i| recs[i].phase == Phase::Steady)
         .collect();
@@ -494,7 +430,7 @@ async fn closed_loop_is_valid_for_latency_at_its_concurrency() {
 #[test]
 fn one_meaning_of_meets_the_slo_everywhere() {
     let c = with_rate(CAPACITY, 5.0); // TTFT p90 ≤ 150 ms, attainment ≥ 80%
-    let mut recs = des_records(&c, 5);
+    let mut recs = common::des_records(&c, 5);
     let steady: Vec<usize> = (0..recs.len())
         .filter(|&i| recs[i].phase == Phase::Steady)
         .collect();

@@ -20,6 +20,7 @@
 //! were tried first: they swing with the first and last requests' E2E.) Goodput = achieved
 //! rate × the fraction of successful steady requests that met every SLO threshold.
 
+pub mod classes;
 pub(crate) mod headline;
 pub mod predict;
 pub(crate) mod quality;
@@ -246,6 +247,10 @@ pub struct Summary {
     /// A run whose load was changed while it ran (`demo --live`): each segment's own figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segments: Option<Vec<segments::SegmentResult>>,
+    /// Traffic classes (`[[class]]`): each one's steady figures against its own SLO. The
+    /// totals' SLO result then adds them up, and passes only when every class does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<Vec<classes::ClassResult>>,
 }
 
 /// The target of a run: where, which model, which engine on what.
@@ -1014,16 +1019,33 @@ impl SliceFigures {
 /// one chunk is.
 /// Whether one request's metrics are within every SLO threshold (goodput counts those).
 pub fn meets_slo(c: &Contract, m: &RequestMetrics) -> bool {
+    within_slo(&c.slo, m)
+}
+
+/// [`meets_slo`] for a recorded request: against its traffic class's SLO when it has one.
+pub fn record_meets_slo(c: &Contract, r: &Record, m: &RequestMetrics) -> bool {
+    within_slo(slo_of(c, r), m)
+}
+
+/// The SLO a request is judged by: its class's (`[[class]]`), else the contract's.
+pub fn slo_of<'a>(c: &'a Contract, r: &Record) -> &'a crate::contract::Slo {
+    r.class
+        .as_deref()
+        .and_then(|n| c.classes.iter().find(|k| k.name == n))
+        .map_or(&c.slo, |k| k.slo_or(&c.slo))
+}
+
+fn within_slo(slo: &crate::contract::Slo, m: &RequestMetrics) -> bool {
     let within =
         |thr: Option<crate::contract::Millis>, v: Option<f64>, absent_ok: bool| match (thr, v) {
             (None, _) => true,
             (Some(t), Some(v)) => v <= t.0,
             (Some(_), None) => absent_ok,
         };
-    within(c.slo.ttft_ms, m.ttft_ms, false)
-        && within(c.slo.ttfo_ms, m.ttfo_ms, false)
-        && within(c.slo.tpot_ms, m.tpot_ms, true)
-        && within(c.slo.e2e_ms, m.e2e_ms, false)
+    within(slo.ttft_ms, m.ttft_ms, false)
+        && within(slo.ttfo_ms, m.ttfo_ms, false)
+        && within(slo.tpot_ms, m.tpot_ms, true)
+        && within(slo.e2e_ms, m.e2e_ms, false)
 }
 
 fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
@@ -1242,10 +1264,15 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             length_check(c, workload, &steady_first, &ok_first)
         };
 
-        let slo = c
-            .slo
-            .is_set()
-            .then(|| slo_result(c, &metrics, &steady_recs, &ok, achieved));
+        // With classes, each is judged by its own SLO and the totals add them up.
+        let classes = classes::summarize(c, &steady_recs, achieved);
+        let slo = match &classes {
+            Some(k) => classes::totals(k, c.slo.percentile),
+            None => c
+                .slo
+                .is_set()
+                .then(|| slo_result(c, &metrics, &steady_recs, &ok, achieved)),
+        };
 
         let phases = match phases_job {
             Some(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
@@ -1282,6 +1309,14 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         {
             validity.reasons.push(why);
             validity.verdict = ValidityVerdict::Invalid;
+        }
+        // A class too small for its own SLO percentile leaves the run's claim (every class
+        // meets its SLO) unsupported.
+        for k in classes.iter().flatten() {
+            if !k.reasons.is_empty() {
+                validity.reasons.extend(k.reasons.iter().cloned());
+                validity.verdict = ValidityVerdict::Invalid;
+            }
         }
         // A load changed while it ran is the first thing to know of its figures.
         let segments = segments::summarize(c, segment_facts, records);
@@ -1359,6 +1394,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         target: Some(target_identity(c, facts)),
         shards,
         segments,
+        classes,
         warnings: model_warning(c, records)
             .into_iter()
             .chain(cold_cache_warning(c, workload, &ok))
@@ -1942,7 +1978,8 @@ fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
     let p = c.slo.percentile;
     let confidence = c.measurement.confidence;
     let needed = min_requests_for(p, v.misses, confidence);
-    if c.slo.is_set() && (v.steady.len() as u64) < needed {
+    // With classes the check is each class's own (`classes::summarize`).
+    if c.slo.is_set() && c.classes.is_empty() && (v.steady.len() as u64) < needed {
         reasons.push(format!(
             "{} steady requests cannot support p{p} at {:.0}% confidence with {} SLO misses: {} needed (MLPerf early stopping)",
             v.steady.len(),
@@ -2392,7 +2429,7 @@ fn grade(c: &Contract, records: &[Record], facts: &Facts) -> Grade {
     {
         missing.push("output length neither enforced nor reported by the server".to_owned());
     }
-    if !c.slo.is_set() {
+    if !c.has_slo() {
         missing.push("no SLO: goodput undefined".to_owned());
     }
     if !c.target.api.capabilities().generates {
@@ -2437,6 +2474,8 @@ mod tests {
             shard: None,
             url: None,
             segment: None,
+            class: None,
+            model: None,
             request_id: format!("r-{index}"),
             intended_us: Some(at),
             dispatched_us: Some(at + 300),

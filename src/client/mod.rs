@@ -42,6 +42,9 @@ pub struct Client {
     answers: bool,
     /// Requests sent and not yet finished, for the live view.
     in_flight: std::sync::atomic::AtomicU64,
+    /// Headers a traffic class's requests carry besides the pool's (`[[class]]`
+    /// `request.headers`), by class name; secret ones marked sensitive.
+    class_headers: std::collections::HashMap<String, reqwest::header::HeaderMap>,
 }
 
 /// What of the generated text a record keeps (`[quality]`).
@@ -308,7 +311,31 @@ impl Client {
             recount: false,
             answers: false,
             in_flight: std::sync::atomic::AtomicU64::new(0),
+            class_headers: std::collections::HashMap::new(),
         }
+    }
+
+    /// Headers each traffic class's requests carry (name, value, secret), by class name. A
+    /// name or value the contract's validation let through is valid; one that is not is left
+    /// out rather than failing every request.
+    pub fn class_headers(
+        mut self,
+        classes: &[(String, crate::workload::environment::Headers)],
+    ) -> Client {
+        for (class, hs) in classes {
+            let mut map = reqwest::header::HeaderMap::new();
+            for (name, value, secret) in hs {
+                if let (Ok(n), Ok(mut v)) = (
+                    reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                    reqwest::header::HeaderValue::from_str(value),
+                ) {
+                    v.set_sensitive(*secret);
+                    map.insert(n, v);
+                }
+            }
+            self.class_headers.insert(class.clone(), map);
+        }
+        self
     }
 
     /// Sends each request to one of several replicas' base URLs, as `spread` picks it, and
@@ -461,6 +488,11 @@ impl Client {
                 .body(body.clone());
             for (name, value) in self.adapter.headers() {
                 req = req.header(*name, *value);
+            }
+            if let Some(hs) = rec.class.as_ref().and_then(|c| self.class_headers.get(c)) {
+                for (name, value) in hs {
+                    req = req.header(name, value.clone());
+                }
             }
             if let Some(k) = &self.api_key {
                 req = match self.adapter.auth() {
@@ -1085,6 +1117,8 @@ mod tests {
             prompt: "a b c".into(),
             messages: None,
             shared_tokens: None,
+            class: None,
+            model: None,
         };
         let cancel = CancellationToken::new();
         let mut recs = Vec::new();

@@ -231,94 +231,209 @@ fn p99(v: &mut [f64]) -> f64 {
     percentile_sorted(v, 99.0).unwrap_or(f64::NAN)
 }
 
-/// Per-request values of a latency metric over a side's steady requests.
-fn per_request(side: &Side, metric: fn(&RequestMetrics) -> Option<f64>) -> Vec<f64> {
+/// Per-request values of a latency metric over a side's steady requests (of one class).
+fn per_request(
+    side: &Side,
+    metric: fn(&RequestMetrics) -> Option<f64>,
+    class: Option<&str>,
+) -> Vec<f64> {
     let c = &side.contract;
     let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
     side.runs
         .iter()
         .flat_map(|(_, recs)| recs.iter())
         .filter(|r| r.phase == Phase::Steady && r.is_ok())
+        .filter(|r| class.is_none() || r.class.as_deref() == class)
         .filter_map(|r| metric(&request_metrics(r, origin, source)))
         .collect()
 }
 
-/// Compares every headline metric of B against A.
+/// Compares every headline metric of B against A, then each traffic class's own (a class
+/// both sides have): its TTFT and E2E p99 over its requests, its attainment (the share of its
+/// requests that met its SLO) and its goodput.
 pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> {
     let values = |side: &Side, h: Headline| -> Vec<f64> {
         side.runs.iter().filter_map(|(s, _)| h.of(s)).collect()
     };
-    Headline::ALL
+    let mut out: Vec<MetricComparison> = Headline::ALL
         .iter()
         .map(|&h| {
-            let (name, lower_better) = (h.name(), h.lower_is_better());
             let (va, vb) = (values(a, h), values(b, h));
-            let (ma, mb) = (OverRuns::of(va.clone()), OverRuns::of(vb.clone()));
-            let (mean_a, mean_b) = (
-                (!va.is_empty()).then_some(ma.mean),
-                (!vb.is_empty()).then_some(mb.mean),
-            );
-            let (ci, method) = if va.len() >= 2 && vb.len() >= 2 {
-                (welch_ci(&va, &vb).map(|x| x.1), "welch over runs")
-            } else {
-                let stat: Option<fn(&mut [f64]) -> f64> = match h.latency() {
-                    Some((_, 50.0)) => Some(p50),
-                    Some(_) => Some(p99),
-                    None => None,
-                };
-                match (stat, h.latency()) {
-                    (Some(f), Some((metric, _))) => (
-                        bootstrap_ci(&per_request(a, metric), &per_request(b, metric), f, 1000)
-                            .map(|x| x.1),
-                        "bootstrap, 1 run a side",
-                    ),
-                    _ => (None, "none, 1 value a side"),
-                }
+            let stat: Option<fn(&mut [f64]) -> f64> = match h.latency() {
+                Some((_, 50.0)) => Some(p50),
+                Some(_) => Some(p99),
+                None => None,
             };
-            let diff = mean_a.zip(mean_b).map(|(x, y)| y - x);
-            let change_pct = diff
-                .zip(mean_a)
-                .filter(|(_, a)| *a != 0.0)
-                .map(|(d, a)| d / a.abs() * 100.0);
-            let verdict = match (diff, ci, mean_a) {
-                (Some(d), Some([lo, hi]), Some(base)) => {
-                    let significant = lo > 0.0 || hi < 0.0;
-                    let material = d.abs() > noise * base.abs();
-                    if significant && material {
-                        if (d < 0.0) == lower_better {
-                            MetricVerdict::Better
-                        } else {
-                            MetricVerdict::Worse
-                        }
-                    } else {
-                        MetricVerdict::NoSignificantDifference
-                    }
-                }
-                // One run a side and no per-request test for this metric: the difference is
-                // still reported, without a claim of significance.
-                (Some(d), None, Some(base)) => {
-                    if d.abs() <= noise * base.abs() {
-                        MetricVerdict::WithinNoise
-                    } else if (d < 0.0) == lower_better {
-                        MetricVerdict::BetterUntested
-                    } else {
-                        MetricVerdict::WorseUntested
-                    }
-                }
-                _ => MetricVerdict::NotEnoughData,
+            let per = match (stat, h.latency()) {
+                (Some(f), Some((metric, _))) => Some((
+                    per_request(a, metric, None),
+                    per_request(b, metric, None),
+                    f,
+                )),
+                _ => None,
             };
-            MetricComparison {
-                metric: name.to_owned(),
-                a: mean_a,
-                b: mean_b,
-                diff,
-                change_pct,
-                ci95: ci,
-                method: method.to_owned(),
-                verdict,
-            }
+            judge(h.name(), h.lower_is_better(), &va, &vb, per, noise)
+        })
+        .collect();
+    let classes = |side: &Side| -> Vec<String> {
+        side.contract
+            .classes
+            .iter()
+            .map(|k| k.name.clone())
+            .collect()
+    };
+    let (ka, kb) = (classes(a), classes(b));
+    for name in ka.iter().filter(|n| kb.contains(n)) {
+        let of = |side: &Side, f: &dyn Fn(&crate::analyze::classes::ClassResult) -> Option<f64>| {
+            side.runs
+                .iter()
+                .filter_map(|(s, _)| s.classes.as_ref()?.iter().find(|k| &k.name == name))
+                .filter_map(f)
+                .collect::<Vec<f64>>()
+        };
+        let p99_of = |d: &Option<crate::analyze::Dist>| d.as_ref().map(|d| d.p99);
+        let ttft = |m: &RequestMetrics| m.ttft_ms;
+        let e2e = |m: &RequestMetrics| m.e2e_ms;
+        for (metric, f, per) in [
+            (
+                "ttft_p99_ms",
+                &(|k: &crate::analyze::classes::ClassResult| p99_of(&k.stats.ttft_ms))
+                    as &dyn Fn(&crate::analyze::classes::ClassResult) -> Option<f64>,
+                Some(ttft as fn(&RequestMetrics) -> Option<f64>),
+            ),
+            ("e2e_p99_ms", &|k| p99_of(&k.stats.e2e_ms), Some(e2e)),
+            (
+                "attainment",
+                &|k| k.slo.as_ref().map(|s| s.attainment),
+                None,
+            ),
+            (
+                "goodput_rps",
+                &|k| k.slo.as_ref().and_then(|s| s.goodput_rps),
+                None,
+            ),
+        ] {
+            let per = match per {
+                Some(m) => Some((
+                    per_request(a, m, Some(name)),
+                    per_request(b, m, Some(name)),
+                    p99 as fn(&mut [f64]) -> f64,
+                )),
+                // Attainment is a share of requests: its interval is the bootstrap of the
+                // mean of each request's met (1) or missed (0).
+                None if metric == "attainment" => Some((
+                    met_per_request(a, name),
+                    met_per_request(b, name),
+                    mean as fn(&mut [f64]) -> f64,
+                )),
+                None => None,
+            };
+            out.push(judge(
+                &format!("{name}: {metric}"),
+                metric.ends_with("_ms"),
+                &of(a, f),
+                &of(b, f),
+                per,
+                noise,
+            ));
+        }
+    }
+    out
+}
+
+fn mean(v: &mut [f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+/// Each steady request of class `name`: 1 when it met the class's SLO, else 0 (failures and
+/// all), over a side's runs.
+fn met_per_request(side: &Side, name: &str) -> Vec<f64> {
+    let c = &side.contract;
+    let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
+    side.runs
+        .iter()
+        .flat_map(|(_, recs)| recs.iter())
+        .filter(|r| r.phase == Phase::Steady && r.class.as_deref() == Some(name))
+        .filter(|r| r.outcome != crate::record::Outcome::Interrupted)
+        .map(|r| {
+            let met = r.is_ok()
+                && crate::analyze::record_meets_slo(c, r, &request_metrics(r, origin, source));
+            f64::from(u8::from(met))
         })
         .collect()
+}
+
+/// Each side's per-request values of a metric, and the statistic compared.
+type PerRequest = (Vec<f64>, Vec<f64>, fn(&mut [f64]) -> f64);
+
+/// One metric's comparison: `va`, `vb` its values over each side's runs; `per` each side's
+/// per-request values and the statistic, for a bootstrap interval with one run a side.
+fn judge(
+    name: &str,
+    lower_better: bool,
+    va: &[f64],
+    vb: &[f64],
+    per: Option<PerRequest>,
+    noise: f64,
+) -> MetricComparison {
+    let (ma, mb) = (OverRuns::of(va.to_vec()), OverRuns::of(vb.to_vec()));
+    let (mean_a, mean_b) = (
+        (!va.is_empty()).then_some(ma.mean),
+        (!vb.is_empty()).then_some(mb.mean),
+    );
+    let (ci, method) = if va.len() >= 2 && vb.len() >= 2 {
+        (welch_ci(va, vb).map(|x| x.1), "welch over runs")
+    } else {
+        match per {
+            Some((pa, pb, f)) => (
+                bootstrap_ci(&pa, &pb, f, 1000).map(|x| x.1),
+                "bootstrap, 1 run a side",
+            ),
+            None => (None, "none, 1 value a side"),
+        }
+    };
+    let diff = mean_a.zip(mean_b).map(|(x, y)| y - x);
+    let change_pct = diff
+        .zip(mean_a)
+        .filter(|(_, a)| *a != 0.0)
+        .map(|(d, a)| d / a.abs() * 100.0);
+    let verdict = match (diff, ci, mean_a) {
+        (Some(d), Some([lo, hi]), Some(base)) => {
+            let significant = lo > 0.0 || hi < 0.0;
+            let material = d.abs() > noise * base.abs();
+            if significant && material {
+                if (d < 0.0) == lower_better {
+                    MetricVerdict::Better
+                } else {
+                    MetricVerdict::Worse
+                }
+            } else {
+                MetricVerdict::NoSignificantDifference
+            }
+        }
+        // One run a side and no per-request test for this metric: the difference is still
+        // reported, without a claim of significance.
+        (Some(d), None, Some(base)) => {
+            if d.abs() <= noise * base.abs() {
+                MetricVerdict::WithinNoise
+            } else if (d < 0.0) == lower_better {
+                MetricVerdict::BetterUntested
+            } else {
+                MetricVerdict::WorseUntested
+            }
+        }
+        _ => MetricVerdict::NotEnoughData,
+    };
+    MetricComparison {
+        metric: name.to_owned(),
+        a: mean_a,
+        b: mean_b,
+        diff,
+        change_pct,
+        ci95: ci,
+        method: method.to_owned(),
+        verdict,
+    }
 }
 
 /// A baseline compared with one other result.
@@ -981,6 +1096,8 @@ mod tests {
                     prompt: String::new(),
                     messages: None,
                     shared_tokens: None,
+                    class: None,
+                    model: None,
                 };
                 let mut r = Record::planned(&p, Phase::Quality, "t");
                 r.sent_us = Some(0);

@@ -3,6 +3,7 @@
 //! error names file, line and key), fills every default so the bundle's copy is complete, and
 //! fingerprints its axes. It must not touch the network or the clock.
 
+pub mod classes;
 pub(crate) mod edit;
 pub mod prediction;
 pub(crate) mod source;
@@ -69,6 +70,10 @@ pub struct Contract {
     pub cold_start: Option<ColdStart>,
     #[serde(default)]
     pub slo: Slo,
+    /// Traffic classes (`[[class]]`), each with its share of the arrivals, lengths, SLO and
+    /// request overrides; none: the contract is one class, as it always was.
+    #[serde(default, rename = "class", skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<classes::Class>,
     #[serde(default)]
     pub measurement: Measurement,
     #[serde(default)]
@@ -1091,6 +1096,17 @@ impl Default for Measurement {
     }
 }
 
+impl Contract {
+    /// Whether any SLO is set: `[slo]`'s, or a class's.
+    pub fn has_slo(&self) -> bool {
+        self.slo.is_set()
+            || self
+                .classes
+                .iter()
+                .any(|k| k.slo.as_ref().is_some_and(Slo::is_set))
+    }
+}
+
 impl Slo {
     pub fn is_set(&self) -> bool {
         self.ttft_ms.is_some()
@@ -1354,11 +1370,41 @@ impl Contract {
         }
         let mut load = serde_json::to_value(&self.load).unwrap_or_default();
         by_content(&mut load, &["trace"]);
+        let mut slo = serde_json::to_value(&self.slo).unwrap_or_default();
+        // Classes join the axes only when there are some, so a contract without them keeps
+        // the fingerprints it always had: what each class asks joins the workload, its share
+        // the load, its SLO the SLO.
+        if !self.classes.is_empty() {
+            let mut asks = Vec::new();
+            let (mut shares, mut slos) = (serde_json::Map::new(), serde_json::Map::new());
+            for c in &self.classes {
+                let mut v = serde_json::to_value(c).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("share");
+                    o.remove("slo");
+                }
+                asks.push(v);
+                shares.insert(c.name.clone(), c.share.unwrap_or(0.0).into());
+                slos.insert(
+                    c.name.clone(),
+                    serde_json::to_value(c.slo_or(&self.slo)).unwrap_or_default(),
+                );
+            }
+            for (axis, key, v) in [
+                (&mut workload, "classes", serde_json::Value::Array(asks)),
+                (&mut load, "class_shares", shares.into()),
+                (&mut slo, "classes", slos.into()),
+            ] {
+                if let Some(o) = axis.as_object_mut() {
+                    o.insert(key.into(), v);
+                }
+            }
+        }
         [
             ("target", target),
             ("workload", workload),
             ("load", load),
-            ("slo", serde_json::to_value(&self.slo).unwrap_or_default()),
+            ("slo", slo),
             ("measurement", measurement),
             ("quality", {
                 // The dataset is named by its content, not by where it lies.

@@ -28,7 +28,13 @@ pub fn line_of_key(src: &str, path: &str) -> Option<usize> {
     let mut best: Option<std::ops::Range<usize>> = None;
     let mut item: Option<&toml_edit::Item> = None;
     let mut value: Option<&toml_edit::Value> = None;
+    let mut table: Option<&toml_edit::Table> = None;
     for (i, part) in path.split('.').enumerate() {
+        // `class[1]`: the second table of the array of tables `[[class]]`.
+        let (part, index) = match part.split_once('[') {
+            Some((name, rest)) => (name, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
         let next_item = if i == 0 {
             doc.as_table().get(part)
         } else if let Some(it) = item {
@@ -52,6 +58,23 @@ pub fn line_of_key(src: &str, path: &str) -> Option<usize> {
             continue;
         } else {
             None
+        };
+        let next_item = match (next_item, index) {
+            (Some(toml_edit::Item::ArrayOfTables(a)), Some(k)) => match a.get(k) {
+                Some(t) => {
+                    best = t.span().or(best);
+                    item = None;
+                    value = None;
+                    table = Some(t);
+                    continue;
+                }
+                None => break,
+            },
+            (it, _) => it,
+        };
+        let next_item = match (next_item, table.take()) {
+            (None, Some(t)) => t.get(part),
+            (it, _) => it,
         };
         match next_item {
             Some(it) => {
@@ -89,5 +112,9 @@ mod tests {
         assert_eq!(line_of_key(src, "workload.input_tokens.min"), Some(7));
         assert_eq!(line_of_key(src, "load.missing"), Some(2));
         assert_eq!(table_at_line(src, 4).as_deref(), Some("load"));
+        let classes = "[slo]\nttft_ms = 1\n[[class]]\nname = \"a\"\nshare = 1\n[[class]]\nname = \"b\"\n\nshare = 2\n[class.slo]\nttft_ms = 3\n";
+        assert_eq!(line_of_key(classes, "class[1].share"), Some(9));
+        assert_eq!(line_of_key(classes, "class[1].slo.ttft_ms"), Some(11));
+        assert_eq!(line_of_key(classes, "class[0].name"), Some(4));
     }
 }

@@ -132,9 +132,13 @@ impl Contract {
     /// variable *names*, and body fields that do not collide with one goodput sets for this
     /// contract (it composes the body from the workload, so the workload decides which).
     fn request_extras(&self) -> Result<(), Problem> {
-        let r = &self.target.request;
+        self.check_extras("target.request", &self.target.request)
+    }
+
+    /// `[target.request]` or a class's `request`, named under `prefix`.
+    fn check_extras(&self, prefix: &str, r: &RequestExtras) -> Result<(), Problem> {
         for (name, v) in &r.headers {
-            let key = format!("target.request.headers.{name}");
+            let key = format!("{prefix}.headers.{name}");
             if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 return problem(&key, "is not a valid HTTP header name");
             }
@@ -208,7 +212,7 @@ impl Contract {
         });
         if let Some((k, _)) = collision {
             return problem(
-                &format!("target.request.extra_body.{k}"),
+                &format!("{prefix}.extra_body.{k}"),
                 format!(
                     "`{k}` is a field goodput sets itself for this contract (it sets {}); change it through the contract's own key instead",
                     sets.join(", ")
@@ -659,45 +663,70 @@ impl Contract {
     }
 
     /// `[slo]`, `[prediction]` and `[repeat]`.
-    fn slo_prediction_repeat(&mut self) -> Result<(), Problem> {
-        let slo = &self.slo;
+    /// One SLO's values (`[slo]`, or a class's), named under `prefix`.
+    fn check_slo(&self, prefix: &str, slo: &Slo) -> Result<(), Problem> {
         for (k, v) in [
-            ("slo.ttft_ms", slo.ttft_ms),
-            ("slo.ttfo_ms", slo.ttfo_ms),
-            ("slo.tpot_ms", slo.tpot_ms),
-            ("slo.e2e_ms", slo.e2e_ms),
+            ("ttft_ms", slo.ttft_ms),
+            ("ttfo_ms", slo.ttfo_ms),
+            ("tpot_ms", slo.tpot_ms),
+            ("e2e_ms", slo.e2e_ms),
         ] {
             if let Some(v) = v
                 && !(v.0.is_finite() && v.0 > 0.0)
             {
-                return problem(k, format!("= {}: must be > 0 milliseconds", v.0));
+                return problem(
+                    &format!("{prefix}.{k}"),
+                    format!("= {}: must be > 0 milliseconds", v.0),
+                );
             }
         }
         if !self.workload.stream {
             for (k, v) in [
-                ("slo.ttft_ms", slo.ttft_ms),
-                ("slo.ttfo_ms", slo.ttfo_ms),
-                ("slo.tpot_ms", slo.tpot_ms),
+                ("ttft_ms", slo.ttft_ms),
+                ("ttfo_ms", slo.ttfo_ms),
+                ("tpot_ms", slo.tpot_ms),
             ] {
                 if v.is_some() {
                     return problem(
-                        k,
-                        "needs workload.stream = true: a response that is not streamed has no first token or token gaps to time (use slo.e2e_ms)",
+                        &format!("{prefix}.{k}"),
+                        "needs workload.stream = true: a response that is not streamed has no first token or token gaps to time (use e2e_ms)",
                     );
                 }
             }
         }
         if !(slo.percentile > 0.0 && slo.percentile <= 100.0) {
             return problem(
-                "slo.percentile",
+                &format!("{prefix}.percentile"),
                 format!("= {}: must be in (0, 100]", slo.percentile),
             );
         }
         if !(slo.attainment > 0.0 && slo.attainment <= 1.0) {
             return problem(
-                "slo.attainment",
+                &format!("{prefix}.attainment"),
                 format!("= {}: must be a fraction in (0, 1]", slo.attainment),
             );
+        }
+        Ok(())
+    }
+
+    fn slo_prediction_repeat(&mut self) -> Result<(), Problem> {
+        self.check_slo("slo", &self.slo)?;
+        if !self.classes.is_empty() {
+            if self.workload.sessions.is_some() {
+                return problem(
+                    "class",
+                    "[[class]] and [workload.sessions] cannot be combined yet: a class is a share of single requests",
+                );
+            }
+            let mut classes = std::mem::take(&mut self.classes);
+            let done = classes::resolve(&mut classes, &self.slo, check_dist, |k, s| {
+                self.check_slo(k, s)
+            });
+            self.classes = classes;
+            done?;
+            for (k, c) in self.classes.iter().enumerate() {
+                self.check_extras(&classes::key(k, "request"), &c.request)?;
+            }
         }
         if let Some(p) = &self.prediction {
             for e in &p.expect {

@@ -159,7 +159,7 @@ impl Driver {
     fn body(&self, p: &PlannedRequest, messages: Option<&[Message]>) -> Bytes {
         let w = &self.contract.workload;
         Bytes::from(self.client.adapter().body(&RequestSpec {
-            model: &self.model,
+            model: p.model.as_deref().unwrap_or(&self.model),
             prompt: &p.prompt,
             messages,
             max_tokens: p.output_tokens,
@@ -167,7 +167,7 @@ impl Driver {
             exact_output: w.enforce_output_length,
             sampling: &w.sampling,
             batch: w.batch,
-            extra: Some(&self.contract.target.request.extra_body),
+            extra: Some(self.plan.extra_body(p)),
         }))
     }
 

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::analyze::{meets_slo, request_metrics};
+use crate::analyze::{record_meets_slo, request_metrics};
 use crate::bundle::Loaded;
 use crate::record::Record;
 
@@ -411,9 +411,9 @@ fn request_columns(b: &Loaded, rs: &[Record]) -> Vec<Column> {
             rs.iter()
                 .zip(&m)
                 .map(|(r, m)| {
-                    c.slo
+                    crate::analyze::slo_of(c, r)
                         .is_set()
-                        .then(|| i64::from(r.is_ok() && meets_slo(c, m)))
+                        .then(|| i64::from(r.is_ok() && record_meets_slo(c, r, m)))
                 })
                 .collect(),
         ),

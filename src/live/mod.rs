@@ -3,7 +3,7 @@
 //! a [`Snapshot`] a few times a second — offered and achieved rate, requests in flight, the
 //! latency percentiles over a sliding window beside their SLO thresholds, goodput and
 //! attainment, errors by class, dispatch lag, the phase and the time left. Each request's
-//! figures are the analysis's own ([`request_metrics`], [`meets_slo`]), so the live numbers
+//! figures are the analysis's own ([`request_metrics`], [`record_meets_slo`]), so the live numbers
 //! and the report's differ only by the window.
 //!
 //! In `demo --live` the board also carries the load's [`Control`] (the driver's): keys raise
@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::analyze::{meets_slo, request_metrics};
+use crate::analyze::{record_meets_slo, request_metrics};
 use crate::client::Client;
 use crate::contract::Contract;
 use crate::driver::live::{Control, Setting};
@@ -168,7 +168,7 @@ impl Board {
                 c.measurement.output_tokens,
             )
         });
-        let met = m.as_ref().is_some_and(|m| meets_slo(c, m));
+        let met = m.as_ref().is_some_and(|m| record_meets_slo(c, rec, m));
         let sample = Sample {
             end_s: s(rec.end_us.or(rec.sent_us).unwrap_or_default()),
             intended_s: rec.intended_us.map(s),

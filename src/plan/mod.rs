@@ -63,6 +63,12 @@ pub struct PlannedRequest {
     /// (Mooncake `hash_ids`): what a prefix cache should serve.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shared_tokens: Option<u32>,
+    /// Its traffic class (`[[class]]`), when the contract has classes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// The model (or adapter) name its class sends instead of the target's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// The intended send times of an open-loop run, µs from its start, in order and without end
@@ -117,7 +123,28 @@ pub struct Plan {
     generates: bool,
     /// `load.shard`: the arrivals this client sends (all: `None`).
     shard: Option<crate::contract::Shard>,
+    /// The traffic classes (`[[class]]`; empty: one implicit class).
+    classes: std::sync::Arc<Vec<PlanClass>>,
+    /// `[target.request] extra_body`, which a class's own fields extend.
+    extra_body: std::sync::Arc<serde_json::Map<String, serde_json::Value>>,
 }
+
+/// A traffic class as the plan draws from it.
+#[derive(Debug, Clone)]
+pub struct PlanClass {
+    pub class: crate::contract::classes::Class,
+    input: LengthDist,
+    output: LengthDist,
+    /// The body fields its requests carry: `[target.request] extra_body`, then the class's
+    /// own, then its `priority`.
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Which class request `i` belongs to is a draw of its own (not from the request's stream), so
+/// adding classes changes no other draw.
+const CLASS_SALT: u64 = 0x0c1a_55e5_u64;
+/// A class's model name for request `i` is drawn from this.
+const MODEL_SALT: u64 = 0x0030_de15_u64;
 
 /// The run's lead for `workload.cache_nonce`: what every prompt of the run starts with, in the
 /// workload tokenizer's words (empty without a nonce). Every prompt of one run shares it; a
@@ -369,6 +396,31 @@ pub fn requested_lengths(c: &Contract, s: &Inputs, input: bool) -> Option<Vec<u3
                 .collect()
         }
         LengthDist::Empirical { .. } => s.lengths(input).to_vec(),
+        // Classes: their mixture, each draw's class by its share.
+        d if !c.classes.is_empty() => {
+            let mut rng = ChaCha8Rng::seed_from_u64(w.seed);
+            rng.set_stream(REQUESTED_STREAM);
+            let shares: Vec<f64> = c.classes.iter().map(|k| k.share.unwrap_or(0.0)).collect();
+            let dists: Vec<LengthDist> = c
+                .classes
+                .iter()
+                .map(|k| {
+                    let own = if input {
+                        &k.workload.input_tokens
+                    } else {
+                        &k.workload.output_tokens
+                    };
+                    own.clone().unwrap_or_else(|| d.clone())
+                })
+                .collect();
+            (0..4096)
+                .map(|_| {
+                    let u = crate::text::unit_interval(rand::Rng::next_u64(&mut rng));
+                    let k = crate::contract::classes::pick_index(&shares, u);
+                    sample_len(&dists[k], s.lengths(input), &mut rng)
+                })
+                .collect()
+        }
         d => {
             let mut rng = ChaCha8Rng::seed_from_u64(w.seed);
             rng.set_stream(REQUESTED_STREAM);
@@ -465,12 +517,70 @@ impl Plan {
             sessions,
             generates: c.target.api.capabilities().generates,
             shard: c.load.shard(),
+            classes: std::sync::Arc::new(
+                c.classes
+                    .iter()
+                    .map(|k| {
+                        let mut extra_body = c.target.request.extra_body.clone();
+                        for (key, v) in &k.request.extra_body {
+                            extra_body.insert(key.clone(), v.clone());
+                        }
+                        if let Some(p) = k.priority {
+                            extra_body.insert("priority".into(), p.into());
+                        }
+                        PlanClass {
+                            class: k.clone(),
+                            input: k
+                                .workload
+                                .input_tokens
+                                .clone()
+                                .unwrap_or_else(|| asked_lengths(w, true)),
+                            output: k
+                                .workload
+                                .output_tokens
+                                .clone()
+                                .unwrap_or_else(|| asked_lengths(w, false)),
+                            extra_body,
+                        }
+                    })
+                    .collect(),
+            ),
+            extra_body: std::sync::Arc::new(c.target.request.extra_body.clone()),
             probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
                 u64::from(c.quality.probes)
             } else {
                 0
             },
         }
+    }
+
+    /// The traffic classes, in the contract's order (empty: none).
+    pub fn classes(&self) -> &[PlanClass] {
+        &self.classes
+    }
+
+    /// The class request `index` belongs to, by its own draw against the shares (`None`
+    /// without classes).
+    pub fn class_of(&self, index: u64) -> Option<usize> {
+        if self.classes.is_empty() {
+            return None;
+        }
+        let shares: Vec<f64> = self
+            .classes
+            .iter()
+            .map(|k| k.class.share.unwrap_or(0.0))
+            .collect();
+        let u = crate::text::unit_interval(crate::text::mix2(self.seed ^ CLASS_SALT, index));
+        Some(crate::contract::classes::pick_index(&shares, u))
+    }
+
+    /// The body fields planned request `p` carries beyond its adapter's: its class's, or
+    /// `[target.request] extra_body`.
+    pub fn extra_body(&self, p: &PlannedRequest) -> &serde_json::Map<String, serde_json::Value> {
+        p.class
+            .as_deref()
+            .and_then(|n| self.classes.iter().find(|k| k.class.name == n))
+            .map_or(&self.extra_body, |k| &k.extra_body)
     }
 
     /// How many requests send the shared prefixes before the load (`prefix_cache = "warm"`);
@@ -669,6 +779,20 @@ impl Plan {
     /// (embeddings) plans no output.
     pub fn request(&self, index: u64) -> PlannedRequest {
         let mut r = self.request_unscaled(index);
+        // A quality probe repeats request k / 2's prompt, and its class.
+        let drawn = match index.checked_sub(PROBE_INDEX) {
+            Some(k) if k < self.probe_requests() => k / 2,
+            _ => index,
+        };
+        let priming = index
+            .checked_sub(PRIME_INDEX)
+            .is_some_and(|k| k < self.priming());
+        if !priming && let Some(k) = self.class_of(drawn) {
+            let class = &self.classes[k].class;
+            r.class = Some(class.name.clone());
+            let u = crate::text::unit_interval(crate::text::mix2(self.seed ^ MODEL_SALT, drawn));
+            r.model = class.model_for(u).map(str::to_owned);
+        }
         r.input_tokens = r.input_tokens.saturating_mul(self.batch);
         if !self.generates {
             r.output_tokens = 0;
@@ -707,6 +831,8 @@ impl Plan {
                 prompt,
                 messages: None,
                 shared_tokens: None,
+                class: None,
+                model: None,
             };
         }
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
@@ -735,8 +861,12 @@ impl Plan {
             }
             _ => sample_len(d, self.sources.lengths(input), &mut rng),
         };
-        let input_tokens = length(&self.input, true);
-        let output_tokens = length(&self.output, false);
+        let (asked_in, asked_out) = match self.class_of(index) {
+            Some(k) => (&self.classes[k].input, &self.classes[k].output),
+            None => (&self.input, &self.output),
+        };
+        let input_tokens = length(asked_in, true);
+        let output_tokens = length(asked_out, false);
         if let (Some(r), Some((block, shared)), None) = (row, &self.blocks, item)
             && self.input == LengthDist::Trace
         {
@@ -751,6 +881,8 @@ impl Plan {
                 prompt,
                 messages: None,
                 shared_tokens: Some(shared[k].saturating_mul(*block).min(input_tokens)),
+                class: None,
+                model: None,
             };
         }
         let references = &self.sources.references;
@@ -765,6 +897,8 @@ impl Plan {
                 prompt: r.prompt.clone(),
                 messages: None,
                 shared_tokens: None,
+                class: None,
+                model: None,
             };
         }
         // The request's own tag: its first word (or the first after a shared prefix) is unique
@@ -832,6 +966,8 @@ impl Plan {
             prompt,
             messages,
             shared_tokens: None,
+            class: None,
+            model: None,
         }
     }
 

@@ -39,6 +39,13 @@ pub struct Record {
     /// starts one; the bundle's environment says what each was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment: Option<u32>,
+    /// Its traffic class (`[[class]]`), when the contract has classes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// The model (or adapter) name it asked for, when its class chose one instead of the
+    /// target's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// `X-Request-Id` sent with the request (run id and index), to join with server logs.
     pub request_id: String,
     /// When the schedule said to send it (open loop); absent in closed loop.
@@ -318,6 +325,8 @@ impl Record {
             shard: None,
             url: None,
             segment: None,
+            class: p.class.clone(),
+            model: p.model.clone(),
             request_id: format!("{run_id}-{}", p.index),
             intended_us: p.intended_us,
             dispatched_us: None,

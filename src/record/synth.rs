@@ -96,6 +96,8 @@ pub fn record(spec: &Spec, i: u64, intended_us: u64) -> Record {
         prompt: String::new(),
         messages: None,
         shared_tokens: None,
+        class: None,
+        model: None,
     };
     let mut r = Record::planned(&planned, phase, "synthetic");
     let dispatched = intended_us + rng.random_range(5..60);

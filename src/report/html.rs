@@ -106,13 +106,64 @@ pub fn verdicts(s: &Summary) -> String {
             value: x
                 .goodput_rps
                 .map_or("—".into(), |g| format!("{g:.2} req/s")),
-            detail: format!(
-                "attainment {:.1}% (target {:.0}%)",
-                x.attainment * 100.0,
-                x.attainment_target * 100.0
-            ),
-            pass: Some(x.attainment >= x.attainment_target),
+            detail: if s.classes.is_some() {
+                format!(
+                    "attainment {:.1}%, each request by its class's SLO",
+                    x.attainment * 100.0
+                )
+            } else {
+                format!(
+                    "attainment {:.1}% (target {:.0}%)",
+                    x.attainment * 100.0,
+                    x.attainment_target * 100.0
+                )
+            },
+            pass: Some(if s.classes.is_some() {
+                x.pass
+            } else {
+                x.attainment >= x.attainment_target
+            }),
         });
+        // With classes: a tile per class, judged by its own SLO.
+        for k in s.classes.iter().flatten() {
+            let own = k.slo.as_ref();
+            let metrics: Vec<String> = own
+                .map(|o| {
+                    o.per_metric
+                        .iter()
+                        .map(|m| {
+                            format!(
+                                "{} p{} {} (SLO ≤ {})",
+                                m.metric.to_uppercase(),
+                                o.percentile,
+                                m.value_ms.map_or("—".into(), ms),
+                                ms(m.threshold_ms)
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            tiles.push(Tile {
+                name: format!("class {} ({:.0}%)", k.name, k.share * 100.0),
+                value: match (own, k.passes()) {
+                    (None, _) => "no SLO".into(),
+                    (Some(_), true) => "meets its SLO".into(),
+                    (Some(o), false) if o.pass => "INVALID".into(),
+                    (Some(_), false) => "misses its SLO".into(),
+                },
+                detail: format!(
+                    "{}{}",
+                    metrics.join(", "),
+                    own.map_or(String::new(), |o| format!(
+                        " · attainment {:.1}% · goodput {}",
+                        o.attainment * 100.0,
+                        o.goodput_rps
+                            .map_or("—".into(), |g| format!("{g:.2} req/s"))
+                    ))
+                ),
+                pass: own.map(|_| k.passes()),
+            });
+        }
         for m in &x.per_metric {
             let dist = match m.metric.as_str() {
                 "ttft" => st.ttft_ms.as_ref(),

@@ -197,6 +197,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     verdicts(&mut d, s, verbose);
     segments(&mut d, s);
     slo_and_throughput(&mut d, s);
+    classes(&mut d, s);
     steady_table(&mut d, s, verbose);
     shards(&mut d, s);
     replicas(&mut d, s);
@@ -295,17 +296,45 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
         } else {
             String::new()
         };
-        d.toned(
-            Tone::warn_if(!slo.pass),
-            format!(
-                "SLO {}: {}; attainment {:.1}%{cancelled} (target {:.0}%); goodput {} req/s",
-                if slo.pass { "met" } else { "NOT met" },
-                parts.join(", "),
-                slo.attainment * 100.0,
-                slo.attainment_target * 100.0,
-                opt(slo.goodput_rps)
-            ),
-        );
+        if let Some(classes) = &s.classes {
+            let each: Vec<String> = classes
+                .iter()
+                .map(|k| {
+                    format!(
+                        "{} {}",
+                        k.name,
+                        match (&k.slo, k.passes()) {
+                            (None, _) => "no SLO",
+                            (Some(_), true) => "met ✓",
+                            (Some(x), false) if x.pass => "met but INVALID ✗",
+                            (Some(_), false) => "NOT met ✗",
+                        }
+                    )
+                })
+                .collect();
+            d.toned(
+                Tone::warn_if(!slo.pass),
+                format!(
+                    "SLO {} (each class by its own, below): {}; attainment {:.1}%{cancelled} of all requests, each judged by its class's SLO; goodput {} req/s",
+                    if slo.pass { "met by every class" } else { "NOT met" },
+                    each.join(", "),
+                    slo.attainment * 100.0,
+                    opt(slo.goodput_rps)
+                ),
+            );
+        } else {
+            d.toned(
+                Tone::warn_if(!slo.pass),
+                format!(
+                    "SLO {}: {}; attainment {:.1}%{cancelled} (target {:.0}%); goodput {} req/s",
+                    if slo.pass { "met" } else { "NOT met" },
+                    parts.join(", "),
+                    slo.attainment * 100.0,
+                    slo.attainment_target * 100.0,
+                    opt(slo.goodput_rps)
+                ),
+            );
+        }
     } else {
         d.line("No SLO in the contract: goodput is undefined.");
     }
@@ -621,6 +650,102 @@ fn shards(d: &mut Doc, s: &Summary) {
                 crate::analyze::shards::MAX_CLOCK_SPREAD_MS
             ),
         );
+    }
+}
+
+/// Traffic classes side by side, each against its own SLO, with its verdict and why.
+fn classes(d: &mut Doc, s: &Summary) {
+    let Some(classes) = &s.classes else {
+        return;
+    };
+    d.h(format!(
+        "Classes: {} in one run, each judged by its own SLO (ms, latency from {})",
+        classes.len(),
+        s.latency_origin.phrase()
+    ));
+    let p = |x: &Option<crate::analyze::Dist>, f: fn(&crate::analyze::Dist) -> f64| {
+        x.as_ref().map_or("—".to_owned(), |d| num(f(d)))
+    };
+    let rows = classes
+        .iter()
+        .map(|k| {
+            let st = &k.stats;
+            let slo = k.slo.as_ref();
+            vec![
+                k.name.clone(),
+                format!(
+                    "{:.0}% ({:.0}% sent)",
+                    k.share * 100.0,
+                    k.sent_share * 100.0
+                ),
+                format!("{}/{}", st.ok, st.requests),
+                p(&st.ttft_ms, |d| d.p50),
+                p(&st.ttft_ms, |d| d.p99),
+                p(&st.tpot_ms, |d| d.p99),
+                p(&st.e2e_ms, |d| d.p99),
+                slo.map_or("—".to_owned(), |x| {
+                    x.per_metric
+                        .iter()
+                        .map(|m| {
+                            format!(
+                                "{} p{} {} ≤ {} {}",
+                                m.metric.to_uppercase(),
+                                x.percentile,
+                                opt(m.value_ms),
+                                num(m.threshold_ms),
+                                if m.pass { "✓" } else { "✗" }
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }),
+                slo.map_or("—".to_owned(), |x| {
+                    format!(
+                        "{:.1}% (≥ {:.0}%)",
+                        x.attainment * 100.0,
+                        x.attainment_target * 100.0
+                    )
+                }),
+                opt(slo.and_then(|x| x.goodput_rps)),
+                k.verdict.to_string(),
+            ]
+        })
+        .collect();
+    d.table(
+        &[
+            "class",
+            "share",
+            "ok",
+            "TTFT p50",
+            "TTFT p99",
+            "TPOT p99",
+            "E2E p99",
+            "its SLO",
+            "attainment",
+            "goodput req/s",
+            "validity",
+        ],
+        rows,
+    );
+    for k in classes {
+        let mut line = format!("{}: {}", k.name, k.asks);
+        if k.models.len() > 1 || k.models.keys().next().is_some() {
+            let m: Vec<String> = k.models.iter().map(|(n, c)| format!("{n} {c}")).collect();
+            line.push_str(&format!("; requests by model: {}", m.join(", ")));
+        }
+        if !k.errors.is_empty() {
+            let e: Vec<String> = k.errors.iter().map(|(n, c)| format!("{n} {c}")).collect();
+            line.push_str(&format!("; failures: {}", e.join(", ")));
+        }
+        d.line(line);
+        for r in &k.reasons {
+            d.warn(format!("  INVALID: {r}"));
+        }
+    }
+    if let Some(k) = crate::analyze::classes::limiting(classes)
+        && let Some(why) = crate::analyze::classes::why_fails(k)
+    {
+        d.warn(format!("Limiting class: {} ({why}).", k.name));
     }
 }
 

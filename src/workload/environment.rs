@@ -7,13 +7,18 @@ use std::path::Path;
 
 use crate::contract::{Contract, ContractError, HeaderSource, source};
 
+/// Headers to send: name, value, and whether the value is a secret.
+pub type Headers = Vec<(String, String, bool)>;
+
 /// What a run reads from the environment when it starts: the API key and the headers' values.
 /// Every value read from the environment is registered as a secret as it is read.
 #[derive(Default)]
 pub struct RequestSecrets {
     pub api_key: Option<String>,
     /// Every `[target.request] headers` entry, with its value, and whether it is a secret.
-    pub headers: Vec<(String, String, bool)>,
+    pub headers: Headers,
+    /// Each class's own `request.headers`, by class name, alike.
+    pub class_headers: Vec<(String, Headers)>,
 }
 
 impl std::fmt::Debug for RequestSecrets {
@@ -44,11 +49,33 @@ pub fn request_secrets(c: &Contract) -> Result<RequestSecrets, (String, String)>
     if let Some(var) = &c.target.api_key_env {
         out.api_key = Some(read("target.api_key_env".into(), var)?);
     }
-    for (name, src) in &c.target.request.headers {
+    out.headers = headers("target.request", &c.target.request.headers, &read)?;
+    for (k, class) in c.classes.iter().enumerate() {
+        if !class.request.headers.is_empty() {
+            let prefix = crate::contract::classes::key(k, "request");
+            let hs = headers(&prefix, &class.request.headers, &read)?;
+            out.class_headers.push((class.name.clone(), hs));
+        }
+    }
+    Ok(out)
+}
+
+type Problem = (String, String);
+/// Reads an environment variable named at a key (the key, the variable's name).
+type ReadVar = dyn Fn(String, &str) -> Result<String, Problem>;
+
+/// One table of headers, each env-sourced value read (a secret) and checked.
+fn headers(
+    prefix: &str,
+    table: &std::collections::BTreeMap<String, HeaderSource>,
+    read: &ReadVar,
+) -> Result<Headers, Problem> {
+    let mut out = Vec::new();
+    for (name, src) in table {
         let (value, secret) = match src {
             HeaderSource::Value(v) => (v.clone(), false),
             HeaderSource::Env { env } => {
-                let key = format!("target.request.headers.{name}.env");
+                let key = format!("{prefix}.headers.{name}.env");
                 let v = read(key.clone(), env)?;
                 if reqwest::header::HeaderValue::from_str(&v).is_err() {
                     // The value is a secret: said to be wrong, never shown.
@@ -62,7 +89,7 @@ pub fn request_secrets(c: &Contract) -> Result<RequestSecrets, (String, String)>
                 (v, true)
             }
         };
-        out.headers.push((name.clone(), value, secret));
+        out.push((name.clone(), value, secret));
     }
     Ok(out)
 }

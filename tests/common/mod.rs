@@ -278,3 +278,75 @@ pub fn assert_timing_within(what: &str, mut errors: Vec<f64>) {
         "{what}: median |error| {p50:.3} ms, p99 {p99:.3} ms (tolerance {TIMING_P50_MS} / {TIMING_P99_MS} ms)"
     );
 }
+
+/// The records goodput's client would have written for a run on the simulator's
+/// discrete-event clock (latency from the intended send, which is the DES's arrival), labelled
+/// warm-up, steady and drain by the contract's counts, each request carrying its class, model
+/// and priority as the driver sends them. `drain` more arrivals keep the load on while the
+/// steady requests finish, as the real driver does.
+pub fn des_records(c: &Contract, drain: usize) -> Vec<goodput::record::Record> {
+    let plan = goodput::plan::Plan::new(c, &Default::default());
+    let warm = c.warmup.requests as usize;
+    let steady = c.load.requests().unwrap() as usize;
+    let planned: Vec<_> = plan
+        .arrivals()
+        .unwrap()
+        .take(warm + steady + drain)
+        .enumerate()
+        .map(|(i, at)| {
+            let mut p = plan.request(i as u64);
+            p.intended_us = Some(at);
+            p
+        })
+        .collect();
+    let reqs = planned
+        .iter()
+        .map(|p| goodput::sim::des::DesRequest {
+            arrival_s: p.intended_us.unwrap() as f64 / 1e6,
+            prompt: p.prompt.clone(),
+            ask: goodput::sim::model::LengthAsk {
+                max_tokens: Some(p.output_tokens),
+                min_tokens: Some(p.output_tokens),
+                ignore_eos: true,
+            },
+            priority: plan
+                .extra_body(p)
+                .get("priority")
+                .and_then(|v| v.as_i64())
+                .unwrap_or(0),
+            model: p.model.clone(),
+        })
+        .collect();
+    let gt = goodput::sim::des::run(
+        c.target.simulator.as_ref().unwrap(),
+        goodput::sim::des::DesLoad::Open(reqs),
+    );
+    planned
+        .iter()
+        .zip(gt)
+        .enumerate()
+        .map(|(i, (p, g))| {
+            let phase = if i < warm {
+                goodput::plan::Phase::Warmup
+            } else if i < warm + steady {
+                goodput::plan::Phase::Steady
+            } else {
+                goodput::plan::Phase::Drain
+            };
+            let mut r = goodput::record::Record::planned(p, phase, "des");
+            r.dispatched_us = r.intended_us;
+            r.sent_us = r.intended_us;
+            r.first_token_us = g.first_token_us;
+            r.end_us = Some(g.end_us);
+            r.chunks = g.chunks.iter().copied().collect();
+            r.client_output_tokens = g.output_tokens;
+            r.usage_prompt_tokens = Some(g.prompt_tokens);
+            r.usage_completion_tokens = Some(g.output_tokens);
+            r.usage_cached_tokens = Some(g.cached_tokens);
+            if g.outcome != "ok" {
+                r.outcome = goodput::record::Outcome::HttpStatus;
+            }
+            r
+        })
+        .collect()
+}
