@@ -169,14 +169,14 @@ async fn priority_scheduling_protects_the_interactive_class_and_compare_calls_it
 /// A quick simulated engine, so a capacity point of a few hundred requests takes seconds.
 const CAPACITY: &str = r#"name = "cap-classes"
 [target.simulator]
-prefill_tokens_per_s = 40000
-decode_base_ms = 4
-decode_per_seq_ms = 0.05
+prefill_tokens_per_s = 20000
+decode_base_ms = 8
+decode_per_seq_ms = 0.1
 [workload]
 seed = 5
 [load]
 kind = "open"
-rate = 30
+rate = 20
 requests = 300
 [warmup]
 requests = 30
@@ -187,7 +187,7 @@ share = 0.8
 input_tokens = { dist = "fixed", value = 200 }
 output_tokens = { dist = "fixed", value = 6 }
 [class.slo]
-ttft_ms = 120
+ttft_ms = 200
 percentile = 90
 attainment = 0.8
 [[class]]
@@ -197,7 +197,7 @@ share = 0.2
 input_tokens = { dist = "fixed", value = 1500 }
 output_tokens = { dist = "fixed", value = 12 }
 [class.slo]
-e2e_ms = 2000
+e2e_ms = 3000
 percentile = 90
 attainment = 0.8
 "#;
@@ -218,7 +218,7 @@ async fn capacity_with_classes_names_the_limiting_class_and_matches_the_simulato
     let (lo, hi) = (c.capacity_rps.unwrap(), c.failed_at_rps.unwrap());
     let md = std::fs::read_to_string(parent.path("sweep.md")).unwrap();
     assert!(
-        md.contains("at which every class meets its own SLO (`interactive`: TTFT p90 ≤ 120 ms"),
+        md.contains("at which every class meets its own SLO (`interactive`: TTFT p90 ≤ 200 ms"),
         "{md}"
     );
     // The failing point names its limiting class.
@@ -231,7 +231,7 @@ async fn capacity_with_classes_names_the_limiting_class_and_matches_the_simulato
     assert!(why.starts_with("class `"), "{why}");
     assert!(md.contains(why), "{md}");
 
-    let truth = goodput::sweep::search_capacity(30.0, 0.02, 16, |rate| async move {
+    let truth = goodput::sweep::search_capacity(20.0, 0.02, 16, |rate| async move {
         let text = goodput::sweep::set_key(CAPACITY, "load.rate", &format!("{rate:.4}")).unwrap();
         let c = goodput::contract::parse(&text, Path::new("cap.toml")).unwrap();
         let s = summarize(&c, &common::des_records(&c, 40), &Context::default());
@@ -383,7 +383,7 @@ fn the_plan_draws_each_class_by_its_share_and_its_own_lengths() {
     assert!(c.axes()[3].1.get("classes").is_some());
     assert_ne!(
         c.fingerprints().slo,
-        parse(&CAPACITY.replace("ttft_ms = 120", "ttft_ms = 150"))
+        parse(&CAPACITY.replace("ttft_ms = 200", "ttft_ms = 150"))
             .fingerprints()
             .slo
     );

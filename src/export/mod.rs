@@ -156,6 +156,12 @@ pub const REQUESTS: &[Spec] = &[
         Int,
         "the live demo's load segment it was sent in (environment.json says each), else empty"
     ),
+    spec!("class", Text, "its traffic class ([[class]]), else empty"),
+    spec!(
+        "model",
+        Text,
+        "the model or adapter name its class asked for instead of the target's, else empty"
+    ),
     spec!(
         "session",
         Int,
@@ -381,6 +387,8 @@ fn request_columns(b: &Loaded, rs: &[Record]) -> Vec<Column> {
         int(&|r| n(r.shard)),
         int(&|r| n(r.url)),
         int(&|r| n(r.segment)),
+        text(&|r| r.class.clone()),
+        text(&|r| r.model.clone()),
         int(&|r| us(r.session)),
         int(&|r| r.turn.map(|t| i64::from(t.0))),
         text(&|r| Some(r.request_id.clone())),

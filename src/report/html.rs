@@ -118,8 +118,8 @@ pub fn verdicts(s: &Summary) -> String {
                     x.attainment_target * 100.0
                 )
             },
-            pass: Some(if s.classes.is_some() {
-                x.pass
+            pass: Some(if let Some(k) = &s.classes {
+                k.iter().all(|k| k.slo.as_ref().is_none_or(|o| o.pass))
             } else {
                 x.attainment >= x.attainment_target
             }),
@@ -148,11 +148,16 @@ pub fn verdicts(s: &Summary) -> String {
                 value: match (own, k.passes()) {
                     (None, _) => "no SLO".into(),
                     (Some(_), true) => "meets its SLO".into(),
-                    (Some(o), false) if o.pass => "INVALID".into(),
+                    (Some(o), false) if o.pass => "too few to tell".into(),
                     (Some(_), false) => "misses its SLO".into(),
                 },
                 detail: format!(
-                    "{}{}",
+                    "{}{}{}",
+                    if own.is_some_and(|o| o.pass) && !k.passes() {
+                        "INVALID: within its SLO on too few requests to support it · "
+                    } else {
+                        ""
+                    },
                     metrics.join(", "),
                     own.map_or(String::new(), |o| format!(
                         " · attainment {:.1}% · goodput {}",
@@ -161,7 +166,13 @@ pub fn verdicts(s: &Summary) -> String {
                             .map_or("—".into(), |g| format!("{g:.2} req/s"))
                     ))
                 ),
-                pass: own.map(|_| k.passes()),
+                // Met on too few requests to support it: neither a pass nor a miss.
+                pass: match (own, k.passes()) {
+                    (None, _) => None,
+                    (Some(_), true) => Some(true),
+                    (Some(o), false) if o.pass => None,
+                    (Some(_), false) => Some(false),
+                },
             });
         }
         for m in &x.per_metric {
@@ -320,16 +331,42 @@ pub fn page(
         .iter()
         .map(|r| request_metrics(r, c.measurement.latency_origin, c.measurement.output_tokens))
         .collect();
+    // With classes, the first class whose SLO sets the metric gives the line, named.
     let threshold = |name: &str| {
-        s.steady.slo.as_ref().and_then(|slo| {
+        let line = |slo: &crate::analyze::SloResult, who: &str| {
             slo.per_metric.iter().find(|x| x.metric == name).map(|x| {
                 (
                     x.threshold_ms,
-                    format!("SLO p{} ≤ {} ms", slo.percentile, x.threshold_ms),
+                    format!("{who}SLO p{} ≤ {} ms", slo.percentile, x.threshold_ms),
                 )
             })
-        })
+        };
+        match &s.classes {
+            Some(k) => k
+                .iter()
+                .find_map(|k| line(k.slo.as_ref()?, &format!("{}: ", k.name))),
+            None => s.steady.slo.as_ref().and_then(|slo| line(slo, "")),
+        }
     };
+    // Each class its own line: a mix's tail is its slowest class's, not a result of any.
+    let sets = |title: &str, pick: Pick| -> Vec<(String, Vec<f64>)> {
+        match &c.classes[..] {
+            [] => vec![(title.to_owned(), m.iter().filter_map(pick).collect())],
+            classes => classes
+                .iter()
+                .map(|k| {
+                    let v = steady
+                        .iter()
+                        .zip(&m)
+                        .filter(|(r, _)| r.class.as_deref() == Some(k.name.as_str()))
+                        .filter_map(|(_, x)| pick(x))
+                        .collect();
+                    (k.name.clone(), v)
+                })
+                .collect(),
+        }
+    };
+    type Pick = fn(&crate::analyze::RequestMetrics) -> Option<f64>;
     let from = s.latency_origin.phrase();
     const REQUESTS: &str = "share of requests";
     // TTFO is drawn only when some request reasoned (otherwise it is TTFT).
@@ -340,7 +377,6 @@ pub fn page(
     }
 
     d.h("Tails: latency by percentile, steady state");
-    type Pick = fn(&crate::analyze::RequestMetrics) -> Option<f64>;
     let tails: [(&str, &str, Pick, String); 4] = [
         ("TTFT", "ttft", |x| x.ttft_ms, format!("ms from {from}")),
         (
@@ -365,7 +401,7 @@ pub fn page(
             &format!("pct-{key}"),
             &format!("{title} by percentile"),
             &unit,
-            vec![(title.to_owned(), m.iter().filter_map(pick).collect())],
+            sets(title, pick),
             threshold(key),
         ) {
             d.figure(ch.render());

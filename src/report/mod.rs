@@ -742,7 +742,9 @@ fn classes(d: &mut Doc, s: &Summary) {
             d.warn(format!("  INVALID: {r}"));
         }
     }
+    // Named only when a class misses its SLO: an INVALID class's reasons are above.
     if let Some(k) = crate::analyze::classes::limiting(classes)
+        && k.slo.as_ref().is_some_and(|s| !s.pass)
         && let Some(why) = crate::analyze::classes::why_fails(k)
     {
         d.warn(format!("Limiting class: {} ({why}).", k.name));
