@@ -32,8 +32,8 @@ pub struct Class {
     /// Several model or adapter names, one drawn per request (recorded in its record).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub models: Option<ModelMix>,
-    /// Sent as the body's `priority` (vLLM's and SGLang's priority scheduling: lower is
-    /// served first).
+    /// Sent as the body's `priority` (vLLM's priority scheduling serves lower values first;
+    /// SGLang's order depends on its `--schedule-low-priority-values-first`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
     /// Body fields and headers its requests carry besides `[target.request]`'s (its own win).

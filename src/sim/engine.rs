@@ -459,6 +459,40 @@ mod tests {
         out
     }
 
+    /// Under chunked prefill a long prompt that came first takes each step's budget first
+    /// (FCFS), so a short one behind it waits for its whole prefill; under priority scheduling
+    /// the short, more urgent one prefills in the first step. An adapter's cost lengthens the
+    /// step that admits it.
+    #[test]
+    fn priority_takes_the_prefill_budget_first_and_adapters_cost_their_step() {
+        let first_token = |scheduling, extra_ms: f64| {
+            let mut e = Engine::new(SimConfig {
+                prefill_chunk_tokens: 500,
+                scheduling,
+                ..cfg()
+            });
+            e.submit(Submission {
+                priority: 10,
+                ..sub(1, 4000, 2)
+            });
+            e.submit(Submission {
+                priority: 0,
+                extra_ms,
+                ..sub(2, 100, 2)
+            });
+            run(&mut e).iter().find(|c| c.0 == 2).map(|c| c.1).unwrap()
+        };
+        let fcfs = first_token(Scheduling::Fcfs, 0.0);
+        let prio = first_token(Scheduling::Priority, 0.0);
+        // FCFS: eight steps of the long prompt's chunks before the short one's turn.
+        assert!(fcfs > 0.4, "{fcfs}");
+        // Priority: the first step prefills the short prompt (100 tokens) and 400 of the other.
+        let step = 0.020 + 2.0 * 0.0005 + 500.0 / 10_000.0;
+        assert!((prio - step).abs() < 1e-9, "{prio} vs {step}");
+        let adapter = first_token(Scheduling::Priority, 7.0);
+        assert!((adapter - prio - 0.007).abs() < 1e-9, "{adapter} vs {prio}");
+    }
+
     #[test]
     fn lone_request_follows_the_cost_model() {
         let mut e = Engine::new(cfg());
