@@ -97,29 +97,15 @@ fn fails_because(s: &Summary) -> Option<String> {
         .classes
         .as_deref()
         .and_then(crate::analyze::classes::limiting)
-        && let Some(why) = crate::analyze::classes::why_fails(k)
+        && let Some(why) = crate::report::class_fails(k)
     {
         return Some(format!("class `{}` fails first: {why}", k.name));
     }
-    if let Some(slo) = &s.steady.slo {
-        if let Some(m) = slo.per_metric.iter().find(|m| !m.pass) {
-            return Some(format!(
-                "{} p{} {} ms > {} ms",
-                m.metric.to_uppercase(),
-                slo.percentile,
-                m.value_ms.map_or("—".to_owned(), crate::report::num),
-                m.threshold_ms
-            ));
-        }
-        if slo.attainment < slo.attainment_target {
-            return Some(format!(
-                "attainment {:.1}% < {:.0}%",
-                slo.attainment * 100.0,
-                slo.attainment_target * 100.0
-            ));
-        }
-    }
-    s.validity.reasons.first().map(|r| format!("INVALID: {r}"))
+    s.steady
+        .slo
+        .as_ref()
+        .and_then(crate::report::slo_miss)
+        .or_else(|| s.validity.reasons.first().map(|r| format!("INVALID: {r}")))
 }
 
 impl SweepPoint {

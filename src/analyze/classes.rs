@@ -49,10 +49,32 @@ pub struct ClassResult {
     pub asks: String,
 }
 
+/// Where a class stands against its own SLO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// It sets no threshold.
+    NoSlo,
+    /// Within its SLO, on enough requests to support it.
+    Meets,
+    /// Within its SLO on too few requests to support it (INVALID): neither a pass nor a miss.
+    TooFew,
+    /// Outside its SLO.
+    Misses,
+}
+
 impl ClassResult {
     /// The class meets its SLO and its figures support the claim.
     pub fn passes(&self) -> bool {
-        self.verdict == ValidityVerdict::Valid && self.slo.as_ref().is_some_and(|s| s.pass)
+        self.standing() == Standing::Meets
+    }
+
+    pub fn standing(&self) -> Standing {
+        match &self.slo {
+            None => Standing::NoSlo,
+            Some(s) if !s.pass => Standing::Misses,
+            Some(_) if self.verdict == ValidityVerdict::Valid => Standing::Meets,
+            Some(_) => Standing::TooFew,
+        }
     }
 }
 
@@ -259,34 +281,10 @@ pub fn limiting(classes: &[ClassResult]) -> Option<&ClassResult> {
         };
         metric.max(attain)
     };
-    let missed = |k: &&ClassResult| k.slo.as_ref().is_some_and(|s| !s.pass);
+    let missed = |k: &&ClassResult| k.standing() == Standing::Misses;
     classes
         .iter()
         .filter(missed)
         .max_by(|a, b| over(a).total_cmp(&over(b)))
         .or_else(|| classes.iter().find(|k| !k.passes()))
-}
-
-/// Why a class fails, in words: its first missed threshold or its attainment, else its first
-/// INVALID reason.
-pub fn why_fails(k: &ClassResult) -> Option<String> {
-    if let Some(s) = &k.slo
-        && !s.pass
-    {
-        if let Some(m) = s.per_metric.iter().find(|m| !m.pass) {
-            return Some(format!(
-                "{} p{} {} ms > {} ms",
-                m.metric.to_uppercase(),
-                s.percentile,
-                m.value_ms.map_or("—".to_owned(), |v| format!("{v:.1}")),
-                m.threshold_ms
-            ));
-        }
-        return Some(format!(
-            "attainment {:.1}% < {:.0}%",
-            s.attainment * 100.0,
-            s.attainment_target * 100.0
-        ));
-    }
-    k.reasons.first().map(|r| format!("INVALID: {r}"))
 }

@@ -138,6 +138,20 @@ pub struct PlanClass {
     /// The body fields its requests carry: `[target.request] extra_body`, then the class's
     /// own, then its `priority`.
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// `[class.models]`' names and each one's probability, worked out once (empty: none).
+    models: Vec<(String, f64)>,
+}
+
+impl PlanClass {
+    /// The model name model draw `u` in [0, 1) sends: the class's `model`, one of its
+    /// `models`, or `None` (the target's).
+    fn model(&self, u: f64) -> Option<&str> {
+        if let Some(m) = &self.class.model {
+            return Some(m);
+        }
+        let k = crate::contract::classes::pick_index(self.models.iter().map(|m| m.1), u);
+        self.models.get(k).map(|m| m.0.as_str())
+    }
 }
 
 /// Which class request `i` belongs to is a draw of its own (not from the request's stream), so
@@ -416,7 +430,7 @@ pub fn requested_lengths(c: &Contract, s: &Inputs, input: bool) -> Option<Vec<u3
             (0..4096)
                 .map(|_| {
                     let u = crate::text::unit_interval(rand::Rng::next_u64(&mut rng));
-                    let k = crate::contract::classes::pick_index(&shares, u);
+                    let k = crate::contract::classes::pick_index(shares.iter().copied(), u);
                     sample_len(&dists[k], s.lengths(input), &mut rng)
                 })
                 .collect()
@@ -541,6 +555,13 @@ impl Plan {
                                 .clone()
                                 .unwrap_or_else(|| asked_lengths(w, false)),
                             extra_body,
+                            models: k
+                                .models
+                                .as_ref()
+                                .map(|mix| {
+                                    mix.names.iter().cloned().zip(mix.probabilities()).collect()
+                                })
+                                .unwrap_or_default(),
                         }
                     })
                     .collect(),
@@ -565,13 +586,9 @@ impl Plan {
         if self.classes.is_empty() {
             return None;
         }
-        let shares: Vec<f64> = self
-            .classes
-            .iter()
-            .map(|k| k.class.share.unwrap_or(0.0))
-            .collect();
         let u = crate::text::unit_interval(crate::text::mix2(self.seed ^ CLASS_SALT, index));
-        Some(crate::contract::classes::pick_index(&shares, u))
+        let shares = self.classes.iter().map(|k| k.class.share.unwrap_or(0.0));
+        Some(crate::contract::classes::pick_index(shares, u))
     }
 
     /// The body fields planned request `p` carries beyond its adapter's: its class's, or
@@ -788,10 +805,10 @@ impl Plan {
             .checked_sub(PRIME_INDEX)
             .is_some_and(|k| k < self.priming());
         if !priming && let Some(k) = self.class_of(drawn) {
-            let class = &self.classes[k].class;
-            r.class = Some(class.name.clone());
+            let class = &self.classes[k];
+            r.class = Some(class.class.name.clone());
             let u = crate::text::unit_interval(crate::text::mix2(self.seed ^ MODEL_SALT, drawn));
-            r.model = class.model_for(u).map(str::to_owned);
+            r.model = class.model(u).map(str::to_owned);
         }
         r.input_tokens = r.input_tokens.saturating_mul(self.batch);
         if !self.generates {

@@ -6,6 +6,7 @@
 //! distributions as secondary figures. The components here (tiles, percentile charts) serve
 //! the compare, sweep and demo pages too.
 
+use crate::analyze::classes::Standing;
 use crate::analyze::{Itl, Second, Summary, Tally, request_metrics};
 use crate::contract::Contract;
 use crate::plan::Phase;
@@ -143,17 +144,19 @@ pub fn verdicts(s: &Summary) -> String {
                         .collect()
                 })
                 .unwrap_or_default();
+            let standing = k.standing();
             tiles.push(Tile {
                 name: format!("class {} ({:.0}%)", k.name, k.share * 100.0),
-                value: match (own, k.passes()) {
-                    (None, _) => "no SLO".into(),
-                    (Some(_), true) => "meets its SLO".into(),
-                    (Some(o), false) if o.pass => "too few to tell".into(),
-                    (Some(_), false) => "misses its SLO".into(),
-                },
+                value: match standing {
+                    Standing::NoSlo => "no SLO",
+                    Standing::Meets => "meets its SLO",
+                    Standing::TooFew => "too few to tell",
+                    Standing::Misses => "misses its SLO",
+                }
+                .into(),
                 detail: format!(
                     "{}{}{}",
-                    if own.is_some_and(|o| o.pass) && !k.passes() {
+                    if standing == Standing::TooFew {
                         "INVALID: within its SLO on too few requests to support it · "
                     } else {
                         ""
@@ -166,12 +169,10 @@ pub fn verdicts(s: &Summary) -> String {
                             .map_or("—".into(), |g| format!("{g:.2} req/s"))
                     ))
                 ),
-                // Met on too few requests to support it: neither a pass nor a miss.
-                pass: match (own, k.passes()) {
-                    (None, _) => None,
-                    (Some(_), true) => Some(true),
-                    (Some(o), false) if o.pass => None,
-                    (Some(_), false) => Some(false),
+                pass: match standing {
+                    Standing::NoSlo | Standing::TooFew => None,
+                    Standing::Meets => Some(true),
+                    Standing::Misses => Some(false),
                 },
             });
         }

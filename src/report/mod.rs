@@ -7,6 +7,7 @@ pub(crate) mod format;
 pub(crate) mod html;
 pub(crate) mod svg;
 
+use crate::analyze::classes::Standing;
 use crate::analyze::{Dist, PhaseStats, Summary};
 
 /// A report in neutral form.
@@ -271,23 +272,58 @@ fn verdicts(d: &mut Doc, s: &Summary, verbose: bool) {
     }
 }
 
+/// Each SLO metric at its percentile against its threshold, in words: "TTFT p99 114 ms ≤ 300 ms
+/// ✓" (`unit` after each number; empty where a table's heading gives it).
+fn slo_metrics(slo: &crate::analyze::SloResult, unit: &str) -> Vec<String> {
+    slo.per_metric
+        .iter()
+        .map(|m| {
+            format!(
+                "{} p{} {}{unit} ≤ {}{unit} {}",
+                m.metric.to_uppercase(),
+                slo.percentile,
+                opt(m.value_ms),
+                num(m.threshold_ms),
+                if m.pass { "✓" } else { "✗" }
+            )
+        })
+        .collect()
+}
+
+/// Why an SLO result fails, in words: its first missed threshold, else its attainment short of
+/// its target; `None` when neither misses.
+pub fn slo_miss(slo: &crate::analyze::SloResult) -> Option<String> {
+    if let Some(m) = slo.per_metric.iter().find(|m| !m.pass) {
+        return Some(format!(
+            "{} p{} {} ms > {} ms",
+            m.metric.to_uppercase(),
+            slo.percentile,
+            opt(m.value_ms),
+            num(m.threshold_ms)
+        ));
+    }
+    (slo.attainment < slo.attainment_target).then(|| {
+        format!(
+            "attainment {:.1}% < {:.0}%",
+            slo.attainment * 100.0,
+            slo.attainment_target * 100.0
+        )
+    })
+}
+
+/// Why a class does not pass: how it misses its SLO, else its first INVALID reason.
+pub fn class_fails(k: &crate::analyze::classes::ClassResult) -> Option<String> {
+    k.slo
+        .as_ref()
+        .filter(|s| !s.pass)
+        .and_then(slo_miss)
+        .or_else(|| k.reasons.first().map(|r| format!("INVALID: {r}")))
+}
+
 fn slo_and_throughput(d: &mut Doc, s: &Summary) {
     let st = &s.steady;
     if let Some(slo) = &st.slo {
-        let parts: Vec<String> = slo
-            .per_metric
-            .iter()
-            .map(|m| {
-                format!(
-                    "{} p{} {} ms ≤ {} ms {}",
-                    m.metric.to_uppercase(),
-                    slo.percentile,
-                    opt(m.value_ms),
-                    num(m.threshold_ms),
-                    if m.pass { "✓" } else { "✗" }
-                )
-            })
-            .collect();
+        let parts = slo_metrics(slo, " ms");
         let cancelled = if slo.cancelled > 0 {
             format!(
                 " over {} requests ({} in flight when the run was stopped left out)",
@@ -303,11 +339,11 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
                     format!(
                         "{} {}",
                         k.name,
-                        match (&k.slo, k.passes()) {
-                            (None, _) => "no SLO",
-                            (Some(_), true) => "met ✓",
-                            (Some(x), false) if x.pass => "met but INVALID ✗",
-                            (Some(_), false) => "NOT met ✗",
+                        match k.standing() {
+                            Standing::NoSlo => "no SLO",
+                            Standing::Meets => "met ✓",
+                            Standing::TooFew => "met but INVALID ✗",
+                            Standing::Misses => "NOT met ✗",
                         }
                     )
                 })
@@ -683,22 +719,7 @@ fn classes(d: &mut Doc, s: &Summary) {
                 p(&st.ttft_ms, |d| d.p99),
                 p(&st.tpot_ms, |d| d.p99),
                 p(&st.e2e_ms, |d| d.p99),
-                slo.map_or("—".to_owned(), |x| {
-                    x.per_metric
-                        .iter()
-                        .map(|m| {
-                            format!(
-                                "{} p{} {} ≤ {} {}",
-                                m.metric.to_uppercase(),
-                                x.percentile,
-                                opt(m.value_ms),
-                                num(m.threshold_ms),
-                                if m.pass { "✓" } else { "✗" }
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                }),
+                slo.map_or("—".to_owned(), |x| slo_metrics(x, "").join(", ")),
                 slo.map_or("—".to_owned(), |x| {
                     format!(
                         "{:.1}% (≥ {:.0}%)",
@@ -744,8 +765,8 @@ fn classes(d: &mut Doc, s: &Summary) {
     }
     // Named only when a class misses its SLO: an INVALID class's reasons are above.
     if let Some(k) = crate::analyze::classes::limiting(classes)
-        && k.slo.as_ref().is_some_and(|s| !s.pass)
-        && let Some(why) = crate::analyze::classes::why_fails(k)
+        && k.standing() == Standing::Misses
+        && let Some(why) = class_fails(k)
     {
         d.warn(format!("Limiting class: {} ({why}).", k.name));
     }
