@@ -4,6 +4,8 @@
 # written. Installs chromium with apt when it is missing (CI machines start without it).
 #
 #   scripts/check-html.sh REPORT.html [SCREENSHOT.png]
+#       GOODPUT_HTML_IDS="a b" checks those figure ids instead of a run report's (a sweep page's);
+#       GOODPUT_HTML_MUST="text" also requires that text in the rendered page.
 #   scripts/check-html.sh shot PAGE.html WIDTH HEIGHT OUT.png
 #       a screenshot of PAGE's first WIDTH×HEIGHT (the README's pictures).
 #   scripts/check-html.sh layout PAGE.html WIDTH HEIGHT
@@ -113,6 +115,7 @@ fi
 page="$(realpath "${1:?usage: $0 REPORT.html [SCREENSHOT.png]}")"
 shot="${2:-${page%.html}.png}"
 ids=(pct-ttft pct-tpot pct-itl pct-e2e pct-lag cdf-ttft cdf-tpot cdf-itl cdf-e2e timeline-load timeline-ttft lengths-input lengths-output)
+if [[ -n "${GOODPUT_HTML_IDS:-}" ]]; then read -r -a ids <<<"$GOODPUT_HTML_IDS"; fi
 
 install_chromium
 
@@ -127,6 +130,10 @@ dom="$(timeout 60 chromium "${flags[@]}" --enable-logging=stderr --v=0 --dump-do
 for id in "${ids[@]}"; do
     grep -q "id=\"$id\"" <<<"$dom" || { echo "check-html: figure #$id not in the rendered page" >&2; exit 1; }
 done
+if [[ -n "${GOODPUT_HTML_MUST:-}" ]] && ! grep -qF "$GOODPUT_HTML_MUST" <<<"$dom"; then
+    echo "check-html: \"$GOODPUT_HTML_MUST\" not in the rendered page" >&2
+    exit 1
+fi
 if grep -E "CONSOLE|Uncaught" "$profile/log" >&2; then
     echo "check-html: the page logged console errors (above)" >&2
     exit 1

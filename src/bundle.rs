@@ -26,6 +26,8 @@ pub const PREDICTION: &str = "prediction.json";
 pub const ENVIRONMENT: &str = "environment.json";
 /// The target's `/metrics` scrapes, one JSON line per scrape, appended as taken.
 pub const METRICS: &str = "metrics.jsonl";
+/// Accelerator telemetry scrapes (`[target.telemetry]`), as `METRICS` keeps the target's.
+pub const TELEMETRY: &str = "telemetry.jsonl";
 /// `[quality] mode = "reference"`: the reference set, copied in.
 pub const REFERENCES: &str = "references.jsonl";
 
@@ -239,6 +241,13 @@ impl Bundle {
             p if p.exists() => crate::env::prom::read(&p).map_err(anyhow::Error::msg)?,
             _ => Vec::new(),
         };
+        let telemetry = match self.path(TELEMETRY) {
+            p if p.exists() => crate::env::prom::read(&p).map_err(anyhow::Error::msg)?,
+            _ => Vec::new(),
+        };
+        let pages: Vec<crate::analyze::efficiency::PageStatus> =
+            serde_json::from_value(environment["telemetry"]["endpoints"].clone())
+                .unwrap_or_default();
         // Why it ended early, as the run wrote it (a kill leaves neither).
         let stopped = command["aborted"].as_str().map(str::to_owned).or_else(|| {
             command["signal"]
@@ -258,6 +267,8 @@ impl Bundle {
             timeline: timeline.as_ref(),
             facts: facts.as_ref(),
             scrapes: &scrapes,
+            telemetry: &telemetry,
+            telemetry_pages: &pages,
             shards: &shards,
             segments: &segments,
         };

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::analyze::Summary;
 use crate::bundle::{
-    Bundle, COLD_START, CONTRACT, ENVIRONMENT, METRICS, PREDICTION, REFERENCES, REQUESTS,
+    Bundle, COLD_START, CONTRACT, ENVIRONMENT, METRICS, PREDICTION, REFERENCES, REQUESTS, TELEMETRY,
 };
 use crate::client::{Client, KeepOutput, http_pool};
 use crate::coldstart::Launched;
@@ -316,7 +316,12 @@ pub async fn run(
         ));
     }
     let scrapes = crate::env::prom::read(&bundle.path(METRICS)).unwrap_or_default();
+    let telemetry = crate::env::prom::read(&bundle.path(TELEMETRY)).unwrap_or_default();
+    let pages: Vec<crate::analyze::efficiency::PageStatus> =
+        serde_json::from_value(environment["telemetry"]["endpoints"].clone()).unwrap_or_default();
     let context = crate::analyze::Context {
+        telemetry: &telemetry,
+        telemetry_pages: &pages,
         workload: Some(&inputs),
         interrupted,
         stopped: stopped.as_deref(),
@@ -475,7 +480,7 @@ async fn environment(
     bundle: &Bundle,
     started: Instant,
     watch: &dyn Watch,
-) -> anyhow::Result<(Facts, Result<Scraper, String>, Inputs, serde_json::Value)> {
+) -> anyhow::Result<(Facts, Vec<Scraper>, Inputs, serde_json::Value)> {
     // Every engine's documented metadata endpoint, kept verbatim (absent ones say why), and
     // the facts they state, resolved against the declared ones.
     let probes = crate::env::probe_engines(
@@ -548,7 +553,85 @@ async fn environment(
         Ok(_) => json!({ "endpoint": "/metrics", "file": METRICS }),
         Err(why) => json!({ "endpoint": "/metrics", "absent": why }),
     };
-    Ok((facts, scraper, inputs, environment))
+    let mut scrapers: Vec<Scraper> = scraper.into_iter().collect();
+    if let Some((telemetry, status)) = telemetry(t, contract, bundle, started, watch).await {
+        scrapers.extend(telemetry);
+        environment["telemetry"] = status;
+    }
+    Ok((facts, scrapers, inputs, environment))
+}
+
+/// The accelerators' telemetry pages (`[target.telemetry]`), scraped before, during and after
+/// the load into `telemetry.jsonl`. A page that does not answer is warned about before the load
+/// and the run goes on without it; so is one that publishes none of the accelerator metrics
+/// goodput reads. Returns the scraper and what `environment.json` keeps of each page; `None`
+/// when the contract names no page.
+async fn telemetry(
+    t: &Target,
+    contract: &Contract,
+    bundle: &Bundle,
+    started: Instant,
+    watch: &dyn Watch,
+) -> Option<(Option<Scraper>, serde_json::Value)> {
+    let tel = &contract.target.telemetry;
+    if tel.urls.is_empty() {
+        return None;
+    }
+    let urls = tel.resolved(&t.base);
+    for u in &urls {
+        crate::secrets::register_url(u);
+    }
+    let endpoints = urls
+        .iter()
+        .map(|url| crate::env::prom::Endpoint {
+            url: url.clone(),
+            key: None,
+            tagged: true,
+        })
+        .collect();
+    let (scraper, absent) = Scraper::start_all(
+        t.http.clone(),
+        endpoints,
+        Duration::from_secs_f64(tel.every_s()),
+        started,
+        &bundle.path(TELEMETRY),
+    )
+    .await;
+    for (url, why) in &absent {
+        watch.warn(&format!(
+            "telemetry page {url} cannot be read, so it measures no energy in this run (the load goes on without it): {why}"
+        ));
+    }
+    let firsts = crate::env::prom::read(&bundle.path(TELEMETRY)).unwrap_or_default();
+    for s in firsts
+        .iter()
+        .filter(|s| !crate::analyze::efficiency::reads_any(&s.series))
+    {
+        let names = crate::analyze::efficiency::unread_names(&s.series);
+        let shown: Vec<&str> = names.iter().take(8).map(String::as_str).collect();
+        watch.warn(&format!(
+            "telemetry page {} publishes none of the accelerator metrics goodput reads (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, DCGM_FI_DEV_POWER_USAGE; AMD's gpu_energy_consumed, gpu_power_usage): its series are kept in {TELEMETRY} but measure nothing. It publishes {}{}",
+            s.source.as_deref().unwrap_or("?"),
+            shown.join(", "),
+            if names.len() > shown.len() { format!(" and {} more", names.len() - shown.len()) } else { String::new() }
+        ));
+    }
+    let endpoints: Vec<serde_json::Value> = urls
+        .iter()
+        .map(|u| {
+            let shown = crate::analyze::without_userinfo(u);
+            match absent.iter().find(|a| &a.0 == u) {
+                Some((_, why)) => json!({ "url": shown, "absent": why }),
+                None => json!({ "url": shown }),
+            }
+        })
+        .collect();
+    let status = json!({
+        "file": scraper.as_ref().map(|_| TELEMETRY),
+        "interval_s": tel.every_s(),
+        "endpoints": endpoints,
+    });
+    Some((scraper, status))
 }
 
 /// After the load, the outputs whose count the server did not confirm are counted in the
@@ -603,7 +686,7 @@ async fn load(
     inputs: &Inputs,
     bundle: &Bundle,
     opts: &RunOptions,
-    scraper: Result<Scraper, String>,
+    scrapers: Vec<Scraper>,
     cancel: &CancellationToken,
     (started, start_us): (Instant, Option<u64>),
 ) -> anyhow::Result<(Vec<Record>, crate::driver::DriveOutcome, Option<String>)> {
@@ -727,8 +810,10 @@ async fn load(
         )
         .await;
     drop(probe_tx);
-    if let Ok(s) = scraper {
-        s.finish().await.context("writing metrics.jsonl")?;
+    for s in scrapers {
+        s.finish()
+            .await
+            .context("writing metrics.jsonl or telemetry.jsonl")?;
     }
     writer
         .await

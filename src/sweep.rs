@@ -87,6 +87,28 @@ pub struct SweepPoint {
     /// The client fell behind its schedule in this run: the point measures the client too.
     #[serde(default)]
     pub client_limited: bool,
+    /// Output tokens/s one user sees: 1000 ÷ the median TPOT of the SLO-meeting requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tps_per_user: Option<f64>,
+    /// SLO-meeting output tokens/s, in all and per accelerator (only requests that met the
+    /// SLO count: raw throughput would reward overload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_output_tps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_output_tps_per_accelerator: Option<f64>,
+    /// SLO-meeting output tokens per unit of `currency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_output_tokens_per_currency: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joules_per_output_token: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_m_slo_output_tokens: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+    /// On the efficiency frontier: no other point gives more tokens/s per user *and* more
+    /// SLO-meeting tokens/s per accelerator (per deployment when accelerators are unknown).
+    #[serde(default)]
+    pub pareto: bool,
 }
 
 /// The first reason a run fails the capacity rule: a missed SLO threshold or attainment,
@@ -114,6 +136,7 @@ impl SweepPoint {
         let d = |x: &Option<crate::analyze::Dist>, f: fn(&crate::analyze::Dist) -> f64| {
             x.as_ref().map(f)
         };
+        let eff = |k: &str| s.efficiency.as_ref().and_then(|e| e.value(k));
         SweepPoint {
             value: value.to_owned(),
             bundle: bundle.dir.clone(),
@@ -135,7 +158,54 @@ impl SweepPoint {
                 .reasons
                 .iter()
                 .any(|r| r.starts_with("the client fell behind its schedule")),
+            tps_per_user: eff("tps_per_user"),
+            slo_output_tps: s
+                .efficiency
+                .as_ref()
+                .and_then(|e| Some(e.slo_output_tokens? / e.window_s))
+                .filter(|x| x.is_finite()),
+            slo_output_tps_per_accelerator: eff("slo_output_tps_per_accelerator"),
+            slo_output_tokens_per_currency: eff("slo_output_tokens_per_currency"),
+            joules_per_output_token: eff("joules_per_output_token"),
+            cost_per_m_slo_output_tokens: eff("cost_per_m_slo_output_tokens"),
+            currency: s.efficiency.as_ref().and_then(|e| e.currency.clone()),
+            pareto: false,
         }
+    }
+}
+
+/// The frontier's y axis: SLO-meeting output tokens/s per accelerator when every point knows
+/// its accelerators, else per deployment.
+fn frontier_y(points: &[SweepPoint]) -> (fn(&SweepPoint) -> Option<f64>, &'static str) {
+    if points
+        .iter()
+        .all(|p| p.slo_output_tps_per_accelerator.is_some() || p.slo_output_tps.is_none())
+        && points
+            .iter()
+            .any(|p| p.slo_output_tps_per_accelerator.is_some())
+    {
+        (
+            |p| p.slo_output_tps_per_accelerator,
+            "SLO-meeting output tok/s per accelerator",
+        )
+    } else {
+        (
+            |p| p.slo_output_tps,
+            "SLO-meeting output tok/s per deployment (accelerator count unknown)",
+        )
+    }
+}
+
+/// Marks each point on the frontier of tokens/s per user against SLO-meeting tokens/s (per
+/// accelerator when known).
+pub fn mark_pareto(points: &mut [SweepPoint]) {
+    let (y, _) = frontier_y(points);
+    let xy: Vec<Option<(f64, f64)>> = points.iter().map(|p| p.tps_per_user.zip(y(p))).collect();
+    for (p, on) in points
+        .iter_mut()
+        .zip(crate::analyze::efficiency::pareto(&xy))
+    {
+        p.pareto = on;
     }
 }
 
@@ -201,6 +271,7 @@ pub async fn sweep(
         interrupted |= cancel.is_cancelled();
         points.push(SweepPoint::of(&value, &r.bundle, &r.summary));
     }
+    mark_pareto(&mut points);
     let result = SweepResult {
         contract: name,
         vary: vary.clone(),
@@ -332,6 +403,7 @@ pub async fn capacity(
             .unwrap_or(0.0)
             .total_cmp(&b.value.parse::<f64>().unwrap_or(0.0))
     });
+    mark_pareto(&mut points);
     let result = SweepResult {
         contract: base.name.clone(),
         vary: Vary {
@@ -422,6 +494,7 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
         rows,
     );
     d.line("Latency in ms, steady phase of each point; every point's bundle holds its raw records and full report.");
+    frontier_table(&mut d, r);
     if let Some(c) = &r.capacity {
         let at = |rate: f64| {
             r.points.iter().find(|p| {
@@ -472,6 +545,48 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
         d.line("Interrupted: the point in flight is kept as measured (its bundle says interrupted); the points after it were not run.");
     }
     d
+}
+
+/// The efficiency of each point, when any has a figure: tokens/s per user against SLO-meeting
+/// tokens/s per accelerator (or per deployment), energy and cost, the frontier marked.
+fn frontier_table(d: &mut crate::report::Doc, r: &SweepResult) {
+    let has = |f: fn(&SweepPoint) -> Option<f64>| r.points.iter().any(|p| f(p).is_some());
+    if !has(|p| p.tps_per_user) || !has(|p| p.slo_output_tps) {
+        return;
+    }
+    let (y, y_name) = frontier_y(&r.points);
+    let g = |x: Option<f64>| x.map_or("—".to_owned(), crate::report::sig);
+    let currency = r.points.iter().find_map(|p| p.currency.clone());
+    let rows = r
+        .points
+        .iter()
+        .map(|p| {
+            vec![
+                p.value.clone(),
+                g(p.tps_per_user),
+                g(y(p)),
+                g(p.joules_per_output_token),
+                g(p.cost_per_m_slo_output_tokens),
+                if p.pareto { "✓ frontier" } else { "" }.to_owned(),
+            ]
+        })
+        .collect();
+    let cost = format!(
+        "{} per 1M SLO-meeting output tok",
+        currency.as_deref().unwrap_or("cost")
+    );
+    d.table(
+        &[
+            r.vary.key.as_str(),
+            "output tok/s per user",
+            y_name,
+            "J per output tok",
+            cost.as_str(),
+            "pareto",
+        ],
+        rows,
+    );
+    d.line("The frontier: no other point gives more tokens/s per user and more SLO-meeting tokens/s. Only requests that met the SLO count; an absent figure's reason is in its point's report.");
 }
 
 /// A sweep: the answer first (the capacity and its bracket, or how many points met the SLO),
@@ -611,9 +726,64 @@ pub fn html_page(r: &SweepResult) -> String {
     }
     d.figure(lat.render());
     d.figure(good.render());
+    frontier_figures(&mut d, r);
     let doc = document(r);
     d.blocks.extend(doc.blocks.into_iter().skip(1));
     crate::report::format::html::wrap(&format!("goodput sweep · {}", r.contract), &d)
+}
+
+/// The efficiency frontier as figures: every point by tokens/s per user against SLO-meeting
+/// tokens/s per accelerator (and per unit of currency when priced), the pareto-optimal ones
+/// joined and ringed.
+fn frontier_figures(d: &mut crate::report::Doc, r: &SweepResult) {
+    let (y, y_name) = frontier_y(&r.points);
+    let currency = r.points.iter().find_map(|p| p.currency.clone());
+    let per_currency = currency
+        .as_ref()
+        .map(|c| format!("SLO-meeting output tok per {c}"));
+    let mut charts = vec![("frontier-accelerator", y_name.to_owned(), y)];
+    if let Some(name) = per_currency {
+        charts.push(("frontier-cost", name, |p: &SweepPoint| {
+            p.slo_output_tokens_per_currency
+        }));
+    }
+    let mut drawn = false;
+    for (id, y_name, y) in charts {
+        let xy: Vec<Option<(f64, f64)>> =
+            r.points.iter().map(|p| p.tps_per_user.zip(y(p))).collect();
+        if xy.iter().flatten().count() == 0 {
+            continue;
+        }
+        if !drawn {
+            d.h("Efficiency frontier (SLO-meeting throughput only)");
+            drawn = true;
+        }
+        let optimal = crate::analyze::efficiency::pareto(&xy);
+        let all: Vec<(f64, f64, String)> = r
+            .points
+            .iter()
+            .zip(&xy)
+            .filter_map(|(p, q)| q.map(|(a, b)| (a, b, p.value.clone())))
+            .collect();
+        let mut front: Vec<(f64, f64)> = xy
+            .iter()
+            .zip(&optimal)
+            .filter(|(_, o)| **o)
+            .filter_map(|(q, _)| *q)
+            .collect();
+        front.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let chart = crate::report::svg::Chart::new(
+            id,
+            &format!("{y_name} against output tok/s per user"),
+            "output tok/s per user (1000 ÷ median TPOT of SLO-meeting requests)",
+            &y_name,
+        )
+        .scatter(&format!("each point, labelled by {}", r.vary.key), all)
+        .line("pareto frontier", front.clone())
+        .mark(front, "pareto-optimal (ringed)")
+        .note("Up and to the right is better on both axes. A point off the frontier is beaten on both by another; only tokens of requests that met the SLO count, so an overloaded point cannot buy throughput with misses.");
+        d.figure(chart.render());
+    }
 }
 
 #[cfg(test)]

@@ -311,7 +311,7 @@ fn class_mistakes_are_contract_errors_naming_file_line_and_key() {
                 class("name = \"a\"\n", "0.5", "[class.slo]\nttfb_ms = 200\n"),
                 class("name = \"b\"\n", "0.5", "")
             ),
-            "class.slo",
+            "class.slo.ttfb_ms",
             9,
             "unknown field `ttfb_ms`",
         ),

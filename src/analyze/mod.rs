@@ -21,6 +21,7 @@
 //! rate × the fraction of successful steady requests that met every SLO threshold.
 
 pub mod classes;
+pub mod efficiency;
 pub(crate) mod headline;
 pub mod predict;
 pub(crate) mod quality;
@@ -247,6 +248,10 @@ pub struct Summary {
     /// A run whose load was changed while it ran (`demo --live`): each segment's own figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segments: Option<Vec<segments::SegmentResult>>,
+    /// Energy, cost and per-accelerator figures over the steady window, each absent with its
+    /// reason when an input (telemetry, a price, an SLO) is missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<efficiency::Efficiency>,
     /// Traffic classes (`[[class]]`): each one's steady figures against its own SLO. The
     /// totals' SLO result then adds them up, and passes only when every class does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -308,7 +313,7 @@ impl TargetIdentity {
 }
 
 /// The URL without `user:password@`.
-fn without_userinfo(url: &str) -> String {
+pub(crate) fn without_userinfo(url: &str) -> String {
     match url.split_once("://") {
         Some((scheme, rest)) => {
             let (auth, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
@@ -1105,7 +1110,7 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
 /// Ratio of server-reported to client-counted output tokens over successful requests (1 when
 /// counting by the client, or when the server reported none), to express chunk-timed token
 /// counts in the contract's token source.
-fn usage_scale(ok: &[&&Record], source: TokenSource) -> f64 {
+pub(crate) fn usage_scale(ok: &[&&Record], source: TokenSource) -> f64 {
     if source == TokenSource::Client {
         return 1.0;
     }
@@ -1152,6 +1157,10 @@ pub struct Context<'a> {
     pub facts: Option<&'a Facts>,
     /// The target's `/metrics` scrapes (`metrics.jsonl`).
     pub scrapes: &'a [crate::env::prom::Scrape],
+    /// The accelerators' telemetry scrapes (`telemetry.jsonl`).
+    pub telemetry: &'a [crate::env::prom::Scrape],
+    /// The telemetry pages the run could not read (`environment.json` `telemetry`).
+    pub telemetry_pages: &'a [efficiency::PageStatus],
     /// The shards a merged run was sent by (`environment.json` `shards`); empty otherwise.
     pub shards: &'a [shards::ShardFacts],
     /// The load segments of a live demo (`environment.json` `live.segments`); empty otherwise.
@@ -1167,6 +1176,8 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         timeline,
         facts,
         scrapes,
+        telemetry,
+        telemetry_pages,
         shards: shard_facts,
         segments: segment_facts,
     } = *context;
@@ -1345,6 +1356,30 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         );
         notes.extend(shards.iter().flat_map(shards::ShardsResult::notes));
 
+        let efficiency = window.map(|(a, b)| {
+            // Per user: the median TPOT of the requests that met their SLO (all, without one).
+            let mut tpots: Vec<f64> = ok
+                .iter()
+                .zip(&metrics)
+                .filter(|(r, m)| !c.has_slo() || record_meets_slo(c, r, m))
+                .filter_map(|(_, m)| m.tpot_ms)
+                .collect();
+            tpots.sort_by(f64::total_cmp);
+            efficiency::derive(
+                c,
+                &efficiency::Window {
+                    from_s: a as f64 / 1e6,
+                    to_s: b as f64 / 1e6,
+                    window_s,
+                    records,
+                    usage_scale: usage_scale(&ok, source),
+                    goodput_rps: slo.as_ref().and_then(|s| s.goodput_rps),
+                    tpot_p50_ms: percentile_sorted(&tpots, 50.0),
+                },
+                telemetry,
+                telemetry_pages,
+            )
+        });
         let cold_start = cold_start_result(c, &by_phase, timeline);
         let warmup = warmup_result(c, &by_phase, &steady_recs);
 
@@ -1391,6 +1426,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             records,
         ),
         server: window.and_then(|(a, b)| server::derive(scrapes, a as f64 / 1e6, b as f64 / 1e6)),
+        efficiency,
         target: Some(target_identity(c, facts)),
         shards,
         segments,
@@ -1464,9 +1500,27 @@ fn throughput(
         .iter()
         .filter(|r| r.is_ok() && r.end_us.is_some_and(inside))
         .count();
-    let output_tokens: u64 = records
-        .iter()
-        .map(|r| match (r.chunks.first(), r.chunks.last()) {
+    let (input_tokens, output_tokens) = window_tokens(records.iter(), inside);
+    Throughput {
+        offered_rps: offered,
+        achieved_rps: per_s(completions as f64),
+        input_tokens_per_s: per_s(input_tokens as f64),
+        // Chunk token counts are the client's; scale to the server's usage when it reported one.
+        output_tokens_per_s: per_s(
+            output_tokens as f64 * usage_scale(ok, c.measurement.output_tokens),
+        ),
+    }
+}
+
+/// Tokens read and emitted inside the window by `records`: input, counted when its request's
+/// first token (or, unstreamed, its end) falls inside; output, by each chunk's arrival time.
+pub(crate) fn window_tokens<'r>(
+    records: impl Iterator<Item = &'r Record>,
+    inside: impl Fn(u64) -> bool,
+) -> (u64, u64) {
+    let (mut input, mut output) = (0u64, 0u64);
+    for r in records {
+        output += match (r.chunks.first(), r.chunks.last()) {
             // Arrivals in order: every chunk is inside when the first and last are.
             (Some(a), Some(b)) if r.chunks.in_order() && inside(a.0) && inside(b.0) => {
                 u64::from(r.chunks.tokens())
@@ -1477,27 +1531,16 @@ fn throughput(
                 .filter(|c| inside(c.0))
                 .map(|c| u64::from(c.1))
                 .sum(),
-        })
-        .sum();
-    let input_tokens: u64 = records
-        .iter()
+        };
         // A prompt is read by its first token; an answer that is not streamed has only its end.
-        .filter(|r| {
-            r.first_token_us
-                .or(r.end_us.filter(|_| r.is_ok()))
-                .is_some_and(inside)
-        })
-        .map(|r| u64::from(r.usage_prompt_tokens.unwrap_or(r.input_tokens_planned)))
-        .sum();
-    Throughput {
-        offered_rps: offered,
-        achieved_rps: per_s(completions as f64),
-        input_tokens_per_s: per_s(input_tokens as f64),
-        // Chunk token counts are the client's; scale to the server's usage when it reported one.
-        output_tokens_per_s: per_s(
-            output_tokens as f64 * usage_scale(ok, c.measurement.output_tokens),
-        ),
+        if r.first_token_us
+            .or(r.end_us.filter(|_| r.is_ok()))
+            .is_some_and(&inside)
+        {
+            input += u64::from(r.usage_prompt_tokens.unwrap_or(r.input_tokens_planned));
+        }
     }
+    (input, output)
 }
 
 /// The SLO over the steady requests: each threshold at the contract's percentile, attainment

@@ -240,6 +240,7 @@ mod tests {
         Scrape {
             t_s: t,
             when: when.into(),
+            source: None,
             series: series
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))

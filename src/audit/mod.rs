@@ -30,6 +30,9 @@ pub struct Audit {
     pub missing: Vec<String>,
     /// What the result, even complete, cannot support.
     pub limits: Vec<String>,
+    /// Facts an efficiency claim (energy per token, cost per token, per-accelerator
+    /// throughput) would need and the result lacks. They leave the speed figures' grade alone.
+    pub efficiency_missing: Vec<String>,
     /// What the result states for each contract axis, in words.
     pub axes: Vec<(String, String)>,
 }
@@ -42,6 +45,7 @@ impl Audit {
             verdict: GradeVerdict::Directional,
             missing: Vec::new(),
             limits: Vec::new(),
+            efficiency_missing: Vec::new(),
             axes: Vec::new(),
         }
     }
@@ -79,7 +83,22 @@ impl Audit {
         for l in &self.limits {
             d.line(format!("- limit: {l}"));
         }
+        if !self.efficiency_missing.is_empty() {
+            d.line("For efficiency claims (energy, cost, per accelerator), the result lacks:");
+            for m in &self.efficiency_missing {
+                d.warn(format!("- missing for efficiency: {m}"));
+            }
+        }
         d
+    }
+
+    /// What another benchmark's result lacks for efficiency claims: it carries no energy
+    /// measurement and no price.
+    fn peer_efficiency(&mut self) {
+        self.efficiency_missing.extend([
+            "no energy measurement: the result carries no accelerator energy or power".to_owned(),
+            "no price: the result states no cost of the deployment".to_owned(),
+        ]);
     }
 }
 
@@ -118,7 +137,10 @@ pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
         },
     };
     match peers::PEERS.iter().find(|p| p.recognises(&v)) {
-        Some(p) => p.grade(path, &v),
+        Some(p) => p.grade(path, &v).map(|mut a| {
+            a.peer_efficiency();
+            a
+        }),
         None => bail!(
             "{}: unrecognised format: JSON, but none of {}",
             path.display(),
@@ -185,6 +207,12 @@ fn audit_dir(dir: &Path) -> anyhow::Result<Audit> {
                 a.limits.push(l);
             }
         }
+        for m in one.efficiency_missing {
+            let m = format!("{name}: {m}");
+            if !a.efficiency_missing.contains(&m) {
+                a.efficiency_missing.push(m);
+            }
+        }
         if a.axes.is_empty() {
             a.axes = one.axes;
         }
@@ -210,6 +238,19 @@ fn bundle(dir: &Path, a: &mut Audit) -> anyhow::Result<()> {
     } = crate::bundle::Bundle::load(dir)?;
     a.missing.extend(s.grade.missing.iter().cloned());
     a.limits.extend(warnings);
+    if let Some(e) = &s.efficiency {
+        if let Some(why) = &e.energy_absent {
+            a.efficiency_missing.push(why.clone());
+        }
+        if e.price_per_hour.is_none() {
+            a.efficiency_missing.push(
+                "no price: target.declared.price_per_hour and currency are not set".to_owned(),
+            );
+        }
+        if e.accelerators.is_none() {
+            a.efficiency_missing.push(e.accelerators_basis.clone());
+        }
+    }
     // What the bundle says it was must be what its raw records say.
     match std::fs::read_to_string(bundle.path(SUMMARY)) {
         Err(_) => a

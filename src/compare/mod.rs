@@ -275,6 +275,7 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
             judge(h.name(), h.lower_is_better(), &va, &vb, per, noise)
         })
         .collect();
+    out.extend(efficiency_metrics(a, b, noise));
     let classes = |side: &Side| -> Vec<String> {
         side.contract
             .classes
@@ -337,6 +338,56 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
                 noise,
             ));
         }
+    }
+    out
+}
+
+/// The efficiency figures either side has (none when neither measured energy, declared a price
+/// or knew its accelerators): one value per run, so Welch over repeats, else untested. A cost
+/// in two currencies is not compared.
+fn efficiency_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> {
+    let currency = |side: &Side| {
+        side.runs
+            .iter()
+            .find_map(|(s, _)| s.efficiency.as_ref()?.currency.clone())
+    };
+    let (ca, cb) = (currency(a), currency(b));
+    let mut out = Vec::new();
+    for (key, lower_better) in [
+        ("joules_per_output_token", true),
+        ("joules_per_slo_request", true),
+        ("goodput_per_kw", false),
+        ("output_tps_per_accelerator", false),
+        ("slo_output_tps_per_accelerator", false),
+        ("cost_per_m_slo_output_tokens", true),
+        ("cost_per_m_tokens", true),
+    ] {
+        let values = |side: &Side| -> Vec<f64> {
+            side.runs
+                .iter()
+                .filter_map(|(s, _)| s.efficiency.as_ref()?.value(key))
+                .collect()
+        };
+        let (va, vb) = (values(a), values(b));
+        if va.is_empty() && vb.is_empty() {
+            continue;
+        }
+        if key.starts_with("cost") && ca.is_some() && cb.is_some() && ca != cb {
+            out.push(judge(
+                &format!(
+                    "{key} (not compared: {} against {})",
+                    ca.as_deref().unwrap_or(""),
+                    cb.as_deref().unwrap_or("")
+                ),
+                lower_better,
+                &[],
+                &[],
+                None,
+                noise,
+            ));
+            continue;
+        }
+        out.push(judge(key, lower_better, &va, &vb, None, noise));
     }
     out
 }

@@ -306,6 +306,12 @@ pub struct Target {
     /// Facts the client cannot discover.
     #[serde(default)]
     pub declared: Declared,
+    /// Accelerator telemetry (`[target.telemetry]`): Prometheus pages such as NVIDIA's DCGM
+    /// exporter or AMD's device metrics exporter, scraped over the run beside the target's own
+    /// `/metrics`, for energy and efficiency figures. Not part of the target axis: it changes
+    /// nothing the target is sent.
+    #[serde(default, skip_serializing_if = "Telemetry::is_empty")]
+    pub telemetry: Telemetry,
     /// The embedded simulator's model (only without `url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulator: Option<SimConfig>,
@@ -396,6 +402,54 @@ pub struct Declared {
     pub precision: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallelism: Option<String>,
+    /// Accelerators serving the target, when telemetry does not count them (it lists each
+    /// device it reports on): the divisor of the per-accelerator figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerators: Option<u32>,
+    /// What the whole deployment under test costs per hour (every accelerator and host serving
+    /// it), in `currency`: the numerator of the cost figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_hour: Option<f64>,
+    /// The currency of `price_per_hour` (`USD`, `EUR`, …); required with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+}
+
+/// `[target.telemetry]`: where the accelerators' telemetry is published.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Telemetry {
+    /// Prometheus text pages: full URLs (a DCGM exporter listens on `:9400/metrics`, AMD's on
+    /// `:5000/metrics`), or a path on the target's own host (`/telemetry` is the simulator's).
+    /// The target's API key is never sent to them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub urls: Vec<String>,
+    /// How often each is scraped; absent: every second. The energy over the steady window is
+    /// interpolated between scrapes, so a shorter interval narrows its bounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Seconds>,
+}
+
+impl Telemetry {
+    pub fn is_empty(&self) -> bool {
+        self.urls.is_empty() && self.interval.is_none()
+    }
+
+    /// The scrape interval, seconds.
+    pub fn every_s(&self) -> f64 {
+        self.interval.map_or(1.0, |s| s.0)
+    }
+
+    /// Each page's full URL, a path resolved against the target's `base`.
+    pub fn resolved(&self, base: &str) -> Vec<String> {
+        self.urls
+            .iter()
+            .map(|u| match u.starts_with('/') {
+                true => format!("{}{u}", base.trim_end_matches('/')),
+                false => u.clone(),
+            })
+            .collect()
+    }
 }
 
 /// The requests' shape.
@@ -1030,6 +1084,7 @@ impl Default for Target {
             request: RequestExtras::default(),
             tls: Tls::default(),
             declared: Declared::default(),
+            telemetry: Telemetry::default(),
             simulator: None,
         }
     }
@@ -1263,8 +1318,15 @@ pub fn load(path: &Path) -> Result<Contract, ContractError> {
 pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
     let mut c: Contract = toml::from_str(src).map_err(|e| {
         let line = e.span().map(|s| source::line_of_offset(src, s.start));
-        let table = line.and_then(|l| source::table_at_line(src, l));
         let message = e.message().trim().to_owned();
+        // A value of the wrong type is named by its full key; a missing field by its table.
+        let table = line.and_then(|l| {
+            let table = source::table_at_line(src, l);
+            match source::key_at_line(src, l).filter(|_| !message.starts_with("missing field")) {
+                Some(k) => Some(table.map_or(k.clone(), |t| format!("{t}.{k}"))),
+                None => table,
+            }
+        });
         ContractError::Invalid {
             path: path.to_owned(),
             line,
@@ -1338,6 +1400,8 @@ impl Contract {
             // Declared facts describe the server; they change nothing goodput sends. `compare`
             // compares the resolved facts (declared or discovered alike) of each side instead.
             t.remove("declared");
+            // Where the accelerators' telemetry is read changes nothing the server is sent.
+            t.remove("telemetry");
             if let Some(url) = t.get("url").and_then(|u| u.as_str()).map(host_of) {
                 t.insert("url".into(), serde_json::Value::String(url));
             }

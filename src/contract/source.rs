@@ -101,6 +101,17 @@ pub fn table_at_line(src: &str, line: usize) -> Option<String> {
         .last()
 }
 
+/// The bare key a `key = value` line sets (`price_per_hour` of `price_per_hour = "x"`).
+pub fn key_at_line(src: &str, line: usize) -> Option<String> {
+    let l = src.lines().nth(line.checked_sub(1)?)?.trim();
+    let (k, _) = l.split_once('=')?;
+    let k = k.trim().trim_matches('"');
+    (!k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)))
+    .then(|| k.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +123,8 @@ mod tests {
         assert_eq!(line_of_key(src, "workload.input_tokens.min"), Some(7));
         assert_eq!(line_of_key(src, "load.missing"), Some(2));
         assert_eq!(table_at_line(src, 4).as_deref(), Some("load"));
+        assert_eq!(key_at_line(src, 4).as_deref(), Some("rate"));
+        assert_eq!(key_at_line(src, 2), None);
         let classes = "[slo]\nttft_ms = 1\n[[class]]\nname = \"a\"\nshare = 1\n[[class]]\nname = \"b\"\n\nshare = 2\n[class.slo]\nttft_ms = 3\n";
         assert_eq!(line_of_key(classes, "class[1].share"), Some(9));
         assert_eq!(line_of_key(classes, "class[1].slo.ttft_ms"), Some(11));

@@ -433,6 +433,71 @@ impl Contract {
     }
 
     /// `name` and `[target]`: a URL or the simulator, never both; timeouts.
+    /// `[target.telemetry]` and the declared accelerators and price: what the efficiency
+    /// figures are computed from.
+    fn efficiency_inputs(&self) -> Result<(), Problem> {
+        let t = &self.target.telemetry;
+        for (i, u) in t.urls.iter().enumerate() {
+            let ok = u.starts_with('/')
+                || (u.starts_with("http://") || u.starts_with("https://"))
+                    && reqwest::Url::parse(u).is_ok();
+            if !ok {
+                return problem(
+                    &format!("target.telemetry.urls[{i}]"),
+                    format!(
+                        "`{u}` must be an http:// or https:// URL (a DCGM exporter's is http://HOST:9400/metrics) or a path on the target's host starting with /"
+                    ),
+                );
+            }
+        }
+        if let Some(every) = t.interval {
+            if t.urls.is_empty() {
+                return problem(
+                    "target.telemetry.interval",
+                    "is set but target.telemetry.urls lists no page to scrape",
+                );
+            }
+            if !(every.0.is_finite() && every.0 >= 0.05) {
+                return problem("target.telemetry.interval", "must be at least 50ms");
+            }
+        }
+        let d = &self.target.declared;
+        if d.accelerators == Some(0) {
+            return problem("target.declared.accelerators", "must be at least 1");
+        }
+        if let Some(p) = d.price_per_hour {
+            if !(p.is_finite() && p > 0.0) {
+                return problem(
+                    "target.declared.price_per_hour",
+                    format!(
+                        "= {p}: must be a positive number, what the deployment costs per hour in `currency`"
+                    ),
+                );
+            }
+            match &d.currency {
+                None => {
+                    return problem(
+                        "target.declared.price_per_hour",
+                        "needs target.declared.currency beside it (\"USD\", \"EUR\", …): a cost without its currency cannot be compared",
+                    );
+                }
+                Some(c) if c.trim().is_empty() || c.chars().any(char::is_whitespace) => {
+                    return problem(
+                        "target.declared.currency",
+                        "must be a currency code such as \"USD\"",
+                    );
+                }
+                Some(_) => {}
+            }
+        } else if d.currency.is_some() {
+            return problem(
+                "target.declared.currency",
+                "is set but target.declared.price_per_hour is not",
+            );
+        }
+        Ok(())
+    }
+
     fn name_and_target(&mut self) -> Result<(), Problem> {
         // A password in the URL is a secret from the moment it is read (crate::secrets).
         if let Some(u) = &self.target.url {
@@ -518,6 +583,7 @@ impl Contract {
         if !(self.target.timeout.0.is_finite() && self.target.timeout.0 > 0.0) {
             return problem("target.timeout", "must be > 0");
         }
+        self.efficiency_inputs()?;
         if self.target.max_connect_failures == 0 {
             return problem(
                 "target.max_connect_failures",

@@ -18,6 +18,9 @@ pub struct Scrape {
     pub t_s: f64,
     /// `before`, `during` or `after` the load.
     pub when: String,
+    /// The page scraped, where one file keeps several (telemetry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// `name{label="value",…}` → value. Histogram buckets are kept only before and after.
     pub series: BTreeMap<String, f64>,
 }
@@ -130,36 +133,52 @@ pub fn name(key: &str) -> &str {
     key.split_once('{').map_or(key, |(n, _)| n)
 }
 
-/// Scrapes `/metrics` in the background until stopped.
+/// Scrapes Prometheus pages in the background until stopped: the target's `/metrics`, or the
+/// accelerators' telemetry pages, all appended to one file.
 pub struct Scraper {
     stop: CancellationToken,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
+/// A page to scrape.
+pub struct Endpoint {
+    pub url: String,
+    /// Sent as a bearer token (the target's key, to the target's own `/metrics` only).
+    pub key: Option<String>,
+    /// Each scrape is tagged with its page (telemetry: several pages share one file).
+    pub tagged: bool,
+}
+
 struct Target {
     http: reqwest::Client,
-    url: String,
-    key: Option<String>,
+    endpoint: Endpoint,
     epoch: Instant,
 }
 
 impl Target {
     async fn scrape(&self, when: &str) -> Result<Scrape, String> {
-        let mut req = self.http.get(&self.url).timeout(Duration::from_secs(5));
-        if let Some(k) = &self.key {
+        let url = &self.endpoint.url;
+        let mut req = self.http.get(url).timeout(Duration::from_secs(5));
+        if let Some(k) = &self.endpoint.key {
             req = req.bearer_auth(k);
         }
-        let t_s = self.epoch.elapsed().as_secs_f64();
+        let sent = self.epoch.elapsed().as_secs_f64();
         let resp = req.send().await.map_err(|e| crate::text::error_chain(&e))?;
         let status = resp.status();
         if !status.is_success() {
-            return Err(format!("{} answered HTTP {}", self.url, status.as_u16()));
+            return Err(format!("{url} answered HTTP {}", status.as_u16()));
         }
         let body = super::body_capped(resp, MAX_SCRAPE_BYTES)
             .await
-            .map_err(|e| format!("{}: {e}", self.url))?;
+            .map_err(|e| format!("{url}: {e}"))?;
+        // A tagged (telemetry) page is timed at the middle of its round trip: the exporter
+        // read its counters somewhere inside it, and energy is interpolated on these times.
+        let t_s = match self.endpoint.tagged {
+            true => (sent + self.epoch.elapsed().as_secs_f64()) / 2.0,
+            false => sent,
+        };
         let text = String::from_utf8_lossy(&body);
-        let parsed = parse(&text).map_err(|e| format!("{}: {e}", self.url))?;
+        let parsed = parse(&text).map_err(|e| format!("{url}: {e}"))?;
         let mut series = BTreeMap::new();
         for (name, labels, value) in parsed {
             if when == "during" && name.ends_with("_bucket") {
@@ -173,6 +192,7 @@ impl Target {
         Ok(Scrape {
             t_s,
             when: when.to_owned(),
+            source: self.endpoint.tagged.then(|| url.clone()),
             series,
         })
     }
@@ -188,8 +208,8 @@ fn append(file: &mut std::fs::File, s: &Scrape) -> std::io::Result<()> {
 }
 
 impl Scraper {
-    /// Takes the `before` scrape and starts scraping every `interval`. When the target has no
-    /// usable `/metrics`, returns why instead (recorded, never fatal).
+    /// Takes the target's `before` scrape and starts scraping its `/metrics` every `interval`.
+    /// When the target has no usable `/metrics`, returns why instead (recorded, never fatal).
     pub async fn start(
         http: reqwest::Client,
         base: &str,
@@ -198,18 +218,72 @@ impl Scraper {
         epoch: Instant,
         path: &Path,
     ) -> Result<Scraper, String> {
-        let target = Target {
-            http,
+        let endpoint = Endpoint {
             url: format!("{}/metrics", base.trim_end_matches('/')),
             key,
-            epoch,
+            tagged: false,
         };
-        let first = target.scrape("before").await?;
-        if first.series.is_empty() {
-            return Err(format!("{} lists no series", target.url));
+        let (scraper, mut absent) =
+            Scraper::start_all(http, vec![endpoint], interval, epoch, path).await;
+        scraper.ok_or_else(|| absent.pop().map(|a| a.1).unwrap_or_default())
+    }
+
+    /// Takes each page's `before` scrape and scrapes those that answered every `interval`.
+    /// Returns the scraper (none when no page answered) and, for each page that did not, why.
+    pub async fn start_all(
+        http: reqwest::Client,
+        endpoints: Vec<Endpoint>,
+        interval: Duration,
+        epoch: Instant,
+        path: &Path,
+    ) -> (Option<Scraper>, Vec<(String, String)>) {
+        let mut targets = Vec::new();
+        let mut firsts = Vec::new();
+        let mut absent = Vec::new();
+        for endpoint in endpoints {
+            let target = Target {
+                http: http.clone(),
+                endpoint,
+                epoch,
+            };
+            match target.scrape("before").await {
+                Ok(s) if s.series.is_empty() => absent.push((
+                    target.endpoint.url.clone(),
+                    format!("{} lists no series", target.endpoint.url),
+                )),
+                Ok(s) => {
+                    firsts.push(s);
+                    targets.push(target);
+                }
+                Err(why) => absent.push((target.endpoint.url.clone(), why)),
+            }
         }
-        let mut file = std::fs::File::create(path).map_err(|e| e.to_string())?;
-        append(&mut file, &first).map_err(|e| e.to_string())?;
+        if targets.is_empty() {
+            return (None, absent);
+        }
+        let mut file = match std::fs::File::create(path) {
+            Ok(f) => f,
+            Err(e) => {
+                let why = format!("{}: {e}", path.display());
+                absent.extend(
+                    targets
+                        .iter()
+                        .map(|t| (t.endpoint.url.clone(), why.clone())),
+                );
+                return (None, absent);
+            }
+        };
+        for s in &firsts {
+            if let Err(e) = append(&mut file, s) {
+                let why = format!("{}: {e}", path.display());
+                absent.extend(
+                    targets
+                        .iter()
+                        .map(|t| (t.endpoint.url.clone(), why.clone())),
+                );
+                return (None, absent);
+            }
+        }
         let stop = CancellationToken::new();
         let task = tokio::spawn({
             let stop = stop.clone();
@@ -217,24 +291,27 @@ impl Scraper {
                 let mut tick = tokio::time::interval(interval);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 tick.tick().await;
+                let all = |when: &'static str| {
+                    futures_util::future::join_all(targets.iter().map(move |t| t.scrape(when)))
+                };
                 loop {
                     tokio::select! {
                         _ = stop.cancelled() => break,
                         _ = tick.tick() => {
                             // A scrape that fails mid-run is skipped: the gap shows in t_s.
-                            if let Ok(s) = target.scrape("during").await {
+                            for s in all("during").await.into_iter().flatten() {
                                 append(&mut file, &s)?;
                             }
                         }
                     }
                 }
-                if let Ok(s) = target.scrape("after").await {
+                for s in all("after").await.into_iter().flatten() {
                     append(&mut file, &s)?;
                 }
                 file.flush()
             }
         });
-        Ok(Scraper { stop, task })
+        (Some(Scraper { stop, task }), absent)
     }
 
     /// Stops scraping after one last `after` scrape.

@@ -244,8 +244,56 @@ pub fn verdicts(s: &Summary) -> String {
         },
         pass: Some(errors == 0),
     });
+    efficiency_tiles(s, &mut tiles);
     let pass = valid && slo.is_none_or(|x| x.pass);
     banner(&lines, pass, &tiles)
+}
+
+/// Energy per token, cost per million SLO-meeting tokens and SLO-meeting tokens/s per
+/// accelerator, when the run measured energy, declared a price or knows its accelerators; an
+/// absent one says why in its detail.
+fn efficiency_tiles(s: &Summary, tiles: &mut Vec<Tile>) {
+    let Some(e) = &s.efficiency else { return };
+    if e.energy.is_none() && e.price_per_hour.is_none() && e.accelerators.is_none() {
+        return;
+    }
+    for key in [
+        "joules_per_output_token",
+        "cost_per_m_slo_output_tokens",
+        "slo_output_tps_per_accelerator",
+    ] {
+        let Some(f) = e.figure(key) else { continue };
+        let detail = match (key, f.value, &e.energy) {
+            ("joules_per_output_token", Some(_), Some(en)) => format!(
+                "mean {} W over {} accelerator{}; {}",
+                super::sig(en.mean_watts),
+                e.devices.iter().filter(|d| d.joules.is_some()).count(),
+                if e.devices.iter().filter(|d| d.joules.is_some()).count() == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                if en.bounds_joules.is_some() {
+                    "energy counters"
+                } else {
+                    "power integrated"
+                }
+            ),
+            ("cost_per_m_slo_output_tokens", Some(_), _) => format!(
+                "at {} {} per hour (declared)",
+                e.price_per_hour.map_or("—".into(), super::sig),
+                e.currency.as_deref().unwrap_or("")
+            ),
+            (_, Some(_), _) => f.basis.clone(),
+            (_, None, _) => format!("absent: {}", f.basis),
+        };
+        tiles.push(Tile {
+            name: f.label.clone(),
+            value: super::figure_value(f),
+            detail,
+            pass: None,
+        });
+    }
 }
 
 /// A latency-by-percentile chart of one or more named sets of values (each sorted here), with

@@ -208,6 +208,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     failures_and_start(&mut d, s);
     phases(&mut d, s);
     server_metrics(&mut d, s);
+    efficiency(&mut d, s);
     predictions(&mut d, s);
     validity_details(&mut d, s);
     d
@@ -920,6 +921,96 @@ fn server_metrics(d: &mut Doc, s: &Summary) {
                 opt(q.p99_ms)
             ));
         }
+    }
+}
+
+/// Three significant digits, for figures whose scale varies by orders of magnitude (joules per
+/// token, cost per million tokens).
+pub fn sig(x: f64) -> String {
+    if !x.is_finite() {
+        return "—".to_owned();
+    }
+    if x == 0.0 || x.abs() >= 100.0 {
+        return format!("{x:.0}");
+    }
+    let decimals = (2 - x.abs().log10().floor() as i32).max(0) as usize;
+    format!("{x:.decimals$}")
+}
+
+/// A figure with its unit (a currency goes after the number as a code does).
+pub fn figure_value(f: &crate::analyze::efficiency::Figure) -> String {
+    match f.value {
+        Some(v) => format!("{} {}", sig(v), f.unit),
+        None => "—".to_owned(),
+    }
+}
+
+/// Energy, cost and per-accelerator figures over the steady window. A run with none of their
+/// inputs gets one line saying which are missing.
+fn efficiency(d: &mut Doc, s: &Summary) {
+    let Some(e) = &s.efficiency else { return };
+    let anything = e.energy.is_some() || e.price_per_hour.is_some() || e.accelerators.is_some();
+    if !anything {
+        d.line(format!(
+            "Efficiency: not measured — {}; no price (target.declared.price_per_hour).",
+            e.energy_absent
+                .as_deref()
+                .unwrap_or("no energy measurement")
+        ));
+        return;
+    }
+    d.h(format!(
+        "Efficiency (steady window {:.1} s; goodput counts SLO-meeting requests only)",
+        e.window_s
+    ));
+    match (&e.energy, &e.energy_absent) {
+        (Some(en), _) => d.line(format!(
+            "Energy: {} kJ, mean {} W, {} device{}: {}{}{}.",
+            sig(en.joules / 1000.0),
+            sig(en.mean_watts),
+            e.devices.iter().filter(|d| d.joules.is_some()).count(),
+            if e.devices.iter().filter(|d| d.joules.is_some()).count() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            en.method,
+            en.bounds_joules.map_or(String::new(), |[lo, hi]| format!(
+                "; the scrapes bound it to {}–{} kJ",
+                sig(lo / 1000.0),
+                sig(hi / 1000.0)
+            )),
+            en.scrape_interval_s
+                .map_or(String::new(), |i| format!("; scraped every {} s", sig(i)))
+        )),
+        (None, Some(why)) => d.warn(format!("Energy: absent — {why}.")),
+        (None, None) => {}
+    }
+    d.line(format!(
+        "Accelerators: {} ({}) · price: {}",
+        e.accelerators.map_or("—".to_owned(), |n| n.to_string()),
+        e.accelerators_basis,
+        match (e.price_per_hour, &e.currency) {
+            (Some(p), Some(c)) => format!("{} {c} per hour (declared)", sig(p)),
+            _ =>
+                "absent — no price: set target.declared.price_per_hour and target.declared.currency"
+                    .to_owned(),
+        }
+    ));
+    let rows = e
+        .figures
+        .iter()
+        .map(|f| vec![f.label.clone(), figure_value(f), f.basis.clone()])
+        .collect();
+    d.table(&["figure", "value", "from (or why absent)"], rows);
+    if !e.ignored_metrics.is_empty() {
+        d.line(format!(
+            "Telemetry metrics not read (kept in the bundle, ignored): {}",
+            e.ignored_metrics.join(", ")
+        ));
+    }
+    for n in &e.notes {
+        d.warn(format!("Note: {n}"));
     }
 }
 

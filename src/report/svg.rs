@@ -120,6 +120,8 @@ pub struct Chart {
     y_max: Option<f64>,
     /// Points to mark on a series (by index): drawn as rings, named in the legend.
     marks: Vec<(usize, Marks)>,
+    /// Series (by index) drawn as labelled points without a line: one label per point.
+    scatter: Vec<(usize, Vec<String>)>,
     note: Option<String>,
 }
 
@@ -142,6 +144,18 @@ impl Chart {
 
     pub fn line(mut self, name: &str, points: Vec<(f64, f64)>) -> Chart {
         self.series.push((name.into(), points));
+        self
+    }
+
+    /// Points not joined by a line (a sweep's runs, whose order means nothing on these axes),
+    /// each labelled beside it.
+    pub fn scatter(mut self, name: &str, points: Vec<(f64, f64, String)>) -> Chart {
+        let labels = points.iter().map(|p| p.2.clone()).collect();
+        self.series.push((
+            name.into(),
+            points.into_iter().map(|p| (p.0, p.1)).collect(),
+        ));
+        self.scatter.push((self.series.len() - 1, labels));
         self
     }
 
@@ -378,6 +392,35 @@ impl Chart {
         }
         for (i, (name, pts)) in self.series.iter().enumerate() {
             let colour = PALETTE[i % PALETTE.len()];
+            if let Some((_, labels)) = self.scatter.iter().find(|s| s.0 == i) {
+                // A label that would cover one already placed is left to the point's tooltip.
+                let mut placed: Vec<(f64, f64, f64)> = Vec::new();
+                for ((x, y), l) in pts.iter().zip(labels) {
+                    if !(x.is_finite() && y.is_finite()) {
+                        continue;
+                    }
+                    let (px, py) = (sx.at(self.x_of(*x)), clamp_y(*y));
+                    let _ = write!(
+                        o,
+                        r#"<circle class="dot point" cx="{px:.1}" cy="{py:.1}" r="3.6" fill="{colour}"><title>{}: {}</title></circle>"#,
+                        esc(name),
+                        esc(l),
+                    );
+                    let (lx, ly, w) = (px + 6.0, py - 6.0, l.chars().count() as f64 * 6.0);
+                    let clear = placed.iter().all(|&(ax, ay, aw)| {
+                        lx + w < ax - 2.0 || ax + aw < lx - 2.0 || (ly - ay).abs() > 12.0
+                    });
+                    if clear && lx + w <= W - 4.0 {
+                        placed.push((lx, ly, w));
+                        let _ = write!(
+                            o,
+                            r#"<text class="point-label" x="{lx:.1}" y="{ly:.1}">{}</text>"#,
+                            esc(l)
+                        );
+                    }
+                }
+                continue;
+            }
             let d: Vec<String> = pts
                 .iter()
                 .filter(|(x, y)| x.is_finite() && y.is_finite())

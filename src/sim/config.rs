@@ -102,6 +102,10 @@ pub struct SimConfig {
     /// (loading and applying its weights).
     #[serde(skip_serializing_if = "is_zero_f64")]
     pub adapter_cost_ms: f64,
+    /// The simulated accelerators' power, published DCGM-style at `/telemetry`
+    /// (`[target.simulator.power]`; left out of the configuration at its defaults).
+    #[serde(skip_serializing_if = "super::power::Power::is_default")]
+    pub power: super::power::Power,
     /// Faults on demand; all off by default.
     pub faults: Faults,
 }
@@ -181,6 +185,7 @@ impl Default for SimConfig {
             scheduling: Scheduling::Fcfs,
             adapters: Vec::new(),
             adapter_cost_ms: 0.0,
+            power: Default::default(),
             faults: Faults::default(),
         }
     }
@@ -288,6 +293,26 @@ impl SimConfig {
         }
         if self.max_batch == 0 {
             return err("max_batch", 0, "must be >= 1");
+        }
+        if self.power.gpus == 0 {
+            return err("power.gpus", 0, "must be >= 1");
+        }
+        if !finite_nonneg(self.power.idle_watts) {
+            return err(
+                "power.idle_watts",
+                self.power.idle_watts,
+                "must be a finite number >= 0",
+            );
+        }
+        if !(self.power.peak_watts.is_finite() && self.power.peak_watts >= self.power.idle_watts) {
+            return err(
+                "power.peak_watts",
+                self.power.peak_watts,
+                &format!(
+                    "must be finite and >= power.idle_watts ({})",
+                    self.power.idle_watts
+                ),
+            );
         }
         if self.kv_capacity_tokens == 0 {
             return err("kv_capacity_tokens", 0, "must be >= 1");

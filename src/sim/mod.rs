@@ -10,6 +10,7 @@ pub(crate) mod engine;
 pub(crate) mod ledger;
 pub(crate) mod metrics;
 pub mod model;
+pub mod power;
 pub(crate) mod server;
 pub(crate) mod wire;
 

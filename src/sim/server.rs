@@ -24,6 +24,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use serde::Deserialize;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 
@@ -82,6 +83,8 @@ struct Shared {
     created: u64,
     arrivals: AtomicU64,
     metrics: Mutex<MetricsState>,
+    /// The accelerators' energy over the model's step timeline.
+    meter: Mutex<super::power::Meter>,
     done: Mutex<Vec<GroundTruth>>,
     gt_file: Mutex<Option<BufWriter<File>>>,
     engine: Sender<Msg>,
@@ -143,6 +146,7 @@ impl SimServer {
             .local_addr()
             .map_err(|cause| SimError::Bind { addr, cause })?;
         let (tx, rx) = std::sync::mpsc::channel();
+        let meter = super::power::Meter::new(cfg.power.clone(), cfg.max_batch);
         let shared = Arc::new(Shared {
             model_json: serde_json::to_string(&cfg.model).unwrap_or_else(|_| "\"sim\"".into()),
             created: std::time::SystemTime::now()
@@ -153,6 +157,7 @@ impl SimServer {
             epoch: Instant::now(),
             arrivals: AtomicU64::new(0),
             metrics: Mutex::new(MetricsState::default()),
+            meter: Mutex::new(meter),
             done: Mutex::new(Vec::new()),
             gt_file: Mutex::new(gt_file),
             engine: tx,
@@ -182,7 +187,9 @@ impl SimServer {
         }
         let app = app
             .route("/metrics", get(metrics))
+            .route("/telemetry", get(telemetry))
             .route("/ground_truth", get(ground_truth_jsonl))
+            .route("/ground_truth/energy", get(ground_truth_energy))
             .with_state(shared.clone());
         let cancel = CancellationToken::new();
         let stop = cancel.clone();
@@ -220,6 +227,17 @@ impl SimServer {
     /// Ground truth of every request finished so far, in completion order.
     pub fn ground_truth(&self) -> Vec<GroundTruth> {
         lock(&self.shared.done).clone()
+    }
+
+    /// Seconds on the simulator's clock (ground-truth times are microseconds on it).
+    pub fn now_s(&self) -> f64 {
+        self.shared.now()
+    }
+
+    /// Energy every simulated GPU drew together over `[from_s, to_s]` (simulator clock),
+    /// joules: the truth `/telemetry` publishes samples of.
+    pub fn energy_between(&self, from_s: f64, to_s: f64) -> f64 {
+        lock(&self.shared.meter).joules_between(from_s, to_s)
     }
 
     /// The current Prometheus exposition.
@@ -352,6 +370,8 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
         let Some(step) = engine.step(start, &mut events) else {
             continue;
         };
+        // The step's power is known from its start: a scrape while it runs reads it.
+        lock(&shared.meter).step(step.start, step.end, engine.running());
         for ev in &events {
             match *ev {
                 Event::Admitted { id, cached_tokens } => {
@@ -871,6 +891,33 @@ async fn version() -> Response {
 async fn metrics(State(s): State<Arc<Shared>>) -> Response {
     let text = lock(&s.metrics).render(&s.cfg.model);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// The simulated GPUs as NVIDIA's DCGM exporter publishes them (its metric names, units and
+/// `gpu`/`UUID` labels), at this instant.
+async fn telemetry(State(s): State<Arc<Shared>>) -> Response {
+    let busy = lock(&s.metrics).running > 0;
+    let text = lock(&s.meter).render(s.now(), busy);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+#[derive(Deserialize)]
+struct Span {
+    from_s: f64,
+    to_s: f64,
+}
+
+/// `GET /ground_truth/energy?from_s=A&to_s=B`: joules every GPU drew over `[A, B]`, seconds on
+/// the simulator's clock (the clock of `/ground_truth`'s microsecond times).
+async fn ground_truth_energy(
+    State(s): State<Arc<Shared>>,
+    axum::extract::Query(span): axum::extract::Query<Span>,
+) -> Response {
+    let joules = lock(&s.meter).joules_between(span.from_s, span.to_s);
+    axum::Json(serde_json::json!({
+        "from_s": span.from_s, "to_s": span.to_s, "joules": joules, "gpus": s.cfg.power.gpus,
+    }))
+    .into_response()
 }
 
 async fn ground_truth_jsonl(State(s): State<Arc<Shared>>) -> Response {

@@ -124,11 +124,11 @@ mod tests {
         for (src, want) in [
             (
                 format!("{t}api = \"openai-chit\"\n{load}"),
-                "c.toml:3: `target`: unknown variant `openai-chit`",
+                "c.toml:3: `target.api`: unknown variant `openai-chit`",
             ),
             (
                 format!("{t}[target.request]\nextra_body = \"thinking\"\n{load}"),
-                "c.toml:4: `target.request`: extra_body must be a table",
+                "c.toml:4: `target.request.extra_body`: extra_body must be a table",
             ),
             (
                 format!("{t}[target.request]\nextra_body = {{ max_tokens = 9 }}\n{load}"),

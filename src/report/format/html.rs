@@ -16,7 +16,7 @@ table{border-collapse:collapse;margin:.5em 0;display:block;overflow-x:auto;max-w
 td:first-child,th:first-child{text-align:left}h1,h2,p,div{overflow-wrap:anywhere}p.warn{color:#a33}\
 .figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,420px),1fr));gap:18px 22px;margin:.6em 0}\
 figure{margin:0;min-width:0}svg.chart{width:100%;height:auto;background:#fff;display:block}\
-.ftitle{font-weight:600;font-size:13px;margin-bottom:2px}.tick{font-size:11px;fill:#555}.axislabel{font-size:11px;fill:#333}\
+.ftitle{font-weight:600;font-size:13px;margin-bottom:2px}.tick{font-size:11px;fill:#555}.axislabel{font-size:11px;fill:#333}.point-label{font-size:10px;fill:#333}circle.mark{stroke-width:2}\
 .keys{font-size:12px;display:flex;flex-wrap:wrap;gap:2px 14px}.key{overflow-wrap:anywhere}.sw{display:inline-block;width:14px;height:4px;margin:0 5px 3px 0;vertical-align:middle}\
 .sw.dash{border-top:2px dashed #D55E00;height:0}.sw.ring{width:8px;height:8px;border:1.5px solid #555;border-radius:50%}.sw.b0,.sw.b1,.sw.b2{height:10px}\
 .note{font-size:12px;color:#555;margin:.2em 0}.ci{opacity:.18}\
