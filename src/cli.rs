@@ -39,7 +39,7 @@ pub struct OutputArgs {
     /// Directory that receives bundles.
     #[arg(long, default_value = "runs", env = "GOODPUT_OUT")]
     pub out: PathBuf,
-    /// No progress bar.
+    /// No progress bar or notes; warnings still go to stderr.
     #[arg(long, short)]
     pub quiet: bool,
     #[command(flatten)]
@@ -163,6 +163,17 @@ impl crate::run::Watch for Stderr {
 
     fn note(&self, message: &str) {
         say_err!("note: {message}");
+    }
+}
+
+/// `--quiet`: no progress, but every warning still reaches stderr (an unreachable telemetry
+/// page, a client falling behind) — quiet is for logs, not for hiding what went wrong.
+#[derive(Debug)]
+struct WarningsOnly;
+
+impl crate::run::Watch for WarningsOnly {
+    fn warn(&self, message: &str) {
+        say_err!("warning: {message}");
     }
 }
 
@@ -350,7 +361,7 @@ impl OutputArgs {
         crate::run::RunOptions {
             out_root: self.out.clone(),
             watch: if self.quiet {
-                std::sync::Arc::new(crate::run::Silent)
+                std::sync::Arc::new(WarningsOnly)
             } else {
                 std::sync::Arc::new(Stderr::new())
             },

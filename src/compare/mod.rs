@@ -134,6 +134,27 @@ fn facts_diff(a: &Side, b: &Side) -> Vec<(String, String, String)> {
     .into_iter()
     .filter(|(_, p, q)| p != q)
     .map(|(k, p, q)| (format!("target.facts.{k}"), show(p), show(q)))
+    // The declared price is the deployment's too: two prices are two offers, whose costs differ
+    // by the price alone.
+    .chain({
+        let price = |s: &Side| {
+            s.runs[0].0.efficiency.as_ref().and_then(|e| {
+                Some(format!(
+                    "{} {} per hour",
+                    e.price_per_hour?,
+                    e.currency.as_deref()?
+                ))
+            })
+        };
+        let (p, q) = (price(a), price(b));
+        (p != q).then(|| {
+            (
+                "target.declared.price_per_hour".to_owned(),
+                show(&p),
+                show(&q),
+            )
+        })
+    })
     .collect()
 }
 
