@@ -1,6 +1,6 @@
 //! The HTML pages as a reader sees them, rendered by a real browser (Debian's headless
 //! Chromium, through `scripts/check-html.sh layout`): the run, compare (accepted and refused),
-//! sweep and demo pages at a laptop's 1400 px and a phone's 400 px — every figure present, no
+//! sweep (with its efficiency frontier) and demo pages at a laptop's 1400 px and a phone's 400 px — every figure present, no
 //! two text boxes of a figure overlapping (labels, ticks, legend keys, band names), nothing
 //! wider than the screen, no console error, and the verdict banner and headline tiles on the
 //! first 1400 × 900 screen.
@@ -192,7 +192,7 @@ fn every_page_reads_at_a_laptops_and_a_phones_width() {
     // A capacity sweep: its bracket and every point's figures.
     std::fs::write(
         d.join("s.toml"),
-        "name = \"cap\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 32 }\n[load]\nrate = 20\nduration = \"3s\"\n[warmup]\nduration = \"1s\"\n[slo]\nttft_ms = 300\n",
+        "name = \"cap\"\n[target.telemetry]\nurls = [\"/telemetry\"]\ninterval = \"200ms\"\n[target.declared]\nprice_per_hour = 4\ncurrency = \"USD\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 32 }\n[load]\nrate = 20\nduration = \"3s\"\n[warmup]\nduration = \"1s\"\n[slo]\nttft_ms = 300\n",
     )
     .unwrap();
     goodput(
@@ -214,7 +214,18 @@ fn every_page_reads_at_a_laptops_and_a_phones_width() {
         text.contains("CAPACITY") || text.contains("NO CAPACITY"),
         "{text}"
     );
-    check(&sweep, &["sweep-latency", "sweep-goodput"]);
+    // Its efficiency frontier (simulated DCGM telemetry and a price): per accelerator and per
+    // dollar, the pareto-optimal points ringed.
+    assert!(text.contains("pareto-optimal"), "{text}");
+    check(
+        &sweep,
+        &[
+            "sweep-latency",
+            "sweep-goodput",
+            "frontier-accelerator",
+            "frontier-cost",
+        ],
+    );
 
     let page = goodput(d, &["demo", "--format", "html"]);
     assert!(page.contains("COORDINATED OMISSION: from"), "{page}");
