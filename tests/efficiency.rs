@@ -225,21 +225,7 @@ requests = 40
     ));
     let dir = tempfile::tempdir().unwrap();
     let told = Arc::new(Told::default());
-    let mut src = c.clone();
-    let inputs =
-        goodput::workload::inputs::read(&mut src, &c.to_toml(), std::path::Path::new("t.toml"))
-            .unwrap();
-    let opts = goodput::run::RunOptions {
-        out_root: dir.path().to_owned(),
-        watch: told.clone(),
-        argv: vec!["test".into()],
-        overrides: Vec::new(),
-        bundle_dir: None,
-        wake_latency_hold: true,
-        signal: Default::default(),
-        live: None,
-    };
-    let r = goodput::run::run(src, inputs, opts, Default::default())
+    let r = common::try_run_watched(c, dir.path(), told.clone())
         .await
         .expect("the run goes on without the page");
     let events = told.events.lock().unwrap().clone();

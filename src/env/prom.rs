@@ -261,7 +261,12 @@ impl Scraper {
         if targets.is_empty() {
             return (None, absent);
         }
-        let mut file = match std::fs::File::create(path) {
+        // The file and the first scrapes in it, or why not (then no page is scraped).
+        let opened = std::fs::File::create(path).and_then(|mut f| {
+            firsts.iter().try_for_each(|s| append(&mut f, s))?;
+            Ok(f)
+        });
+        let mut file = match opened {
             Ok(f) => f,
             Err(e) => {
                 let why = format!("{}: {e}", path.display());
@@ -273,17 +278,6 @@ impl Scraper {
                 return (None, absent);
             }
         };
-        for s in &firsts {
-            if let Err(e) = append(&mut file, s) {
-                let why = format!("{}: {e}", path.display());
-                absent.extend(
-                    targets
-                        .iter()
-                        .map(|t| (t.endpoint.url.clone(), why.clone())),
-                );
-                return (None, absent);
-            }
-        }
         let stop = CancellationToken::new();
         let task = tokio::spawn({
             let stop = stop.clone();

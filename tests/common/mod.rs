@@ -17,12 +17,21 @@ pub fn parse(src: &str) -> Contract {
 
 /// Runs a contract with its bundle under `dir`, quietly, after reading the files it names
 /// (paths in it relative to the working directory, as `parse` leaves them, or absolute).
-pub async fn try_run_in(mut c: Contract, dir: &std::path::Path) -> anyhow::Result<RunResult> {
+pub async fn try_run_in(c: Contract, dir: &std::path::Path) -> anyhow::Result<RunResult> {
+    try_run_watched(c, dir, std::sync::Arc::new(goodput::run::Silent)).await
+}
+
+/// [`try_run_in`], told of the run's progress and warnings by `watch`.
+pub async fn try_run_watched(
+    mut c: Contract,
+    dir: &std::path::Path,
+    watch: std::sync::Arc<dyn goodput::run::Watch>,
+) -> anyhow::Result<RunResult> {
     let src = c.to_toml();
     let inputs = goodput::workload::inputs::read(&mut c, &src, std::path::Path::new("test.toml"))?;
     let opts = RunOptions {
         out_root: dir.to_owned(),
-        watch: std::sync::Arc::new(goodput::run::Silent),
+        watch,
         argv: vec!["test".into()],
         overrides: Vec::new(),
         bundle_dir: None,
