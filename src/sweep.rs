@@ -763,7 +763,14 @@ fn frontier_figures(d: &mut crate::report::Doc, r: &SweepResult) {
             .points
             .iter()
             .zip(&xy)
-            .filter_map(|(p, q)| q.map(|(a, b)| (a, b, p.value.clone())))
+            .filter_map(|(p, q)| {
+                // A point whose run cannot support its claims says so beside it.
+                let label = match p.validity {
+                    crate::analyze::ValidityVerdict::Valid => p.value.clone(),
+                    _ => format!("{} (INVALID)", p.value),
+                };
+                q.map(|(a, b)| (a, b, label))
+            })
             .collect();
         let mut front: Vec<(f64, f64)> = xy
             .iter()
@@ -778,6 +785,7 @@ fn frontier_figures(d: &mut crate::report::Doc, r: &SweepResult) {
             "output tok/s per user (1000 ÷ median TPOT of SLO-meeting requests)",
             &y_name,
         )
+        .x_tight()
         .scatter(&format!("each point, labelled by {}", r.vary.key), all)
         .line("pareto frontier", front.clone())
         .mark(front, "pareto-optimal (ringed)")

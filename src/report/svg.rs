@@ -122,6 +122,8 @@ pub struct Chart {
     marks: Vec<(usize, Marks)>,
     /// Series (by index) drawn as labelled points without a line: one label per point.
     scatter: Vec<(usize, Vec<String>)>,
+    /// The x axis spans the data only, not from 0 (a frontier's points sit far from it).
+    x_tight: bool,
     note: Option<String>,
 }
 
@@ -135,6 +137,12 @@ impl Chart {
             y_label: y_label.into(),
             ..Chart::default()
         }
+    }
+
+    /// The x axis spans the data (with a margin) instead of starting at 0.
+    pub fn x_tight(mut self) -> Chart {
+        self.x_tight = true;
+        self
     }
 
     pub fn x_scale(mut self, x: XScale) -> Chart {
@@ -247,7 +255,10 @@ impl Chart {
         // x ticks: round values on a linear axis; the named percentiles on a percentile one.
         let xt: Vec<(f64, String)> = match self.x_scale {
             XScale::Linear => {
-                let (lo, hi) = if x_lo.is_finite() {
+                let (lo, hi) = if x_lo.is_finite() && self.x_tight {
+                    let pad = 0.1 * (x_hi - x_lo).max(0.05 * x_hi.abs()).max(1e-9);
+                    ((x_lo - pad).max(x_lo.min(0.0)), x_hi + pad)
+                } else if x_lo.is_finite() {
                     (x_lo.min(0.0), x_hi)
                 } else {
                     (0.0, 1.0)
