@@ -190,6 +190,11 @@ pub struct Efficiency {
 }
 
 impl Efficiency {
+    /// Devices whose energy was measured.
+    pub fn measured_devices(&self) -> usize {
+        self.devices.iter().filter(|d| d.joules.is_some()).count()
+    }
+
     pub fn figure(&self, key: &str) -> Option<&Figure> {
         self.figures.iter().find(|f| f.key == key)
     }
@@ -275,6 +280,9 @@ pub struct Window<'a> {
     pub goodput_rps: Option<f64>,
     /// Median TPOT of the steady requests that met their SLO (or of all, without one), ms.
     pub tpot_p50_ms: Option<f64>,
+    /// The share of the steady requests' output tokens from requests that met their SLO
+    /// (absent without an SLO).
+    pub slo_share: Option<f64>,
 }
 
 /// The efficiency of the steady window `w`.
@@ -285,34 +293,15 @@ pub fn derive(c: &Contract, w: &Window, telemetry: &[Scrape], pages: &[PageStatu
         let t = t as f64 / 1e6;
         t >= from && t <= to
     };
-    let origin = c.measurement.latency_origin;
-    let source = c.measurement.output_tokens;
-    let has_slo = c.has_slo();
     let (input, output) = super::window_tokens(w.records.iter(), inside);
     // SLO-meeting tokens as goodput counts requests: the window's output tokens times the
     // share of the steady requests' output that came from requests meeting their SLO (not the
     // tokens inside the window of those requests, which in a short overloaded run are the early
     // ones, all of which met it).
-    let (mut all_steady, mut meeting) = (0u64, 0u64);
-    for r in w
-        .records
-        .iter()
-        .filter(|r| r.phase == crate::plan::Phase::Steady)
-    {
-        let tokens = u64::from(r.chunks.tokens());
-        all_steady += tokens;
-        if has_slo && r.is_ok() {
-            let m = super::request_metrics(r, origin, source);
-            if super::record_meets_slo(c, r, &m) {
-                meeting += tokens;
-            }
-        }
-    }
-    let slo_share = match all_steady {
-        0 => 0.0,
-        n => meeting as f64 / n as f64,
-    };
-    let slo_output = has_slo.then_some(output as f64 * w.usage_scale * slo_share);
+    let has_slo = w.slo_share.is_some();
+    let slo_output = w
+        .slo_share
+        .map(|share| output as f64 * w.usage_scale * share);
     let slo_requests = w.goodput_rps.map(|g| g * window_s);
     let output = output as f64 * w.usage_scale;
     let input = input as f64;

@@ -1357,14 +1357,29 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         notes.extend(shards.iter().flat_map(shards::ShardsResult::notes));
 
         let efficiency = window.map(|(a, b)| {
-            // Per user: the median TPOT of the requests that met their SLO (all, without one).
-            let mut tpots: Vec<f64> = ok
+            // Each successful steady request judged once: the median TPOT of those that met
+            // their SLO (all, without one) per user, and their share of the steady output.
+            let has_slo = c.has_slo();
+            let meets: Vec<bool> = ok
                 .iter()
                 .zip(&metrics)
-                .filter(|(r, m)| !c.has_slo() || record_meets_slo(c, r, m))
-                .filter_map(|(_, m)| m.tpot_ms)
+                .map(|(r, m)| has_slo && record_meets_slo(c, r, m))
+                .collect();
+            let mut tpots: Vec<f64> = metrics
+                .iter()
+                .zip(&meets)
+                .filter(|(_, met)| !has_slo || **met)
+                .filter_map(|(m, _)| m.tpot_ms)
                 .collect();
             tpots.sort_by(f64::total_cmp);
+            let tokens = |r: &&Record| u64::from(r.chunks.tokens());
+            let all: u64 = steady_recs.iter().map(tokens).sum();
+            let met: u64 = ok
+                .iter()
+                .zip(&meets)
+                .filter(|(_, m)| **m)
+                .map(|(r, _)| tokens(r))
+                .sum();
             efficiency::derive(
                 c,
                 &efficiency::Window {
@@ -1375,6 +1390,10 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                     usage_scale: usage_scale(&ok, source),
                     goodput_rps: slo.as_ref().and_then(|s| s.goodput_rps),
                     tpot_p50_ms: percentile_sorted(&tpots, 50.0),
+                    slo_share: has_slo.then(|| match all {
+                        0 => 0.0,
+                        n => met as f64 / n as f64,
+                    }),
                 },
                 telemetry,
                 telemetry_pages,

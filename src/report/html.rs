@@ -267,12 +267,8 @@ fn efficiency_tiles(s: &Summary, tiles: &mut Vec<Tile>) {
             ("joules_per_output_token", Some(_), Some(en)) => format!(
                 "mean {} W over {} accelerator{}; {}",
                 super::sig(en.mean_watts),
-                e.devices.iter().filter(|d| d.joules.is_some()).count(),
-                if e.devices.iter().filter(|d| d.joules.is_some()).count() == 1 {
-                    ""
-                } else {
-                    "s"
-                },
+                e.measured_devices(),
+                if e.measured_devices() == 1 { "" } else { "s" },
                 if en.bounds_joules.is_some() {
                     "energy counters"
                 } else {

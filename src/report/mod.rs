@@ -968,12 +968,8 @@ fn efficiency(d: &mut Doc, s: &Summary) {
             "Energy: {} kJ, mean {} W, {} device{}: {}{}{}.",
             sig(en.joules / 1000.0),
             sig(en.mean_watts),
-            e.devices.iter().filter(|d| d.joules.is_some()).count(),
-            if e.devices.iter().filter(|d| d.joules.is_some()).count() == 1 {
-                ""
-            } else {
-                "s"
-            },
+            e.measured_devices(),
+            if e.measured_devices() == 1 { "" } else { "s" },
             en.method,
             en.bounds_joules.map_or(String::new(), |[lo, hi]| format!(
                 "; the scrapes bound it to {}–{} kJ",
