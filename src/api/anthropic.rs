@@ -31,7 +31,12 @@ pub struct Messages;
 
 #[derive(Deserialize)]
 struct Event<'a> {
-    #[serde(borrow, rename = "type", default)]
+    #[serde(
+        borrow,
+        rename = "type",
+        default,
+        deserialize_with = "super::json::opt_str"
+    )]
     kind: Option<Cow<'a, str>>,
     /// `message_start`'s message, or a whole non-streamed body's fields (flattened below).
     #[serde(borrow, default)]
@@ -43,21 +48,21 @@ struct Event<'a> {
     #[serde(default)]
     error: Option<serde_json::Value>,
     // A whole body (not streamed) is the message itself.
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     model: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     content: Option<Vec<Block<'a>>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     stop_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct Body<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     model: Option<Cow<'a, str>>,
     #[serde(default)]
     usage: Option<AnthropicUsage>,
@@ -65,23 +70,33 @@ struct Body<'a> {
 
 #[derive(Deserialize)]
 struct Delta<'a> {
-    #[serde(borrow, rename = "type", default)]
+    #[serde(
+        borrow,
+        rename = "type",
+        default,
+        deserialize_with = "super::json::opt_str"
+    )]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     thinking: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     stop_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct Block<'a> {
-    #[serde(borrow, rename = "type", default)]
+    #[serde(
+        borrow,
+        rename = "type",
+        default,
+        deserialize_with = "super::json::opt_str"
+    )]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     thinking: Option<Cow<'a, str>>,
 }
 
@@ -169,7 +184,7 @@ impl Adapter for Messages {
     }
 
     fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
-        let e: Event<'a> = serde_json::from_slice(data)
+        let e: Event<'a> = super::json::parse(data)
             .map_err(|e| format!("event is not a Messages API event: {e}"))?;
         if let Some(err) = e.error {
             return Err(super::server_error(&err));

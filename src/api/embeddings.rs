@@ -17,9 +17,9 @@ pub struct Embeddings;
 
 #[derive(Deserialize)]
 struct Body<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     model: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     id: Option<Cow<'a, str>>,
     #[serde(default)]
     data: Option<Vec<serde::de::IgnoredAny>>,
@@ -61,7 +61,7 @@ impl Adapter for Embeddings {
     }
 
     fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
-        let b: Body<'a> = serde_json::from_slice(data)
+        let b: Body<'a> = super::json::parse(data)
             .map_err(|e| format!("body is not an embeddings response: {e}"))?;
         if let Some(err) = b.error {
             return Err(super::server_error(&err));

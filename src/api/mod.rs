@@ -17,6 +17,7 @@
 
 pub(crate) mod anthropic;
 pub(crate) mod embeddings;
+mod json;
 pub(crate) mod ollama;
 pub(crate) mod openai;
 pub(crate) mod responses;

@@ -23,13 +23,13 @@ pub struct Chat;
 
 #[derive(Deserialize)]
 struct Line<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     model: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     message: Option<Message<'a>>,
     #[serde(default)]
     done: bool,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     done_reason: Option<Cow<'a, str>>,
     #[serde(default)]
     prompt_eval_count: Option<u32>,
@@ -41,9 +41,9 @@ struct Line<'a> {
 
 #[derive(Deserialize)]
 struct Message<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     thinking: Option<Cow<'a, str>>,
 }
 
@@ -85,7 +85,7 @@ impl Adapter for Chat {
     }
 
     fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
-        let l: Line<'a> = serde_json::from_slice(data)
+        let l: Line<'a> = super::json::parse(data)
             .map_err(|e| format!("line is not an Ollama chat response: {e}"))?;
         if let Some(err) = l.error {
             return Err(super::server_error(&err));

@@ -24,9 +24,9 @@ pub enum OpenAi {
 
 #[derive(Deserialize)]
 struct Chunk<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     model: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     choices: Option<FirstChoice<'a>>,
@@ -67,19 +67,19 @@ struct Choice<'a> {
     delta: Option<Delta<'a>>,
     #[serde(borrow, default)]
     message: Option<Delta<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct Delta<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     reasoning_content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     reasoning: Option<Cow<'a, str>>,
 }
 
@@ -130,7 +130,7 @@ impl Adapter for OpenAi {
     }
 
     fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
-        let c: Chunk<'a> = serde_json::from_slice(data)
+        let c: Chunk<'a> = super::json::parse(data)
             .map_err(|e| format!("event is not a completion chunk: {e}"))?;
         if let Some(err) = c.error {
             return Err(super::server_error(&err));

@@ -26,28 +26,33 @@ pub struct Responses;
 
 #[derive(Deserialize)]
 struct Event<'a> {
-    #[serde(borrow, rename = "type", default)]
+    #[serde(
+        borrow,
+        rename = "type",
+        default,
+        deserialize_with = "super::json::opt_str"
+    )]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     delta: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     response: Option<Response<'a>>,
     #[serde(default)]
     error: Option<serde_json::Value>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     message: Option<Cow<'a, str>>,
     /// `"response"` when the data is a whole body (not streamed): the response itself.
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     object: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize, Default)]
 struct Response<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     model: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     status: Option<Cow<'a, str>>,
     #[serde(default)]
     incomplete_details: Option<Incomplete>,
@@ -67,7 +72,12 @@ struct Incomplete {
 
 #[derive(Deserialize)]
 struct Item<'a> {
-    #[serde(borrow, rename = "type", default)]
+    #[serde(
+        borrow,
+        rename = "type",
+        default,
+        deserialize_with = "super::json::opt_str"
+    )]
     kind: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     content: Option<Vec<Part<'a>>>,
@@ -77,7 +87,7 @@ struct Item<'a> {
 
 #[derive(Deserialize)]
 struct Part<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     text: Option<Cow<'a, str>>,
 }
 
@@ -181,7 +191,7 @@ impl Adapter for Responses {
     }
 
     fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
-        let e: Event<'a> = serde_json::from_slice(data)
+        let e: Event<'a> = super::json::parse(data)
             .map_err(|e| format!("event is not a Responses API event: {e}"))?;
         let mut ev = StreamEvent::default();
         match e.kind.as_deref() {
@@ -215,7 +225,7 @@ impl Adapter for Responses {
             }
             // A whole answer (not streamed).
             None if e.object.as_deref() == Some("response") => {
-                let mut whole: Response<'a> = serde_json::from_slice(data)
+                let mut whole: Response<'a> = super::json::parse(data)
                     .map_err(|e| format!("body is not a Responses API response: {e}"))?;
                 if let Some(err) = whole.error.take().filter(|e| !e.is_null()) {
                     return Err(super::server_error(&err));

@@ -24,7 +24,7 @@ pub struct Generate;
 struct Event<'a> {
     #[serde(borrow, default)]
     token: Option<Token<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     generated_text: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     details: Option<Details<'a>>,
@@ -34,13 +34,13 @@ struct Event<'a> {
 
 #[derive(Deserialize)]
 struct Token<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     text: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct Details<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     finish_reason: Option<Cow<'a, str>>,
     #[serde(default)]
     generated_tokens: Option<u32>,
@@ -86,7 +86,7 @@ impl Adapter for Generate {
     }
 
     fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
-        let e: Event<'a> = serde_json::from_slice(data)
+        let e: Event<'a> = super::json::parse(data)
             .map_err(|e| format!("event is not a TGI stream event: {e}"))?;
         if let Some(err) = e.error {
             return Err(super::server_error(&err));
