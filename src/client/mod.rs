@@ -3,9 +3,11 @@
 //!
 //! It knows nothing of load models or phases: the driver hands it a prepared request and gets
 //! back a filled [`Record`]. Per chunk it does one JSON parse (borrowing, so text without escapes
-//! is not copied), one token count and one push; nothing is shared across requests.
+//! is not copied), or none when the chunk differs from the last parsed one only in its text
+//! (`template`), one token count and one push; nothing is shared across requests.
 
 pub(crate) mod sse;
+mod template;
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;
@@ -712,7 +714,14 @@ impl Client {
             return ControlFlow::Break(());
         }
         st.any_event = true;
-        let ev = match self.adapter.parse_event(data) {
+        let parsed = st.template.read(data).map(Ok).unwrap_or_else(|| {
+            let ev = self.adapter.parse_event(data);
+            if let Ok(ev) = &ev {
+                st.template.learn(data, ev);
+            }
+            ev
+        });
+        let ev = match parsed {
             Ok(ev) => ev,
             Err(msg) => {
                 let class = failure_class(&msg);
@@ -846,6 +855,8 @@ struct StreamState {
     chunk_bytes: Vec<u32>,
     failure: Option<(Outcome, String)>,
     whole: Vec<u8>,
+    /// The last parsed event's shape: the next of that shape is read without parsing.
+    template: template::Template,
 }
 
 /// The most bytes one response may carry (streamed or not): past it the request fails as

@@ -1,0 +1,250 @@
+//! The last event's shape, so that the next event of the same shape need not be parsed.
+//!
+//! Servers stream a token per event, and the events of one answer differ only in their text:
+//! `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,
+//! "delta":{"content":"…"},"finish_reason":null}]}`. Parsing each one as JSON was half of the
+//! client's CPU at the client's ceiling (`bench/ceiling.sh`). After an event has been parsed,
+//! and the only thing it gave was one text borrowed straight from its bytes (no finish reason,
+//! no usage, not the last event), its bytes are kept with that text's place. A next event that
+//! has the same bytes before and after that place, and between them a plain JSON string body
+//! (no quote, no backslash, no control character, valid UTF-8, not empty), is that same event
+//! with that text: the parser would read the same structure and the same values everywhere
+//! else, and the bytes between the quotes as the text. Anything else is parsed in full, as
+//! before, so a server whose events differ in more than their text (OpenAI's per-event
+//! `obfuscation` padding, a changing `id`) only loses the shortcut.
+
+use std::borrow::Cow;
+
+use crate::api::StreamEvent;
+
+/// Which of an event's texts the template's place holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Text,
+    Reasoning,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Template {
+    bytes: Vec<u8>,
+    /// The text's place in `bytes`: between its quotes. `None`: no template yet.
+    place: Option<(usize, usize, Part)>,
+}
+
+impl Template {
+    /// `data` as the event it would parse to, when it has the kept shape.
+    pub(super) fn read<'a>(&self, data: &'a [u8]) -> Option<StreamEvent<'a>> {
+        let (start, end, part) = self.place?;
+        let (head, tail) = (&self.bytes[..start], &self.bytes[end..]);
+        if data.len() <= head.len() + tail.len() || !data.starts_with(head) || !data.ends_with(tail)
+        {
+            return None;
+        }
+        let body = &data[start..data.len() - tail.len()];
+        if body.iter().any(|&b| b == b'"' || b == b'\\' || b < 0x20) {
+            return None;
+        }
+        let text = Some(Cow::Borrowed(std::str::from_utf8(body).ok()?));
+        Some(match part {
+            Part::Text => StreamEvent {
+                text,
+                ..StreamEvent::default()
+            },
+            Part::Reasoning => StreamEvent {
+                reasoning: text,
+                ..StreamEvent::default()
+            },
+        })
+    }
+
+    /// Keeps `data`'s shape when its parse `ev` qualifies (see the module's comment); leaves
+    /// the template as it was otherwise.
+    pub(super) fn learn(&mut self, data: &[u8], ev: &StreamEvent<'_>) {
+        if ev.finish_reason.is_some() || ev.usage.is_some() || ev.done {
+            return;
+        }
+        let (text, part) = match (&ev.text, &ev.reasoning) {
+            (Some(Cow::Borrowed(t)), None) => (*t, Part::Text),
+            (None, Some(Cow::Borrowed(r))) => (*r, Part::Reasoning),
+            _ => return,
+        };
+        // Where the text lies in `data`, if it was borrowed from it (it may come from
+        // elsewhere: a static string, or an adapter's own buffer).
+        let Some(start) = (text.as_ptr() as usize).checked_sub(data.as_ptr() as usize) else {
+            return;
+        };
+        let end = start + text.len();
+        if text.is_empty()
+            || end >= data.len()
+            || start == 0
+            || data[start - 1] != b'"'
+            || data[end] != b'"'
+        {
+            return;
+        }
+        self.bytes.clear();
+        self.bytes.extend_from_slice(data);
+        self.place = Some((start, end, part));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ApiKind, Usage};
+
+    /// What the client takes from an event, to compare the shortcut with a full parse.
+    fn seen(
+        ev: &StreamEvent<'_>,
+    ) -> (
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<Usage>,
+        bool,
+    ) {
+        (
+            ev.text.as_deref().map(str::to_owned),
+            ev.reasoning.as_deref().map(str::to_owned),
+            ev.finish_reason.as_deref().map(str::to_owned),
+            ev.usage,
+            ev.done,
+        )
+    }
+
+    /// Every event through the template when it applies, else parsed (and learned), as the
+    /// client does; each must equal the full parse. Returns how many took the shortcut.
+    fn check(kind: ApiKind, events: &[&str]) -> usize {
+        let a = kind.adapter();
+        let mut t = Template::default();
+        let mut short = 0;
+        for e in events {
+            let full = a.parse_event(e.as_bytes());
+            match t.read(e.as_bytes()) {
+                Some(ev) => {
+                    short += 1;
+                    let full = full.expect("an event the template reads parses");
+                    assert_eq!(seen(&ev), seen(&full), "{kind:?}: {e}");
+                }
+                None => {
+                    if let Ok(ev) = &full {
+                        t.learn(e.as_bytes(), ev);
+                    }
+                }
+            }
+        }
+        short
+    }
+
+    #[test]
+    fn openai_stream_takes_the_shortcut_where_only_text_differs() {
+        let c = |s: &str| {
+            format!(
+                r#"{{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{{"index":0,"delta":{{"content":{s}}},"finish_reason":null}}]}}"#
+            )
+        };
+        let events = [
+            r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#.to_owned(),
+            c(r#""Hello""#),
+            c(r#"" world""#),
+            c(r#""é ü""#),
+            c(r#""a\nb""#),      // an escape: parsed in full
+            c(r#""""#),          // empty: parsed in full
+            c(r#""x\"y""#),      // a quote inside: parsed in full
+            c(r#""again""#),
+            c("null"),           // not a string: parsed in full
+            c(r#""!""#),
+            r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#.to_owned(),
+            r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}"#.to_owned(),
+            c(r#""late""#),
+        ];
+        let refs: Vec<&str> = events.iter().map(String::as_str).collect();
+        assert_eq!(check(ApiKind::OpenAiChat, &refs), 5);
+    }
+
+    #[test]
+    fn reasoning_and_answer_keep_their_parts() {
+        let d = |k: &str, s: &str| {
+            format!(
+                r#"{{"id":"c","choices":[{{"index":0,"delta":{{"{k}":"{s}"}},"finish_reason":null}}]}}"#
+            )
+        };
+        let events = [
+            d("reasoning_content", "think"),
+            d("reasoning_content", "more"),
+            d("content", "answer"),
+            d("content", "more"),
+            d("reasoning_content", "back"),
+            d("reasoning", "new name"),
+            d("reasoning", "again"),
+        ];
+        let refs: Vec<&str> = events.iter().map(String::as_str).collect();
+        assert_eq!(check(ApiKind::OpenAiChat, &refs), 3);
+    }
+
+    #[test]
+    fn a_changing_field_outside_the_text_is_parsed_in_full() {
+        // OpenAI's own API pads each event with random `obfuscation`.
+        let events = [
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"a"}}],"obfuscation":"x1"}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"b"}}],"obfuscation":"y22"}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"c"}}],"obfuscation":"z"}"#,
+        ];
+        assert_eq!(check(ApiKind::OpenAiChat, &events), 0);
+        // A finish reason arriving with the last text is never taken as plain text.
+        let events = [
+            r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"stop"}]}"#,
+        ];
+        assert_eq!(check(ApiKind::OpenAiChat, &events), 0);
+    }
+
+    #[test]
+    fn every_streaming_api_agrees_with_its_parser() {
+        let tgi = |s: &str| {
+            format!(
+                r#"{{"index":1,"token":{{"id":5,"text":"{s}","logprob":-0.1,"special":false}},"generated_text":null,"details":null}}"#
+            )
+        };
+        let tgi_events = [tgi(" a"), tgi(" b"), tgi(" c")];
+        let r: Vec<&str> = tgi_events.iter().map(String::as_str).collect();
+        assert_eq!(check(ApiKind::TgiGenerate, &r), 2);
+
+        let an = |t: &str, s: &str| {
+            format!(
+                r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"{t}","{}":"{s}"}}}}"#,
+                if t == "text_delta" {
+                    "text"
+                } else {
+                    "thinking"
+                }
+            )
+        };
+        let an_events = [
+            an("thinking_delta", "hm"),
+            an("thinking_delta", "ok"),
+            an("text_delta", "Hi"),
+            an("text_delta", "!"),
+        ];
+        let r: Vec<&str> = an_events.iter().map(String::as_str).collect();
+        assert_eq!(check(ApiKind::AnthropicMessages, &r), 2);
+
+        let ol = |s: &str, done: bool| {
+            format!(
+                r#"{{"model":"q","created_at":"t","message":{{"role":"assistant","content":"{s}"}},"done":{done}}}"#
+            )
+        };
+        let ol_events = [ol("a", false), ol("b", false), ol("c", true)];
+        let r: Vec<&str> = ol_events.iter().map(String::as_str).collect();
+        assert_eq!(check(ApiKind::OllamaChat, &r), 1);
+
+        let rs = |s: &str| {
+            format!(
+                r#"{{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"{s}"}}"#
+            )
+        };
+        let rs_events = [rs("a"), rs("b"), rs("c")];
+        let r: Vec<&str> = rs_events.iter().map(String::as_str).collect();
+        assert_eq!(check(ApiKind::OpenAiResponses, &r), 2);
+    }
+}
