@@ -8,7 +8,8 @@ use std::path::Path;
 
 /// The stream parser, fed the input in pieces (the first byte picks the piece size, so splits
 /// inside lines, CRLFs and characters are explored), once framed as SSE and once as JSON
-/// lines, with every event handed to each API's event parser, as the client does.
+/// lines, with every event handed to each API's event parser, as the client does, and to its
+/// shortcut for events that repeat the last one's shape, which must agree with the parser.
 pub fn sse(data: &[u8]) {
     let Some((&step, body)) = data.split_first() else {
         return;
@@ -21,11 +22,14 @@ pub fn sse(data: &[u8]) {
     for framing in [crate::api::Framing::Sse, crate::api::Framing::JsonLines] {
         let mut parser = crate::client::sse::SseParser::for_framing(framing);
         let mut kept = 0usize;
+        // Each API's shortcut for repeated shapes must agree with its parser on every event.
+        let mut templates: Vec<crate::client::template::Template> =
+            adapters.iter().map(|_| Default::default()).collect();
         let mut on_event = |event: &[u8]| {
             assert!(event.len() <= crate::client::sse::MAX_EVENT);
             kept += event.len();
-            for a in &adapters {
-                let _ = a.parse_event(event);
+            for (a, t) in adapters.iter().zip(&mut templates) {
+                crate::client::template::check(t, event, &a.parse_event(event));
             }
             ControlFlow::Continue(())
         };

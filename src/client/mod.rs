@@ -7,7 +7,7 @@
 //! (`template`), one token count and one push; nothing is shared across requests.
 
 pub(crate) mod sse;
-mod template;
+pub(crate) mod template;
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;

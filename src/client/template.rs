@@ -25,7 +25,7 @@ enum Part {
 }
 
 #[derive(Debug, Default)]
-pub(super) struct Template {
+pub(crate) struct Template {
     bytes: Vec<u8>,
     /// The text's place in `bytes`: between its quotes. `None`: no template yet.
     place: Option<(usize, usize, Part)>,
@@ -33,7 +33,7 @@ pub(super) struct Template {
 
 impl Template {
     /// `data` as the event it would parse to, when it has the kept shape.
-    pub(super) fn read<'a>(&self, data: &'a [u8]) -> Option<StreamEvent<'a>> {
+    pub(crate) fn read<'a>(&self, data: &'a [u8]) -> Option<StreamEvent<'a>> {
         let (start, end, part) = self.place?;
         let (head, tail) = (&self.bytes[..start], &self.bytes[end..]);
         if data.len() <= head.len() + tail.len() || !data.starts_with(head) || !data.ends_with(tail)
@@ -59,7 +59,7 @@ impl Template {
 
     /// Keeps `data`'s shape when its parse `ev` qualifies (see the module's comment); leaves
     /// the template as it was otherwise.
-    pub(super) fn learn(&mut self, data: &[u8], ev: &StreamEvent<'_>) {
+    pub(crate) fn learn(&mut self, data: &[u8], ev: &StreamEvent<'_>) {
         if ev.finish_reason.is_some() || ev.usage.is_some() || ev.done {
             return;
         }
@@ -88,52 +88,49 @@ impl Template {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::{ApiKind, Usage};
-
-    /// What the client takes from an event, to compare the shortcut with a full parse.
-    fn seen(
-        ev: &StreamEvent<'_>,
-    ) -> (
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        Option<Usage>,
-        bool,
-    ) {
+/// The shortcut checked against a full parse of the same event (`full`): panics when they
+/// disagree on anything the client takes after the first event (`id` and `model` are taken
+/// from the first, which is always parsed). Learns as the client does. For the tests and the
+/// fuzz target; returns whether the shortcut applied.
+pub(crate) fn check(t: &mut Template, data: &[u8], full: &Result<StreamEvent<'_>, String>) -> bool {
+    fn seen<'e>(ev: &'e StreamEvent<'_>) -> impl PartialEq + std::fmt::Debug + 'e {
         (
-            ev.text.as_deref().map(str::to_owned),
-            ev.reasoning.as_deref().map(str::to_owned),
-            ev.finish_reason.as_deref().map(str::to_owned),
+            ev.text.as_deref(),
+            ev.reasoning.as_deref(),
+            ev.finish_reason.as_deref(),
             ev.usage,
             ev.done,
         )
     }
+    match t.read(data) {
+        Some(ev) => {
+            let full = full.as_ref().expect("an event the template reads parses");
+            assert_eq!(seen(&ev), seen(full), "{}", String::from_utf8_lossy(data));
+            true
+        }
+        None => {
+            if let Ok(ev) = full {
+                t.learn(data, ev);
+            }
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ApiKind;
 
     /// Every event through the template when it applies, else parsed (and learned), as the
     /// client does; each must equal the full parse. Returns how many took the shortcut.
     fn check(kind: ApiKind, events: &[&str]) -> usize {
         let a = kind.adapter();
         let mut t = Template::default();
-        let mut short = 0;
-        for e in events {
-            let full = a.parse_event(e.as_bytes());
-            match t.read(e.as_bytes()) {
-                Some(ev) => {
-                    short += 1;
-                    let full = full.expect("an event the template reads parses");
-                    assert_eq!(seen(&ev), seen(&full), "{kind:?}: {e}");
-                }
-                None => {
-                    if let Ok(ev) = &full {
-                        t.learn(e.as_bytes(), ev);
-                    }
-                }
-            }
-        }
-        short
+        events
+            .iter()
+            .filter(|e| super::check(&mut t, e.as_bytes(), &a.parse_event(e.as_bytes())))
+            .count()
     }
 
     #[test]
@@ -246,5 +243,29 @@ mod tests {
         let rs_events = [rs("a"), rs("b"), rs("c")];
         let r: Vec<&str> = rs_events.iter().map(String::as_str).collect();
         assert_eq!(check(ApiKind::OpenAiResponses, &r), 2);
+    }
+
+    proptest::proptest! {
+        /// Any text (escapes, quotes, control characters, non-ASCII, empty) in any order of
+        /// answer, reasoning and last events: the shortcut and the parser never disagree.
+        #[test]
+        fn any_text_agrees_with_the_parser(
+            parts in proptest::collection::vec((0u8..4, ".{0,6}"), 1..40)
+        ) {
+            let events: Vec<String> = parts
+                .iter()
+                .map(|(shape, text)| {
+                    let t = serde_json::to_string(text).unwrap();
+                    match shape {
+                        0 => format!(r#"{{"id":"c","choices":[{{"index":0,"delta":{{"content":{t}}},"finish_reason":null}}]}}"#),
+                        1 => format!(r#"{{"id":"c","choices":[{{"index":0,"delta":{{"reasoning":{t}}},"finish_reason":null}}]}}"#),
+                        2 => format!(r#"{{"id":"c","choices":[{{"index":0,"delta":{{"content":{t}}},"finish_reason":"stop"}}]}}"#),
+                        _ => format!(r#"{{"id":"c","choices":[{{"index":0,"delta":{{"content":"{}"}},"finish_reason":null}}]}}"#, text.replace(['"', '\\'], "")),
+                    }
+                })
+                .collect();
+            let refs: Vec<&str> = events.iter().map(String::as_str).collect();
+            check(ApiKind::OpenAiChat, &refs);
+        }
     }
 }
