@@ -126,6 +126,28 @@ impl SseParser {
             if self.line.len() + head.len() > MAX_LINE {
                 return self.stop(TooLarge::Line);
             }
+            // The usual event, one `data:` line and its blank line in the same read: handed
+            // over from the read itself, not copied into `data` first.
+            if self.line.is_empty() && !self.has_data && !self.lines {
+                let blank = if bytes.starts_with(b"\n") {
+                    1
+                } else if bytes.starts_with(b"\r\n") {
+                    2
+                } else {
+                    0
+                };
+                if blank > 0
+                    && let Some(v) = head.strip_prefix(b"data:")
+                {
+                    let value = v.strip_prefix(b" ").unwrap_or(v);
+                    if value.len() + 1 > MAX_EVENT {
+                        return self.stop(TooLarge::Event);
+                    }
+                    bytes = &bytes[blank..];
+                    on_event(value)?;
+                    continue;
+                }
+            }
             let flow = if self.line.is_empty() {
                 self.line_done(head, on_event)
             } else {
@@ -331,6 +353,22 @@ mod tests {
         fn any_split_gives_the_same_events(mut splits in proptest::collection::vec(0usize..STREAM.len(), 0..12)) {
             splits.sort_unstable();
             prop_assert_eq!(events(STREAM, &splits), events(STREAM, &[]));
+        }
+
+        /// Streams built from every kind of line and line end: events handed over straight
+        /// from a read (one data line, then its blank line) are the same as when the pieces
+        /// arrive apart and the parser gathers them.
+        #[test]
+        fn any_stream_any_split(
+            pieces in proptest::collection::vec(0usize..10, 0..40),
+            mut splits in proptest::collection::vec(0usize..400, 0..12),
+        ) {
+            const P: [&str; 10] = ["data: a", "data:b", "data:", ": c", "event: e", "\n", "\r\n", "\r", "data: {\"x\":1}\n\n", "id: 1"];
+            let input: String = pieces.iter().map(|&i| P[i]).collect();
+            splits.sort_unstable();
+            let bytes: Vec<usize> = (0..=input.len()).collect();
+            prop_assert_eq!(events(input.as_bytes(), &splits), events(input.as_bytes(), &[]));
+            prop_assert_eq!(events(input.as_bytes(), &bytes), events(input.as_bytes(), &[]));
         }
     }
 }
