@@ -360,9 +360,12 @@ async fn a_trace_is_replayed_at_its_own_offsets() {
         // The server saw each request at its trace offset (relative to the first).
         errors_ms.push(((arrival(rec) - a0) - want_us).abs() / 1e3);
     }
+    // Margins for a 2-core host whose wake-ups run late by a few ms now and then (measured
+    // here: median 0.2 ms, four of 40 at 2–5 ms); a replay that lost the trace's offsets is
+    // off by the gaps, tens to hundreds of ms, and drifts.
     errors_ms.sort_by(f64::total_cmp);
-    let within = errors_ms.iter().filter(|e| **e <= 2.0).count();
-    assert!(within >= 38 && errors_ms[20] <= 1.0, "{errors_ms:?}");
+    let within = errors_ms.iter().filter(|e| **e <= 5.0).count();
+    assert!(within >= 36 && errors_ms[20] <= 2.0, "{errors_ms:?}");
     assert_eq!(
         r.summary.load,
         "open loop, trace replay of trace.csv at 2× speed"
