@@ -269,7 +269,9 @@ async fn periodic_stalls_freeze_the_stream() {
         "{} stalls in {span:.0} ms: {big:?}",
         big.len()
     );
-    assert!(big.iter().all(|g| *g < 300.0 + 10.0 + 15.0), "{big:?}");
+    // A stall plus one step, plus up to 50 ms of wake-up delay: 16 ms was measured beside
+    // three other tests on two cores; a doubled or missing stall is off by 300 ms.
+    assert!(big.iter().all(|g| *g < 300.0 + 10.0 + 50.0), "{big:?}");
 }
 
 #[tokio::test]
