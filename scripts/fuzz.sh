@@ -9,7 +9,7 @@
 #   scripts/fuzz.sh all [RUNS]         every target in turn
 #
 # A crash leaves its input in fuzz/artifacts/TARGET/; copy it into tests/fixtures/fuzz/TARGET/
-# once fixed, where `cargo nextest run` (tests/fuzz_replay.rs) replays it on every CI run.
+# once fixed, where `cargo nextest run` (tests/e2e/fuzz_replay.rs) replays it on every CI run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=(sse event contract dataset trace peer_result records)

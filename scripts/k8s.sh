@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Kubernetes manifests in deploy/k8s/, checked offline against the Kubernetes API's own
 # schemas (the `kubernetes-validate` package from PyPI, which carries them), and read as JSON
-# for tests/deploy.rs.
+# for tests/e2e/deploy.rs.
 #
 #   scripts/k8s.sh validate      every manifest, strict (unknown fields are errors)
 #   scripts/k8s.sh json FILE     the file's documents as one JSON array

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A reader of Parquet files that is not goodput's own (Apache Arrow's pyarrow, from PyPI), for
-# tests/export.rs: it reads a file back and prints its schema and rows as JSON, so the test
+# tests/e2e/export.rs: it reads a file back and prints its schema and rows as JSON, so the test
 # holds them against the bundle's requests.jsonl.
 #
 #   scripts/pyarrow.sh read FILE.parquet

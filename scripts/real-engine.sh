@@ -8,7 +8,10 @@
 #   scripts/real-engine.sh model          prints the model file's path
 #   scripts/real-engine.sh serve PORT     runs the server in the foreground (for [cold_start] launch)
 #   scripts/real-engine.sh start PORT     starts it in the background, waits until ready (bounded)
-#   scripts/real-engine.sh stop           stops what `start` started
+#   scripts/real-engine.sh stop [PORT]    stops what `start PORT` started (no port: every one)
+#
+# Servers started on different ports are independent (a pid and a log file each), so tests
+# that each start their own can run side by side.
 #
 # Everything lives in $GOODPUT_REAL_ENGINE_DIR (default ~/.cache/goodput/real-engine), outside
 # the repository. A second `install` only checks and takes about a second.
@@ -64,34 +67,37 @@ serve() {
 start() {
     local port="${1:?start needs a port}"
     install
-    stop >/dev/null 2>&1 || true
+    local pidfile="$DIR/server-$port.pid" log="$DIR/server-$port.log"
+    stop "$port" >/dev/null 2>&1 || true
     setsid "$PY" "$HERE/llamacpp_server.py" --model "$MODEL" --port "$port" \
         --parallel "${GOODPUT_REAL_ENGINE_SLOTS:-4}" --ctx "${GOODPUT_REAL_ENGINE_CTX:-4096}" \
-        --threads "${GOODPUT_REAL_ENGINE_THREADS:-1}" >"$DIR/server.log" 2>&1 &
-    echo $! >"$DIR/server.pid"
+        --threads "${GOODPUT_REAL_ENGINE_THREADS:-1}" >"$log" 2>&1 &
+    echo $! >"$pidfile"
     local deadline=$((SECONDS + READY_TIMEOUT_S))
     until python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=1)" 2>/dev/null; do
-        if ! kill -0 "$(cat "$DIR/server.pid")" 2>/dev/null; then
-            tail -20 "$DIR/server.log" >&2
-            die "the server exited before it was ready (log above: $DIR/server.log)"
+        if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+            tail -20 "$log" >&2
+            die "the server exited before it was ready (log above: $log)"
         fi
-        ((SECONDS < deadline)) || { stop; die "not ready after ${READY_TIMEOUT_S}s (log: $DIR/server.log)"; }
+        ((SECONDS < deadline)) || { stop "$port"; die "not ready after ${READY_TIMEOUT_S}s (log: $log)"; }
         sleep 0.2
     done
     echo "http://127.0.0.1:$port"
 }
 
 stop() {
-    [[ -f "$DIR/server.pid" ]] || return 0
-    local pid
-    pid="$(cat "$DIR/server.pid")"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
+    local f pid
+    for f in "$DIR"/server-"${1:-*}".pid; do
+        [[ -f "$f" ]] || continue
+        pid="$(cat "$f")"
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        rm -f "$f"
     done
-    kill -KILL "$pid" 2>/dev/null || true
-    rm -f "$DIR/server.pid"
 }
 
 case "${1:-}" in
@@ -100,6 +106,6 @@ case "${1:-}" in
     model) install && echo "$MODEL" ;;
     serve) serve "${2:-}" ;;
     start) start "${2:-}" ;;
-    stop) stop ;;
-    *) die "usage: $0 install|python|model|serve PORT|start PORT|stop" ;;
+    stop) stop "${2:-}" ;;
+    *) die "usage: $0 install|python|model|serve PORT|start PORT|stop [PORT]" ;;
 esac

@@ -4,6 +4,7 @@
 //! Ignored by a plain `cargo test` (it installs ~260 MB from PyPI on first use); `.ci/run` runs
 //! it with `cargo test --test real_engine -- --ignored`, after `scripts/real-engine.sh install`.
 
+#[path = "e2e/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeSet;
@@ -232,7 +233,8 @@ async fn llamacpp_slots_batch_concurrent_completions_in_the_servers_own_tokens()
 
 /// The engine started once (`scripts/real-engine.sh start`) and stopped when dropped, for
 /// tests that need one server across several runs.
-struct Started(String);
+/// Each on its own port, so tests run side by side.
+struct Started(String, u16);
 
 impl Started {
     fn new() -> Started {
@@ -241,7 +243,7 @@ impl Started {
             .local_addr()
             .unwrap()
             .port();
-        Started(script(&["start", &port.to_string()]))
+        Started(script(&["start", &port.to_string()]), port)
     }
 }
 
@@ -251,7 +253,7 @@ impl Drop for Started {
             env!("CARGO_MANIFEST_DIR"),
             "/scripts/real-engine.sh"
         ))
-        .arg("stop")
+        .args(["stop", &self.1.to_string()])
         .output();
     }
 }

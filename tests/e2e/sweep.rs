@@ -1,6 +1,6 @@
 //! `goodput sweep` over the simulator (issue #10, in part).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 
@@ -75,7 +75,7 @@ fn two_varied_fields_and_bad_values_are_refused() {
     );
 }
 
-// The capacity search against the simulator's own capacity: tests/trust.rs, where the
+// The capacity search against the simulator's own capacity: tests/e2e/trust.rs, where the
 // same rule judges both.
 
 #[test]

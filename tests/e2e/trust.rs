@@ -4,7 +4,7 @@
 //! diagnosed as a short warm-up, small runs INVALID on Poisson noise, Ctrl-C counted as SLO
 //! misses, and closed loop always INVALID.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

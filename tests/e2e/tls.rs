@@ -3,7 +3,7 @@
 //! the run measures as over plain HTTP; without it, every request fails with an error that says
 //! the certificate is not trusted and how to fix it; `insecure` runs, loudly.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! Quality held constant (issue #8): consistency between results of the same plan, the
 //! simulator's degradations caught by `compare`, reference scoring end to end, and `audit`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -9,7 +9,7 @@
 //! (127.211.0.0/16, bridged), made and removed by the test; where the kernel (or a missing
 //! `ip`) refuses them, the test says so and skips.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Cold start and warm-up (issue #4): launch timing, the first requests as their own result,
 //! `until_stable`, and launch failures that leave nothing running.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

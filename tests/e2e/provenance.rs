@@ -1,7 +1,7 @@
 //! Provenance: what the bundle keeps about the target (probe answers, resolved facts, the
 //! server's own metrics) and `goodput audit` grading bundles from them.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! figures absent with reasons, nothing else changed), an unreachable telemetry page, a
 //! sweep's frontier, and the contract errors a user can make.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -4,7 +4,7 @@
 //! GitHub Actions and GitLab CI files call) passes against a healthy engine and fails with the
 //! gate's status when the SLO is missed or the outputs change.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

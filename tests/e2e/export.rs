@@ -4,7 +4,7 @@
 //! JSON lines hold the same rows; the column meanings are documented in `docs/export-columns.md`
 //! (checked against the code, regenerated with UPDATE_EXPORT_DOC=1).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Command;

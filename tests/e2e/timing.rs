@@ -1,7 +1,8 @@
-//! Timing-sensitive end-to-end tests (issue #3), in their own test binary so no other test
-//! competes for the two cores, and serialised with each other for the same reason.
+//! Timing-sensitive end-to-end tests (issue #3). nextest runs each alone (`.config/nextest.toml`)
+//! so no other test competes for the two cores; under `cargo test`, `SERIAL` keeps them from each
+//! other only (use nextest to time them).
 
-mod common;
+use crate::common;
 
 use common::{parse, run_in};
 use goodput::run::RunResult;

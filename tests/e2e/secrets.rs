@@ -4,7 +4,7 @@
 //! launched process that prints its environment, are found in no file written, nor on stdout
 //! or stderr.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

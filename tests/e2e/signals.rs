@@ -3,7 +3,7 @@
 //! launched never outlives it (not even `kill -9` of goodput), and every wait before the load
 //! gives way to a signal.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Token-exact workloads: prompts built with a real tokenizer, datasets, empirical lengths, cache
 //! state and trace replay, each checked against the simulator's ground truth or the source file.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

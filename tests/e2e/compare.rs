@@ -1,6 +1,6 @@
 //! Repeats and `compare` with the simulator (issue #7).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -6,7 +6,7 @@
 //! the difference significant; a capacity search with classes against the same search on the
 //! simulator's discrete-event clock; and the contract errors a user can make.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! `goodput run` end to end (issue #3): against the simulator in-process, against hand-rolled
 //! servers with real engines' stream quirks, and through the binary for bad input and Ctrl-C.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,6 +1,6 @@
 //! The simulator against its specification (issue #2), over real HTTP on loopback.
 
-mod common;
+use crate::common;
 
 use common::{http, median, ms, post, prompt, sim};
 use goodput::sim::SimConfig;
