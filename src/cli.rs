@@ -49,9 +49,11 @@ pub struct OutputArgs {
     /// (always in report.html, report.md, and every `--format` but terminal).
     #[arg(long, short)]
     pub verbose: bool,
-    /// Leave the CPUs' idle states alone. By default a run asks the kernel
-    /// (/dev/cpu_dma_latency, when writable) to keep idle CPUs quick to wake, so the open-loop
-    /// schedule is kept to the tens of microseconds; environment.json says whether it held.
+    /// Leave the CPUs' idle states alone and the dispatch thread at normal priority. By default
+    /// a run asks the kernel (/dev/cpu_dma_latency, when writable) to keep idle CPUs quick to
+    /// wake, and runs the thread that keeps the open-loop schedule at real-time priority 1 (when
+    /// permitted), so the schedule is kept to the tens of microseconds; environment.json says
+    /// whether each held.
     #[arg(long)]
     pub no_wake_latency_hold: bool,
 }

@@ -277,6 +277,9 @@ pub async fn run(
     .await?;
     // The connections the load opened (before the recount opens any of its own).
     environment["client_http"]["connections"] = connects.summary(load_started);
+    if let Some(s) = outcome.dispatch_thread.clone() {
+        environment["client_wake_latency"]["dispatch_thread"] = s;
+    }
     // A live demo's load: what each of its segments was.
     let segments = match opts.live.as_ref().and_then(|b| b.control()) {
         Some(k) => {
@@ -744,6 +747,7 @@ async fn load(
         follow_ups: std::sync::OnceLock::new(),
         start_us,
         control: opts.live.as_ref().and_then(|b| b.control().cloned()),
+        realtime: opts.wake_latency_hold,
     });
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();

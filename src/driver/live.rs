@@ -108,8 +108,7 @@ impl Driver {
             dispatched: shared.dispatched.load(Ordering::Acquire),
             dropped: shared.dropped.load(Ordering::Acquire),
             interrupted: cancel.is_cancelled(),
-            built_late: 0,
-            failed: None,
+            ..DriveOutcome::default()
         }
     }
 

@@ -827,6 +827,33 @@ fn no_wake_latency_hold_leaves_idle_states_alone_and_says_so() {
             .unwrap()
             .contains("--no-wake-latency-hold")
     );
+    // The dispatch thread stayed a normal thread, and the bundle says so.
+    assert_eq!(wake["dispatch_thread"]["policy"], "normal", "{wake}");
+    assert_eq!(
+        wake["dispatch_thread"]["why"], "declined (--no-wake-latency-hold)",
+        "{wake}"
+    );
+
+    // Without the flag, the bundle says how the thread ran: real-time, or why not.
+    let out = goodput(&["run", p.to_str().unwrap(), "--quiet"], d);
+    assert!(out.status.success());
+    let held = std::fs::read_dir(d.join("runs/nohold"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|b| *b != bundle)
+        .unwrap();
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(held.join("environment.json")).unwrap())
+            .unwrap();
+    let thread = &env["client_wake_latency"]["dispatch_thread"];
+    match thread["policy"].as_str() {
+        Some("SCHED_FIFO") => assert_eq!(thread["priority"], 1, "{thread}"),
+        Some("normal") => assert!(
+            thread["why"].as_str().unwrap().contains("not granted"),
+            "{thread}"
+        ),
+        _ => panic!("{thread}"),
+    }
 }
 
 /// `run --set` and the shorthands (issue #17): the changes are made to the contract's text
