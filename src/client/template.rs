@@ -11,7 +11,9 @@
 //! with that text: the parser would read the same structure and the same values everywhere
 //! else, and the bytes between the quotes as the text. Anything else is parsed in full, as
 //! before, so a server whose events differ in more than their text (OpenAI's per-event
-//! `obfuscation` padding, a changing `id`) only loses the shortcut.
+//! `obfuscation` padding, a changing `id`) only loses the shortcut. Such a stream stops keeping
+//! shapes after [`GIVE_UP`] misses in a row, so it does not pay for a copy of every event either;
+//! an occasional miss (llama.cpp's `created` ticks once a second) keeps the shortcut.
 
 use std::borrow::Cow;
 
@@ -24,16 +26,22 @@ enum Part {
     Reasoning,
 }
 
+/// Qualifying events in a row that a kept shape did not match, after which a stream keeps no
+/// more shapes: its events differ in more than their text.
+pub(crate) const GIVE_UP: u8 = 4;
+
 #[derive(Debug, Default)]
 pub(crate) struct Template {
     bytes: Vec<u8>,
     /// The text's place in `bytes`: between its quotes. `None`: no template yet.
     place: Option<(usize, usize, Part)>,
+    /// Qualifying events in a row that did not match the kept shape.
+    misses: u8,
 }
 
 impl Template {
     /// `data` as the event it would parse to, when it has the kept shape.
-    pub(crate) fn read<'a>(&self, data: &'a [u8]) -> Option<StreamEvent<'a>> {
+    pub(crate) fn read<'a>(&mut self, data: &'a [u8]) -> Option<StreamEvent<'a>> {
         let (start, end, part) = self.place?;
         let (head, tail) = (&self.bytes[..start], &self.bytes[end..]);
         if data.len() <= head.len() + tail.len() || !data.starts_with(head) || !data.ends_with(tail)
@@ -45,6 +53,7 @@ impl Template {
             return None;
         }
         let text = Some(Cow::Borrowed(std::str::from_utf8(body).ok()?));
+        self.misses = 0;
         Some(match part {
             Part::Text => StreamEvent {
                 text,
@@ -58,9 +67,9 @@ impl Template {
     }
 
     /// Keeps `data`'s shape when its parse `ev` qualifies (see the module's comment); leaves
-    /// the template as it was otherwise.
+    /// the template as it was otherwise. `data` did not match the kept shape (`read` said no).
     pub(crate) fn learn(&mut self, data: &[u8], ev: &StreamEvent<'_>) {
-        if ev.finish_reason.is_some() || ev.usage.is_some() || ev.done {
+        if ev.finish_reason.is_some() || ev.usage.is_some() || ev.done || self.misses >= GIVE_UP {
             return;
         }
         let (text, part) = match (&ev.text, &ev.reasoning) {
@@ -81,6 +90,15 @@ impl Template {
             || data[end] != b'"'
         {
             return;
+        }
+        if self.place.is_some() {
+            self.misses += 1;
+            if self.misses >= GIVE_UP {
+                // This stream's events differ in more than their text: keep nothing more.
+                self.place = None;
+                self.bytes = Vec::new();
+                return;
+            }
         }
         self.bytes.clear();
         self.bytes.extend_from_slice(data);
@@ -194,6 +212,42 @@ mod tests {
             r#"{"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"stop"}]}"#,
         ];
         assert_eq!(check(ApiKind::OpenAiChat, &events), 0);
+    }
+
+    /// A stream whose every event differs outside its text stops keeping shapes (no copy per
+    /// event); one whose events differ now and then keeps the shortcut between.
+    #[test]
+    fn a_stream_that_never_matches_stops_keeping_shapes_and_an_occasional_miss_does_not() {
+        let a = ApiKind::OpenAiChat.adapter();
+        let padded = |i: usize| {
+            format!(
+                r#"{{"id":"c","choices":[{{"index":0,"delta":{{"content":"t{i}"}}}}],"obfuscation":"{}"}}"#,
+                "x".repeat(i % 7 + 1)
+            )
+        };
+        let mut t = Template::default();
+        for i in 0..20 {
+            let e = padded(i);
+            assert!(!super::check(
+                &mut t,
+                e.as_bytes(),
+                &a.parse_event(e.as_bytes())
+            ));
+            // The first event is kept, then each miss replaces it, up to the limit of misses.
+            assert_eq!(t.place.is_some(), i < usize::from(GIVE_UP), "event {i}");
+        }
+        assert!(t.bytes.is_empty());
+        // `created` ticking once a second: one miss per tick, every other event a hit.
+        let ticking = |i: usize| {
+            format!(
+                r#"{{"id":"c","created":{},"choices":[{{"index":0,"delta":{{"content":"t{i}"}}}}]}}"#,
+                1000 + i / 10
+            )
+        };
+        let events: Vec<String> = (0..100).map(ticking).collect();
+        let refs: Vec<&str> = events.iter().map(String::as_str).collect();
+        // The first of each ten is parsed (the first event, then each tick), the rest read.
+        assert_eq!(check(ApiKind::OpenAiChat, &refs), 90);
     }
 
     #[test]
