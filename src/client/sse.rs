@@ -137,10 +137,9 @@ impl SseParser {
                     0
                 };
                 if blank > 0
-                    && let Some(v) = head.strip_prefix(b"data:")
+                    && let (b"data", value) = field(head)
                 {
-                    let value = v.strip_prefix(b" ").unwrap_or(v);
-                    if value.len() + 1 > MAX_EVENT {
+                    if !self.fits(value) {
                         return self.stop(TooLarge::Event);
                     }
                     bytes = &bytes[blank..];
@@ -165,6 +164,11 @@ impl SseParser {
         }
         self.line.extend_from_slice(bytes);
         ControlFlow::Continue(())
+    }
+
+    /// Whether a data line's `value` still fits the event being gathered (with its newline).
+    fn fits(&self, value: &[u8]) -> bool {
+        self.data.len() + value.len() < MAX_EVENT
     }
 
     fn stop(&mut self, why: TooLarge) -> ControlFlow<()> {
@@ -198,15 +202,8 @@ impl SseParser {
         if line[0] == b':' {
             return ControlFlow::Continue(());
         }
-        let (field, value) = match line.iter().position(|b| *b == b':') {
-            Some(i) => {
-                let v = &line[i + 1..];
-                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
-            }
-            None => (line, &b""[..]),
-        };
-        if field == b"data" {
-            if self.data.len() + value.len() + 1 > MAX_EVENT {
+        if let (b"data", value) = field(line) {
+            if !self.fits(value) {
                 return self.stop(TooLarge::Event);
             }
             if self.has_data {
@@ -216,6 +213,18 @@ impl SseParser {
             self.has_data = true;
         }
         ControlFlow::Continue(())
+    }
+}
+
+/// A line's field name and value: the value is what follows the first colon, less one space
+/// after it; a line without a colon is a field with an empty value.
+fn field(line: &[u8]) -> (&[u8], &[u8]) {
+    match memchr::memchr(b':', line) {
+        Some(i) => {
+            let v = &line[i + 1..];
+            (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+        }
+        None => (line, &[]),
     }
 }
 
