@@ -277,8 +277,11 @@ pub async fn run(
     .await?;
     // The connections the load opened (before the recount opens any of its own).
     environment["client_http"]["connections"] = connects.summary(load_started);
-    if let Some(s) = outcome.dispatch_thread.clone() {
-        environment["client_wake_latency"]["dispatch_thread"] = s;
+    if let Some(p) = &outcome.dispatch_thread {
+        environment["client_wake_latency"]["dispatch_thread"] = match p {
+            crate::driver::Priority::RealTime => json!({ "policy": "SCHED_FIFO", "priority": 1 }),
+            crate::driver::Priority::Normal(why) => json!({ "policy": "normal", "why": why }),
+        };
     }
     // A live demo's load: what each of its segments was.
     let segments = match opts.live.as_ref().and_then(|b| b.control()) {

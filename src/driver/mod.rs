@@ -47,9 +47,17 @@ pub struct DriveOutcome {
     /// Why the load stopped short on the client's side, when it did: no thread could be
     /// started to build requests on, or the dispatch thread failed.
     pub failed: Option<String>,
-    /// How the open-loop dispatch thread was scheduled (`environment.json`
-    /// `client_wake_latency.dispatch_thread`); `None` for other load models.
-    pub dispatch_thread: Option<serde_json::Value>,
+    /// How the open-loop dispatch thread was scheduled; `None` for other load models.
+    pub dispatch_thread: Option<Priority>,
+}
+
+/// How a thread that keeps the schedule was scheduled ([`PreciseSleeps`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Priority {
+    /// `SCHED_FIFO` at priority 1.
+    RealTime,
+    /// A normal thread, and why.
+    Normal(String),
 }
 
 /// A run's fixed inputs.
@@ -572,22 +580,16 @@ struct PreciseSleeps {
 }
 
 impl PreciseSleeps {
-    /// Also returns what `environment.json` keeps of how the thread was scheduled.
-    fn on_this_thread(realtime: bool) -> (PreciseSleeps, serde_json::Value) {
+    /// Also returns how the thread is scheduled.
+    fn on_this_thread(realtime: bool) -> (PreciseSleeps, Priority) {
         set_timer_slack_ns(1);
-        let status = if realtime {
-            match set_fifo(true) {
-                Ok(()) => serde_json::json!({ "policy": "SCHED_FIFO", "priority": 1 }),
-                Err(e) => serde_json::json!({
-                    "policy": "normal",
-                    "why": format!("SCHED_FIFO not granted: {e}"),
-                }),
-            }
-        } else {
-            serde_json::json!({ "policy": "normal", "why": "declined (--no-wake-latency-hold)" })
+        let priority = match realtime.then(|| set_fifo(true)) {
+            Some(Ok(())) => Priority::RealTime,
+            Some(Err(e)) => Priority::Normal(format!("SCHED_FIFO not granted: {e}")),
+            None => Priority::Normal("declined (--no-wake-latency-hold)".to_owned()),
         };
-        let realtime = status["policy"] == "SCHED_FIFO";
-        (PreciseSleeps { realtime }, status)
+        let realtime = priority == Priority::RealTime;
+        (PreciseSleeps { realtime }, priority)
     }
 }
 
@@ -696,21 +698,20 @@ mod tests {
         // Its own thread: the test harness's thread is left as it was either way.
         std::thread::spawn(|| {
             let (held, status) = PreciseSleeps::on_this_thread(true);
-            match status["policy"].as_str() {
-                Some("SCHED_FIFO") => assert_eq!(policy(), libc::SCHED_FIFO, "{status}"),
-                Some("normal") => {
-                    assert!(
-                        status["why"].as_str().unwrap().contains("not granted"),
-                        "{status}"
-                    );
+            match &status {
+                Priority::RealTime => assert_eq!(policy(), libc::SCHED_FIFO, "{status:?}"),
+                Priority::Normal(why) => {
+                    assert!(why.contains("not granted"), "{status:?}");
                     assert_eq!(policy(), libc::SCHED_OTHER);
                 }
-                _ => panic!("{status}"),
             }
             drop(held);
             assert_eq!(policy(), libc::SCHED_OTHER);
             let (_held, status) = PreciseSleeps::on_this_thread(false);
-            assert_eq!(status["why"], "declined (--no-wake-latency-hold)");
+            assert_eq!(
+                status,
+                Priority::Normal("declined (--no-wake-latency-hold)".to_owned())
+            );
             assert_eq!(policy(), libc::SCHED_OTHER);
         })
         .join()
