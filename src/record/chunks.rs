@@ -109,6 +109,12 @@ impl Chunks {
         }
     }
 
+    /// Makes room for `n` more chunks that arrive close together (a gap under 64 µs takes a
+    /// byte).
+    pub fn reserve(&mut self, n: usize) {
+        self.gaps.reserve(n);
+    }
+
     pub fn clear(&mut self) {
         *self = Chunks::default();
     }
