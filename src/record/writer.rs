@@ -9,11 +9,9 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::sync::mpsc::error::TryRecvError;
 
 use super::{Outcome, Record};
 
@@ -82,18 +80,10 @@ impl Observer for Stability {
     }
 }
 
-/// The longest a finished request's record waits before it is written.
-pub const LINGER: Duration = Duration::from_millis(5);
-
 /// Writes records until every sender is gone; returns how many it wrote. None is kept: the
 /// file is the run's memory (read back when the load is over), so a run's memory does not
 /// grow with its length. Blocking: run it on its own thread (`std::thread::spawn` or
 /// `spawn_blocking`).
-///
-/// It looks for records rather than waiting on the channel: a waiting receiver has to be woken
-/// by the sender, a system call and a switch of threads for every record, and each record
-/// became a write of its own. Looking every [`LINGER`] at most, records reach the file in
-/// batches, at most that long after they finish.
 pub fn write_records(
     path: &Path,
     mut rx: UnboundedReceiver<Record>,
@@ -106,19 +96,7 @@ pub fn write_records(
     let mut out = std::io::BufWriter::new(file);
     let mut written = 0;
     let mut line = Vec::new();
-    let mut nap = Duration::ZERO;
-    loop {
-        let mut rec = match rx.try_recv() {
-            Ok(rec) => rec,
-            Err(TryRecvError::Empty) => {
-                out.flush()?;
-                nap = (nap * 2).clamp(Duration::from_micros(250), LINGER);
-                std::thread::sleep(nap);
-                continue;
-            }
-            Err(TryRecvError::Disconnected) => break,
-        };
-        nap = Duration::ZERO;
+    while let Some(mut rec) = rx.blocking_recv() {
         line.clear();
         serde_json::to_writer(&mut line, &rec).map_err(std::io::Error::other)?;
         // A secret a server echoed (a 401 body quoting the key) never reaches the file, nor
@@ -132,6 +110,9 @@ pub fn write_records(
         }
         out.write_all(&line)?;
         out.write_all(b"\n")?;
+        if rx.is_empty() {
+            out.flush()?;
+        }
         for o in &mut observers {
             o.observe(&rec);
         }
