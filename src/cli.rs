@@ -834,7 +834,7 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(why) = &r.aborted {
         // Stopped on its own: the target failed. Said on stderr, with exit status 3.
         let first = first();
-        let first = if st.ok == 0 && !why.contains(&first) {
+        let first = if st.ok == 0 && !why.contains(&*first) {
             format!("; no request succeeded, the first failed with: {first}")
         } else if st.ok == 0 {
             "; no request succeeded".to_owned()

@@ -943,17 +943,23 @@ struct ReasoningSplit {
 /// The reasoning part of a request's output, `None` when it did not reason (no reasoning chunk
 /// streamed and no reasoning tokens reported). Chunk token counts are the client's; like
 /// TPOT's first chunk they are scaled into the output count's units.
+/// The request streamed reasoning or the server counted some: it has a [`ReasoningSplit`].
+fn reasons(r: &Record) -> bool {
+    (r.reasoning_chunks > 0 && !r.chunks.is_empty())
+        || r.usage_reasoning_tokens.is_some_and(|u| u > 0)
+}
+
 fn reasoning_split(
     r: &Record,
     source: TokenSource,
     output_tokens: u32,
     counted: u32,
 ) -> Option<ReasoningSplit> {
-    let rc = (r.reasoning_chunks as usize).min(r.chunks.len());
-    let usage = r.usage_reasoning_tokens.filter(|&u| u > 0);
-    if rc == 0 && usage.is_none() {
+    if !reasons(r) {
         return None;
     }
+    let rc = (r.reasoning_chunks as usize).min(r.chunks.len());
+    let usage = r.usage_reasoning_tokens.filter(|&u| u > 0);
     let scale = if counted > 0 {
         f64::from(output_tokens) / f64::from(counted)
     } else {
@@ -1055,11 +1061,21 @@ fn within_slo(slo: &crate::contract::Slo, m: &RequestMetrics) -> bool {
 
 fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
     let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
-    let mut v: [Vec<f64>; 8] = Default::default();
+    // Room for every value at once: a million-request phase's lists grown a doubling at a time
+    // held half as much again while each moved (README, Performance: `report` at scale).
+    let n_ok = records.iter().filter(|r| r.is_ok()).count();
+    let mut v: [Vec<f64>; 8] = std::array::from_fn(|k| {
+        Vec::with_capacity(if [3, 6, 7].contains(&k) {
+            records.len()
+        } else {
+            n_ok
+        })
+    });
     let mut itl = Itl::default();
-    // TTFO, TPOT of the answer, reasoning tokens.
-    let mut rv: [Vec<f64>; 3] = Default::default();
-    let mut reasoned = false;
+    // TTFO, TPOT of the answer, reasoning tokens: only when some request reasoned.
+    let reasoned = records.iter().any(|r| r.is_ok() && reasons(r));
+    let mut rv: [Vec<f64>; 3] =
+        std::array::from_fn(|_| Vec::with_capacity(if reasoned { n_ok } else { 0 }));
     let mut ok = 0;
     for r in records {
         // Every arrival's lag counts, whatever became of the request.
@@ -1077,10 +1093,11 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         v[2].extend(m.e2e_ms);
         v[4].push(f64::from(m.input_tokens));
         v[5].push(f64::from(m.output_tokens));
-        reasoned |= m.reasoning_tokens.is_some();
-        rv[0].extend(m.ttfo_ms);
-        rv[1].extend(m.tpot_answer_ms);
-        rv[2].push(f64::from(m.reasoning_tokens.unwrap_or(0)));
+        if reasoned {
+            rv[0].extend(m.ttfo_ms);
+            rv[1].extend(m.tpot_answer_ms);
+            rv[2].push(f64::from(m.reasoning_tokens.unwrap_or(0)));
+        }
     }
     let [ttfo, tpot_answer, reasoning] = rv.map(|x| if reasoned { Dist::of(x) } else { None });
     let [ttft, tpot, e2e, lag, input, output, wake, queue] = v;

@@ -416,11 +416,11 @@ impl Client {
             return;
         }
         let text = text.unwrap_or_default();
-        rec.output_digest = Some(crate::quality::digest(text));
+        rec.output_digest = Some(crate::quality::digest(text).into());
         // A quality probe keeps its text whatever the setting: probes are few, and compare
         // measures token agreement from them.
         if self.keep == KeepOutput::Text || rec.is_probe() {
-            rec.output_text = Some(text.to_owned());
+            rec.output_text = Some(text.into());
         }
     }
 
@@ -541,7 +541,7 @@ impl Client {
                 // no byte of an answer: the server never saw this request. Sent again at once
                 // on a new connection; the latency keeps the failed attempt's microseconds.
                 Err(e) if rec.retried.is_none() && stale_connection(&e) => {
-                    rec.retried = Some(describe(&e));
+                    rec.retried = Some(describe(&e).into());
                     continue;
                 }
                 Err(e) => {
@@ -746,13 +746,13 @@ impl Client {
             }
         };
         if rec.response_id.is_none() {
-            rec.response_id = ev.id.map(Cow::into_owned);
+            rec.response_id = ev.id.map(Into::into);
         }
         if rec.response_model.is_none() {
-            rec.response_model = ev.model.map(Cow::into_owned);
+            rec.response_model = ev.model.map(Into::into);
         }
         if let Some(f) = ev.finish_reason {
-            rec.finish_reason = Some(f.into_owned());
+            rec.finish_reason = Some(f.into());
         }
         if let Some(u) = ev.usage {
             take_usage(rec, &u);
@@ -814,9 +814,9 @@ impl Client {
     fn finish_whole(&self, body: &[u8], rec: &mut Record, now: u64) {
         match self.adapter.parse_event(body) {
             Ok(ev) => {
-                rec.response_id = ev.id.map(Cow::into_owned);
-                rec.response_model = ev.model.map(Cow::into_owned);
-                rec.finish_reason = ev.finish_reason.map(Cow::into_owned);
+                rec.response_id = ev.id.map(Into::into);
+                rec.response_model = ev.model.map(Into::into);
+                rec.finish_reason = ev.finish_reason.map(Into::into);
                 if let Some(u) = ev.usage {
                     take_usage(rec, &u);
                 }

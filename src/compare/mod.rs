@@ -1174,8 +1174,8 @@ mod tests {
                 let mut r = Record::planned(&p, Phase::Quality, "t");
                 r.sent_us = Some(0);
                 r.end_us = Some(1);
-                r.output_digest = Some(crate::quality::digest(t));
-                r.output_text = Some(t.clone());
+                r.output_digest = Some(crate::quality::digest(t).into());
+                r.output_text = Some(t.as_str().into());
                 r
             })
             .collect();

@@ -412,9 +412,9 @@ fn request_columns(b: &Loaded, rs: &[Record]) -> Vec<Column> {
         int(&|r| Some(r.chunks.len() as i64)),
         text(&|r| Some(r.outcome.as_str().to_owned())),
         int(&|r| r.http_status.map(i64::from)),
-        text(&|r| r.error.clone()),
-        text(&|r| r.finish_reason.clone()),
-        text(&|r| r.response_model.clone()),
+        text(&|r| r.error.as_deref().map(str::to_owned)),
+        text(&|r| r.finish_reason.as_deref().map(str::to_owned)),
+        text(&|r| r.response_model.as_deref().map(str::to_owned)),
         Column::Int(
             rs.iter()
                 .zip(&m)

@@ -111,7 +111,7 @@ pub struct Record {
     pub outcome: Outcome,
     /// What went wrong, in words (never contains secrets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub error: Option<Box<str>>,
     /// HTTP status, when a response arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
@@ -119,25 +119,25 @@ pub struct Record {
     /// already closed (this is its error); the record is the second, sent at once on a new
     /// connection, timed from the first send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retried: Option<String>,
+    pub retried: Option<Box<str>>,
     /// Redirects followed (`target.follow_redirects`): status and where each pointed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redirects: Vec<String>,
     /// The response's `model` field: the model that answered, as the server names it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_model: Option<String>,
+    pub response_model: Option<Box<str>>,
     /// The response's `id` field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_id: Option<String>,
+    pub response_id: Option<Box<str>>,
     /// The last `finish_reason` the server sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finish_reason: Option<String>,
+    pub finish_reason: Option<Box<str>>,
     /// SHA-256 (first 16 hex digits) of the generated text, when `[quality]` asks for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_digest: Option<String>,
+    pub output_digest: Option<Box<str>>,
     /// The generated text itself, with `keep_text` or in `reference` mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_text: Option<String>,
+    pub output_text: Option<Box<str>>,
     /// The answer's text (reasoning left out), held in memory for a session's next turn and
     /// never written.
     #[serde(skip)]
@@ -362,7 +362,7 @@ impl Record {
     /// Marks the record failed, keeping whatever was measured before.
     pub fn fail(&mut self, outcome: Outcome, error: impl Into<String>, now_us: u64) {
         self.outcome = outcome;
-        self.error = Some(error.into());
+        self.error = Some(error.into().into());
         self.end_us.get_or_insert(now_us);
     }
 

@@ -136,7 +136,7 @@ pub fn record(spec: &Spec, i: u64, intended_us: u64) -> Record {
     r.usage_prompt_tokens = Some(256);
     r.usage_completion_tokens = Some(n);
     r.response_model = Some("synthetic".into());
-    r.response_id = Some(format!("chatcmpl-{:016x}", rng.random::<u64>()));
+    r.response_id = Some(format!("chatcmpl-{:016x}", rng.random::<u64>()).into());
     r.finish_reason = Some("length".into());
     r
 }

@@ -121,7 +121,7 @@ fn every_format_round_trips_the_records() {
         assert_eq!(row["http_status"], opt(r.http_status.map(u64::from)));
         assert_eq!(
             row["error"],
-            r.error.clone().map_or(Value::Null, Value::from)
+            r.error.as_deref().map_or(Value::Null, Value::from)
         );
         assert_eq!(row["ttft_ms"].as_f64(), m.ttft_ms);
         assert_eq!(row["e2e_ms"].as_f64(), m.e2e_ms);
