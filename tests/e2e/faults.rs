@@ -346,7 +346,13 @@ fn contract_for(url: &str, extra: &str) -> String {
 fn hostile_cell(fault: Fault, class: &str) {
     let dir = tempfile::tempdir().unwrap();
     let server = hostile(fault);
-    let o = run_goodput(dir.path(), &contract_for(&server.url, ""));
+    let mut contract = contract_for(&server.url, "");
+    if class == "too_large" {
+        // Stopped by size, not time: 4 MB of 8-byte lines took over the 1 s timeout to parse
+        // in a spell of the host running at a third of its speed, beside three other tests.
+        contract = contract.replace("timeout = 1\n", "timeout = 10\n");
+    }
+    let o = run_goodput(dir.path(), &contract);
     let cell = format!("{fault:?}");
     let s = check_cell(&cell, &o);
     assert_eq!(o.code, 0, "[{cell}] {}", o.stderr);
