@@ -359,3 +359,24 @@ pub fn des_records(c: &Contract, drain: usize) -> Vec<goodput::record::Record> {
         })
         .collect()
 }
+
+/// How late this machine wakes a thread that sleeps 1 ms, at p99 (ms), over 2,000 sleeps (about
+/// 2 s), with idle CPUs held quick to wake as goodput holds them during a run
+/// (`/dev/cpu_dma_latency` at 0 µs, where the test may open it). Nothing of goodput runs. On
+/// this VM at its usual speed: 0.06 ms; in its slow spells, 2–3 ms.
+pub fn host_wake_late_p99_ms() -> f64 {
+    use std::io::Write;
+    let _hold = std::fs::File::options()
+        .write(true)
+        .open("/dev/cpu_dma_latency")
+        .and_then(|mut f| f.write_all(&0i32.to_ne_bytes()).map(|_| f));
+    let mut late: Vec<f64> = (0..2000)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            t.elapsed().as_secs_f64() * 1e3 - 1.0
+        })
+        .collect();
+    late.sort_by(f64::total_cmp);
+    late[1980]
+}
