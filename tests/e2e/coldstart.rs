@@ -75,7 +75,7 @@ async fn a_launched_simulator_reports_load_time_and_a_slow_first_request_apart()
 
 fn until_stable(threshold: f64, max: u64) -> Contract {
     parse(&format!(
-        "[target.simulator]\ndecode_base_ms = 4\nwarmup_slowdown = 5\nwarmup_steps = 40\n\
+        "[target.simulator]\ndecode_base_ms = 12\nwarmup_slowdown = 5\nwarmup_steps = 40\n\
          [workload]\ninput_tokens = {{ dist = \"fixed\", value = 8 }}\noutput_tokens = {{ dist = \"fixed\", value = 1 }}\n\
          [load]\nmodel = \"closed\"\nconcurrency = 1\nrequests = 20\n\
          [warmup.until_stable]\nwindow = 10\nthreshold = {threshold}\nmax_requests = {max}\n"
@@ -87,13 +87,25 @@ async fn until_stable_ends_after_the_penalty_decays_or_at_its_maximum() {
     let dir = tempfile::tempdir().unwrap();
     // One request at a time and one output token: request k runs exactly engine step k, so the
     // simulator's penalty is gone after request 40. Two windows of 10 must then agree.
+    // A step of 12 ms keeps the window-to-window change of the penalty (about 4 ms per 10
+    // requests early on) well above a slow host's late wake-ups (2-3 ms at p99), which would
+    // otherwise narrow the relative gap between windows and end warm-up early.
     let r = run_in(until_stable(0.15, 300), dir.path()).await.unwrap();
     let w = &r.summary.warmup;
     assert_eq!(w.ended, "stable");
+    let ttfts = || -> Vec<u64> {
+        goodput::bundle::Bundle::load(&r.bundle.dir)
+            .unwrap()
+            .records
+            .iter()
+            .filter_map(|x| Some((x.first_token_us? - x.sent_us?) / 1000))
+            .collect()
+    };
     assert!(
         (50..=90).contains(&w.requests),
-        "warm-up ended after {} requests",
-        w.requests
+        "warm-up ended after {} requests; TTFTs, ms: {:?}",
+        w.requests,
+        ttfts()
     );
     let steady = r.summary.steady.stats.ttft_ms.as_ref().unwrap();
     let warm = r.summary.phases["warmup"].ttft_ms.as_ref().unwrap();
