@@ -80,7 +80,8 @@ pub fn verdicts(s: &Summary) -> String {
         if valid { "VALID" } else { "INVALID" },
         s.grade.verdict.as_str().to_uppercase(),
         match slo {
-            Some(x) if x.pass => "SLO met ✓",
+            Some(x) if x.pass && valid => "SLO met ✓",
+            Some(x) if x.pass => "SLO met, not supported",
             Some(_) => "SLO NOT met ✗",
             None => "no SLO",
         }
@@ -216,6 +217,11 @@ pub fn verdicts(s: &Summary) -> String {
             }
         }
     }
+    // The SLO's tiles are the claims a verdict supports; the rate and the errors below are
+    // counts, true of an INVALID run too.
+    if !valid {
+        unsupported(&mut tiles);
+    }
     let t = &s.steady.throughput;
     if let Some(a) = t.achieved_rps {
         tiles.push(Tile {
@@ -247,6 +253,19 @@ pub fn verdicts(s: &Summary) -> String {
     efficiency_tiles(s, &mut tiles);
     let pass = valid && slo.is_none_or(|x| x.pass);
     banner(&lines, pass, &tiles)
+}
+
+/// Under an INVALID verdict an SLO tile that would pass is not shown green: the run cannot
+/// support it (the client fell behind, too few requests …). It turns neutral and says so; a
+/// failing tile stays red, a warning either way.
+fn unsupported(tiles: &mut [Tile]) {
+    for t in tiles.iter_mut().filter(|t| t.pass == Some(true)) {
+        t.pass = None;
+        t.detail = format!(
+            "meets, but not supported: the run is INVALID · {}",
+            t.detail
+        );
+    }
 }
 
 /// Energy per token, cost per million SLO-meeting tokens and SLO-meeting tokens/s per

@@ -323,6 +323,7 @@ pub fn class_fails(k: &crate::analyze::classes::ClassResult) -> Option<String> {
 
 fn slo_and_throughput(d: &mut Doc, s: &Summary) {
     let st = &s.steady;
+    let valid = s.validity.is_valid();
     if let Some(slo) = &st.slo {
         let parts = slo_metrics(slo, " ms");
         let cancelled = if slo.cancelled > 0 {
@@ -350,10 +351,14 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
                 })
                 .collect();
             d.toned(
-                Tone::warn_if(!slo.pass),
+                Tone::warn_if(!slo.pass || !valid),
                 format!(
                     "SLO {} (each class by its own, below): {}; attainment {:.1}%{cancelled} of all requests, each judged by its class's SLO; goodput {} req/s",
-                    if slo.pass { "met by every class" } else { "NOT met" },
+                    match (slo.pass, valid) {
+                        (true, true) => "met by every class",
+                        (true, false) => "met by every class, but not supported (the run is INVALID)",
+                        (false, _) => "NOT met",
+                    },
                     each.join(", "),
                     slo.attainment * 100.0,
                     opt(slo.goodput_rps)
@@ -361,10 +366,14 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
             );
         } else {
             d.toned(
-                Tone::warn_if(!slo.pass),
+                Tone::warn_if(!slo.pass || !valid),
                 format!(
                     "SLO {}: {}; attainment {:.1}%{cancelled} (target {:.0}%); goodput {} req/s",
-                    if slo.pass { "met" } else { "NOT met" },
+                    match (slo.pass, valid) {
+                        (true, true) => "met",
+                        (true, false) => "met, but not supported (the run is INVALID)",
+                        (false, _) => "NOT met",
+                    },
                     parts.join(", "),
                     slo.attainment * 100.0,
                     slo.attainment_target * 100.0,

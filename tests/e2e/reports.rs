@@ -323,3 +323,46 @@ fn a_file_read_in_blocks_names_its_own_lines() {
         "{w}"
     );
 }
+
+/// An INVALID run's SLO is not shown as met: the terminal says the run cannot support it, and
+/// no headline tile is green under the red banner. (The fixture, judged with a dispatch-lag
+/// bound no client meets, is INVALID with its SLO met.)
+#[test]
+fn an_invalid_runs_met_slo_is_not_shown_as_passing() {
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(FIXTURE).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+    }
+    let contract = dir.path().join("contract.toml");
+    let text = std::fs::read_to_string(&contract).unwrap();
+    let strict = text.replace("max_dispatch_lag_ms = 5.0", "max_dispatch_lag_ms = 0.001");
+    assert_ne!(text, strict);
+    std::fs::write(&contract, strict).unwrap();
+    let d = dir.path().to_str().unwrap();
+    let text = goodput(&["report", d]);
+    assert!(text.contains("Validity: INVALID"), "{text}");
+    assert!(
+        text.contains("SLO met, but not supported (the run is INVALID)"),
+        "{text}"
+    );
+    let html = goodput(&["report", "--html", d]);
+    assert!(html.contains("INVALID ·"), "the banner says INVALID");
+    assert!(
+        html.contains("SLO met, not supported"),
+        "the banner's verdict"
+    );
+    // The SLO's tiles (goodput, TTFT and TPOT at p90) are not green; the counts (completed
+    // requests, errors) are facts of an INVALID run too.
+    let tiles = &html[html.find(r#"id="tiles""#).unwrap()..];
+    let tiles = &tiles[..tiles.find("</section>").unwrap()];
+    let green = tiles.matches(r#"class="tile pass""#).count();
+    assert_eq!(green, 2, "{tiles}");
+    assert_eq!(
+        tiles.matches("meets, but not supported").count(),
+        3,
+        "{tiles}"
+    );
+    // The VALID fixture's tiles are green: the check above is not vacuous.
+    assert!(goodput(&["report", "--html", FIXTURE]).contains(r#"class="tile pass""#));
+}
