@@ -26,13 +26,11 @@ use sse::SseParser;
 /// Everything shared by the requests of a run. Cheap to share behind an `Arc`.
 pub struct Client {
     http: reqwest::Client,
-    url: String,
-    /// Several replicas (`target.urls`): every endpoint URL, and how requests are spread over
-    /// them. Empty: every request to `url`.
-    replicas: Vec<String>,
-    /// `url` and `replicas` parsed once (`None` where a URL does not parse: sent as text, it
-    /// fails as it would have). Parsing the URL of every request was 2% of the client's CPU.
-    parsed: Vec<Option<reqwest::Url>>,
+    /// Where requests go: each endpoint's URL as text (for records and errors) and parsed once
+    /// (`None` where it does not parse: sent as text, it fails as it would have). Parsing the
+    /// URL of every request was 2% of the client's CPU. Several (replicas, `target.urls`):
+    /// each request goes to the one `spread` picks, and its record says which.
+    endpoints: Vec<(String, Option<reqwest::Url>)>,
     spread: crate::contract::Spread,
     api_key: Option<String>,
     adapter: Box<dyn Adapter>,
@@ -65,7 +63,10 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The API key is deliberately not shown.
         f.debug_struct("Client")
-            .field("url", &self.url)
+            .field(
+                "endpoints",
+                &self.endpoints.iter().map(|e| &e.0).collect::<Vec<_>>(),
+            )
             .field("stream", &self.stream)
             .finish()
     }
@@ -282,6 +283,12 @@ pub fn http_pool_settings(keep_alive: Duration, tls: &crate::contract::Tls) -> s
     })
 }
 
+/// An endpoint's URL, and its parsed form where it parses.
+fn endpoint(url: String) -> (String, Option<reqwest::Url>) {
+    let parsed = reqwest::Url::parse(&url).ok();
+    (url, parsed)
+}
+
 /// Microseconds since `epoch`.
 pub fn micros_since(epoch: Instant) -> u64 {
     epoch.elapsed().as_micros() as u64
@@ -302,9 +309,7 @@ impl Client {
         let url = format!("{}{}", base_url.trim_end_matches('/'), adapter.path(stream));
         Client {
             http,
-            parsed: vec![reqwest::Url::parse(&url).ok()],
-            url,
-            replicas: Vec::new(),
+            endpoints: vec![endpoint(url)],
             spread: crate::contract::Spread::default(),
             api_key,
             adapter,
@@ -349,14 +354,9 @@ impl Client {
     pub fn replicas(mut self, bases: &[String], spread: crate::contract::Spread) -> Client {
         if bases.len() > 1 {
             let path = self.adapter.path(self.stream);
-            self.replicas = bases
+            self.endpoints = bases
                 .iter()
-                .map(|b| format!("{}{path}", b.trim_end_matches('/')))
-                .collect();
-            self.parsed = self
-                .replicas
-                .iter()
-                .map(|u| reqwest::Url::parse(u).ok())
+                .map(|b| endpoint(format!("{}{path}", b.trim_end_matches('/'))))
                 .collect();
             self.spread = spread;
         }
@@ -482,17 +482,17 @@ impl Client {
         ends: &mut Ends<'_, '_>,
     ) -> Option<(reqwest::Response, Cow<'_, str>)> {
         // Borrowed unless a redirect is followed: no allocation per request.
-        let mut url = Cow::Borrowed(self.url.as_str());
+        let k = match self.endpoints.len() {
+            1 => 0,
+            n => {
+                let k = self.spread.pick(rec.index, rec.session, n);
+                rec.url = Some(k as u32);
+                k
+            }
+        };
+        let mut url = Cow::Borrowed(self.endpoints[k].0.as_str());
         // The parsed form of `url` until a redirect replaces it.
-        let mut parsed = self.parsed[0].as_ref();
-        if !self.replicas.is_empty() {
-            let k = self
-                .spread
-                .pick(rec.index, rec.session, self.replicas.len());
-            rec.url = Some(k as u32);
-            url = Cow::Borrowed(self.replicas[k].as_str());
-            parsed = self.parsed[k].as_ref();
-        }
+        let mut parsed = self.endpoints[k].1.as_ref();
         loop {
             let req = match parsed {
                 Some(u) => self.http.post(u.clone()),
