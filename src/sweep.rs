@@ -378,7 +378,7 @@ pub async fn capacity(
             if cancel.is_cancelled() {
                 return Ok(None);
             }
-            Ok(Some((passes_capacity(s), s.validity.client_behind)))
+            Ok(Some(PointOutcome::of(s)))
         }
     })
     .await?;
@@ -518,7 +518,8 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
         }
         d.line(match (c.capacity_rps, c.failed_at_rps) {
             (Some(lo), Some(hi)) => format!(
-                "Capacity at the SLO: {lo:.2} req/s. Last passing point {lo:.2} req/s (SLO met, VALID{}); first failing point {hi:.2} req/s ({}{}) — bracket {:.1}% wide after {} runs.",
+                "Capacity at the SLO: {}{lo:.2} req/s. Last passing point {lo:.2} req/s (SLO met, VALID{}); first failing point {hi:.2} req/s ({}{}) — bracket {:.1}% wide after {} runs.",
+                if c.stopped_by_client_at.is_some() { "at least " } else { "" },
                 achieved(lo),
                 why(hi),
                 achieved(hi),
@@ -537,7 +538,12 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
             ),
             (None, None) => "No run finished.".to_owned(),
         });
-        if c.client_limited {
+        if let Some(at) = c.stopped_by_client_at {
+            d.warn(format!(
+                "The search stopped at {at:.2} req/s: the server met the SLO there, but the client fell behind its schedule (dispatch lag), so the run is INVALID, and lower rates would find only the client's limit. The server's capacity is likely above {at:.2} req/s and is not measured ({}). A client machine that keeps the schedule (or several, `load.shard`) measures further.",
+                c.capacity_rps.map_or("no rate tried passed".to_owned(), |l| format!("{l:.2} req/s passed"))
+            ));
+        } else if c.client_limited {
             d.line("The client fell behind its schedule at a failing rate (dispatch lag): the answer may be the client's limit, not the server's.");
         }
     }
@@ -621,6 +627,13 @@ pub fn html_page(r: &SweepResult) -> String {
     let cap = r.capacity.as_ref();
     let mut lines = vec![match cap {
         Some(c) => match (c.capacity_rps, c.failed_at_rps) {
+            (Some(a), Some(_)) if c.stopped_by_client_at.is_some() => format!(
+                "CAPACITY at least {a:.2} req/s: the client fell behind at {:.2}, where the server still met the SLO",
+                c.stopped_by_client_at.unwrap_or_default()
+            ),
+            (None, Some(b)) if c.stopped_by_client_at.is_some() => format!(
+                "CAPACITY NOT MEASURED: the client fell behind at {b:.2} req/s, where the server met the SLO"
+            ),
             (Some(a), Some(b)) => {
                 format!("CAPACITY {a:.2} req/s: passes at {a:.2}, fails at {b:.2}")
             }
@@ -637,7 +650,9 @@ pub fn html_page(r: &SweepResult) -> String {
     }];
     if let Some(c) = cap {
         lines.push(format!("Rule: {}", c.rule));
-        if c.client_limited {
+        if let Some(at) = c.stopped_by_client_at {
+            lines.push(format!("The search stopped at {at:.2} req/s, where the server met the SLO but the client fell behind its schedule: the server's capacity is not measured above it (ringed points)."));
+        } else if c.client_limited {
             lines.push("The client fell behind its schedule near the answer: it may be the client's limit, not the server's (ringed points).".to_owned());
         }
     }
@@ -851,12 +866,51 @@ pub struct Capacity {
     /// Runs near the answer whose client fell behind its schedule: the answer may be the
     /// client's limit rather than the server's.
     pub client_limited: bool,
+    /// The rate at which the search stopped because the server met the SLO but the client
+    /// fell behind its schedule: no rate at or above it measures the server with this client,
+    /// and every rate below it would measure the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by_client_at: Option<f64>,
+}
+
+/// How one capacity point came out, for the search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PointOutcome {
+    /// Met the SLO and VALID ([`passes_capacity`]).
+    pub passed: bool,
+    /// The client fell behind its schedule (INVALID for its dispatch lag).
+    pub client_behind: bool,
+    /// The SLO was met, valid or not.
+    pub slo_met: bool,
+}
+
+impl PointOutcome {
+    pub fn of(s: &Summary) -> PointOutcome {
+        PointOutcome {
+            passed: passes_capacity(s),
+            client_behind: s.validity.client_behind,
+            slo_met: s.steady.slo.as_ref().is_some_and(|x| x.pass),
+        }
+    }
+
+    /// Judged by `passed` alone (a ground truth, a test).
+    pub fn passed(passed: bool) -> PointOutcome {
+        PointOutcome {
+            passed,
+            client_behind: false,
+            slo_met: passed,
+        }
+    }
 }
 
 /// Brackets then bisects the rate at which `passes` turns false: doubling (or halving) from
 /// `start` until the outcome flips, then halving the bracket until it is narrower than
-/// `resolution` (relative) or `max_runs` rates have been tried. `passes` returns (passed,
-/// client fell behind).
+/// `resolution` (relative) or `max_runs` rates have been tried.
+///
+/// A point that fails only because the client fell behind its schedule, the server meeting
+/// the SLO, ends the search there: every lower rate would find the client's limit, not the
+/// server's (on a machine waking its threads milliseconds late, a search went on halving to
+/// 2 req/s, each point minutes long).
 pub async fn search_capacity<F, Fut>(
     start: f64,
     resolution: f64,
@@ -865,22 +919,27 @@ pub async fn search_capacity<F, Fut>(
 ) -> anyhow::Result<Capacity>
 where
     F: FnMut(f64) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<Option<(bool, bool)>>>,
+    Fut: std::future::Future<Output = anyhow::Result<Option<PointOutcome>>>,
 {
     let mut tried = Vec::new();
     let (mut lo, mut hi): (Option<f64>, Option<f64>) = (None, None);
     let mut client_limited = false;
+    let mut stopped_by_client_at = None;
     let mut rate = start;
     while tried.len() < max_runs {
-        let Some((ok, lagged)) = passes(rate).await? else {
+        let Some(p) = passes(rate).await? else {
             break; // interrupted
         };
-        tried.push((rate, ok));
-        if ok {
+        tried.push((rate, p.passed));
+        if p.passed {
             lo = Some(lo.map_or(rate, |l: f64| l.max(rate)));
         } else {
             hi = Some(hi.map_or(rate, |h: f64| h.min(rate)));
-            client_limited |= lagged;
+            client_limited |= p.client_behind;
+            if p.client_behind && p.slo_met {
+                stopped_by_client_at = Some(rate);
+                break;
+            }
         }
         rate = match (lo, hi) {
             (Some(l), None) => l * 2.0,
@@ -896,6 +955,7 @@ where
         resolution: lo.zip(hi).map(|(l, h)| (h - l) / h),
         tried,
         client_limited,
+        stopped_by_client_at,
     })
 }
 
@@ -906,12 +966,9 @@ mod capacity_tests {
     #[tokio::test]
     async fn brackets_then_bisects_to_the_resolution() {
         let truth = 37.0;
-        let c = search_capacity(
-            5.0,
-            0.05,
-            20,
-            |r| async move { Ok(Some((r <= truth, false))) },
-        )
+        let c = search_capacity(5.0, 0.05, 20, |r| async move {
+            Ok(Some(PointOutcome::passed(r <= truth)))
+        })
         .await
         .unwrap();
         let (lo, hi) = (c.capacity_rps.unwrap(), c.failed_at_rps.unwrap());
@@ -922,25 +979,48 @@ mod capacity_tests {
             &[(5.0, true), (10.0, true), (20.0, true), (40.0, false)]
         );
         // Starting above: halves down first.
-        let c = search_capacity(
-            200.0,
-            0.05,
-            20,
-            |r| async move { Ok(Some((r <= truth, false))) },
-        )
+        let c = search_capacity(200.0, 0.05, 20, |r| async move {
+            Ok(Some(PointOutcome::passed(r <= truth)))
+        })
         .await
         .unwrap();
         assert!(c.capacity_rps.unwrap() <= truth && c.failed_at_rps.unwrap() > truth);
         // A run budget stops it, saying how wide the bracket still is.
-        let c = search_capacity(
-            5.0,
-            0.001,
-            6,
-            |r| async move { Ok(Some((r <= truth, false))) },
-        )
+        let c = search_capacity(5.0, 0.001, 6, |r| async move {
+            Ok(Some(PointOutcome::passed(r <= truth)))
+        })
         .await
         .unwrap();
         assert_eq!(c.tried.len(), 6);
         assert!(c.resolution.unwrap() > 0.001);
+    }
+
+    /// A client that cannot keep up above 15 req/s with a server good to 37: a point where
+    /// the SLO is met but the client fell behind ends the search; one where the SLO is missed
+    /// as well (the server may be the cause) does not.
+    #[tokio::test]
+    async fn a_point_only_the_client_failed_ends_the_search() {
+        let (truth, client) = (37.0, 15.0);
+        let outcome = move |r: f64| PointOutcome {
+            passed: r <= truth && r <= client,
+            client_behind: r > client,
+            slo_met: r <= truth,
+        };
+        let c = search_capacity(5.0, 0.05, 20, |r| async move { Ok(Some(outcome(r))) })
+            .await
+            .unwrap();
+        // 5 and 10 pass, 20 is the client's: stop, with 10 as the capacity measured.
+        assert_eq!(c.tried, [(5.0, true), (10.0, true), (20.0, false)]);
+        assert_eq!(c.stopped_by_client_at, Some(20.0));
+        assert_eq!((c.capacity_rps, c.failed_at_rps), (Some(10.0), Some(20.0)));
+        assert!(c.client_limited);
+        // From above the server's limit (the SLO missed too) it halves on, then stops where
+        // the server met the SLO and only the client failed.
+        let c = search_capacity(80.0, 0.05, 20, |r| async move { Ok(Some(outcome(r))) })
+            .await
+            .unwrap();
+        assert_eq!(c.tried, [(80.0, false), (40.0, false), (20.0, false)]);
+        assert_eq!(c.stopped_by_client_at, Some(20.0));
+        assert_eq!(c.capacity_rps, None);
     }
 }

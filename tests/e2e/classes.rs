@@ -215,6 +215,9 @@ async fn capacity_with_classes_names_the_limiting_class_and_matches_the_simulato
         .await
         .unwrap();
     let c = r.capacity.as_ref().unwrap();
+    if common::stopped_by_the_machine(&parent, &r) {
+        return;
+    }
     let (lo, hi) = (c.capacity_rps.unwrap(), c.failed_at_rps.unwrap());
     let md = std::fs::read_to_string(parent.path("sweep.md")).unwrap();
     assert!(
@@ -233,8 +236,11 @@ async fn capacity_with_classes_names_the_limiting_class_and_matches_the_simulato
     // class and simulator checks below have nothing to check. On this VM at its usual speed
     // the client keeps these rates (0.2 ms dispatch lag at p99); in the host's slow spells
     // (2026-12-03) its dispatch thread woke 3-4 ms late at p99 and all three tries ended so.
-    if why.starts_with("INVALID: the client fell behind its schedule") {
-        eprintln!("the search ended where the client fell behind, not a class: {why}");
+    // A client behind on a machine that wakes it on time still fails.
+    if why.starts_with("INVALID: the client fell behind its schedule")
+        && common::the_machine_kept_the_client_behind(&failing.bundle)
+    {
+        eprintln!("the search ended where the machine kept the client behind, not a class: {why}");
         return;
     }
     assert!(why.starts_with("class `"), "{why}");
@@ -244,7 +250,9 @@ async fn capacity_with_classes_names_the_limiting_class_and_matches_the_simulato
         let text = goodput::sweep::set_key(CAPACITY, "load.rate", &format!("{rate:.4}")).unwrap();
         let c = goodput::contract::parse(&text, Path::new("cap.toml")).unwrap();
         let s = summarize(&c, &common::des_records(&c, 40), &Context::default());
-        Ok(Some((goodput::sweep::passes_capacity(&s), false)))
+        Ok(Some(goodput::sweep::PointOutcome::passed(
+            goodput::sweep::passes_capacity(&s),
+        )))
     })
     .await
     .unwrap();

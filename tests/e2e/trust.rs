@@ -50,6 +50,9 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
         .await
         .unwrap();
     let c = r.capacity.as_ref().unwrap();
+    if common::stopped_by_the_machine(&parent, &r) {
+        return;
+    }
     let (lo, hi) = (c.capacity_rps.unwrap(), c.failed_at_rps.unwrap());
     // Every point the search called passing meets the SLO by its own report and is VALID;
     // every failing one does not, or is INVALID.
@@ -60,7 +63,7 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
                 .unwrap();
         let rate: f64 = p.value.parse().unwrap();
         if s.validity.client_behind {
-            behind_at.push(rate);
+            behind_at.push((rate, p.bundle.clone()));
         }
         let passed = c
             .tried
@@ -90,7 +93,9 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
         let c = with_rate(CAPACITY, rate);
         let recs = common::des_records(&c, 40);
         let s = summarize(&c, &recs, &Context::default());
-        Ok(Some((goodput::sweep::passes_capacity(&s), false)))
+        Ok(Some(goodput::sweep::PointOutcome::passed(
+            goodput::sweep::passes_capacity(&s),
+        )))
     })
     .await
     .unwrap();
@@ -104,17 +109,42 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
     // before the server's limit, and the search lands below it, as it should. The rule was
     // checked on every point above; the simulator's capacity is the bound only where the
     // machine wakes on time.
-    let behind = !behind_at.is_empty();
-    if lo < 0.85 * t && behind {
-        let host = common::host_wake_late_p99_ms();
-        if host > 1.0 {
-            eprintln!(
-                "the client fell behind its schedule at {behind_at:?} req/s, and this machine wakes a sleeping thread {host:.2} ms late at p99: the capacity is the client's"
-            );
-            return;
-        }
+    if lo < 0.85 * t
+        && behind_at
+            .iter()
+            .any(|(_, b)| common::the_machine_kept_the_client_behind(b))
+    {
+        let rates: Vec<f64> = behind_at.iter().map(|x| x.0).collect();
+        eprintln!(
+            "the client fell behind its schedule at {rates:?} req/s, kept there by this machine: the capacity is the client's"
+        );
+        return;
     }
     assert!((lo - t).abs() / t <= 0.15, "client {lo} vs simulator {t}");
+}
+
+/// A point where the server meets the SLO but the client falls behind its schedule ends the
+/// capacity search there, saying so: every lower rate would find the client's limit. (A
+/// dispatch-lag bound of 1 µs no client keeps; the simulator meets the SLO at 30 req/s.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_search_stops_where_only_the_client_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cap.toml");
+    let src = format!("{CAPACITY}[measurement]\nmax_dispatch_lag_ms = 0.001\n");
+    std::fs::write(&path, &src).unwrap();
+    let o = common::sweep_options(dir.path());
+    let (parent, r) = goodput::sweep::capacity(&path, &src, 0.05, 10, &o)
+        .await
+        .unwrap();
+    let c = r.capacity.as_ref().unwrap();
+    assert_eq!(c.tried, [(30.0, false)], "{c:?}");
+    assert_eq!(c.stopped_by_client_at, Some(30.0));
+    assert_eq!(c.capacity_rps, None);
+    let md = std::fs::read_to_string(parent.path("sweep.md")).unwrap();
+    assert!(
+        md.contains("The search stopped at 30.00 req/s: the server met the SLO there, but the client fell behind its schedule"),
+        "{md}"
+    );
 }
 
 /// A capacity search whose points could never be VALID at the SLO percentile is refused
