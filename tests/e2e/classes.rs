@@ -225,11 +225,7 @@ async fn capacity_with_classes_names_the_limiting_class_and_matches_the_simulato
         "{md}"
     );
     // The failing point names its limiting class.
-    let failing = r
-        .points
-        .iter()
-        .find(|p| p.value.parse::<f64>().is_ok_and(|v| (v - hi).abs() < 1e-3))
-        .unwrap();
+    let failing = common::point_at(&r, hi);
     let why = failing.fails_because.as_deref().unwrap_or_default();
     // Where the client could not keep the failing point's schedule, that point is INVALID and
     // rightly fails, before any class does: the search ended on the client's limit, and the

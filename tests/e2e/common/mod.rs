@@ -360,6 +360,18 @@ pub fn des_records(c: &Contract, drain: usize) -> Vec<goodput::record::Record> {
         .collect()
 }
 
+/// A capacity search's point at `rate` (req/s, as its value was written: 4 decimals).
+pub fn point_at(r: &goodput::sweep::SweepResult, rate: f64) -> &goodput::sweep::SweepPoint {
+    r.points
+        .iter()
+        .find(|p| {
+            p.value
+                .parse::<f64>()
+                .is_ok_and(|v| (v - rate).abs() < 1e-3)
+        })
+        .unwrap_or_else(|| panic!("no point at {rate} req/s"))
+}
+
 /// A capacity search that stopped where the server met the SLO but the client fell behind its
 /// schedule: checks that its report says so and that the machine kept the client behind
 /// ([`the_machine_kept_the_client_behind`]; a client too slow for these rates on a machine
@@ -377,13 +389,8 @@ pub fn stopped_by_the_machine(
         md.contains(&format!("The search stopped at {at:.2} req/s")),
         "{md}"
     );
-    let point = r
-        .points
-        .iter()
-        .find(|p| p.value.parse::<f64>().is_ok_and(|v| (v - at).abs() < 1e-3))
-        .unwrap();
     assert!(
-        the_machine_kept_the_client_behind(&point.bundle),
+        the_machine_kept_the_client_behind(&point_at(r, at).bundle),
         "the client fell behind at {at:.2} req/s on a machine that woke it on time: {md}"
     );
     eprintln!("the search stopped at {at:.2} req/s, where this machine kept the client behind");
