@@ -288,7 +288,10 @@ async fn role_only_chunks_comments_and_null_choices_are_measured_right() {
     gaps.sort_by(f64::total_cmp);
     assert!(gaps[0] >= 15.0, "{gaps:?}: the server waits 20 ms");
     let tpot = r.summary.steady.stats.tpot_ms.as_ref().unwrap().p50;
-    assert!((tpot - gaps[1]).abs() < 0.01, "TPOT p50 {tpot} ms, gaps {gaps:?}");
+    assert!(
+        (tpot - gaps[1]).abs() < 0.01,
+        "TPOT p50 {tpot} ms, gaps {gaps:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
