@@ -102,6 +102,98 @@ impl Adapter for OpenAi {
     }
 
     fn body(&self, spec: &RequestSpec<'_>) -> Vec<u8> {
+        if spec.extra.is_none_or(|e| e.is_empty()) {
+            return serde_json::to_vec(&Body::of(*self, spec)).unwrap_or_default();
+        }
+        self.body_value(spec)
+    }
+
+    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
+        self.parse(data)
+    }
+}
+
+/// The body as typed fields, for a request with no `extra_body` to merge. Its fields are in the
+/// order serde_json's sorted maps put them, so its bytes are those of `body_value`'s (which the
+/// plan listing and the snapshots show, and a unit test checks): building a `Value` per request
+/// and serializing it was 6% of the client's CPU at its closed-loop ceiling.
+#[derive(serde::Serialize)]
+struct Body<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ignore_eos: Option<bool>,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<Messages<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_tokens: Option<u32>,
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    temperature: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<u32>,
+    top_p: f64,
+}
+
+#[derive(serde::Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// The chat messages: the dataset's, or one user message with the prompt; each with its keys
+/// sorted (`content`, `role`) as a `Value` has them.
+struct Messages<'a>(&'a RequestSpec<'a>);
+
+#[derive(serde::Serialize)]
+struct Sorted<'a> {
+    content: &'a str,
+    role: &'a str,
+}
+
+impl serde::Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.messages {
+            Some(m) => s.collect_seq(m.iter().map(|m| Sorted {
+                content: &m.content,
+                role: &m.role,
+            })),
+            None => s.collect_seq([Sorted {
+                content: self.0.prompt,
+                role: "user",
+            }]),
+        }
+    }
+}
+
+impl<'a> Body<'a> {
+    fn of(api: OpenAi, spec: &'a RequestSpec<'a>) -> Body<'a> {
+        Body {
+            ignore_eos: spec.exact_output.then_some(true),
+            max_tokens: spec.max_tokens,
+            messages: (api == OpenAi::Chat).then_some(Messages(spec)),
+            min_tokens: spec.exact_output.then_some(spec.max_tokens),
+            model: spec.model,
+            prompt: (api == OpenAi::Completions).then_some(spec.prompt),
+            seed: spec.sampling.seed,
+            stream: spec.stream,
+            stream_options: spec.stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+            temperature: spec.sampling.temperature,
+            top_k: spec.sampling.top_k,
+            top_p: spec.sampling.top_p,
+        }
+    }
+}
+
+impl OpenAi {
+    /// The body built as a `Value`, with the contract's extra fields merged in.
+    fn body_value(&self, spec: &RequestSpec<'_>) -> Vec<u8> {
         let mut b = json!({
             "model": spec.model,
             "max_tokens": spec.max_tokens,
@@ -129,7 +221,7 @@ impl Adapter for OpenAi {
         super::encode(b, spec)
     }
 
-    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
+    fn parse<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
         let c: Chunk<'a> = super::json::parse(data)
             .map_err(|e| format!("event is not a completion chunk: {e}"))?;
         if let Some(err) = c.error {
@@ -244,6 +336,57 @@ mod tests {
                 .contains("boom")
         );
         assert!(a.parse_event(b"{not json").is_err());
+    }
+
+    #[test]
+    fn the_typed_body_is_the_values_bytes() {
+        let messages = [
+            crate::api::Message {
+                role: "system".into(),
+                content: "be \"brief\"\n".into(),
+            },
+            crate::api::Message {
+                role: "user".into(),
+                content: "héllo".into(),
+            },
+        ];
+        let mut n = 0;
+        for api in [OpenAi::Chat, OpenAi::Completions] {
+            for (top_k, seed) in [(None, None), (Some(40), Some(7))] {
+                for temperature in [0.0, 0.7, 1.0] {
+                    let sampling = crate::contract::Sampling {
+                        temperature,
+                        top_p: 0.95,
+                        top_k,
+                        seed,
+                    };
+                    for (stream, exact, given) in [
+                        (true, true, None),
+                        (false, false, Some(&messages[..])),
+                        (true, false, Some(&messages[..])),
+                    ] {
+                        let spec = RequestSpec {
+                            messages: given,
+                            model: "org/m-8b",
+                            prompt: "p \u{1F600} \\ q",
+                            max_tokens: 300,
+                            stream,
+                            exact_output: exact,
+                            sampling: &sampling,
+                            batch: 1,
+                            extra: None,
+                        };
+                        let typed = api.body(&spec);
+                        assert_eq!(
+                            String::from_utf8(typed).unwrap(),
+                            String::from_utf8(api.body_value(&spec)).unwrap()
+                        );
+                        n += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(n, 36);
     }
 
     #[test]
