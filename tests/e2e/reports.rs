@@ -21,6 +21,16 @@ fn goodput(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// A copy of the fixture bundle to edit.
+fn fixture_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(FIXTURE).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+    }
+    dir
+}
+
 /// Every line of a terminal report fits 100 columns.
 fn assert_fits(text: &str) {
     for l in text.lines() {
@@ -89,11 +99,7 @@ fn compare_with_labels() {
 /// `audit` says so instead of calling the bundle inconsistent (every figure is recomputed).
 #[test]
 fn audit_of_an_older_schemas_bundle_does_not_call_its_fingerprints_inconsistent() {
-    let dir = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(FIXTURE).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
-    }
+    let dir = fixture_copy();
     let s = goodput::bundle::Bundle::load(dir.path()).unwrap().summary;
     let mut old = serde_json::to_value(&s).unwrap();
     old["schema_version"] = 2.into();
@@ -329,11 +335,7 @@ fn a_file_read_in_blocks_names_its_own_lines() {
 /// bound no client meets, is INVALID with its SLO met.)
 #[test]
 fn an_invalid_runs_met_slo_is_not_shown_as_passing() {
-    let dir = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(FIXTURE).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
-    }
+    let dir = fixture_copy();
     let contract = dir.path().join("contract.toml");
     let text = std::fs::read_to_string(&contract).unwrap();
     let strict = text.replace("max_dispatch_lag_ms = 5.0", "max_dispatch_lag_ms = 0.001");
