@@ -258,10 +258,21 @@ impl<'a> RequestSpec<'a> {
 
     /// The chat messages to send: the dataset entry's, or one user message with the prompt.
     pub(crate) fn chat_messages(&self) -> serde_json::Value {
-        match self.messages {
-            Some(m) => serde_json::json!(m),
-            None => serde_json::json!([{ "role": "user", "content": self.prompt }]),
-        }
+        self.each_message()
+            .map(|(role, content)| serde_json::json!({ "role": role, "content": content }))
+            .collect()
+    }
+
+    /// Each chat message to send, (role, content): the dataset entry's, or one user message
+    /// with the prompt.
+    pub(crate) fn each_message(&self) -> impl Iterator<Item = (&'a str, &'a str)> {
+        let one = [("user", self.prompt)];
+        let given = self.messages.unwrap_or_default();
+        let one = one.into_iter().take(usize::from(self.messages.is_none()));
+        given
+            .iter()
+            .map(|m| (m.role.as_str(), m.content.as_str()))
+            .chain(one)
     }
 
     /// `top_k` and `seed` into `o` where the contract sets them (every API that takes them
