@@ -729,15 +729,19 @@ impl Client {
             return ControlFlow::Break(());
         }
         st.any_event = true;
-        let parsed = st.template.read(data).map(Ok).unwrap_or_else(|| {
-            let ev = self.adapter.parse_event(data);
-            if let Ok(ev) = &ev {
-                st.template.learn(data, ev);
+        // The usual token event, read from the last event's shape: its one text is all it says.
+        if let Some((text, part)) = st.template.read(data) {
+            match part {
+                template::Part::Text => self.on_text(None, Some(text), now, rec, st),
+                template::Part::Reasoning => self.on_text(Some(text), None, now, rec, st),
             }
-            ev
-        });
-        let ev = match parsed {
-            Ok(ev) => ev,
+            return ControlFlow::Continue(());
+        }
+        let ev = match self.adapter.parse_event(data) {
+            Ok(ev) => {
+                st.template.learn(data, &ev);
+                ev
+            }
             Err(msg) => {
                 let class = failure_class(&msg);
                 let shown = String::from_utf8_lossy(&data[..data.len().min(200)]).into_owned();
@@ -757,38 +761,45 @@ impl Client {
         if let Some(u) = ev.usage {
             take_usage(rec, &u);
         }
-        // The API's last event ends the stream once what it carries is taken.
-        let end = if ev.done {
-            st.done = true;
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        };
-        let reasoning = ev.reasoning.filter(|t| !t.is_empty());
-        let answer = ev.text.filter(|t| !t.is_empty());
-        if reasoning.is_none() && answer.is_none() {
-            return end;
+        let reasoning = ev.reasoning.as_deref().filter(|t| !t.is_empty());
+        let answer = ev.text.as_deref().filter(|t| !t.is_empty());
+        if reasoning.is_some() || answer.is_some() {
+            self.on_text(reasoning, answer, now, rec, st);
         }
+        // The API's last event ends the stream once what it carries is taken.
+        if ev.done {
+            st.done = true;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// One chunk of generated text arrived at `now`: reasoning, answer, or both (at least one,
+    /// neither empty).
+    fn on_text(
+        &self,
+        reasoning: Option<&str>,
+        answer: Option<&str>,
+        now: u64,
+        rec: &mut Record,
+        st: &mut StreamState,
+    ) {
         if self.answers
-            && let Some(a) = &answer
+            && let Some(a) = answer
         {
             rec.answer.get_or_insert_with(String::new).push_str(a);
         }
-        let parts = [&reasoning, &answer];
+        let parts = [reasoning, answer];
         if self.collects_text() {
             let text = st.text.get_or_insert_with(String::new);
             let before = text.len();
-            parts
-                .iter()
-                .copied()
-                .flatten()
-                .for_each(|p| text.push_str(p));
+            parts.iter().flatten().for_each(|p| text.push_str(p));
             st.chunk_bytes.push((text.len() - before) as u32);
         }
         // A chunk of reasoning and answer text counts as one chunk.
         let n = match self.counting {
             ClientTokenCount::Chunks => 1,
-            ClientTokenCount::Words => parts.iter().copied().flatten().map(|p| self.count(p)).sum(),
+            ClientTokenCount::Words => parts.iter().flatten().map(|p| self.count(p)).sum(),
         };
         // Reasoning before any answer text: the answer has not started yet.
         if answer.is_none() && rec.reasoning_chunks as usize == rec.chunks.len() {
@@ -808,7 +819,6 @@ impl Client {
         }
         rec.chunks.push(now, n);
         rec.client_output_tokens += n;
-        end
     }
 
     fn finish_whole(&self, body: &[u8], rec: &mut Record, now: u64) {
