@@ -168,6 +168,7 @@ pub async fn run(
     }
     let Reached {
         http,
+        plain_http,
         connects,
         base,
         api_key,
@@ -208,6 +209,7 @@ pub async fn run(
     bundle.write_json("command.json", &command.json(None, false, &None, None))?;
     let target = Target {
         http,
+        plain_http,
         base,
         api_key,
         model: contract.target.model.clone().unwrap_or_default(),
@@ -468,6 +470,8 @@ fn prepare_bundle(
 #[derive(Clone)]
 struct Target {
     http: reqwest::Client,
+    /// The load's pool for a plain-HTTP target (see `Reached`).
+    plain_http: crate::client::direct::Direct,
     base: String,
     api_key: Option<String>,
     model: String,
@@ -720,6 +724,7 @@ async fn load(
             contract.workload.stream,
             started,
         )
+        .plain_http(t.plain_http)
         .keep_output(keep)
         .follow_redirects(contract.target.follow_redirects)
         .keep_answers(contract.workload.sessions.is_some())
@@ -850,6 +855,8 @@ fn counts_model_tokens(c: &Contract) -> bool {
 /// when a launched server's log needed it first.
 struct Reached {
     http: reqwest::Client,
+    /// The load's requests to a plain-HTTP target go through this pool, not `http`.
+    plain_http: crate::client::direct::Direct,
     /// Each new connection `http` opened, timed.
     connects: crate::client::ConnectLog,
     base: String,
@@ -892,6 +899,7 @@ async fn reach(
     }
     let connects = crate::client::ConnectLog::default();
     let http = http_pool(keep_alive, &headers, &contract.target.tls, &connects)?;
+    let plain_http = crate::client::plain_http_pool(keep_alive, &headers, &connects);
 
     // A launched server writes its log into the bundle, so the bundle comes first then.
     let mut bundle = None;
@@ -943,6 +951,7 @@ async fn reach(
     };
     Ok(Reached {
         http,
+        plain_http,
         connects,
         base,
         api_key,

@@ -6,6 +6,7 @@
 //! is not copied), or none when the chunk differs from the last parsed one only in its text
 //! (`template`), one token count and one push; nothing is shared across requests.
 
+pub mod direct;
 pub(crate) mod sse;
 pub(crate) mod template;
 
@@ -15,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::StreamExt;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::Adapter;
@@ -26,13 +27,15 @@ use sse::SseParser;
 /// Everything shared by the requests of a run. Cheap to share behind an `Arc`.
 pub struct Client {
     http: reqwest::Client,
-    /// Where requests go: each endpoint's URL as text (for records and errors) and parsed once
-    /// (`None` where it does not parse: sent as text, it fails as it would have). Parsing the
-    /// URL of every request was 2% of the client's CPU. Several (replicas, `target.urls`):
-    /// each request goes to the one `spread` picks, and its record says which.
-    endpoints: Vec<(String, Option<reqwest::Url>)>,
+    /// The pool for plain-HTTP endpoints, when the client has one: requests to them go
+    /// straight on hyper's connections (`direct`); the rest through `http`.
+    direct: Option<direct::Direct>,
+    /// Where requests go. Several (replicas, `target.urls`): each request goes to the one
+    /// `spread` picks, and its record says which.
+    endpoints: Vec<Endpoint>,
     spread: crate::contract::Spread,
-    api_key: Option<String>,
+    /// The API key's header, made once (`None`: no key, or one no header can carry).
+    auth: Option<(HeaderName, HeaderValue)>,
     adapter: Box<dyn Adapter>,
     counting: ClientTokenCount,
     timeout: Duration,
@@ -65,7 +68,7 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field(
                 "endpoints",
-                &self.endpoints.iter().map(|e| &e.0).collect::<Vec<_>>(),
+                &self.endpoints.iter().map(|e| &e.url).collect::<Vec<_>>(),
             )
             .field("stream", &self.stream)
             .finish()
@@ -100,6 +103,34 @@ pub fn http_pool(
         .map_err(|e| e.context("building the HTTP client"))
 }
 
+/// The pool for plain-HTTP targets ([`direct`]), with the same keep-alive, headers and
+/// connection log as [`http_pool`]'s.
+pub fn plain_http_pool(
+    keep_alive: Duration,
+    headers: &[(String, String, bool)],
+    connects: &ConnectLog,
+) -> direct::Direct {
+    direct::Direct::new(keep_alive, pool_headers(headers), connects.clone())
+}
+
+/// The headers every request of a pool carries (name, value, secret); secret ones are marked
+/// so no debug output shows them.
+fn pool_headers(headers: &[(String, String, bool)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value, secret) in headers {
+        // Validation checked both; a header that still does not parse is left out rather
+        // than echoed into an error.
+        if let (Ok(n), Ok(mut v)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            v.set_sensitive(*secret);
+            map.insert(n, v);
+        }
+    }
+    map
+}
+
 /// The pool's settings; `roots_only`: trust only `target.tls.ca_file`, not the platform.
 fn pool_builder(
     keep_alive: Duration,
@@ -111,18 +142,7 @@ fn pool_builder(
     use anyhow::Context;
     install_tls_provider();
     let idle = if keep_alive.is_zero() { 0 } else { usize::MAX };
-    let mut map = reqwest::header::HeaderMap::new();
-    for (name, value, secret) in headers {
-        // Validation checked both; a header that still does not parse is left out rather
-        // than echoed into an error.
-        if let (Ok(n), Ok(mut v)) = (
-            reqwest::header::HeaderName::from_bytes(name.as_bytes()),
-            reqwest::header::HeaderValue::from_str(value),
-        ) {
-            v.set_sensitive(*secret);
-            map.insert(n, v);
-        }
-    }
+    let map = pool_headers(headers);
     let mut b = reqwest::Client::builder();
     let mut roots = Vec::new();
     if let Some(f) = &tls.ca_file {
@@ -275,6 +295,9 @@ pub fn http_pool_settings(keep_alive: Duration, tls: &crate::contract::Tls) -> s
     };
     serde_json::json!({
         "http": "HTTP/1.1",
+        // Which pool sends the load's requests (`Client::plain_http`; probes and scrapes always
+        // go through reqwest).
+        "load_requests": "http:// targets on hyper's HTTP/1 connections from goodput's own pool (src/client/direct.rs); https:// through reqwest",
         "tls": format!("rustls (ring); certificates trusted: {trust}"),
         "keep_alive_idle_s": keep_alive.as_secs_f64(),
         "tcp_nodelay": TCP_NODELAY,
@@ -283,10 +306,41 @@ pub fn http_pool_settings(keep_alive: Duration, tls: &crate::contract::Tls) -> s
     })
 }
 
-/// An endpoint's URL, and its parsed form where it parses.
-fn endpoint(url: String) -> (String, Option<reqwest::Url>) {
-    let parsed = reqwest::Url::parse(&url).ok();
-    (url, parsed)
+/// One endpoint, worked out once: parsing the URL of every request was 2% of the client's CPU.
+struct Endpoint {
+    /// As given (for records and errors).
+    url: String,
+    /// Parsed; `None` where it does not parse (sent as text, it fails as it would have).
+    parsed: Option<reqwest::Url>,
+    /// As the plain-HTTP pool reaches it, when it can.
+    direct: Option<direct::Target>,
+}
+
+impl Endpoint {
+    fn new(url: String) -> Endpoint {
+        let parsed = reqwest::Url::parse(&url).ok();
+        let direct = parsed.as_ref().and_then(direct::Target::of);
+        Endpoint {
+            url,
+            parsed,
+            direct,
+        }
+    }
+}
+
+/// The header that carries the API key, as `auth` asks for it; marked sensitive, so no debug
+/// output shows it.
+fn auth_header(key: &str, auth: crate::api::Auth) -> Option<(HeaderName, HeaderValue)> {
+    let (name, value) = match auth {
+        crate::api::Auth::Bearer => (header::AUTHORIZATION, format!("Bearer {key}")),
+        crate::api::Auth::Header(name) => (
+            HeaderName::from_bytes(name.as_bytes()).ok()?,
+            key.to_owned(),
+        ),
+    };
+    let mut value = HeaderValue::from_str(&value).ok()?;
+    value.set_sensitive(true);
+    Some((name, value))
 }
 
 /// Microseconds since `epoch`.
@@ -309,9 +363,10 @@ impl Client {
         let url = format!("{}{}", base_url.trim_end_matches('/'), adapter.path(stream));
         Client {
             http,
-            endpoints: vec![endpoint(url)],
+            direct: None,
+            endpoints: vec![Endpoint::new(url)],
             spread: crate::contract::Spread::default(),
-            api_key,
+            auth: api_key.and_then(|k| auth_header(&k, adapter.auth())),
             adapter,
             counting,
             timeout,
@@ -356,10 +411,17 @@ impl Client {
             let path = self.adapter.path(self.stream);
             self.endpoints = bases
                 .iter()
-                .map(|b| endpoint(format!("{}{path}", b.trim_end_matches('/'))))
+                .map(|b| Endpoint::new(format!("{}{path}", b.trim_end_matches('/'))))
                 .collect();
             self.spread = spread;
         }
+        self
+    }
+
+    /// Sends the requests to plain-HTTP endpoints through `pool`, straight on hyper's
+    /// connections (see [`direct`]), not through reqwest.
+    pub fn plain_http(mut self, pool: direct::Direct) -> Client {
+        self.direct = Some(pool);
         self
     }
 
@@ -466,7 +528,7 @@ impl Client {
         let Some((resp, url)) = self.send(&body, rec, &mut ends).await else {
             return;
         };
-        let Some(resp) = self.accept_head(resp, &url, rec).await else {
+        let Some(resp) = self.accept_head(resp, &url, rec, &mut ends).await else {
             return;
         };
         self.read_body(resp, &url, rec, &mut ends).await;
@@ -480,7 +542,7 @@ impl Client {
         body: &Bytes,
         rec: &mut Record,
         ends: &mut Ends<'_, '_>,
-    ) -> Option<(reqwest::Response, Cow<'_, str>)> {
+    ) -> Option<(Answer, Cow<'_, str>)> {
         // Borrowed unless a redirect is followed: no allocation per request.
         let k = match self.endpoints.len() {
             1 => 0,
@@ -490,42 +552,35 @@ impl Client {
                 k
             }
         };
-        let mut url = Cow::Borrowed(self.endpoints[k].0.as_str());
-        // The parsed form of `url` until a redirect replaces it.
-        let mut parsed = self.endpoints[k].1.as_ref();
+        let first = &self.endpoints[k];
+        let mut url = Cow::Borrowed(first.url.as_str());
+        // Where the last redirect pointed, worked out.
+        let mut redirected: Option<Endpoint> = None;
         loop {
-            let req = match parsed {
-                Some(u) => self.http.post(u.clone()),
-                None => self.http.post(url.as_ref()),
-            };
-            let mut req = req
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .header("x-request-id", &rec.request_id)
-                .body(body.clone());
-            for (name, value) in self.adapter.headers() {
-                req = req.header(*name, *value);
-            }
-            if let Some(hs) = rec.class.as_ref().and_then(|c| self.class_headers.get(c)) {
-                for (name, value) in hs {
-                    req = req.header(name, value.clone());
+            let endpoint = redirected.as_ref().unwrap_or(first);
+            let headers = self.request_headers(rec);
+            let direct = self.direct.as_ref().zip(endpoint.direct.as_ref());
+            let sent = async {
+                if let Some((pool, target)) = direct {
+                    return pool
+                        .post(target, headers, body.clone())
+                        .await
+                        .map(|(resp, conn)| Answer::Direct(resp, conn))
+                        .map_err(SendError::Direct);
                 }
-            }
-            if let Some(k) = &self.api_key {
-                req = match self.adapter.auth() {
-                    crate::api::Auth::Bearer => req.bearer_auth(k),
-                    crate::api::Auth::Header(name) => {
-                        match reqwest::header::HeaderValue::from_str(k) {
-                            Ok(mut v) => {
-                                v.set_sensitive(true);
-                                req.header(name, v)
-                            }
-                            Err(_) => req,
-                        }
-                    }
+                let req = match &endpoint.parsed {
+                    Some(u) => self.http.post(u.clone()),
+                    None => self.http.post(url.as_ref()),
                 };
-            }
+                req.headers(headers)
+                    .body(body.clone())
+                    .send()
+                    .await
+                    .map(Answer::Reqwest)
+                    .map_err(SendError::Reqwest)
+            };
             let r = tokio::select! {
-                r = req.send() => r,
+                r = sent => r,
                 () = &mut ends.timeout => {
                     rec.fail(Outcome::Timeout, format!("no response headers within {:?}", self.timeout), self.now_us());
                     return None;
@@ -540,24 +595,24 @@ impl Client {
                 // The pooled connection it was written to had been closed by the server, with
                 // no byte of an answer: the server never saw this request. Sent again at once
                 // on a new connection; the latency keeps the failed attempt's microseconds.
-                Err(e) if rec.retried.is_none() && stale_connection(&e) => {
-                    rec.retried = Some(describe(&e).into());
+                Err(e) if rec.retried.is_none() && e.stale_connection() => {
+                    rec.retried = Some(e.describe().into());
                     continue;
                 }
                 Err(e) => {
-                    rec.fail(classify(&e), at_url(describe(&e), &url), self.now_us());
+                    rec.fail(e.classify(), at_url(e.describe(), &url), self.now_us());
                     return None;
                 }
             };
-            if !resp.status().is_redirection() {
+            let status = resp.status();
+            if !status.is_redirection() {
                 return Some((resp, url));
             }
-            let status = resp.status();
-            match location(&resp, &url) {
+            match location(resp.headers(), &url) {
                 Some(next) if self.follow_redirects && rec.redirects.len() < MAX_REDIRECTS => {
                     rec.redirects.push(format!("{} {next}", status.as_u16()));
-                    url = Cow::Owned(next);
-                    parsed = None;
+                    url = Cow::Owned(next.clone());
+                    redirected = Some(Endpoint::new(next));
                 }
                 to => {
                     rec.http_status = Some(status.as_u16());
@@ -578,18 +633,46 @@ impl Client {
         }
     }
 
+    /// The headers of one request: its own, its API's, its class's and the key's (the pool's
+    /// are added by whichever pool sends it, where the request does not set them).
+    fn request_headers(&self, rec: &Record) -> HeaderMap {
+        let mut h = HeaderMap::with_capacity(8);
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Ok(v) = HeaderValue::from_str(&rec.request_id) {
+            h.insert(HeaderName::from_static("x-request-id"), v);
+        }
+        for (name, value) in self.adapter.headers() {
+            if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
+                h.append(n, HeaderValue::from_static(value));
+            }
+        }
+        if let Some(hs) = rec.class.as_ref().and_then(|c| self.class_headers.get(c)) {
+            for (name, value) in hs {
+                h.append(name, value.clone());
+            }
+        }
+        if let Some((name, value)) = &self.auth {
+            h.insert(name, value.clone());
+        }
+        h
+    }
+
     /// The answer's head: a success status, and an event stream when one was asked for.
     /// `None`: the failure is in `rec`.
     async fn accept_head(
         &self,
-        resp: reqwest::Response,
+        resp: Answer,
         url: &str,
         rec: &mut Record,
-    ) -> Option<reqwest::Response> {
+        ends: &mut Ends<'_, '_>,
+    ) -> Option<Answer> {
         let status = resp.status();
         rec.http_status = Some(status.as_u16());
         if !status.is_success() {
-            let snippet = read_snippet(resp).await;
+            let snippet = self.read_snippet(resp, ends).await;
             rec.fail(
                 Outcome::HttpStatus,
                 format!("HTTP {status} from {url}: {snippet}"),
@@ -599,7 +682,7 @@ impl Client {
         }
         let content_type = resp
             .headers()
-            .get(reqwest::header::CONTENT_TYPE)
+            .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
         let framing = self.adapter.framing();
         if self.stream && !content_type.is_some_and(|v| framing.accepts(v)) {
@@ -617,16 +700,45 @@ impl Client {
         Some(resp)
     }
 
+    /// The start of an error's body, for its message: what arrives of its first 300 bytes
+    /// before the request's deadline. A body read to its end leaves its connection for the
+    /// next request (a server answering 429s keeps its connections).
+    async fn read_snippet(&self, mut resp: Answer, ends: &mut Ends<'_, '_>) -> String {
+        let mut out = Vec::new();
+        let ended = loop {
+            let next = tokio::select! {
+                biased;
+                n = resp.chunk() => n,
+                () = &mut ends.timeout => break false,
+                () = &mut ends.cancelled => break false,
+            };
+            match next {
+                Some(Ok(b)) => {
+                    out.extend_from_slice(&b);
+                    if out.len() > 300 {
+                        break false;
+                    }
+                }
+                Some(Err(_)) => break false,
+                None => break true,
+            }
+        };
+        if ended {
+            resp.done(self.direct.as_ref());
+        }
+        out.truncate(300);
+        String::from_utf8_lossy(&out).trim().to_owned()
+    }
+
     /// Reads the body as it arrives, timestamping every event, until its end, the deadline,
     /// the cancellation or a limit.
     async fn read_body(
         &self,
-        resp: reqwest::Response,
+        mut body: Answer,
         url: &str,
         rec: &mut Record,
         ends: &mut Ends<'_, '_>,
     ) {
-        let mut body = resp.bytes_stream();
         let mut parser = SseParser::for_framing(self.adapter.framing());
         let mut state = StreamState::default();
         let mut received = 0usize;
@@ -635,7 +747,7 @@ impl Client {
             // The body first: a chunk that is ready is read without polling the others.
             let next = tokio::select! {
                 biased;
-                n = body.next() => n,
+                n = body.chunk() => n,
                 () = &mut ends.timeout => return rec.fail(Outcome::Timeout, too_slow(), self.now_us()),
                 () = &mut ends.cancelled => return rec.fail(Outcome::Interrupted, "run interrupted", self.now_us()),
             };
@@ -647,7 +759,7 @@ impl Client {
             let bytes = match next {
                 Some(Ok(bytes)) => bytes,
                 Some(Err(e)) => {
-                    return rec.fail(Outcome::StreamBroken, at_url(describe(&e), url), now);
+                    return rec.fail(Outcome::StreamBroken, at_url(e.describe(), url), now);
                 }
                 None => {
                     // A last JSON line without its line end is still an event.
@@ -655,6 +767,7 @@ impl Client {
                     if let Some((class, msg)) = state.failure.take() {
                         return rec.fail(class, msg, now);
                     }
+                    body.done(self.direct.as_ref());
                     if state.done {
                         return self.stream_done(rec, state, url, now);
                     }
@@ -684,6 +797,7 @@ impl Client {
                 return rec.fail(class, msg, now);
             }
             if state.done {
+                body.done(self.direct.as_ref());
                 return self.stream_done(rec, state, url, now);
             }
         }
@@ -907,50 +1021,122 @@ const RESERVE_CHUNKS: usize = 1024;
 pub const MAX_REDIRECTS: usize = 5;
 
 /// Where a redirect points, resolved against the URL that answered.
-fn location(resp: &reqwest::Response, from: &str) -> Option<String> {
-    let loc = resp
-        .headers()
-        .get(reqwest::header::LOCATION)?
-        .to_str()
-        .ok()?;
+fn location(headers: &HeaderMap, from: &str) -> Option<String> {
+    let loc = headers.get(header::LOCATION)?.to_str().ok()?;
     let base = reqwest::Url::parse(from).ok()?;
     base.join(loc).ok().map(String::from)
 }
 
-/// The class of a request that got no answer: the timeout, an answer that was not HTTP (or
-/// whose head passed hyper's limits: about 400 KiB and 100 headers), or no connection.
-fn classify(e: &reqwest::Error) -> Outcome {
-    if e.is_timeout() {
-        return Outcome::Timeout;
-    }
-    let mut src = std::error::Error::source(e);
-    while let Some(c) = src {
-        if let Some(h) = c.downcast_ref::<hyper::Error>() {
-            if h.is_parse_too_large() {
-                return Outcome::TooLarge;
-            }
-            if h.is_parse() || h.is_parse_status() {
-                return Outcome::Protocol;
-            }
-        }
-        src = c.source();
-    }
-    Outcome::Connect
+/// An answer's head, and its body to come, from whichever pool sent the request.
+enum Answer {
+    Reqwest(reqwest::Response),
+    Direct(hyper::Response<hyper::body::Incoming>, direct::Conn),
 }
 
-/// hyper's "connection closed before message completed" with no response: the request was
-/// written to a kept-alive connection the server had already closed. (llama.cpp's server
-/// closes every connection after a streamed response while its headers promise keep-alive,
-/// so a closed loop that sends the next request at once writes into a closed socket.)
-fn stale_connection(e: &reqwest::Error) -> bool {
-    let mut src = std::error::Error::source(e);
+impl Answer {
+    fn status(&self) -> hyper::StatusCode {
+        match self {
+            Answer::Reqwest(r) => r.status(),
+            Answer::Direct(r, _) => r.status(),
+        }
+    }
+
+    fn headers(&self) -> &HeaderMap {
+        match self {
+            Answer::Reqwest(r) => r.headers(),
+            Answer::Direct(r, _) => r.headers(),
+        }
+    }
+
+    /// The body's next piece as it arrives; `None` at its end.
+    async fn chunk(&mut self) -> Option<Result<Bytes, SendError>> {
+        match self {
+            Answer::Reqwest(r) => r.chunk().await.map_err(SendError::Reqwest).transpose(),
+            Answer::Direct(r, _) => direct::next_data(r.body_mut()).await.map(|d| {
+                d.map_err(|error| {
+                    SendError::Direct(direct::Error::Http {
+                        error,
+                        reused: false,
+                    })
+                })
+            }),
+        }
+    }
+
+    /// The answer was taken to its end (the body's, or the API's last event): its connection
+    /// may serve the next request. (An answer dropped otherwise closes its connection.)
+    fn done(self, pool: Option<&direct::Direct>) {
+        if let (Answer::Direct(_, conn), Some(pool)) = (self, pool) {
+            pool.done(conn);
+        }
+    }
+}
+
+/// Why a request got no answer, from whichever pool sent it.
+enum SendError {
+    Reqwest(reqwest::Error),
+    Direct(direct::Error),
+}
+
+impl SendError {
+    /// The class of a request that got no answer: the timeout, an answer that was not HTTP (or
+    /// whose head passed hyper's limits: about 400 KiB and 100 headers), or no connection.
+    fn classify(&self) -> Outcome {
+        let hyper = match self {
+            SendError::Reqwest(e) if e.is_timeout() => return Outcome::Timeout,
+            SendError::Reqwest(e) => cause::<hyper::Error>(e),
+            SendError::Direct(direct::Error::Http { error, .. }) => Some(error),
+            SendError::Direct(direct::Error::Connect(_)) => None,
+        };
+        match hyper {
+            Some(h) if h.is_parse_too_large() => Outcome::TooLarge,
+            Some(h) if h.is_parse() || h.is_parse_status() => Outcome::Protocol,
+            _ => Outcome::Connect,
+        }
+    }
+
+    /// hyper's "connection closed before message completed" with no response: the request
+    /// was written to a kept-alive connection the server had already closed. (llama.cpp's
+    /// server closes every connection after a streamed response while its headers promise
+    /// keep-alive, so a closed loop that sends the next request at once writes into a closed
+    /// socket.)
+    fn stale_connection(&self) -> bool {
+        match self {
+            SendError::Reqwest(e) => {
+                cause::<hyper::Error>(e).is_some_and(|h| h.is_incomplete_message())
+            }
+            SendError::Direct(direct::Error::Http { error, reused }) => {
+                *reused && (error.is_incomplete_message() || error.is_canceled())
+            }
+            SendError::Direct(direct::Error::Connect(_)) => false,
+        }
+    }
+
+    /// The error with its causes (e.g. "connection refused"), and what to do about a TLS one.
+    fn describe(&self) -> String {
+        let chain = match self {
+            SendError::Reqwest(e) => crate::text::error_chain(e),
+            SendError::Direct(e) => e.to_string(),
+        };
+        match tls_hint(&chain) {
+            Some(hint) => format!("{chain} — {hint}"),
+            None => chain,
+        }
+    }
+}
+
+/// The first error of type `T` in `e`'s chain of causes.
+fn cause<'a, T: std::error::Error + 'static>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut src = e.source();
     while let Some(c) = src {
-        if let Some(h) = c.downcast_ref::<hyper::Error>() {
-            return h.is_incomplete_message();
+        if let Some(t) = c.downcast_ref::<T>() {
+            return Some(t);
         }
         src = c.source();
     }
-    false
+    None
 }
 
 /// A message that names the URL it is about (reqwest's own errors already do).
@@ -960,28 +1146,6 @@ fn at_url(msg: String, url: &str) -> String {
     } else {
         format!("{msg} ({url})")
     }
-}
-
-/// A reqwest error with its causes (e.g. "connection refused").
-fn describe(e: &reqwest::Error) -> String {
-    let chain = crate::text::error_chain(e);
-    match tls_hint(&chain) {
-        Some(hint) => format!("{chain} — {hint}"),
-        None => chain,
-    }
-}
-
-async fn read_snippet(resp: reqwest::Response) -> String {
-    let mut out = Vec::new();
-    let mut s = resp.bytes_stream();
-    while let Some(Ok(b)) = s.next().await {
-        out.extend_from_slice(&b);
-        if out.len() > 300 {
-            break;
-        }
-    }
-    out.truncate(300);
-    String::from_utf8_lossy(&out).trim().to_owned()
 }
 
 /// Counts one request in flight while it lives (so a cancelled request future, dropped
@@ -1063,8 +1227,13 @@ mod tests {
         assert!(keep + Duration::from_secs(1) <= Duration::from_secs(5));
         let (url, accepted) = counting_server().await;
         let http = http_pool(keep, &[], &Default::default(), &ConnectLog::default()).unwrap();
-        get(&http, &url).await;
-        get(&http, &url).await;
+        reused_only_within(keep, &accepted, async || get(&http, &url).await).await;
+    }
+
+    /// `send` twice on a fresh pool opens one connection; after `keep` idle, a second.
+    async fn reused_only_within(keep: Duration, accepted: &AtomicUsize, send: impl AsyncFn()) {
+        send().await;
+        send().await;
         assert_eq!(
             accepted.load(Ordering::SeqCst),
             1,
@@ -1072,7 +1241,7 @@ mod tests {
         );
         // Idle past the keep-alive (the wait is the thing under test, not a stand-in for a signal).
         tokio::time::sleep(keep + Duration::from_millis(300)).await;
-        get(&http, &url).await;
+        send().await;
         assert_eq!(
             accepted.load(Ordering::SeqCst),
             2,
@@ -1142,24 +1311,35 @@ mod tests {
     /// new connection and the record says so.
     #[tokio::test]
     async fn a_request_written_to_a_connection_the_server_closed_is_sent_again() {
-        let (url, accepted) = closing_server().await;
+        for plain in [false, true] {
+            a_closed_connection_is_resent(plain).await;
+        }
+    }
+
+    /// A client of the server at `url` whose pool sends `headers` and the API key `k`, through
+    /// reqwest or (`plain`) the plain-HTTP pool.
+    fn client_of(url: &str, plain: bool, headers: &[(String, String, bool)]) -> Client {
+        let connects = ConnectLog::default();
+        let http = http_pool(DEFAULT_KEEP_ALIVE, headers, &Default::default(), &connects);
         let client = Client::new(
-            http_pool(
-                DEFAULT_KEEP_ALIVE,
-                &[],
-                &Default::default(),
-                &ConnectLog::default(),
-            )
-            .unwrap(),
-            &url,
-            None,
+            http.unwrap(),
+            url,
+            Some("k".into()),
             crate::api::ApiKind::OpenAiCompletions.adapter(),
             ClientTokenCount::Chunks,
             Duration::from_secs(5),
             false,
             Instant::now(),
         );
-        let planned = crate::plan::PlannedRequest {
+        if plain {
+            client.plain_http(plain_http_pool(DEFAULT_KEEP_ALIVE, headers, &connects))
+        } else {
+            client
+        }
+    }
+
+    fn planned_request() -> crate::plan::PlannedRequest {
+        crate::plan::PlannedRequest {
             index: 0,
             phase: crate::plan::Phase::Steady,
             intended_us: None,
@@ -1170,7 +1350,13 @@ mod tests {
             shared_tokens: None,
             class: None,
             model: None,
-        };
+        }
+    }
+
+    async fn a_closed_connection_is_resent(plain: bool) {
+        let (url, accepted) = closing_server().await;
+        let client = client_of(&url, plain, &[]);
+        let planned = planned_request();
         let cancel = CancellationToken::new();
         let mut recs = Vec::new();
         for _ in 0..3 {
@@ -1181,7 +1367,7 @@ mod tests {
             recs.push(rec);
         }
         for r in &recs {
-            assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+            assert_eq!(r.outcome, Outcome::Ok, "plain http {plain}: {r:?}");
         }
         // The first went out on a new connection; each later one was written to the kept one,
         // found it closed, and went again on a new one.
@@ -1190,9 +1376,168 @@ mod tests {
             let why = r.retried.as_deref().unwrap();
             assert!(
                 why.contains("connection closed before message completed"),
-                "{why}"
+                "plain http {plain}: {why}"
             );
         }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3, "plain http {plain}");
+    }
+
+    /// A server that answers one completion per connection and sends each request's head
+    /// (lines after the request line, lowercased) over `heads`.
+    async fn head_server() -> (String, tokio::sync::mpsc::UnboundedReceiver<Vec<String>>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (addr, _) = loopback(move |mut sock| {
+            let tx = tx.clone();
+            async move {
+                let (mut buf, mut chunk) = (Vec::new(), [0u8; 4096]);
+                while let Ok(n @ 1..) = sock.read(&mut chunk).await {
+                    buf.extend_from_slice(&chunk[..n]);
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                    let mut lines: Vec<String> = head.lines().map(str::to_owned).collect();
+                    lines.sort();
+                    let _ = tx.send(lines);
+                    let body = r#"{"choices":[{"text":" ok","finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#;
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = sock.write_all(resp.as_bytes()).await;
+                    return;
+                }
+            }
+        })
+        .await;
+        (format!("http://{addr}"), rx)
+    }
+
+    /// The plain-HTTP pool sends what reqwest sent: the same request line and headers (the
+    /// host, the type, the request id, the key, `accept`, the pool's own), so a server cannot
+    /// tell which sent it.
+    #[tokio::test]
+    async fn the_plain_http_pool_sends_the_request_reqwest_sent() {
+        let (url, mut heads) = head_server().await;
+        let headers = [("x-team".to_owned(), "blue".to_owned(), false)];
+        let planned = planned_request();
+        let cancel = CancellationToken::new();
+        let mut seen = Vec::new();
+        for plain in [false, true] {
+            let client = client_of(&url, plain, &headers);
+            let mut rec = Record::planned(&planned, crate::plan::Phase::Steady, "t");
+            rec.request_id = "req-1".into();
+            client
+                .execute(Bytes::from_static(b"{\"p\":1}"), &mut rec, &cancel)
+                .await;
+            assert_eq!(rec.outcome, Outcome::Ok, "plain http {plain}: {rec:?}");
+            seen.push(heads.recv().await.unwrap());
+        }
+        assert_eq!(seen[0], seen[1]);
+        let host = url.trim_start_matches("http://");
+        for line in [
+            "post /v1/completions http/1.1".to_owned(),
+            format!("host: {host}"),
+            "content-type: application/json".into(),
+            "content-length: 7".into(),
+            "x-request-id: req-1".into(),
+            "authorization: bearer k".into(),
+            "accept: */*".into(),
+            "x-team: blue".into(),
+        ] {
+            assert!(seen[1].contains(&line), "{line} not in {:?}", seen[1]);
+        }
+    }
+
+    /// An error whose body never ends fails at the request's deadline with what of it arrived,
+    /// through either pool (it used to wait for the body's end, past any deadline).
+    #[tokio::test]
+    async fn an_error_whose_body_stalls_fails_at_the_deadline() {
+        let (addr, _) = loopback(|mut sock| async move {
+            let mut chunk = [0u8; 4096];
+            let _ = sock.read(&mut chunk).await;
+            let head = "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 1000\r\n\r\nbusy, try";
+            let _ = sock.write_all(head.as_bytes()).await;
+            // Holds the connection open with the body unfinished until the client drops it.
+            let _ = sock.read(&mut chunk).await;
+        })
+        .await;
+        let url = format!("http://{addr}");
+        let cancel = CancellationToken::new();
+        for plain in [false, true] {
+            let mut client = client_of(&url, plain, &[]);
+            client.timeout = Duration::from_millis(300);
+            let mut rec = Record::planned(&planned_request(), crate::plan::Phase::Steady, "t");
+            client
+                .execute(Bytes::from_static(b"{}"), &mut rec, &cancel)
+                .await;
+            assert_eq!(
+                rec.outcome,
+                Outcome::HttpStatus,
+                "plain http {plain}: {rec:?}"
+            );
+            assert_eq!(rec.http_status, Some(503));
+            let msg = rec.error.as_deref().unwrap_or_default();
+            assert!(
+                msg.contains("HTTP 503") && msg.contains("busy, try"),
+                "{msg}"
+            );
+        }
+    }
+
+    async fn post_ok(pool: &direct::Direct, t: &direct::Target) {
+        let (mut resp, conn) = pool
+            .post(t, HeaderMap::new(), Bytes::from_static(b"{}"))
+            .await
+            .unwrap();
+        let mut body = Vec::new();
+        while let Some(d) = direct::next_data(resp.body_mut()).await {
+            body.extend_from_slice(&d.unwrap());
+        }
+        assert_eq!(body, b"ok");
+        pool.done(conn);
+    }
+
+    /// The plain-HTTP pool keeps a connection while it is idle for less than its keep-alive,
+    /// and none at all when that is zero.
+    #[tokio::test]
+    async fn the_plain_http_pool_reuses_a_connection_only_within_its_keep_alive() {
+        let keep = Duration::from_millis(300);
+        let (url, accepted) = counting_server().await;
+        let t = direct::Target::of(&reqwest::Url::parse(&url).unwrap()).unwrap();
+        let connects = ConnectLog::default();
+        let pool = plain_http_pool(keep, &[], &connects);
+        reused_only_within(keep, &accepted, async || post_ok(&pool, &t).await).await;
+        // Each new connection was timed.
+        assert_eq!(connects.0.lock().unwrap().len(), 2);
+
+        let (url, accepted) = counting_server().await;
+        let t = direct::Target::of(&reqwest::Url::parse(&url).unwrap()).unwrap();
+        let pool = plain_http_pool(Duration::ZERO, &[], &connects);
+        for _ in 0..3 {
+            post_ok(&pool, &t).await;
+        }
         assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    }
+
+    /// Only plain-HTTP URLs without credentials go through the plain-HTTP pool; the Host header
+    /// names the port only when the URL does.
+    #[test]
+    fn which_urls_the_plain_http_pool_takes() {
+        let of = |u: &str| direct::Target::of(&reqwest::Url::parse(u).unwrap());
+        assert!(of("https://a.example/v1/x").is_none());
+        assert!(of("http://user:pw@a.example/v1/x").is_none());
+        let t = of("http://a.example/v1/x?y=1").unwrap();
+        assert_eq!(
+            format!("{t:?}"),
+            format!("{:?}", of("http://a.example:80/v1/x?y=1").unwrap())
+        );
+        assert!(
+            format!("{t:?}").contains(r#"addr: "a.example:80""#),
+            "{t:?}"
+        );
+        assert!(format!("{t:?}").contains("/v1/x?y=1"), "{t:?}");
+        let t = of("http://[::1]:8000/v1/x").unwrap();
+        assert!(format!("{t:?}").contains(r#"addr: "[::1]:8000""#), "{t:?}");
     }
 }

@@ -1,0 +1,212 @@
+//! Requests to plain-HTTP targets, straight on hyper's HTTP/1 connections, from a pool of the
+//! client's own.
+//!
+//! Why not reqwest here: at the client's ceiling (`bench/ceiling.sh`, closed loop, 64 streams
+//! against nginx) about a quarter of the client's CPU went to reqwest's layers around each
+//! request. Its redirect policy formats and parses the URL twice per request even with
+//! redirects off, its retry policy clones the request's headers, each request clones a boxed
+//! connector and the pool's client. A benchmark client of plain HTTP needs none of them:
+//! redirects are the client's own decision, recorded (`Client::send`), and so is the one
+//! resend of a request that a connection the server had closed swallowed. https targets still
+//! go through reqwest (rustls, the platform's certificates), as do probes and scrapes.
+//!
+//! The pool keeps what reqwest's pool kept: idle connections per host and port, each reused
+//! while idle for less than `keep_alive` (none at all when it is zero), `TCP_NODELAY`, every new
+//! connection timed into the [`ConnectLog`], and the pool's headers (`[target.request]
+//! headers`, and reqwest's `accept: */*`) on every request that does not set its own.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{self, HeaderMap, HeaderValue};
+
+use super::ConnectLog;
+
+type Sender = SendRequest<Full<Bytes>>;
+
+/// The pool of plain-HTTP connections of a run; its clones share it (as reqwest's do).
+#[derive(Clone)]
+pub struct Direct(Arc<Pool>);
+
+struct Pool {
+    keep_alive: Duration,
+    /// Sent with every request that does not set the header itself.
+    headers: HeaderMap,
+    connects: ConnectLog,
+    /// Idle connections by `host:port`, the most recently used last.
+    idle: Mutex<HashMap<String, Vec<(Sender, Instant)>>>,
+}
+
+/// A plain-HTTP endpoint as the pool reaches it, worked out once.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// `host:port`, to connect to and to key the pool.
+    addr: String,
+    /// The `Host` header: the host, with the port when the URL names one.
+    host: HeaderValue,
+    /// The path and query, as the request line carries them.
+    path: hyper::Uri,
+}
+
+impl Target {
+    /// `url` when the pool can reach it: `http`, with no user name or password in it (reqwest
+    /// sends those as basic auth; such a URL keeps going through reqwest).
+    pub fn of(url: &reqwest::Url) -> Option<Target> {
+        if url.scheme() != "http" || !url.username().is_empty() || url.password().is_some() {
+            return None;
+        }
+        let host = url.host_str()?;
+        let port = url.port_or_known_default()?;
+        let host_header = match url.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.to_owned(),
+        };
+        Some(Target {
+            addr: format!("{host}:{port}"),
+            host: HeaderValue::from_str(&host_header).ok()?,
+            path: match url.query() {
+                Some(q) => format!("{}?{q}", url.path()).parse().ok()?,
+                None => url.path().parse().ok()?,
+            },
+        })
+    }
+}
+
+/// A connection with a request on it, until its answer has been read to the end.
+pub struct Conn {
+    tx: Sender,
+    addr: String,
+}
+
+/// Why a request got no answer.
+#[derive(Debug)]
+pub enum Error {
+    /// No connection: DNS, TCP connect, or HTTP/1 handshake.
+    Connect(std::io::Error),
+    /// On the connection: hyper's error, and whether the connection was a reused one.
+    Http { error: hyper::Error, reused: bool },
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Connect(e) => write!(f, "tcp connect error: {e}"),
+            Error::Http { error, .. } => write!(f, "{}", crate::text::error_chain(error)),
+        }
+    }
+}
+
+impl Direct {
+    pub fn new(keep_alive: Duration, headers: HeaderMap, connects: ConnectLog) -> Direct {
+        let mut headers = headers;
+        headers
+            .entry(header::ACCEPT)
+            .or_insert(HeaderValue::from_static("*/*"));
+        Direct(Arc::new(Pool {
+            keep_alive,
+            headers,
+            connects,
+            idle: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// Sends a POST of `body` with `headers` (the pool's own added) to `t`; the answer's head
+    /// and the connection to give back ([`Direct::done`]) once its body has been read.
+    pub async fn post(
+        &self,
+        t: &Target,
+        mut headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<(hyper::Response<Incoming>, Conn), Error> {
+        for (name, value) in &self.0.headers {
+            if let header::Entry::Vacant(e) = headers.entry(name) {
+                e.insert(value.clone());
+            }
+        }
+        headers.insert(header::HOST, t.host.clone());
+        let mut req = hyper::Request::new(Full::new(body));
+        *req.method_mut() = hyper::Method::POST;
+        *req.uri_mut() = t.path.clone();
+        *req.headers_mut() = headers;
+        let (mut tx, reused) = self.checkout(&t.addr).await?;
+        match tx.send_request(req).await {
+            Ok(resp) => Ok((
+                resp,
+                Conn {
+                    tx,
+                    addr: t.addr.clone(),
+                },
+            )),
+            Err(error) => Err(Error::Http { error, reused }),
+        }
+    }
+
+    /// The answer on `conn` was read to its end: the connection waits for the next request,
+    /// while kept-alive connections are reused.
+    pub fn done(&self, conn: Conn) {
+        if self.0.keep_alive.is_zero() || conn.tx.is_closed() {
+            return;
+        }
+        let now = Instant::now();
+        let mut idle = self.0.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let list = idle.entry(conn.addr).or_default();
+        list.retain(|(tx, since)| now - *since < self.0.keep_alive && !tx.is_closed());
+        list.push((conn.tx, now));
+    }
+
+    /// An idle connection to `addr` that may still be written to, or a new one; and whether
+    /// it was reused.
+    async fn checkout(&self, addr: &str) -> Result<(Sender, bool), Error> {
+        loop {
+            let next = {
+                let mut idle = self.0.idle.lock().unwrap_or_else(|p| p.into_inner());
+                idle.get_mut(addr).and_then(Vec::pop)
+            };
+            let Some((mut tx, since)) = next else { break };
+            // Idle as long as a server's keep-alive: it may be closing it right now.
+            if since.elapsed() >= self.0.keep_alive || tx.is_closed() {
+                continue;
+            }
+            if tx.ready().await.is_ok() {
+                return Ok((tx, true));
+            }
+        }
+        let at = Instant::now();
+        let made = self.connect(addr).await;
+        self.0.connects.push(at, at.elapsed(), made.is_ok());
+        Ok((made.map_err(Error::Connect)?, false))
+    }
+
+    async fn connect(&self, addr: &str) -> std::io::Result<Sender> {
+        let tcp = tokio::net::TcpStream::connect(addr).await?;
+        tcp.set_nodelay(super::TCP_NODELAY)?;
+        let (tx, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .map_err(std::io::Error::other)?;
+        // The connection runs until it fails or every sender is gone (dropped with a
+        // request's answer half read, or past its keep-alive).
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(tx)
+    }
+}
+
+/// The next piece of an answer's body; `None` at its end. Trailers are skipped.
+pub async fn next_data(body: &mut Incoming) -> Option<Result<Bytes, hyper::Error>> {
+    loop {
+        match body.frame().await? {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    return Some(Ok(data));
+                }
+            }
+            Err(e) => return Some(Err(e)),
+        }
+    }
+}
