@@ -627,9 +627,8 @@ pub fn html_page(r: &SweepResult) -> String {
     let cap = r.capacity.as_ref();
     let mut lines = vec![match cap {
         Some(c) => match (c.capacity_rps, c.failed_at_rps) {
-            (Some(a), Some(_)) if c.stopped_by_client_at.is_some() => format!(
-                "CAPACITY at least {a:.2} req/s: the client fell behind at {:.2}, where the server still met the SLO",
-                c.stopped_by_client_at.unwrap_or_default()
+            (Some(a), Some(b)) if c.stopped_by_client_at.is_some() => format!(
+                "CAPACITY at least {a:.2} req/s: the client fell behind at {b:.2}, where the server still met the SLO"
             ),
             (None, Some(b)) if c.stopped_by_client_at.is_some() => format!(
                 "CAPACITY NOT MEASURED: the client fell behind at {b:.2} req/s, where the server met the SLO"

@@ -316,14 +316,8 @@ mod tests {
     fn system_messages_go_to_the_system_field() {
         let sampling = crate::contract::Sampling::default();
         let msgs = [
-            crate::api::Message {
-                role: "system".into(),
-                content: "be brief".into(),
-            },
-            crate::api::Message {
-                role: "user".into(),
-                content: "hi".into(),
-            },
+            crate::api::Message::new("system", "be brief"),
+            crate::api::Message::new("user", "hi"),
         ];
         let spec = RequestSpec {
             prompt: "hi",

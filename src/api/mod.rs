@@ -221,6 +221,15 @@ pub struct Message {
     pub content: String,
 }
 
+impl Message {
+    pub fn new(role: &str, content: impl Into<String>) -> Message {
+        Message {
+            role: role.to_owned(),
+            content: content.into(),
+        }
+    }
+}
+
 /// What an adapter needs to build a request body.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestSpec<'a> {

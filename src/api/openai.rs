@@ -312,14 +312,8 @@ mod tests {
     #[test]
     fn the_typed_body_is_the_values_bytes() {
         let messages = [
-            crate::api::Message {
-                role: "system".into(),
-                content: "be \"brief\"\n".into(),
-            },
-            crate::api::Message {
-                role: "user".into(),
-                content: "héllo".into(),
-            },
+            crate::api::Message::new("system", "be \"brief\"\n"),
+            crate::api::Message::new("user", "héllo"),
         ];
         let mut n = 0;
         for api in [OpenAi::Chat, OpenAi::Completions] {

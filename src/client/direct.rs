@@ -29,6 +29,9 @@ use super::ConnectLog;
 
 type Sender = SendRequest<Full<Bytes>>;
 
+/// An idle connection, and since when.
+type Idle = (Sender, Instant);
+
 /// The pool of plain-HTTP connections of a run; its clones share it (as reqwest's do).
 #[derive(Clone)]
 pub struct Direct(Arc<Pool>);
@@ -39,14 +42,14 @@ struct Pool {
     headers: HeaderMap,
     connects: ConnectLog,
     /// Idle connections by `host:port`, the most recently used last.
-    idle: Mutex<HashMap<String, Vec<(Sender, Instant)>>>,
+    idle: Mutex<HashMap<Arc<str>, Vec<Idle>>>,
 }
 
 /// A plain-HTTP endpoint as the pool reaches it, worked out once.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// `host:port`, to connect to and to key the pool.
-    addr: String,
+    /// `host:port`, to connect to and to key the pool (shared with each request's `Conn`).
+    addr: Arc<str>,
     /// The `Host` header: the host, with the port when the URL names one.
     host: HeaderValue,
     /// The path and query, as the request line carries them.
@@ -67,7 +70,7 @@ impl Target {
             None => host.to_owned(),
         };
         Some(Target {
-            addr: format!("{host}:{port}"),
+            addr: format!("{host}:{port}").into(),
             host: HeaderValue::from_str(&host_header).ok()?,
             path: match url.query() {
                 Some(q) => format!("{}?{q}", url.path()).parse().ok()?,
@@ -80,7 +83,7 @@ impl Target {
 /// A connection with a request on it, until its answer has been read to the end.
 pub struct Conn {
     tx: Sender,
-    addr: String,
+    addr: Arc<str>,
 }
 
 /// Why a request got no answer.

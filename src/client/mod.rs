@@ -34,6 +34,8 @@ pub struct Client {
     /// `spread` picks, and its record says which.
     endpoints: Vec<Endpoint>,
     spread: crate::contract::Spread,
+    /// The headers every request of this API carries (its type, the API's own), made once.
+    fixed_headers: HeaderMap,
     /// The API key's header, made once (`None`: no key, or one no header can carry).
     auth: Option<(HeaderName, HeaderValue)>,
     adapter: Box<dyn Adapter>,
@@ -328,6 +330,22 @@ impl Endpoint {
     }
 }
 
+/// The headers every request of `adapter`'s API carries: the body's type and the API's own
+/// (Anthropic's `anthropic-version`).
+fn fixed_headers(adapter: &dyn Adapter) -> HeaderMap {
+    let mut h = HeaderMap::with_capacity(8);
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    for (name, value) in adapter.headers() {
+        if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
+            h.append(n, HeaderValue::from_static(value));
+        }
+    }
+    h
+}
+
 /// The header that carries the API key, as `auth` asks for it; marked sensitive, so no debug
 /// output shows it.
 fn auth_header(key: &str, auth: crate::api::Auth) -> Option<(HeaderName, HeaderValue)> {
@@ -366,6 +384,7 @@ impl Client {
             direct: None,
             endpoints: vec![Endpoint::new(url)],
             spread: crate::contract::Spread::default(),
+            fixed_headers: fixed_headers(adapter.as_ref()),
             auth: api_key.and_then(|k| auth_header(&k, adapter.auth())),
             adapter,
             counting,
@@ -553,11 +572,11 @@ impl Client {
             }
         };
         let first = &self.endpoints[k];
-        let mut url = Cow::Borrowed(first.url.as_str());
         // Where the last redirect pointed, worked out.
         let mut redirected: Option<Endpoint> = None;
         loop {
             let endpoint = redirected.as_ref().unwrap_or(first);
+            let url = endpoint.url.as_str();
             let headers = self.request_headers(rec);
             let direct = self.direct.as_ref().zip(endpoint.direct.as_ref());
             let sent = async {
@@ -570,7 +589,7 @@ impl Client {
                 }
                 let req = match &endpoint.parsed {
                     Some(u) => self.http.post(u.clone()),
-                    None => self.http.post(url.as_ref()),
+                    None => self.http.post(url),
                 };
                 req.headers(headers)
                     .body(body.clone())
@@ -600,18 +619,21 @@ impl Client {
                     continue;
                 }
                 Err(e) => {
-                    rec.fail(e.classify(), at_url(e.describe(), &url), self.now_us());
+                    rec.fail(e.classify(), at_url(e.describe(), url), self.now_us());
                     return None;
                 }
             };
             let status = resp.status();
             if !status.is_redirection() {
+                let url = match redirected {
+                    Some(e) => Cow::Owned(e.url),
+                    None => Cow::Borrowed(first.url.as_str()),
+                };
                 return Some((resp, url));
             }
-            match location(resp.headers(), &url) {
+            match location(resp.headers(), url) {
                 Some(next) if self.follow_redirects && rec.redirects.len() < MAX_REDIRECTS => {
                     rec.redirects.push(format!("{} {next}", status.as_u16()));
-                    url = Cow::Owned(next.clone());
                     redirected = Some(Endpoint::new(next));
                 }
                 to => {
@@ -633,21 +655,12 @@ impl Client {
         }
     }
 
-    /// The headers of one request: its own, its API's, its class's and the key's (the pool's
+    /// The headers of one request: its API's, its own, its class's and the key's (the pool's
     /// are added by whichever pool sends it, where the request does not set them).
     fn request_headers(&self, rec: &Record) -> HeaderMap {
-        let mut h = HeaderMap::with_capacity(8);
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        let mut h = self.fixed_headers.clone();
         if let Ok(v) = HeaderValue::from_str(&rec.request_id) {
             h.insert(HeaderName::from_static("x-request-id"), v);
-        }
-        for (name, value) in self.adapter.headers() {
-            if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
-                h.append(n, HeaderValue::from_static(value));
-            }
         }
         if let Some(hs) = rec.class.as_ref().and_then(|c| self.class_headers.get(c)) {
             for (name, value) in hs {

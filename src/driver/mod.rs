@@ -156,10 +156,7 @@ impl Driver {
             let (system, tokens) = self.plan.opening(index);
             let mut messages = Vec::new();
             if !system.is_empty() {
-                messages.push(Message {
-                    role: "system".into(),
-                    content: system.to_owned(),
-                });
+                messages.push(Message::new("system", system));
             }
             messages.push(user(&p.prompt));
             p.messages = Some(messages);
@@ -250,10 +247,7 @@ impl Driver {
             if !ok || cancel.is_cancelled() {
                 return;
             }
-            history.push(Message {
-                role: "assistant".into(),
-                content: answer.unwrap_or_default(),
-            });
+            history.push(Message::new("assistant", answer.unwrap_or_default()));
         }
     }
 
@@ -533,10 +527,7 @@ impl Driver {
 
 /// A user message.
 fn user(text: &str) -> Message {
-    Message {
-        role: "user".into(),
-        content: text.to_owned(),
-    }
+    Message::new("user", text)
 }
 
 /// Open-loop requests built ahead of the schedule (bodies, typically a few KB each).
