@@ -166,6 +166,26 @@ impl crate::run::Watch for Stderr {
     fn note(&self, message: &str) {
         say_err!("note: {message}");
     }
+
+    fn line(&self, message: &str) {
+        if let Some(b) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            b.suspend(|| say_err!("{message}"));
+        } else {
+            say_err!("{message}");
+        }
+    }
+}
+
+/// A span on the command line: a number with a unit (`90s`, `15m`, `2h`), or `0`.
+fn parse_span(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let secs = crate::contract::units::parse_seconds(s)?;
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!("`{s}`: give a span of 0 or more, such as 15m"));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// `--quiet`: no progress, but every warning still reaches stderr (an unreachable telemetry
@@ -382,7 +402,7 @@ pub enum Command {
     /// Run a workload contract and keep the bundle (no contract: the built-in example against
     /// the embedded simulator).
     #[command(
-        after_help = "Exit status: 0 the run completed (and passed every --fail-on gate); 1 an error (bad contract, unreachable target, no request succeeded); 3 the run gave up (every request that reached the target failed, or it stopped answering); with --fail-on, the first failing gate in this order: 4 INVALID, 5 SLO not met, 6 a prediction did not hold, 7 quality not held against --baseline; 128 + N a signal stopped it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), every record kept."
+        after_help = "Exit status: 0 the run completed (and passed every --fail-on gate); 1 an error (bad contract, unreachable target, no request succeeded); 3 the run gave up (every request that reached the target failed, or it stopped answering); with --fail-on, the first failing gate in this order: 4 INVALID (the measurement: client behind its schedule, overload, dropped arrivals, interrupted), 5 SLO missed (conclusively, or at the point estimates) or 8 SLO met but not yet supported by the sample (too few requests for its percentile at measurement.confidence), 6 a prediction did not hold, 7 quality not held against --baseline; 128 + N a signal stopped it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), every record kept."
     )]
     Run(RunArgs),
     /// Compare results (bundles or repeat sets) against the first, refusing when their
@@ -572,6 +592,11 @@ pub struct SweepArgs {
     /// Most runs the capacity search makes (at least 2: one passing and one failing rate).
     #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u64).range(2..))]
     max_runs: u64,
+    /// The longest a capacity search may spend confirming an answer its small points only
+    /// indicate: one run at the passing rate with the requests its SLO claim needs, made when
+    /// it fits (e.g. `30m`, `2h`; `0` never confirms).
+    #[arg(long, default_value = "15m", value_parser = parse_span)]
+    confirm_within: Duration,
     #[command(flatten)]
     output: OutputArgs,
     /// Changes to the contract for every point (e.g. `--requests 200` for smaller points).
@@ -626,14 +651,21 @@ pub struct SimArgs {
 }
 
 /// Each run of a repeat set: its headline, every reason it is INVALID (one line each: a run
-/// that fell behind its schedule may also be too small for its percentile, and a reader fixing
-/// the first should know of the second), and how its predictions fared.
+/// that fell behind its schedule may also have been overloaded, and a reader fixing the first
+/// should know of the second), its SLO's verdict with its support, and how its predictions
+/// fared.
 fn runs_overview(runs: &[&crate::analyze::Summary]) -> String {
     let mut out = String::new();
     for (i, s) in runs.iter().enumerate() {
         out += &format!("run {:02}: {}\n", i + 1, crate::report::headline(s));
         for r in &s.validity.reasons {
             out += &format!("  INVALID: {r}\n");
+        }
+        if let Some(slo) = &s.steady.slo {
+            out += &format!(
+                "  SLO {}\n",
+                crate::report::slo_verdict_words(slo, s.validity.is_valid())
+            );
         }
         for o in s.predictions.iter().flat_map(|p| &p.outcomes) {
             out += &format!(
@@ -743,6 +775,9 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
     crate::workload::environment::check_environment(&c, &text, &path)?;
     for n in &c.notes {
         say_err!("note: {n}");
+    }
+    if let Some(p) = sample_plan(&c, &inputs) {
+        say_err!("note: {p}");
     }
     let mut options = output.run_options();
     options.overrides = said;
@@ -915,16 +950,17 @@ impl Gates {
                 },
             });
         let failed = crate::run::failed_gates(&self.gates, runs, quality.as_ref());
-        for (g, why) in &failed {
+        for f in &failed {
             say_err!(
-                "fail-on {} (exit {}): {why}",
-                format!("{g:?}").to_lowercase(),
-                g.exit_code()
+                "fail-on {} (exit {}): {}",
+                format!("{:?}", f.gate).to_lowercase(),
+                f.exit,
+                f.why
             );
         }
         failed
             .first()
-            .map_or(ExitCode::SUCCESS, |(g, _)| ExitCode::from(g.exit_code()))
+            .map_or(ExitCode::SUCCESS, |f| ExitCode::from(f.exit))
     }
 }
 
@@ -1003,8 +1039,27 @@ fn init_command(a: InitArgs) -> anyhow::Result<ExitCode> {
 fn plan_command(a: PlanArgs) -> anyhow::Result<ExitCode> {
     let PlanArgs { contract, limit } = a;
     let (c, inputs) = crate::workload::load(&contract)?;
+    // What the plan's sample can support goes to stderr: stdout is the plan itself.
+    if let Some(p) = sample_plan(&c, &inputs) {
+        say_err!("note: {p}");
+    }
     say(&crate::plan::Plan::new(&c, &inputs).to_jsonl(limit))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a contract's steady sample can support, before its run (`analyze::claims::planning`):
+/// the plan's steady requests, or an open loop's rate × duration.
+fn sample_plan(c: &contract::Contract, inputs: &crate::workload::Inputs) -> Option<String> {
+    let planned = crate::plan::Plan::new(c, inputs)
+        .planned_by_phase()
+        .get(&crate::plan::Phase::Steady)
+        .copied()
+        .or_else(|| {
+            let d = c.load.duration()?;
+            (c.load.is_open() && c.workload.sessions.is_none())
+                .then(|| (c.load.rate() * d.seconds()) as u64)
+        });
+    crate::analyze::claims::planning(c, planned)
 }
 
 fn report_repeats_command(a: ReportArgs) -> anyhow::Result<ExitCode> {
@@ -1086,6 +1141,7 @@ async fn sweep_command(a: SweepArgs) -> anyhow::Result<ExitCode> {
         capacity,
         resolution,
         max_runs,
+        confirm_within,
         output,
         overrides,
     } = a;
@@ -1106,7 +1162,15 @@ async fn sweep_command(a: SweepArgs) -> anyhow::Result<ExitCode> {
         if !(resolution > 0.0 && resolution < 1.0) {
             bail!("--resolution must be a fraction in (0, 1)");
         }
-        crate::sweep::capacity(&path, &src, resolution, max_runs as usize, &o).await?
+        crate::sweep::capacity(
+            &path,
+            &src,
+            resolution,
+            max_runs as usize,
+            confirm_within,
+            &o,
+        )
+        .await?
     } else {
         let vary = crate::sweep::Vary::parse(&vary)?;
         crate::sweep::sweep(&path, &src, &vary, &o).await?
@@ -1185,6 +1249,13 @@ impl crate::run::Watch for Later {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(format!("note: {message}"));
+    }
+
+    fn line(&self, message: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(message.to_owned());
     }
 }
 

@@ -1134,6 +1134,8 @@ pub trait Watch: Send + Sync + std::fmt::Debug {
     fn warn(&self, _message: &str) {}
     /// Something the user should know that is not wrong (a shard waiting for its start).
     fn note(&self, _message: &str) {}
+    /// A result as soon as it is known (a sweep's point when it finishes), one line.
+    fn line(&self, _message: &str) {}
 }
 
 /// Watches nothing (tests, library use).
@@ -1307,7 +1309,8 @@ mod progress_tests {
 pub enum Gate {
     /// The run is INVALID (any run of a repeat set).
     Invalid,
-    /// The SLO is not met (any run).
+    /// The SLO is not shown met (any run): exit 5 when it is missed (conclusively or at the
+    /// point estimates), 8 when it is met but the sample does not yet support the pass.
     Slo,
     /// A prediction did not hold, or could not be measured (any run).
     Prediction,
@@ -1317,6 +1320,7 @@ pub enum Gate {
 
 impl Gate {
     /// The exit status when this gate fails (after 3, "gave up"): documented in `run --help`.
+    /// `slo` fails with 8 instead when the SLO is met but not yet supported.
     pub fn exit_code(self) -> u8 {
         match self {
             Gate::Invalid => 4,
@@ -1327,45 +1331,72 @@ impl Gate {
     }
 }
 
+/// `--fail-on slo`'s status when every run met its SLO but some pass is not yet supported by
+/// its sample: not a miss (5), and not a pass.
+pub const EXIT_SLO_NOT_SUPPORTED: u8 = 8;
+
+/// A gate that failed: its exit status and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedGate {
+    pub gate: Gate,
+    pub exit: u8,
+    pub why: String,
+}
+
 /// The gates that fail for these runs, each with why, in the order of [`Gate`] (the first
 /// sets the exit status). `quality` is the check against a baseline, when one was given.
 pub fn failed_gates(
     gates: &[Gate],
     runs: &[&Summary],
     quality: Option<&crate::compare::QualityGuard>,
-) -> Vec<(Gate, String)> {
+) -> Vec<FailedGate> {
     let mut out = Vec::new();
     let mut gates = gates.to_vec();
     gates.sort();
     gates.dedup();
     for g in gates {
+        let mut exit = g.exit_code();
         let why: Vec<String> = match g {
             Gate::Invalid => runs
                 .iter()
                 .filter(|s| s.validity.verdict == crate::analyze::ValidityVerdict::Invalid)
                 .map(|s| s.validity.reasons.first().cloned().unwrap_or_default())
                 .collect(),
-            Gate::Slo => runs
-                .iter()
-                .filter_map(|s| match &s.steady.slo {
-                    Some(slo) if slo.pass => None,
-                    Some(slo) => Some(format!(
-                        "attainment {:.1}% (target {:.0}%){}",
-                        slo.attainment * 100.0,
-                        slo.attainment_target * 100.0,
-                        slo.per_metric
-                            .iter()
-                            .filter(|m| !m.pass)
-                            .map(|m| format!(
-                                ", {} {} ms",
-                                m.metric,
-                                m.value_ms.map_or("unmeasured".into(), crate::report::num)
-                            ))
-                            .collect::<String>()
-                    )),
-                    None => Some("the contract has no [slo]".to_owned()),
-                })
-                .collect(),
+            Gate::Slo => {
+                // A miss anywhere is a miss (5); otherwise a pass some run cannot support (8).
+                let missed = runs
+                    .iter()
+                    .any(|s| s.steady.slo.as_ref().is_none_or(|x| !x.verdict.met()));
+                if !missed {
+                    exit = EXIT_SLO_NOT_SUPPORTED;
+                }
+                runs.iter()
+                    .filter_map(|s| match &s.steady.slo {
+                        Some(slo) if slo.verdict == crate::analyze::SloVerdict::Met => None,
+                        Some(slo) if slo.verdict.met() => Some(format!(
+                            "the SLO is met, but not yet supported at {} confidence: {} (raise load.requests, or judge a lower slo.percentile or measurement.confidence)",
+                            crate::analyze::claims::percent(slo.confidence),
+                            slo.not_yet().unwrap_or_default()
+                        )),
+                        Some(slo) => Some(format!(
+                            "SLO {}: attainment {:.1}% (target {:.0}%){}",
+                            slo.verdict.words(slo.confidence),
+                            slo.attainment * 100.0,
+                            slo.attainment_target * 100.0,
+                            slo.per_metric
+                                .iter()
+                                .filter(|m| !m.pass)
+                                .map(|m| format!(
+                                    ", {} {} ms",
+                                    m.metric,
+                                    m.value_ms.map_or("(failed requests)".into(), crate::report::num)
+                                ))
+                                .collect::<String>()
+                        )),
+                        None => Some("the contract has no [slo]".to_owned()),
+                    })
+                    .collect()
+            }
             Gate::Prediction => runs
                 .iter()
                 .flat_map(|s| match &s.predictions {
@@ -1388,7 +1419,11 @@ pub fn failed_gates(
             },
         };
         if !why.is_empty() {
-            out.push((g, why.join("; ")));
+            out.push(FailedGate {
+                gate: g,
+                exit,
+                why: why.join("; "),
+            });
         }
     }
     out

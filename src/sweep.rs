@@ -78,9 +78,24 @@ pub struct SweepPoint {
     pub goodput_rps: Option<f64>,
     /// Every reason is in the point's bundle.
     pub validity: crate::analyze::ValidityVerdict,
-    /// Whether the run met the SLO (percentiles within thresholds and attainment at target).
+    /// Whether the run met the SLO (percentiles within thresholds and attainment at target);
+    /// absent for an interrupted point.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo_met: Option<bool>,
+    /// The SLO's verdict with its support at the contract's confidence: `met` (supported),
+    /// `met_indicated`, `missed` (conclusive), `missed_indicated`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_verdict: Option<crate::analyze::SloVerdict>,
+    /// Steady requests its verdict rests on.
+    #[serde(default)]
+    pub steady_requests: u64,
+    /// The point's run was interrupted: its figures are partial and it neither met nor missed.
+    #[serde(default)]
+    pub interrupted: bool,
+    /// A capacity search's confirmation: the passing rate run again with the requests its
+    /// SLO claim needs.
+    #[serde(default)]
+    pub confirmation: bool,
     /// Why the point fails the capacity rule, first reason only; absent when it passes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fails_because: Option<String>,
@@ -151,7 +166,15 @@ impl SweepPoint {
             attainment: st.slo.as_ref().map(|x| x.attainment),
             goodput_rps: st.slo.as_ref().and_then(|x| x.goodput_rps),
             validity: s.validity.verdict,
-            slo_met: st.slo.as_ref().map(|x| x.pass),
+            slo_met: st.slo.as_ref().map(|x| x.pass).filter(|_| !s.interrupted),
+            slo_verdict: st
+                .slo
+                .as_ref()
+                .map(|x| x.verdict)
+                .filter(|_| !s.interrupted),
+            steady_requests: st.stats.requests,
+            interrupted: s.interrupted,
+            confirmation: false,
             fails_because: fails_because(s),
             client_limited: s
                 .validity
@@ -269,7 +292,9 @@ pub async fn sweep(
         let r = run_point(&parent, i + 1, c, inputs, o).await?;
         // A point that gave up (its target failed) is a point; a signal ends the sweep.
         interrupted |= cancel.is_cancelled();
-        points.push(SweepPoint::of(&value, &r.bundle, &r.summary));
+        let point = SweepPoint::of(&value, &r.bundle, &r.summary);
+        o.watch.line(&point_line(i + 1, &vary.key, &point));
+        points.push(point);
     }
     mark_pareto(&mut points);
     let result = SweepResult {
@@ -284,18 +309,30 @@ pub async fn sweep(
 }
 
 /// Whether a capacity point passes: the run meets the SLO ([`crate::analyze::SloResult::meets`]:
-/// every percentile within its threshold and attainment at its target) *and* is VALID (the
-/// server kept up with the offered rate, the client kept its schedule, enough requests). The
-/// capacity is the highest rate that passes; the discrete-event check in the tests applies the
-/// same function to the simulator's ground truth.
+/// every percentile within its threshold and attainment at its target), at least as its
+/// sample indicates, *and* is VALID (the server kept up with the offered rate, the client kept
+/// its schedule) and ran to its end. The capacity is the highest rate that passes; the
+/// discrete-event check in the tests applies the same function to the simulator's ground
+/// truth. Whether the pass is *supported* is [`supported_capacity`].
 pub fn passes_capacity(s: &Summary) -> bool {
-    s.steady.slo.as_ref().is_some_and(|x| x.pass) && s.validity.is_valid()
+    s.steady.slo.as_ref().is_some_and(|x| x.verdict.met())
+        && s.validity.is_valid()
+        && !s.interrupted
+}
+
+/// A passing point whose sample supports the pass at the contract's confidence.
+pub fn supported_capacity(s: &Summary) -> bool {
+    passes_capacity(s)
+        && s.steady
+            .slo
+            .as_ref()
+            .is_some_and(|x| x.verdict == crate::analyze::SloVerdict::Met)
 }
 
 /// The capacity rule in words.
 pub fn capacity_rule(s: &crate::contract::Slo) -> String {
     format!(
-        "the highest offered rate whose run meets the SLO ({}) and is VALID (achieved ≈ offered, client on schedule, enough requests)",
+        "the highest offered rate whose run meets the SLO ({}) and is VALID (achieved ≈ offered, client on schedule); supported when its sample supports the pass at measurement.confidence, indicated when it only meets it at the point estimates",
         s.rule()
     )
 }
@@ -308,6 +345,7 @@ pub async fn capacity(
     src: &str,
     resolution: f64,
     max_runs: usize,
+    confirm_within: std::time::Duration,
     o: &SweepOptions,
 ) -> anyhow::Result<(Bundle, SweepResult)> {
     let (out_root, cancel) = (o.out_root.as_path(), &o.cancel);
@@ -321,38 +359,10 @@ pub async fn capacity(
     if !base.has_slo() {
         bail!("--capacity needs an [slo]: capacity is the highest rate at which the SLO holds");
     }
-    // A point can only pass when it is VALID, and VALID at the SLO percentile needs enough
-    // requests even with no miss at all: say so before the first run, not after twelve.
-    // With classes, each class's share of the requests must be enough for its own percentile.
-    let conf = base.measurement.confidence;
-    let judged: Vec<(String, f64, f64)> = if base.classes.is_empty() {
-        vec![(String::new(), 1.0, base.slo.percentile)]
-    } else {
-        base.classes
-            .iter()
-            .map(|k| {
-                let p = k.slo_or(&base.slo).percentile;
-                (
-                    format!(" for class `{}`", k.name),
-                    k.share.unwrap_or(1.0),
-                    p,
-                )
-            })
-            .collect()
-    };
-    for (class, share, p) in judged {
-        let needed = crate::analyze::min_requests_for(p, 0, conf);
-        if let Some(n) = base.load.requests()
-            && ((n as f64 * share) as u64) < needed
-        {
-            bail!(
-                "{}: `load.requests` = {n}: a capacity point must be VALID, and p{p}{class} at {:.0}% confidence needs at least {needed} steady requests with no SLO miss (MLPerf early stopping); about {} would be sent; raise load.requests, or judge a lower slo.percentile",
-                path.display(),
-                conf * 100.0,
-                (n as f64 * share) as u64
-            );
-        }
-    }
+    // Each point is judged on the sample it is given: a clear miss brackets the search on any
+    // sample; a pass on too few requests is indicated, and the answer is confirmed with the
+    // requests its claim needs when that fits `confirm_within`. Said before the first run.
+    o.watch.note(&capacity_plan(&base, confirm_within));
     let parent = Bundle::create(out_root, &base)
         .with_context(|| format!("creating a bundle under {}", out_root.display()))?;
     parent.write("contract.toml", src)?;
@@ -370,10 +380,9 @@ pub async fn capacity(
             let r = run_point(parent, n + 1, c, inputs, o).await?;
             let s = &r.summary;
             // The point in flight when the search was interrupted is kept, as measured.
-            points
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(SweepPoint::of(&value, &r.bundle, s));
+            let point = SweepPoint::of(&value, &r.bundle, s);
+            o.watch.line(&point_line(n + 1, "load.rate", &point));
+            points.lock().unwrap_or_else(|p| p.into_inner()).push(point);
             // A signal ends the search; a point that gave up (its target failed) fails.
             if cancel.is_cancelled() {
                 return Ok(None);
@@ -383,6 +392,20 @@ pub async fn capacity(
     })
     .await?;
     let mut cap = cap;
+    cap.confidence = base.measurement.confidence;
+    if !cancel.is_cancelled() {
+        confirm(
+            &mut cap,
+            &base,
+            path,
+            src,
+            confirm_within,
+            &parent,
+            &points,
+            o,
+        )
+        .await?;
+    }
     cap.rule = if base.classes.is_empty() {
         capacity_rule(&base.slo)
     } else {
@@ -439,6 +462,238 @@ async fn run_point(
     run(c, inputs, opts, o.cancel.clone()).await
 }
 
+/// Before a capacity search, in words: what each point's sample can support at the
+/// contract's confidence, and how an indicated answer is confirmed.
+fn capacity_plan(base: &Contract, confirm_within: std::time::Duration) -> String {
+    use crate::analyze::claims::{needs, percent, pname};
+    let conf = base.measurement.confidence;
+    let judged: Vec<(String, f64, f64)> = if base.classes.is_empty() {
+        vec![(String::new(), 1.0, base.slo.percentile)]
+    } else {
+        base.classes
+            .iter()
+            .map(|k| {
+                (
+                    format!(" of class `{}`", k.name),
+                    k.share.unwrap_or(1.0),
+                    k.slo_or(&base.slo).percentile,
+                )
+            })
+            .collect()
+    };
+    let Some(n) = base.load.requests() else {
+        return format!(
+            "capacity search: each point runs for its load.duration; a pass on fewer steady requests than its SLO percentile needs at {} confidence is indicated, not supported, and a clear miss is conclusive on any sample",
+            percent(conf)
+        );
+    };
+    let short: Vec<String> = judged
+        .iter()
+        .filter_map(|(class, share, p)| {
+            let need = crate::analyze::min_requests_for(*p, 0, conf);
+            let have = (n as f64 * share) as u64;
+            (have < need).then(|| {
+                format!(
+                    "{}{class} needs at least {} steady requests with no miss and a point sends about {have}",
+                    pname(*p),
+                    needs(need)
+                )
+            })
+        })
+        .collect();
+    if short.is_empty() {
+        return format!(
+            "capacity search: each point sends {n} steady requests, enough to support its SLO percentile at {} confidence with no miss",
+            percent(conf)
+        );
+    }
+    format!(
+        "capacity search on small points: {} (at {} confidence). A passing point is therefore indicated, not supported; a clear miss is conclusive on any sample and brackets the search. The answer is then confirmed by one run at the passing rate with the requests its claim needs, if that takes at most {} (--confirm-within); otherwise it stays indicated.",
+        short.join("; "),
+        percent(conf),
+        human_duration(confirm_within)
+    )
+}
+
+/// "15 min", "90 s", "2.5 h".
+fn human_duration(d: std::time::Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 5400.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else if s >= 120.0 {
+        format!("{:.0} min", s / 60.0)
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+/// The SLO cell of a sweep's table: the verdict with its support, or `interrupted`.
+fn slo_cell(p: &SweepPoint) -> String {
+    if p.interrupted {
+        return "interrupted".to_owned();
+    }
+    match (p.slo_verdict, p.slo_met) {
+        (Some(v), _) => v.short().to_owned(),
+        (None, Some(true)) => "met".to_owned(),
+        (None, Some(false)) => "missed".to_owned(),
+        (None, None) => "—".to_owned(),
+    }
+}
+
+/// One finished point as a line, printed as the sweep goes (the table is the end's).
+pub fn point_line(n: usize, key: &str, p: &SweepPoint) -> String {
+    let f = |x: Option<f64>| x.map_or("—".to_owned(), crate::report::num);
+    format!(
+        "point {n}{}: {key} {} · offered {} achieved {} req/s · TTFT p99 {} ms · attainment {} on {} steady · SLO {} · {}",
+        if p.confirmation {
+            " (confirmation)"
+        } else {
+            ""
+        },
+        p.value,
+        f(p.offered_rps),
+        f(p.achieved_rps),
+        f(p.ttft_p99_ms),
+        p.attainment
+            .map_or("—".to_owned(), |a| format!("{:.1}%", a * 100.0)),
+        p.steady_requests,
+        slo_cell(p),
+        p.validity
+    )
+}
+
+/// Steady requests a run at this point's rate needs for its pass to be supported, from the
+/// miss rates its summary shows (each SLO metric and attainment; with classes, each class at
+/// its share); `None` when no size can (a miss rate at the limit).
+fn support_size(s: &Summary, c: &Contract) -> Option<u64> {
+    use crate::analyze::claims::requests_to_support;
+    let conf = c.measurement.confidence;
+    use crate::analyze::claims::confirmation_miss_share as assume;
+    let one = |slo: &crate::analyze::SloResult| -> Option<u64> {
+        let t = slo.attainment_target;
+        let mut n = requests_to_support(t, assume(t, 1.0 - slo.attainment), conf)?;
+        let q = slo.percentile / 100.0;
+        for m in &slo.per_metric {
+            let seen = if m.requests == 0 {
+                0.0
+            } else {
+                m.misses as f64 / m.requests as f64
+            };
+            n = n.max(requests_to_support(q, assume(q, seen), conf)?);
+        }
+        Some(n)
+    };
+    match &s.classes {
+        Some(classes) => classes
+            .iter()
+            .filter_map(|k| Some((k, k.slo.as_ref()?)))
+            .map(|(k, slo)| Some((one(slo)? as f64 / k.share.max(1e-9)).ceil() as u64))
+            .try_fold(0u64, |acc, n| n.map(|n| acc.max(n))),
+        None => one(s.steady.slo.as_ref()?),
+    }
+}
+
+/// Confirms an indicated capacity: one run at the passing rate with the requests its claim
+/// needs, when it fits `within` at that rate. A supported pass makes the answer supported; a
+/// miss moves the bracket's top down to it (the capacity is the next passing rate, indicated).
+#[allow(clippy::too_many_arguments)]
+async fn confirm(
+    cap: &mut Capacity,
+    base: &Contract,
+    path: &Path,
+    src: &str,
+    within: std::time::Duration,
+    parent: &Bundle,
+    points: &std::sync::Mutex<Vec<SweepPoint>>,
+    o: &SweepOptions,
+) -> anyhow::Result<()> {
+    let Some(rate) = cap.capacity_rps else {
+        return Ok(());
+    };
+    if cap.supported_rps == Some(rate) {
+        return Ok(());
+    }
+    let at = points
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|p| {
+            p.value
+                .parse::<f64>()
+                .is_ok_and(|v| (v - rate).abs() < 1e-9)
+        })
+        .map(|p| p.bundle.clone());
+    let Some(summary) = at
+        .and_then(|b| std::fs::read_to_string(b.join(crate::bundle::SUMMARY)).ok())
+        .and_then(|t| serde_json::from_str::<Summary>(&t).ok())
+    else {
+        return Ok(());
+    };
+    let Some(n) = support_size(&summary, base) else {
+        cap.unconfirmed = Some(format!(
+            "{rate:.2} req/s passed with a miss rate too close to the SLO's limit for any run to support it"
+        ));
+        return Ok(());
+    };
+    let warm = base.warmup.requests;
+    let seconds = (n + warm) as f64 / rate;
+    if seconds > within.as_secs_f64() {
+        cap.unconfirmed = Some(format!(
+            "supporting {rate:.2} req/s needs about {n} steady requests, {} at that rate, more than --confirm-within {}",
+            human_duration(std::time::Duration::from_secs_f64(seconds)),
+            human_duration(within)
+        ));
+        return Ok(());
+    }
+    let value = format!("{rate:.4}");
+    let mut text = set_key(src, "load.rate", &value).map_err(anyhow::Error::msg)?;
+    text = if base.load.duration().is_some() {
+        set_key(
+            &text,
+            "load.duration",
+            &format!("\"{:.0}s\"", (n as f64 / rate).ceil()),
+        )
+    } else {
+        set_key(&text, "load.requests", &n.to_string())
+    }
+    .map_err(anyhow::Error::msg)?;
+    let (c, inputs) = crate::workload::parse(&text, path)?;
+    let k = points.lock().unwrap_or_else(|p| p.into_inner()).len();
+    let r = run_point(parent, k + 1, c, inputs, o).await?;
+    let mut point = SweepPoint::of(&value, &r.bundle, &r.summary);
+    point.confirmation = true;
+    o.watch.line(&point_line(k + 1, "load.rate", &point));
+    points.lock().unwrap_or_else(|p| p.into_inner()).push(point);
+    let passed = passes_capacity(&r.summary);
+    cap.confirmation = Some(Confirmation {
+        rate,
+        requests: n,
+        verdict: r.summary.steady.slo.as_ref().map(|x| x.verdict),
+        passed,
+    });
+    if r.summary.interrupted {
+        return Ok(());
+    }
+    cap.tried.push((rate, passed));
+    if supported_capacity(&r.summary) {
+        cap.supported_rps = Some(rate);
+    } else if !passed {
+        // The bracket's top moves down to the rate that failed on the larger sample.
+        cap.failed_at_rps = Some(cap.failed_at_rps.map_or(rate, |h| h.min(rate)));
+        cap.capacity_rps = cap
+            .tried
+            .iter()
+            .filter(|(r, p)| *p && *r < rate)
+            .map(|(r, _)| *r)
+            .reduce(f64::max);
+        cap.resolution = cap
+            .capacity_rps
+            .zip(cap.failed_at_rps)
+            .map(|(l, h)| (h - l) / h);
+    }
+    Ok(())
+}
+
 /// `sweep.json`, `sweep.md` and `sweep.html` in the parent bundle.
 fn write_sweep(parent: &Bundle, r: &SweepResult) -> std::io::Result<()> {
     parent.write_json("sweep.json", r)?;
@@ -457,7 +712,11 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
         .iter()
         .map(|p| {
             vec![
-                p.value.clone(),
+                if p.confirmation {
+                    format!("{} (confirmation)", p.value)
+                } else {
+                    p.value.clone()
+                },
                 f(p.offered_rps),
                 f(p.achieved_rps),
                 f(p.ttft_p50_ms),
@@ -467,11 +726,7 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
                 f(p.output_tokens_per_s),
                 pct(p.attainment),
                 f(p.goodput_rps),
-                match p.slo_met {
-                    Some(true) => "met".to_owned(),
-                    Some(false) => "missed".to_owned(),
-                    None => "—".to_owned(),
-                },
+                slo_cell(p),
                 p.validity.to_string(),
             ]
         })
@@ -518,8 +773,9 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
         }
         d.line(match (c.capacity_rps, c.failed_at_rps) {
             (Some(lo), Some(hi)) => format!(
-                "Capacity at the SLO: {}{lo:.2} req/s. Last passing point {lo:.2} req/s (SLO met, VALID{}); first failing point {hi:.2} req/s ({}{}) — bracket {:.1}% wide after {} runs.",
+                "Capacity at the SLO: {}{lo:.2} req/s, {}. Last passing point {lo:.2} req/s (SLO met, VALID{}); first failing point {hi:.2} req/s ({}{}) — bracket {:.1}% wide after {} runs.",
                 if c.stopped_by_client_at.is_some() { "at least " } else { "" },
+                c.support_words(lo),
                 achieved(lo),
                 why(hi),
                 achieved(hi),
@@ -530,7 +786,8 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
                 "Every rate finished passed, up to {lo:.2} req/s; the search was interrupted before it found a failing one."
             ),
             (Some(lo), None) => format!(
-                "Every rate tried met the SLO, up to {lo:.2} req/s: capacity is above it (raise --max-runs)."
+                "Every rate tried met the SLO, up to {lo:.2} req/s ({}): capacity is above it (raise --max-runs).",
+                c.support_words(lo)
             ),
             (None, Some(hi)) => format!(
                 "No rate tried passed, down to {hi:.2} req/s ({}).",
@@ -600,7 +857,7 @@ fn frontier_table(d: &mut crate::report::Doc, r: &SweepResult) {
 /// capacity's bracket shaded and the points where the client fell behind ringed, then the
 /// table.
 pub fn html_page(r: &SweepResult) -> String {
-    use crate::report::html::{Tile, banner};
+    use crate::report::html::{Tile, banner_toned};
     let mut d = crate::report::Doc::default();
     d.h(format!("goodput sweep · {}", r.contract));
     let x = |p: &SweepPoint| p.offered_rps.or_else(|| p.value.parse().ok());
@@ -633,9 +890,12 @@ pub fn html_page(r: &SweepResult) -> String {
             (None, Some(b)) if c.stopped_by_client_at.is_some() => format!(
                 "CAPACITY NOT MEASURED: the client fell behind at {b:.2} req/s, where the server met the SLO"
             ),
-            (Some(a), Some(b)) => {
-                format!("CAPACITY {a:.2} req/s: passes at {a:.2}, fails at {b:.2}")
+            (Some(a), Some(b)) if c.supported_rps == Some(a) => {
+                format!("CAPACITY {a:.2} req/s, supported: passes at {a:.2}, fails at {b:.2}")
             }
+            (Some(a), Some(b)) => format!(
+                "CAPACITY {a:.2} req/s, indicated only: passes at {a:.2} on too few requests to support it, fails at {b:.2}"
+            ),
             (Some(a), None) => format!("CAPACITY at least {a:.2} req/s: no rate tried failed"),
             (None, Some(b)) => format!("NO CAPACITY: even {b:.2} req/s, the lowest tried, fails"),
             (None, None) => "NO ANSWER: no run finished".to_owned(),
@@ -649,13 +909,20 @@ pub fn html_page(r: &SweepResult) -> String {
     }];
     if let Some(c) = cap {
         lines.push(format!("Rule: {}", c.rule));
+        if let Some(a) = c.capacity_rps {
+            lines.push(format!("At {a:.2} req/s: {}.", c.support_words(a)));
+        }
         if let Some(at) = c.stopped_by_client_at {
             lines.push(format!("The search stopped at {at:.2} req/s, where the server met the SLO but the client fell behind its schedule: the server's capacity is not measured above it (ringed points)."));
         } else if c.client_limited {
             lines.push("The client fell behind its schedule near the answer: it may be the client's limit, not the server's (ringed points).".to_owned());
         }
     }
-    let pass = cap.map_or(met > 0, |c| c.capacity_rps.is_some() && !c.client_limited);
+    let pass = cap.map_or(Some(met > 0), |c| match c.capacity_rps {
+        Some(a) if !c.client_limited && c.supported_rps == Some(a) => Some(true),
+        Some(_) if !c.client_limited => None,
+        _ => Some(false),
+    });
     let mut tiles = Vec::new();
     if let Some(c) = cap {
         tiles.push(Tile {
@@ -663,10 +930,22 @@ pub fn html_page(r: &SweepResult) -> String {
             value: c
                 .capacity_rps
                 .map_or("—".into(), |a| format!("{a:.2} req/s")),
-            detail: c.resolution.map_or(String::new(), |x| {
-                format!("bracket within {:.1}%", x * 100.0)
-            }),
-            pass: Some(c.capacity_rps.is_some()),
+            detail: format!(
+                "{}{}",
+                match c.capacity_rps {
+                    Some(a) if c.supported_rps == Some(a) => "supported · ",
+                    Some(_) => "indicated only · ",
+                    None => "",
+                },
+                c.resolution.map_or(String::new(), |x| {
+                    format!("bracket within {:.1}%", x * 100.0)
+                })
+            ),
+            pass: match c.capacity_rps {
+                Some(a) if c.supported_rps == Some(a) => Some(true),
+                Some(_) => None,
+                None => Some(false),
+            },
         });
     }
     if let Some(best) = r
@@ -692,7 +971,7 @@ pub fn html_page(r: &SweepResult) -> String {
         ),
         pass: None,
     });
-    d.raw_html(banner(&lines, pass, &tiles));
+    d.raw_html(banner_toned(&lines, pass, &tiles));
     d.h("Against offered load");
     let slo_ttft = r
         .points
@@ -850,9 +1129,22 @@ mod tests {
 /// How a capacity search ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Capacity {
-    /// Highest offered rate (req/s) whose SLO attainment met the target; `None` when even the
-    /// lowest rate tried failed.
+    /// Highest offered rate (req/s) that passed ([`passes_capacity`]), supported or only
+    /// indicated by its sample; `None` when even the lowest rate tried failed.
     pub capacity_rps: Option<f64>,
+    /// Highest passing rate whose sample supports its pass at the contract's confidence
+    /// (`capacity_rps` itself when it is supported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supported_rps: Option<f64>,
+    /// The run that confirmed the answer with the requests its claim needs, when one was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<Confirmation>,
+    /// Why the answer was not confirmed (the run it needs would take too long).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconfirmed: Option<String>,
+    /// The one-sided confidence passes are supported at (`measurement.confidence`).
+    #[serde(default)]
+    pub confidence: f64,
     /// Lowest rate tried that failed; `None` when none failed within the runs allowed.
     pub failed_at_rps: Option<f64>,
     /// Relative width of the final bracket, (failed − capacity) / failed.
@@ -872,11 +1164,65 @@ pub struct Capacity {
     pub stopped_by_client_at: Option<f64>,
 }
 
+impl Capacity {
+    /// How strongly the answer at `rate` is known: "supported at 99% confidence" (and by
+    /// which run), or "indicated only" with why it was not confirmed or how its confirmation
+    /// came out.
+    pub fn support_words(&self, rate: f64) -> String {
+        use crate::analyze::claims::percent;
+        let conf = percent(self.confidence);
+        let confirmed = self
+            .confirmation
+            .as_ref()
+            .filter(|k| (k.rate - rate).abs() < 1e-9);
+        if self.supported_rps == Some(rate) {
+            return match confirmed {
+                Some(k) => format!(
+                    "supported at {conf} confidence (confirmed by a run of {} steady requests at that rate)",
+                    k.requests
+                ),
+                None => format!("supported at {conf} confidence by its own point"),
+            };
+        }
+        let mut out = format!(
+            "indicated only: its point met the SLO on too few requests to support it at {conf} confidence"
+        );
+        if let Some(k) = &self.confirmation {
+            out += &format!(
+                "; the confirmation at {:.2} req/s ({} steady requests) came out {}",
+                k.rate,
+                k.requests,
+                k.verdict.map_or("unfinished", |v| v.short())
+            );
+        } else if let Some(why) = &self.unconfirmed {
+            out += &format!("; not confirmed: {why}");
+        }
+        if let Some(s) = self.supported_rps {
+            out += &format!("; supported up to {s:.2} req/s");
+        }
+        out
+    }
+}
+
+/// The run that confirmed a capacity answer indicated on a small sample.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Confirmation {
+    pub rate: f64,
+    /// Steady requests it was sized to send: enough to support the pass at the miss rate the
+    /// indicating point showed ([`crate::analyze::claims::requests_to_support`]).
+    pub requests: u64,
+    /// Its SLO verdict (`None`: it did not finish).
+    pub verdict: Option<crate::analyze::SloVerdict>,
+    pub passed: bool,
+}
+
 /// How one capacity point came out, for the search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PointOutcome {
     /// Met the SLO and VALID ([`passes_capacity`]).
     pub passed: bool,
+    /// Passed, and its sample supports the pass ([`supported_capacity`]).
+    pub supported: bool,
     /// The client fell behind its schedule (INVALID for its dispatch lag).
     pub client_behind: bool,
     /// The SLO was met, valid or not.
@@ -887,15 +1233,17 @@ impl PointOutcome {
     pub fn of(s: &Summary) -> PointOutcome {
         PointOutcome {
             passed: passes_capacity(s),
+            supported: supported_capacity(s),
             client_behind: s.validity.client_behind,
             slo_met: s.steady.slo.as_ref().is_some_and(|x| x.pass),
         }
     }
 
-    /// Judged by `passed` alone (a ground truth, a test).
+    /// Judged by `passed` alone, a pass supported (a ground truth, a test).
     pub fn passed(passed: bool) -> PointOutcome {
         PointOutcome {
             passed,
+            supported: passed,
             client_behind: false,
             slo_met: passed,
         }
@@ -922,6 +1270,7 @@ where
 {
     let mut tried = Vec::new();
     let (mut lo, mut hi): (Option<f64>, Option<f64>) = (None, None);
+    let mut supported: Option<f64> = None;
     let mut client_limited = false;
     let mut stopped_by_client_at = None;
     let mut rate = start;
@@ -932,6 +1281,9 @@ where
         tried.push((rate, p.passed));
         if p.passed {
             lo = Some(lo.map_or(rate, |l: f64| l.max(rate)));
+            if p.supported {
+                supported = Some(supported.map_or(rate, |s: f64| s.max(rate)));
+            }
         } else {
             hi = Some(hi.map_or(rate, |h: f64| h.min(rate)));
             client_limited |= p.client_behind;
@@ -950,6 +1302,10 @@ where
     Ok(Capacity {
         rule: String::new(),
         capacity_rps: lo,
+        supported_rps: supported,
+        confirmation: None,
+        unconfirmed: None,
+        confidence: 0.99,
         failed_at_rps: hi,
         resolution: lo.zip(hi).map(|(l, h)| (h - l) / h),
         tried,
@@ -1002,6 +1358,7 @@ mod capacity_tests {
         let (truth, client) = (37.0, 15.0);
         let outcome = move |r: f64| PointOutcome {
             passed: r <= truth && r <= client,
+            supported: r <= truth && r <= client,
             client_behind: r > client,
             slo_met: r <= truth,
         };

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One benchmark as a CI gate: runs CONTRACT against the engine at $GOODPUT_URL and fails the
-# job, with goodput's own exit status, when the result is INVALID (4), misses its SLO (5) or
-# a prediction (6); with $GOODPUT_BASELINE (a bundle from the main branch, say), also when
-# the outputs changed (7). The bundle stays under $GOODPUT_OUT (default runs/) for the job to
+# job, with goodput's own exit status, when the result is INVALID (4), misses its SLO (5),
+# meets it on too few requests to support the pass (8) or misses a prediction (6); with
+# $GOODPUT_BASELINE (a bundle from the main branch, say), also when the outputs changed (7). The bundle stays under $GOODPUT_OUT (default runs/) for the job to
 # upload whatever happened.
 #
 #   GOODPUT_URL=http://127.0.0.1:8000 examples/ci/bench.sh examples/ci/contract.toml
@@ -25,8 +25,9 @@ status=$?
 case $status in
     0) echo "goodput: passed ($gates)" ;;
     3) echo "goodput: the run gave up: the engine failed every request or stopped answering" ;;
-    4) echo "goodput: INVALID: the result cannot support its claims (see Validity above)" ;;
+    4) echo "goodput: INVALID: the measurement cannot support its claims (see Validity above)" ;;
     5) echo "goodput: the SLO is not met" ;;
+    8) echo "goodput: the SLO is met, but on too few requests to support it (raise load.requests)" ;;
     6) echo "goodput: a prediction did not hold" ;;
     7) echo "goodput: the outputs are not the baseline's: quality was not held" ;;
     *) echo "goodput: failed (exit $status)" ;;

@@ -1,16 +1,16 @@
 //! Traffic classes (`[[class]]`): each class's steady requests summarised on their own, against
-//! the class's own SLO, beside the totals. A class is judged as a run of its own would be:
-//! its percentiles, attainment and goodput from its records alone, and whether it has enough
-//! requests for its SLO percentile (MLPerf early stopping), so a class too small for a tail
-//! claim is INVALID and says so, whatever the others show.
+//! the class's own SLO, beside the totals. A class is judged as a run of it alone would be:
+//! its percentiles, attainment and goodput from its records alone, and its SLO's verdict with
+//! its support (`analyze::claims`), so a class too small for a tail claim says "met, not yet
+//! supported" whatever the others show.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::{
-    PhaseStats, RequestMetrics, SloResult, ValidityVerdict, min_requests_for, phase_stats, rate,
-    request_metrics, slo_result,
+    PhaseStats, RequestMetrics, SloResult, SloVerdict, phase_stats, rate, request_metrics,
+    slo_result,
 };
 use crate::contract::Contract;
 use crate::contract::classes::Class;
@@ -35,13 +35,10 @@ pub struct ClassResult {
     pub achieved_rps: Option<f64>,
     /// Failures by class of failure.
     pub errors: BTreeMap<String, u64>,
-    /// Against the class's own SLO; `None` when it sets no threshold.
+    /// Against the class's own SLO, with its verdict and support; `None` when it sets no
+    /// threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloResult>,
-    /// Whether its own figures support a tail claim at its SLO percentile.
-    pub verdict: ValidityVerdict,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reasons: Vec<String>,
     /// Requests by the model (or adapter) name they asked for, when the class names one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub models: BTreeMap<String, u64>,
@@ -56,24 +53,24 @@ pub enum Standing {
     NoSlo,
     /// Within its SLO, on enough requests to support it.
     Meets,
-    /// Within its SLO on too few requests to support it (INVALID): neither a pass nor a miss.
-    TooFew,
-    /// Outside its SLO.
+    /// Within its SLO on too few requests to support it: met, not yet supported.
+    Indicated,
+    /// Outside its SLO (conclusively or not: its verdict says).
     Misses,
 }
 
 impl ClassResult {
-    /// The class meets its SLO and its figures support the claim.
+    /// The class meets its SLO, at least at the point estimates.
     pub fn passes(&self) -> bool {
-        self.standing() == Standing::Meets
+        matches!(self.standing(), Standing::Meets | Standing::Indicated)
     }
 
     pub fn standing(&self) -> Standing {
-        match &self.slo {
+        match self.slo.as_ref().map(|s| s.verdict) {
             None => Standing::NoSlo,
-            Some(s) if !s.pass => Standing::Misses,
-            Some(_) if self.verdict == ValidityVerdict::Valid => Standing::Meets,
-            Some(_) => Standing::TooFew,
+            Some(SloVerdict::Met) => Standing::Meets,
+            Some(SloVerdict::MetIndicated) => Standing::Indicated,
+            Some(_) => Standing::Misses,
         }
     }
 }
@@ -129,16 +126,16 @@ fn one(
 ) -> ClassResult {
     let cc = contract_of(c, class);
     let (origin, source) = (cc.measurement.latency_origin, cc.measurement.output_tokens);
-    let ok: Vec<&&Record> = mine.iter().filter(|r| r.is_ok()).collect();
-    let metrics: Vec<RequestMetrics> = ok
+    let metrics: Vec<RequestMetrics> = mine
         .iter()
         .map(|r| request_metrics(r, origin, source))
         .collect();
-    let achieved = achieved.map(|a| a * ok.len() as f64 / all_ok);
+    let n_ok = mine.iter().filter(|r| r.is_ok()).count();
+    let achieved = achieved.map(|a| a * n_ok as f64 / all_ok);
     let slo = cc
         .slo
         .is_set()
-        .then(|| slo_result(&cc, &metrics, mine, &ok, achieved));
+        .then(|| slo_result(&cc, mine, &metrics, achieved));
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     for r in mine.iter().filter(|r| r.outcome != Outcome::Ok) {
         *errors.entry(r.outcome.as_str().to_owned()).or_default() += 1;
@@ -147,21 +144,6 @@ fn one(
     for r in mine {
         if let Some(m) = &r.model {
             *models.entry(m.clone()).or_default() += 1;
-        }
-    }
-    let mut reasons = Vec::new();
-    if let Some(s) = &slo {
-        let misses = s.counted - s.met;
-        let needed = min_requests_for(s.percentile, misses, cc.measurement.confidence);
-        if (mine.len() as u64) < needed {
-            reasons.push(format!(
-                "{} steady requests of class `{}` cannot support p{} at {:.0}% confidence with {misses} SLO misses: {} needed (MLPerf early stopping; raise load.requests or its share)",
-                mine.len(),
-                class.name,
-                s.percentile,
-                cc.measurement.confidence * 100.0,
-                if needed == u64::MAX { "too many".to_owned() } else { needed.to_string() }
-            ));
         }
     }
     ClassResult {
@@ -181,12 +163,6 @@ fn one(
         achieved_rps: achieved,
         errors,
         slo,
-        verdict: if reasons.is_empty() {
-            ValidityVerdict::Valid
-        } else {
-            ValidityVerdict::Invalid
-        },
-        reasons,
         models,
         asks: asks(&cc, class),
     }
@@ -243,8 +219,13 @@ pub fn totals(classes: &[ClassResult], percentile: f64) -> Option<SloResult> {
         .iter()
         .map(|s| s.goodput_rps)
         .try_fold(0.0, |acc, g| g.map(|g| acc + g));
+    let verdict = SloVerdict::all(judged.iter().map(|s| s.verdict))?;
+    let attainment_verdict = SloVerdict::all(judged.iter().map(|s| s.attainment_verdict))?;
     Some(SloResult {
         percentile,
+        verdict,
+        confidence: judged[0].confidence,
+        needs: judged.iter().filter_map(|s| s.needs).max(),
         per_metric: Vec::new(),
         met,
         counted,
@@ -258,6 +239,8 @@ pub fn totals(classes: &[ClassResult], percentile: f64) -> Option<SloResult> {
             .iter()
             .map(|s| s.attainment_target)
             .fold(0.0, f64::max),
+        attainment_verdict,
+        attainment_bounds: None,
         goodput_rps: goodput,
         pass: classes.iter().all(ClassResult::passes),
     })
@@ -265,7 +248,7 @@ pub fn totals(classes: &[ClassResult], percentile: f64) -> Option<SloResult> {
 
 /// The class that fails first: of those that miss their SLO, the one furthest over it (its
 /// worst metric's value over its threshold at its percentile, or its attainment short of its
-/// target); when none misses, the first whose own figures are INVALID.
+/// target); when none misses, the first whose pass is not yet supported.
 pub fn limiting(classes: &[ClassResult]) -> Option<&ClassResult> {
     let over = |k: &ClassResult| -> f64 {
         let Some(s) = &k.slo else { return 0.0 };
@@ -286,5 +269,5 @@ pub fn limiting(classes: &[ClassResult]) -> Option<&ClassResult> {
         .iter()
         .filter(missed)
         .max_by(|a, b| over(a).total_cmp(&over(b)))
-        .or_else(|| classes.iter().find(|k| !k.passes()))
+        .or_else(|| classes.iter().find(|k| k.standing() == Standing::Indicated))
 }

@@ -396,7 +396,13 @@ impl Tally {
 /// `P[Binomial(n, 1 − p) ≤ misses] ≤ 1 − confidence`. For p99 at 99% confidence it gives 459
 /// requests with no miss and 662 with one, as MLPerf's rules state.
 pub fn min_requests_for(percentile: f64, misses: u64, confidence: f64) -> u64 {
-    let tail = 1.0 - percentile / 100.0;
+    min_requests_for_share(percentile / 100.0, misses, confidence)
+}
+
+/// [`min_requests_for`] for a share of requests that must meet (a percentile / 100, or an
+/// attainment target): `u64::MAX` when no sample can show it (a share of 1: every request).
+pub fn min_requests_for_share(share: f64, misses: u64, confidence: f64) -> u64 {
+    let tail = 1.0 - share;
     if tail <= 0.0 {
         return u64::MAX;
     }
@@ -423,6 +429,118 @@ pub fn min_requests_for(percentile: f64, misses: u64, confidence: f64) -> u64 {
         if ok(mid) { hi = mid } else { lo = mid }
     }
     hi
+}
+
+/// What a sample shows about the claim "at least `share` of requests meet their threshold"
+/// (a percentile under its threshold: share = p/100; an attainment target: share = target),
+/// from `n` requests of which `misses` did not meet it, at a one-sided `confidence`.
+///
+/// Both directions are one exact binomial test (no normal approximation):
+/// - **supported**: `P[Binomial(n, 1 − share) ≤ misses] ≤ 1 − confidence`, so a true miss
+///   rate at the limit would rarely show this few misses. It is MLPerf's early-stopping rule
+///   ([`min_requests_for`]), and the same event as the one-sided upper confidence bound of the
+///   percentile ([`upper_bound_rank`]) being within the threshold.
+/// - **conclusive miss**: `P[Binomial(n, 1 − share) ≥ misses] ≤ 1 − confidence`, so a true
+///   miss rate at the limit would rarely show this many; the same event as the lower
+///   confidence bound ([`lower_bound_rank`]) being over the threshold. A clear miss needs no
+///   minimum sample: 3 misses in 3 requests refute a p90 at 99%.
+/// - otherwise **open**: the sample is too small to say either at this confidence; the point
+///   estimate only *indicates*.
+pub fn evidence(n: u64, misses: u64, share: f64, confidence: f64) -> Evidence {
+    let tail = (1.0 - share).clamp(0.0, 1.0);
+    let alpha = 1.0 - confidence;
+    if n == 0 {
+        return Evidence::Open;
+    }
+    let Ok(b) = Binomial::new(tail, n) else {
+        return Evidence::Open;
+    };
+    if tail > 0.0 && b.cdf(misses.min(n)) <= alpha {
+        return Evidence::Supported;
+    }
+    // P[B ≥ misses] = 1 − P[B ≤ misses − 1].
+    if misses > 0 && 1.0 - b.cdf(misses - 1) <= alpha {
+        return Evidence::Refuted;
+    }
+    Evidence::Open
+}
+
+/// See [`evidence`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    Supported,
+    Refuted,
+    Open,
+}
+
+/// The 1-based rank k of the order statistic x₍ₖ₎ that is a one-sided upper confidence bound of
+/// the q-quantile (q in 0..1) of n values: P[x₍ₖ₎ ≥ ξ_q] ≥ confidence. x₍ₖ₎ ≥ ξ_q exactly when
+/// fewer than k values fall below ξ_q, a Binomial(n, q) count, so k is one more than the
+/// smallest j with P[Binomial(n, q) ≤ j] ≥ confidence (Conover, *Practical Nonparametric
+/// Statistics*, 3rd ed., §3.2, one-sided). `None` when even the maximum is not a bound (n too
+/// small: for p99 at 99% confidence, n < 459).
+pub fn upper_bound_rank(n: u64, q: f64, confidence: f64) -> Option<u64> {
+    if n == 0 {
+        return None;
+    }
+    let b = Binomial::new(q.clamp(0.0, 1.0), n).ok()?;
+    let k = binomial_quantile(&b, n, confidence) + 1;
+    (k <= n).then_some(k)
+}
+
+/// The 1-based rank j of the order statistic x₍ⱼ₎ that is a one-sided lower confidence bound of
+/// the q-quantile: P[x₍ⱼ₎ ≤ ξ_q] ≥ confidence, the largest j with P[Binomial(n, q) ≥ j] ≥
+/// confidence. `None` when even the minimum is not a bound.
+pub fn lower_bound_rank(n: u64, q: f64, confidence: f64) -> Option<u64> {
+    if n == 0 {
+        return None;
+    }
+    let b = Binomial::new(q.clamp(0.0, 1.0), n).ok()?;
+    // j − 1 is the largest i with P[B ≤ i] ≤ 1 − confidence: j is the smallest i with
+    // P[B ≤ i] > 1 − confidence.
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if b.cdf(mid) > 1.0 - confidence {
+            hi = mid
+        } else {
+            lo = mid + 1
+        }
+    }
+    (lo >= 1).then_some(lo)
+}
+
+/// One-sided confidence bounds of a share (Clopper–Pearson): with `met` of `n`, the true share
+/// is at least the first and at most the second, each at `confidence`. Found by bisection on
+/// the binomial CDF (statrs has the beta quantile, but its inverse is not exact near 0 and 1).
+pub fn share_bounds(n: u64, met: u64, confidence: f64) -> Option<[f64; 2]> {
+    if n == 0 {
+        return None;
+    }
+    let alpha = 1.0 - confidence;
+    let cdf = |p: f64, k: u64| Binomial::new(p.clamp(0.0, 1.0), n).map_or(1.0, |b| b.cdf(k));
+    let solve = |f: &dyn Fn(f64) -> bool| {
+        // f is true below the root and false above it.
+        let (mut lo, mut hi) = (0.0f64, 1.0f64);
+        for _ in 0..60 {
+            let mid = 0.5 * (lo + hi);
+            if f(mid) { lo = mid } else { hi = mid }
+        }
+        0.5 * (lo + hi)
+    };
+    // Lower: the p at which P[B ≥ met] = alpha (P[B ≥ met] grows with p).
+    let lower = if met == 0 {
+        0.0
+    } else {
+        solve(&|p| 1.0 - cdf(p, met - 1) < alpha)
+    };
+    // Upper: the p at which P[B ≤ met] = alpha (P[B ≤ met] falls as p grows).
+    let upper = if met == n {
+        1.0
+    } else {
+        solve(&|p| cdf(p, met) > alpha)
+    };
+    Some([lower, upper])
 }
 
 /// Whether warm-up has settled: the median of the last `window` TTFTs differs from the median of

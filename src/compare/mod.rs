@@ -116,46 +116,64 @@ pub fn axes_diff(a: &Contract, b: &Contract) -> Vec<AxisDiff> {
     out
 }
 
-/// The target's resolved facts (first run of each side) that differ: the server each side
-/// measured, whether a fact was declared in the contract or discovered from the server. (The
-/// contract's `[target.declared]` is left out of its fingerprint: declaring what the server
-/// would have said changes nothing.)
+/// Facts that name where a thing is, not what it is: the same model file at another path is
+/// the same target (its hash is `model_revision`).
+const PLACE_FACTS: [&str; 1] = ["model_file"];
+
+/// The target's resolved facts (first run of each side) that differ: every fact the probes
+/// resolved or the contract declared (engine and revision, precision, hardware, slots,
+/// parallelism, context length, …), whether declared or discovered. A fact one side knows and
+/// the other does not is a difference too ("(unknown)"). (The contract's `[target.declared]`
+/// is left out of its fingerprint: declaring what the server would have said changes
+/// nothing.)
 fn facts_diff(a: &Side, b: &Side) -> Vec<(String, String, String)> {
     let (Some(x), Some(y)) = (&a.runs[0].0.target, &b.runs[0].0.target) else {
         return Vec::new();
     };
     let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(unknown)".to_owned());
-    [
+    // The named identity fields, then every other fact either side knows.
+    let mut pairs: Vec<(String, Option<String>, Option<String>)> = [
         ("engine", &x.engine, &y.engine),
         ("engine_revision", &x.engine_revision, &y.engine_revision),
         ("precision", &x.precision, &y.precision),
         ("hardware", &x.hardware, &y.hardware),
     ]
     .into_iter()
-    .filter(|(_, p, q)| p != q)
-    .map(|(k, p, q)| (format!("target.facts.{k}"), show(p), show(q)))
-    // The declared price is the deployment's too: two prices are two offers, whose costs differ
-    // by the price alone.
-    .chain({
-        let price = |s: &Side| {
-            s.runs[0].0.efficiency.as_ref().and_then(|e| {
-                Some(format!(
-                    "{} {} per hour",
-                    e.price_per_hour?,
-                    e.currency.as_deref()?
-                ))
+    .map(|(k, p, q)| (k.to_owned(), p.clone(), q.clone()))
+    .collect();
+    let keys: std::collections::BTreeSet<&String> = x.facts.keys().chain(y.facts.keys()).collect();
+    for k in keys {
+        if pairs.iter().any(|(n, _, _)| n == k) || PLACE_FACTS.contains(&k.as_str()) {
+            continue;
+        }
+        pairs.push((k.clone(), x.facts.get(k).cloned(), y.facts.get(k).cloned()));
+    }
+    pairs
+        .into_iter()
+        .filter(|(_, p, q)| p != q)
+        .map(|(k, p, q)| (format!("target.facts.{k}"), show(&p), show(&q)))
+        // The declared price is the deployment's too: two prices are two offers, whose costs differ
+        // by the price alone.
+        .chain({
+            let price = |s: &Side| {
+                s.runs[0].0.efficiency.as_ref().and_then(|e| {
+                    Some(format!(
+                        "{} {} per hour",
+                        e.price_per_hour?,
+                        e.currency.as_deref()?
+                    ))
+                })
+            };
+            let (p, q) = (price(a), price(b));
+            (p != q).then(|| {
+                (
+                    "target.declared.price_per_hour".to_owned(),
+                    show(&p),
+                    show(&q),
+                )
             })
-        };
-        let (p, q) = (price(a), price(b));
-        (p != q).then(|| {
-            (
-                "target.declared.price_per_hour".to_owned(),
-                show(&p),
-                show(&q),
-            )
         })
-    })
-    .collect()
+        .collect()
 }
 
 /// Why two results may not be ranked; empty when they may.
@@ -231,6 +249,9 @@ crate::analyze::verdict! {
         Better => "better",
         Worse => "worse",
         NoSignificantDifference => "no significant difference",
+        /// The interval excludes zero, but the difference is within the noise band
+        /// (`--noise`): real, too small to call better or worse.
+        WithinNoiseBand => "significant, but within the noise band",
         /// One run a side and no per-request test for the metric: the difference is reported
         /// without a claim of significance.
         BetterUntested => "better, untested",
@@ -479,6 +500,8 @@ fn judge(
                 } else {
                     MetricVerdict::Worse
                 }
+            } else if significant {
+                MetricVerdict::WithinNoiseBand
             } else {
                 MetricVerdict::NoSignificantDifference
             }
@@ -525,6 +548,8 @@ pub struct Comparison {
     /// Each side (first run): whether it met the SLO, its validity, and the share of its
     /// prompt tokens the server served from its prefix cache (when reported).
     pub sides: [SideFacts; 2],
+    /// The relative change below which a difference is not called better or worse (`--noise`).
+    pub noise: f64,
 }
 
 /// What a reader must know of one side before its numbers.
@@ -761,6 +786,7 @@ pub fn compare(baseline: &Side, other: &Side, noise: f64) -> Comparison {
         metrics,
         quality,
         sides: [SideFacts::of(baseline), SideFacts::of(other)],
+        noise,
     }
 }
 
@@ -846,6 +872,10 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
             ],
             rows,
         );
+        d.line(format!(
+            "Better or worse: the 95% interval excludes 0 and the change is over the noise band of ±{}% (--noise); an interval that excludes 0 with a smaller change is significant, but within the noise band.",
+            (c.noise * 1000.0).round() / 10.0
+        ));
         if c.metrics.iter().any(|m| m.method.starts_with("bootstrap")) {
             d.line("A bootstrap over the requests of one run a side cannot see how runs vary: repeat runs (--repeats) for an interval over runs.");
         }

@@ -760,16 +760,28 @@ impl Contract {
                 }
             }
         }
-        if !(slo.percentile > 0.0 && slo.percentile <= 100.0) {
+        if slo.percentile == 100.0 {
             return problem(
                 &format!("{prefix}.percentile"),
-                format!("= {}: must be in (0, 100]", slo.percentile),
+                "= 100: the maximum can never be supported, since no sample of any size bounds a latency above its largest value; judge p99.9 or lower",
             );
         }
-        if !(slo.attainment > 0.0 && slo.attainment <= 1.0) {
+        if !(slo.percentile > 0.0 && slo.percentile < 100.0) {
+            return problem(
+                &format!("{prefix}.percentile"),
+                format!("= {}: must be in (0, 100)", slo.percentile),
+            );
+        }
+        if slo.attainment == 1.0 {
             return problem(
                 &format!("{prefix}.attainment"),
-                format!("= {}: must be a fraction in (0, 1]", slo.attainment),
+                "= 1: every request meeting can never be supported, since no sample of any size shows a miss rate of exactly zero; use 0.999 or lower",
+            );
+        }
+        if !(slo.attainment > 0.0 && slo.attainment < 1.0) {
+            return problem(
+                &format!("{prefix}.attainment"),
+                format!("= {}: must be a fraction in (0, 1)", slo.attainment),
             );
         }
         Ok(())
@@ -861,7 +873,13 @@ impl Contract {
             return problem("measurement.length_tolerance", "must be > 0");
         }
         if !(m.confidence > 0.5 && m.confidence < 1.0) {
-            return problem("measurement.confidence", "must be in (0.5, 1)");
+            return problem(
+                "measurement.confidence",
+                format!(
+                    "= {}: must be in (0.5, 1), the one-sided confidence a claim is supported at (0.9, 0.95, 0.99); at 0.5 or below a supported claim is weaker than the point estimate",
+                    m.confidence
+                ),
+            );
         }
         if m.client_token_count.is_none() {
             m.client_token_count = Some(if self.target.url.is_none() {

@@ -42,9 +42,19 @@ impl Tile {
 
 /// The top of a page: a verdict banner (its lines, whether it passes) and headline tiles.
 pub fn banner(lines: &[String], pass: bool, tiles: &[Tile]) -> String {
+    banner_toned(lines, Some(pass), tiles)
+}
+
+/// [`banner`] that may be neither passing nor failing (`None`: a pass the sample does not yet
+/// support).
+pub fn banner_toned(lines: &[String], pass: Option<bool>, tiles: &[Tile]) -> String {
     let mut out = format!(
         r#"<section class="banner {}" id="verdict">"#,
-        if pass { "pass" } else { "fail" }
+        match pass {
+            Some(true) => "pass",
+            Some(false) => "fail",
+            None => "open",
+        }
     );
     for (i, l) in lines.iter().enumerate() {
         if i == 0 {
@@ -75,17 +85,26 @@ pub fn verdicts(s: &Summary) -> String {
     let v = &s.validity;
     let valid = v.verdict == crate::analyze::ValidityVerdict::Valid;
     let slo = s.steady.slo.as_ref();
+    use crate::analyze::SloVerdict;
     let mut lines = vec![format!(
         "{} · {} · {}",
         if valid { "VALID" } else { "INVALID" },
         s.grade.verdict.as_str().to_uppercase(),
-        match slo {
-            Some(x) if x.pass && valid => "SLO met ✓",
-            Some(x) if x.pass => "SLO met, not supported",
-            Some(_) => "SLO NOT met ✗",
+        match slo.map(|x| x.verdict) {
+            Some(v) if v.met() && !valid => "SLO met, not supported",
+            Some(SloVerdict::Met) => "SLO met ✓",
+            Some(SloVerdict::MetIndicated) => "SLO met, not yet supported",
+            Some(SloVerdict::Missed) => "SLO NOT met ✗",
+            Some(SloVerdict::MissedIndicated) => "SLO NOT met ✗ (not conclusive)",
             None => "no SLO",
         }
     )];
+    if let Some(x) = slo {
+        lines.push(format!("SLO {}.", super::slo_verdict_words(x, valid)));
+    }
+    if let Some(l) = super::claims_line(s) {
+        lines.push(l);
+    }
     if let Some(r) = v.reasons.first() {
         lines.push(format!(
             "Invalid: {r}{}",
@@ -120,11 +139,11 @@ pub fn verdicts(s: &Summary) -> String {
                     x.attainment_target * 100.0
                 )
             },
-            pass: Some(if let Some(k) = &s.classes {
-                k.iter().all(|k| k.slo.as_ref().is_none_or(|o| o.pass))
+            pass: if let Some(k) = &s.classes {
+                Some(k.iter().all(|k| k.slo.as_ref().is_none_or(|o| o.pass)))
             } else {
-                x.attainment >= x.attainment_target
-            }),
+                verdict_pass(x.attainment_verdict)
+            },
         });
         // With classes: a tile per class, judged by its own SLO.
         for k in s.classes.iter().flatten() {
@@ -151,17 +170,14 @@ pub fn verdicts(s: &Summary) -> String {
                 value: match standing {
                     Standing::NoSlo => "no SLO",
                     Standing::Meets => "meets its SLO",
-                    Standing::TooFew => "too few to tell",
+                    Standing::Indicated => "meets, not yet supported",
                     Standing::Misses => "misses its SLO",
                 }
                 .into(),
                 detail: format!(
                     "{}{}{}",
-                    if standing == Standing::TooFew {
-                        "INVALID: within its SLO on too few requests to support it · "
-                    } else {
-                        ""
-                    },
+                    own.and_then(|o| o.not_yet())
+                        .map_or(String::new(), |w| format!("{w} · ")),
                     metrics.join(", "),
                     own.map_or(String::new(), |o| format!(
                         " · attainment {:.1}% · goodput {}",
@@ -171,7 +187,7 @@ pub fn verdicts(s: &Summary) -> String {
                     ))
                 ),
                 pass: match standing {
-                    Standing::NoSlo | Standing::TooFew => None,
+                    Standing::NoSlo | Standing::Indicated => None,
                     Standing::Meets => Some(true),
                     Standing::Misses => Some(false),
                 },
@@ -191,18 +207,42 @@ pub fn verdicts(s: &Summary) -> String {
                     .position(|(q, _)| (*q - x.percentile).abs() < 1e-9)?;
                 d.ci95[k]
             });
+            let conf = crate::analyze::claims::percent(x.confidence);
+            let support = match m.verdict {
+                SloVerdict::Met => m
+                    .upper_ms
+                    .map_or(String::new(), |u| format!(" · ≤ {} at {conf}", ms(u))),
+                SloVerdict::MetIndicated => format!(
+                    " · not yet supported at {conf}: needs {}, has {}",
+                    crate::analyze::claims::needs(m.needed),
+                    m.requests
+                ),
+                SloVerdict::Missed => m.lower_ms.map_or_else(
+                    || format!(" · conclusive at {conf}"),
+                    |l| format!(" · ≥ {} at {conf}: conclusive", ms(l)),
+                ),
+                SloVerdict::MissedIndicated => format!(" · not conclusive at {conf}"),
+            };
             tiles.push(Tile {
-                name: format!("{} p{}", m.metric.to_uppercase(), x.percentile),
-                value: m.value_ms.map_or("—".into(), ms),
+                name: format!(
+                    "{} {}",
+                    m.metric.to_uppercase(),
+                    crate::analyze::claims::pname(x.percentile)
+                ),
+                value: match m.value_ms {
+                    Some(v) => ms(v),
+                    None if m.misses > 0 => "failed".into(),
+                    None => "—".into(),
+                },
                 detail: format!(
-                    "SLO ≤ {}{}",
+                    "SLO ≤ {}{support}{}",
                     ms(m.threshold_ms),
                     ci.map_or(String::new(), |[a, b]| format!(
                         " · 95% CI {:.0}–{:.0} ms",
                         a, b
                     ))
                 ),
-                pass: Some(m.pass),
+                pass: verdict_pass(m.verdict),
             });
         }
     } else {
@@ -251,8 +291,23 @@ pub fn verdicts(s: &Summary) -> String {
         pass: Some(errors == 0),
     });
     efficiency_tiles(s, &mut tiles);
-    let pass = valid && slo.is_none_or(|x| x.pass);
-    banner(&lines, pass, &tiles)
+    let pass = match slo.map(|x| x.verdict) {
+        _ if !valid => Some(false),
+        None | Some(SloVerdict::Met) => Some(true),
+        Some(SloVerdict::MetIndicated) => None,
+        Some(_) => Some(false),
+    };
+    banner_toned(&lines, pass, &tiles)
+}
+
+/// A tile's standing from a verdict: green only when the sample supports the pass, neutral
+/// while it only indicates one, red for any miss.
+fn verdict_pass(v: crate::analyze::SloVerdict) -> Option<bool> {
+    match v {
+        crate::analyze::SloVerdict::Met => Some(true),
+        crate::analyze::SloVerdict::MetIndicated => None,
+        _ => Some(false),
+    }
 }
 
 /// Under an INVALID verdict an SLO tile that would pass is not shown green: the run cannot
@@ -692,13 +747,15 @@ pub fn page(
     super::format::html::wrap(&format!("goodput · {}", s.contract), &d)
 }
 
-/// Contiguous spans of seconds whose sent requests were all of one phase.
+/// Spans of seconds by the phase of the requests sent in them: a second with no send (a lull
+/// in a slow run) does not end its phase's span, so each phase is one span unless another
+/// phase came between.
 fn phase_spans(seconds: &[Second]) -> Vec<(String, f64, f64)> {
     let mut out: Vec<(String, f64, f64)> = Vec::new();
     for s in seconds {
         let Some(p) = s.phases.first() else { continue };
         match out.last_mut() {
-            Some((name, _, end)) if name == p && *end >= s.t as f64 => *end = s.t as f64 + 1.0,
+            Some((name, _, end)) if name == p => *end = s.t as f64 + 1.0,
             _ => out.push((p.clone(), s.t as f64, s.t as f64 + 1.0)),
         }
     }

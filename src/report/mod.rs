@@ -273,52 +273,114 @@ fn verdicts(d: &mut Doc, s: &Summary, verbose: bool) {
     }
 }
 
+/// A metric's value at the SLO percentile: the number, or "failed" when the percentile falls
+/// on failed requests (which count as misses).
+fn slo_value(m: &crate::analyze::SloMetric, unit: &str) -> String {
+    match m.value_ms {
+        Some(v) => format!("{}{unit}", num(v)),
+        None if m.misses > 0 => "failed".to_owned(),
+        None => "—".to_owned(),
+    }
+}
+
 /// Each SLO metric at its percentile against its threshold, in words: "TTFT p99 114 ms ≤ 300 ms
-/// ✓" (`unit` after each number; empty where a table's heading gives it).
+/// ✓", with "(indicated)" when the sample does not settle it at the contract's confidence
+/// (`unit` after each number; empty where a table's heading gives it).
 fn slo_metrics(slo: &crate::analyze::SloResult, unit: &str) -> Vec<String> {
     slo.per_metric
         .iter()
         .map(|m| {
             format!(
-                "{} p{} {}{unit} ≤ {}{unit} {}",
+                "{} {} {} ≤ {}{unit} {}{}",
                 m.metric.to_uppercase(),
-                slo.percentile,
-                opt(m.value_ms),
+                crate::analyze::claims::pname(slo.percentile),
+                slo_value(m, unit),
                 num(m.threshold_ms),
-                if m.pass { "✓" } else { "✗" }
+                if m.pass { "✓" } else { "✗" },
+                if m.verdict.settled() || slo.per_metric.iter().all(|x| x.verdict == m.verdict) {
+                    ""
+                } else {
+                    " (indicated)"
+                }
             )
         })
         .collect()
 }
 
 /// Why an SLO result fails, in words: its first missed threshold, else its attainment short of
-/// its target; `None` when neither misses.
+/// its target, each with how strongly the sample says so; `None` when neither misses.
 pub fn slo_miss(slo: &crate::analyze::SloResult) -> Option<String> {
+    let how = |v: crate::analyze::SloVerdict| {
+        if v.settled() {
+            format!(
+                ", conclusive at {}",
+                crate::analyze::claims::percent(slo.confidence)
+            )
+        } else {
+            ", not conclusive".to_owned()
+        }
+    };
     if let Some(m) = slo.per_metric.iter().find(|m| !m.pass) {
         return Some(format!(
-            "{} p{} {} ms > {} ms",
+            "{} {} {} > {} ms{}",
             m.metric.to_uppercase(),
-            slo.percentile,
-            opt(m.value_ms),
-            num(m.threshold_ms)
+            crate::analyze::claims::pname(slo.percentile),
+            slo_value(m, " ms"),
+            num(m.threshold_ms),
+            how(m.verdict)
         ));
     }
     (slo.attainment < slo.attainment_target).then(|| {
         format!(
-            "attainment {:.1}% < {:.0}%",
+            "attainment {:.1}% < {:.0}%{}",
             slo.attainment * 100.0,
-            slo.attainment_target * 100.0
+            slo.attainment_target * 100.0,
+            how(slo.attainment_verdict)
         )
     })
 }
 
-/// Why a class does not pass: how it misses its SLO, else its first INVALID reason.
+/// The SLO's verdict in words for a report's first lines: "met, supported at 99% confidence",
+/// "met, not yet supported at 99% confidence (TTFT p99 needs 459, has 200)", "NOT met,
+/// conclusive …"; an INVALID run's pass is not supported whatever its sample.
+pub fn slo_verdict_words(slo: &crate::analyze::SloResult, valid: bool) -> String {
+    use crate::analyze::SloVerdict;
+    match (slo.verdict, valid) {
+        (SloVerdict::Met | SloVerdict::MetIndicated, false) => {
+            "met, but not supported (the run is INVALID)".to_owned()
+        }
+        (SloVerdict::MetIndicated, true) => format!(
+            "{} ({})",
+            slo.verdict.words(slo.confidence),
+            slo.not_yet().unwrap_or_default()
+        ),
+        (v, _) => v.words(slo.confidence),
+    }
+}
+
+/// The strongest claims the steady sample supports, one line: "Supported at 99% confidence:
+/// TTFT p99 ≤ 236 ms (point 202 ms), TPOT p99 ≤ 44.2 ms (point 40.2 ms)".
+pub(crate) fn claims_line(s: &Summary) -> Option<String> {
+    let cl = &s.steady.claims;
+    if cl.is_empty() {
+        return None;
+    }
+    let conf =
+        crate::analyze::claims::percent(s.steady.slo.as_ref().map_or(0.99, |x| x.confidence));
+    Some(format!(
+        "Supported at {conf} confidence: {}",
+        crate::analyze::claims::claims_words(cl, |x| format!("{} ms", num(x)))
+    ))
+}
+
+/// Why a class does not pass: how it misses its SLO, else why its pass is not yet supported.
 pub fn class_fails(k: &crate::analyze::classes::ClassResult) -> Option<String> {
-    k.slo
-        .as_ref()
-        .filter(|s| !s.pass)
-        .and_then(slo_miss)
-        .or_else(|| k.reasons.first().map(|r| format!("INVALID: {r}")))
+    let slo = k.slo.as_ref()?;
+    if !slo.pass {
+        return slo_miss(slo);
+    }
+    slo.not_yet()
+        .map(|w| format!("met, not yet supported: {w}"))
 }
 
 fn slo_and_throughput(d: &mut Doc, s: &Summary) {
@@ -344,7 +406,7 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
                         match k.standing() {
                             Standing::NoSlo => "no SLO",
                             Standing::Meets => "met ✓",
-                            Standing::TooFew => "met but INVALID ✗",
+                            Standing::Indicated => "met, not yet supported",
                             Standing::Misses => "NOT met ✗",
                         }
                     )
@@ -354,10 +416,15 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
                 Tone::warn_if(!slo.pass || !valid),
                 format!(
                     "SLO {} (each class by its own, below): {}; attainment {:.1}%{cancelled} of all requests, each judged by its class's SLO; goodput {} req/s",
-                    match (slo.pass, valid) {
-                        (true, true) => "met by every class",
-                        (true, false) => "met by every class, but not supported (the run is INVALID)",
-                        (false, _) => "NOT met",
+                    match (slo.verdict, valid) {
+                        (crate::analyze::SloVerdict::Met, true) => format!(
+                            "met by every class, supported at {} confidence",
+                            crate::analyze::claims::percent(slo.confidence)
+                        ),
+                        (crate::analyze::SloVerdict::MetIndicated, true) => {
+                            "met by every class, not yet supported by every class".to_owned()
+                        }
+                        (_, valid) => slo_verdict_words(slo, valid),
                     },
                     each.join(", "),
                     slo.attainment * 100.0,
@@ -369,11 +436,7 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
                 Tone::warn_if(!slo.pass || !valid),
                 format!(
                     "SLO {}: {}; attainment {:.1}%{cancelled} (target {:.0}%); goodput {} req/s",
-                    match (slo.pass, valid) {
-                        (true, true) => "met",
-                        (true, false) => "met, but not supported (the run is INVALID)",
-                        (false, _) => "NOT met",
-                    },
+                    slo_verdict_words(slo, valid),
                     parts.join(", "),
                     slo.attainment * 100.0,
                     slo.attainment_target * 100.0,
@@ -383,6 +446,9 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
         }
     } else {
         d.line("No SLO in the contract: goodput is undefined.");
+    }
+    if let Some(l) = claims_line(s) {
+        d.line(l);
     }
     let t = &st.throughput;
     d.line(format!(
@@ -738,7 +804,7 @@ fn classes(d: &mut Doc, s: &Summary) {
                     )
                 }),
                 opt(slo.and_then(|x| x.goodput_rps)),
-                k.verdict.to_string(),
+                slo.map_or("—".to_owned(), |x| x.verdict.short().to_owned()),
             ]
         })
         .collect();
@@ -754,7 +820,7 @@ fn classes(d: &mut Doc, s: &Summary) {
             "its SLO",
             "attainment",
             "goodput req/s",
-            "validity",
+            "verdict",
         ],
         rows,
     );
@@ -769,11 +835,11 @@ fn classes(d: &mut Doc, s: &Summary) {
             line.push_str(&format!("; failures: {}", e.join(", ")));
         }
         d.line(line);
-        for r in &k.reasons {
-            d.warn(format!("  INVALID: {r}"));
+        if let Some(w) = k.slo.as_ref().and_then(|x| x.not_yet()) {
+            d.line(format!("  met, not yet supported: {w}"));
         }
     }
-    // Named only when a class misses its SLO: an INVALID class's reasons are above.
+    // Named only when a class misses its SLO: a class not yet supported says so above.
     if let Some(k) = crate::analyze::classes::limiting(classes)
         && k.standing() == Standing::Misses
         && let Some(why) = class_fails(k)

@@ -305,21 +305,44 @@ impl Chart {
         );
         // Band labels: in the strip above the plot, a second row when two would touch; a
         // label that fits neither row is named in the legend only.
+        // One colour, one label and at most one legend entry per band name (a phase drawn as
+        // several spans is still one phase): the label sits over the name's widest span.
         let mut rows_end = [f64::NEG_INFINITY; 2];
-        let mut legend_bands = Vec::new();
-        for (i, (a, b, name)) in self.bands.iter().enumerate() {
+        let mut legend_bands: Vec<(usize, String)> = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
+        for (_, _, name) in &self.bands {
+            if !names.contains(&name.as_str()) {
+                names.push(name);
+            }
+        }
+        let colour = |name: &str| names.iter().position(|n| *n == name).unwrap_or(0) % 3;
+        for (a, b, name) in &self.bands {
             let (xa, xb) = (sx.at(self.x_of(*a)), sx.at(self.x_of(*b)));
             let _ = write!(
                 o,
                 r#"<rect class="band b{}" x="{xa:.1}" y="{TOP}" width="{:.1}" height="{:.1}"><title>{}</title></rect>"#,
-                i % 3,
+                colour(name),
                 (xb - xa).max(0.5),
                 H - BOTTOM - TOP,
                 esc(name),
             );
+        }
+        for name in &names {
+            let Some((a, b)) = self
+                .bands
+                .iter()
+                .filter(|(_, _, n)| n == name)
+                .map(|(a, b, _)| (sx.at(self.x_of(*a)), sx.at(self.x_of(*b))))
+                .max_by(|p, q| (p.1 - p.0).total_cmp(&(q.1 - q.0)))
+            else {
+                continue;
+            };
             let w = name.chars().count() as f64 * CHAR_W;
-            let x = xa.max(left).min(W - RIGHT - w);
-            match rows_end.iter().position(|end| x >= end + 4.0) {
+            // Centred over the span when it fits, else from its start, kept inside the plot.
+            let x = if b - a >= w { a + (b - a - w) / 2.0 } else { a }
+                .max(left)
+                .min(W - RIGHT - w);
+            match rows_end.iter().position(|end| x >= end + 6.0) {
                 Some(row) => {
                     rows_end[row] = x + w;
                     let _ = write!(
@@ -329,7 +352,7 @@ impl Chart {
                         esc(name)
                     );
                 }
-                None => legend_bands.push((i, name.clone())),
+                None => legend_bands.push((colour(name), (*name).to_owned())),
             }
         }
         for t in &yt {
@@ -515,11 +538,10 @@ impl Chart {
                 esc(name)
             );
         }
-        for (i, name) in legend_bands {
+        for (colour, name) in legend_bands {
             let _ = write!(
                 legend,
-                r#"<span class="key"><i class="sw b{}"></i>{}</span>"#,
-                i % 3,
+                r#"<span class="key"><i class="sw b{colour}"></i>{}</span>"#,
                 esc(&name)
             );
         }
@@ -613,6 +635,34 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 1);
         assert!(svg.contains(r#"class="threshold""#) && svg.contains("SLO 50 ms"));
         assert!(svg.contains(r#"class="band b0""#));
+    }
+
+    /// A phase drawn as many spans (a slow run's seconds without a send) is one phase: one
+    /// colour, one label, no legend entry per span (issue #44: "steady" twenty times).
+    #[test]
+    fn a_band_name_drawn_as_many_spans_is_labelled_once() {
+        let mut ch = Chart::new("timeline", "load", "s", "requests")
+            .line("in flight", vec![(0.0, 1.0), (100.0, 2.0)])
+            .band(0.0, 10.0, "warmup");
+        for i in 0..20 {
+            let a = 10.0 + 4.0 * f64::from(i);
+            ch = ch.band(a, a + 2.0, "steady");
+        }
+        let svg = ch.band(90.0, 100.0, "drain").render();
+        assert_eq!(
+            svg.matches(r#"class="band b1""#).count(),
+            20,
+            "steady one colour"
+        );
+        assert_eq!(svg.matches(r#"class="band b0""#).count(), 1);
+        assert_eq!(svg.matches(r#"class="band b2""#).count(), 1);
+        for name in ["warmup", "steady", "drain"] {
+            let labels = svg.matches(r#"class="bandlabel label""#).count();
+            assert!(labels <= 3, "{labels}");
+            let shown = svg.matches(&format!(">{name}</text>")).count()
+                + svg.matches(&format!("</i>{name}</span>")).count();
+            assert_eq!(shown, 1, "{name} named once: {svg}");
+        }
     }
 
     #[test]

@@ -72,9 +72,11 @@ fn each_gate_has_its_exit_status_and_the_first_failing_one_wins() {
     let b_arg = baseline.to_str().unwrap();
 
     // Each gate alone, failing: its own status, and stderr says which and why.
-    let cases: [(&[&str], i32, &str); 4] = [
+    // INVALID is the measurement's verdict: a dispatch-lag bound no client keeps.
+    let behind = "measurement.max_dispatch_lag_ms=0.001";
+    let cases: [(&[&str], i32, &str); 6] = [
         (
-            &["--fail-on", "invalid", "--requests", "10"],
+            &["--fail-on", "invalid", "--set", behind],
             4,
             "fail-on invalid (exit 4)",
         ),
@@ -82,6 +84,25 @@ fn each_gate_has_its_exit_status_and_the_first_failing_one_wins() {
             &["--fail-on", "slo", "--set", "slo.ttft_ms=0.01"],
             5,
             "fail-on slo (exit 5)",
+        ),
+        // Issue #44: a clear miss is conclusive on any sample (10 of 10 over p90's threshold).
+        (
+            &[
+                "--fail-on",
+                "invalid,slo",
+                "--requests",
+                "10",
+                "--set",
+                "slo.ttft_ms=0.01",
+            ],
+            5,
+            "SLO NOT met, conclusive at 99% confidence",
+        ),
+        // A pass on 10 requests is not INVALID, and not a supported pass either: p90 needs 44.
+        (
+            &["--fail-on", "invalid,slo", "--requests", "10"],
+            8,
+            "fail-on slo (exit 8): the SLO is met, but not yet supported at 99% confidence: TTFT p90 needs 44, has 10",
         ),
         (
             &["--fail-on", "prediction", "--predict", "ttft_p50<=0.01ms"],
@@ -101,16 +122,16 @@ fn each_gate_has_its_exit_status_and_the_first_failing_one_wins() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(code(&o), Some(7), "{err}");
     assert!(err.contains("fail-on quality (exit 7): not held"), "{err}");
-    // INVALID (10 requests) and the SLO missed: the first in the documented order sets it,
-    // and both are named.
+    // INVALID (the client behind) and the SLO missed: the first in the documented order sets
+    // it, and both are named.
     let o = run(
         d,
         &a,
         &[
             "--fail-on",
             "slo,invalid",
-            "--requests",
-            "10",
+            "--set",
+            behind,
             "--set",
             "slo.ttft_ms=0.01",
         ],
@@ -220,12 +241,18 @@ fn the_ci_example_runs_as_written() {
     let text = String::from_utf8_lossy(&changed.stdout);
     assert_eq!(code(&changed), Some(7), "{text}");
     assert!(text.contains("quality was not held"), "{text}");
-    // Every request misses the SLO: too many misses to support p90 (INVALID, checked first),
-    // and the SLO missed; both named.
+    // Every request misses the SLO: a conclusive miss, and the run is still VALID (a
+    // sample's size never makes a measurement INVALID).
     let slo = bench(&a.base_url(), "pr3", None, &["--set", "slo.ttft_ms=0.01"]);
     let err = String::from_utf8_lossy(&slo.stderr);
-    assert_eq!(code(&slo), Some(4), "{err}");
+    assert_eq!(code(&slo), Some(5), "{err}");
     assert!(err.contains("fail-on slo (exit 5)"), "{err}");
+    assert!(!err.contains("fail-on invalid"), "{err}");
+    assert!(
+        String::from_utf8_lossy(&slo.stdout).contains("goodput: the SLO is not met"),
+        "{}",
+        String::from_utf8_lossy(&slo.stdout)
+    );
     // The bundle is there for the job to upload, pass or fail.
     assert!(d.join("pr3/ci-gate").is_dir());
     // Both pipeline files call the script on the example contract and keep the bundle always.

@@ -33,4 +33,5 @@ mod sweep;
 mod timing;
 mod tls;
 mod trust;
+mod verdicts;
 mod workload;

@@ -23,7 +23,7 @@ figure{margin:0;min-width:0}svg.chart{width:100%;height:auto;background:#fff;dis
 line.grid{stroke:#eee}.axis,.tickmark{stroke:#888}.series{stroke-width:1.8}\
 .threshold{stroke:#D55E00;stroke-width:1.5;stroke-dasharray:5 3}\
 .band{opacity:.45}.b0{fill:#f2e6c9;background:#f2e6c9}.b1{fill:#dcebf5;background:#dcebf5}.b2{fill:#e3f1e3;background:#e3f1e3}.bandlabel{font-size:11px;fill:#555}\
-.banner{border-radius:6px;padding:.7em 1em;margin:.4em 0 .8em;border:1px solid}.banner.pass{background:#e8f5ec;border-color:#7bbf8e}.banner.fail{background:#fbeaea;border-color:#d99}\
+.banner{border-radius:6px;padding:.7em 1em;margin:.4em 0 .8em;border:1px solid}.banner.pass{background:#e8f5ec;border-color:#7bbf8e}.banner.fail{background:#fbeaea;border-color:#d99}.banner.open{background:#fdf7e6;border-color:#d9bf6a}\
 .banner .verdict{font-size:1.25em;font-weight:700}.banner p{margin:.25em 0}\
 .tiles{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,200px),1fr));gap:10px;margin:.4em 0 1em}\
 .tile{border:1px solid #ccc;border-radius:6px;padding:.5em .7em;background:#fafafa}.tile.pass{border-color:#7bbf8e;background:#f1f9f3}.tile.fail{border-color:#d99;background:#fdf2f2}\
