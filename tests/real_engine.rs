@@ -240,12 +240,32 @@ struct Started(String, u16);
 
 impl Started {
     fn new() -> Started {
+        Started::with_slots(None)
+    }
+
+    /// With `slots` parallel sequences (`GOODPUT_REAL_ENGINE_SLOTS`; the script's 4 otherwise).
+    fn with_slots(slots: Option<u32>) -> Started {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        Started(script(&["start", &port.to_string()]), port)
+        let root = env!("CARGO_MANIFEST_DIR");
+        let mut c = Command::new(format!("{root}/scripts/real-engine.sh"));
+        c.args(["start", &port.to_string()]);
+        if let Some(n) = slots {
+            c.env("GOODPUT_REAL_ENGINE_SLOTS", n.to_string());
+        }
+        let out = c.output().expect("scripts/real-engine.sh runs");
+        assert!(
+            out.status.success(),
+            "scripts/real-engine.sh start failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Started(
+            String::from_utf8(out.stdout).unwrap().trim().to_owned(),
+            port,
+        )
     }
 }
 
@@ -503,4 +523,131 @@ server_metrics_interval = 0
         "the second turn found its history cached: {} of {history}",
         cached(second)
     );
+}
+
+/// A small contract against a started engine: short prompts and answers, so a point of a few
+/// dozen requests takes seconds on one CPU thread.
+fn small(name: &str, url: &str, load: &str, slo: &str) -> String {
+    format!(
+        r#"name = "{name}"
+[target]
+url = "{url}"
+api = "openai-chat"
+model = "gemma-3-270m"
+timeout = "180s"
+[target.declared]
+engine_revision = "xllamacpp {version}"
+[workload]
+seed = 5
+input_tokens = {{ dist = "fixed", value = 32 }}
+output_tokens = {{ dist = "fixed", value = 8 }}
+[load]
+{load}
+[warmup]
+requests = 2
+[slo]
+{slo}
+[measurement]
+server_metrics_interval = 0
+[quality]
+mode = "none"
+"#,
+        version = engine_version()
+    )
+}
+
+/// Issue #44 on a real engine: a capacity search with points too small to support its SLO
+/// percentile (p90 needs 44 requests at 99%; each point sends 24) finishes in three points
+/// with a bracket, its passing rate marked indicated or supported, and its rule stated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
+async fn llamacpp_capacity_on_small_points_answers_with_its_support() {
+    let engine = Started::new();
+    let dir = tempfile::tempdir().unwrap();
+    let text = small(
+        "real-capacity",
+        &engine.0,
+        "kind = \"open\"\nrate = 2\nrequests = 24",
+        "ttft_ms = 1500\npercentile = 90",
+    );
+    let path = dir.path().join("cap.toml");
+    std::fs::write(&path, &text).unwrap();
+    let o = common::sweep_options(dir.path());
+    let (parent, r) =
+        goodput::sweep::capacity(&path, &text, 0.05, 3, std::time::Duration::ZERO, &o)
+            .await
+            .unwrap();
+    let c = r.capacity.as_ref().unwrap();
+    let md = std::fs::read_to_string(parent.path("sweep.md")).unwrap();
+    eprintln!("{md}");
+    assert_eq!(r.points.len(), 3, "three points: {c:?}");
+    assert!(r.points.iter().all(|p| p.steady_requests <= 40));
+    assert!(
+        md.contains(
+            "Capacity rule: the highest offered rate whose run meets the SLO (TTFT p90 ≤ 1500 ms"
+        ),
+        "{md}"
+    );
+    // Every point states its verdict with its support.
+    for p in &r.points {
+        let v = p.slo_verdict.expect("each point has a verdict");
+        assert!(md.contains(v.short()), "{md}");
+    }
+    match c.capacity_rps {
+        Some(rate) => {
+            let how = c.support_words(rate);
+            assert!(
+                how.starts_with("supported") || how.starts_with("indicated only"),
+                "{how}"
+            );
+            assert!(md.contains(&how), "{md}");
+            // 24 steady requests cannot support p90: the answer is indicated.
+            assert_eq!(c.supported_rps, None, "{c:?}");
+        }
+        // Even the lowest rate tried missed: a bracket from above, conclusive or indicated.
+        None => assert!(c.failed_at_rps.is_some(), "{c:?}"),
+    }
+}
+
+/// Issue #44: two llama.cpp servers that differ only in their slots (4 and 2), the same
+/// contract against each: `compare` names `slots` as the target fact that differs, the one
+/// variable under test, instead of "the same target facts".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
+async fn llamacpp_compare_names_the_slots_that_differ() {
+    let (four, two) = (Started::with_slots(Some(4)), Started::with_slots(Some(2)));
+    let dir = tempfile::tempdir().unwrap();
+    let run = |url: &str| {
+        common::parse(&small(
+            "real-slots",
+            url,
+            "kind = \"closed\"\nconcurrency = 2\nrequests = 4",
+            "ttft_ms = 3000\npercentile = 50",
+        ))
+    };
+    // The same contract but for the URL (which is where, not what: not a difference).
+    let a = common::run_in(run(&four.0), dir.path()).await;
+    let b = common::run_in(run(&two.0), dir.path()).await;
+    let (sa, sb) = (
+        goodput::compare::load_side(&a.bundle.dir).unwrap(),
+        goodput::compare::load_side(&b.bundle.dir).unwrap(),
+    );
+    let cmp = goodput::compare::compare(&sa, &sb, 0.05);
+    let text =
+        common::unwrapped(&goodput::compare::document(std::slice::from_ref(&cmp)).terminal());
+    eprintln!("{text}");
+    let target = cmp
+        .diffs
+        .iter()
+        .find(|d| d.axis == "target")
+        .expect("the target differs");
+    assert!(
+        target
+            .fields
+            .iter()
+            .any(|(k, x, y)| k == "target.facts.slots" && x == "4" && y == "2"),
+        "{target:?}"
+    );
+    assert!(!text.contains("the same target facts"), "{text}");
+    assert!(text.contains("target.facts.slots: 4 → 2"), "{text}");
 }

@@ -103,6 +103,8 @@ fn the_readme_quickstart_runs_as_written_against_an_external_simulator() {
                 out.contains("Validity: VALID for tail latency, goodput and capacity"),
                 "{out}"
             );
+            // Issue #44: the run says the strongest claims its sample supports.
+            assert!(out.contains("Supported at 99% confidence: TTFT p"), "{out}");
         }
         if line.contains(" run ") {
             assert!(
