@@ -260,10 +260,12 @@ impl Bundle {
         // A live demo: what each segment of its load was.
         let segments: Vec<crate::record::SegmentFacts> =
             serde_json::from_value(environment["live"]["segments"].clone()).unwrap_or_default();
+        let decided = command["decided"].as_str();
         let context = Context {
             workload: Some(inputs),
             interrupted,
             stopped: stopped.as_deref(),
+            decided,
             timeline: timeline.as_ref(),
             facts: facts.as_ref(),
             scrapes: &scrapes,

@@ -206,7 +206,10 @@ pub async fn run(
         started_utc: jiff::Timestamp::now(),
         prediction_sha256: prediction.as_ref().map(|(_, h)| h.clone()),
     };
-    bundle.write_json("command.json", &command.json(None, false, &None, None))?;
+    bundle.write_json(
+        "command.json",
+        &command.json(None, false, &None, None, &None),
+    )?;
     let target = Target {
         http,
         plain_http,
@@ -266,7 +269,7 @@ pub async fn run(
 
     let contract = Arc::new(contract);
     let load_started = Instant::now();
-    let (mut records, outcome, aborted) = load(
+    let (mut records, outcome, aborted, decided) = load(
         target.clone(),
         &contract,
         &inputs,
@@ -312,11 +315,18 @@ pub async fn run(
     if let Some(t) = &timeline {
         bundle.write_json(COLD_START, t)?;
     }
-    let interrupted = outcome.interrupted;
+    // A run that stopped itself, its verdict decided, was not interrupted (unless a signal
+    // came as well).
+    let interrupted = outcome.interrupted && (decided.is_none() || opts.signal.get().is_some());
     let signal = opts.signal.get().copied().filter(|_| interrupted);
     let stopped = aborted
         .clone()
         .or_else(|| signal.map(|s| format!("interrupted by {s}")));
+    if let Some(why) = &decided {
+        opts.watch.note(&format!(
+            "stopped once the verdict was decided: {why}; the requests still in flight are counted as misses (measurement.stop_when_decided = false runs the plan to its end)"
+        ));
+    }
     if outcome.built_late > 0 {
         opts.watch.warn(&format!(
             "{} requests were not built by their send time: building their prompts is slower than the arrivals; their dispatch lag counts it as a late wake-up",
@@ -333,6 +343,7 @@ pub async fn run(
         workload: Some(&inputs),
         interrupted,
         stopped: stopped.as_deref(),
+        decided: decided.as_deref(),
         timeline: timeline.as_ref(),
         facts: Some(&facts),
         scrapes: &scrapes,
@@ -342,7 +353,13 @@ pub async fn run(
     let summary = bundle.write_results(&contract, &context, &records, prediction)?;
     bundle.write_json(
         "command.json",
-        &command.json(Some(jiff::Timestamp::now()), interrupted, &aborted, signal),
+        &command.json(
+            Some(jiff::Timestamp::now()),
+            interrupted,
+            &aborted,
+            signal,
+            &decided,
+        ),
     )?;
     drop(sim);
     Ok(RunResult {
@@ -367,6 +384,7 @@ impl CommandRecord<'_> {
         interrupted: bool,
         aborted: &Option<String>,
         signal: Option<&str>,
+        decided: &Option<String>,
     ) -> serde_json::Value {
         json!({
             "argv": self.opts.argv,
@@ -378,6 +396,7 @@ impl CommandRecord<'_> {
             "interrupted": interrupted,
             "signal": signal,
             "aborted": aborted,
+            "decided": decided,
             "prediction_sha256": self.prediction_sha256,
         })
     }
@@ -699,10 +718,18 @@ async fn load(
     scrapers: Vec<Scraper>,
     cancel: &CancellationToken,
     (started, start_us): (Instant, Option<u64>),
-) -> anyhow::Result<(Vec<Record>, crate::driver::DriveOutcome, Option<String>)> {
+) -> anyhow::Result<(
+    Vec<Record>,
+    crate::driver::DriveOutcome,
+    Option<String>,
+    Option<String>,
+)> {
     // Giving up ends this run only: a sweep's next point, or the next repeat, still runs
     // (a signal, on the caller's token, still ends them all).
     let cancel = &cancel.child_token();
+    // A decided run stops its load only: the quality probes after it still run.
+    let load_cancel = cancel.child_token();
+    let decided = Arc::new(std::sync::OnceLock::<String>::new());
     let plan = Arc::new(Plan::new(contract, inputs));
     let q = &contract.quality;
     let keep = match (q.records_output(), q.keeps_text()) {
@@ -710,35 +737,44 @@ async fn load(
         (true, true) => KeepOutput::Text,
         (true, false) => KeepOutput::Digest,
     };
-    let client = Arc::new(
-        Client::new(
-            t.http,
-            &t.base,
-            t.api_key,
-            contract.target.api.adapter(),
-            contract
-                .measurement
-                .client_token_count
-                .unwrap_or(ClientTokenCount::Chunks),
-            Duration::from_secs_f64(contract.target.timeout.seconds()),
-            contract.workload.stream,
-            started,
-        )
-        .plain_http(t.plain_http)
-        .keep_output(keep)
-        .follow_redirects(contract.target.follow_redirects)
-        .keep_answers(contract.workload.sessions.is_some())
-        .replicas(
-            &contract.target.urls,
-            contract.target.spread.unwrap_or_default(),
-        )
-        .recount(!counts_model_tokens(contract))
-        .class_headers(
-            &crate::workload::environment::request_secrets(contract)
-                .map(|s| s.class_headers)
-                .unwrap_or_default(),
-        ),
+    // An open-loop run that may stop once decided notes its requests' first tokens as they
+    // come (the driver drops each as it ends).
+    let decides = contract.measurement.stop_when_decided
+        && contract.load.is_open()
+        && contract.workload.sessions.is_none()
+        && opts.live.as_ref().and_then(|b| b.control()).is_none();
+    let first_tokens = crate::client::FirstTokens::default();
+    let mut client = Client::new(
+        t.http,
+        &t.base,
+        t.api_key,
+        contract.target.api.adapter(),
+        contract
+            .measurement
+            .client_token_count
+            .unwrap_or(ClientTokenCount::Chunks),
+        Duration::from_secs_f64(contract.target.timeout.seconds()),
+        contract.workload.stream,
+        started,
+    )
+    .plain_http(t.plain_http)
+    .keep_output(keep)
+    .follow_redirects(contract.target.follow_redirects)
+    .keep_answers(contract.workload.sessions.is_some())
+    .replicas(
+        &contract.target.urls,
+        contract.target.spread.unwrap_or_default(),
+    )
+    .recount(!counts_model_tokens(contract))
+    .class_headers(
+        &crate::workload::environment::request_secrets(contract)
+            .map(|s| s.class_headers)
+            .unwrap_or_default(),
     );
+    if decides {
+        client = client.first_tokens(first_tokens.clone());
+    }
+    let client = Arc::new(client);
     let run_id = bundle
         .dir
         .file_name()
@@ -756,6 +792,9 @@ async fn load(
         start_us,
         control: opts.live.as_ref().and_then(|b| b.control().cloned()),
         realtime: opts.wake_latency_hold,
+        window: crate::driver::WindowMarks::new(scrapers.iter().map(Scraper::marker).collect()),
+        pending: Mutex::new(Default::default()),
+        first_tokens,
     });
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -785,8 +824,8 @@ async fn load(
         }));
     }
     let writer = {
-        let path = bundle.path(REQUESTS);
-        tokio::task::spawn_blocking(move || write_records(&path, rx, observers))
+        let (path, decided) = (bundle.path(REQUESTS), decided.clone());
+        tokio::task::spawn_blocking(move || write_records(&path, rx, observers, &decided))
     };
     let done = CancellationToken::new();
     let monitor = tokio::spawn(monitor(
@@ -807,7 +846,19 @@ async fn load(
         .sequential(PRIME_INDEX, plan.priming(), Phase::Warmup, &tx, cancel)
         .await;
     let probe_tx = tx.clone();
-    let outcome = driver.clone().drive(tx, cancel.clone()).await;
+    let decider = decides.then(|| {
+        tokio::spawn(decide(
+            driver.clone(),
+            bundle.path(REQUESTS),
+            decided.clone(),
+            load_cancel.clone(),
+            done.clone(),
+        ))
+    });
+    let outcome = driver.clone().drive(tx, load_cancel.clone()).await;
+    if let Some(d) = decider {
+        d.abort();
+    }
     if let Some(b) = &opts.live {
         b.end();
     }
@@ -841,7 +892,64 @@ async fn load(
         .unwrap_or_else(|p| p.into_inner())
         .clone()
         .or(outcome.failed.clone());
-    Ok((records, outcome, aborted))
+    Ok((records, outcome, aborted, decided.get().cloned()))
+}
+
+/// Stops an open-loop run once its verdict is decided (`analyze::decided`): from the moment
+/// the last steady request is sent, every few seconds, the records written so far and the
+/// requests in flight are judged; when the overload is certain the load stops (`cancel`) and
+/// the requests it cut off are written `abandoned`. A check costs a read of `requests.jsonl`,
+/// so the pause between checks is at least ten times the last check's own time.
+async fn decide(
+    driver: Arc<Driver>,
+    path: std::path::PathBuf,
+    decided: Arc<std::sync::OnceLock<String>>,
+    cancel: CancellationToken,
+    done: CancellationToken,
+) {
+    let mut pause = Duration::from_secs(2);
+    loop {
+        tokio::select! {
+            () = done.cancelled() => return,
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(pause) => {}
+        }
+        if !driver.window.ended() {
+            continue;
+        }
+        let began = Instant::now();
+        let pending: Vec<(u64, Phase, u64, Option<u64>)> = {
+            let first = driver
+                .first_tokens
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            driver
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(|(i, (p, o))| (*i, *p, *o, first.get(i).copied()))
+                .collect()
+        };
+        let now = driver.client.now_us();
+        let Ok((records, _)) = crate::record::read_jsonl_noted(&path) else {
+            continue;
+        };
+        let contract = driver.contract.clone();
+        let verdict = tokio::task::spawn_blocking(move || {
+            crate::analyze::decided(&contract, records, &pending, now)
+        })
+        .await
+        .ok()
+        .flatten();
+        if let Some(why) = verdict {
+            let _ = decided.set(why);
+            cancel.cancel();
+            return;
+        }
+        pause = pause.max(began.elapsed() * 10);
+    }
 }
 
 /// Whether the client's own count is the model's tokens: words on the embedded simulator,

@@ -7,8 +7,10 @@
 //! that chunk; ITL per chunk = gaps between successive text-carrying chunks (one value per gap);
 //! ITL per token = each gap shared evenly among the tokens of the chunk it ends (one value per
 //! token after the first chunk), so both TPOT and ITL per token stay exact however the server
-//! groups tokens into chunks; dispatch lag = actual − intended send. Latency distributions use successful requests; counts, attainment and
-//! errors use all of them.
+//! groups tokens into chunks; dispatch lag = actual − intended send. TTFT's distribution is over
+//! every request that produced a first token (one that failed after it included); TPOT, ITL and
+//! E2E are over the successful requests; the SLO's figures count every failure as a miss
+//! (`claims::sample`); counts, attainment and errors use all of them.
 //!
 //! Rates are measured over the **steady window**: from the first to the last steady request's
 //! latency origin. Offered rate = (n − 1) / window. Because warm-up runs before the window and
@@ -224,6 +226,11 @@ pub struct Summary {
     /// (the target stopped answering; every request that reached it failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    /// The run stopped itself once its verdict was decided (`measurement.stop_when_decided`),
+    /// and why: its drain cut short, the steady requests then in flight counted as misses
+    /// (`abandoned`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<String>,
     /// The cold-start test, when the contract asked for one: its own result, never averaged in.
     pub cold_start: Option<ColdStartResult>,
     pub warmup: WarmupResult,
@@ -581,6 +588,8 @@ pub struct PhaseStats {
     /// Planned requests never sent (the run stopped first): `planned = ok + failed + not_sent`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_sent: Option<u64>,
+    /// Over every request that produced a first token, those that failed after it included
+    /// (the user's cancellations aside); the other latencies are over the successful ones.
     pub ttft_ms: Option<Dist>,
     /// Time per output token after the first chunk: (E2E − TTFT) / (output tokens − tokens
     /// in the first text chunk).
@@ -1215,6 +1224,14 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
             v[k].extend(l);
         }
         if !r.is_ok() {
+            // A request that failed after its first token still measured its TTFT: leaving it
+            // out would take the slowest requests out of the very tail a reader looks at (the
+            // user's own cancellations aside, which measured nothing of the server).
+            if r.outcome != Outcome::Interrupted
+                && let Some(t) = request_metrics(r, origin, source).ttft_ms
+            {
+                v[0].push(t);
+            }
             continue;
         }
         ok += 1;
@@ -1299,6 +1316,9 @@ pub struct Context<'a> {
     pub interrupted: bool,
     /// Why it stopped before its plan's end: the signal, or the reason it gave up.
     pub stopped: Option<&'a str>,
+    /// The run stopped itself once its verdict was decided (`measurement.stop_when_decided`):
+    /// why (`command.json` `decided`).
+    pub decided: Option<&'a str>,
     /// The launch timeline of a cold-start test (`cold_start.json`).
     pub timeline: Option<&'a Timeline>,
     /// The target's facts, discovered and declared (`environment.json`). `None`: the declared
@@ -1322,6 +1342,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         workload,
         interrupted,
         stopped,
+        decided,
         timeline,
         facts,
         scrapes,
@@ -1567,6 +1588,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         notes,
         interrupted,
         stopped: stopped.map(str::to_owned),
+        decided: decided.map(str::to_owned),
         cold_start,
         warmup,
         phases,
@@ -1594,7 +1616,10 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             &workload.references,
             records,
         ),
-        server: window.and_then(|(a, b)| server::derive(scrapes, a as f64 / 1e6, b as f64 / 1e6)),
+        server: window.and_then(|(a, b)| {
+            let finished: Vec<u64> = records.iter().filter_map(|r| r.end_us).collect();
+            server::derive(scrapes, a as f64 / 1e6, b as f64 / 1e6, &finished)
+        }),
         efficiency,
         target: Some(target_identity(c, facts)),
         shards,
@@ -2362,6 +2387,101 @@ fn still_ramping(c: &Contract, v: &ValidityInputs) -> Option<String> {
             e2e / 1e3
         )
     })
+}
+
+/// Whether an open-loop run still under way is already decided, so that the rest of its drain
+/// can change nothing (`measurement.stop_when_decided`): its steady window is complete (the
+/// last steady request sent) and the overload rule ([`growing_queue`]) already fires on what is
+/// known, in a way later answers cannot undo. `records`: the requests finished so far (read
+/// back from `requests.jsonl`); `pending`: those in flight (plan index, phase, latency origin
+/// µs, first token µs when it came); `now_us`: the run's clock now.
+///
+/// Why it cannot change: requests in flight stay in flight to the end, so the queue over the
+/// (complete) window is exact now; a request still waiting for its first token has waited at
+/// least `now − origin`, so counting that as its TTFT is a lower bound, which only raises the
+/// window's last third; and the rule is not applied while any request of the first third
+/// still waits for its first token, which could still raise that third's median. Returns the
+/// overload in words, as the summary will state it.
+pub fn decided(
+    c: &Contract,
+    mut records: Vec<Record>,
+    pending: &[(u64, Phase, u64, Option<u64>)],
+    now_us: u64,
+) -> Option<String> {
+    if !c.load.is_open() || c.workload.sessions.is_some() {
+        return None;
+    }
+    let done: std::collections::HashSet<u64> = records.iter().map(|r| r.index).collect();
+    for &(index, phase, origin, first) in pending {
+        if done.contains(&index) || !matches!(phase, Phase::Warmup | Phase::Steady | Phase::Drain) {
+            continue;
+        }
+        let mut r = Record::in_flight(index, phase, origin);
+        // Its TTFT, or a lower bound of it: it has waited this long already.
+        r.first_token_us = Some(first.unwrap_or(now_us.max(origin)));
+        records.push(r);
+    }
+    let latency = c.measurement.latency_origin;
+    let by = |p: Phase| -> Vec<&Record> { records.iter().filter(|r| r.phase == p).collect() };
+    let (steady, warmup, drain) = (by(Phase::Steady), by(Phase::Warmup), by(Phase::Drain));
+    let window = steady_window(&steady, latency)?;
+    // Every request of the window's first third must have its first token (or have ended):
+    // a bound there could still rise.
+    let third = ((window.1 - window.0) / 3).max(1);
+    let early_open = pending.iter().any(|&(index, phase, origin, first)| {
+        phase == Phase::Steady
+            && first.is_none()
+            && !done.contains(&index)
+            && origin < window.0 + third
+    });
+    if early_open {
+        return None;
+    }
+    let offered = rate(steady.iter().filter_map(|r| origin_us(r, latency)));
+    let stats = PhaseStats {
+        requests: 0,
+        ok: 0,
+        failed: 0,
+        planned: None,
+        not_sent: None,
+        ttft_ms: None,
+        tpot_ms: None,
+        itl_ms: None,
+        itl_token_ms: None,
+        e2e_ms: None,
+        ttfo_ms: None,
+        tpot_answer_ms: None,
+        reasoning_tokens: None,
+        dispatch_lag_ms: None,
+        dispatch_wake_ms: None,
+        dispatch_queue_ms: None,
+        input_tokens: None,
+        output_tokens: None,
+    };
+    let errors = BTreeMap::new();
+    let o = growing_queue(
+        c,
+        &ValidityInputs {
+            records: &records,
+            steady: &steady,
+            warmup: &warmup,
+            drain: &drain,
+            stats: &stats,
+            window: Some(window),
+            offered,
+            achieved: None,
+            errors: &errors,
+            interrupted: false,
+            stopped: None,
+        },
+    )?;
+    Some(format!(
+        "overload certain: requests in flight rose from {:.0} to {:.0} over the steady window, about {:.2} req/s sustained of the {:.2} offered, and TTFT rose with them",
+        o.in_flight_start,
+        o.in_flight_end,
+        o.sustained_rps,
+        offered.unwrap_or(0.0)
+    ))
 }
 
 /// Requests the steady window's first and last thirds must each hold before their TTFT medians

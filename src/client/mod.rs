@@ -50,10 +50,16 @@ pub struct Client {
     answers: bool,
     /// Requests sent and not yet finished, for the live view.
     in_flight: std::sync::atomic::AtomicU64,
+    /// When each request in flight got its first token, by plan index, when a run under way
+    /// asks (the rule that stops a decided run); the driver removes a request when it ends.
+    first_tokens: Option<FirstTokens>,
     /// Headers a traffic class's requests carry besides the pool's (`[[class]]`
     /// `request.headers`), by class name; secret ones marked sensitive.
     class_headers: std::collections::HashMap<String, reqwest::header::HeaderMap>,
 }
+
+/// First tokens of the requests in flight, by plan index (µs on the run's clock).
+pub type FirstTokens = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u64, u64>>>;
 
 /// What of the generated text a record keeps (`[quality]`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -395,6 +401,7 @@ impl Client {
             follow_redirects: false,
             recount: false,
             answers: false,
+            first_tokens: None,
             in_flight: std::sync::atomic::AtomicU64::new(0),
             class_headers: std::collections::HashMap::new(),
         }
@@ -469,6 +476,12 @@ impl Client {
     /// ([`Record::answer`]): a session's next turn sends it back.
     pub fn keep_answers(mut self, keep: bool) -> Client {
         self.answers = keep;
+        self
+    }
+
+    /// Notes each request's first token in `seen` (plan index → µs) as it arrives.
+    pub fn first_tokens(mut self, seen: FirstTokens) -> Client {
+        self.first_tokens = Some(seen);
         self
     }
 
@@ -934,6 +947,11 @@ impl Client {
         }
         if rec.first_token_us.is_none() {
             rec.first_token_us = Some(now);
+            if let Some(seen) = &self.first_tokens {
+                seen.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(rec.index, now);
+            }
             // Room for the answer the plan asked for, up to a bound (a stream's memory stays
             // small when `max_tokens` is large): growing these a doubling at a time was a
             // tenth of the time spent on each event.

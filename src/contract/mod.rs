@@ -939,6 +939,12 @@ pub struct Measurement {
     /// before and once after); `0` turns scraping off.
     #[serde(default = "default_scrape")]
     pub server_metrics_interval: Seconds,
+    /// Open loop: stop the load once the run's validity verdict cannot change (overload is
+    /// certain from the requests in flight and the TTFTs already seen), instead of keeping the
+    /// drain on until the last steady request ends or times out; the steady requests still in
+    /// flight are then counted as misses (`abandoned`). `false` runs the plan to its end.
+    #[serde(default = "default_true")]
+    pub stop_when_decided: bool,
 }
 
 #[derive(
@@ -1040,6 +1046,9 @@ fn default_stop_grace() -> Seconds {
 }
 fn default_percentile() -> f64 {
     99.0
+}
+fn default_true() -> bool {
+    true
 }
 fn default_attainment() -> f64 {
     0.9
@@ -1147,6 +1156,7 @@ impl Default for Measurement {
             length_tolerance: default_length_tolerance(),
             confidence: default_confidence(),
             server_metrics_interval: default_scrape(),
+            stop_when_decided: true,
         }
     }
 }

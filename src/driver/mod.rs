@@ -81,6 +81,64 @@ pub struct Driver {
     /// The threads that keep the schedule ask for real-time priority ([`PreciseSleeps`]);
     /// false with `--no-wake-latency-hold`.
     pub realtime: bool,
+    /// Told when the first and the last steady request are sent: the server's metrics are
+    /// scraped at the steady window's edges.
+    pub window: WindowMarks,
+    /// Open loop: the requests sent and not yet finished, by plan index: their phase and
+    /// latency origin (µs). What a run still in flight looks like to the rule that stops it
+    /// once its verdict is decided (`analyze::decided`).
+    pub pending: Mutex<std::collections::BTreeMap<u64, (Phase, u64)>>,
+    /// The first tokens of those in flight, as the client notes them (shared with it).
+    pub first_tokens: crate::client::FirstTokens,
+}
+
+/// Marks the steady window's edges for the scrapers: `steady_start` when the first steady
+/// request is sent, `steady_end` when the last one is (a duration-bound steady phase: when the
+/// first request after it is labelled drain, or the load ends).
+#[derive(Debug, Default)]
+pub struct WindowMarks {
+    markers: Vec<crate::env::prom::Marker>,
+    started: std::sync::atomic::AtomicBool,
+    ended: std::sync::atomic::AtomicBool,
+}
+
+impl WindowMarks {
+    /// The last steady request has been sent: the steady window is complete.
+    pub fn ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+}
+
+impl WindowMarks {
+    pub fn new(markers: Vec<crate::env::prom::Marker>) -> WindowMarks {
+        WindowMarks {
+            markers,
+            ..WindowMarks::default()
+        }
+    }
+
+    fn mark(&self, when: &'static str) {
+        for m in &self.markers {
+            m.mark(when);
+        }
+    }
+
+    /// A request labelled `phase` was just sent; `last` says it was the last steady one.
+    fn sent(&self, phase: Phase, last: bool) {
+        if phase == Phase::Steady && !self.started.swap(true, Ordering::AcqRel) {
+            self.mark("steady_start");
+        }
+        if (phase == Phase::Steady && last) || phase == Phase::Drain {
+            self.end();
+        }
+    }
+
+    /// The load is over (or the steady phase ended): the end is marked once, after a start.
+    pub fn end(&self) {
+        if self.started.load(Ordering::Acquire) && !self.ended.swap(true, Ordering::AcqRel) {
+            self.mark("steady_end");
+        }
+    }
 }
 
 /// Wakes sessions' follow-up turns at their intended times as precisely as the open-loop
@@ -338,6 +396,10 @@ impl Driver {
             // Every arrival of the plan is labelled, so shards label phases alike; a shard
             // sends its own.
             let phase = phaser.next(offset, self.stable.load(Ordering::Acquire));
+            let last_steady = phaser.steady_done();
+            if phase == Phase::Drain {
+                self.window.end();
+            }
             if phase == Phase::Drain && steady_in_flight.load(Ordering::Acquire) == 0 {
                 break;
             }
@@ -370,6 +432,11 @@ impl Driver {
                 if steady {
                     steady_in_flight.fetch_add(1, Ordering::AcqRel);
                 }
+                let index = planned.index;
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(index, (phase, at));
                 let (me, tx, cancel) = (self.clone(), tx.clone(), cancel.clone());
                 let (in_flight, steady_in_flight) = (in_flight.clone(), steady_in_flight.clone());
                 let session = self.plan.session(planned.index);
@@ -390,6 +457,14 @@ impl Driver {
                                 let _ = tx.send(rec);
                             }
                         }
+                        me.pending
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&index);
+                        me.first_tokens
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&index);
                         if steady {
                             steady_in_flight.fetch_sub(1, Ordering::AcqRel);
                         }
@@ -397,7 +472,9 @@ impl Driver {
                     handle,
                 );
             }
+            self.window.sent(phase, last_steady);
         }
+        self.window.end();
         out
     }
 
@@ -451,6 +528,7 @@ impl Driver {
         }
         tracker.close();
         tracker.wait().await;
+        self.window.end();
         DriveOutcome {
             dispatched: shared.dispatched.load(Ordering::Acquire),
             dropped: 0,
@@ -472,11 +550,14 @@ impl Driver {
                 return;
             }
             let since = self.client.now_us().saturating_sub(st.origin);
-            let phase = st
-                .phaser
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .next(since, self.stable.load(Ordering::Acquire));
+            let (phase, last_steady) = {
+                let mut p = st.phaser.lock().unwrap_or_else(|p| p.into_inner());
+                let phase = p.next(since, self.stable.load(Ordering::Acquire));
+                (phase, p.steady_done())
+            };
+            if phase == Phase::Drain {
+                self.window.end();
+            }
             if phase == Phase::Drain && st.steady_in_flight.load(Ordering::Acquire) == 0 {
                 return;
             }
@@ -488,6 +569,7 @@ impl Driver {
             let (planned, body) = self.prepare(i);
             let mut rec = Record::planned(&planned, phase, &self.run_id);
             st.dispatched.fetch_add(1, Ordering::AcqRel);
+            self.window.sent(phase, last_steady);
             self.client.execute(body, &mut rec, cancel).await;
             let _ = tx.send(rec);
             if steady {

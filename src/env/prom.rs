@@ -16,12 +16,15 @@ use tokio_util::sync::CancellationToken;
 pub struct Scrape {
     /// Seconds since the run's epoch (the same clock as the records).
     pub t_s: f64,
-    /// `before`, `during` or `after` the load.
+    /// `before`, `during` or `after` the load; `steady_start` and `steady_end` when taken at
+    /// the steady window's edges (the first and last steady request's send), which the
+    /// server's figures over the window are differenced between.
     pub when: String,
     /// The page scraped, where one file keeps several (telemetry).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
-    /// `name{label="value",…}` → value. Histogram buckets are kept only before and after.
+    /// `name{label="value",…}` → value. Histogram buckets are kept in every scrape but those
+    /// `during` the load (the window's edges, before and after).
     pub series: BTreeMap<String, f64>,
 }
 
@@ -138,6 +141,18 @@ pub fn name(key: &str) -> &str {
 pub struct Scraper {
     stop: CancellationToken,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
+    marks: tokio::sync::mpsc::UnboundedSender<&'static str>,
+}
+
+/// Asks a scraper for a scrape now, tagged with a moment of the run (`steady_start`,
+/// `steady_end`): the driver marks the steady window's edges as it sends them.
+#[derive(Debug, Clone)]
+pub struct Marker(tokio::sync::mpsc::UnboundedSender<&'static str>);
+
+impl Marker {
+    pub fn mark(&self, when: &'static str) {
+        let _ = self.0.send(when);
+    }
 }
 
 /// A page to scrape.
@@ -279,6 +294,7 @@ impl Scraper {
             }
         };
         let stop = CancellationToken::new();
+        let (marks, mut marked) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
         let task = tokio::spawn({
             let stop = stop.clone();
             async move {
@@ -289,14 +305,16 @@ impl Scraper {
                     futures_util::future::join_all(targets.iter().map(move |t| t.scrape(when)))
                 };
                 loop {
-                    tokio::select! {
+                    let when = tokio::select! {
+                        // A mark first: it times a window's edge.
+                        biased;
                         _ = stop.cancelled() => break,
-                        _ = tick.tick() => {
-                            // A scrape that fails mid-run is skipped: the gap shows in t_s.
-                            for s in all("during").await.into_iter().flatten() {
-                                append(&mut file, &s)?;
-                            }
-                        }
+                        Some(m) = marked.recv() => m,
+                        _ = tick.tick() => "during",
+                    };
+                    // A scrape that fails mid-run is skipped: the gap shows in t_s.
+                    for s in all(when).await.into_iter().flatten() {
+                        append(&mut file, &s)?;
                     }
                 }
                 for s in all("after").await.into_iter().flatten() {
@@ -305,7 +323,12 @@ impl Scraper {
                 file.flush()
             }
         });
-        (Some(Scraper { stop, task }), absent)
+        (Some(Scraper { stop, task, marks }), absent)
+    }
+
+    /// A handle that asks for a scrape now, tagged (`steady_start`, `steady_end`).
+    pub fn marker(&self) -> Marker {
+        Marker(self.marks.clone())
     }
 
     /// Stops scraping after one last `after` scrape.

@@ -278,6 +278,13 @@ impl Phaser {
         }
     }
 
+    /// The last steady request has been labelled (a count-bound steady phase); with a
+    /// duration, only the next request's label tells.
+    pub fn steady_done(&self) -> bool {
+        self.phase == Phase::Steady
+            && matches!(self.rules.stop, StopRule::Requests(n) if self.steady >= n)
+    }
+
     /// The phase of the next request, sent (or scheduled) at `t_us`; `stable` says whether the
     /// warm-up statistic has settled.
     pub fn next(&mut self, t_us: u64, stable: bool) -> Phase {

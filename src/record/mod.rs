@@ -234,6 +234,9 @@ pub enum Outcome {
     ClientDropped,
     /// The run was interrupted (a signal) while the request was in flight.
     Interrupted,
+    /// The run stopped once its verdict was decided (`measurement.stop_when_decided`) while the
+    /// request was in flight: a failure (a miss), unlike a user's interruption.
+    Abandoned,
     /// The answer passed one of the client's limits (an SSE line or event, the headers, the
     /// whole response): the server sent far more than any API answer holds.
     TooLarge,
@@ -259,6 +262,7 @@ impl Outcome {
             Outcome::StreamError => "stream_error",
             Outcome::ClientDropped => "client_dropped",
             Outcome::Interrupted => "interrupted",
+            Outcome::Abandoned => "abandoned",
             Outcome::TooLarge => "too_large",
             Outcome::Protocol => "protocol",
             Outcome::Redirect => "redirect",
@@ -357,6 +361,54 @@ impl Record {
             counted: None,
             received: None,
         }
+    }
+
+    /// A request still in flight, as far as a run under way knows it: its index, phase and
+    /// latency origin, sent at that origin, nothing back yet. What the rule that stops a
+    /// decided run (`analyze::decided`) counts as in flight.
+    pub fn in_flight(index: u64, phase: Phase, origin_us: u64) -> Record {
+        let mut r = Record {
+            index,
+            phase,
+            session: None,
+            turn: None,
+            shard: None,
+            url: None,
+            segment: None,
+            class: None,
+            model: None,
+            request_id: String::new(),
+            intended_us: Some(origin_us),
+            dispatched_us: Some(origin_us),
+            sent_us: Some(origin_us),
+            first_token_us: None,
+            end_us: None,
+            chunks: Chunks::new(),
+            reasoning_chunks: 0,
+            input_tokens_planned: 0,
+            output_tokens_planned: 0,
+            expected_cached_tokens: None,
+            usage_prompt_tokens: None,
+            usage_completion_tokens: None,
+            usage_cached_tokens: None,
+            usage_reasoning_tokens: None,
+            response_model: None,
+            retried: None,
+            redirects: Vec::new(),
+            client_output_tokens: 0,
+            outcome: Outcome::Ok,
+            error: None,
+            http_status: None,
+            response_id: None,
+            finish_reason: None,
+            output_digest: None,
+            output_text: None,
+            answer: None,
+            counted: None,
+            received: None,
+        };
+        r.outcome = Outcome::Ok;
+        r
     }
 
     /// Marks the record failed, keeping whatever was measured before.

@@ -83,11 +83,13 @@ impl Observer for Stability {
 /// Writes records until every sender is gone; returns how many it wrote. None is kept: the
 /// file is the run's memory (read back when the load is over), so a run's memory does not
 /// grow with its length. Blocking: run it on its own thread (`std::thread::spawn` or
-/// `spawn_blocking`).
+/// `spawn_blocking`). Once `decided` holds why the run stopped itself (its verdict decided), a
+/// request that stop cut off is written `abandoned` (a miss), not `interrupted`.
 pub fn write_records(
     path: &Path,
     mut rx: UnboundedReceiver<Record>,
     mut observers: Vec<Box<dyn Observer>>,
+    decided: &std::sync::OnceLock<String>,
 ) -> std::io::Result<u64> {
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -97,6 +99,13 @@ pub fn write_records(
     let mut written = 0;
     let mut line = Vec::new();
     while let Some(mut rec) = rx.blocking_recv() {
+        if rec.outcome == crate::record::Outcome::Interrupted
+            && let Some(why) = decided.get()
+        {
+            rec.outcome = crate::record::Outcome::Abandoned;
+            rec.error =
+                Some(format!("in flight when the run stopped, its verdict decided ({why})").into());
+        }
         line.clear();
         serde_json::to_writer(&mut line, &rec).map_err(std::io::Error::other)?;
         // A secret a server echoed (a 401 body quoting the key) never reaches the file, nor

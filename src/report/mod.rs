@@ -492,6 +492,16 @@ fn steady_table(d: &mut Doc, s: &Summary, verbose: bool) {
     .filter_map(|(n, v, _)| dist_row(n, v))
     .collect();
     d.table(&head, rows);
+    // What each row rests on, when failures make them differ: no row hides a failure.
+    let cancelled = st.errors.get("interrupted").copied().unwrap_or(0);
+    let failed = st.stats.failed - cancelled;
+    if failed > 0 {
+        d.warn(format!(
+            "TTFT rests on the {} requests that produced a first token, failed ones included; TPOT, ITL and E2E on the {} that succeeded. The {failed} failed requests count as misses in the SLO's figures (Failures, below).",
+            st.stats.ttft_ms.as_ref().map_or(0, |t| t.count),
+            st.stats.ok
+        ));
+    }
     if let Some(lag) = &st.stats.dispatch_lag_ms {
         d.toned(
             Tone::warn_if(v.client_behind),
@@ -574,6 +584,12 @@ fn failures_and_start(d: &mut Doc, s: &Summary) {
     let st = &s.steady;
     if let Some(why) = &s.stopped {
         d.warn(format!("Stopped early: {why}."));
+    }
+    if let Some(why) = &s.decided {
+        let abandoned = st.errors.get("abandoned").copied().unwrap_or(0);
+        d.warn(format!(
+            "Stopped once its verdict was decided: {why}. The drain was cut short; the {abandoned} steady requests then in flight count as misses (abandoned). measurement.stop_when_decided = false runs the plan to its end."
+        ));
     }
     // planned = ok + failed + not sent, for every phase a count bounds.
     let unsent: Vec<String> = s
@@ -988,14 +1004,37 @@ fn server_metrics(d: &mut Doc, s: &Summary) {
             g(&sv.kv_cache_usage)
         ));
         if let Some(q) = &sv.queue_time {
+            let bucket = |b: &Option<crate::analyze::server::Bucket>| match b {
+                Some(crate::analyze::server::Bucket { from, to: Some(to) }) => {
+                    format!("in {}–{} ms", num(*from), num(*to))
+                }
+                Some(crate::analyze::server::Bucket { from, to: None }) => {
+                    format!("over {} ms", num(*from))
+                }
+                None => "— (no buckets kept)".to_owned(),
+            };
             d.line(format!(
-                "Queue time (server): mean {} ms over {} requests; p50 ≈ {} ms, p99 ≈ {} ms (from histogram buckets)",
+                "Queue time (server): mean {} ms over the {} requests it finished between the scrapes; p50 {}, p99 {} (histogram buckets)",
                 num(q.mean_ms),
-                q.requests,
-                opt(q.p50_ms),
-                opt(q.p99_ms)
+                q.requests.round(),
+                bucket(&q.p50_bucket_ms),
+                bucket(&q.p99_bucket_ms)
             ));
         }
+        d.line(format!(
+            "Between the {} at {:.1} s and {:.1} s{}.",
+            sv.between,
+            sv.from_s,
+            sv.to_s,
+            match (sv.client_finished, &sv.queue_time) {
+                (Some(c), Some(q)) => format!(
+                    ": the server counted {} finished requests, the client saw {c} finish",
+                    q.requests.round()
+                ),
+                (Some(c), None) => format!(": the client saw {c} requests finish"),
+                _ => String::new(),
+            }
+        ));
     }
 }
 

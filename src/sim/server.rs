@@ -374,10 +374,11 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
         lock(&shared.meter).step(step.start, step.end, engine.running());
         for ev in &events {
             match *ev {
+                // Queue time is observed when the request finishes, as vLLM's
+                // `vllm:request_queue_time_seconds` is (its finished-request stats), not when it
+                // is admitted: a window's histogram counts the requests finished in it.
                 Event::Admitted { id, cached_tokens } => {
-                    if let Some(q) = ledger.admit(id, step.start, cached_tokens) {
-                        queue_obs.push(q);
-                    }
+                    ledger.admit(id, step.start, cached_tokens);
                 }
                 Event::Rejected { id } => {
                     ledger.set_outcome(id, "rejected_too_long");
@@ -423,6 +424,7 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
                     if let Some(g) = ledger.finish(id, t, "ok") {
                         finished_ok += u64::from(g.outcome == "ok");
                         cached = g.cached_tokens;
+                        queue_obs.extend(g.queue_us.map(|q| q as f64 / 1e6));
                         shared.record(g);
                     }
                     if let Some(tx) = replies.remove(&id) {
@@ -436,6 +438,7 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
             engine.abort(id);
             replies.remove(&id);
             if let Some(g) = ledger.finish(id, t, "client_gone") {
+                queue_obs.extend(g.queue_us.map(|q| q as f64 / 1e6));
                 shared.record(g);
             }
         }

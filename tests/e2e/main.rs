@@ -27,6 +27,7 @@ mod reports;
 mod run;
 mod scale_out;
 mod secrets;
+mod server_figures;
 mod signals;
 mod sim;
 mod sweep;
