@@ -523,6 +523,7 @@ async fn environment(
     let network = crate::env::network_path(&t.base).await;
     let client_host = crate::env::host();
     let mut probes = probes;
+    probes.extend(crate::env::probe_metrics_info(&t.http, &t.base, t.api_key.as_deref()).await);
     probes.extend(crate::env::this_host(&client_host, &network));
     probes.extend(crate::env::hash_model_file(&probes, &network).await);
     let facts = Facts::resolve(&contract.target.declared, &probes);

@@ -2795,8 +2795,18 @@ fn grade(c: &Contract, records: &[Record], facts: &Facts) -> Grade {
     if !c.embedded() {
         for (key, name) in crate::env::facts::GRADED {
             if facts.get(key).is_none() {
+                // Where it should have come from, when an endpoint answered in another shape.
+                let said = match key {
+                    "engine_revision" => facts
+                        .unreadable
+                        .iter()
+                        .find(|u| u.contains("/version"))
+                        .map(|u| format!(" ({u})")),
+                    _ => None,
+                }
+                .unwrap_or_default();
                 missing.push(format!(
-                    "{name} unknown: the server did not say and [target.declared] does not state it"
+                    "{name} unknown: the server did not say{said} and [target.declared] does not state it"
                 ));
             }
         }

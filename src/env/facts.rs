@@ -45,6 +45,10 @@ pub struct Facts {
     pub facts: BTreeMap<String, Fact>,
     /// Declared facts the server contradicted, in plain words.
     pub disagreements: Vec<String>,
+    /// Metadata endpoints that answered, but not in their documented shape: what each said,
+    /// so a fact left unknown says where it should have come from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
 impl Facts {
@@ -57,6 +61,7 @@ impl Facts {
     pub fn resolve(declared: &Declared, probes: &[Value]) -> Facts {
         let mut discovered: BTreeMap<String, Fact> = BTreeMap::new();
         let mut inferred = Vec::new();
+        let mut unreadable = Vec::new();
         for p in probes {
             let Some(answer) = p.get("answer").filter(|_| p.get("absent").is_none()) else {
                 continue;
@@ -66,6 +71,18 @@ impl Facts {
             let source = format!("{method} {endpoint}");
             if INFERRED.contains(&endpoint) {
                 inferred.push(source.clone());
+            }
+            // vLLM's `/version` is `{"version": "0.6.3"}`: anything else that answers 2xx there
+            // is noted, not guessed at.
+            if endpoint == "/version" && !answer["version"].is_string() {
+                let text = match answer {
+                    Value::String(t) => t.clone(),
+                    other => other.to_string(),
+                };
+                let snippet: String = text.chars().take(80).collect();
+                unreadable.push(format!(
+                    "{source} answered `{snippet}`, not a {{\"version\": …}} document"
+                ));
             }
             for (name, value) in extract(endpoint, answer) {
                 // The first endpoint to say a fact keeps it: probes run most specific first.
@@ -79,6 +96,7 @@ impl Facts {
         let mut out = Facts {
             facts: discovered,
             disagreements: Vec::new(),
+            unreadable,
         };
         for (name, value) in declared_pairs(declared) {
             let Some(value) = value else { continue };
@@ -258,6 +276,15 @@ fn extract(endpoint: &str, a: &Value) -> Vec<(&'static str, String)> {
                 s(&a["sha256"]).map(|h| format!("sha256:{h}")),
             );
         }
+        // The `…_info` series of the engine's `/metrics` page (`env::probe_metrics_info`).
+        "/metrics" => {
+            let c = &a["vllm:cache_config_info"];
+            put("kv_cache_tokens", s(&c["kv_cache_size_tokens"]));
+            put("kv_cache_bytes", s(&c["kv_cache_memory_bytes"]));
+            put("kv_block_size", s(&c["block_size"]));
+            put("kv_cache_dtype", s(&c["cache_dtype"]));
+            put("prefix_caching", s(&c["enable_prefix_caching"]));
+        }
         "/api/version" => {
             put("engine", Some("ollama".into()));
             put("engine_revision", s(&a["version"]));
@@ -410,6 +437,40 @@ mod tests {
         assert_eq!(f.disagreements.len(), 1, "{:?}", f.disagreements);
         assert!(f.disagreements[0].contains("GET /info says `tgi`"));
         assert_eq!(f.facts["hardware"].source, "declared");
+    }
+
+    /// vLLM publishes its KV-cache configuration as a gauge's labels; the facts name it, so two
+    /// servers with different caches are two targets.
+    #[test]
+    fn vllm_cache_config_from_its_metrics() {
+        let info = json!({ "vllm:cache_config_info": {
+            "block_size": "128", "cache_dtype": "auto", "enable_prefix_caching": "True",
+            "kv_cache_memory_bytes": "2147483648", "kv_cache_size_tokens": "110733",
+            "engine": "0" } });
+        let f = Facts::resolve(&Declared::default(), &[probe("/metrics", info)]);
+        assert_eq!(f.get("kv_cache_tokens"), Some("110733"));
+        assert_eq!(f.get("kv_block_size"), Some("128"));
+        assert_eq!(f.get("prefix_caching"), Some("True"));
+        assert_eq!(f.facts["kv_cache_tokens"].source, "GET /metrics");
+    }
+
+    /// A `/version` that answers garbage is named, not read: the revision stays unknown and
+    /// the grade says where it should have come from.
+    #[test]
+    fn a_garbage_version_is_named_not_read() {
+        let f = Facts::resolve(
+            &Declared::default(),
+            &[
+                probe("/v1/models", fixture("vllm-models")),
+                probe("/version", json!("<html>not found</html>")),
+            ],
+        );
+        assert_eq!(f.get("engine"), Some("vllm"));
+        assert_eq!(f.get("engine_revision"), None);
+        assert_eq!(
+            f.unreadable,
+            ["GET /version answered `<html>not found</html>`, not a {\"version\": …} document"]
+        );
     }
 
     #[test]

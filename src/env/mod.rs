@@ -115,6 +115,39 @@ pub async fn probe_engines(
     done
 }
 
+/// The engine's own configuration as its `/metrics` page publishes it: the labels of every
+/// `…_info` gauge (vLLM's `vllm:cache_config_info`: KV-cache blocks, block size, prefix
+/// caching), kept as a probe answer `{series name: {label: value}}` so the facts come from the
+/// same resolution as every other probe's. `None` when the page has no such series (or none at
+/// all: its absence is recorded by the scraper).
+pub async fn probe_metrics_info(
+    http: &reqwest::Client,
+    base: &str,
+    key: Option<&str>,
+) -> Option<Value> {
+    let url = format!("{}/metrics", base.trim_end_matches('/'));
+    let mut req = http.get(&url).timeout(Duration::from_secs(5));
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    let r = req.send().await.ok()?;
+    if !r.status().is_success() {
+        return None;
+    }
+    let body = body_capped(r, MAX_PROBE_BYTES).await.ok()?;
+    let samples = prom::parse(&String::from_utf8_lossy(&body)).ok()?;
+    let mut info = serde_json::Map::new();
+    for (name, labels, _) in samples.into_iter().filter(|s| s.0.ends_with("_info")) {
+        let labels: serde_json::Map<String, Value> = labels
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
+        info.entry(name).or_insert(Value::Object(labels));
+    }
+    (!info.is_empty())
+        .then(|| json!({ "endpoint": "/metrics", "method": "GET", "status": 200, "answer": info }))
+}
+
 /// Where the target is relative to this client, and the TCP connect round trip to it (median
 /// of five connects, ms).
 pub async fn network_path(base: &str) -> Value {

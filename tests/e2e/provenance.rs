@@ -210,3 +210,88 @@ fn audit_through_the_binary_reads_other_tools_and_refuses_garbage() {
         "{err}"
     );
 }
+
+/// Issue #45, bad input: a vLLM whose `/version` answers garbage. The run measures all it
+/// meant to (nothing lost), the engine is still vLLM by its `/v1/models`, and the revision left
+/// unknown says where it should have come from and what came instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vllm_whose_version_is_garbage_is_named_not_guessed() {
+    async fn chat() -> ([(&'static str, &'static str); 1], &'static str) {
+        let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi there\"}}]}\n\n\
+         data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n\
+         data: [DONE]\n\n";
+        ([("content-type", "text/event-stream")], body)
+    }
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route(
+            "/v1/models",
+            axum::routing::get(|| async {
+                axum::Json(serde_json::json!({"data": [{"id": "m", "owned_by": "vllm", "max_model_len": 2048}]}))
+            }),
+        )
+        .route(
+            "/version",
+            axum::routing::get(|| async { "Internal garbage \u{1}\u{2}" }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let srv = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    let c = parse(&format!(
+        "[target]\nurl = \"{url}\"\n[load]\nkind = \"closed\"\nconcurrency = 2\nrequests = 6\n[warmup]\nrequests = 0\n[slo]\nttft_ms = 100\n"
+    ));
+    let r = run_in(c, dir.path()).await;
+    common::assert_bundle_complete(&r.bundle, &[]);
+    assert!(r.records.iter().all(|x| x.is_ok()), "{:?}", r.records[0]);
+    let t = r.summary.target.as_ref().unwrap();
+    assert_eq!(
+        (t.engine.as_deref(), t.engine_revision.as_deref()),
+        (Some("vllm"), None)
+    );
+    let missing = r
+        .summary
+        .grade
+        .missing
+        .iter()
+        .find(|m| m.starts_with("engine revision unknown"))
+        .expect("the revision is missing");
+    assert!(
+        missing.contains("GET /version answered `Internal garbage"),
+        "{missing}"
+    );
+    srv.abort();
+}
+
+/// Issue #45, bad input: a contract that launches vLLM through `scripts/vllm.sh serve` where
+/// vLLM is not installed stops before any load with the script's own words, kept in the
+/// bundle's server log.
+#[test]
+fn launching_a_vllm_that_is_not_installed_says_how_to_install_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/vllm.sh");
+    std::fs::write(
+        dir.path().join("c.toml"),
+        format!(
+            "name = \"vllm-launch\"\n[target]\nurl = \"http://127.0.0.1:{{port}}\"\nmodel = \"gemma-3-270m\"\n[cold_start]\nlaunch = [\"{script}\", \"serve\", \"{{port}}\"]\nready_timeout = \"60s\"\n[load]\nkind = \"closed\"\nconcurrency = 1\nrequests = 2\n"
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["run", "c.toml", "-q"])
+        .env("GOODPUT_VLLM_DIR", dir.path().join("no-vllm-here"))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the launched server exited") && err.contains("before it was ready"),
+        "{err}"
+    );
+    assert!(
+        err.contains("vLLM is not installed in") && err.contains("run scripts/vllm.sh install"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}

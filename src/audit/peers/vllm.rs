@@ -98,11 +98,20 @@ fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
         a.missing.push(m);
     }
     let detailed = v["input_lens"].is_array() && v["output_lens"].is_array();
-    let enforced = v["ignore_eos"].as_bool() == Some(true);
+    // Every output at one length is what `--ignore-eos` gives; the file keeps the lengths when
+    // saved with `--save-detailed`, but not the flag itself.
+    let one_length = v["output_lens"]
+        .as_array()
+        .filter(|l| !l.is_empty())
+        .and_then(|l| {
+            let first = l[0].as_u64()?;
+            l.iter().all(|x| x.as_u64() == Some(first)).then_some(first)
+        });
+    let enforced = v["ignore_eos"].as_bool() == Some(true) || one_length.is_some();
     a.axis(
         "workload",
         format!(
-            "{} prompts · {} input / {} output tokens in all · {} · ignore_eos {}",
+            "{} prompts · {} input / {} output tokens in all · {} · ignore_eos {}{}",
             v["num_prompts"],
             v["total_input_tokens"],
             v["total_output_tokens"],
@@ -111,10 +120,14 @@ fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
             } else {
                 "per-request lengths not kept"
             },
-            match v["ignore_eos"].as_bool() {
-                Some(b) => b.to_string(),
-                None => "not recorded".into(),
-            }
+            match (v["ignore_eos"].as_bool(), one_length) {
+                (Some(b), _) => b.to_string(),
+                (None, Some(n)) => format!("not recorded, but every output is {n} tokens long"),
+                (None, None) => "not recorded".into(),
+            },
+            v["tokenizer_id"]
+                .as_str()
+                .map_or(String::new(), |t| format!(" · counted with tokenizer {t}"))
         ),
     );
     if !enforced && !detailed {
@@ -158,6 +171,7 @@ fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
         }
     };
     a.axis("load", load);
+    a.axis("recorded", recorded(v));
     a.missing.push(
         "warm-up not stated: the result does not say which requests, if any, were excluded as warm-up".into(),
     );
@@ -182,4 +196,62 @@ fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
     }
     a.limits.push("single run: no variance".into());
     Ok(a.done())
+}
+
+/// What the run itself recorded beyond its settings: when, how many finished and failed in how
+/// long, the sends as they happened (`start_times`: the achieved arrival rate), the peak in
+/// flight, the client's own wait before each send (`queue_times`) and whether the outputs were
+/// kept (`generated_texts`, which a consistency check could compare).
+fn recorded(v: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(d) = v["date"].as_str() {
+        parts.push(format!("run {d}"));
+    }
+    if let Some(l) = v["label"].as_str() {
+        parts.push(format!("label {l}"));
+    }
+    parts.push(format!(
+        "{} of {} completed, {} failed in {:.1} s",
+        v["completed"],
+        v["num_prompts"],
+        v["failed"].as_u64().unwrap_or(0),
+        v["duration"].as_f64().unwrap_or(f64::NAN)
+    ));
+    let errors = v["errors"].as_array().map_or(0, |e| {
+        e.iter()
+            .filter(|x| x.as_str().is_some_and(|s| !s.is_empty()))
+            .count()
+    });
+    if errors > 0 {
+        parts.push(format!("{errors} error messages kept"));
+    }
+    let mut starts: Vec<f64> = v["start_times"]
+        .as_array()
+        .map(|s| s.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default();
+    starts.sort_by(f64::total_cmp);
+    if let (Some(first), Some(last)) = (starts.first(), starts.last())
+        && starts.len() > 1
+        && last > first
+    {
+        parts.push(format!(
+            "sent at {:.2} req/s as measured (start_times of {})",
+            (starts.len() - 1) as f64 / (last - first),
+            starts.len()
+        ));
+    }
+    if let Some(c) = v["max_concurrent_requests"].as_u64() {
+        parts.push(format!("peak {c} in flight"));
+    }
+    if let Some(q) = v["queue_times"].as_array() {
+        let max = q.iter().filter_map(Value::as_f64).fold(0.0, f64::max);
+        parts.push(format!(
+            "client wait before each send up to {:.2} ms (queue_times)",
+            max * 1000.0
+        ));
+    }
+    if v["generated_texts"].is_array() {
+        parts.push("outputs kept per request (generated_texts)".to_owned());
+    }
+    parts.join(" · ")
 }
