@@ -544,3 +544,59 @@ fn vllm_bench_serve_side_by_side_and_audited() {
         );
     }
 }
+
+/// Bad input: a vLLM that dies while it starts (here, an argument it refuses) ends the run
+/// before any load with its exit status and its own words, and the bundle keeps its log.
+#[test]
+#[ignore = "needs vLLM: scripts/vllm.sh install"]
+fn a_vllm_that_dies_during_start_is_named_with_its_own_words() {
+    script(&["install"]);
+    let dir = tempfile::tempdir().unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    std::fs::write(
+        dir.path().join("c.toml"),
+        format!(
+            "name = \"vllm-dies\"\n[target]\nurl = \"http://127.0.0.1:{{port}}\"\nmodel = \"gemma-3-270m\"\n[cold_start]\nlaunch = [\"{root}/scripts/vllm.sh\", \"serve\", \"{{port}}\", \"--max-num-seqs\", \"four\"]\nready_timeout = \"240s\"\n[load]\nkind = \"closed\"\nconcurrency = 1\nrequests = 2\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["run", "c.toml", "-q"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the launched server exited") && err.contains("before it was ready"),
+        "{err}"
+    );
+    // vLLM's own complaint, from the log's tail, names the argument and the value.
+    assert!(
+        err.contains("--max-num-seqs") && err.contains("four"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let logs: Vec<String> = glob_logs(&dir.path().join("runs"));
+    assert!(
+        logs.iter().any(|l| l.contains("four")),
+        "the bundle keeps the server's log: {logs:?}"
+    );
+}
+
+/// The text of every `server.*.log` under a directory.
+fn glob_logs(p: &std::path::Path) -> Vec<String> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            out.extend(glob_logs(&path));
+        } else if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("server."))
+        {
+            out.push(std::fs::read_to_string(&path).unwrap_or_default());
+        }
+    }
+    out
+}

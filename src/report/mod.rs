@@ -588,7 +588,7 @@ fn failures_and_start(d: &mut Doc, s: &Summary) {
     if let Some(why) = &s.decided {
         let abandoned = st.errors.get("abandoned").copied().unwrap_or(0);
         d.warn(format!(
-            "Stopped once its verdict was decided: {why}. The drain was cut short; the {abandoned} steady requests then in flight count as misses (abandoned). measurement.stop_when_decided = false runs the plan to its end."
+            "Stopped once its verdict was decided: {why}. The drain was cut short; the steady requests then in flight ({abandoned}) count as misses (abandoned), and the latency rows leave out what they would have added (the slowest requests): read them as lower bounds. measurement.stop_when_decided = false runs the plan to its end."
         ));
     }
     // planned = ok + failed + not sent, for every phase a count bounds.
@@ -997,11 +997,31 @@ fn server_metrics(d: &mut Doc, s: &Summary) {
                 format!("mean {} max {}", num(g.mean), num(g.max))
             })
         };
+        // A fraction of a cache sized for the whole machine is often well under 1%: shown in
+        // percent to two significant places, so a small load's usage is not "0.00".
+        let pct = |x: f64| {
+            let p = 100.0 * x;
+            if !p.is_finite() {
+                "—".to_owned()
+            } else if p == 0.0 || p >= 10.0 {
+                format!("{p:.0}%")
+            } else if p >= 1.0 {
+                format!("{p:.1}%")
+            } else {
+                format!("{:.*}%", (1 - p.log10().floor() as i32) as usize, p)
+            }
+        };
         d.line(format!(
-            "Running requests {} · waiting {} · KV-cache usage (fraction) {}",
+            "Running requests {} · waiting {} · KV-cache usage {}",
             g(&sv.running),
             g(&sv.waiting),
-            g(&sv.kv_cache_usage)
+            sv.kv_cache_usage
+                .as_ref()
+                .map_or("—".to_owned(), |k| format!(
+                    "mean {} max {}",
+                    pct(k.mean),
+                    pct(k.max)
+                ))
         ));
         if let Some(q) = &sv.queue_time {
             let bucket = |b: &Option<crate::analyze::server::Bucket>| match b {

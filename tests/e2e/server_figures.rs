@@ -201,8 +201,8 @@ async fn a_run_stops_once_its_overload_is_certain() {
     );
     assert!(
         text.contains(&format!(
-            "the {abandoned} steady requests then in flight count as misses"
-        )),
+            "the steady requests then in flight ({abandoned}) count as misses"
+        )) && text.contains("read them as lower bounds"),
         "{text}"
     );
     // The same run to its end: nothing abandoned, and it lasts longer.
