@@ -237,14 +237,10 @@ impl Bundle {
             .cloned()
             .unwrap_or_default();
         let facts = Some(Facts::resolve(&contract.target.declared, &probes));
-        let scrapes = match self.path(METRICS) {
-            p if p.exists() => crate::env::prom::read(&p).map_err(anyhow::Error::msg)?,
-            _ => Vec::new(),
-        };
-        let telemetry = match self.path(TELEMETRY) {
-            p if p.exists() => crate::env::prom::read(&p).map_err(anyhow::Error::msg)?,
-            _ => Vec::new(),
-        };
+        let scrapes =
+            crate::env::prom::read_present(&self.path(METRICS)).map_err(anyhow::Error::msg)?;
+        let telemetry =
+            crate::env::prom::read_present(&self.path(TELEMETRY)).map_err(anyhow::Error::msg)?;
         let pages: Vec<crate::analyze::efficiency::PageStatus> =
             serde_json::from_value(environment["telemetry"]["endpoints"].clone())
                 .unwrap_or_default();

@@ -461,6 +461,9 @@ pub struct MergeArgs {
     /// Directory that receives the merged bundle (under the contract's name).
     #[arg(long, default_value = "runs", env = "GOODPUT_OUT")]
     out: PathBuf,
+    /// Merge a shard that holds no record (a client that sent nothing); refused otherwise.
+    #[arg(long)]
+    allow_empty: bool,
     #[command(flatten)]
     format: FormatArgs,
     /// The whole report (see `run --verbose`).
@@ -726,7 +729,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn merge_command(a: MergeArgs) -> anyhow::Result<ExitCode> {
     let argv: Vec<String> = std::env::args().collect();
     let bundles = crate::merge::shard_bundles(&a.bundles, a.start_at.as_deref())?;
-    let m = crate::merge::merge(&bundles, &a.out, &argv)?;
+    let m = crate::merge::merge(&bundles, &a.out, &argv, a.allow_empty)?;
     for w in &m.warnings {
         say_err!("warning: {w}");
     }
@@ -881,6 +884,13 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
             r.bundle.dir.display()
         );
     } else if st.ok == 0 && !r.summary.interrupted {
+        let sent = r.records.iter().filter(|x| x.sent_us.is_some()).count();
+        if sent == 0 {
+            bail!(
+                "no request was sent: the plan ended before its first send (is load.duration or load.requests too small?). The bundle is kept at {}",
+                r.bundle.dir.display()
+            );
+        }
         bail!(
             "no request succeeded ({} failed); first error: {}. The bundle is kept at {}",
             r.records.len(),

@@ -158,6 +158,61 @@ fn check(mut parts: Vec<Part>) -> anyhow::Result<Vec<Part>> {
     Ok(parts)
 }
 
+/// Every shard's records against the shard itself, before anything is written: none empty
+/// (unless allowed), every record within the time its own run lasted on its own clock (a
+/// record days away from it is another run's, or its clock jumped), and no request index in
+/// two shards (each plan index belongs to one shard) or twice in one.
+fn check_records(parts: &[Part], allow_empty: bool) -> anyhow::Result<()> {
+    let mut seen: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
+    for p in parts {
+        if p.records.is_empty() && !allow_empty {
+            bail!(
+                "{} (shard {}) holds no record: its client sent nothing. Merging it would claim its share of the plan was run; pass --allow-empty to merge it anyway",
+                p.dir.display(),
+                p.shard
+            );
+        }
+        let span_s = ["started_utc", "ended_utc"].map(|k| {
+            p.command[k]
+                .as_str()
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        });
+        if let [Some(a), Some(b)] = span_s {
+            // The run's clock starts as the process does, before `started_utc`: a minute of
+            // slack covers the probes and a slow start.
+            let lasted_us = (b.duration_since(a).as_secs_f64().max(0.0) + 60.0) * 1e6;
+            if let Some(r) = p
+                .records
+                .iter()
+                .find(|r| r.end_us.or(r.sent_us).is_some_and(|t| t as f64 > lasted_us))
+            {
+                let t = r.end_us.or(r.sent_us).unwrap_or_default() as f64 / 1e6;
+                bail!(
+                    "{} (shard {}): request {} is at {t:.1} s on the shard's clock, but the shard ran for {:.1} s ({} to {}): its records are not this run's, or its clock jumped",
+                    p.dir.display(),
+                    p.shard,
+                    r.index,
+                    lasted_us / 1e6 - 60.0,
+                    a,
+                    b
+                );
+            }
+        }
+        for r in &p.records {
+            if let Some(other) = seen.insert(r.index, p.shard.index) {
+                bail!(
+                    "request {} is in shard {other}/{n} and in {} (shard {}): each request of the plan belongs to one shard, once",
+                    r.index,
+                    p.dir.display(),
+                    p.shard,
+                    n = p.shard.count
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The shards' `command.json`s as one: when the first started and the last ended, and whether
 /// any was interrupted or gave up (then the merged run was too).
 fn command(parts: &[Part], argv: &[String]) -> Value {
@@ -247,12 +302,18 @@ fn same_instant(a: &str, b: &str) -> bool {
 }
 
 /// Merges the shard bundles in `dirs` into a new bundle under `out_root`.
-pub fn merge(dirs: &[PathBuf], out_root: &Path, argv: &[String]) -> anyhow::Result<Merged> {
+pub fn merge(
+    dirs: &[PathBuf],
+    out_root: &Path,
+    argv: &[String],
+    allow_empty: bool,
+) -> anyhow::Result<Merged> {
     let parts = dirs
         .iter()
         .map(|d| read_part(d))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let parts = check(parts)?;
+    check_records(&parts, allow_empty)?;
     let contract = parts[0].contract.unsharded();
     let latest = parts.iter().map(|p| p.origin_us).max().unwrap_or(0);
     let bundle = Bundle::create(out_root, &contract)

@@ -168,6 +168,8 @@ pub async fn run(
     }
     let Reached {
         http,
+        load_http,
+        credentials,
         plain_http,
         connects,
         base,
@@ -212,6 +214,8 @@ pub async fn run(
     )?;
     let target = Target {
         http,
+        load_http,
+        credentials,
         plain_http,
         base,
         api_key,
@@ -333,8 +337,16 @@ pub async fn run(
             outcome.built_late
         ));
     }
-    let scrapes = crate::env::prom::read(&bundle.path(METRICS)).unwrap_or_default();
-    let telemetry = crate::env::prom::read(&bundle.path(TELEMETRY)).unwrap_or_default();
+    // Unreadable scrapes (a disk error) leave the server's figures out, said, never silently.
+    let scraped = |name: &str| {
+        crate::env::prom::read_present(&bundle.path(name)).unwrap_or_else(|e| {
+            opts.watch
+                .warn(&format!("the server's figures are left out: {e}"));
+            Vec::new()
+        })
+    };
+    let scrapes = scraped(METRICS);
+    let telemetry = scraped(TELEMETRY);
     let pages: Vec<crate::analyze::efficiency::PageStatus> =
         serde_json::from_value(environment["telemetry"]["endpoints"].clone()).unwrap_or_default();
     let context = crate::analyze::Context {
@@ -427,16 +439,40 @@ async fn preflight(
     let model = contract.target.model.as_deref().unwrap_or_default();
     // The wrong model is caught before any load: a server that lists what it serves and does
     // not list this one would fail every request (or, like llama.cpp, answer with another).
+    // So is a traffic class's own model or adapter name.
     let served = crate::env::served_models(&models);
+    let listed = || {
+        served
+            .iter()
+            .map(|s| format!("\"{s}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     if !served.is_empty() && !served.iter().any(|s| crate::text::same_model(model, s)) {
         bail!(
             "target.model = \"{model}\" is not served by {base}: its /v1/models lists {}. Set target.model to one of these (or leave it out to take the first).",
-            served
-                .iter()
-                .map(|s| format!("\"{s}\""))
-                .collect::<Vec<_>>()
-                .join(", ")
+            listed()
         );
+    }
+    for (k, class) in contract.classes.iter().enumerate() {
+        let names = class
+            .model
+            .iter()
+            .map(|m| (crate::contract::classes::key(k, "model"), m))
+            .chain(class.models.iter().flat_map(|mix| {
+                mix.names
+                    .iter()
+                    .map(move |m| (crate::contract::classes::key(k, "models.names"), m))
+            }));
+        for (key, m) in names {
+            if !served.is_empty() && !served.iter().any(|s| crate::text::same_model(m, s)) {
+                bail!(
+                    "{key} = \"{m}\" (class \"{}\") is not served by {base}: its /v1/models lists {}. A LoRA adapter is listed once the server has loaded it.",
+                    class.name,
+                    listed()
+                );
+            }
+        }
     }
     Ok((models, version))
 }
@@ -489,6 +525,8 @@ fn prepare_bundle(
 #[derive(Clone)]
 struct Target {
     http: reqwest::Client,
+    load_http: reqwest::Client,
+    credentials: Vec<(String, String, bool)>,
     /// The load's pool for a plain-HTTP target (see `Reached`).
     plain_http: crate::client::direct::Direct,
     base: String,
@@ -632,7 +670,10 @@ async fn telemetry(
             "telemetry page {url} cannot be read, so it measures no energy in this run (the load goes on without it): {why}"
         ));
     }
-    let firsts = crate::env::prom::read(&bundle.path(TELEMETRY)).unwrap_or_default();
+    let firsts = crate::env::prom::read_present(&bundle.path(TELEMETRY)).unwrap_or_else(|e| {
+        watch.warn(&format!("the telemetry scrapes cannot be read back: {e}"));
+        Vec::new()
+    });
     for s in firsts
         .iter()
         .filter(|s| !crate::analyze::efficiency::reads_any(&s.series))
@@ -746,7 +787,7 @@ async fn load(
         && opts.live.as_ref().and_then(|b| b.control()).is_none();
     let first_tokens = crate::client::FirstTokens::default();
     let mut client = Client::new(
-        t.http,
+        t.load_http,
         &t.base,
         t.api_key,
         contract.target.api.adapter(),
@@ -759,6 +800,7 @@ async fn load(
         started,
     )
     .plain_http(t.plain_http)
+    .credentials(&t.credentials)
     .keep_output(keep)
     .follow_redirects(contract.target.follow_redirects)
     .keep_answers(contract.workload.sessions.is_some())
@@ -826,7 +868,15 @@ async fn load(
     }
     let writer = {
         let (path, decided) = (bundle.path(REQUESTS), decided.clone());
-        tokio::task::spawn_blocking(move || write_records(&path, rx, observers, &decided))
+        // A record that cannot be written stops the run there and then.
+        let (stop, why) = (cancel.clone(), aborted.clone());
+        let failed = move |msg: String| {
+            why.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(msg);
+            stop.cancel();
+        };
+        tokio::task::spawn_blocking(move || write_records(&path, rx, observers, &decided, &failed))
     };
     let done = CancellationToken::new();
     let monitor = tokio::spawn(monitor(
@@ -879,10 +929,16 @@ async fn load(
             .await
             .context("writing metrics.jsonl or telemetry.jsonl")?;
     }
-    writer
-        .await
-        .context("record writer stopped")?
-        .context("writing requests.jsonl")?;
+    if let Err(e) = writer.await.context("record writer stopped")? {
+        // Said where `report` will look for why the run ended, if the disk takes that much.
+        let mut command: serde_json::Value = std::fs::read_to_string(bundle.path("command.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_else(|| serde_json::json!({}));
+        command["aborted"] = e.to_string().into();
+        let _ = bundle.write_json("command.json", &command);
+        return Err(e.into());
+    }
     // The records as written (secrets redacted), read back: the run kept none in memory.
     let (records, _) =
         crate::record::read_jsonl_noted(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
@@ -964,6 +1020,10 @@ fn counts_model_tokens(c: &Contract) -> bool {
 /// when a launched server's log needed it first.
 struct Reached {
     http: reqwest::Client,
+    /// The load's pool for https targets: `http` without the credential headers.
+    load_http: reqwest::Client,
+    /// The credential headers the load's pools leave to each request (name, value, secret).
+    credentials: Vec<(String, String, bool)>,
     /// The load's requests to a plain-HTTP target go through this pool, not `http`.
     plain_http: crate::client::direct::Direct,
     /// Each new connection `http` opened, timed.
@@ -1008,7 +1068,18 @@ async fn reach(
     }
     let connects = crate::client::ConnectLog::default();
     let http = http_pool(keep_alive, &headers, &contract.target.tls, &connects)?;
-    let plain_http = crate::client::plain_http_pool(keep_alive, &headers, &connects);
+    // The load's pools leave the credentials to each request (`Client::credentials`), which
+    // sends them to the target's origin only: a followed redirect elsewhere goes without.
+    let (credentials, plain): (Vec<_>, Vec<_>) = headers
+        .iter()
+        .cloned()
+        .partition(|(n, _, secret)| *secret || crate::secrets::is_credential_header(n));
+    let load_http = if credentials.is_empty() {
+        http.clone()
+    } else {
+        http_pool(keep_alive, &plain, &contract.target.tls, &connects)?
+    };
+    let plain_http = crate::client::plain_http_pool(keep_alive, &plain, &connects);
 
     // A launched server writes its log into the bundle, so the bundle comes first then.
     let mut bundle = None;
@@ -1060,6 +1131,8 @@ async fn reach(
     };
     Ok(Reached {
         http,
+        load_http,
+        credentials,
         plain_http,
         connects,
         base,

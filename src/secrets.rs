@@ -20,6 +20,21 @@ pub const MIN_LEN: usize = 4;
 
 static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
+/// Whether a header of this name carries a credential, whatever its value's source: its value
+/// is redacted everywhere even when written literally in a contract, and it is not sent on to
+/// another origin when a redirect is followed (as curl and browsers drop them).
+pub fn is_credential_header(name: &str) -> bool {
+    [
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "cookie",
+    ]
+    .iter()
+    .any(|c| name.eq_ignore_ascii_case(c))
+}
+
 /// Registers a secret (ignored when shorter than [`MIN_LEN`]); longer ones are matched first.
 pub fn register(secret: &str) {
     if secret.len() < MIN_LEN {

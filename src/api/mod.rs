@@ -429,6 +429,21 @@ pub struct StreamEvent<'a> {
     pub done: bool,
 }
 
+impl StreamEvent<'_> {
+    /// Whether the event said anything its API says: an id, a model, text, usage, a finish
+    /// reason, the end. An event another API sent parses to nothing (its fields are not this
+    /// one's); so does a keep-alive, which is why one such event is not yet a failure.
+    pub fn says_anything(&self) -> bool {
+        self.id.is_some()
+            || self.model.is_some()
+            || self.text.is_some()
+            || self.reasoning.is_some()
+            || self.finish_reason.is_some()
+            || self.usage.is_some()
+            || self.done
+    }
+}
+
 /// One API kind: its path, body and event parsing. A new endpoint type is one more
 /// implementation and one [`ApiKind`] variant.
 pub trait Adapter: Send + Sync {

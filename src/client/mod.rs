@@ -56,6 +56,10 @@ pub struct Client {
     /// Headers a traffic class's requests carry besides the pool's (`[[class]]`
     /// `request.headers`), by class name; secret ones marked sensitive.
     class_headers: std::collections::HashMap<String, reqwest::header::HeaderMap>,
+    /// `[target.request]` headers that are credentials (read from the environment, or named
+    /// like one): added per request rather than by the pools, so a redirect to another origin
+    /// can go without them.
+    credentials: HeaderMap,
 }
 
 /// First tokens of the requests in flight, by plan index (µs on the run's clock).
@@ -336,6 +340,22 @@ impl Endpoint {
     }
 }
 
+/// Whether a redirect's endpoint is on the origin (scheme, host and port) the request was
+/// first sent to: where credentials may go.
+fn same_origin(e: &Endpoint, first: &Endpoint) -> bool {
+    if std::ptr::eq(e, first) {
+        return true;
+    }
+    match (&e.parsed, &first.parsed) {
+        (Some(a), Some(b)) => {
+            a.scheme() == b.scheme()
+                && a.host_str() == b.host_str()
+                && a.port_or_known_default() == b.port_or_known_default()
+        }
+        _ => false,
+    }
+}
+
 /// The headers every request of `adapter`'s API carries: the body's type and the API's own
 /// (Anthropic's `anthropic-version`).
 fn fixed_headers(adapter: &dyn Adapter) -> HeaderMap {
@@ -404,7 +424,15 @@ impl Client {
             first_tokens: None,
             in_flight: std::sync::atomic::AtomicU64::new(0),
             class_headers: std::collections::HashMap::new(),
+            credentials: HeaderMap::new(),
         }
+    }
+
+    /// The `[target.request]` headers the pools were built without (name, value, secret):
+    /// each request to the target's own origin carries them, none followed to another.
+    pub fn credentials(mut self, headers: &[(String, String, bool)]) -> Client {
+        self.credentials = pool_headers(headers);
+        self
     }
 
     /// Headers each traffic class's requests carry (name, value, secret), by class name. A
@@ -590,7 +618,7 @@ impl Client {
         loop {
             let endpoint = redirected.as_ref().unwrap_or(first);
             let url = endpoint.url.as_str();
-            let headers = self.request_headers(rec);
+            let headers = self.request_headers(rec, same_origin(endpoint, first));
             let direct = self.direct.as_ref().zip(endpoint.direct.as_ref());
             let sent = async {
                 if let Some((pool, target)) = direct {
@@ -668,20 +696,34 @@ impl Client {
         }
     }
 
-    /// The headers of one request: its API's, its own, its class's and the key's (the pool's
-    /// are added by whichever pool sends it, where the request does not set them).
-    fn request_headers(&self, rec: &Record) -> HeaderMap {
+    /// The headers of one request: its API's, its own, its class's, the credentials and the
+    /// key's (the pool's are added by whichever pool sends it, where the request does not set
+    /// them). To another origin than the target's (a followed redirect), no credential goes:
+    /// not the key, not a secret or credential-named header.
+    fn request_headers(&self, rec: &Record, same_origin: bool) -> HeaderMap {
         let mut h = self.fixed_headers.clone();
         if let Ok(v) = HeaderValue::from_str(&rec.request_id) {
             h.insert(HeaderName::from_static("x-request-id"), v);
         }
+        let credential = |name: &HeaderName, value: &HeaderValue| {
+            value.is_sensitive() || crate::secrets::is_credential_header(name.as_str())
+        };
         if let Some(hs) = rec.class.as_ref().and_then(|c| self.class_headers.get(c)) {
             for (name, value) in hs {
-                h.append(name, value.clone());
+                if same_origin || !credential(name, value) {
+                    h.append(name, value.clone());
+                }
             }
         }
-        if let Some((name, value)) = &self.auth {
-            h.insert(name, value.clone());
+        if same_origin {
+            for (name, value) in &self.credentials {
+                if !h.contains_key(name) {
+                    h.insert(name, value.clone());
+                }
+            }
+            if let Some((name, value)) = &self.auth {
+                h.insert(name, value.clone());
+            }
         }
         h
     }
@@ -830,21 +872,27 @@ impl Client {
     }
 
     /// The stream's end arrived (`[DONE]`, or the API's last event).
-    fn stream_done(&self, rec: &mut Record, state: StreamState, url: &str, now: u64) {
+    fn stream_done(&self, rec: &mut Record, mut state: StreamState, url: &str, now: u64) {
         rec.end_us = Some(now);
         if !state.any_event {
             let msg = format!("{url} sent [DONE] before any event: nothing generated");
             return rec.fail(Outcome::Empty, msg, now);
+        }
+        if let Some(msg) = foreign_stream(&mut state, url) {
+            return rec.fail(Outcome::Malformed, msg, now);
         }
         self.finished(rec, state.text, state.chunk_bytes)
     }
 
     /// The body ended (no `[DONE]` seen): a whole answer is parsed; a stream must have
     /// finished.
-    fn body_ended(&self, rec: &mut Record, state: StreamState, now: u64) {
+    fn body_ended(&self, rec: &mut Record, mut state: StreamState, now: u64) {
         rec.end_us = Some(now);
         if !self.stream {
             return self.finish_whole(&state.whole, rec, now);
+        }
+        if let Some(msg) = foreign_stream(&mut state, "the server") {
+            return rec.fail(Outcome::Malformed, msg, now);
         }
         if rec.finish_reason.is_none() {
             rec.fail(
@@ -871,6 +919,7 @@ impl Client {
         st.any_event = true;
         // The usual token event, read from the last event's shape: its one text is all it says.
         if let Some((text, part)) = st.template.read(data) {
+            st.understood = true;
             match part {
                 template::Part::Text => self.on_text(None, Some(text), now, rec, st),
                 template::Part::Reasoning => self.on_text(Some(text), None, now, rec, st),
@@ -884,11 +933,21 @@ impl Client {
             }
             Err(msg) => {
                 let class = failure_class(&msg);
-                let shown = String::from_utf8_lossy(&data[..data.len().min(200)]).into_owned();
+                let shown = snippet(data);
                 st.failure = Some((class, format!("{msg}; event: {shown}")));
                 return ControlFlow::Break(());
             }
         };
+        if !st.understood {
+            if ev.says_anything() {
+                st.understood = true;
+            } else {
+                st.foreign += 1;
+                if st.first_foreign.is_none() {
+                    st.first_foreign = Some(snippet(data));
+                }
+            }
+        }
         if rec.response_id.is_none() {
             rec.response_id = ev.id.map(Into::into);
         }
@@ -968,6 +1027,14 @@ impl Client {
 
     fn finish_whole(&self, body: &[u8], rec: &mut Record, now: u64) {
         match self.adapter.parse_event(body) {
+            Ok(ev) if !ev.says_anything() => rec.fail(
+                Outcome::Malformed,
+                format!(
+                    "the answer says nothing this API (target.api) says: is it the server's API? It began: {}",
+                    snippet(body)
+                ),
+                now,
+            ),
             Ok(ev) => {
                 rec.response_id = ev.id.map(Into::into);
                 rec.response_model = ev.model.map(Into::into);
@@ -996,6 +1063,24 @@ impl Client {
             ClientTokenCount::Chunks => 1,
         }
     }
+}
+
+/// The start of what a server sent, for a message: at most 200 bytes, as text.
+fn snippet(data: &[u8]) -> String {
+    String::from_utf8_lossy(&data[..data.len().min(200)]).into_owned()
+}
+
+/// A stream none of whose events said anything this API says: another API's stream (an
+/// OpenAI chat stream read as Anthropic's, say), which would otherwise pass as a success
+/// with no tokens. The message, when it was one.
+fn foreign_stream(st: &mut StreamState, from: &str) -> Option<String> {
+    (!st.understood && st.foreign > 0).then(|| {
+        format!(
+            "none of the {} events {from} sent is one this API (target.api) understands: is it the server's API? The first: {}",
+            st.foreign,
+            st.first_foreign.take().unwrap_or_default()
+        )
+    })
 }
 
 /// The class of an answer an adapter could not take: the server's own error, or not the API's
@@ -1030,6 +1115,12 @@ struct StreamState {
     done: bool,
     /// An event other than `[DONE]` arrived.
     any_event: bool,
+    /// Events other than `[DONE]` that said nothing this API says (see
+    /// [`crate::api::StreamEvent::says_anything`]) before the first that did, and the first
+    /// of them as received (its start): a stream of only such is another API's.
+    foreign: u32,
+    first_foreign: Option<String>,
+    understood: bool,
     /// The generated text so far, when it is kept.
     text: Option<String>,
     /// Bytes of text each chunk added, when the text is kept.

@@ -1352,6 +1352,25 @@ pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
             key: Some(key),
             message,
         })?;
+    // A credential written literally: a secret from here on (redacted in every output), and
+    // a note on keeping it out of the file.
+    let literal: Vec<(String, String)> =
+        std::iter::once(("target.request".to_owned(), &c.target.request))
+            .chain(
+                c.classes
+                    .iter()
+                    .enumerate()
+                    .map(|(k, class)| (classes::key(k, "request"), &class.request)),
+            )
+            .flat_map(|(prefix, r)| {
+                r.headers.iter().filter_map(move |(name, v)| match v {
+                    HeaderSource::Value(v) if crate::secrets::is_credential_header(name) => {
+                        Some((format!("{prefix}.headers.{name}"), v.clone()))
+                    }
+                    _ => None,
+                })
+            })
+            .collect();
     // Old key names, noted with where they stand.
     c.notes = c
         .notes
@@ -1364,6 +1383,17 @@ pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
             )
         })
         .collect();
+    for (key, value) in literal
+        .into_iter()
+        .filter(|(_, v)| v != crate::secrets::MASK)
+    {
+        crate::secrets::register(&value);
+        let line = source::line_of_key(src, &key).map_or(String::new(), |l| format!(":{l}"));
+        c.notes.push(format!(
+            "{}{line}: `{key}` is a credential written in the file: goodput redacts it from everything it writes and prints, but the file itself holds it; `{{ env = \"VAR\" }}` reads it from the environment instead",
+            path.display()
+        ));
+    }
     Ok(c)
 }
 
@@ -1628,6 +1658,15 @@ mod tests {
                 format!("{open}[workload.sessions]\nturns = {{ dist = \"fixed\", value = 2 }}\nthink = 3\n"),
                 "c.toml:7",
             ),
+            // Issue #46: a pause of 49 days, a negative mean pause.
+            (
+                format!("{open}[workload.sessions]\nturns = {{ dist = \"fixed\", value = 2 }}\nthink_ms = {{ dist = \"fixed\", value = 4294967295 }}\n"),
+                "c.toml:7: `workload.sessions.think_ms`: allows 4294967295 ms between turns; at most 3600000 ms",
+            ),
+            (
+                format!("{open}[workload.sessions]\nturns = {{ dist = \"fixed\", value = 2 }}\nthink_ms = {{ dist = \"normal\", mean = -5, stddev = 1, min = 0, max = 10 }}\n"),
+                "`workload.sessions.think_ms.mean`: is -5: a think time's mean must be >= 0 ms",
+            ),
         ] {
             let e = parse_str(&src).unwrap_err().to_string();
             assert!(e.contains(want), "want {want:?} in {e:?}");
@@ -1719,6 +1758,15 @@ mod tests {
             (
                 "[load]\nmodel = \"open\"\nrate = 1\nrequests = 10\n[target.simulator]\nmax_batch = 0\n",
                 "c.toml:6: `target.simulator.max_batch`",
+            ),
+            // Issue #46: runs that could never end by their own contract.
+            (
+                "[load]\nkind = \"open\"\nrate = 1\nrequests = 9223372036854775807\n",
+                "c.toml:4: `load.requests`: is 9223372036854775807; at most 100000000",
+            ),
+            (
+                "[load]\nkind = \"closed\"\nconcurrency = 1\nrequests = 10\nthink_time = 4233600\n",
+                "c.toml:5: `load.think_time`: is 4233600 s; at most 3600 s",
             ),
         ];
         for (src, want) in cases {

@@ -4,6 +4,11 @@
 
 use super::*;
 
+/// The longest pause between a user's requests (`load.think_time`, sessions' `think_ms`).
+const MAX_THINK_S: f64 = 3600.0;
+/// The most requests one run's measured phase may plan.
+const MAX_REQUESTS: u64 = 100_000_000;
+
 pub(super) type Problem = (String, String);
 
 pub(super) fn problem(key: &str, msg: impl Into<String>) -> Result<(), Problem> {
@@ -80,12 +85,14 @@ impl Contract {
     fn sharding(&self) -> Result<(), Problem> {
         let l = &self.load;
         if let Some(at) = &l.start_at
-            && at.parse::<jiff::Timestamp>().is_err()
+            && let Err(e) = at.parse::<jiff::Timestamp>()
         {
+            // jiff's reason, not a guess: "9999-12-31T23:59:59Z" is RFC 3339, but past the
+            // last instant it represents.
             return problem(
                 "load.start_at",
                 format!(
-                    "= \"{at}\": must be an RFC 3339 instant with its offset, e.g. \"2026-12-02T06:00:00Z\""
+                    "= \"{at}\": not an instant goodput can use ({e}); write an RFC 3339 instant with its offset, e.g. \"2026-12-02T06:00:00Z\""
                 ),
             );
         }
@@ -394,18 +401,36 @@ impl Contract {
             );
         }
         if let Some(d) = &s.think_ms {
-            match d {
-                LengthDist::Fixed { .. } => {}
-                LengthDist::Uniform { min, max }
-                | LengthDist::Normal { min, max, .. }
-                | LengthDist::Lognormal { min, max, .. }
-                    if min <= max => {}
+            let most = match d {
+                LengthDist::Fixed { value } => *value,
+                LengthDist::Uniform { min, max } if min <= max => *max,
+                LengthDist::Normal { min, max, mean, .. }
+                | LengthDist::Lognormal { min, max, mean, .. }
+                    if min <= max =>
+                {
+                    if !(mean.is_finite() && *mean >= 0.0) {
+                        return problem(
+                            "workload.sessions.think_ms.mean",
+                            format!("is {mean}: a think time's mean must be >= 0 ms"),
+                        );
+                    }
+                    *max
+                }
                 _ => {
                     return problem(
                         "workload.sessions.think_ms",
                         "must be fixed, uniform, normal or lognormal milliseconds (min <= max)",
                     );
                 }
+            };
+            if f64::from(most) > MAX_THINK_S * 1e3 {
+                return problem(
+                    "workload.sessions.think_ms",
+                    format!(
+                        "allows {most} ms between turns; at most {} ms (an hour): a longer pause is another session, and a run that waits it out may never end",
+                        MAX_THINK_S * 1e3
+                    ),
+                );
             }
         }
         if self.load.kind == Some(LoadModel::Closed) {
@@ -673,6 +698,12 @@ impl Contract {
         if !(t.is_finite() && t >= 0.0) {
             return problem("load.think_time", "must be >= 0");
         }
+        if t > MAX_THINK_S {
+            return problem(
+                "load.think_time",
+                format!("is {t} s; at most {MAX_THINK_S} s (an hour) between a user's requests"),
+            );
+        }
         if self.measurement.latency_origin == LatencyOrigin::Intended {
             // A closed loop has no schedule: its only honest origin is the actual send.
             self.measurement.latency_origin = LatencyOrigin::Sent;
@@ -695,6 +726,14 @@ impl Contract {
                 return problem("load.duration", "set `requests` or `duration`, not both");
             }
             (Some(0), _) => return problem("load.requests", "must be >= 1"),
+            (Some(n), _) if n > MAX_REQUESTS => {
+                return problem(
+                    "load.requests",
+                    format!(
+                        "is {n}; at most {MAX_REQUESTS} (each request's record is about a kilobyte: split a longer run, or set load.duration)"
+                    ),
+                );
+            }
             (_, Some(d)) if !(d.0.is_finite() && d.0 > 0.0) => {
                 return problem("load.duration", "must be > 0");
             }

@@ -251,7 +251,7 @@ impl Driver {
         shape: SessionPlan,
         first: (PlannedRequest, Record, Bytes),
         tx: &UnboundedSender<Record>,
-        cancel: &CancellationToken,
+        (cancel, drain_over): (&CancellationToken, &CancellationToken),
         in_flight: &AtomicU32,
     ) {
         let (planned, first, body) = first;
@@ -265,6 +265,11 @@ impl Driver {
             let (mut rec, body) = match opening.take() {
                 Some(first) => first,
                 None => {
+                    // A drain session sends no turn once the last steady one has ended.
+                    let drain = phase == Phase::Drain;
+                    if drain && drain_over.is_cancelled() {
+                        return;
+                    }
                     let p = self.plan.turn(i, t);
                     history.push(user(&p.prompt));
                     let intended = prev_end + u64::from(shape.think_ms[t as usize - 1]) * 1000;
@@ -274,6 +279,7 @@ impl Driver {
                         .get_or_init(|| FollowUps::start(self.realtime).ok());
                     tokio::select! {
                         () = cancel.cancelled() => return,
+                        () = drain_over.cancelled(), if drain => return,
                         () = async {
                             match follow_ups {
                                 Some(f) => f.until(at).await,
@@ -379,6 +385,10 @@ impl Driver {
         let cap = self.contract.load.max_in_flight();
         let in_flight = Arc::new(AtomicU32::new(0));
         let steady_in_flight = Arc::new(AtomicU64::new(0));
+        // The drain ends with the last steady request (or session): then no drain session
+        // sends another turn.
+        let steady_sent = Arc::new(AtomicBool::new(false));
+        let drain_over = CancellationToken::new();
         let mut phaser = Phaser::new(self.plan.rules());
         let (_precise, scheduled) = PreciseSleeps::on_this_thread(self.realtime);
         out.dispatch_thread = Some(scheduled);
@@ -397,10 +407,14 @@ impl Driver {
             // sends its own.
             let phase = phaser.next(offset, self.stable.load(Ordering::Acquire));
             let last_steady = phaser.steady_done();
+            if last_steady {
+                steady_sent.store(true, Ordering::Release);
+            }
             if phase == Phase::Drain {
                 self.window.end();
             }
             if phase == Phase::Drain && steady_in_flight.load(Ordering::Acquire) == 0 {
+                drain_over.cancel();
                 break;
             }
             let Some((planned, body)) = built else {
@@ -411,6 +425,11 @@ impl Driver {
             out.built_late += u64::from(waited && self.client.now_us() > at);
             if !sleep_until(epoch + Duration::from_micros(at), cancel) {
                 out.interrupted = true;
+                break;
+            }
+            // The last steady request may have ended while this one waited for its time.
+            if phase == Phase::Drain && steady_in_flight.load(Ordering::Acquire) == 0 {
+                drain_over.cancel();
                 break;
             }
             let woke = self.client.now_us();
@@ -439,6 +458,7 @@ impl Driver {
                     .insert(index, (phase, at));
                 let (me, tx, cancel) = (self.clone(), tx.clone(), cancel.clone());
                 let (in_flight, steady_in_flight) = (in_flight.clone(), steady_in_flight.clone());
+                let (steady_sent, drain_over) = (steady_sent.clone(), drain_over.clone());
                 let session = self.plan.session(planned.index);
                 tracker.spawn_on(
                     async move {
@@ -449,7 +469,8 @@ impl Driver {
                                 in_flight.fetch_sub(1, Ordering::AcqRel);
                                 let i = planned.index;
                                 let first = (planned, rec, body);
-                                me.session(i, shape, first, &tx, &cancel, &in_flight).await;
+                                let ends = (&cancel, &drain_over);
+                                me.session(i, shape, first, &tx, ends, &in_flight).await;
                             }
                             None => {
                                 me.client.execute(body, &mut rec, &cancel).await;
@@ -465,14 +486,20 @@ impl Driver {
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
                             .remove(&index);
-                        if steady {
-                            steady_in_flight.fetch_sub(1, Ordering::AcqRel);
+                        if steady
+                            && steady_in_flight.fetch_sub(1, Ordering::AcqRel) == 1
+                            && steady_sent.load(Ordering::Acquire)
+                        {
+                            drain_over.cancel();
                         }
                     },
                     handle,
                 );
             }
             self.window.sent(phase, last_steady);
+        }
+        if steady_sent.load(Ordering::Acquire) && steady_in_flight.load(Ordering::Acquire) == 0 {
+            drain_over.cancel();
         }
         self.window.end();
         out

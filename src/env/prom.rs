@@ -24,8 +24,91 @@ pub struct Scrape {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// `name{label="value",…}` → value. Histogram buckets are kept in every scrape but those
-    /// `during` the load (the window's edges, before and after).
+    /// `during` the load (the window's edges, before and after). NaN and the infinities are
+    /// kept as Prometheus spells them (`"NaN"`, `"+Inf"`, `"-Inf"`): JSON has no number for
+    /// them, and a `null` in their place once made a whole bundle unreadable.
+    #[serde(with = "values")]
     pub series: BTreeMap<String, f64>,
+}
+
+/// A scrape's values, lossless in JSON: finite ones as numbers, the rest as the strings the
+/// exposition format uses. `null` (what bundles before this wrote for NaN) reads back as NaN.
+mod values {
+    use std::collections::BTreeMap;
+
+    use serde::de::{self, MapAccess, Visitor};
+    use serde::ser::SerializeMap;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &BTreeMap<String, f64>, s: S) -> Result<S::Ok, S::Error> {
+        let mut out = s.serialize_map(Some(m.len()))?;
+        for (k, v) in m {
+            match *v {
+                v if v.is_finite() => out.serialize_entry(k, &v)?,
+                v if v.is_nan() => out.serialize_entry(k, "NaN")?,
+                v if v > 0.0 => out.serialize_entry(k, "+Inf")?,
+                _ => out.serialize_entry(k, "-Inf")?,
+            }
+        }
+        out.end()
+    }
+
+    /// One value: a number, a special value's name, or null.
+    struct Value(f64);
+
+    impl<'de> de::Deserialize<'de> for Value {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl Visitor<'_> for V {
+                type Value = Value;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a number, \"NaN\", \"+Inf\", \"-Inf\" or null")
+                }
+                fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+                    Ok(Value(v))
+                }
+                fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+                    Ok(Value(v as f64))
+                }
+                fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+                    Ok(Value(v as f64))
+                }
+                fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+                    Ok(Value(f64::NAN))
+                }
+                fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+                    Ok(Value(f64::NAN))
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+                    match v {
+                        "NaN" => Ok(Value(f64::NAN)),
+                        "+Inf" | "Inf" => Ok(Value(f64::INFINITY)),
+                        "-Inf" => Ok(Value(f64::NEG_INFINITY)),
+                        _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+                    }
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, f64>, D::Error> {
+        struct M;
+        impl<'de> Visitor<'de> for M {
+            type Value = BTreeMap<String, f64>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of series to values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut m = BTreeMap::new();
+                while let Some((k, Value(v))) = a.next_entry::<String, Value>()? {
+                    m.insert(k, v);
+                }
+                Ok(m)
+            }
+        }
+        d.deserialize_map(M)
+    }
 }
 
 /// At most this many series are kept per scrape (an engine with per-LoRA or per-path labels can
@@ -339,6 +422,16 @@ impl Scraper {
 }
 
 /// Reads `metrics.jsonl`.
+/// The scrapes of a file that may not exist (a run that scraped nothing has none): none then,
+/// and any other failure named with the file and line.
+pub fn read_present(path: &Path) -> Result<Vec<Scrape>, String> {
+    if path.exists() {
+        read(path)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
 pub fn read(path: &Path) -> Result<Vec<Scrape>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     text.lines()
@@ -353,6 +446,49 @@ pub fn read(path: &Path) -> Result<Vec<Scrape>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue #46: NaN and the infinities survive the bundle (a summary with no observations
+    /// publishes NaN), and a bundle written before, with `null` for NaN, still reads.
+    #[test]
+    fn special_values_survive_the_bundle() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.jsonl");
+        let s = Scrape {
+            t_s: 1.5,
+            when: "during".into(),
+            source: None,
+            series: parse("a NaN\nb +Inf\nc -Inf\nd 2.5\n")
+                .unwrap()
+                .into_iter()
+                .map(|(n, l, v)| (key(&n, &l), v))
+                .collect(),
+        };
+        let line = serde_json::to_string(&s).unwrap();
+        assert!(
+            line.contains(r#""a":"NaN""#) && line.contains(r#""b":"+Inf""#),
+            "{line}"
+        );
+        std::fs::write(
+            &path,
+            format!(
+                "{line}\n{}\n",
+                r#"{"t_s":2,"when":"after","series":{"a":null,"d":1}}"#
+            ),
+        )
+        .unwrap();
+        let back = read(&path).unwrap();
+        assert!(back[0].series["a"].is_nan());
+        assert_eq!(back[0].series["b"], f64::INFINITY);
+        assert_eq!(back[0].series["c"], f64::NEG_INFINITY);
+        assert_eq!(back[0].series["d"], 2.5);
+        assert!(back[1].series["a"].is_nan());
+        std::fs::write(&path, r#"{"t_s":2,"when":"after","series":{"a":"lots"}}"#).unwrap();
+        let err = read(&path).unwrap_err();
+        assert!(
+            err.contains("metrics.jsonl:1") && err.contains("lots"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn parses_colon_names_escaped_labels_and_special_values() {

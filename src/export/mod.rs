@@ -84,7 +84,9 @@ pub struct Spec {
 /// One batch of a column's values; `None` is an absent value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Column {
-    Int(Vec<Option<i64>>),
+    /// Unsigned: every integer goodput records is a count, an index or a time since the run
+    /// began (a µs time past `i64::MAX` was once written as -1).
+    Int(Vec<Option<u64>>),
     Float(Vec<Option<f64>>),
     Text(Vec<Option<String>>),
 }
@@ -312,16 +314,16 @@ pub fn export(b: &Loaded, format: ExportFormat, dir: &Path) -> anyhow::Result<Ex
     requests.finish()?;
     let mut chunks = format.sink(&cp, CHUNKS)?;
     let mut n_chunks = 0u64;
-    let mut rows: [Vec<Option<i64>>; 5] = Default::default();
+    let mut rows: [Vec<Option<u64>>; 5] = Default::default();
     for r in &b.records {
         for (k, (at, tokens)) in r.chunks.iter().enumerate() {
             let reasoning = k < r.reasoning_chunks as usize;
             for (col, v) in rows.iter_mut().zip([
-                r.index as i64,
-                k as i64,
-                at as i64,
-                i64::from(tokens),
-                i64::from(reasoning),
+                r.index,
+                k as u64,
+                at,
+                u64::from(tokens),
+                u64::from(reasoning),
             ]) {
                 col.push(Some(v));
             }
@@ -356,7 +358,7 @@ pub fn columns_doc() -> String {
         out += &format!("\n## {name}\n\n| column | type | meaning |\n| --- | --- | --- |\n");
         for s in specs {
             let kind = match s.kind {
-                Kind::Int => "integer",
+                Kind::Int => "unsigned integer",
                 Kind::Float => "real",
                 Kind::Text => "text",
             };
@@ -374,15 +376,15 @@ fn request_columns(b: &Loaded, rs: &[Record]) -> Vec<Column> {
         .iter()
         .map(|r| request_metrics(r, origin, source))
         .collect();
-    let int = |f: &dyn Fn(&Record) -> Option<i64>| Column::Int(rs.iter().map(f).collect());
+    let int = |f: &dyn Fn(&Record) -> Option<u64>| Column::Int(rs.iter().map(f).collect());
     let text = |f: &dyn Fn(&Record) -> Option<String>| Column::Text(rs.iter().map(f).collect());
     let float = |f: &dyn Fn(&crate::analyze::RequestMetrics) -> Option<f64>| {
         Column::Float(m.iter().map(f).collect())
     };
-    let us = |x: Option<u64>| x.map(|v| v as i64);
-    let n = |x: Option<u32>| x.map(i64::from);
+    let us = |x: Option<u64>| x;
+    let n = |x: Option<u32>| x.map(u64::from);
     vec![
-        int(&|r| Some(r.index as i64)),
+        int(&|r| Some(r.index)),
         text(&|r| Some(r.phase.as_str().to_owned())),
         int(&|r| n(r.shard)),
         int(&|r| n(r.url)),
@@ -390,7 +392,7 @@ fn request_columns(b: &Loaded, rs: &[Record]) -> Vec<Column> {
         text(&|r| r.class.clone()),
         text(&|r| r.model.clone()),
         int(&|r| us(r.session)),
-        int(&|r| r.turn.map(|t| i64::from(t.0))),
+        int(&|r| r.turn.map(|t| u64::from(t.0))),
         text(&|r| Some(r.request_id.clone())),
         int(&|r| us(r.intended_us)),
         int(&|r| us(r.dispatched_us)),
@@ -401,17 +403,17 @@ fn request_columns(b: &Loaded, rs: &[Record]) -> Vec<Column> {
         float(&|m| m.tpot_ms),
         float(&|m| m.e2e_ms),
         float(&|m| m.dispatch_lag_ms),
-        Column::Int(m.iter().map(|m| Some(i64::from(m.output_tokens))).collect()),
-        int(&|r| Some(i64::from(r.input_tokens_planned))),
-        int(&|r| Some(i64::from(r.output_tokens_planned))),
+        Column::Int(m.iter().map(|m| Some(u64::from(m.output_tokens))).collect()),
+        int(&|r| Some(u64::from(r.input_tokens_planned))),
+        int(&|r| Some(u64::from(r.output_tokens_planned))),
         int(&|r| n(r.usage_prompt_tokens)),
         int(&|r| n(r.usage_completion_tokens)),
         int(&|r| n(r.usage_cached_tokens)),
         int(&|r| n(r.usage_reasoning_tokens)),
-        int(&|r| Some(i64::from(r.client_output_tokens))),
-        int(&|r| Some(r.chunks.len() as i64)),
+        int(&|r| Some(u64::from(r.client_output_tokens))),
+        int(&|r| Some(r.chunks.len() as u64)),
         text(&|r| Some(r.outcome.as_str().to_owned())),
-        int(&|r| r.http_status.map(i64::from)),
+        int(&|r| r.http_status.map(u64::from)),
         text(&|r| r.error.as_deref().map(str::to_owned)),
         text(&|r| r.finish_reason.as_deref().map(str::to_owned)),
         text(&|r| r.response_model.as_deref().map(str::to_owned)),
@@ -421,7 +423,7 @@ fn request_columns(b: &Loaded, rs: &[Record]) -> Vec<Column> {
                 .map(|(r, m)| {
                     crate::analyze::slo_of(c, r)
                         .is_set()
-                        .then(|| i64::from(r.is_ok() && record_meets_slo(c, r, m)))
+                        .then(|| u64::from(r.is_ok() && record_meets_slo(c, r, m)))
                 })
                 .collect(),
         ),

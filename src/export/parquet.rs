@@ -1,5 +1,5 @@
 //! Apache Parquet through the `parquet` crate's column writers: every column optional (an
-//! absent value is a null), integers INT64, reals DOUBLE, text BYTE_ARRAY (UTF8); one row group
+//! absent value is a null), integers INT64 annotated UINT_64 (all are counts, indexes or times), reals DOUBLE, text BYTE_ARRAY (UTF8); one row group
 //! per batch, snappy-compressed.
 
 use std::path::Path;
@@ -24,7 +24,10 @@ impl Parquet {
             .iter()
             .map(|c| {
                 let b = match c.kind {
-                    Kind::Int => Type::primitive_type_builder(c.name, Physical::INT64),
+                    // Unsigned, as the values are: INT64 bits annotated UINT_64 (the format's
+                    // way), read back as uint64 by pyarrow.
+                    Kind::Int => Type::primitive_type_builder(c.name, Physical::INT64)
+                        .with_converted_type(ConvertedType::UINT_64),
                     Kind::Float => Type::primitive_type_builder(c.name, Physical::DOUBLE),
                     Kind::Text => Type::primitive_type_builder(c.name, Physical::BYTE_ARRAY)
                         .with_converted_type(ConvertedType::UTF8),
@@ -65,6 +68,8 @@ impl Sink for Parquet {
             match column {
                 Column::Int(v) => {
                     let (values, defs) = levels(v);
+                    // The bits of each u64 as INT64 stores them under UINT_64.
+                    let values: Vec<i64> = values.into_iter().map(|x| x as i64).collect();
                     w.typed::<Int64Type>()
                         .write_batch(&values, Some(&defs), None)?;
                 }

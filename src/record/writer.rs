@@ -85,7 +85,54 @@ impl Observer for Stability {
 /// grow with its length. Blocking: run it on its own thread (`std::thread::spawn` or
 /// `spawn_blocking`). Once `decided` holds why the run stopped itself (its verdict decided), a
 /// request that stop cut off is written `abandoned` (a miss), not `interrupted`.
+///
+/// A write that fails (a full disk, a removed directory, any I/O error) calls `failed` at
+/// once, so the run stops within the record, not at the end of its schedule; the file is
+/// cut back to its last whole line, and the error returned names it.
 pub fn write_records(
+    path: &Path,
+    rx: UnboundedReceiver<Record>,
+    observers: Vec<Box<dyn Observer>>,
+    decided: &std::sync::OnceLock<String>,
+    failed: &(dyn Fn(String) + Send + Sync),
+) -> std::io::Result<u64> {
+    let r = write_all(path, rx, observers, decided);
+    if let Err(e) = &r {
+        let why = format!(
+            "{} could not be written ({e}): the run stopped at once; the records written before are kept",
+            path.display()
+        );
+        failed(why.clone());
+        // A torn last line is cut off: what stays is every record written whole.
+        let _ = cut_to_last_line(path);
+        return Err(std::io::Error::new(e.kind(), why));
+    }
+    r
+}
+
+/// Cuts a file back to just after its last newline (a record torn by a failed write).
+fn cut_to_last_line(path: &Path) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let mut end = f.metadata()?.len();
+    let mut block = vec![0u8; 64 << 10];
+    while end > 0 {
+        let start = end.saturating_sub(block.len() as u64);
+        let n = (end - start) as usize;
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut block[..n])?;
+        if let Some(i) = block[..n].iter().rposition(|&b| b == b'\n') {
+            return f.set_len(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    f.set_len(0)
+}
+
+fn write_all(
     path: &Path,
     mut rx: UnboundedReceiver<Record>,
     mut observers: Vec<Box<dyn Observer>>,

@@ -73,7 +73,9 @@ fn headers(
     let mut out = Vec::new();
     for (name, src) in table {
         let (value, secret) = match src {
-            HeaderSource::Value(v) => (v.clone(), false),
+            // A credential written literally is still a credential (registered as a secret
+            // when the contract was read).
+            HeaderSource::Value(v) => (v.clone(), crate::secrets::is_credential_header(name)),
             HeaderSource::Env { env } => {
                 let key = format!("{prefix}.headers.{name}.env");
                 let v = read(key.clone(), env)?;

@@ -87,7 +87,7 @@ fn every_format_round_trips_the_records() {
         serde_json::from_slice(&o.stdout).unwrap()
     };
     let t = read("requests.parquet");
-    assert_eq!(t["schema"]["intended_us"], "int64");
+    assert_eq!(t["schema"]["intended_us"], "uint64");
     assert_eq!(t["schema"]["ttft_ms"], "double");
     assert_eq!(t["schema"]["outcome"], "string");
     let rows: BTreeMap<u64, &Value> = t["rows"]

@@ -18,6 +18,7 @@ mod export;
 mod faults;
 mod fuzz_replay;
 mod gates;
+mod hostile;
 mod html;
 mod live;
 mod provenance;

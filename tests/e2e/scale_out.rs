@@ -465,6 +465,45 @@ fn merging_shards_that_are_not_one_run_is_refused_naming_the_shard() {
     assert!(whole.status.success());
     let w = bundle_in(&d.join("whole"));
     refuse(&[b0, w.to_str().unwrap()], &["is not a shard's bundle"]);
+    // Issue #46: a shard whose records lie days from its own run, a request in two shards,
+    // an empty shard: each refused naming it, before anything is written.
+    let edit = |name: &str, f: &dyn Fn(&mut Vec<goodput::record::Record>)| {
+        let to = d.join(name);
+        copy_dir(&b[1], &to);
+        let mut records = goodput::bundle::Bundle::load(&to).unwrap().records;
+        f(&mut records);
+        goodput::bundle::Bundle::open(&to)
+            .unwrap()
+            .rewrite_records(&records)
+            .unwrap();
+        to
+    };
+    let days = edit("days-off", &|rs| {
+        for r in rs.iter_mut() {
+            r.shift(1_000_000_000_000);
+        }
+    });
+    let dup = edit("dup", &|rs| {
+        let theirs = goodput::bundle::Bundle::load(&b[0]).unwrap().records[0].index;
+        rs[0].index = theirs;
+    });
+    let empty = edit("empty", &|rs| rs.clear());
+    let merged_before = std::fs::read_dir(d).unwrap().count();
+    let days = days.to_str().unwrap();
+    refuse(&[b0, days], &["on the shard's clock", "clock jumped", days]);
+    refuse(
+        &[b0, dup.to_str().unwrap()],
+        &["is in shard 0/2 and in", "once"],
+    );
+    refuse(
+        &[b0, empty.to_str().unwrap()],
+        &["holds no record", "--allow-empty"],
+    );
+    assert_eq!(
+        std::fs::read_dir(d).unwrap().count(),
+        merged_before,
+        "a refused merge wrote nothing"
+    );
     // A start instant already past is refused before anything is sent.
     let past = goodput(&[
         "run",
