@@ -194,10 +194,7 @@ impl Bundle {
         let (contract, inputs) = crate::workload::load(&bundle.path(CONTRACT))?;
         let (records, warning) =
             crate::record::read_jsonl_noted(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
-        let command: serde_json::Value = std::fs::read_to_string(bundle.path("command.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default();
+        let command = read_json(&bundle.path("command.json"))?.unwrap_or_default();
         let summary = bundle.summarize(&contract, &inputs, &records, &command)?;
         Ok(Loaded {
             bundle,
@@ -221,15 +218,11 @@ impl Bundle {
         // time: it was interrupted too, and its requests in flight were lost with it.
         let interrupted = command["interrupted"].as_bool().unwrap_or(false)
             || command.get("started_utc").is_some() && command["ended_utc"].is_null();
-        let timeline = std::fs::read_to_string(self.path(COLD_START))
-            .ok()
-            .map(|t| serde_json::from_str::<crate::analyze::Timeline>(&t))
+        let timeline = read_json(&self.path(COLD_START))?
+            .map(serde_json::from_value::<crate::analyze::Timeline>)
             .transpose()
             .with_context(|| format!("reading {}", self.path(COLD_START).display()))?;
-        let environment: serde_json::Value = std::fs::read_to_string(self.path(ENVIRONMENT))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default();
+        let environment = read_json(&self.path(ENVIRONMENT))?.unwrap_or_default();
         // Facts are re-derived, not trusted: the probes' verbatim answers against the
         // contract's declarations as they stand now.
         let probes = environment["probes"]
@@ -280,4 +273,22 @@ impl Bundle {
         }
         Ok(summary)
     }
+}
+
+/// The largest JSON document of a bundle read whole (`summary.json`, `environment.json`,
+/// `command.json`, `cold_start.json`): a summary of a million requests is well under a MiB.
+pub const MAX_BUNDLE_JSON_BYTES: u64 = 64 << 20;
+
+/// A bundle's JSON document: `None` when the file is absent (a run killed early wrote fewer),
+/// an error naming the file when it cannot be read (a device, past the limit, not JSON) — never
+/// taken as empty.
+pub fn read_json(path: &Path) -> anyhow::Result<Option<serde_json::Value>> {
+    if !path.exists() && path.symlink_metadata().is_err() {
+        return Ok(None);
+    }
+    let text = crate::text::read_capped_string(path, MAX_BUNDLE_JSON_BYTES)
+        .with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .with_context(|| format!("reading {}: not JSON", path.display()))
 }

@@ -42,9 +42,7 @@ pub struct Merged {
 }
 
 fn read_json(path: &Path) -> anyhow::Result<Value> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))
+    crate::bundle::read_json(path)?.with_context(|| format!("{} is missing", path.display()))
 }
 
 fn read_part(dir: &Path) -> anyhow::Result<Part> {
@@ -64,7 +62,7 @@ fn read_part(dir: &Path) -> anyhow::Result<Part> {
             dir.display()
         )
     })?;
-    let command = read_json(&bundle.path("command.json")).unwrap_or_default();
+    let command = crate::bundle::read_json(&bundle.path("command.json"))?.unwrap_or_default();
     let (records, warning) =
         crate::record::read_jsonl_noted(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
     if let Some(w) = warning {

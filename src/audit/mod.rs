@@ -252,12 +252,11 @@ fn bundle(dir: &Path, a: &mut Audit) -> anyhow::Result<()> {
         }
     }
     // What the bundle says it was must be what its raw records say.
-    match std::fs::read_to_string(bundle.path(SUMMARY)) {
-        Err(_) => a
+    match crate::bundle::read_json(&bundle.path(SUMMARY))? {
+        None => a
             .missing
             .push("summary.json absent: the run never finished writing".into()),
-        Ok(text) => {
-            let kept: Value = serde_json::from_str(&text).unwrap_or_default();
+        Some(kept) => {
             let now = serde_json::to_value(&s)?;
             // Fingerprints are defined per schema: an older summary's are not this version's
             // (the figures below are recomputed either way).

@@ -433,7 +433,10 @@ pub fn read_present(path: &Path) -> Result<Vec<Scrape>, String> {
 }
 
 pub fn read(path: &Path) -> Result<Vec<Scrape>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // Capped like every file goodput reads whole: a symlink to a device, or a file past the
+    // limit, is an error naming it, never memory without bound.
+    let text = crate::text::read_capped_string(path, crate::text::MAX_FILE_BYTES)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())

@@ -447,3 +447,42 @@ async fn drain_sessions_send_no_turn_after_the_last_steady_session_ends() {
         (last - steady_end) / 1000
     );
 }
+
+/// Item 7: every bundle file goodput reads whole is capped, and one it cannot read is an error
+/// naming it, never taken as empty (exit 0) or read without end (a symlink to /dev/zero).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_file_that_cannot_be_read_is_named_never_read_without_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = small_run(dir.path()).await;
+    let b = r.bundle.dir.clone();
+    let cases: [(&str, &str, &str, Option<&str>); 4] = [
+        ("command.json", "report", "a device, not a file", None),
+        ("environment.json", "report", "not JSON", Some("{ garbage")),
+        ("metrics.jsonl", "report", "a device, not a file", None),
+        ("summary.json", "audit", "a device, not a file", None),
+    ];
+    for (file, command, says, text) in cases {
+        let copy = dir.path().join(format!("copy-{file}"));
+        std::fs::create_dir_all(&copy).unwrap();
+        for e in std::fs::read_dir(&b).unwrap().flatten() {
+            if e.path().is_file() {
+                std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+            }
+        }
+        let target = copy.join(file);
+        let _ = std::fs::remove_file(&target);
+        match text {
+            Some(t) => std::fs::write(&target, t).unwrap(),
+            None => std::os::unix::fs::symlink("/dev/zero", &target).unwrap(),
+        }
+        let d = dir.path().to_owned();
+        let copy_s = copy.to_str().unwrap().to_owned();
+        let out = tokio::task::spawn_blocking(move || goodput(&[command, &copy_s], &d))
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{file}: {err}");
+        assert!(err.contains(file) && err.contains(says), "{file}: {err}");
+        assert!(!err.contains("panicked"), "{file}: {err}");
+    }
+}
