@@ -1934,6 +1934,15 @@ fn notes(
 /// What every request carried beyond the body goodput composes (`[target.request]`): part of
 /// the target, so part of what the numbers are conditional on. Header values read from the
 /// environment are named by their variable only.
+/// A contract value as a note shows it: whole up to 80 characters, else its start and its
+/// length (the contract in the bundle keeps it whole).
+fn shortened(v: &str) -> String {
+    match v.char_indices().nth(80) {
+        None => v.to_owned(),
+        Some((i, _)) => format!("{}… ({} bytes)", &v[..i], v.len()),
+    }
+}
+
 fn request_note(c: &Contract) -> Option<String> {
     let r = &c.target.request;
     if r.is_empty() {
@@ -1944,7 +1953,7 @@ fn request_note(c: &Contract) -> Option<String> {
         let fields: Vec<String> = r
             .extra_body
             .iter()
-            .map(|(k, v)| format!("{k} = {v}"))
+            .map(|(k, v)| format!("{k} = {}", shortened(&v.to_string())))
             .collect();
         parts.push(format!("extra body fields {}", fields.join(", ")));
     }
@@ -1953,7 +1962,7 @@ fn request_note(c: &Contract) -> Option<String> {
             .headers
             .iter()
             .map(|(k, v)| match v {
-                crate::contract::HeaderSource::Value(v) => format!("{k}: {v}"),
+                crate::contract::HeaderSource::Value(v) => format!("{k}: {}", shortened(v)),
                 crate::contract::HeaderSource::Env { env } => format!("{k} (from ${env})"),
             })
             .collect();

@@ -277,7 +277,12 @@ pub fn install_tls_provider() {
 /// spoken to as HTTPS), when it is; `chain` is the error's text.
 pub fn tls_hint(chain: &str) -> Option<&'static str> {
     let c = chain.to_ascii_lowercase();
-    if c.contains("invalid peer certificate")
+    if c.contains("causedasendentity") {
+        // Said first: the general advice (set ca_file) is what the user has already done.
+        Some(
+            "the server's certificate is itself a CA certificate (basicConstraints CA:TRUE, what `openssl req -x509` makes by default), and TLS does not accept a CA as a server's own certificate, even one target.tls.ca_file names: give the server a certificate that CA signs (or one made with CA:FALSE) and keep the CA in ca_file; target.tls.insecure = true skips verification, and is reported as such",
+        )
+    } else if c.contains("invalid peer certificate")
         || c.contains("unknownissuer")
         || c.contains("certificate") && c.contains("not trusted")
     {

@@ -1775,6 +1775,39 @@ mod tests {
         }
     }
 
+    /// Issue #46: what every request carries is bounded in bytes before the run (a 12 MB
+    /// `extra_body` once aborted it with an allocation failure), naming the key.
+    #[test]
+    fn request_extras_are_bounded_in_bytes() {
+        let load = "[load]\nkind = \"open\"\nrate = 1\nrequests = 10\n";
+        let big = "x".repeat(300 << 10);
+        let e = parse_str(&format!(
+            "{load}[target.request]\nextra_body = {{ note = \"{big}\" }}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`target.request.extra_body`: is 300 KiB as JSON; at most 256 KiB"),
+            "{e}"
+        );
+        assert!(
+            e.len() < 1000,
+            "the value is not printed whole: {} bytes",
+            e.len()
+        );
+        let long = "y".repeat(9 << 10);
+        let e = parse_str(&format!(
+            "{load}[target.request]\nheaders = {{ x-long = \"{long}\" }}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`target.request.headers.x-long`: is 9 KiB long; at most 8 KiB"),
+            "{e}"
+        );
+        assert!(e.len() < 1000, "{} bytes", e.len());
+    }
+
     /// Issue #19's contradictions and unclear messages: each refused, naming the key and why.
     #[test]
     fn contradictions_and_bad_urls_are_refused_with_the_key() {

@@ -6,6 +6,10 @@ use super::*;
 
 /// The longest pause between a user's requests (`load.think_time`, sessions' `think_ms`).
 const MAX_THINK_S: f64 = 3600.0;
+/// The largest `extra_body` (as JSON) a request may carry besides what goodput builds.
+const MAX_EXTRA_BODY_BYTES: usize = 256 << 10;
+/// The longest header value written in a contract.
+const MAX_HEADER_VALUE_BYTES: usize = 8 << 10;
 /// The most requests one run's measured phase may plan.
 const MAX_REQUESTS: u64 = 100_000_000;
 
@@ -144,8 +148,32 @@ impl Contract {
 
     /// `[target.request]` or a class's `request`, named under `prefix`.
     fn check_extras(&self, prefix: &str, r: &RequestExtras) -> Result<(), Problem> {
+        // Every request carries these: their size is paid per request in flight.
+        let body_bytes = serde_json::to_vec(&r.extra_body).map_or(0, |v| v.len());
+        if body_bytes > MAX_EXTRA_BODY_BYTES {
+            return problem(
+                &format!("{prefix}.extra_body"),
+                format!(
+                    "is {} as JSON; at most {} (it is sent with every request: a long prompt belongs in the workload, where its length is planned and counted)",
+                    crate::text::human_bytes(body_bytes as u64),
+                    crate::text::human_bytes(MAX_EXTRA_BODY_BYTES as u64)
+                ),
+            );
+        }
         for (name, v) in &r.headers {
             let key = format!("{prefix}.headers.{name}");
+            if let HeaderSource::Value(v) = v
+                && v.len() > MAX_HEADER_VALUE_BYTES
+            {
+                return problem(
+                    &key,
+                    format!(
+                        "is {} long; at most {} (servers refuse larger headers, often as 431)",
+                        crate::text::human_bytes(v.len() as u64),
+                        crate::text::human_bytes(MAX_HEADER_VALUE_BYTES as u64)
+                    ),
+                );
+            }
             if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 return problem(&key, "is not a valid HTTP header name");
             }

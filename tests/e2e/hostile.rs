@@ -486,3 +486,25 @@ async fn a_bundle_file_that_cannot_be_read_is_named_never_read_without_end() {
         assert!(!err.contains("panicked"), "{file}: {err}");
     }
 }
+
+/// Item 6: a long contract value is shown shortened in the report's note (the contract in the
+/// bundle keeps it whole).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_extra_body_value_is_not_printed_whole() {
+    let server = sim(SimConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let long = "z".repeat(5000);
+    let r = run_in(
+        parse(&format!(
+            "name = \"long\"\n[target]\nurl = \"{}\"\n[target.request]\nextra_body = {{ note = \"{long}\" }}\n[workload]\noutput_tokens = {{ dist = \"fixed\", value = 4 }}\n[load]\nkind = \"open\"\nrate = 50\nrequests = 5\n[measurement]\nserver_metrics_interval = 0\n[quality]\nmode = \"none\"\n",
+            server.base_url()
+        )),
+        dir.path(),
+    )
+    .await;
+    let text = common::unwrapped(&goodput::report::document(&r.summary).terminal());
+    assert!(text.contains("extra body fields note = \"zzz"), "{text}");
+    assert!(text.contains("bytes)") && !text.contains(&long), "{text}");
+    let kept = std::fs::read_to_string(r.bundle.path("contract.toml")).unwrap();
+    assert!(kept.contains(&long), "the bundle's contract keeps it whole");
+}

@@ -198,3 +198,48 @@ async fn https_with_the_default_build_trusting_only_what_the_contract_names() {
         "{stderr}"
     );
 }
+
+/// Issue #46, item 10: a self-signed certificate that is also a CA (CA:TRUE, openssl's
+/// default), named in `ca_file`, is not accepted by TLS as the server's own certificate; the
+/// error says that, not the advice to set the `ca_file` that is already set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_self_signed_ca_as_the_servers_certificate_is_explained() {
+    let sim = common::sim(SimConfig::default()).await;
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+    .unwrap();
+    let url = tls_proxy(
+        Arc::new(config),
+        sim.base_url().trim_start_matches("http://").to_owned(),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("self.pem"), cert.pem()).unwrap();
+    let out = goodput_run(
+        dir.path(),
+        contract(&url, "[target.tls]\nca_file = \"self.pem\"\n"),
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("is itself a CA certificate") && stderr.contains("CA:FALSE"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("set target.tls.ca_file to the PEM"),
+        "the advice matches the state: {stderr}"
+    );
+}
