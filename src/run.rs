@@ -431,6 +431,24 @@ async fn preflight(
         bail!("cannot reach the target at {base}: {why}{hint}");
     }
     if contract.target.model.is_none() {
+        // An answer that is not a list is not an empty list: what the server refused is named.
+        if let Some(status) = models["status"]
+            .as_u64()
+            .filter(|s| !(200..300).contains(s))
+        {
+            let why = match status {
+                431 => {
+                    " (request headers too large: the headers of [target.request] are larger than the server accepts)"
+                }
+                401 | 403 => {
+                    " (not authorised: check target.api_key_env and the headers of [target.request])"
+                }
+                _ => "",
+            };
+            bail!(
+                "target.model is not set, and GET {base}/v1/models answered HTTP {status}{why} instead of listing the models; fix that, or set target.model"
+            );
+        }
         let m = crate::env::first_model(&models).with_context(|| {
             format!("target.model is not set and {base}/v1/models lists no model ({}); set target.model", models["absent"].as_str().unwrap_or("empty list"))
         })?;

@@ -61,6 +61,9 @@ pub fn request_secrets(c: &Contract) -> Result<RequestSecrets, (String, String)>
 }
 
 type Problem = (String, String);
+
+/// The longest header value read from the environment (as the contract's own are bounded).
+const MAX_HEADER_VALUE_BYTES: usize = 8 << 10;
 /// Reads an environment variable named at a key (the key, the variable's name).
 type ReadVar = dyn Fn(String, &str) -> Result<String, Problem>;
 
@@ -79,6 +82,17 @@ fn headers(
             HeaderSource::Env { env } => {
                 let key = format!("{prefix}.headers.{name}.env");
                 let v = read(key.clone(), env)?;
+                if v.len() > MAX_HEADER_VALUE_BYTES {
+                    // A secret: its size said, never its value.
+                    return Err((
+                        key,
+                        format!(
+                            "names `{env}`, whose value is {} long; at most {} (servers refuse larger headers, often as 431)",
+                            crate::text::human_bytes(v.len() as u64),
+                            crate::text::human_bytes(MAX_HEADER_VALUE_BYTES as u64)
+                        ),
+                    ));
+                }
                 if reqwest::header::HeaderValue::from_str(&v).is_err() {
                     // The value is a secret: said to be wrong, never shown.
                     return Err((

@@ -508,3 +508,51 @@ async fn a_long_extra_body_value_is_not_printed_whole() {
     let kept = std::fs::read_to_string(r.bundle.path("contract.toml")).unwrap();
     assert!(kept.contains(&long), "the bundle's contract keeps it whole");
 }
+
+/// Item 13: a `/v1/models` that refuses the request (431: headers too large) is named as
+/// such, not as a server that "lists no model"; a header read from the environment is bounded
+/// like a written one, its size said and its value never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_model_list_is_named_and_environment_headers_are_bounded() {
+    let app = axum::Router::new().route(
+        "/v1/models",
+        axum::routing::get(|| async { axum::http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let srv = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("c.toml"),
+        format!("name = \"431\"\n[target]\nurl = \"{url}\"\n[load]\nkind = \"open\"\nrate = 1\nrequests = 2\n[target.request]\nheaders = {{ x-big = {{ env = \"GOODPUT_HOSTILE_BIG\" }} }}\n"),
+    )
+    .unwrap();
+    let d = dir.path().to_owned();
+    let run = move |big: String| {
+        Command::new(env!("CARGO_BIN_EXE_goodput"))
+            .args(["run", "c.toml", "-q"])
+            .env("GOODPUT_HOSTILE_BIG", big)
+            .current_dir(&d)
+            .output()
+            .unwrap()
+    };
+    let (small, big) =
+        tokio::task::spawn_blocking(move || (run("v".into()), run("w".repeat(100 << 10))))
+            .await
+            .unwrap();
+    srv.abort();
+    let err = common::unwrapped(&String::from_utf8_lossy(&small.stderr));
+    assert_eq!(small.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("answered HTTP 431") && err.contains("request headers too large"),
+        "{err}"
+    );
+    assert!(!err.contains("lists no model"), "{err}");
+    let err = common::unwrapped(&String::from_utf8_lossy(&big.stderr));
+    assert_eq!(big.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("GOODPUT_HOSTILE_BIG") && err.contains("100 KiB long; at most 8 KiB"),
+        "{err}"
+    );
+    assert!(!err.contains("www"), "the value is never shown: {err}");
+}
