@@ -113,6 +113,17 @@ impl Launched {
             .process_group(0)
             .kill_on_drop(true);
         if let Some(w) = &cs.workdir {
+            // A missing directory makes the spawn fail as if the program were missing: named
+            // here for what it is.
+            if !w.is_dir() {
+                return Err(LaunchError::Spawn {
+                    command: cmd.join(" "),
+                    cause: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("cold_start.workdir {} is not a directory", w.display()),
+                    ),
+                });
+            }
             command.current_dir(w);
         }
         let mut child = command.spawn().map_err(|cause| LaunchError::Spawn {

@@ -1773,6 +1773,17 @@ mod tests {
             let e = parse_str(src).unwrap_err().to_string();
             assert!(e.contains(want), "want {want:?} in {e:?}");
         }
+        // Issue #46: a name no file system takes as a directory (once "File name too long",
+        // naming no key).
+        let long = format!(
+            "name = \"{}\"\n[load]\nkind = \"open\"\nrate = 1\nrequests = 10\n",
+            "n".repeat(300)
+        );
+        let e = parse_str(&long).unwrap_err().to_string();
+        assert!(
+            e.contains("c.toml:1: `name`: is 300 characters; at most 128"),
+            "{e}"
+        );
     }
 
     /// Issue #46: what every request carries is bounded in bytes before the run (a 12 MB

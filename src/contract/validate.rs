@@ -10,6 +10,8 @@ const MAX_THINK_S: f64 = 3600.0;
 const MAX_EXTRA_BODY_BYTES: usize = 256 << 10;
 /// The longest header value written in a contract.
 const MAX_HEADER_VALUE_BYTES: usize = 8 << 10;
+/// The longest contract `name` (a directory name, with room for what is appended to it).
+const MAX_NAME_LEN: usize = 128;
 /// The most requests one run's measured phase may plan.
 const MAX_REQUESTS: u64 = 100_000_000;
 
@@ -566,6 +568,15 @@ impl Contract {
             return problem(
                 "name",
                 "must be non-empty and use only letters, digits, '-', '_' and '.' (it names a directory)",
+            );
+        }
+        if self.name.len() > MAX_NAME_LEN {
+            return problem(
+                "name",
+                format!(
+                    "is {} characters; at most {MAX_NAME_LEN} (it names the bundle's directory, and file systems refuse names past 255 bytes)",
+                    self.name.len()
+                ),
             );
         }
         match (&self.target.url, &mut self.target.simulator) {

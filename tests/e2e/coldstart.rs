@@ -156,6 +156,15 @@ fn launch_failures_are_clear_and_leave_nothing_running() {
             contract("[\"sh\", \"-c\", \"echo engine-boom >&2; exit 3\"]", ""),
             vec!["exit status: 3", "engine-boom"],
         ),
+        // Issue #46: a missing working directory, named as such (not as a missing program).
+        (
+            "workdir.toml",
+            contract(
+                "[\"sh\", \"-c\", \"true\"]",
+                "workdir = \"/nonexistent/dir\"",
+            ),
+            vec!["cold_start.workdir /nonexistent/dir is not a directory"],
+        ),
         (
             "never.toml",
             contract(
