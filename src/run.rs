@@ -141,28 +141,17 @@ pub async fn run(
     opts: RunOptions,
     cancel: CancellationToken,
 ) -> anyhow::Result<RunResult> {
-    if let Some(f) = inputs.missing.first() {
-        bail!(
-            "{f} is named by the contract (with its SHA-256) but is not there: put it back to run this contract"
-        );
-    }
+    inputs_present(&inputs)?;
     // Held until the run returns: the schedule and every timestamp depend on prompt wake-ups.
-    let wake = if opts.wake_latency_hold {
-        WakeLatency::hold()
-    } else {
-        WakeLatency::declined()
+    let wake = match opts.wake_latency_hold {
+        true => WakeLatency::hold(),
+        false => WakeLatency::declined(),
     };
     // The run's clock starts here: with a cold-start test, at the launch.
     let started = Instant::now();
     crate::coldstart::substitute_port(&mut contract);
-    // Every run its own cache nonce (kept in the bundle's contract): prompts of an earlier run
-    // share nothing with this one's beyond the run lead, so `cold` is cold across runs too.
-    // The shards of one run share theirs (one plan): it is drawn from their start instant.
     let start_at = contract.load.start_at();
-    contract.workload.cache_nonce = Some(match &contract.load.start_at {
-        Some(at) => crate::text::sha256_prefix(at.as_bytes(), 8),
-        None => fresh_nonce(),
-    });
+    contract.workload.cache_nonce = Some(cache_nonce(&contract));
     if let Some(at) = start_at {
         not_past(at, "")?;
     }
@@ -180,38 +169,18 @@ pub async fn run(
         bundle,
     } = reach(&contract, &opts, started, &cancel).await?;
 
-    // Preflight: is the target there, and which model does it serve?
-    let (models, version) = unless_cancelled(
-        &cancel,
-        &opts.signal,
-        "asking the target what it serves",
-        preflight(&http, &base, api_key.as_deref(), &mut contract),
+    let (models, version) = preflight_all(
+        &http,
+        &base,
+        api_key.as_deref(),
+        &mut contract,
+        (&cancel, &opts),
     )
     .await?;
-    // Every other replica must be there and serve the same model, before any load.
-    for (i, other) in contract.target.urls.iter().enumerate().skip(1) {
-        let mut c = contract.clone();
-        unless_cancelled(
-            &cancel,
-            &opts.signal,
-            "asking the replicas what they serve",
-            preflight(&http, other, api_key.as_deref(), &mut c),
-        )
-        .await
-        .with_context(|| format!("target.urls[{i}]"))?;
-    }
     raise_open_file_limit();
 
     let (bundle, prediction) = prepare_bundle(bundle, &opts, &mut contract)?;
-    let command = CommandRecord {
-        opts: &opts,
-        started_utc: jiff::Timestamp::now(),
-        prediction_sha256: prediction.as_ref().map(|(_, h)| h.clone()),
-    };
-    bundle.write_json(
-        "command.json",
-        &command.json(None, false, &None, None, &None),
-    )?;
+    let command = CommandRecord::started(&opts, prediction.as_ref().map(|(_, h)| h), &bundle)?;
     let target = Target {
         http,
         load_http,
@@ -237,38 +206,15 @@ pub async fn run(
     )
     .await?;
     environment["client_wake_latency"] = wake.status.clone();
-    let start_us = match (contract.load.shard(), start_at) {
-        (Some(shard), Some(at)) => {
-            let clock =
-                unless_cancelled(&cancel, &opts.signal, "reading the target's clock", async {
-                    Ok(crate::env::clock::offset(
-                        &target.http,
-                        &target.base,
-                        target.api_key.as_deref(),
-                    )
-                    .await)
-                })
-                .await?;
-            let ahead = not_past(at, " while the target was probed")?;
-            let origin_us = started.elapsed().as_micros() as u64 + ahead.as_micros() as u64;
-            opts.watch.note(&format!(
-                "shard {shard}: the schedule starts at {at} (in {:.1} s)",
-                ahead.as_secs_f64()
-            ));
-            environment["shard"] = json!({
-                "shard": shard.to_string(),
-                "index": shard.index,
-                "count": shard.count,
-                // The plan every shard of the run shares.
-                "plan_fingerprint": contract.unsharded().fingerprints().short(),
-                "start_at": at.to_string(),
-                "origin_us": origin_us,
-                "clock": clock,
-            });
-            Some(origin_us)
-        }
-        _ => None,
-    };
+    let start_us = shard_origin(
+        &contract,
+        start_at,
+        &target,
+        (&cancel, &opts),
+        started,
+        &mut environment,
+    )
+    .await?;
     bundle.write_json(ENVIRONMENT, &environment)?;
 
     let contract = Arc::new(contract);
@@ -286,25 +232,7 @@ pub async fn run(
     .await?;
     // The connections the load opened (before the recount opens any of its own).
     environment["client_http"]["connections"] = connects.summary(load_started);
-    if let Some(p) = &outcome.dispatch_thread {
-        environment["client_wake_latency"]["dispatch_thread"] = match p {
-            crate::driver::Priority::RealTime => json!({ "policy": "SCHED_FIFO", "priority": 1 }),
-            crate::driver::Priority::Normal(why) => json!({ "policy": "normal", "why": why }),
-        };
-    }
-    // A live demo's load: what each of its segments was.
-    let segments = match opts.live.as_ref().and_then(|b| b.control()) {
-        Some(k) => {
-            let segments = k.segments();
-            environment["live"] = json!({
-                "capacity_rps": k.capacity_rps,
-                "e2e_alone_s": k.e2e_alone_s,
-                "segments": segments,
-            });
-            segments
-        }
-        None => Vec::new(),
-    };
+    let segments = what_the_load_did(&outcome, &opts, &mut environment);
     bundle.write_json(ENVIRONMENT, &environment)?;
     // Before a launched server stops: its `/tokenize` may count the outputs.
     if let Some(r) =
@@ -313,12 +241,7 @@ pub async fn run(
         environment["output_count"] = json!(r);
         bundle.write_json(ENVIRONMENT, &environment)?;
     }
-    if let (Some(l), Some(t)) = (launched.take(), timeline.as_mut()) {
-        t.exit = Some(l.stop().await);
-    }
-    if let Some(t) = &timeline {
-        bundle.write_json(COLD_START, t)?;
-    }
+    stop_launched(launched.take(), timeline.as_mut(), &bundle).await?;
     // A run that stopped itself, its verdict decided, was not interrupted (unless a signal
     // came as well).
     let interrupted = outcome.interrupted && (decided.is_none() || opts.signal.get().is_some());
@@ -326,29 +249,8 @@ pub async fn run(
     let stopped = aborted
         .clone()
         .or_else(|| signal.map(|s| format!("interrupted by {s}")));
-    if let Some(why) = &decided {
-        opts.watch.note(&format!(
-            "stopped once the verdict was decided: {why}; the requests still in flight are counted as misses (measurement.stop_when_decided = false runs the plan to its end)"
-        ));
-    }
-    if outcome.built_late > 0 {
-        opts.watch.warn(&format!(
-            "{} requests were not built by their send time: building their prompts is slower than the arrivals; their dispatch lag counts it as a late wake-up",
-            outcome.built_late
-        ));
-    }
-    // Unreadable scrapes (a disk error) leave the server's figures out, said, never silently.
-    let scraped = |name: &str| {
-        crate::env::prom::read_present(&bundle.path(name)).unwrap_or_else(|e| {
-            opts.watch
-                .warn(&format!("the server's figures are left out: {e}"));
-            Vec::new()
-        })
-    };
-    let scrapes = scraped(METRICS);
-    let telemetry = scraped(TELEMETRY);
-    let pages: Vec<crate::analyze::efficiency::PageStatus> =
-        serde_json::from_value(environment["telemetry"]["endpoints"].clone()).unwrap_or_default();
+    say_how_the_load_ended(&opts, decided.as_deref(), outcome.built_late);
+    let (scrapes, telemetry, pages) = scraped(&bundle, &environment, &opts);
     let context = crate::analyze::Context {
         telemetry: &telemetry,
         telemetry_pages: &pages,
@@ -382,6 +284,150 @@ pub async fn run(
     })
 }
 
+/// A shard's schedule origin on the run's clock (its common start instant, still ahead), with
+/// the target's clock read and the shard's facts put in `environment`; `None` unsharded.
+async fn shard_origin(
+    contract: &Contract,
+    start_at: Option<jiff::Timestamp>,
+    target: &Target,
+    (cancel, opts): (&CancellationToken, &RunOptions),
+    started: Instant,
+    environment: &mut serde_json::Value,
+) -> anyhow::Result<Option<u64>> {
+    Ok(match (contract.load.shard(), start_at) {
+        (Some(shard), Some(at)) => {
+            let clock =
+                unless_cancelled(cancel, &opts.signal, "reading the target's clock", async {
+                    Ok(crate::env::clock::offset(
+                        &target.http,
+                        &target.base,
+                        target.api_key.as_deref(),
+                    )
+                    .await)
+                })
+                .await?;
+            let ahead = not_past(at, " while the target was probed")?;
+            let origin_us = started.elapsed().as_micros() as u64 + ahead.as_micros() as u64;
+            opts.watch.note(&format!(
+                "shard {shard}: the schedule starts at {at} (in {:.1} s)",
+                ahead.as_secs_f64()
+            ));
+            environment["shard"] = json!({
+                "shard": shard.to_string(),
+                "index": shard.index,
+                "count": shard.count,
+                // The plan every shard of the run shares.
+                "plan_fingerprint": contract.unsharded().fingerprints().short(),
+                "start_at": at.to_string(),
+                "origin_us": origin_us,
+                "clock": clock,
+            });
+            Some(origin_us)
+        }
+        _ => None,
+    })
+}
+
+/// What the load itself was, into `environment`: the dispatch thread's priority and, for a
+/// live demo, each segment of its load (returned for the summary).
+fn what_the_load_did(
+    outcome: &crate::driver::DriveOutcome,
+    opts: &RunOptions,
+    environment: &mut serde_json::Value,
+) -> Vec<crate::record::SegmentFacts> {
+    if let Some(p) = &outcome.dispatch_thread {
+        environment["client_wake_latency"]["dispatch_thread"] = match p {
+            crate::driver::Priority::RealTime => json!({ "policy": "SCHED_FIFO", "priority": 1 }),
+            crate::driver::Priority::Normal(why) => json!({ "policy": "normal", "why": why }),
+        };
+    }
+    match opts.live.as_ref().and_then(|b| b.control()) {
+        Some(k) => {
+            let segments = k.segments();
+            environment["live"] = json!({
+                "capacity_rps": k.capacity_rps,
+                "e2e_alone_s": k.e2e_alone_s,
+                "segments": segments,
+            });
+            segments
+        }
+        None => Vec::new(),
+    }
+}
+
+/// What the user should hear of how the load ended: stopped once decided, prompts built late.
+fn say_how_the_load_ended(opts: &RunOptions, decided: Option<&str>, built_late: u64) {
+    if let Some(why) = decided {
+        opts.watch.note(&format!(
+            "stopped once the verdict was decided: {why}; the requests still in flight are counted as misses (measurement.stop_when_decided = false runs the plan to its end)"
+        ));
+    }
+    if built_late > 0 {
+        opts.watch.warn(&format!(
+            "{built_late} requests were not built by their send time: building their prompts is slower than the arrivals; their dispatch lag counts it as a late wake-up"
+        ));
+    }
+}
+
+/// The bundle's scrapes read back: the target's, the telemetry's, and which telemetry pages
+/// answered. A file that cannot be read (a disk error) leaves its figures out and the user is
+/// told, never silently.
+fn scraped(
+    bundle: &Bundle,
+    environment: &serde_json::Value,
+    opts: &RunOptions,
+) -> (
+    Vec<crate::env::prom::Scrape>,
+    Vec<crate::env::prom::Scrape>,
+    Vec<crate::analyze::efficiency::PageStatus>,
+) {
+    let read = |name: &str| {
+        crate::env::prom::read_present(&bundle.path(name)).unwrap_or_else(|e| {
+            opts.watch
+                .warn(&format!("the server's figures are left out: {e}"));
+            Vec::new()
+        })
+    };
+    let pages =
+        serde_json::from_value(environment["telemetry"]["endpoints"].clone()).unwrap_or_default();
+    (read(METRICS), read(TELEMETRY), pages)
+}
+
+/// Every file the contract names (with its SHA-256) is there.
+fn inputs_present(inputs: &Inputs) -> anyhow::Result<()> {
+    if let Some(f) = inputs.missing.first() {
+        bail!(
+            "{f} is named by the contract (with its SHA-256) but is not there: put it back to run this contract"
+        );
+    }
+    Ok(())
+}
+
+/// Every run its own cache nonce (kept in the bundle's contract): prompts of an earlier run
+/// share nothing with this one's beyond the run lead, so `cold` is cold across runs too. The
+/// shards of one run share theirs (one plan): it is drawn from their start instant.
+fn cache_nonce(contract: &Contract) -> String {
+    match &contract.load.start_at {
+        Some(at) => crate::text::sha256_prefix(at.as_bytes(), 8),
+        None => fresh_nonce(),
+    }
+}
+
+/// Stops a launched server (its exit kept in the cold-start timeline) and writes the timeline.
+async fn stop_launched(
+    launched: Option<Launched>,
+    timeline: Option<&mut crate::analyze::Timeline>,
+    bundle: &Bundle,
+) -> anyhow::Result<()> {
+    if let Some(t) = timeline {
+        if let Some(l) = launched {
+            t.exit = Some(l.stop().await);
+        }
+        bundle.write_json(COLD_START, t)?;
+    }
+    Ok(())
+}
+
 /// `command.json`: how the run was started and, rewritten when it ends, how it ended.
 struct CommandRecord<'a> {
     opts: &'a RunOptions,
@@ -389,7 +435,25 @@ struct CommandRecord<'a> {
     prediction_sha256: Option<String>,
 }
 
-impl CommandRecord<'_> {
+impl<'a> CommandRecord<'a> {
+    /// The record of a run starting now, written.
+    fn started(
+        opts: &'a RunOptions,
+        prediction_sha256: Option<&String>,
+        bundle: &Bundle,
+    ) -> anyhow::Result<CommandRecord<'a>> {
+        let command = CommandRecord {
+            opts,
+            started_utc: jiff::Timestamp::now(),
+            prediction_sha256: prediction_sha256.cloned(),
+        };
+        bundle.write_json(
+            "command.json",
+            &command.json(None, false, &None, None, &None),
+        )?;
+        Ok(command)
+    }
+
     fn json(
         &self,
         end: Option<jiff::Timestamp>,
@@ -412,6 +476,37 @@ impl CommandRecord<'_> {
             "prediction_sha256": self.prediction_sha256,
         })
     }
+}
+
+/// Preflight: is the target there, and which model does it serve? Then every other replica
+/// must be there and serve the same, before any load. The target's `/v1/models` and
+/// `/version` answers.
+async fn preflight_all(
+    http: &reqwest::Client,
+    base: &str,
+    api_key: Option<&str>,
+    contract: &mut Contract,
+    (cancel, opts): (&CancellationToken, &RunOptions),
+) -> anyhow::Result<(serde_json::Value, serde_json::Value)> {
+    let answers = unless_cancelled(
+        cancel,
+        &opts.signal,
+        "asking the target what it serves",
+        preflight(http, base, api_key, contract),
+    )
+    .await?;
+    for (i, other) in contract.target.urls.iter().enumerate().skip(1) {
+        let mut c = contract.clone();
+        unless_cancelled(
+            cancel,
+            &opts.signal,
+            "asking the replicas what they serve",
+            preflight(http, other, api_key, &mut c),
+        )
+        .await
+        .with_context(|| format!("target.urls[{i}]"))?;
+    }
+    Ok(answers)
 }
 
 /// Whether the target is there and serves the contract's model (the first it lists when
@@ -791,12 +886,6 @@ async fn load(
     let load_cancel = cancel.child_token();
     let decided = Arc::new(std::sync::OnceLock::<String>::new());
     let plan = Arc::new(Plan::new(contract, inputs));
-    let q = &contract.quality;
-    let keep = match (q.records_output(), q.keeps_text()) {
-        (false, _) => KeepOutput::Nothing,
-        (true, true) => KeepOutput::Text,
-        (true, false) => KeepOutput::Digest,
-    };
     // An open-loop run that may stop once decided notes its requests' first tokens as they
     // come (the driver drops each as it ends).
     let decides = contract.measurement.stop_when_decided
@@ -804,37 +893,8 @@ async fn load(
         && contract.workload.sessions.is_none()
         && opts.live.as_ref().and_then(|b| b.control()).is_none();
     let first_tokens = crate::client::FirstTokens::default();
-    let mut client = Client::new(
-        t.load_http,
-        &t.base,
-        t.api_key,
-        contract.target.api.adapter(),
-        contract
-            .measurement
-            .client_token_count
-            .unwrap_or(ClientTokenCount::Chunks),
-        Duration::from_secs_f64(contract.target.timeout.seconds()),
-        contract.workload.stream,
-        started,
-    )
-    .plain_http(t.plain_http)
-    .credentials(&t.credentials)
-    .keep_output(keep)
-    .follow_redirects(contract.target.follow_redirects)
-    .keep_answers(contract.workload.sessions.is_some())
-    .replicas(
-        &contract.target.urls,
-        contract.target.spread.unwrap_or_default(),
-    )
-    .recount(!counts_model_tokens(contract))
-    .class_headers(
-        &crate::workload::environment::request_secrets(contract)
-            .map(|s| s.class_headers)
-            .unwrap_or_default(),
-    );
-    if decides {
-        client = client.first_tokens(first_tokens.clone());
-    }
+    let model = t.model.clone();
+    let client = load_client(t, contract, started, decides.then(|| first_tokens.clone()));
     let client = Arc::new(client);
     let run_id = bundle
         .dir
@@ -846,7 +906,7 @@ async fn load(
         client,
         contract: contract.clone(),
         plan: plan.clone(),
-        model: t.model,
+        model,
         run_id,
         stable: stable.clone(),
         follow_ups: std::sync::OnceLock::new(),
@@ -861,29 +921,7 @@ async fn load(
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let live: LiveView = Arc::new(Mutex::new(Live::default()));
     let aborted = Arc::new(Mutex::new(None::<String>));
-    let mut observers: Vec<Box<dyn Observer>> = vec![
-        Box::new(live.clone()),
-        Box::new(FailFast {
-            reached: 0,
-            reached_errors: 0,
-            connect_streak: 0,
-            max_connect_failures: u64::from(contract.target.max_connect_failures),
-            cancel: cancel.clone(),
-            aborted: aborted.clone(),
-        }),
-    ];
-    if let Some(b) = &opts.live {
-        b.attach(driver.client.clone());
-        observers.push(Box::new(crate::live::Feed(b.clone())));
-    }
-    if let Some(u) = &contract.warmup.until_stable {
-        observers.push(Box::new(Stability {
-            window: u.window as usize,
-            threshold: u.threshold,
-            flag: stable,
-            ttfts: Vec::new(),
-        }));
-    }
+    let observers = record_observers(contract, opts, &driver, &live, cancel, &aborted, stable);
     let writer = {
         let (path, decided) = (bundle.path(REQUESTS), decided.clone());
         // A record that cannot be written stops the run there and then.
@@ -948,13 +986,7 @@ async fn load(
             .context("writing metrics.jsonl or telemetry.jsonl")?;
     }
     if let Err(e) = writer.await.context("record writer stopped")? {
-        // Said where `report` will look for why the run ended, if the disk takes that much.
-        let mut command: serde_json::Value = std::fs::read_to_string(bundle.path("command.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_else(|| serde_json::json!({}));
-        command["aborted"] = e.to_string().into();
-        let _ = bundle.write_json("command.json", &command);
+        note_aborted(bundle, &e.to_string());
         return Err(e.into());
     }
     // The records as written (secrets redacted), read back: the run kept none in memory.
@@ -968,6 +1000,102 @@ async fn load(
         .clone()
         .or(outcome.failed.clone());
     Ok((records, outcome, aborted, decided.get().cloned()))
+}
+
+/// The load's client: the target's load pools, its credentials per request, and what the
+/// contract asks each request to keep; `first_tokens` when the run may stop once decided.
+fn load_client(
+    t: Target,
+    contract: &Contract,
+    started: Instant,
+    first_tokens: Option<crate::client::FirstTokens>,
+) -> Client {
+    let q = &contract.quality;
+    let keep = match (q.records_output(), q.keeps_text()) {
+        (false, _) => KeepOutput::Nothing,
+        (true, true) => KeepOutput::Text,
+        (true, false) => KeepOutput::Digest,
+    };
+    let client = Client::new(
+        t.load_http,
+        &t.base,
+        t.api_key,
+        contract.target.api.adapter(),
+        contract
+            .measurement
+            .client_token_count
+            .unwrap_or(ClientTokenCount::Chunks),
+        Duration::from_secs_f64(contract.target.timeout.seconds()),
+        contract.workload.stream,
+        started,
+    )
+    .plain_http(t.plain_http)
+    .credentials(&t.credentials)
+    .keep_output(keep)
+    .follow_redirects(contract.target.follow_redirects)
+    .keep_answers(contract.workload.sessions.is_some())
+    .replicas(
+        &contract.target.urls,
+        contract.target.spread.unwrap_or_default(),
+    )
+    .recount(!counts_model_tokens(contract))
+    .class_headers(
+        &crate::workload::environment::request_secrets(contract)
+            .map(|s| s.class_headers)
+            .unwrap_or_default(),
+    );
+    match first_tokens {
+        Some(f) => client.first_tokens(f),
+        None => client,
+    }
+}
+
+/// What watches each record as it is written: the live counts, the fail-fast rules (which
+/// cancel the run and say why in `aborted`), the live dashboard, warm-up's stability.
+fn record_observers(
+    contract: &Contract,
+    opts: &RunOptions,
+    driver: &Driver,
+    live: &LiveView,
+    cancel: &CancellationToken,
+    aborted: &Arc<Mutex<Option<String>>>,
+    stable: Arc<AtomicBool>,
+) -> Vec<Box<dyn Observer>> {
+    let mut observers: Vec<Box<dyn Observer>> = vec![
+        Box::new(live.clone()),
+        Box::new(FailFast {
+            reached: 0,
+            reached_errors: 0,
+            connect_streak: 0,
+            max_connect_failures: u64::from(contract.target.max_connect_failures),
+            cancel: cancel.clone(),
+            aborted: aborted.clone(),
+        }),
+    ];
+    if let Some(b) = &opts.live {
+        b.attach(driver.client.clone());
+        observers.push(Box::new(crate::live::Feed(b.clone())));
+    }
+    if let Some(u) = &contract.warmup.until_stable {
+        observers.push(Box::new(Stability {
+            window: u.window as usize,
+            threshold: u.threshold,
+            flag: stable,
+            ttfts: Vec::new(),
+        }));
+    }
+    observers
+}
+
+/// Why the run ended, kept in `command.json` where `report` looks for it (when the disk still
+/// takes that much: this is the path of a run that could not write its records).
+fn note_aborted(bundle: &Bundle, why: &str) {
+    let mut command = crate::bundle::read_json(&bundle.path("command.json"))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| serde_json::json!({}));
+    command["aborted"] = why.into();
+    let _ = bundle.write_json("command.json", &command);
 }
 
 /// Stops an open-loop run once its verdict is decided (`analyze::decided`): from the moment

@@ -367,47 +367,22 @@ impl Record {
     /// latency origin, sent at that origin, nothing back yet. What the rule that stops a
     /// decided run (`analyze::decided`) counts as in flight.
     pub fn in_flight(index: u64, phase: Phase, origin_us: u64) -> Record {
-        let mut r = Record {
+        let at = PlannedRequest {
             index,
             phase,
-            session: None,
-            turn: None,
-            shard: None,
-            url: None,
-            segment: None,
+            intended_us: Some(origin_us),
+            input_tokens: 0,
+            output_tokens: 0,
+            prompt: String::new(),
+            messages: None,
+            shared_tokens: None,
             class: None,
             model: None,
-            request_id: String::new(),
-            intended_us: Some(origin_us),
-            dispatched_us: Some(origin_us),
-            sent_us: Some(origin_us),
-            first_token_us: None,
-            end_us: None,
-            chunks: Chunks::new(),
-            reasoning_chunks: 0,
-            input_tokens_planned: 0,
-            output_tokens_planned: 0,
-            expected_cached_tokens: None,
-            usage_prompt_tokens: None,
-            usage_completion_tokens: None,
-            usage_cached_tokens: None,
-            usage_reasoning_tokens: None,
-            response_model: None,
-            retried: None,
-            redirects: Vec::new(),
-            client_output_tokens: 0,
-            outcome: Outcome::Ok,
-            error: None,
-            http_status: None,
-            response_id: None,
-            finish_reason: None,
-            output_digest: None,
-            output_text: None,
-            answer: None,
-            counted: None,
-            received: None,
         };
-        r.outcome = Outcome::Ok;
+        let mut r = Record::planned(&at, phase, "");
+        r.request_id.clear();
+        r.dispatched_us = Some(origin_us);
+        r.sent_us = Some(origin_us);
         r
     }
 
