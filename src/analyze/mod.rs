@@ -1489,6 +1489,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 errors: &errors,
                 interrupted,
                 stopped,
+                decided,
             },
         );
 
@@ -2221,6 +2222,9 @@ struct ValidityInputs<'a> {
     errors: &'a BTreeMap<String, u64>,
     interrupted: bool,
     stopped: Option<&'a str>,
+    /// Why the run stopped once decided: the overload it established while requests were in
+    /// flight, which the records it kept (those requests abandoned) can no longer show.
+    decided: Option<&'a str>,
 }
 
 /// Whether the run supports the claims its load model can make, with every reason it does not.
@@ -2267,7 +2271,13 @@ fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
         // Without a queue that made requests wait longer, in flight still building up from the
         // run's start is a ramp: no rate shortfall can be told from it either.
         let ramping = overload.is_none().then(|| still_ramping(c, v)).flatten();
-        if let Some(why) = ramping {
+        if let (None, Some(why)) = (&overload, v.decided) {
+            // The verdict the run stopped on, established with its requests in flight counted
+            // where they stood; the kept records alone (those requests abandoned) may not show it.
+            reasons.push(format!(
+                "offered load above what the server sustains, the run stopped on it: {why} (lower load.rate, or find the capacity with `goodput sweep --capacity`)"
+            ));
+        } else if let Some(why) = ramping {
             reasons.push(why);
         } else if let Some(o) = &overload {
             let phases: Vec<String> = o
@@ -2482,6 +2492,7 @@ pub fn decided(
             errors: &errors,
             interrupted: false,
             stopped: None,
+            decided: None,
         },
     )?;
     Some(format!(

@@ -224,3 +224,36 @@ async fn a_run_stops_once_its_overload_is_certain() {
     );
     assert!(last_end(&stopped) < last_end(&full));
 }
+
+/// A run that stopped once its overload was certain is INVALID with that reason even when the
+/// records it kept (the requests then in flight abandoned) no longer show the growing queue:
+/// against `goodput sim` at 150 req/s such a run once read "VALID" beside "Stopped once its
+/// verdict was decided: overload certain".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stopped_on_its_overload_is_invalid_whatever_its_records_show() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = run_in(
+        parse("name = \"calm\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 4 }\n[load]\nrate = 20\nrequests = 40\n[measurement]\nserver_metrics_interval = 0\n[quality]\nmode = \"none\"\n"),
+        dir.path(),
+    )
+    .await;
+    assert_eq!(
+        r.summary.validity.verdict, "VALID",
+        "{:?}",
+        r.summary.validity.reasons
+    );
+    let path = r.bundle.path("command.json");
+    let mut command: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    command["decided"] = "overload certain: requests in flight rose from 3 to 90".into();
+    std::fs::write(&path, command.to_string()).unwrap();
+    let s = goodput::bundle::Bundle::load(&r.bundle.dir)
+        .unwrap()
+        .summary;
+    assert_eq!(s.validity.verdict, "INVALID", "{:?}", s.validity.reasons);
+    assert!(
+        s.validity.reasons[0].contains("the run stopped on it: overload certain"),
+        "{:?}",
+        s.validity.reasons
+    );
+}
