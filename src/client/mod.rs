@@ -7,6 +7,7 @@
 //! (`template`), one token count and one push; nothing is shared across requests.
 
 pub mod direct;
+mod pinned;
 pub(crate) mod sse;
 pub(crate) mod template;
 
@@ -156,20 +157,22 @@ fn pool_builder(
     let idle = if keep_alive.is_zero() { 0 } else { usize::MAX };
     let map = pool_headers(headers);
     let mut b = reqwest::Client::builder();
-    let mut roots = Vec::new();
-    if let Some(f) = &tls.ca_file {
-        let pem = std::fs::read(f)
-            .with_context(|| format!("reading target.tls.ca_file {}", f.display()))?;
-        roots = reqwest::Certificate::from_pem_bundle(&pem)
-            .with_context(|| format!("target.tls.ca_file {}: not PEM certificates", f.display()))?;
-    }
-    b = if roots_only {
-        b.tls_certs_only(roots)
-    } else {
-        b.tls_certs_merge(roots)
-    };
     if tls.insecure {
         b = b.danger_accept_invalid_certs(true);
+    } else if let Some(f) = &tls.ca_file {
+        // The certificates in ca_file are roots, and each may be the server's own (pinned).
+        use rustls::pki_types::pem::PemObject;
+        let pem = crate::text::read_capped(f, crate::text::MAX_PEM_BYTES)
+            .with_context(|| format!("reading target.tls.ca_file {}", f.display()))?;
+        let certs = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("target.tls.ca_file {}: not PEM certificates", f.display()))?;
+        let config = pinned::PinnedOrVerified::new(certs, roots_only)
+            .and_then(pinned::PinnedOrVerified::client_config)
+            .with_context(|| format!("target.tls.ca_file {}", f.display()))?;
+        b = b.tls_backend_preconfigured(config);
+    } else if roots_only {
+        b = b.tls_certs_only(Vec::new());
     }
     Ok(b.connector_layer(TimedConnects(connects.clone()))
         .default_headers(map)
@@ -278,9 +281,13 @@ pub fn install_tls_provider() {
 pub fn tls_hint(chain: &str) -> Option<&'static str> {
     let c = chain.to_ascii_lowercase();
     if c.contains("causedasendentity") {
-        // Said first: the general advice (set ca_file) is what the user has already done.
+        // Said first: the general advice (set ca_file) may be what the user has already done.
         Some(
-            "the server's certificate is itself a CA certificate (basicConstraints CA:TRUE, what `openssl req -x509` makes by default), and TLS does not accept a CA as a server's own certificate, even one target.tls.ca_file names: give the server a certificate that CA signs (or one made with CA:FALSE) and keep the CA in ca_file; target.tls.insecure = true skips verification, and is reported as such",
+            "the server's certificate is itself a CA certificate (basicConstraints CA:TRUE, what `openssl req -x509` makes by default), which TLS accepts as a server's own only when pinned: put that very certificate in target.tls.ca_file (goodput then trusts it for its own names), or give the server a certificate the CA signs; target.tls.insecure = true skips verification, and is reported as such",
+        )
+    } else if c.contains("notvalidforname") || c.contains("not valid for name") {
+        Some(
+            "the server's certificate was not made for the host in target.url (its subjectAltName lists other names): use a name it was made for in target.url, or give the server a certificate for this host",
         )
     } else if c.contains("invalid peer certificate")
         || c.contains("unknownissuer")

@@ -200,46 +200,52 @@ async fn https_with_the_default_build_trusting_only_what_the_contract_names() {
 }
 
 /// Issue #46, item 10: a self-signed certificate that is also a CA (CA:TRUE, openssl's
-/// default), named in `ca_file`, is not accepted by TLS as the server's own certificate; the
-/// error says that, not the advice to set the `ca_file` that is already set.
+/// default), named in `ca_file`, is trusted as the server's own, pinned, as curl and browsers
+/// trust it (webpki alone refuses a CA as a server's certificate); its name is still checked:
+/// the same kind of certificate made for another host is refused, with advice that matches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_self_signed_ca_as_the_servers_certificate_is_explained() {
+async fn a_self_signed_ca_named_in_ca_file_is_trusted_as_pinned_for_its_own_name() {
     let sim = common::sim(SimConfig::default()).await;
-    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![cert.der().clone()],
-        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-    )
-    .unwrap();
-    let url = tls_proxy(
-        Arc::new(config),
-        sim.base_url().trim_start_matches("http://").to_owned(),
-    )
-    .await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("self.pem"), cert.pem()).unwrap();
-    let out = goodput_run(
-        dir.path(),
-        contract(&url, "[target.tls]\nca_file = \"self.pem\"\n"),
-    )
-    .await;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("is itself a CA certificate") && stderr.contains("CA:FALSE"),
-        "{stderr}"
-    );
-    assert!(
-        !stderr.contains("set target.tls.ca_file to the PEM"),
-        "the advice matches the state: {stderr}"
-    );
+    let serve = |host: &str| {
+        let mut params = rcgen::CertificateParams::new(vec![host.to_owned()]).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+        (cert.pem(), Arc::new(config))
+    };
+    for (host, trusted) in [("127.0.0.1", true), ("other.example", false)] {
+        let (pem, config) = serve(host);
+        let url = tls_proxy(
+            config,
+            sim.base_url().trim_start_matches("http://").to_owned(),
+        )
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("self.pem"), pem).unwrap();
+        let out = goodput_run(
+            dir.path(),
+            contract(&url, "[target.tls]\nca_file = \"self.pem\"\n"),
+        )
+        .await;
+        let stderr = common::unwrapped(&String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.success(), trusted, "{host}: {stderr}");
+        if !trusted {
+            assert!(
+                stderr.contains("was not made for the host in target.url")
+                    && !stderr.contains("set target.tls.ca_file"),
+                "{host}: {stderr}"
+            );
+        }
+    }
 }
