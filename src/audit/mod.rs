@@ -123,6 +123,13 @@ pub fn audit(path: &Path) -> anyhow::Result<Audit> {
 /// document, or JSON Lines (one result a line, as SGLang's bench_serving appends them), read by
 /// the first of [`peers::PEERS`] that recognises it.
 pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
+    // Python's json module writes NaN and ±Infinity (a statistic of no samples), which JSON
+    // has no word for: read as absent, and said.
+    let (specials, text) = match python_specials(text) {
+        Some((n, clean)) => (n, std::borrow::Cow::Owned(clean)),
+        None => (0, std::borrow::Cow::Borrowed(text)),
+    };
+    let text = text.as_ref();
     let v = match serde_json::from_str::<Value>(text) {
         Ok(v) => v,
         Err(e) => match json_lines(text) {
@@ -139,6 +146,16 @@ pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
     match peers::PEERS.iter().find(|p| p.recognises(&v)) {
         Some(p) => p.grade(path, &v).map(|mut a| {
             a.peer_efficiency();
+            if specials > 0 {
+                a.limits.push(format!(
+                    "{specials} value(s) are NaN or Infinity (Python's json module writes them for a statistic of no samples): read as absent"
+                ));
+            }
+            let absurd = absurd_numbers(&v);
+            if !absurd.is_empty() {
+                a.missing.extend(absurd);
+                a = a.done();
+            }
             a
         }),
         None => bail!(
@@ -147,6 +164,95 @@ pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
             peers::expected()
         ),
     }
+}
+
+/// `text` with every `NaN`, `Infinity` and `-Infinity` outside a string replaced by `null`,
+/// and how many there were; `None` when there are none. Hand-written: the JSON parsers of the
+/// field reject these words, as the standard says, and the scan needs only a string's quotes
+/// and escapes.
+fn python_specials(text: &str) -> Option<(usize, String)> {
+    let (mut out, mut n) = (String::with_capacity(text.len()), 0);
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if let Some(word) = ["-Infinity", "Infinity", "NaN"]
+            .into_iter()
+            .find(|w| rest.starts_with(w))
+        {
+            out.push_str("null");
+            rest = &rest[word.len()..];
+            n += 1;
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    (n > 0).then_some((n, out))
+}
+
+/// Numbers in a peer's result that no run can produce: a negative time, rate or count, and a
+/// lower percentile above a higher one of the same metric (`p50_ttft_ms` over `p99_ttft_ms`).
+/// At most five are named.
+fn absurd_numbers(v: &Value) -> Vec<String> {
+    fn percentile(key: &str) -> Option<(f64, &str)> {
+        let rest = key.strip_prefix('p')?;
+        let (q, metric) = rest.split_once('_')?;
+        Some((q.parse().ok()?, metric))
+    }
+    fn walk(v: &Value, at: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                let mut ranked: Vec<(&str, f64, &str, f64)> = Vec::new();
+                for (k, x) in o {
+                    let path = if at.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{at}.{k}")
+                    };
+                    if let Some(n) = x.as_f64() {
+                        if n < 0.0 {
+                            out.push(format!(
+                                "`{path}` = {n}: no time, rate or count is negative; the file's numbers cannot be trusted"
+                            ));
+                        }
+                        if let Some((q, metric)) = percentile(k) {
+                            ranked.push((metric, q, k, n));
+                        }
+                    }
+                    walk(x, &path, out);
+                }
+                ranked.sort_by(|a, b| a.0.cmp(b.0).then(a.1.total_cmp(&b.1)));
+                for w in ranked.windows(2) {
+                    let (lo, hi) = (w[0], w[1]);
+                    if lo.0 == hi.0 && lo.3 > hi.3 {
+                        out.push(format!(
+                            "`{}` = {} is above `{}` = {}: a lower percentile cannot exceed a higher one; the file's numbers cannot be trusted",
+                            lo.2, lo.3, hi.2, hi.3
+                        ));
+                    }
+                }
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    walk(x, &format!("{at}[{i}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(v, "", &mut out);
+    out.truncate(5);
+    out
 }
 
 /// Every line of `text` (blank ones left out) as a JSON object, when there are two or more
@@ -434,6 +540,45 @@ mod tests {
         }
         assert!(a.limits.iter().any(|l| l.starts_with("closed-loop load")));
         assert!(a.limits.iter().any(|l| l.starts_with("single run")));
+    }
+
+    /// Issue #46: a peer file with NaN (Python's json writes it for an empty statistic) is
+    /// read, the NaN said to be absent; numbers no run can produce make it directional.
+    #[test]
+    fn a_peer_file_with_nan_is_read_and_absurd_numbers_are_named() {
+        let text = std::fs::read_to_string(fixture("vllm-bench-serve.json")).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let text = text.replacen(
+            &format!("\"std_ttft_ms\": {}", v["std_ttft_ms"]),
+            "\"std_ttft_ms\": NaN",
+            1,
+        );
+        assert!(text.contains("NaN"), "the fixture has std_ttft_ms");
+        let a = peer_result(Path::new("nan.json"), &text).unwrap();
+        assert!(
+            a.limits.iter().any(|l| l.starts_with("1 value(s) are NaN")),
+            "{:?}",
+            a.limits
+        );
+        assert!(a.missing.iter().all(|m| !m.contains("cannot be trusted")));
+        // A string holding the word is left alone.
+        assert_eq!(python_specials(r#"{"a": "NaN", "b": 1}"#), None);
+        assert_eq!(
+            python_specials(r#"{"a": -Infinity, "b": [NaN, "x\"NaN"]}"#).unwrap(),
+            (2, r#"{"a": null, "b": [null, "x\"NaN"]}"#.to_owned())
+        );
+        let mut v = v;
+        v["mean_ttft_ms"] = serde_json::json!(-5.0);
+        v["p99_ttft_ms"] = serde_json::json!(1.0);
+        v["p50_ttft_ms"] = serde_json::json!(9.0);
+        let a = peer_result(Path::new("absurd.json"), &v.to_string()).unwrap();
+        assert_eq!(a.verdict, "directional");
+        let said = a.missing.join("\n");
+        assert!(said.contains("`mean_ttft_ms` = -5: no time"), "{said}");
+        assert!(
+            said.contains("`p50_ttft_ms` = 9 is above `p99_ttft_ms` = 1"),
+            "{said}"
+        );
     }
 
     #[test]

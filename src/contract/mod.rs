@@ -1345,6 +1345,7 @@ pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
         }
     })?;
     c.api_limits(&|key| source::has_key(src, key))
+        .and_then(|()| c.one_warmup_rule(&|key| source::has_key(src, key)))
         .and_then(|()| c.resolve())
         .map_err(|(key, message)| ContractError::Invalid {
             path: path.to_owned(),
@@ -2101,5 +2102,32 @@ mod tests {
         assert_eq!(Spread::Session.pick(7, Some(4), 3), 1);
         assert_eq!(Spread::RoundRobin.pick(7, Some(4), 3), 1);
         assert_eq!(Spread::RoundRobin.pick(8, Some(4), 3), 2);
+    }
+
+    /// Issue #46: `until_stable` beside another warm-up rule (even `requests = 0`) would
+    /// silently win; it is refused, naming the key.
+    #[test]
+    fn until_stable_beside_another_warmup_rule_is_refused() {
+        let load = "[load]\nrate = 2\nrequests = 4\n";
+        for (other, key) in [
+            ("requests = 0", "warmup.requests"),
+            ("duration = \"5s\"", "warmup.duration"),
+        ] {
+            let e = parse_str(&format!(
+                "{load}[warmup]\n{other}\n[warmup.until_stable]\nwindow = 10\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(key) && e.contains("set one warm-up rule"), "{e}");
+        }
+        assert!(parse_str(&format!("{load}[warmup.until_stable]\nwindow = 10\n")).is_ok());
+        // The old key name is not in messages about the load's kind.
+        let e = parse_str("[load]\nkind = \"closed\"\nconcurrency = 2\nrequests = 4\nrate = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("load.kind = \"open\"") && !e.contains("model ="),
+            "{e}"
+        );
     }
 }

@@ -85,6 +85,18 @@ pub fn parse(text: &str) -> Result<Expectation, String> {
             ));
         }
     };
+    // Every metric here is a time, a rate or a share: never negative, and a share at most 1.
+    // A bound no run can meet or miss predicts nothing.
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!(
+            "`{t}`: {number}{unit} is no value {metric} can take (it is never negative)"
+        ));
+    }
+    if metric == "attainment" && value > 1.0 {
+        return Err(format!(
+            "`{t}`: attainment is a share of requests, at most 100% (or 1)"
+        ));
+    }
     Ok(Expectation {
         text: t.to_owned(),
         metric,
@@ -141,6 +153,17 @@ mod tests {
             parse("ttft_p99 <= 3 tok/s")
                 .unwrap_err()
                 .contains("not a time")
+        );
+        // Issue #46: a bound no run can meet or miss.
+        assert!(
+            parse("ttft_p99<=-5ms")
+                .unwrap_err()
+                .contains("is no value ttft_p99_ms can take")
+        );
+        assert!(
+            parse("attainment >= 120%")
+                .unwrap_err()
+                .contains("at most 100%")
         );
         assert_eq!(parse_list("ttft_p99<=300ms, goodput>=12").unwrap().len(), 2);
         assert!(parse_list("").unwrap_err().contains("no expectation given"));

@@ -25,6 +25,23 @@ impl Contract {
     /// What the target's API cannot do (`api::Capabilities`): a key the contract's text sets
     /// (`written`) that asks for it is an error naming the key; a default that would ask for it
     /// is turned off, so the bundle's contract says what was sent.
+    /// One warm-up rule: `until_stable` decides when warm-up ends, so a `requests` or
+    /// `duration` written beside it (even `requests = 0`, "no warm-up") would be ignored.
+    pub(super) fn one_warmup_rule(&self, written: &dyn Fn(&str) -> bool) -> Result<(), Problem> {
+        if self.warmup.until_stable.is_none() {
+            return Ok(());
+        }
+        for key in ["warmup.requests", "warmup.duration"] {
+            if written(key) {
+                return problem(
+                    key,
+                    "set one warm-up rule: [warmup.until_stable] ends warm-up when TTFT settles (its max_requests bounds it), and this key beside it would be ignored",
+                );
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn api_limits(&mut self, written: &dyn Fn(&str) -> bool) -> Result<(), Problem> {
         let api = self.target.api;
         let can = api.capabilities();
@@ -719,7 +736,7 @@ impl Contract {
             if set {
                 return problem(
                     &format!("load.{k}"),
-                    "applies to model = \"open\" only (a closed loop has no schedule)",
+                    "applies to load.kind = \"open\" only (a closed loop has no schedule)",
                 );
             }
         }
@@ -1105,7 +1122,10 @@ fn open_load(l: &mut Load) -> Result<(), Problem> {
         ("think_time", l.think_time.is_some()),
     ] {
         if set {
-            return problem(&format!("load.{k}"), "applies to model = \"closed\" only");
+            return problem(
+                &format!("load.{k}"),
+                "applies to load.kind = \"closed\" only",
+            );
         }
     }
     if l.arrival == Some(Arrival::Trace) {
