@@ -90,6 +90,34 @@ pub fn trace(data: &[u8]) {
     let _ = crate::workload::parse_lengths(Path::new("fuzz.txt"), &text);
 }
 
+/// A Prometheus page (a server's `/metrics`, an accelerator exporter's), parsed as the scraper
+/// parses it, kept as a scrape line of the bundle and read back: every value, NaN and the
+/// infinities included, survives the bundle, and the server-side and energy analyses read it.
+pub fn prom(data: &[u8]) {
+    use crate::env::prom::{Scrape, key, parse};
+    let text = String::from_utf8_lossy(data);
+    let Ok(samples) = parse(&text) else {
+        return;
+    };
+    let scrape = |t_s: f64, when: &str| Scrape {
+        t_s,
+        when: when.to_owned(),
+        source: None,
+        series: samples.iter().map(|(n, l, v)| (key(n, l), *v)).collect(),
+        thinned: None,
+    };
+    let (first, last) = (scrape(0.0, "steady_start"), scrape(1.0, "steady_end"));
+    let line = serde_json::to_string(&last).expect("a scrape serializes");
+    let back: Scrape = serde_json::from_str(&line).expect("a scrape line reads back");
+    assert_eq!(back.series.len(), last.series.len());
+    for (k, v) in &last.series {
+        let b = back.series[k];
+        assert!(b == *v || (b.is_nan() && v.is_nan()), "{k}: {v} became {b}");
+    }
+    let _ = crate::analyze::server::derive(&[first, back], 0.0, 1.0, &[500_000]);
+    let _ = crate::analyze::efficiency::unread_names(&last.series);
+}
+
 /// Another tool's result file (vLLM `bench serve`, GuideLLM), as `goodput audit` reads it.
 pub fn peer_result(data: &[u8]) {
     let text = String::from_utf8_lossy(data);

@@ -9,7 +9,7 @@ use rand::{RngExt, SeedableRng};
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 7] = [
+const TARGETS: [(&str, Target); 8] = [
     ("sse", goodput::fuzz::sse),
     ("event", goodput::fuzz::event),
     ("contract", goodput::fuzz::contract),
@@ -17,6 +17,7 @@ const TARGETS: [(&str, Target); 7] = [
     ("trace", goodput::fuzz::trace),
     ("peer_result", goodput::fuzz::peer_result),
     ("records", goodput::fuzz::records),
+    ("prom", goodput::fuzz::prom),
 ];
 
 fn files(dir: &Path) -> Vec<Vec<u8>> {
