@@ -68,14 +68,15 @@ impl Bundle {
             dir = base.join(format!("{stem}-{n}"));
             n += 1;
         }
-        std::fs::create_dir_all(&dir)?;
+        std::fs::create_dir_all(&dir).map_err(at(&dir))?;
         Ok(Bundle { dir })
     }
 
     /// Creates exactly `dir` (a repeat's `run-NN`); it must not exist yet.
     pub fn create_at(dir: &Path) -> io::Result<Bundle> {
-        std::fs::create_dir_all(dir.parent().unwrap_or(dir))?;
-        std::fs::create_dir(dir)?;
+        let parent = dir.parent().unwrap_or(dir);
+        std::fs::create_dir_all(parent).map_err(at(parent))?;
+        std::fs::create_dir(dir).map_err(at(dir))?;
         Ok(Bundle {
             dir: dir.to_owned(),
         })
@@ -83,6 +84,20 @@ impl Bundle {
 
     /// Opens an existing bundle (for `report`).
     pub fn open(dir: &Path) -> io::Result<Bundle> {
+        for name in [REQUESTS, CONTRACT] {
+            let path = dir.join(name);
+            if path.exists() && !path.is_file() {
+                let what = if path.is_dir() {
+                    "a directory"
+                } else {
+                    "a device"
+                };
+                return Err(io::Error::other(format!(
+                    "{}: {what}, not a file",
+                    path.display()
+                )));
+            }
+        }
         if !dir.join(REQUESTS).is_file() || !dir.join(CONTRACT).is_file() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -103,7 +118,8 @@ impl Bundle {
 
     /// Writes a file of the bundle, every registered secret redacted ([`crate::secrets`]).
     pub fn write(&self, name: &str, contents: &str) -> io::Result<()> {
-        std::fs::write(self.path(name), crate::secrets::redact(contents).as_bytes())
+        let path = self.path(name);
+        std::fs::write(&path, crate::secrets::redact(contents).as_bytes()).map_err(at(&path))
     }
 
     pub fn write_json(&self, name: &str, v: &impl serde::Serialize) -> io::Result<()> {
@@ -116,14 +132,17 @@ impl Bundle {
     pub fn rewrite_records(&self, records: &[crate::record::Record]) -> io::Result<()> {
         use std::io::Write;
         let tmp = self.path(&format!("{REQUESTS}.tmp"));
-        let mut out = io::BufWriter::new(std::fs::File::create(&tmp)?);
-        for r in records {
-            let line = serde_json::to_string(r).map_err(io::Error::other)?;
-            out.write_all(crate::secrets::redact(&line).as_bytes())?;
-            out.write_all(b"\n")?;
-        }
-        out.into_inner().map_err(io::Error::other)?.sync_all()?;
-        std::fs::rename(&tmp, self.path(REQUESTS))
+        let write = || -> io::Result<()> {
+            let mut out = io::BufWriter::new(std::fs::File::create(&tmp)?);
+            for r in records {
+                let line = serde_json::to_string(r).map_err(io::Error::other)?;
+                out.write_all(crate::secrets::redact(&line).as_bytes())?;
+                out.write_all(b"\n")?;
+            }
+            out.into_inner().map_err(io::Error::other)?.sync_all()
+        };
+        write().map_err(at(&tmp))?;
+        std::fs::rename(&tmp, self.path(REQUESTS)).map_err(at(&self.path(REQUESTS)))
     }
 
     /// A run's results from its records: the summary (its prediction checked), written with
@@ -264,7 +283,7 @@ impl Bundle {
             segments: &segments,
         };
         let mut summary = summarize(contract, records, &context);
-        if let Ok(bytes) = std::fs::read(self.path(PREDICTION)) {
+        if let Ok(bytes) = crate::text::read_capped(&self.path(PREDICTION), MAX_BUNDLE_JSON_BYTES) {
             let p: crate::contract::prediction::Prediction = serde_json::from_slice(&bytes)
                 .with_context(|| format!("reading {}", self.path(PREDICTION).display()))?;
             let verified = command["prediction_sha256"].as_str()
@@ -278,6 +297,12 @@ impl Bundle {
 /// The largest JSON document of a bundle read whole (`summary.json`, `environment.json`,
 /// `command.json`, `cold_start.json`): a summary of a million requests is well under a MiB.
 pub const MAX_BUNDLE_JSON_BYTES: u64 = 64 << 20;
+
+/// An I/O error that names the file or directory it happened to ("No space left on device"
+/// alone does not say where).
+pub fn at(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
+    move |e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
 
 /// A bundle's JSON document: `None` when the file is absent (a run killed early wrote fewer),
 /// an error naming the file when it cannot be read (a device, past the limit, not JSON) — never

@@ -735,8 +735,11 @@ fn merge_command(a: MergeArgs) -> anyhow::Result<ExitCode> {
     }
     let format = a.format.get();
     match format {
-        Format::Html => say(&std::fs::read_to_string(m.bundle.path("report.html"))
-            .with_context(|| format!("reading {}", m.bundle.dir.display()))?)?,
+        Format::Html => say(&crate::text::read_capped_string(
+            &m.bundle.path("report.html"),
+            crate::text::MAX_FILE_BYTES,
+        )
+        .with_context(|| format!("reading {}", m.bundle.dir.display()))?)?,
         format => {
             let doc =
                 crate::report::document_at(&m.summary, a.verbose || format != Format::Terminal);
@@ -849,8 +852,11 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     match output.format.get() {
         // The page the run wrote into its bundle, with its figures.
-        Format::Html => say(&std::fs::read_to_string(r.bundle.path("report.html"))
-            .with_context(|| format!("reading {}", r.bundle.dir.display()))?)?,
+        Format::Html => say(&crate::text::read_capped_string(
+            &r.bundle.path("report.html"),
+            crate::text::MAX_FILE_BYTES,
+        )
+        .with_context(|| format!("reading {}", r.bundle.dir.display()))?)?,
         format => {
             let doc = crate::report::document_at(
                 &r.summary,

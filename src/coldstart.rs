@@ -13,7 +13,7 @@
 //! group itself (`setsid`, a daemonising server): stop those by their own means.
 
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -101,8 +101,10 @@ impl Launched {
             });
         };
         let logs = [dir.join("server.stdout.log"), dir.join("server.stderr.log")];
-        let out = std::fs::File::create(&logs[0]).map_err(LaunchError::Log)?;
-        let err = std::fs::File::create(&logs[1]).map_err(LaunchError::Log)?;
+        let log = |p: &Path| {
+            std::fs::File::create(p).map_err(|e| LaunchError::Log(crate::bundle::at(p)(e)))
+        };
+        let (out, err) = (log(&logs[0])?, log(&logs[1])?);
         let mut command = tokio::process::Command::new(program);
         command
             .args(args)
@@ -170,7 +172,7 @@ impl Launched {
     pub fn log_tail(&self) -> String {
         let mut out = String::new();
         for (name, path) in ["stderr", "stdout"].iter().zip(self.logs.iter().rev()) {
-            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let text = crate::text::read_tail(path, 64 << 10).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();
             if !lines.is_empty() {
                 out.push_str(&format!("--- {name} ({}) ---\n", path.display()));

@@ -252,7 +252,11 @@ pub fn shard_bundles(paths: &[PathBuf], start_at: Option<&str>) -> anyhow::Resul
             if Bundle::open(&dir).is_err() {
                 continue;
             }
-            let text = std::fs::read_to_string(dir.join(CONTRACT)).unwrap_or_default();
+            let text = crate::text::read_capped_string(
+                &dir.join(CONTRACT),
+                crate::text::MAX_CONTRACT_BYTES,
+            )
+            .unwrap_or_default();
             let Ok(c) = crate::contract::parse(&text, &dir.join(CONTRACT)) else {
                 continue;
             };

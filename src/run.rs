@@ -626,7 +626,8 @@ fn prepare_bundle(
                 expect,
             };
             let bytes = serde_json::to_vec_pretty(&p)?;
-            std::fs::write(bundle.path(PREDICTION), &bytes)?;
+            let path = bundle.path(PREDICTION);
+            std::fs::write(&path, &bytes).map_err(crate::bundle::at(&path))?;
             Some((p, crate::contract::prediction::hash(&bytes)))
         }
         None => None,

@@ -624,8 +624,8 @@ async fn confirm(
         })
         .map(|p| p.bundle.clone());
     let Some(summary) = at
-        .and_then(|b| std::fs::read_to_string(b.join(crate::bundle::SUMMARY)).ok())
-        .and_then(|t| serde_json::from_str::<Summary>(&t).ok())
+        .and_then(|b| crate::bundle::read_json(&b.join(crate::bundle::SUMMARY)).ok()?)
+        .and_then(|t| serde_json::from_value::<Summary>(t).ok())
     else {
         return Ok(());
     };
@@ -978,7 +978,9 @@ pub fn html_page(r: &SweepResult) -> String {
         .first()
         .and_then(|p| {
             let path = p.bundle.join(crate::bundle::CONTRACT);
-            crate::contract::parse(&std::fs::read_to_string(&path).ok()?, &path).ok()
+            let text =
+                crate::text::read_capped_string(&path, crate::text::MAX_CONTRACT_BYTES).ok()?;
+            crate::contract::parse(&text, &path).ok()
         })
         .and_then(|c| c.slo.ttft_ms.map(|t| (t.0, c.slo.percentile)));
     let mut lat = crate::report::svg::Chart::new(

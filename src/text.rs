@@ -127,6 +127,10 @@ mod tests {
 /// tokenizer; a peer tool's result): ShareGPT's largest split is 0.7 GB.
 pub const MAX_FILE_BYTES: u64 = 1 << 30;
 
+/// The largest PEM bundle read for `target.tls.ca_file` (a system's whole CA store is about
+/// 200 KB).
+pub const MAX_PEM_BYTES: u64 = 16 << 20;
+
 /// The largest contract file: a contract is a page of TOML.
 pub const MAX_CONTRACT_BYTES: u64 = 16 << 20;
 
@@ -135,12 +139,28 @@ pub const MAX_CONTRACT_BYTES: u64 = 16 << 20;
 /// memory without bound.
 pub fn read_capped(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let too_large = || {
-        std::io::Error::other(format!(
-            "larger than {}, the limit for a file goodput reads whole",
-            human_bytes(limit)
-        ))
-    };
+    let mut out = Vec::new();
+    open_capped(path, limit)?.read_to_end(&mut out)?;
+    if out.len() as u64 > limit {
+        return Err(too_large(limit));
+    }
+    Ok(out)
+}
+
+fn too_large(limit: u64) -> std::io::Error {
+    std::io::Error::other(format!(
+        "larger than {}, the limit for a file goodput reads",
+        human_bytes(limit)
+    ))
+}
+
+/// A file opened to be read to at most `limit` bytes (one more, to tell that it went on): a
+/// device or socket, or a file already larger, is refused before any of it is read.
+fn open_capped(
+    path: &std::path::Path,
+    limit: u64,
+) -> std::io::Result<std::io::Take<std::fs::File>> {
+    use std::io::Read;
     let f = std::fs::File::open(path)?;
     let meta = f.metadata()?;
     {
@@ -151,14 +171,55 @@ pub fn read_capped(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8
         }
     }
     if meta.len() > limit {
-        return Err(too_large());
+        return Err(too_large(limit));
     }
-    let mut out = Vec::new();
-    f.take(limit + 1).read_to_end(&mut out)?;
-    if out.len() as u64 > limit {
-        return Err(too_large());
+    Ok(f.take(limit + 1))
+}
+
+/// Each non-blank line of a file of at most `limit` bytes, read one at a time (only one line
+/// is held, never the file's text), with its number from 1. An error names the file, and the
+/// line where `each` gave one.
+pub fn each_line_capped(
+    path: &std::path::Path,
+    limit: u64,
+    mut each: impl FnMut(&str) -> Result<(), String>,
+) -> Result<(), String> {
+    use std::io::BufRead;
+    let named = |e: std::io::Error| format!("{}: {e}", path.display());
+    let mut r = std::io::BufReader::new(open_capped(path, limit).map_err(named)?);
+    let (mut line, mut read, mut n) = (String::new(), 0u64, 0usize);
+    loop {
+        line.clear();
+        let got = r.read_line(&mut line).map_err(named)?;
+        if got == 0 {
+            return Ok(());
+        }
+        read += got as u64;
+        if read > limit {
+            return Err(named(too_large(limit)));
+        }
+        n += 1;
+        if !line.trim().is_empty() {
+            each(&line).map_err(|e| format!("{}:{n}: {e}", path.display()))?;
+        }
     }
-    Ok(out)
+}
+
+/// The last `n` bytes of a file at most (a server's log can be gigabytes), as text from its
+/// first whole line.
+pub fn read_tail(path: &std::path::Path, n: u64) -> std::io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    let from = len.saturating_sub(n);
+    f.seek(SeekFrom::Start(from))?;
+    let mut bytes = Vec::new();
+    f.take(n).read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(match (from > 0, text.find('\n')) {
+        (true, Some(i)) => text[i + 1..].to_owned(),
+        _ => text.into_owned(),
+    })
 }
 
 /// [`read_capped`] as UTF-8 text.

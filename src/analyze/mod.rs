@@ -1629,6 +1629,8 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         warnings: model_warning(c, records)
             .into_iter()
             .chain(cold_cache_warning(c, workload, &ok))
+            .chain(crate::env::prom::thinning_warning("metrics.jsonl", scrapes))
+            .chain(crate::env::prom::thinning_warning("telemetry.jsonl", telemetry))
             .chain(c.target.tls.insecure.then(|| {
                 "the target's TLS certificate was NOT verified (target.tls.insecure = true): anything between this client and the server could have answered; do not publish these numbers as that server's".to_owned()
             }))

@@ -122,17 +122,24 @@ fn total(s: &Scrape, name: &str) -> Option<f64> {
     found
 }
 
+/// A gauge's mean over the scrapes, each weighted by the ticks it stands for (a thinned
+/// scrape stands for `thinned` of them, so a long run's later, sparser scrapes count as much
+/// of the time as they cover), and its highest value.
 fn gauge(scrapes: &[&Scrape], names: &[&str]) -> Option<Gauge> {
-    let values: Vec<f64> = scrapes
+    let values: Vec<(f64, f64)> = scrapes
         .iter()
-        .filter_map(|s| names.iter().find_map(|n| total(s, n)))
+        .filter_map(|s| {
+            let v = names.iter().find_map(|n| total(s, n))?;
+            Some((v, s.thinned.unwrap_or(1) as f64))
+        })
         .collect();
     if values.is_empty() {
         return None;
     }
+    let weight: f64 = values.iter().map(|v| v.1).sum();
     Some(Gauge {
-        mean: values.iter().sum::<f64>() / values.len() as f64,
-        max: values.iter().copied().fold(f64::MIN, f64::max),
+        mean: values.iter().map(|(v, w)| v * w).sum::<f64>() / weight,
+        max: values.iter().map(|v| v.0).fold(f64::MIN, f64::max),
         samples: values.len(),
     })
 }
@@ -285,6 +292,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect::<BTreeMap<_, _>>(),
+            thinned: None,
         }
     }
 

@@ -29,6 +29,10 @@ pub struct Scrape {
     /// them, and a `null` in their place once made a whole bundle unreadable.
     #[serde(with = "values")]
     pub series: BTreeMap<String, f64>,
+    /// Set on a scrape `during` the load once its file passed half its budget
+    /// ([`FILE_BUDGET`]): from this scrape on, one interval's tick in this many was scraped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinned: Option<u64>,
 }
 
 /// A scrape's values, lossless in JSON: finite ones as numbers, the rest as the strings the
@@ -292,6 +296,7 @@ impl Target {
             when: when.to_owned(),
             source: self.endpoint.tagged.then(|| url.clone()),
             series,
+            thinned: None,
         })
     }
 }
@@ -299,10 +304,55 @@ impl Target {
 /// The largest `/metrics` page read: vLLM's is about 100 KB.
 const MAX_SCRAPE_BYTES: usize = 16 << 20;
 
-fn append(file: &mut std::fs::File, s: &Scrape) -> std::io::Result<()> {
+/// What one scrape file may hold of the scrapes taken `during` the load: a page of 12 MB every
+/// 50 ms once wrote 828 MB in 8 s, and reading it back took 1.7 GB. Past half of it, the
+/// periodic scrapes are thinned, every second tick, then every fourth past three quarters, and
+/// so on, so a run of any length keeps scrapes from its whole span within the budget; the
+/// scrapes at the steady window's edges, before and after the load are always kept. Each
+/// thinned scrape says so (`thinned`), and the report warns.
+pub const FILE_BUDGET: u64 = 64 << 20;
+
+/// The thinning of one file's periodic scrapes (see [`FILE_BUDGET`]).
+struct Thinning {
+    written: u64,
+    /// One tick in this many is scraped.
+    every: u64,
+    ticks: u64,
+}
+
+impl Thinning {
+    fn new() -> Self {
+        Thinning {
+            written: 0,
+            every: 1,
+            ticks: 0,
+        }
+    }
+
+    /// Whether this interval's tick is scraped.
+    fn take(&mut self) -> bool {
+        let t = self.ticks;
+        self.ticks += 1;
+        self.written < FILE_BUDGET && t % self.every == 0
+    }
+
+    /// `n` more bytes written: past `1 − 1/(2·every)` of the budget, ticks are thinned twice
+    /// as much, so each halving of the rate has half the room of the one before.
+    fn wrote(&mut self, n: u64) {
+        self.written += n;
+        while self.every < 1 << 40 && self.written >= FILE_BUDGET - FILE_BUDGET / (2 * self.every) {
+            self.every *= 2;
+        }
+    }
+}
+
+/// Appends a scrape as one line; returns the bytes written.
+fn append(file: &mut std::fs::File, s: &Scrape) -> std::io::Result<u64> {
     let line = serde_json::to_string(s)?;
-    file.write_all(crate::secrets::redact(&line).as_bytes())?;
-    file.write_all(b"\n")
+    let line = crate::secrets::redact(&line);
+    file.write_all(line.as_bytes())?;
+    file.write_all(b"\n")?;
+    Ok(line.len() as u64 + 1)
 }
 
 impl Scraper {
@@ -361,7 +411,9 @@ impl Scraper {
         }
         // The file and the first scrapes in it, or why not (then no page is scraped).
         let opened = std::fs::File::create(path).and_then(|mut f| {
-            firsts.iter().try_for_each(|s| append(&mut f, s))?;
+            for s in &firsts {
+                append(&mut f, s)?;
+            }
             Ok(f)
         });
         let mut file = match opened {
@@ -387,6 +439,7 @@ impl Scraper {
                 let all = |when: &'static str| {
                     futures_util::future::join_all(targets.iter().map(move |t| t.scrape(when)))
                 };
+                let mut thinning = Thinning::new();
                 loop {
                     let when = tokio::select! {
                         // A mark first: it times a window's edge.
@@ -395,9 +448,18 @@ impl Scraper {
                         Some(m) = marked.recv() => m,
                         _ = tick.tick() => "during",
                     };
+                    if when == "during" && !thinning.take() {
+                        continue;
+                    }
                     // A scrape that fails mid-run is skipped: the gap shows in t_s.
-                    for s in all(when).await.into_iter().flatten() {
-                        append(&mut file, &s)?;
+                    for mut s in all(when).await.into_iter().flatten() {
+                        if when == "during" && thinning.every > 1 {
+                            s.thinned = Some(thinning.every);
+                        }
+                        let n = append(&mut file, &s)?;
+                        if when == "during" {
+                            thinning.wrote(n);
+                        }
                     }
                 }
                 for s in all("after").await.into_iter().flatten() {
@@ -433,17 +495,29 @@ pub fn read_present(path: &Path) -> Result<Vec<Scrape>, String> {
 }
 
 pub fn read(path: &Path) -> Result<Vec<Scrape>, String> {
-    // Capped like every file goodput reads whole: a symlink to a device, or a file past the
-    // limit, is an error naming it, never memory without bound.
-    let text = crate::text::read_capped_string(path, crate::text::MAX_FILE_BYTES)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))
-        })
-        .collect()
+    // Capped like every file goodput reads, and read a line at a time: a symlink to a device,
+    // or a file past the limit, is an error naming it, never memory without bound, and only
+    // the scrapes are held, never the file's text beside them.
+    let mut out = Vec::new();
+    crate::text::each_line_capped(path, crate::text::MAX_FILE_BYTES, |l| {
+        out.push(serde_json::from_str(l).map_err(|e| e.to_string())?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// What a report must say of thinned scrapes (see [`FILE_BUDGET`]): from when, and to what,
+/// for the file `name` holding `scrapes`.
+pub fn thinning_warning(name: &str, scrapes: &[Scrape]) -> Option<String> {
+    let first = scrapes.iter().find(|s| s.thinned.is_some())?;
+    let last = scrapes.iter().rfind(|s| s.thinned.is_some())?;
+    Some(format!(
+        "{name} passed half its {} budget {:.1} s into the run: from then on its scrapes during the load were thinned, to one interval in {} by the last one kept, at {:.1} s (the steady window's edges, before and after were all kept); server figures averaged over the load rest on fewer scrapes",
+        crate::text::human_bytes(FILE_BUDGET),
+        first.t_s,
+        last.thinned.unwrap_or(1),
+        last.t_s
+    ))
 }
 
 #[cfg(test)]
@@ -465,6 +539,7 @@ mod tests {
                 .into_iter()
                 .map(|(n, l, v)| (key(&n, &l), v))
                 .collect(),
+            thinned: None,
         };
         let line = serde_json::to_string(&s).unwrap();
         assert!(
@@ -544,6 +619,63 @@ mod tests {
                 .any(|(n, l, v)| n == "vllm:request_queue_time_seconds_bucket"
                     && l.iter().any(|(k, x)| k == "le" && x == "0.005")
                     && *v == 1.0)
+        );
+    }
+
+    /// Issue #46: a long run's periodic scrapes stay within the file's budget, and what is
+    /// kept still spans the run, thinned ever more as the file fills.
+    #[test]
+    fn thinning_keeps_a_long_run_within_its_budget_across_its_span() {
+        // A vLLM-sized page (30 KB a line) every second, for ten hours.
+        let (line, ticks) = (30_000u64, 36_000u64);
+        let mut t = Thinning::new();
+        let mut kept = Vec::new();
+        for tick in 0..ticks {
+            if t.take() {
+                kept.push(tick);
+                t.wrote(line);
+            }
+        }
+        assert!(t.written <= FILE_BUDGET + line, "{} bytes", t.written);
+        // Unthinned until half the budget: the first ~1,100 ticks all kept.
+        let half = FILE_BUDGET / 2 / line;
+        assert_eq!(kept[..half as usize], (0..half).collect::<Vec<_>>()[..]);
+        // Kept scrapes reach three hours in, each stretch sparser than the one before.
+        let last = *kept.last().unwrap();
+        assert!(last > 3 * 3600, "the last kept scrape is at tick {last}");
+        assert!(t.every >= 1024, "thinned to 1 in {}", t.every);
+        // A short run is never thinned.
+        let mut short = Thinning::new();
+        for _ in 0..600 {
+            assert!(short.take());
+            short.wrote(line);
+        }
+        assert_eq!(short.every, 1);
+    }
+
+    /// The warning says from when and to what a file was thinned; none when it was not.
+    #[test]
+    fn a_thinned_file_is_named_in_a_warning() {
+        let at = |t_s: f64, thinned: Option<u64>| Scrape {
+            t_s,
+            when: "during".into(),
+            source: None,
+            series: BTreeMap::new(),
+            thinned,
+        };
+        assert_eq!(thinning_warning("metrics.jsonl", &[at(1.0, None)]), None);
+        let w = thinning_warning(
+            "metrics.jsonl",
+            &[at(1.0, None), at(1200.5, Some(2)), at(2400.0, Some(8))],
+        )
+        .unwrap();
+        assert!(
+            w.contains("metrics.jsonl passed half its 64 MiB budget 1200.5 s"),
+            "{w}"
+        );
+        assert!(
+            w.contains("one interval in 8 by the last one kept, at 2400.0 s"),
+            "{w}"
         );
     }
 }

@@ -419,7 +419,13 @@ pub fn read_jsonl_noted(path: &std::path::Path) -> Result<(Vec<Record>, Option<S
     use std::io::{BufRead, Read, Seek, SeekFrom};
     use std::sync::atomic::{AtomicUsize, Ordering};
     let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
-    let size = std::fs::metadata(path).map_err(cannot)?.len();
+    let meta = std::fs::metadata(path).map_err(cannot)?;
+    // A symlink to a device reads as empty here (its length is 0), or without end: never a
+    // run's records.
+    if !meta.is_file() {
+        return Err(cannot(std::io::Error::other("a device, not a file")));
+    }
+    let size = meta.len();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Blocks of about 16 MB, parsed by every core and joined in file order as they finish:
     // only the blocks in flight are held twice, never the file's text or a second list.

@@ -189,7 +189,7 @@ impl Files<'_> {
             return Ok(());
         };
         let file = self.beside(rel);
-        let pem = std::fs::read(&file)
+        let pem = crate::text::read_capped(&file, crate::text::MAX_PEM_BYTES)
             .map_err(|e| self.invalid(key, format!("cannot read {}: {e}", file.display())))?;
         match reqwest::Certificate::from_pem_bundle(&pem) {
             Ok(certs) if !certs.is_empty() => {}

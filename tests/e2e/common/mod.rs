@@ -473,3 +473,71 @@ pub fn host_wake_late_p99_ms() -> f64 {
     late.sort_by(f64::total_cmp);
     late[1980]
 }
+
+/// The most memory (peak resident set) a goodput process may take on any hostile input
+/// (issue #46): the inputs a user or a server controls are bounded, never the machine.
+pub const HOSTILE_RSS_BYTES: u64 = 256 << 20;
+
+/// Runs `cmd` to its end like [`std::process::Command::output`], and returns also its peak
+/// resident set in bytes, and that of every process it waited for (`wait4`'s `ru_maxrss`).
+// The child is reaped by `wait4` (for its rusage), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
+pub fn output_and_peak_rss(cmd: &mut std::process::Command) -> (std::process::Output, u64) {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut e = Vec::new();
+        err.read_to_end(&mut e).unwrap();
+        e
+    });
+    let mut stdout = Vec::new();
+    out.read_to_end(&mut stdout).unwrap();
+    let stderr = reader.join().unwrap();
+    let (mut status, mut usage) = (0i32, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: waits for our own child, which `child` no longer waits for (never `wait`ed).
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4 failed");
+    let output = std::process::Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout,
+        stderr,
+    };
+    (output, usage.ru_maxrss as u64 * 1024)
+}
+
+/// [`output_and_peak_rss`], asserting the peak is within [`HOSTILE_RSS_BYTES`].
+pub fn output_within_memory(cmd: &mut std::process::Command) -> std::process::Output {
+    let (out, peak) = output_and_peak_rss(cmd);
+    eprintln!("{cmd:?}: peak resident set {} MiB", peak >> 20);
+    assert!(
+        peak <= HOSTILE_RSS_BYTES,
+        "{cmd:?} peaked at {} MiB resident (at most {} MiB): {}",
+        peak >> 20,
+        HOSTILE_RSS_BYTES >> 20,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// This test process's own peak resident set is within [`HOSTILE_RSS_BYTES`] (a run made in
+/// the test's process; nextest runs each test in a process of its own).
+pub fn assert_own_memory_within_bound() {
+    let mut usage = unsafe { std::mem::zeroed::<libc::rusage>() };
+    // SAFETY: getrusage fills the struct it is given.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) }, 0);
+    let peak = usage.ru_maxrss as u64 * 1024;
+    assert!(
+        peak <= HOSTILE_RSS_BYTES,
+        "this test's process peaked at {} MiB resident (at most {} MiB)",
+        peak >> 20,
+        HOSTILE_RSS_BYTES >> 20
+    );
+}
