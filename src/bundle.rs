@@ -68,15 +68,15 @@ impl Bundle {
             dir = base.join(format!("{stem}-{n}"));
             n += 1;
         }
-        std::fs::create_dir_all(&dir).map_err(at(&dir))?;
+        std::fs::create_dir_all(&dir).map_err(crate::text::io_at(&dir))?;
         Ok(Bundle { dir })
     }
 
     /// Creates exactly `dir` (a repeat's `run-NN`); it must not exist yet.
     pub fn create_at(dir: &Path) -> io::Result<Bundle> {
         let parent = dir.parent().unwrap_or(dir);
-        std::fs::create_dir_all(parent).map_err(at(parent))?;
-        std::fs::create_dir(dir).map_err(at(dir))?;
+        std::fs::create_dir_all(parent).map_err(crate::text::io_at(parent))?;
+        std::fs::create_dir(dir).map_err(crate::text::io_at(dir))?;
         Ok(Bundle {
             dir: dir.to_owned(),
         })
@@ -119,7 +119,8 @@ impl Bundle {
     /// Writes a file of the bundle, every registered secret redacted ([`crate::secrets`]).
     pub fn write(&self, name: &str, contents: &str) -> io::Result<()> {
         let path = self.path(name);
-        std::fs::write(&path, crate::secrets::redact(contents).as_bytes()).map_err(at(&path))
+        std::fs::write(&path, crate::secrets::redact(contents).as_bytes())
+            .map_err(crate::text::io_at(&path))
     }
 
     pub fn write_json(&self, name: &str, v: &impl serde::Serialize) -> io::Result<()> {
@@ -141,8 +142,8 @@ impl Bundle {
             }
             out.into_inner().map_err(io::Error::other)?.sync_all()
         };
-        write().map_err(at(&tmp))?;
-        std::fs::rename(&tmp, self.path(REQUESTS)).map_err(at(&self.path(REQUESTS)))
+        write().map_err(crate::text::io_at(&tmp))?;
+        std::fs::rename(&tmp, self.path(REQUESTS)).map_err(crate::text::io_at(&self.path(REQUESTS)))
     }
 
     /// A run's results from its records: the summary (its prediction checked), written with
@@ -298,12 +299,6 @@ impl Bundle {
 /// `command.json`, `cold_start.json`): a summary of a million requests is well under a MiB.
 pub const MAX_BUNDLE_JSON_BYTES: u64 = 64 << 20;
 
-/// An I/O error that names the file or directory it happened to ("No space left on device"
-/// alone does not say where).
-pub fn at(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
-    move |e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
-}
-
 /// A bundle's JSON document: `None` when the file is absent (a run killed early wrote fewer),
 /// an error naming the file when it cannot be read (a device, past the limit, not JSON) — never
 /// taken as empty.
@@ -316,4 +311,23 @@ pub fn read_json(path: &Path) -> anyhow::Result<Option<serde_json::Value>> {
     serde_json::from_str(&text)
         .map(Some)
         .with_context(|| format!("reading {}: not JSON", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #46: an OS error names where it happened ("File exists" alone does not).
+    #[test]
+    fn an_io_error_names_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run-01");
+        Bundle::create_at(&run).unwrap();
+        let e = Bundle::create_at(&run).unwrap_err().to_string();
+        assert!(e.contains("run-01") && e.contains("exists"), "{e}");
+        let b = Bundle { dir: run.clone() };
+        std::fs::remove_dir(&run).unwrap();
+        let e = b.write("summary.json", "{}").unwrap_err().to_string();
+        assert!(e.contains("summary.json"), "{e}");
+    }
 }

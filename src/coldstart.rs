@@ -102,7 +102,7 @@ impl Launched {
         };
         let logs = [dir.join("server.stdout.log"), dir.join("server.stderr.log")];
         let log = |p: &Path| {
-            std::fs::File::create(p).map_err(|e| LaunchError::Log(crate::bundle::at(p)(e)))
+            std::fs::File::create(p).map_err(|e| LaunchError::Log(crate::text::io_at(p)(e)))
         };
         let (out, err) = (log(&logs[0])?, log(&logs[1])?);
         let mut command = tokio::process::Command::new(program);

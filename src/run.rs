@@ -627,7 +627,7 @@ fn prepare_bundle(
             };
             let bytes = serde_json::to_vec_pretty(&p)?;
             let path = bundle.path(PREDICTION);
-            std::fs::write(&path, &bytes).map_err(crate::bundle::at(&path))?;
+            std::fs::write(&path, &bytes).map_err(crate::text::io_at(&path))?;
             Some((p, crate::contract::prediction::hash(&bytes)))
         }
         None => None,
@@ -923,11 +923,14 @@ async fn load(
     let live: LiveView = Arc::new(Mutex::new(Live::default()));
     let aborted = Arc::new(Mutex::new(None::<String>));
     let observers = record_observers(contract, opts, &driver, &live, cancel, &aborted, stable);
+    // When the first record could not be written (`command.json` `write_failed_utc`).
+    let failed_at = Arc::new(std::sync::OnceLock::<jiff::Timestamp>::new());
     let writer = {
         let (path, decided) = (bundle.path(REQUESTS), decided.clone());
         // A record that cannot be written stops the run there and then.
-        let (stop, why) = (cancel.clone(), aborted.clone());
+        let (stop, why, at) = (cancel.clone(), aborted.clone(), failed_at.clone());
         let failed = move |msg: String| {
+            let _ = at.set(jiff::Timestamp::now());
             why.lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .get_or_insert(msg);
@@ -987,7 +990,7 @@ async fn load(
             .context("writing metrics.jsonl or telemetry.jsonl")?;
     }
     if let Err(e) = writer.await.context("record writer stopped")? {
-        note_aborted(bundle, &e.to_string());
+        note_aborted(bundle, &e.to_string(), failed_at.get().copied());
         return Err(e.into());
     }
     // The records as written (secrets redacted), read back: the run kept none in memory.
@@ -1090,12 +1093,18 @@ fn record_observers(
 
 /// Why the run ended, kept in `command.json` where `report` looks for it (when the disk still
 /// takes that much: this is the path of a run that could not write its records).
-fn note_aborted(bundle: &Bundle, why: &str) {
+fn note_aborted(bundle: &Bundle, why: &str, write_failed: Option<jiff::Timestamp>) {
     let mut command = crate::bundle::read_json(&bundle.path("command.json"))
         .ok()
         .flatten()
         .unwrap_or_else(|| serde_json::json!({}));
     command["aborted"] = why.into();
+    // When the load had stopped and everything it started had ended, and when the first
+    // record could not be written: the gap is how long the run went on after it.
+    command["aborted_utc"] = jiff::Timestamp::now().to_string().into();
+    if let Some(t) = write_failed {
+        command["write_failed_utc"] = t.to_string().into();
+    }
     let _ = bundle.write_json("command.json", &command);
 }
 

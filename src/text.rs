@@ -222,6 +222,12 @@ pub fn read_tail(path: &std::path::Path, n: u64) -> std::io::Result<String> {
     })
 }
 
+/// An I/O error that names the file or directory it happened to ("No space left on device"
+/// alone does not say where).
+pub fn io_at(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> std::io::Error + '_ {
+    move |e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
 /// [`read_capped`] as UTF-8 text.
 pub fn read_capped_string(path: &std::path::Path, limit: u64) -> std::io::Result<String> {
     String::from_utf8(read_capped(path, limit)?)

@@ -327,8 +327,9 @@ fn a_full_disk_stops_the_run_at_once_and_keeps_what_was_written() {
     let bin = env!("CARGO_BIN_EXE_goodput");
     let script = format!(
         "set -u; mount -t tmpfs -o size=64k tmpfs disk || exit 99; \
-         {bin} run c.toml -q --out disk/runs > run.out 2> run.err; echo $? > code; \
+         {bin} run c.toml -q --out disk/runs > run.out 2> run.err; echo $? > code; date +%s.%N > exited; \
          b=$(ls -d disk/runs/full/*); wc -l < $b/requests.jsonl > lines; tail -c 1 $b/requests.jsonl | od -c > last; \
+         cp $b/command.json command.json; \
          {bin} report $b > report.out 2> report.err; echo $? > report.code; \
          {bin} export $b --format jsonl --out export > /dev/null 2>&1; echo $? > export.code"
     );
@@ -358,6 +359,34 @@ fn a_full_disk_stops_the_run_at_once_and_keeps_what_was_written() {
     // The run, a report and an export, against a schedule of 30 s.
     let took = started.elapsed().as_secs_f64();
     assert!(took < 15.0, "it went on for {took:.1} s");
+    // Stopped within a second of the first write that failed: the load, its requests in
+    // flight and the bundle's last words; the process's own exit follows.
+    let command: serde_json::Value = serde_json::from_str(&read("command.json")).unwrap();
+    let utc = |k: &str| -> f64 {
+        let t: jiff::Timestamp = command[k]
+            .as_str()
+            .unwrap_or_else(|| panic!("{k}: {command}"))
+            .parse()
+            .unwrap();
+        t.as_millisecond() as f64 / 1e3
+    };
+    let (failed, stopped) = (utc("write_failed_utc"), utc("aborted_utc"));
+    let exited: f64 = read("exited").trim().parse().unwrap();
+    eprintln!(
+        "stopped {:.3} s and exited {:.3} s after the first failed write",
+        stopped - failed,
+        exited - failed
+    );
+    assert!(
+        stopped - failed <= 1.0,
+        "stopped {:.2} s after",
+        stopped - failed
+    );
+    assert!(
+        exited - failed <= 2.0,
+        "exited {:.2} s after",
+        exited - failed
+    );
     let lines: u64 = read("lines").trim().parse().unwrap();
     assert!(lines > 10, "{lines} records kept");
     assert!(read("last").contains("\\n"), "the last line is whole");
