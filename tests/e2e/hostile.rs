@@ -383,7 +383,7 @@ fn a_full_disk_stops_the_run_at_once_and_keeps_what_was_written() {
         stopped - failed
     );
     assert!(
-        exited - failed <= 2.0,
+        exited - failed <= 1.0,
         "exited {:.2} s after",
         exited - failed
     );
