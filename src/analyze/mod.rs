@@ -1392,23 +1392,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         let throughput = throughput(c, records, &steady_recs, &ok, window);
         let (offered, achieved) = (throughput.offered_rps, throughput.achieved_rps);
 
-        let mut errors: BTreeMap<String, u64> = BTreeMap::new();
-        let mut first_errors: BTreeMap<String, String> = BTreeMap::new();
-        for r in &steady_recs {
-            if r.outcome != Outcome::Ok {
-                let class = r.outcome.as_str();
-                *errors.entry(class.to_owned()).or_default() += 1;
-                // An interruption's message says nothing the summary's `stopped` does not.
-                if let Some(e) = r
-                    .error
-                    .as_ref()
-                    .filter(|_| r.outcome != Outcome::Interrupted)
-                    && !first_errors.contains_key(class)
-                {
-                    first_errors.insert(class.to_owned(), e.chars().take(300).collect());
-                }
-            }
-        }
+        let (errors, first_errors) = steady_errors(&steady_recs);
         // Every steady request's metrics (a failed one's TTFT counts in the SLO's figures),
         // and the successful ones' in the order of `ok`.
         let steady_metrics: Vec<RequestMetrics> = steady_recs
@@ -1421,37 +1405,10 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             .filter(|(r, _)| r.is_ok())
             .map(|(_, m)| m.clone())
             .collect();
-        let from_usage = metrics.iter().filter(|m| m.output_from_usage).count();
-        let output_token_source = match (from_usage, metrics.len() - from_usage) {
-            (_, 0) if from_usage > 0 => "usage".to_owned(),
-            (0, _) => "client".to_owned(),
-            (u, k) => format!("mixed: usage for {u}, client for {k}"),
-        };
+        let output_token_source = output_token_source(&metrics);
         let output_count = output_count(c, &ok, &metrics);
-        // A count the client could only approximate says nothing about the server's length.
-        let output_length_mismatches = if c.workload.enforce_output_length {
-            ok.iter()
-                .zip(&metrics)
-                .filter(|(r, m)| {
-                    m.output_tokens != r.output_tokens_planned
-                        && (m.output_from_usage || r.counted != Some(Counted::Words))
-                })
-                .count() as u64
-        } else {
-            0
-        };
-        // A session's later turns carry its history: their lengths are the conversation's, not
-        // the distribution's, so the lengths are checked on first turns.
-        let first_turns = |r: &&&Record| r.is_first_turn();
-        let lengths = {
-            let steady_first: Vec<&Record> = steady_recs
-                .iter()
-                .copied()
-                .filter(|r| first_turns(&r))
-                .collect();
-            let ok_first: Vec<&&Record> = ok.iter().copied().filter(first_turns).collect();
-            length_check(c, workload, &steady_first, &ok_first)
-        };
+        let output_length_mismatches = output_length_mismatches(c, &ok, &metrics);
+        let lengths = first_turn_lengths(c, workload, &steady_recs, &ok);
 
         // With classes, each is judged by its own SLO and the totals add them up.
         let classes = classes::summarize(c, &steady_recs, achieved);
@@ -1528,44 +1485,20 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         notes.extend(shards.iter().flat_map(shards::ShardsResult::notes));
 
         let efficiency = window.map(|(a, b)| {
-            // Each successful steady request judged once: the median TPOT of those that met
-            // their SLO (all, without one) per user, and their share of the steady output.
-            let has_slo = c.has_slo();
-            let meets: Vec<bool> = ok
-                .iter()
-                .zip(&metrics)
-                .map(|(r, m)| has_slo && record_meets_slo(c, r, m))
-                .collect();
-            let mut tpots: Vec<f64> = metrics
-                .iter()
-                .zip(&meets)
-                .filter(|(_, met)| !has_slo || **met)
-                .filter_map(|(m, _)| m.tpot_ms)
-                .collect();
-            tpots.sort_by(f64::total_cmp);
-            let tokens = |r: &&Record| u64::from(r.chunks.tokens());
-            let all: u64 = steady_recs.iter().map(tokens).sum();
-            let met: u64 = ok
-                .iter()
-                .zip(&meets)
-                .filter(|(_, m)| **m)
-                .map(|(r, _)| tokens(r))
-                .sum();
-            efficiency::derive(
+            let w = efficiency::Window {
+                from_s: a as f64 / 1e6,
+                to_s: b as f64 / 1e6,
+                window_s,
+                records,
+                usage_scale: usage_scale(&ok, source),
+                goodput_rps: slo.as_ref().and_then(|s| s.goodput_rps),
+                tpot_p50_ms: None,
+                slo_share: None,
+            };
+            steady_efficiency(
                 c,
-                &efficiency::Window {
-                    from_s: a as f64 / 1e6,
-                    to_s: b as f64 / 1e6,
-                    window_s,
-                    records,
-                    usage_scale: usage_scale(&ok, source),
-                    goodput_rps: slo.as_ref().and_then(|s| s.goodput_rps),
-                    tpot_p50_ms: percentile_sorted(&tpots, 50.0),
-                    slo_share: has_slo.then(|| match all {
-                        0 => 0.0,
-                        n => met as f64 / n as f64,
-                    }),
-                },
+                w,
+                (&steady_recs, &ok, &metrics),
                 telemetry,
                 telemetry_pages,
             )
@@ -1574,69 +1507,182 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         let warmup = warmup_result(c, &by_phase, &steady_recs);
 
         Summary {
-        schema_version: SCHEMA_VERSION,
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        contract: c.name.clone(),
-        load: match &shards {
-            Some(sh) => format!("{}, sent by {} shards", describe_load(c), sh.count),
-            None => describe_load(c),
-        },
-        load_model: c.load.kind(),
-        latency_origin: origin,
-        fingerprints: c.fingerprints(),
-        grade,
-        validity,
-        notes,
-        interrupted,
-        stopped: stopped.map(str::to_owned),
-        decided: decided.map(str::to_owned),
-        cold_start,
-        warmup,
-        phases,
-        steady: Steady {
-            stats,
-            window_s,
-            throughput,
-            output_token_source,
-            output_count,
-            lengths,
-            errors,
-            first_errors,
-            output_length_mismatches,
-            slo,
-            claims,
-            support,
-            sessions: sessions::summarize(c, &steady_recs, window_s),
-            replicas: replicas::summarize(c, &steady_recs),
-            prefix_reuse: prefix_reuse(c, &ok),
-        },
-        predictions: None,
-        quality: quality::summarize(
-            c.quality.mode,
-            c.quality.scoring,
-            &workload.references,
-            records,
-        ),
-        server: window.and_then(|(a, b)| {
-            let finished: Vec<u64> = records.iter().filter_map(|r| r.end_us).collect();
-            server::derive(scrapes, a as f64 / 1e6, b as f64 / 1e6, &finished)
-        }),
-        efficiency,
-        target: Some(target_identity(c, facts)),
-        shards,
-        segments,
-        classes,
-        warnings: model_warning(c, records)
-            .into_iter()
-            .chain(cold_cache_warning(c, workload, &ok))
-            .chain(crate::env::prom::thinning_warning("metrics.jsonl", scrapes))
-            .chain(crate::env::prom::thinning_warning("telemetry.jsonl", telemetry))
-            .chain(c.target.tls.insecure.then(|| {
-                "the target's TLS certificate was NOT verified (target.tls.insecure = true): anything between this client and the server could have answered; do not publish these numbers as that server's".to_owned()
-            }))
-            .collect(),
-    }
+            schema_version: SCHEMA_VERSION,
+            tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+            contract: c.name.clone(),
+            load: match &shards {
+                Some(sh) => format!("{}, sent by {} shards", describe_load(c), sh.count),
+                None => describe_load(c),
+            },
+            load_model: c.load.kind(),
+            latency_origin: origin,
+            fingerprints: c.fingerprints(),
+            grade,
+            validity,
+            notes,
+            interrupted,
+            stopped: stopped.map(str::to_owned),
+            decided: decided.map(str::to_owned),
+            cold_start,
+            warmup,
+            phases,
+            steady: Steady {
+                stats,
+                window_s,
+                throughput,
+                output_token_source,
+                output_count,
+                lengths,
+                errors,
+                first_errors,
+                output_length_mismatches,
+                slo,
+                claims,
+                support,
+                sessions: sessions::summarize(c, &steady_recs, window_s),
+                replicas: replicas::summarize(c, &steady_recs),
+                prefix_reuse: prefix_reuse(c, &ok),
+            },
+            predictions: None,
+            quality: quality::summarize(
+                c.quality.mode,
+                c.quality.scoring,
+                &workload.references,
+                records,
+            ),
+            server: window.and_then(|(a, b)| {
+                let finished: Vec<u64> = records.iter().filter_map(|r| r.end_us).collect();
+                server::derive(scrapes, a as f64 / 1e6, b as f64 / 1e6, &finished)
+            }),
+            efficiency,
+            target: Some(target_identity(c, facts)),
+            shards,
+            segments,
+            classes,
+            warnings: warnings(c, records, workload, &ok, (scrapes, telemetry)),
+        }
     })
+}
+
+/// Findings every reader must see before the numbers.
+fn warnings(
+    c: &Contract,
+    records: &[Record],
+    workload: &crate::workload::Inputs,
+    ok: &[&&Record],
+    (scrapes, telemetry): (&[crate::env::prom::Scrape], &[crate::env::prom::Scrape]),
+) -> Vec<String> {
+    model_warning(c, records)
+        .into_iter()
+        .chain(cold_cache_warning(c, workload, ok))
+        .chain(crate::env::prom::thinning_warning("metrics.jsonl", scrapes))
+        .chain(crate::env::prom::thinning_warning("telemetry.jsonl", telemetry))
+        .chain(c.target.tls.insecure.then(|| {
+            "the target's TLS certificate was NOT verified (target.tls.insecure = true): anything between this client and the server could have answered; do not publish these numbers as that server's".to_owned()
+        }))
+        .collect()
+}
+
+/// Each error class's count among the steady requests, and its first message (an
+/// interruption's says nothing the summary's `stopped` does not).
+fn steady_errors(steady: &[&Record]) -> (BTreeMap<String, u64>, BTreeMap<String, String>) {
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let mut first_errors: BTreeMap<String, String> = BTreeMap::new();
+    for r in steady.iter().filter(|r| r.outcome != Outcome::Ok) {
+        let class = r.outcome.as_str();
+        *errors.entry(class.to_owned()).or_default() += 1;
+        if let Some(e) = r
+            .error
+            .as_ref()
+            .filter(|_| r.outcome != Outcome::Interrupted)
+            && !first_errors.contains_key(class)
+        {
+            first_errors.insert(class.to_owned(), e.chars().take(300).collect());
+        }
+    }
+    (errors, first_errors)
+}
+
+/// Where the successful requests' output counts came from: the server's usage, the client's
+/// count, or both.
+fn output_token_source(metrics: &[RequestMetrics]) -> String {
+    let from_usage = metrics.iter().filter(|m| m.output_from_usage).count();
+    match (from_usage, metrics.len() - from_usage) {
+        (_, 0) if from_usage > 0 => "usage".to_owned(),
+        (0, _) => "client".to_owned(),
+        (u, k) => format!("mixed: usage for {u}, client for {k}"),
+    }
+}
+
+/// Successful requests whose output length differs from the plan although it was enforced
+/// (a count the client could only approximate says nothing about the server's length).
+fn output_length_mismatches(c: &Contract, ok: &[&&Record], metrics: &[RequestMetrics]) -> u64 {
+    if !c.workload.enforce_output_length {
+        return 0;
+    }
+    ok.iter()
+        .zip(metrics)
+        .filter(|(r, m)| {
+            m.output_tokens != r.output_tokens_planned
+                && (m.output_from_usage || r.counted != Some(Counted::Words))
+        })
+        .count() as u64
+}
+
+/// The length check on first turns: a session's later turns carry its history, so their
+/// lengths are the conversation's, not the distribution's.
+fn first_turn_lengths(
+    c: &Contract,
+    workload: &crate::workload::Inputs,
+    steady: &[&Record],
+    ok: &[&&Record],
+) -> LengthCheck {
+    let steady_first: Vec<&Record> = steady
+        .iter()
+        .copied()
+        .filter(|r| r.is_first_turn())
+        .collect();
+    let ok_first: Vec<&&Record> = ok.iter().copied().filter(|r| r.is_first_turn()).collect();
+    length_check(c, workload, &steady_first, &ok_first)
+}
+
+/// Efficiency over the steady window `w`: each successful steady request judged once, the
+/// median TPOT of those that met their SLO (all, without one) per user, and their share of the
+/// steady output.
+fn steady_efficiency(
+    c: &Contract,
+    mut w: efficiency::Window<'_>,
+    (steady, ok, metrics): (&[&Record], &[&&Record], &[RequestMetrics]),
+    telemetry: &[crate::env::prom::Scrape],
+    pages: &[efficiency::PageStatus],
+) -> efficiency::Efficiency {
+    let has_slo = c.has_slo();
+    let meets: Vec<bool> = ok
+        .iter()
+        .zip(metrics)
+        .map(|(r, m)| has_slo && record_meets_slo(c, r, m))
+        .collect();
+    let mut tpots: Vec<f64> = metrics
+        .iter()
+        .zip(&meets)
+        .filter(|(_, met)| !has_slo || **met)
+        .filter_map(|(m, _)| m.tpot_ms)
+        .collect();
+    tpots.sort_by(f64::total_cmp);
+    let tokens = |r: &&Record| u64::from(r.chunks.tokens());
+    let all: u64 = steady.iter().map(tokens).sum();
+    let met: u64 = ok
+        .iter()
+        .zip(&meets)
+        .filter(|(_, m)| **m)
+        .map(|(r, _)| tokens(r))
+        .sum();
+    w.tpot_p50_ms = percentile_sorted(&tpots, 50.0);
+    w.slo_share = has_slo.then(|| match all {
+        0 => 0.0,
+        n => met as f64 / n as f64,
+    });
+    efficiency::derive(c, &w, telemetry, pages)
 }
 
 /// The load in words; with sessions, its arrivals are sessions.
