@@ -16,6 +16,7 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 
 #[derive(Debug)]
 pub struct PinnedOrVerified {
+    provider: Arc<rustls::crypto::CryptoProvider>,
     inner: Arc<dyn ServerCertVerifier>,
     pinned: Vec<CertificateDer<'static>>,
 }
@@ -28,7 +29,8 @@ impl PinnedOrVerified {
         let inner: Arc<dyn ServerCertVerifier> = if roots_only {
             let mut roots = rustls::RootCertStore::empty();
             let (_, _) = roots.add_parsable_certificates(pinned.iter().cloned());
-            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build()?
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()?
         } else {
             match rustls_platform_verifier::Verifier::new_with_extra_roots(
                 pinned.iter().cloned(),
@@ -40,17 +42,22 @@ impl PinnedOrVerified {
                 Err(_) => return Self::new(pinned, true),
             }
         };
-        Ok(PinnedOrVerified { inner, pinned })
+        Ok(PinnedOrVerified {
+            provider,
+            inner,
+            pinned,
+        })
     }
 
     /// A rustls client configuration that verifies with this.
     pub fn client_config(self) -> anyhow::Result<rustls::ClientConfig> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        Ok(rustls::ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(rustls::DEFAULT_VERSIONS)?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(self))
-            .with_no_client_auth())
+        Ok(
+            rustls::ClientConfig::builder_with_provider(self.provider.clone())
+                .with_protocol_versions(rustls::DEFAULT_VERSIONS)?
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(self))
+                .with_no_client_auth(),
+        )
     }
 }
 
