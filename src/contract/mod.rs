@@ -1327,8 +1327,27 @@ pub fn load(path: &Path) -> Result<Contract, ContractError> {
 /// Parses and resolves contract text; `path` is used in messages only.
 pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
     let mut c: Contract = toml::from_str(src).map_err(|e| {
-        let line = e.span().map(|s| source::line_of_offset(src, s.start));
         let message = e.message().trim().to_owned();
+        // A required section missing from the whole file: toml's span is then the document's start
+        // (or all of it), whose first line may belong to another table; name the section alone.
+        if let (Some(field), true) = (
+            message
+                .strip_prefix("missing field `")
+                .and_then(|m| m.strip_suffix('`')),
+            e.span()
+                .is_some_and(|s| s.start == 0 && (s.end == 0 || s.end >= src.trim_end().len())),
+        ) {
+            return ContractError::Invalid {
+                path: path.to_owned(),
+                line: None,
+                key: None,
+                message: format!(
+                    "no `[{field}]` table: every contract states one \
+                     (`goodput init` writes a contract to start from)"
+                ),
+            };
+        }
+        let line = e.span().map(|s| source::line_of_offset(src, s.start));
         // A value of the wrong type is named by its full key; a missing field by its table.
         let table = line.and_then(|l| {
             let table = source::table_at_line(src, l);
@@ -1890,7 +1909,13 @@ mod tests {
             .to_string();
         assert!(e.contains("c.toml:3"), "{e}");
         let e = parse_str("name = \"x\"\n").unwrap_err().to_string();
-        assert!(e.contains("load"), "{e}");
+        assert!(e.contains("c.toml: no `[load]` table"), "{e}");
+        // Not blamed on the table the file happens to start with.
+        let e = parse_str("[[class]]\nname = \"a\"\nshare = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c.toml: no `[load]` table"), "{e}");
+        assert!(!e.contains("class"), "{e}");
     }
 
     #[test]
