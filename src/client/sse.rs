@@ -104,6 +104,10 @@ impl SseParser {
         if self.too_large.is_some() {
             return ControlFlow::Break(());
         }
+        // An empty read between a `\r` and its `\n` leaves the pair one line end.
+        if bytes.is_empty() {
+            return ControlFlow::Continue(());
+        }
         if self.after_cr {
             self.after_cr = false;
             if let Some(rest) = bytes.strip_prefix(b"\n") {
@@ -364,6 +368,15 @@ mod tests {
         }
         assert_eq!(got, body.len());
         assert_eq!(p.too_large(), None);
+    }
+
+    /// Found by `any_stream_any_split`: an empty read between a `\r` and its `\n` made the
+    /// `\n` a second line end, a blank line that ended the event early.
+    #[test]
+    fn an_empty_read_inside_a_crlf_keeps_it_one_line_end() {
+        let input = b"data: a\r\ndata: b\n\n";
+        assert_eq!(events(input, &[8, 8]), vec!["a\nb".to_owned()]);
+        assert_eq!(events(input, &[8, 8]), events(input, &[]));
     }
 
     proptest! {
