@@ -8,7 +8,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use super::config::SimConfig;
 use super::engine::{Engine, Event, Submission};
-use super::ledger::{GroundTruth, Ledger};
+use super::ledger::{GroundTruth, Ledger, SimOutcome};
 use super::model::{FaultKind, LengthAsk, degraded_output_plan, fault_strikes, prompt_hash};
 use crate::text::word_ids;
 
@@ -107,14 +107,14 @@ pub fn run(cfg: &SimConfig, load: DesLoad) -> Vec<GroundTruth> {
             let ids = word_ids(&r.prompt);
             ledger.arrive(seq, None, t, ids.len() as u32);
             let refused = if t < load_time {
-                Some("refused_loading".to_owned())
+                Some(SimOutcome::RefusedLoading)
             } else if fault_strikes(cfg, seq, FaultKind::Error) {
-                Some(format!("error_{}", cfg.faults.error_status))
+                Some(SimOutcome::Error(cfg.faults.error_status))
             } else {
                 None
             };
             if let Some(outcome) = refused {
-                let g = ledger.finish(seq, t, &outcome).expect("just opened");
+                let g = ledger.finish(seq, t, outcome).expect("just opened");
                 finish(g, &mut done, &mut pending, t);
                 continue;
             }
@@ -150,7 +150,7 @@ pub fn run(cfg: &SimConfig, load: DesLoad) -> Vec<GroundTruth> {
                     ledger.admit(id, step.start, cached_tokens);
                 }
                 Event::Rejected { id } => {
-                    if let Some(g) = ledger.finish(id, step.start, "rejected_too_long") {
+                    if let Some(g) = ledger.finish(id, step.start, SimOutcome::RejectedTooLong) {
                         finish(g, &mut done, &mut pending, step.start);
                     }
                 }
@@ -158,7 +158,7 @@ pub fn run(cfg: &SimConfig, load: DesLoad) -> Vec<GroundTruth> {
                     ledger.chunk(id, step.end, tokens);
                 }
                 Event::Finished { id } => {
-                    if let Some(g) = ledger.finish(id, step.end, "ok") {
+                    if let Some(g) = ledger.finish(id, step.end, SimOutcome::Ok) {
                         finish(g, &mut done, &mut pending, step.end);
                     }
                 }
@@ -219,8 +219,8 @@ mod tests {
             ..SimConfig::default()
         };
         let gt = run(&cfg, DesLoad::Open(vec![req(0.1, 5, 3), req(0.6, 5, 3)]));
-        assert_eq!(gt[0].outcome, "refused_loading");
-        assert_eq!(gt[1].outcome, "ok");
+        assert_eq!(gt[0].outcome, SimOutcome::RefusedLoading);
+        assert_eq!(gt[1].outcome, SimOutcome::Ok);
         assert_eq!(gt[1].output_tokens, 3);
     }
 }

@@ -37,9 +37,72 @@ pub struct GroundTruth {
     pub prompt: Option<String>,
     /// Admission minus arrival.
     pub queue_us: Option<u64>,
-    /// `ok`, `error_<status>`, `refused_loading`, `rejected_too_long`, `dropped`, `malformed`,
-    /// or `client_gone`.
-    pub outcome: String,
+    pub outcome: SimOutcome,
+}
+
+/// How the simulator ended a request; written in the ground truth as `ok`, `error_<status>`,
+/// `refused_loading`, `rejected_too_long`, `dropped`, `malformed` or `client_gone`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimOutcome {
+    Ok,
+    /// An injected error status (`faults.error_rate`).
+    Error(u16),
+    /// Sent while the model was loading (503).
+    RefusedLoading,
+    /// A prompt longer than the KV cache could ever hold.
+    RejectedTooLong,
+    /// The connection dropped mid-stream (`faults.drop_rate`).
+    Dropped,
+    /// A malformed event injected mid-stream (`faults.malformed_rate`).
+    Malformed,
+    /// The client went away before its answer ended.
+    ClientGone,
+}
+
+impl std::fmt::Display for SimOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimOutcome::Ok => f.write_str("ok"),
+            SimOutcome::Error(status) => write!(f, "error_{status}"),
+            SimOutcome::RefusedLoading => f.write_str("refused_loading"),
+            SimOutcome::RejectedTooLong => f.write_str("rejected_too_long"),
+            SimOutcome::Dropped => f.write_str("dropped"),
+            SimOutcome::Malformed => f.write_str("malformed"),
+            SimOutcome::ClientGone => f.write_str("client_gone"),
+        }
+    }
+}
+
+impl std::str::FromStr for SimOutcome {
+    type Err = String;
+    fn from_str(s: &str) -> Result<SimOutcome, String> {
+        Ok(match s {
+            "ok" => SimOutcome::Ok,
+            "refused_loading" => SimOutcome::RefusedLoading,
+            "rejected_too_long" => SimOutcome::RejectedTooLong,
+            "dropped" => SimOutcome::Dropped,
+            "malformed" => SimOutcome::Malformed,
+            "client_gone" => SimOutcome::ClientGone,
+            _ => match s.strip_prefix("error_").map(str::parse) {
+                Some(Ok(status)) => SimOutcome::Error(status),
+                _ => return Err(format!("unknown simulator outcome {s:?}")),
+            },
+        })
+    }
+}
+
+impl Serialize for SimOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for SimOutcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<SimOutcome, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -75,7 +138,7 @@ impl Ledger {
                 reasoning_tokens: 0,
                 prompt: None,
                 queue_us: None,
-                outcome: "ok".into(),
+                outcome: SimOutcome::Ok,
             },
         );
     }
@@ -119,18 +182,18 @@ impl Ledger {
     }
 
     /// Marks how the request will end (a fault decided on arrival), without closing it.
-    pub fn set_outcome(&mut self, seq: u64, outcome: &str) {
+    pub fn set_outcome(&mut self, seq: u64, outcome: SimOutcome) {
         if let Some(g) = self.open.get_mut(&seq) {
-            g.outcome = outcome.into();
+            g.outcome = outcome;
         }
     }
 
     /// Closes a request at `t` with `outcome` (unless a fault outcome was already set).
-    pub fn finish(&mut self, seq: u64, t: f64, outcome: &str) -> Option<GroundTruth> {
+    pub fn finish(&mut self, seq: u64, t: f64, outcome: SimOutcome) -> Option<GroundTruth> {
         let mut g = self.open.remove(&seq)?;
         g.end_us = us(t);
-        if g.outcome == "ok" {
-            g.outcome = outcome.into();
+        if g.outcome == SimOutcome::Ok {
+            g.outcome = outcome;
         }
         Some(g)
     }

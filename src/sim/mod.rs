@@ -15,5 +15,5 @@ pub(crate) mod server;
 pub(crate) mod wire;
 
 pub use config::{ConfigError, Faults, Scheduling, SimConfig};
-pub use ledger::GroundTruth;
+pub use ledger::{GroundTruth, SimOutcome};
 pub use server::{SimError, SimServer};

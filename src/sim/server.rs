@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::SimConfig;
 use super::engine::{Engine, Event, Submission};
-use super::ledger::{GroundTruth, Ledger};
+use super::ledger::{GroundTruth, Ledger, SimOutcome};
 use super::metrics::MetricsState;
 use super::model::{
     FaultKind, LengthAsk, degraded_output_plan, fault_strikes, output_words, prompt_hash, push_text,
@@ -274,7 +274,7 @@ struct Pending {
     prompt: Option<String>,
     /// The answer's token ids (chat requests), so prompt and answer are cached together.
     output_ids: Vec<u64>,
-    fault: Option<&'static str>,
+    fault: Option<SimOutcome>,
     reply: UnboundedSender<Delivery>,
     /// The body's `priority`, and what its adapter adds to its first step (ms).
     priority: i64,
@@ -381,8 +381,8 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
                     ledger.admit(id, step.start, cached_tokens);
                 }
                 Event::Rejected { id } => {
-                    ledger.set_outcome(id, "rejected_too_long");
-                    if let Some(g) = ledger.finish(id, step.start, "rejected_too_long") {
+                    ledger.set_outcome(id, SimOutcome::RejectedTooLong);
+                    if let Some(g) = ledger.finish(id, step.start, SimOutcome::RejectedTooLong) {
                         shared.record(g);
                     }
                     if let Some(tx) = replies.remove(&id) {
@@ -421,8 +421,8 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
                 Event::Finished { id } => {
                     // Ground truth first: a client that has seen [DONE] must find it recorded.
                     let mut cached = 0;
-                    if let Some(g) = ledger.finish(id, t, "ok") {
-                        finished_ok += u64::from(g.outcome == "ok");
+                    if let Some(g) = ledger.finish(id, t, SimOutcome::Ok) {
+                        finished_ok += u64::from(g.outcome == SimOutcome::Ok);
                         cached = g.cached_tokens;
                         queue_obs.extend(g.queue_us.map(|q| q as f64 / 1e6));
                         shared.record(g);
@@ -437,7 +437,7 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
         for id in gone.drain(..) {
             engine.abort(id);
             replies.remove(&id);
-            if let Some(g) = ledger.finish(id, t, "client_gone") {
+            if let Some(g) = ledger.finish(id, t, SimOutcome::ClientGone) {
                 queue_obs.extend(g.queue_us.map(|q| q as f64 / 1e6));
                 shared.record(g);
             }
@@ -472,7 +472,7 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
     let t = s.now();
     if !s.ready() {
         let seq = s.arrivals.fetch_add(1, Ordering::Relaxed);
-        s.record(closed_record(seq, &headers, t, "refused_loading"));
+        s.record(closed_record(seq, &headers, t, SimOutcome::RefusedLoading));
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "model is still loading");
     }
     let wire = api.wire();
@@ -539,7 +539,7 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
     if fault_strikes(&s.cfg, seq, FaultKind::Error) {
         let status = StatusCode::from_u16(s.cfg.faults.error_status)
             .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-        let mut g = closed_record(seq, &headers, t, &format!("error_{}", status.as_u16()));
+        let mut g = closed_record(seq, &headers, t, SimOutcome::Error(status.as_u16()));
         g.prompt_tokens = prompt_tokens;
         s.record(g);
         return error_response(status, "injected fault");
@@ -549,9 +549,9 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
     let malformed_at = (ask.stream && fault_strikes(&s.cfg, seq, FaultKind::Malformed))
         .then(|| (plan.tokens / 2).max(1));
     let fault = if drop_after.is_some() {
-        Some("dropped")
+        Some(SimOutcome::Dropped)
     } else if malformed_at.is_some() {
-        Some("malformed")
+        Some(SimOutcome::Malformed)
     } else {
         None
     };
@@ -634,7 +634,7 @@ fn request_id(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn closed_record(seq: u64, headers: &HeaderMap, t: f64, outcome: &str) -> GroundTruth {
+fn closed_record(seq: u64, headers: &HeaderMap, t: f64, outcome: SimOutcome) -> GroundTruth {
     let mut l = Ledger::default();
     l.arrive(seq, request_id(headers), t, 0);
     l.set_outcome(seq, outcome);

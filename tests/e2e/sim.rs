@@ -325,7 +325,9 @@ async fn dropped_connections_malformed_events_and_slow_headers_at_their_rates() 
     );
     let gt = s.ground_truth();
     assert_eq!(
-        gt.iter().filter(|g| g.outcome == "dropped").count(),
+        gt.iter()
+            .filter(|g| g.outcome == goodput::sim::SimOutcome::Dropped)
+            .count(),
         dropped.len()
     );
 }

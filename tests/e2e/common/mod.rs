@@ -363,7 +363,7 @@ pub fn des_records(c: &Contract, drain: usize) -> Vec<goodput::record::Record> {
             r.usage_prompt_tokens = Some(g.prompt_tokens);
             r.usage_completion_tokens = Some(g.output_tokens);
             r.usage_cached_tokens = Some(g.cached_tokens);
-            if g.outcome != "ok" {
+            if g.outcome != goodput::sim::SimOutcome::Ok {
                 r.outcome = goodput::record::Outcome::HttpStatus;
             }
             r
