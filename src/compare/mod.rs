@@ -606,11 +606,42 @@ impl SideFacts {
     }
 }
 
+/// Whether quality was held constant between two results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum GuardStatus {
+    #[serde(rename = "held")]
+    Held,
+    #[serde(rename = "not held")]
+    NotHeld,
+    /// Not checked: `[quality] mode = "none"`, or a side's figures missing.
+    #[serde(rename = "unchecked")]
+    Unchecked,
+}
+
+impl std::fmt::Display for GuardStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GuardStatus::Held => "held",
+            GuardStatus::NotHeld => "not held",
+            GuardStatus::Unchecked => "unchecked",
+        })
+    }
+}
+
+impl GuardStatus {
+    fn of(held: bool) -> GuardStatus {
+        if held {
+            GuardStatus::Held
+        } else {
+            GuardStatus::NotHeld
+        }
+    }
+}
+
 /// The quality guard: a faster result with different outputs is not a win.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct QualityGuard {
-    /// `held`, `not held` or `unchecked` (`[quality] mode = "none"`).
-    pub status: String,
+    pub status: GuardStatus,
     /// What was measured, in words.
     pub detail: String,
     /// `consistency`: the request-by-request agreement of the first runs of each side.
@@ -620,7 +651,7 @@ pub struct QualityGuard {
 
 impl QualityGuard {
     pub fn held(&self) -> bool {
-        self.status != "not held"
+        self.status != GuardStatus::NotHeld
     }
 }
 
@@ -630,7 +661,7 @@ pub fn quality_guard(baseline: &Side, other: &Side) -> QualityGuard {
     use crate::contract::QualityMode;
     let q = &baseline.contract.quality;
     let unchecked = |detail: &str| QualityGuard {
-        status: "unchecked".into(),
+        status: GuardStatus::Unchecked,
         detail: detail.into(),
         consistency: None,
     };
@@ -662,7 +693,7 @@ pub fn quality_guard(baseline: &Side, other: &Side) -> QualityGuard {
             };
             let held = b >= q.min_relative_score * a;
             QualityGuard {
-                status: if held { "held" } else { "not held" }.into(),
+                status: GuardStatus::of(held),
                 detail: format!(
                     "reference score {:.3} vs baseline {a:.3} ({:.1}% of it; tolerance ≥ {:.1}%)",
                     b,
@@ -737,7 +768,7 @@ fn consistency_guard(
         detail += ". Outputs that differ late are expected: batched engines are not bitwise deterministic run to run (batch composition changes the floating-point order), so agreement, not identity, is the default test";
     }
     QualityGuard {
-        status: if held { "held" } else { "not held" }.into(),
+        status: GuardStatus::of(held),
         detail,
         consistency: Some(c),
     }
@@ -836,10 +867,10 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
             ));
         }
         let g = &c.quality;
-        d.toned(Tone::warn_if(g.status == "not held"), match g.status.as_str() {
-            "not held" => format!("QUALITY NOT HELD CONSTANT: {}. The speed figures below compare different services.", g.detail),
-            "held" => format!("Quality held: {}.", g.detail),
-            _ => format!("Quality unchecked: {}.", g.detail),
+        d.toned(Tone::warn_if(!g.held()), match g.status {
+            GuardStatus::NotHeld => format!("QUALITY NOT HELD CONSTANT: {}. The speed figures below compare different services.", g.detail),
+            GuardStatus::Held => format!("Quality held: {}.", g.detail),
+            GuardStatus::Unchecked => format!("Quality unchecked: {}.", g.detail),
         });
         let f = |x: Option<f64>| x.map_or("—".to_owned(), |v| format!("{v:.3}"));
         let rows = c
@@ -1249,7 +1280,7 @@ mod tests {
         // though below the contract's fixed 90%.
         let like = side(vec![texts(11, 3)]);
         let g = compare(&baseline, &like, 0.05).quality;
-        assert_eq!(g.status, "held", "{}", g.detail);
+        assert_eq!(g.status, GuardStatus::Held, "{}", g.detail);
         assert!(
             g.detail
                 .contains("the baseline's own run-to-run agreement 72.0%"),
@@ -1262,11 +1293,14 @@ mod tests {
         );
         // Much less agreement than that is a changed service.
         let worse = side(vec![texts(4, 1)]);
-        assert_eq!(compare(&baseline, &worse, 0.05).quality.status, "not held");
+        assert_eq!(
+            compare(&baseline, &worse, 0.05).quality.status,
+            GuardStatus::NotHeld
+        );
         // A single-run baseline has no measured noise: the contract's 90% is the bar.
         let single = side(vec![texts(20, 10)]);
         let g = compare(&single, &like, 0.05).quality;
-        assert_eq!(g.status, "not held", "{}", g.detail);
+        assert_eq!(g.status, GuardStatus::NotHeld, "{}", g.detail);
         assert!(
             g.detail.contains("quality.min_token_agreement"),
             "{}",
@@ -1278,6 +1312,6 @@ mod tests {
         strict.contract.quality.min_identical = Some(0.99);
         let nearly = side(vec![texts(19, 9)]);
         let g = compare(&strict, &nearly, 0.05).quality;
-        assert_eq!(g.status, "not held", "{}", g.detail);
+        assert_eq!(g.status, GuardStatus::NotHeld, "{}", g.detail);
     }
 }

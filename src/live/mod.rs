@@ -98,6 +98,13 @@ pub struct LatencyRow {
     pub slo: Option<f64>,
 }
 
+impl LatencyRow {
+    /// Whether the window's p99 is over its SLO threshold (`None`: no p99 or no threshold).
+    pub fn p99_above_slo(&self) -> Option<bool> {
+        Some(self.p99? > self.slo?)
+    }
+}
+
 /// A run as it goes, for the dashboard.
 pub struct Board {
     contract: Arc<Contract>,

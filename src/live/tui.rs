@@ -213,10 +213,10 @@ pub fn latency_row(l: &LatencyRow) -> [String; 5] {
         ms(l.p99),
         l.slo
             .map_or("—".to_owned(), |t| format!("≤ {}", ms(Some(t)))),
-        match (l.p99, l.slo) {
-            (Some(v), Some(t)) if v > t => "p99 ABOVE the SLO".to_owned(),
-            (Some(_), Some(_)) => "p99 within".to_owned(),
-            _ => String::new(),
+        match l.p99_above_slo() {
+            Some(true) => "p99 ABOVE the SLO".to_owned(),
+            Some(false) => "p99 within".to_owned(),
+            None => String::new(),
         },
     ]
 }
@@ -248,8 +248,7 @@ fn draw(f: &mut ratatui::Frame, title: &str, s: &Snapshot, history: &[(f64, f64)
         .iter()
         .map(|l| {
             let cells = latency_row(l);
-            let above = cells[4].contains("ABOVE");
-            Row::new(cells.to_vec()).style(if above {
+            Row::new(cells.to_vec()).style(if l.p99_above_slo() == Some(true) {
                 Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
             } else {
                 Style::default()

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{parse, run_in};
+use goodput::compare::GuardStatus;
 
 const FAST_SIM: &str = "[target.simulator]\nprefill_tokens_per_s = 50000\ndecode_base_ms = 3\ndecode_per_seq_ms = 0.05\n";
 
@@ -55,7 +56,7 @@ async fn same_plan_is_fully_consistent_and_a_degraded_server_is_caught() {
         .consistency
         .as_ref()
         .expect("consistency measured");
-    assert_eq!(same.quality.status, "held");
+    assert_eq!(same.quality.status, GuardStatus::Held);
     assert_eq!(c.pairs, 120);
     assert_eq!(
         (c.identical, c.same_length, c.token_agreement),
@@ -66,7 +67,7 @@ async fn same_plan_is_fully_consistent_and_a_degraded_server_is_caught() {
     // by prompt, so the identical share is near 0.7 × 0.9 = 63%.
     let worse = goodput::compare::compare(&sa, &sbad, 0.05);
     let c = worse.quality.consistency.as_ref().unwrap();
-    assert_eq!(worse.quality.status, "not held");
+    assert_eq!(worse.quality.status, GuardStatus::NotHeld);
     assert!((0.45..0.8).contains(&c.identical), "{c:?}");
     assert!((0.8..0.97).contains(&c.same_length), "{c:?}");
     assert!(c.token_agreement.unwrap() < 0.95 && c.token_agreement.unwrap() > c.identical);

@@ -360,7 +360,12 @@ async fn two_cold_runs_in_a_row_find_nothing_in_the_cache() {
         goodput::compare::load_side(&b.bundle.dir).unwrap(),
     );
     let cmp = goodput::compare::compare(&sa, &sb, 0.05);
-    assert_eq!(cmp.quality.status, "held", "{}", cmp.quality.detail);
+    assert_eq!(
+        cmp.quality.status,
+        goodput::compare::GuardStatus::Held,
+        "{}",
+        cmp.quality.detail
+    );
     let c = cmp.quality.consistency.as_ref().unwrap();
     assert_eq!((c.phase.as_str(), c.pairs), ("quality", 8));
     assert_eq!(c.token_agreement, Some(1.0));

@@ -59,14 +59,11 @@ impl PeerFormat for Aiperf {
                 v["aiperf_version"].as_str().unwrap_or("?")
             ),
         );
-        server_unknown(&mut a, false);
         // GPU telemetry (DCGM) names the hardware when it was reachable.
         let gpus = v["telemetry_data"]["endpoints"]
             .as_object()
             .is_some_and(|e| !e.is_empty());
-        if gpus {
-            a.missing.retain(|m| m != "hardware unknown");
-        }
+        server_unknown(&mut a, false, gpus);
         if let Some(m) = reasoning_ttft_unknown(model, "AIPerf") {
             a.missing.push(m);
         }

@@ -45,7 +45,7 @@ impl PeerFormat for InferencePerf {
         a.missing.push(
             "target and model not stated: inference-perf keeps them in config.yaml, not in this report".into(),
         );
-        server_unknown(&mut a, false);
+        server_unknown(&mut a, false, false);
         a.axis("target", "not in this file (config.yaml)");
 
         let s = &v["successes"];

@@ -50,20 +50,18 @@ pub fn expected() -> String {
         .collect()
 }
 
-/// The facts about the server no peer format records (they live in the operator's head):
-/// each one missing.
-fn server_unknown(a: &mut Audit, engine_named: bool) {
+/// The facts about the server a peer format does not record (they live in the operator's
+/// head): each one missing, but for the engine and the hardware when the file names them.
+fn server_unknown(a: &mut Audit, engine_named: bool, hardware_named: bool) {
     if !engine_named {
         a.missing.push("engine unknown".into());
     }
-    for m in [
-        "engine revision unknown",
-        "model revision unknown",
-        "hardware unknown",
-        "precision unknown",
-    ] {
-        a.missing.push(m.into());
+    a.missing.push("engine revision unknown".into());
+    a.missing.push("model revision unknown".into());
+    if !hardware_named {
+        a.missing.push("hardware unknown".into());
     }
+    a.missing.push("precision unknown".into());
 }
 
 /// A required field, or a clean error naming it.

@@ -66,7 +66,7 @@ impl PeerFormat for Sglang {
             a.missing.push(m);
         }
         let engine_named = server.is_object();
-        server_unknown(&mut a, engine_named);
+        server_unknown(&mut a, engine_named, false);
         if engine_named && server["version"].is_string() {
             a.missing.retain(|m| m != "engine revision unknown");
         }
