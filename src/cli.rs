@@ -311,7 +311,7 @@ fn emit<T: serde::Serialize + ?Sized>(
 /// Changes to the contract for this run, written into its text before it is parsed (so the
 /// bundle's resolved contract and every fingerprint hold what was run, and `command.json` lists
 /// them). The same dotted keys as `sweep --vary`.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Debug, Default, Clone, clap::Args)]
 pub struct Overrides {
     /// Set a contract field, e.g. `--set load.rate=5 --set slo.ttft_ms=300` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -752,6 +752,48 @@ fn merge_command(a: MergeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A run's contract: the file (or the built-in one) with the command line's changes made
+/// (`--set`, the shorthands, `--shard`, `--start-at`); its path for messages, its text, and
+/// how the changes read.
+fn run_contract_text(
+    contract: Option<&Path>,
+    mut overrides: Overrides,
+    shard: Option<String>,
+    start_at: Option<String>,
+) -> anyhow::Result<(PathBuf, String, Vec<String>)> {
+    overrides.more.extend(shard.map(|v| ("shard", v)));
+    overrides.more.extend(start_at.map(|v| ("start-at", v)));
+    let (path, src) = match contract {
+        Some(p) => (p.to_owned(), read_contract(p)?),
+        None => (
+            PathBuf::from("<built-in examples/chat.toml>"),
+            contract::BUILTIN.to_owned(),
+        ),
+    };
+    let (text, said) = overrides.apply(&src, &path)?;
+    Ok((path, text, said))
+}
+
+impl Cli {
+    /// The contract a `run` command line would run, its changes made and its files read as
+    /// `run` reads them, without sending anything; `None` for any other command. The
+    /// documents' tests hold every `goodput run` line they show to it.
+    pub fn run_contract(&self) -> Option<anyhow::Result<contract::Contract>> {
+        let Command::Run(a) = &self.command else {
+            return None;
+        };
+        Some(
+            run_contract_text(
+                a.contract.as_deref(),
+                a.overrides.clone(),
+                a.shard.clone(),
+                a.start_at.clone(),
+            )
+            .and_then(|(path, text, _)| Ok(crate::workload::parse(&text, &path)?.0)),
+        )
+    }
+}
+
 async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
     let RunArgs {
         contract,
@@ -766,17 +808,7 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
         baseline,
         live,
     } = a;
-    let mut overrides = overrides;
-    overrides.more.extend(shard.map(|v| ("shard", v)));
-    overrides.more.extend(start_at.map(|v| ("start-at", v)));
-    let (path, src) = match &contract {
-        Some(p) => (p.clone(), read_contract(p)?),
-        None => (
-            PathBuf::from("<built-in examples/chat.toml>"),
-            contract::BUILTIN.to_owned(),
-        ),
-    };
-    let (text, said) = overrides.apply(&src, &path)?;
+    let (path, text, said) = run_contract_text(contract.as_deref(), overrides, shard, start_at)?;
     let (mut c, inputs) = crate::workload::parse(&text, &path)?;
     crate::workload::environment::check_environment(&c, &text, &path)?;
     for n in &c.notes {
@@ -787,58 +819,11 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let mut options = output.run_options();
     options.overrides = said;
-    if cold_start && c.cold_start.is_none() {
-        c.cold_start = Some(contract::ColdStart::default());
-    }
-    if let Some(p) = predict {
-        contract::prediction::parse_list(&p).map_err(|e| anyhow::anyhow!("--predict: {e}"))?;
-        c.prediction = Some(contract::PredictionSpec {
-            expect: p
-                .split(',')
-                .map(|x| x.trim().to_owned())
-                .filter(|x| !x.is_empty())
-                .collect(),
-        });
-    }
-    if let Some(n) = repeats {
-        if n == 0 {
-            bail!("--repeats must be at least 1");
-        }
-        c.repeat.runs = n;
-    }
+    run_flags(&mut c, cold_start, predict, repeats)?;
     let gates = Gates::check(fail_on, baseline, &c)?;
-    if c.repeat.runs > 1 && c.load.shard.is_some() {
-        bail!(
-            "a shard runs once, at its start instant: repeat a sharded run by starting every shard again with a new --start-at"
-        );
-    }
     let cancel = cancel_on_signals("the records in flight");
     if c.repeat.runs > 1 {
-        let (parent, rs, results) = crate::run::run_repeats(c, inputs, options, cancel).await?;
-        let format = output.format.get();
-        if format == Format::Terminal {
-            let summaries: Vec<&crate::analyze::Summary> =
-                results.iter().map(|r| &r.summary).collect();
-            say(&runs_overview(&summaries))?;
-        }
-        emit(
-            format,
-            "goodput repeats",
-            &crate::run::repeat_document(&rs),
-            &rs,
-        )?;
-        if format == Format::Terminal {
-            say(&format!("\nBundle: {}\n", parent.dir.display()))?;
-        }
-        let summaries: Vec<&crate::analyze::Summary> = results.iter().map(|r| &r.summary).collect();
-        return Ok(gates.exit(
-            exit_code(
-                results.iter().any(|r| r.summary.interrupted),
-                results.iter().any(|r| r.aborted.is_some()),
-            ),
-            &summaries,
-            &parent.dir,
-        ));
+        return repeats_command(c, inputs, &output, options, cancel, &gates).await;
     }
     let r = if live {
         let title = format!("goodput run {}", c.name);
@@ -868,6 +853,85 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    explain_failure(&r)?;
+    Ok(gates.exit(
+        exit_code(r.summary.interrupted, r.aborted.is_some()),
+        &[&r.summary],
+        &r.bundle.dir,
+    ))
+}
+
+/// The run's own flags, made into the contract: `--cold-start`, `--predict`, `--repeats`.
+fn run_flags(
+    c: &mut contract::Contract,
+    cold_start: bool,
+    predict: Option<String>,
+    repeats: Option<u32>,
+) -> anyhow::Result<()> {
+    if cold_start && c.cold_start.is_none() {
+        c.cold_start = Some(contract::ColdStart::default());
+    }
+    if let Some(p) = predict {
+        contract::prediction::parse_list(&p).map_err(|e| anyhow::anyhow!("--predict: {e}"))?;
+        c.prediction = Some(contract::PredictionSpec {
+            expect: p
+                .split(',')
+                .map(|x| x.trim().to_owned())
+                .filter(|x| !x.is_empty())
+                .collect(),
+        });
+    }
+    if let Some(n) = repeats {
+        if n == 0 {
+            bail!("--repeats must be at least 1");
+        }
+        c.repeat.runs = n;
+    }
+    if c.repeat.runs > 1 && c.load.shard.is_some() {
+        bail!(
+            "a shard runs once, at its start instant: repeat a sharded run by starting every shard again with a new --start-at"
+        );
+    }
+    Ok(())
+}
+
+/// `run --repeats N` (or `[repeat] runs`): the runs, their overview and the repeat set.
+async fn repeats_command(
+    c: contract::Contract,
+    inputs: crate::workload::Inputs,
+    output: &OutputArgs,
+    options: crate::run::RunOptions,
+    cancel: CancellationToken,
+    gates: &Gates,
+) -> anyhow::Result<ExitCode> {
+    let (parent, rs, results) = crate::run::run_repeats(c, inputs, options, cancel).await?;
+    let format = output.format.get();
+    let summaries: Vec<&crate::analyze::Summary> = results.iter().map(|r| &r.summary).collect();
+    if format == Format::Terminal {
+        say(&runs_overview(&summaries))?;
+    }
+    emit(
+        format,
+        "goodput repeats",
+        &crate::run::repeat_document(&rs),
+        &rs,
+    )?;
+    if format == Format::Terminal {
+        say(&format!("\nBundle: {}\n", parent.dir.display()))?;
+    }
+    Ok(gates.exit(
+        exit_code(
+            results.iter().any(|r| r.summary.interrupted),
+            results.iter().any(|r| r.aborted.is_some()),
+        ),
+        &summaries,
+        &parent.dir,
+    ))
+}
+
+/// A run that ended without a success: why, on stderr (it gave up: exit 3 follows) or as the
+/// command's error (nothing sent, nothing succeeded).
+fn explain_failure(r: &crate::run::RunResult) -> anyhow::Result<()> {
     let st = &r.summary.steady.stats;
     let first = || {
         r.records
@@ -904,11 +968,7 @@ async fn run_command(a: RunArgs) -> anyhow::Result<ExitCode> {
             r.bundle.dir.display()
         );
     }
-    Ok(gates.exit(
-        exit_code(r.summary.interrupted, r.aborted.is_some()),
-        &[&r.summary],
-        &r.bundle.dir,
-    ))
+    Ok(())
 }
 
 /// `run --fail-on`: the gates asked for, checked against the contract before the run (a gate
@@ -960,7 +1020,7 @@ impl Gates {
             .map(|b| match crate::compare::load_side(bundle) {
                 Ok(this) => crate::compare::quality_guard(b, &this),
                 Err(e) => crate::compare::QualityGuard {
-                    status: "unchecked".into(),
+                    status: crate::compare::GuardStatus::Unchecked,
                     detail: format!("reading {}: {e:#}", bundle.display()),
                     consistency: None,
                 },

@@ -285,28 +285,86 @@ pub struct Window<'a> {
     pub slo_share: Option<f64>,
 }
 
-/// The efficiency of the steady window `w`.
+/// The efficiency of the steady window `w`: the window's tokens, each accelerator's energy
+/// over it, why energy is absent if it is, the divisor of per-accelerator figures, and the
+/// figures made of them.
 pub fn derive(c: &Contract, w: &Window, telemetry: &[Scrape], pages: &[PageStatus]) -> Efficiency {
-    let (from, to) = (w.from_s, w.to_s);
-    let window_s = w.window_s;
-    let inside = |t: u64| {
-        let t = t as f64 / 1e6;
-        t >= from && t <= to
-    };
-    let (input, output) = super::window_tokens(w.records.iter(), inside);
-    // SLO-meeting tokens as goodput counts requests: the window's output tokens times the
-    // share of the steady requests' output that came from requests meeting their SLO (not the
-    // tokens inside the window of those requests, which in a short overloaded run are the early
-    // ones, all of which met it).
-    let has_slo = w.slo_share.is_some();
-    let slo_output = w
-        .slo_share
-        .map(|share| output as f64 * w.usage_scale * share);
-    let slo_requests = w.goodput_rps.map(|g| g * window_s);
-    let output = output as f64 * w.usage_scale;
-    let input = input as f64;
+    let tokens = Tokens::of(w);
+    let (devices, ignored) = by_device(telemetry);
+    let mut notes = Vec::new();
+    let measured = measure(devices, w, &mut notes);
+    let energy_absent = energy_absent(c, w.window_s, &measured, telemetry, pages);
+    if energy_absent.is_none() {
+        notes.extend(partial_energy_notes(pages, &measured.devices));
+    }
+    let energy = energy_absent
+        .is_none()
+        .then(|| measured.energy(w.window_s, median_interval(telemetry)));
+    let (accelerators, accelerators_basis) = accelerators(c, measured.count, &mut notes);
+    let figures = Figures {
+        c,
+        w,
+        tokens: &tokens,
+        energy: energy.as_ref(),
+        no_energy: energy_absent.as_deref().unwrap_or(""),
+        accelerators,
+        accelerators_basis: &accelerators_basis,
+    }
+    .all();
+    Efficiency {
+        from_s: w.from_s,
+        to_s: w.to_s,
+        window_s: w.window_s,
+        output_tokens: tokens.output,
+        input_tokens: tokens.input,
+        slo_output_tokens: tokens.slo_output,
+        slo_requests: tokens.slo_requests,
+        energy,
+        energy_absent,
+        devices: measured.devices,
+        accelerators,
+        accelerators_basis,
+        price_per_hour: c.target.declared.price_per_hour,
+        currency: c.target.declared.currency.clone(),
+        figures,
+        ignored_metrics: ignored,
+        notes,
+    }
+}
 
-    // Telemetry, by device.
+/// The window's tokens, and the part of them (and of its requests) that met the SLO.
+struct Tokens {
+    input: f64,
+    output: f64,
+    slo_output: Option<f64>,
+    slo_requests: Option<f64>,
+}
+
+impl Tokens {
+    fn of(w: &Window) -> Tokens {
+        let (from, to) = (w.from_s, w.to_s);
+        let inside = |t: u64| {
+            let t = t as f64 / 1e6;
+            t >= from && t <= to
+        };
+        let (input, output) = super::window_tokens(w.records.iter(), inside);
+        // SLO-meeting tokens as goodput counts requests: the window's output tokens times the
+        // share of the steady requests' output that came from requests meeting their SLO (not
+        // the tokens inside the window of those requests, which in a short overloaded run are
+        // the early ones, all of which met it).
+        Tokens {
+            input: input as f64,
+            output: output as f64 * w.usage_scale,
+            slo_output: w
+                .slo_share
+                .map(|share| output as f64 * w.usage_scale * share),
+            slo_requests: w.goodput_rps.map(|g| g * w.window_s),
+        }
+    }
+}
+
+/// The telemetry's series by device, and the metric names read but not used.
+fn by_device(telemetry: &[Scrape]) -> (BTreeMap<String, Series>, Vec<String>) {
     let mut devices: BTreeMap<String, Series> = BTreeMap::new();
     let mut ignored: Vec<String> = Vec::new();
     for s in telemetry {
@@ -335,163 +393,222 @@ pub fn derive(c: &Contract, w: &Window, telemetry: &[Scrape], pages: &[PageStatu
         }
     }
     ignored.sort();
-    let mut notes = Vec::new();
-    let mut out_devices = Vec::new();
-    let mut total = 0.0;
-    let mut bounds = Some([0.0, 0.0]);
-    let mut methods = std::collections::BTreeSet::new();
-    let mut measured = 0u32;
+    (devices, ignored)
+}
+
+/// Every device's energy over the window, and their sum.
+struct Measured {
+    devices: Vec<Device>,
+    joules: f64,
+    /// The sum's bounds, when every device's energy came from a counter.
+    bounds: Option<[f64; 2]>,
+    methods: std::collections::BTreeSet<&'static str>,
+    /// Devices whose energy was measured.
+    count: u32,
+}
+
+impl Measured {
+    fn energy(&self, window_s: f64, scrape_interval_s: Option<f64>) -> Energy {
+        Energy {
+            joules: self.joules,
+            method: match (self.methods.contains("counter"), self.methods.contains("power")) {
+                (true, false) => "energy counters' difference across the steady window, each end interpolated between the scrapes around it".to_owned(),
+                (false, true) => "power gauges integrated over the scrapes (trapezoids): changes between scrapes are missed".to_owned(),
+                _ => "energy counters where published, power integrated elsewhere".to_owned(),
+            },
+            bounds_joules: self.bounds,
+            mean_watts: self.joules / window_s,
+            scrape_interval_s,
+        }
+    }
+}
+
+fn measure(devices: BTreeMap<String, Series>, w: &Window, notes: &mut Vec<String>) -> Measured {
+    let mut m = Measured {
+        devices: Vec::new(),
+        joules: 0.0,
+        bounds: Some([0.0, 0.0]),
+        methods: std::collections::BTreeSet::new(),
+        count: 0,
+    };
     for (id, mut s) in devices {
         for v in [&mut s.energy, &mut s.power, &mut s.util, &mut s.memory] {
             v.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
-        let in_window = |v: &[(f64, f64)]| -> Vec<f64> {
-            v.iter()
-                .filter(|p| p.0 >= from && p.0 <= to)
-                .map(|p| p.1)
-                .collect()
-        };
-        let util = in_window(&s.util);
-        let memory = in_window(&s.memory);
-        let mut dev = Device {
-            id: id.clone(),
-            joules: None,
-            source: None,
-            mean_watts: None,
-            util_percent: (!util.is_empty()).then(|| util.iter().sum::<f64>() / util.len() as f64),
-            memory_used_mib: memory.iter().copied().reduce(f64::max),
-            absent: None,
-        };
-        let by_counter = (!s.energy.is_empty()).then(|| counter_energy(&s.energy, from, to));
-        let result = match by_counter {
-            Some(Ok((j, b))) => {
-                // A counter that stands still between scrapes is refreshed less often than it
-                // is scraped: its samples are older than their times.
-                let steps: Vec<&[(f64, f64)]> = s
-                    .energy
-                    .windows(2)
-                    .filter(|p| p[1].0 >= from && p[0].0 <= to)
-                    .collect();
-                let still = steps.iter().filter(|p| p[1].1 == p[0].1).count();
-                if still > 0 && j > 0.0 {
-                    notes.push(format!(
-                        "device {id}: its energy counter stood still across {still} of {} scrapes in the window: the exporter refreshes it less often than goodput scrapes (dcgm-exporter's collect interval, -c, is 30 s by default), so its samples are older than their times; lower that interval to the scrape interval or below",
-                        steps.len()
-                    ));
-                }
-                Ok((j, Some(b), "counter"))
-            }
-            counter => {
-                let why_not_counter = match counter {
-                    Some(Err(e)) => Some(e),
-                    _ => None,
-                };
-                if s.power.is_empty() {
-                    Err(why_not_counter.unwrap_or_else(|| {
-                        "publishes neither an energy counter nor a power gauge".into()
-                    }))
-                } else {
-                    if let Some(e) = &why_not_counter {
-                        notes.push(format!(
-                            "device {id}: {e}; its energy is its power integrated instead"
-                        ));
-                    }
-                    integrated_power(&s.power, from, to).map(|j| (j, None, "power"))
-                }
-            }
-        };
+        let (mut dev, result) = device_energy(id, &s, w, notes);
         match result {
             Ok((j, b, method)) => {
-                total += j;
-                measured += 1;
-                methods.insert(method);
-                bounds = match (bounds, b) {
+                m.joules += j;
+                m.count += 1;
+                m.methods.insert(method);
+                m.bounds = match (m.bounds, b) {
                     (Some([lo, hi]), Some([l, h])) => Some([lo + l, hi + h]),
                     _ => None,
                 };
                 dev.joules = Some(j);
                 dev.source = Some(method.to_owned());
-                dev.mean_watts = (window_s > 0.0).then(|| j / window_s);
+                dev.mean_watts = (w.window_s > 0.0).then(|| j / w.window_s);
             }
             Err(why) => dev.absent = Some(why),
         }
-        out_devices.push(dev);
+        m.devices.push(dev);
     }
-    let intervals: Vec<f64> = {
-        let mut times: Vec<f64> = telemetry
-            .iter()
-            .filter(|s| s.source == telemetry.first().and_then(|f| f.source.clone()))
-            .map(|s| s.t_s)
-            .collect();
-        times.sort_by(f64::total_cmp);
-        let mut d: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
-        d.sort_by(f64::total_cmp);
-        d
-    };
-    let scrape_interval_s = intervals.get(intervals.len() / 2).copied();
-    let unread: Vec<&PageStatus> = pages.iter().filter(|p| p.absent.is_some()).collect();
-    let energy_absent = if c.target.telemetry.urls.is_empty() {
-        Some("no energy measurement: no accelerator telemetry ([target.telemetry] urls)".to_owned())
-    } else if window_s <= 0.0 {
-        Some("no energy measurement: the run has no steady window".to_owned())
-    } else if measured == 0 {
-        let mut why: Vec<String> = unread
-            .iter()
-            .map(|p| {
-                format!(
-                    "{} could not be read ({})",
-                    p.url,
-                    p.absent.as_deref().unwrap_or("")
-                )
-            })
-            .collect();
-        why.extend(
-            out_devices
-                .iter()
-                .filter_map(|d| d.absent.as_ref().map(|a| format!("device {}: {a}", d.id))),
-        );
-        if why.is_empty() && telemetry.is_empty() {
-            why.push("the bundle holds no telemetry scrapes (telemetry.jsonl)".to_owned());
-        }
-        if why.is_empty() {
-            why.push("the telemetry pages publish no energy counter or power gauge goodput reads (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, DCGM_FI_DEV_POWER_USAGE, gpu_energy_consumed, gpu_power_usage)".into());
-        }
-        Some(format!("no energy measurement: {}", why.join("; ")))
-    } else {
-        None
-    };
-    if energy_absent.is_none() {
-        for p in &unread {
-            notes.push(format!(
-                "telemetry page {} could not be read ({}): its accelerators' energy is not in these figures",
-                p.url,
-                p.absent.as_deref().unwrap_or("")
-            ));
-        }
-        for d in out_devices.iter().filter(|d| d.absent.is_some()) {
-            notes.push(format!(
-                "device {}: {}; its energy is not in these figures",
-                d.id,
-                d.absent.as_deref().unwrap_or("")
-            ));
-        }
-    }
-    let energy = energy_absent.is_none().then(|| Energy {
-        joules: total,
-        method: match (methods.contains("counter"), methods.contains("power")) {
-            (true, false) => "energy counters' difference across the steady window, each end interpolated between the scrapes around it".to_owned(),
-            (false, true) => "power gauges integrated over the scrapes (trapezoids): changes between scrapes are missed".to_owned(),
-            _ => "energy counters where published, power integrated elsewhere".to_owned(),
-        },
-        bounds_joules: bounds,
-        mean_watts: total / window_s,
-        scrape_interval_s,
-    });
+    m
+}
 
-    // The divisor of per-accelerator figures.
+/// One device's figures over the window, and its energy (joules, bounds, method) or why not:
+/// its energy counter's difference, else its power gauge integrated.
+#[allow(clippy::type_complexity)]
+fn device_energy(
+    id: String,
+    s: &Series,
+    w: &Window,
+    notes: &mut Vec<String>,
+) -> (
+    Device,
+    Result<(f64, Option<[f64; 2]>, &'static str), String>,
+) {
+    let (from, to) = (w.from_s, w.to_s);
+    let in_window = |v: &[(f64, f64)]| -> Vec<f64> {
+        v.iter()
+            .filter(|p| p.0 >= from && p.0 <= to)
+            .map(|p| p.1)
+            .collect()
+    };
+    let util = in_window(&s.util);
+    let memory = in_window(&s.memory);
+    let by_counter = (!s.energy.is_empty()).then(|| counter_energy(&s.energy, from, to));
+    let result = match by_counter {
+        Some(Ok((j, b))) => {
+            // A counter that stands still between scrapes is refreshed less often than it
+            // is scraped: its samples are older than their times.
+            let steps: Vec<&[(f64, f64)]> = s
+                .energy
+                .windows(2)
+                .filter(|p| p[1].0 >= from && p[0].0 <= to)
+                .collect();
+            let still = steps.iter().filter(|p| p[1].1 == p[0].1).count();
+            if still > 0 && j > 0.0 {
+                notes.push(format!(
+                    "device {id}: its energy counter stood still across {still} of {} scrapes in the window: the exporter refreshes it less often than goodput scrapes (dcgm-exporter's collect interval, -c, is 30 s by default), so its samples are older than their times; lower that interval to the scrape interval or below",
+                    steps.len()
+                ));
+            }
+            Ok((j, Some(b), "counter"))
+        }
+        counter => {
+            let why_not_counter = match counter {
+                Some(Err(e)) => Some(e),
+                _ => None,
+            };
+            if s.power.is_empty() {
+                Err(why_not_counter.unwrap_or_else(|| {
+                    "publishes neither an energy counter nor a power gauge".into()
+                }))
+            } else {
+                if let Some(e) = &why_not_counter {
+                    notes.push(format!(
+                        "device {id}: {e}; its energy is its power integrated instead"
+                    ));
+                }
+                integrated_power(&s.power, from, to).map(|j| (j, None, "power"))
+            }
+        }
+    };
+    let dev = Device {
+        id,
+        joules: None,
+        source: None,
+        mean_watts: None,
+        util_percent: (!util.is_empty()).then(|| util.iter().sum::<f64>() / util.len() as f64),
+        memory_used_mib: memory.iter().copied().reduce(f64::max),
+        absent: None,
+    };
+    (dev, result)
+}
+
+/// The median interval between the first telemetry page's scrapes.
+fn median_interval(telemetry: &[Scrape]) -> Option<f64> {
+    let mut times: Vec<f64> = telemetry
+        .iter()
+        .filter(|s| s.source == telemetry.first().and_then(|f| f.source.clone()))
+        .map(|s| s.t_s)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let mut d: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    d.sort_by(f64::total_cmp);
+    d.get(d.len() / 2).copied()
+}
+
+/// Why the run has no energy figure, if it has none.
+fn energy_absent(
+    c: &Contract,
+    window_s: f64,
+    measured: &Measured,
+    telemetry: &[Scrape],
+    pages: &[PageStatus],
+) -> Option<String> {
+    if c.target.telemetry.urls.is_empty() {
+        return Some(
+            "no energy measurement: no accelerator telemetry ([target.telemetry] urls)".to_owned(),
+        );
+    }
+    if window_s <= 0.0 {
+        return Some("no energy measurement: the run has no steady window".to_owned());
+    }
+    if measured.count > 0 {
+        return None;
+    }
+    let mut why: Vec<String> = pages
+        .iter()
+        .filter_map(|p| {
+            let absent = p.absent.as_deref()?;
+            Some(format!("{} could not be read ({absent})", p.url))
+        })
+        .collect();
+    why.extend(
+        measured
+            .devices
+            .iter()
+            .filter_map(|d| d.absent.as_ref().map(|a| format!("device {}: {a}", d.id))),
+    );
+    if why.is_empty() && telemetry.is_empty() {
+        why.push("the bundle holds no telemetry scrapes (telemetry.jsonl)".to_owned());
+    }
+    if why.is_empty() {
+        why.push("the telemetry pages publish no energy counter or power gauge goodput reads (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, DCGM_FI_DEV_POWER_USAGE, gpu_energy_consumed, gpu_power_usage)".into());
+    }
+    Some(format!("no energy measurement: {}", why.join("; ")))
+}
+
+/// With an energy figure: the pages and devices it leaves out.
+fn partial_energy_notes(pages: &[PageStatus], devices: &[Device]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for p in pages {
+        if let Some(absent) = &p.absent {
+            notes.push(format!(
+                "telemetry page {} could not be read ({absent}): its accelerators' energy is not in these figures",
+                p.url
+            ));
+        }
+    }
+    for d in devices {
+        if let Some(absent) = &d.absent {
+            notes.push(format!(
+                "device {}: {absent}; its energy is not in these figures",
+                d.id
+            ));
+        }
+    }
+    notes
+}
+
+/// The divisor of per-accelerator figures and where it comes from: declared, else the
+/// devices the telemetry measured.
+fn accelerators(c: &Contract, measured: u32, notes: &mut Vec<String>) -> (Option<u32>, String) {
     let declared = c.target.declared.accelerators;
     let seen = (measured > 0).then_some(measured);
-    let (accelerators, accelerators_basis) = match (declared, seen) {
+    match (declared, seen) {
         (Some(d), Some(n)) if d != n => {
             notes.push(format!(
                 "the contract declares {d} accelerators and the telemetry measured {n}: per-accelerator figures divide by the declared {d}, the energy is the {n} measured devices'"
@@ -504,156 +621,178 @@ pub fn derive(c: &Contract, w: &Window, telemetry: &[Scrape], pages: &[PageStatu
             None,
             "accelerator count unknown: no telemetry device measured and no target.declared.accelerators".to_owned(),
         ),
-    };
-    let price = c.target.declared.price_per_hour;
-    let currency = c.target.declared.currency.clone();
-    let no_price = "no price: set target.declared.price_per_hour and target.declared.currency";
-    let no_slo = "no SLO: no request can be counted as meeting it";
-    let no_energy = energy_absent.as_deref().unwrap_or("");
-    let per_s = |x: f64| (window_s > 0.0).then(|| x / window_s);
-    let cur = currency.clone().unwrap_or_default();
+    }
+}
 
-    let mut figures = Vec::new();
-    let mut fig = |key: &str, label: &str, unit: &str, v: Result<f64, String>, basis: &str| {
-        let (value, basis) = match v {
-            Ok(x) if x.is_finite() => (Some(x), basis.to_owned()),
-            Ok(_) => (None, "nothing to divide by in the window".to_owned()),
-            Err(why) => (None, why),
+const NO_PRICE: &str = "no price: set target.declared.price_per_hour and target.declared.currency";
+const NO_SLO: &str = "no SLO: no request can be counted as meeting it";
+
+/// What the figures are made of.
+struct Figures<'a> {
+    c: &'a Contract,
+    w: &'a Window<'a>,
+    tokens: &'a Tokens,
+    energy: Option<&'a Energy>,
+    /// Why there is no energy figure ("" when there is one).
+    no_energy: &'a str,
+    accelerators: Option<u32>,
+    accelerators_basis: &'a str,
+}
+
+/// A figure's value from what it needs: a number, or why it has none.
+fn figure(key: &str, label: &str, unit: &str, v: Result<f64, String>, basis: &str) -> Figure {
+    let (value, basis) = match v {
+        Ok(x) if x.is_finite() => (Some(x), basis.to_owned()),
+        Ok(_) => (None, "nothing to divide by in the window".to_owned()),
+        Err(why) => (None, why),
+    };
+    Figure {
+        key: key.into(),
+        label: label.into(),
+        unit: unit.into(),
+        value,
+        basis,
+    }
+}
+
+fn need(x: Option<f64>, why: &str) -> Result<f64, String> {
+    x.ok_or_else(|| why.to_owned())
+}
+
+fn positive(x: f64, what: &str) -> Result<f64, String> {
+    if x > 0.0 {
+        Ok(x)
+    } else {
+        Err(format!("no {what} in the steady window"))
+    }
+}
+
+impl Figures<'_> {
+    /// Every figure, in the report's order: energy, per accelerator and per user, cost.
+    fn all(&self) -> Vec<Figure> {
+        let mut out = self.energy_figures();
+        out.extend(self.rate_figures());
+        out.extend(self.cost_figures());
+        out
+    }
+
+    fn energy_figures(&self) -> Vec<Figure> {
+        let joules = self.energy.map(|e| e.joules);
+        let kw = self.energy.map(|e| e.mean_watts / 1000.0);
+        let no_energy = self.no_energy;
+        vec![
+            figure(
+                "mean_power_w",
+                "mean power",
+                "W",
+                need(self.energy.map(|e| e.mean_watts), no_energy),
+                "energy ÷ window",
+            ),
+            figure(
+                "joules_per_output_token",
+                "energy per output token",
+                "J/token",
+                need(joules, no_energy)
+                    .and_then(|j| Ok(j / positive(self.tokens.output, "output tokens")?)),
+                "energy ÷ output tokens in the window",
+            ),
+            figure(
+                "joules_per_slo_request",
+                "energy per SLO-meeting request",
+                "J/request",
+                need(joules, no_energy).and_then(|j| {
+                    let n = need(self.tokens.slo_requests, NO_SLO)?;
+                    Ok(j / positive(n, "SLO-meeting requests")?)
+                }),
+                "energy ÷ (goodput × window)",
+            ),
+            figure(
+                "goodput_per_kw",
+                "goodput per kW",
+                "req/s/kW",
+                need(kw, no_energy).and_then(|k| Ok(need(self.w.goodput_rps, NO_SLO)? / k)),
+                "goodput ÷ mean power",
+            ),
+        ]
+    }
+
+    fn rate_figures(&self) -> Vec<Figure> {
+        let window_s = self.w.window_s;
+        let basis = self.accelerators_basis;
+        let per_acc = |x: f64| -> Result<f64, String> {
+            let n = self.accelerators.ok_or_else(|| basis.to_owned())?;
+            let per_s = (window_s > 0.0).then(|| x / window_s);
+            Ok(per_s.unwrap_or(f64::NAN) / f64::from(n))
         };
-        figures.push(Figure {
-            key: key.into(),
-            label: label.into(),
-            unit: unit.into(),
-            value,
-            basis,
-        });
-    };
-    let need = |x: Option<f64>, why: &str| x.ok_or_else(|| why.to_owned());
-    let joules = energy.as_ref().map(|e| e.joules);
-    let kw = energy.as_ref().map(|e| e.mean_watts / 1000.0);
-    let positive = |x: f64, what: &str| {
-        if x > 0.0 {
-            Ok(x)
-        } else {
-            Err(format!("no {what} in the steady window"))
-        }
-    };
-    fig(
-        "mean_power_w",
-        "mean power",
-        "W",
-        need(energy.as_ref().map(|e| e.mean_watts), no_energy),
-        "energy ÷ window",
-    );
-    fig(
-        "joules_per_output_token",
-        "energy per output token",
-        "J/token",
-        need(joules, no_energy).and_then(|j| Ok(j / positive(output, "output tokens")?)),
-        "energy ÷ output tokens in the window",
-    );
-    fig(
-        "joules_per_slo_request",
-        "energy per SLO-meeting request",
-        "J/request",
-        need(joules, no_energy).and_then(|j| {
-            let n = need(slo_requests, no_slo)?;
-            Ok(j / positive(n, "SLO-meeting requests")?)
-        }),
-        "energy ÷ (goodput × window)",
-    );
-    fig(
-        "goodput_per_kw",
-        "goodput per kW",
-        "req/s/kW",
-        need(kw, no_energy).and_then(|k| Ok(need(w.goodput_rps, no_slo)? / k)),
-        "goodput ÷ mean power",
-    );
-    let per_acc = |x: f64| -> Result<f64, String> {
-        let n = accelerators.ok_or_else(|| accelerators_basis.clone())?;
-        Ok(per_s(x).unwrap_or(f64::NAN) / f64::from(n))
-    };
-    fig(
-        "output_tps_per_accelerator",
-        "output tok/s per accelerator",
-        "tok/s",
-        per_acc(output),
-        &format!(
-            "output tok/s ÷ {} ({accelerators_basis})",
-            accelerators.unwrap_or(0)
-        ),
-    );
-    fig(
-        "slo_output_tps_per_accelerator",
-        "SLO-meeting output tok/s per accelerator",
-        "tok/s",
-        need(slo_output, no_slo).and_then(per_acc),
-        &format!(
-            "SLO-meeting output tok/s ÷ {} ({accelerators_basis})",
-            accelerators.unwrap_or(0)
-        ),
-    );
-    fig(
-        "tps_per_user",
-        "output tok/s per user",
-        "tok/s",
-        need(
-            w.tpot_p50_ms.filter(|t| *t > 0.0).map(|t| 1000.0 / t),
-            "no TPOT: no request streamed more than one chunk",
-        ),
-        if has_slo {
-            "1000 ÷ median TPOT (ms) of SLO-meeting requests"
-        } else {
-            "1000 ÷ median TPOT (ms) of steady requests"
-        },
-    );
-    // Cost: the price of the window's length, over its tokens (exactly this arithmetic).
-    let cost = |tokens: f64| -> Result<f64, String> {
-        let p = price.ok_or_else(|| no_price.to_owned())?;
-        Ok(p * window_s / 3600.0 / positive(tokens, "tokens")? * 1e6)
-    };
-    fig(
-        "cost_per_m_slo_output_tokens",
-        "cost per 1M SLO-meeting output tok",
-        &cur,
-        need(slo_output, no_slo).and_then(cost),
-        "price/h × window (h) ÷ SLO-meeting output tok × 10⁶",
-    );
-    fig(
-        "cost_per_m_tokens",
-        "cost per 1M tokens (input + output)",
-        &cur,
-        cost(input + output),
-        "price/h × window (h) ÷ (input + output tok) × 10⁶",
-    );
-    fig(
-        "slo_output_tokens_per_currency",
-        "SLO-meeting output tok per currency unit",
-        &format!("tok/{cur}"),
-        need(slo_output, no_slo).and_then(|t| {
-            let p = price.ok_or_else(|| no_price.to_owned())?;
-            Ok(t / (p * window_s / 3600.0))
-        }),
-        "SLO-meeting output tok ÷ (price/h × window (h))",
-    );
-    Efficiency {
-        from_s: from,
-        to_s: to,
-        window_s,
-        output_tokens: output,
-        input_tokens: input,
-        slo_output_tokens: slo_output,
-        slo_requests,
-        energy,
-        energy_absent,
-        devices: out_devices,
-        accelerators,
-        accelerators_basis,
-        price_per_hour: price,
-        currency,
-        figures,
-        ignored_metrics: ignored,
-        notes,
+        let n = self.accelerators.unwrap_or(0);
+        vec![
+            figure(
+                "output_tps_per_accelerator",
+                "output tok/s per accelerator",
+                "tok/s",
+                per_acc(self.tokens.output),
+                &format!("output tok/s ÷ {n} ({basis})"),
+            ),
+            figure(
+                "slo_output_tps_per_accelerator",
+                "SLO-meeting output tok/s per accelerator",
+                "tok/s",
+                need(self.tokens.slo_output, NO_SLO).and_then(per_acc),
+                &format!("SLO-meeting output tok/s ÷ {n} ({basis})"),
+            ),
+            figure(
+                "tps_per_user",
+                "output tok/s per user",
+                "tok/s",
+                need(
+                    self.w.tpot_p50_ms.filter(|t| *t > 0.0).map(|t| 1000.0 / t),
+                    "no TPOT: no request streamed more than one chunk",
+                ),
+                if self.w.slo_share.is_some() {
+                    "1000 ÷ median TPOT (ms) of SLO-meeting requests"
+                } else {
+                    "1000 ÷ median TPOT (ms) of steady requests"
+                },
+            ),
+        ]
+    }
+
+    /// Cost: the price of the window's length, over its tokens (exactly this arithmetic).
+    fn cost_figures(&self) -> Vec<Figure> {
+        let window_s = self.w.window_s;
+        let price = self.c.target.declared.price_per_hour;
+        let cur = self.c.target.declared.currency.clone().unwrap_or_default();
+        let cost = |tokens: f64| -> Result<f64, String> {
+            let p = price.ok_or_else(|| NO_PRICE.to_owned())?;
+            Ok(p * window_s / 3600.0 / positive(tokens, "tokens")? * 1e6)
+        };
+        let slo_output = self.tokens.slo_output;
+        vec![
+            figure(
+                "cost_per_m_slo_output_tokens",
+                "cost per 1M SLO-meeting output tok",
+                &cur,
+                need(slo_output, NO_SLO).and_then(cost),
+                "price/h × window (h) ÷ SLO-meeting output tok × 10⁶",
+            ),
+            figure(
+                "cost_per_m_tokens",
+                "cost per 1M tokens (input + output)",
+                &cur,
+                cost(self.tokens.input + self.tokens.output),
+                "price/h × window (h) ÷ (input + output tok) × 10⁶",
+            ),
+            figure(
+                "slo_output_tokens_per_currency",
+                "SLO-meeting output tok per currency unit",
+                &format!("tok/{cur}"),
+                need(slo_output, NO_SLO).and_then(|t| {
+                    let p = price.ok_or_else(|| NO_PRICE.to_owned())?;
+                    Ok(t / (p * window_s / 3600.0))
+                }),
+                "SLO-meeting output tok ÷ (price/h × window (h))",
+            ),
+        ]
     }
 }
 

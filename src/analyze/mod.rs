@@ -1203,7 +1203,7 @@ fn within_slo(slo: &crate::contract::Slo, m: &RequestMetrics) -> bool {
 fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
     let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
     // Room for every value at once: a million-request phase's lists grown a doubling at a time
-    // held half as much again while each moved (README, Performance: `report` at scale).
+    // held half as much again while each moved (docs/guide/performance.md, big bundles).
     let n_ok = records.iter().filter(|r| r.is_ok()).count();
     let mut v: [Vec<f64>; 8] = std::array::from_fn(|k| {
         Vec::with_capacity(if [3, 6, 7].contains(&k) {
@@ -1355,36 +1355,12 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     let workload = workload.unwrap_or(&none);
     let origin = c.measurement.latency_origin;
     let source = c.measurement.output_tokens;
-    let mut by_phase: BTreeMap<Phase, Vec<&Record>> = BTreeMap::new();
-    for r in records {
-        by_phase.entry(r.phase).or_default().push(r);
-    }
-    let planned = crate::plan::Plan::new(c, workload).planned_by_phase();
-    let account = |p: &Phase, mut st: PhaseStats| {
-        if let Some(&n) = planned.get(p) {
-            st.planned = Some(n);
-            st.not_sent = Some(n.saturating_sub(st.requests));
-        }
-        st
-    };
-    let all_phases = || {
-        let mut phases: BTreeMap<String, PhaseStats> = by_phase
-            .iter()
-            .map(|(p, rs)| (p.as_str().to_owned(), account(p, phase_stats(c, rs))))
-            .collect();
-        // A planned phase the run never reached is all not sent.
-        for (p, &n) in &planned {
-            if n > 0 && !by_phase.contains_key(p) {
-                phases.insert(p.as_str().to_owned(), account(p, phase_stats(c, &[])));
-            }
-        }
-        phases
-    };
-    let steady_recs: Vec<&Record> = by_phase.get(&Phase::Steady).cloned().unwrap_or_default();
+    let by_phase = ByPhase::new(c, records, workload);
+    let steady_recs: Vec<&Record> = by_phase.of(Phase::Steady).to_vec();
     // The phases' distributions (a pass over every chunk) on a second core while this one
     // derives the rest, when there are enough records for it to matter.
     std::thread::scope(|s| {
-        let phases_job = (records.len() >= 50_000).then(|| s.spawn(all_phases));
+        let phases_job = (records.len() >= 50_000).then(|| s.spawn(|| by_phase.stats()));
 
         let window = steady_window(&steady_recs, origin);
         let window_s = window.map_or(0.0, |(a, b)| (b - a) as f64 / 1e6);
@@ -1423,22 +1399,23 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
 
         let phases = match phases_job {
             Some(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            None => all_phases(),
+            None => by_phase.stats(),
         };
         let stats = match phases.get(Phase::Steady.as_str()) {
             Some(st) => st.clone(),
-            None => account(&Phase::Steady, phase_stats(c, &steady_recs)),
+            None => by_phase.account(&Phase::Steady, phase_stats(c, &steady_recs)),
         };
         let support = support(c, &stats);
 
         let shards = shards::summarize(shard_facts, records);
-        let mut validity = validity(
+        let segments = segments::summarize(c, segment_facts, records);
+        let validity = run_validity(
             c,
             &ValidityInputs {
                 records,
                 steady: &steady_recs,
-                warmup: by_phase.get(&Phase::Warmup).map_or(&[][..], Vec::as_slice),
-                drain: by_phase.get(&Phase::Drain).map_or(&[][..], Vec::as_slice),
+                warmup: by_phase.of(Phase::Warmup),
+                drain: by_phase.of(Phase::Drain),
                 stats: &stats,
                 window,
                 offered,
@@ -1448,21 +1425,9 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 stopped,
                 decided,
             },
+            shards.as_ref(),
+            segments.as_deref(),
         );
-
-        if let Some(why) = shards
-            .as_ref()
-            .and_then(shards::ShardsResult::invalid_reason)
-        {
-            validity.reasons.push(why);
-            validity.verdict = ValidityVerdict::Invalid;
-        }
-        // A load changed while it ran is the first thing to know of its figures.
-        let segments = segments::summarize(c, segment_facts, records);
-        if let Some(why) = segments.as_deref().and_then(segments::invalid_reason) {
-            validity.reasons.insert(0, why);
-            validity.verdict = ValidityVerdict::Invalid;
-        }
         // The target's facts; without environment.json, the declared ones alone.
         let declared_only;
         let facts = match facts {
@@ -1503,8 +1468,8 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 telemetry_pages,
             )
         });
-        let cold_start = cold_start_result(c, &by_phase, timeline);
-        let warmup = warmup_result(c, &by_phase, &steady_recs);
+        let cold_start = cold_start_result(c, &by_phase.records, timeline);
+        let warmup = warmup_result(c, &by_phase.records, &steady_recs);
 
         Summary {
             schema_version: SCHEMA_VERSION,
@@ -1562,6 +1527,84 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             warnings: warnings(c, records, workload, &ok, (scrapes, telemetry)),
         }
     })
+}
+
+/// A run's records by phase, with what the plan meant each phase to send.
+struct ByPhase<'a> {
+    c: &'a Contract,
+    records: BTreeMap<Phase, Vec<&'a Record>>,
+    planned: BTreeMap<Phase, u64>,
+}
+
+impl<'a> ByPhase<'a> {
+    fn new(c: &'a Contract, records: &'a [Record], workload: &crate::workload::Inputs) -> Self {
+        let mut by_phase: BTreeMap<Phase, Vec<&Record>> = BTreeMap::new();
+        for r in records {
+            by_phase.entry(r.phase).or_default().push(r);
+        }
+        ByPhase {
+            c,
+            records: by_phase,
+            planned: crate::plan::Plan::new(c, workload).planned_by_phase(),
+        }
+    }
+
+    fn of(&self, p: Phase) -> &[&'a Record] {
+        self.records.get(&p).map_or(&[][..], Vec::as_slice)
+    }
+
+    /// A phase's figures with its planned and not-sent counts.
+    fn account(&self, p: &Phase, mut st: PhaseStats) -> PhaseStats {
+        if let Some(&n) = self.planned.get(p) {
+            st.planned = Some(n);
+            st.not_sent = Some(n.saturating_sub(st.requests));
+        }
+        st
+    }
+
+    /// Every phase's figures; a planned phase the run never reached is all not sent.
+    fn stats(&self) -> BTreeMap<String, PhaseStats> {
+        let mut phases: BTreeMap<String, PhaseStats> = self
+            .records
+            .iter()
+            .map(|(p, rs)| {
+                (
+                    p.as_str().to_owned(),
+                    self.account(p, phase_stats(self.c, rs)),
+                )
+            })
+            .collect();
+        for (p, &n) in &self.planned {
+            if n > 0 && !self.records.contains_key(p) {
+                phases.insert(
+                    p.as_str().to_owned(),
+                    self.account(p, phase_stats(self.c, &[])),
+                );
+            }
+        }
+        phases
+    }
+}
+
+/// The run's validity: the measurement's own, then what its shards' clocks and its load's
+/// segments add.
+fn run_validity(
+    c: &Contract,
+    inputs: &ValidityInputs,
+    shards: Option<&shards::ShardsResult>,
+    segments: Option<&[segments::SegmentResult]>,
+) -> Validity {
+    let mut validity = validity(c, inputs);
+    if let Some(why) = shards.and_then(shards::ShardsResult::invalid_reason) {
+        validity.reasons.push(why);
+        validity.verdict = ValidityVerdict::Invalid;
+    }
+    // A load changed while it ran is the first thing to know of its figures.
+    if let Some(why) = segments.and_then(segments::invalid_reason) {
+        validity.reasons.insert(0, why);
+        validity.verdict = ValidityVerdict::Invalid;
+    }
+    validity
 }
 
 /// Findings every reader must see before the numbers.
@@ -2792,7 +2835,8 @@ fn length_notes(c: &Contract, l: &LengthCheck) -> Vec<String> {
     let mut notes = Vec::new();
     // Unenforced output lengths end where the model stops: only enforced ones are checked.
     let enforced = c.workload.enforce_output_length;
-    for (what, d, check_reported) in [("Input", &l.input, true), ("Output", &l.output, enforced)] {
+    for (input, d, check_reported) in [(true, &l.input, true), (false, &l.output, enforced)] {
+        let what = if input { "Input" } else { "Output" };
         if let (Some(r), Some(s)) = (&d.requested, &d.sent)
             && s.count >= LENGTH_CHECK_MIN
         {
@@ -2817,7 +2861,7 @@ fn length_notes(c: &Contract, l: &LengthCheck) -> Vec<String> {
             let constant = l
                 .input_added
                 .as_ref()
-                .filter(|a| what == "Input" && a.min == a.max && a.count == rep.count)
+                .filter(|a| input && a.min == a.max && a.count == rep.count)
                 .filter(|a| exact || (a.count >= CONSTANT_ADDED_MIN && s.min < s.max))
                 .map(|a| a.min);
             if let Some(n) = constant {
@@ -2840,7 +2884,7 @@ fn length_notes(c: &Contract, l: &LengthCheck) -> Vec<String> {
             }
             let x = rel(rep.mean, s.mean);
             if x.abs() > tol {
-                let why = if what == "Output" {
+                let why = if !input {
                     "the server did not honour the requested length"
                 } else if c.workload.tokenizer.is_some() {
                     "counted with the workload's tokenizer; the difference is the server's own additions (chat template, BOS token) or a tokenizer that is not the model's"

@@ -71,6 +71,24 @@ pub struct PlannedRequest {
     pub model: Option<String>,
 }
 
+impl PlannedRequest {
+    /// A steady request of `prompt`, not yet scheduled, of no class or model of its own.
+    fn steady(index: u64, input_tokens: u32, output_tokens: u32, prompt: String) -> Self {
+        PlannedRequest {
+            index,
+            phase: Phase::Steady,
+            intended_us: None,
+            input_tokens,
+            output_tokens,
+            prompt,
+            messages: None,
+            shared_tokens: None,
+            class: None,
+            model: None,
+        }
+    }
+}
+
 /// The intended send times of an open-loop run, µs from its start, in order and without end
 /// (a trace's end ends it): warm-up, steady and drain arrivals are one process, so the load
 /// never changes shape at a phase boundary.
@@ -847,16 +865,8 @@ impl Plan {
         {
             let prompt = lead_with(run_lead, &self.prefixes[k as usize]);
             return PlannedRequest {
-                index,
                 phase: Phase::Warmup,
-                intended_us: None,
-                input_tokens: t.count(&prompt),
-                output_tokens: 1,
-                prompt,
-                messages: None,
-                shared_tokens: None,
-                class: None,
-                model: None,
+                ..PlannedRequest::steady(index, t.count(&prompt), 1, prompt)
             };
         }
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
@@ -897,45 +907,45 @@ impl Plan {
             let k = (index % self.sources.trace.len().max(1) as u64) as usize;
             let (prompt, n) = self.block_prompt(run_lead, &r.hash_ids, *block, input_tokens);
             return PlannedRequest {
-                index,
-                phase: Phase::Steady,
-                intended_us: None,
-                input_tokens: n,
-                output_tokens,
-                prompt,
-                messages: None,
                 shared_tokens: Some(shared[k].saturating_mul(*block).min(input_tokens)),
-                class: None,
-                model: None,
+                ..PlannedRequest::steady(index, n, output_tokens, prompt)
             };
         }
         let references = &self.sources.references;
         if !references.is_empty() {
             let r = &references[(index % references.len() as u64) as usize];
-            return PlannedRequest {
-                index,
-                phase: Phase::Steady,
-                intended_us: None,
-                input_tokens: t.count(&r.prompt),
-                output_tokens,
-                prompt: r.prompt.clone(),
-                messages: None,
-                shared_tokens: None,
-                class: None,
-                model: None,
-            };
+            let prompt = r.prompt.clone();
+            return PlannedRequest::steady(index, t.count(&prompt), output_tokens, prompt);
         }
-        // The request's own tag: its first word (or the first after a shared prefix) is unique
-        // to it and the seed, so no prompt shares more than the intended prefix with another.
-        // (Dataset entries are distinct already; they are tagged only when they repeat.)
-        // The run's lead comes first, then the shared prefix, if any.
+        let (prompt, messages, input_tokens) =
+            self.tagged_prompt(index, run_lead, item, input_tokens, &mut rng);
+        PlannedRequest {
+            messages,
+            ..PlannedRequest::steady(index, input_tokens, output_tokens, prompt)
+        }
+    }
+
+    /// A steady request's prompt (and messages, and its length): the run's lead, then the
+    /// shared prefix, if any, then the request's own tag, then its text. The tag (its first
+    /// word, or the first after a shared prefix) is unique to the request and the seed, so no
+    /// prompt shares more than the intended prefix with another. Dataset entries are distinct
+    /// already: they are tagged only when they repeat.
+    fn tagged_prompt(
+        &self,
+        index: u64,
+        run_lead: &str,
+        item: Option<&crate::workload::Prompt>,
+        input_tokens: u32,
+        rng: &mut ChaCha8Rng,
+    ) -> (String, Option<Vec<Message>>, u32) {
+        let t = &self.sources.tokenizer;
         let mut lead = String::new();
         if !run_lead.is_empty() {
             lead.push_str(run_lead);
             lead.push(' ');
         }
         if !self.prefixes.is_empty() {
-            let k = rand::Rng::next_u32(&mut rng) as usize % self.prefixes.len();
+            let k = rand::Rng::next_u32(rng) as usize % self.prefixes.len();
             lead.push_str(&self.prefixes[k]);
             lead.push(' ');
         }
@@ -952,7 +962,7 @@ impl Plan {
             (Some(_), Some(first)) => (&first.text, &None, first.input_tokens),
             _ => (&i.prompt, &i.messages, i.input_tokens),
         });
-        let (prompt, messages, input_tokens) = match entry {
+        match entry {
             // A dataset's prompts go as they are on the first pass over it (behind the run's
             // lead, if any); only a repeat (or a shared prefix) gets the request's own tag, so
             // a repeated entry cannot hit the prefix cache.
@@ -977,21 +987,9 @@ impl Plan {
                 (prompt, messages, n)
             }
             None => {
-                let (prompt, n) = t.build(&lead, input_tokens, &mut rng);
+                let (prompt, n) = t.build(&lead, input_tokens, rng);
                 (prompt, None, n)
             }
-        };
-        PlannedRequest {
-            index,
-            phase: Phase::Steady,
-            intended_us: None,
-            input_tokens,
-            output_tokens,
-            prompt,
-            messages,
-            shared_tokens: None,
-            class: None,
-            model: None,
         }
     }
 

@@ -707,9 +707,8 @@ pub fn page(
         }
         d.figure(chart.render());
     }
-    let lengths = |planned: Vec<f64>, reported: Vec<f64>, what: &str| {
-        let requested =
-            crate::plan::requested_lengths(c, inputs, what == "Input").unwrap_or_default();
+    let lengths = |planned: Vec<f64>, reported: Vec<f64>, input: bool, what: &str| {
+        let requested = crate::plan::requested_lengths(c, inputs, input).unwrap_or_default();
         let mut ch = Chart::new(
             &format!("lengths-{}", what.to_lowercase()),
             &format!("{what} length: requested, sent, and reported by the server"),
@@ -741,6 +740,7 @@ pub fn page(
             of.iter()
                 .filter_map(|r| r.reported_tokens(input).map(f64::from))
                 .collect(),
+            input,
             what,
         ));
     }
