@@ -12,7 +12,7 @@
 # stream with 10,000 streams held open by `goodput sim` (each stream lasts ~21 s), and the
 # client's RSS over a soak: 750,000 requests at 5,000 req/s (two hours at 100 req/s).
 # Installs nginx and wrk with apt when missing. `--quick`: one round and shorter runs.
-# `--table`: print the README's Performance rows (Markdown) at the end.
+# `--table`: print the performance guide's rows (docs/guide/performance.md) (Markdown) at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

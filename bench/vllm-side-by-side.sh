@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # goodput and `vllm bench serve` side by side on one real vLLM server: the same API
 # (completions, streamed), the same shape (24 prompt tokens of random text, 8 output tokens,
-# EOS ignored), the same arrivals, below saturation and above it. Prints the README's table:
+# EOS ignored), the same arrivals, below saturation and above it. Prints the table of docs/guide/real-engines.md:
 # per metric, both tools' figures.
 #
 #   bench/vllm-side-by-side.sh URL      a running server (scripts/vllm.sh start PORT

@@ -7,7 +7,7 @@
 #       GOODPUT_HTML_IDS="a b" checks those figure ids instead of a run report's (a sweep page's);
 #       GOODPUT_HTML_MUST="text" also requires that text in the rendered page.
 #   scripts/check-html.sh shot PAGE.html WIDTH HEIGHT OUT.png
-#       a screenshot of PAGE's first WIDTH×HEIGHT (the README's pictures).
+#       a screenshot of PAGE's first WIDTH×HEIGHT (the README's and the guide's pictures).
 #   scripts/check-html.sh layout PAGE.html WIDTH HEIGHT
 #       renders PAGE at WIDTH×HEIGHT CSS pixels and prints, as JSON, what the layout tests read
 #       from the rendered DOM: the figures (ids), every pair of text labels inside one figure

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Remakes the README's pictures (docs/screenshots/*.png): the first 1400 × 900 screen of the
+# Remakes the README's and the guide's pictures (docs/screenshots/*.png): the first 1400 × 900 screen of the
 # run, compare, capacity-sweep and demo pages, made by the debug binary against the embedded
 # simulator and shot by headless Chromium (scripts/check-html.sh shot).
 #

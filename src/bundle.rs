@@ -1,10 +1,15 @@
-//! The bundle: the directory a run writes, and the only place (besides the record writer's
-//! append-only `requests.jsonl`) that writes files.
+//! The bundle: the directory a run writes. Its documents (the contract, `command.json`,
+//! `environment.json`, the summary and reports, `timeseries.json`, `cold_start.json`) are
+//! written here, through [`Bundle`]'s methods, which `run`, `merge` and `sweep` call. The files
+//! that grow while a run goes are written where they are produced: `requests.jsonl` by the
+//! record writer (`record::writer`), `metrics.jsonl` and `telemetry.jsonl` by the scraper
+//! (`env::prom`), a launched server's logs by `coldstart`.
 //!
 //! ```text
 //! runs/<contract-name>/<UTC timestamp>-<short fingerprint>/
 //!   contract.toml  command.json  environment.json  requests.jsonl  summary.json  report.md
-//!   timeseries.json  [metrics.jsonl  cold_start.json  server.stdout.log  server.stderr.log]
+//!   report.html  timeseries.json  [metrics.jsonl  telemetry.jsonl  cold_start.json
+//!   prediction.json  server.stdout.log  server.stderr.log]
 //! ```
 
 use std::io;

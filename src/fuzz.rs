@@ -1,7 +1,7 @@
 //! Entry points for the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer): each takes arbitrary
 //! bytes, feeds them to one of the parsers that read what a server or a user's file controls,
 //! and must return without panicking, hanging or growing without bound. Public for the fuzz
-//! crate only; `scripts/fuzz.sh` runs them (README, "Fuzzing").
+//! crate only; `scripts/fuzz.sh` runs them (docs/guide/testing.md, "Fuzzing").
 
 use std::ops::ControlFlow;
 use std::path::Path;

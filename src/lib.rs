@@ -11,7 +11,7 @@
 //!
 //! Each module imports only modules on lines above its own (a module's own submodules
 //! aside); `tests/e2e/architecture.rs` reads this list and fails on any `crate::` path against it,
-//! so no import cycle can come back. The README's Layout section repeats it.
+//! so no import cycle can come back. `docs/ARCHITECTURE.md` (Layers) repeats it.
 //!
 //! 1. `text`, `secrets`, `analyze::stats` — leaves: hashing, words and URLs; redaction;
 //!    statistics and the until-stable rule.

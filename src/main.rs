@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// mimalloc rather than glibc's malloc: the client's many small allocations, often freed on
-/// another thread, cost it an eighth of its CPU at its ceiling (README, Performance).
+/// another thread, cost it an eighth of its CPU at its ceiling (docs/guide/performance.md).
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

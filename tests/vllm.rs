@@ -379,7 +379,7 @@ fn vllm_priority_raises_the_interactive_class_attainment() {
 
 /// `goodput audit` of a `vllm bench serve --save-result --save-detailed` file made against the
 /// same server reads every fact the file states (its settings, what it recorded, its lengths),
-/// and, below saturation, goodput's medians and vLLM's agree (the side-by-side in the README).
+/// and, below saturation, goodput's medians and vLLM's agree (the side-by-side in docs/guide/real-engines.md).
 /// Both send completions of the same length in the server's own tokens (goodput through
 /// `/tokenize`, its run's lead included; vLLM's random prompts), so neither's prompt is longer:
 /// on this CPU a prompt token costs about 20 ms of prefill. And both send at evenly spaced

@@ -2,7 +2,7 @@
 //! one exact one-sided binomial test at the contract's confidence (`measurement.confidence`),
 //! and for each metric the strongest percentile claim the sample supports.
 //!
-//! Two questions are kept apart, in these words everywhere (README glossary):
+//! Two questions are kept apart, in these words everywhere (docs/guide/glossary.md):
 //! - **validity** (VALID / INVALID, `analyze::validity`): whether the *measurement* is sound —
 //!   the client kept its schedule, the server reached a steady state, nothing was dropped. A
 //!   sample size never makes a run INVALID.

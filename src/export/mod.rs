@@ -73,7 +73,7 @@ pub enum Kind {
     Text,
 }
 
-/// A column's name, kind and meaning (the meanings are what `columns.md` and the README say).
+/// A column's name, kind and meaning (the meanings are what `columns.md` and `docs/export-columns.md` say).
 #[derive(Debug, Clone, Copy)]
 pub struct Spec {
     pub name: &'static str,

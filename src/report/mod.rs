@@ -1,7 +1,9 @@
-//! Reports: pure renderers from a [`Summary`] to text. The content is built once as a [`Doc`]
+//! Reports: renderers from a [`Summary`] to text. The content is built once as a [`Doc`]
 //! (headings, lines, tables, figures); the output formats (`format/`: terminal, Markdown,
-//! HTML, JSON) only lay it out (text formats skip figures). Nothing here writes files;
-//! `html` draws its figures from records it is handed.
+//! HTML, JSON) only lay it out (text formats skip figures). Nothing here writes files. The
+//! summary alone makes the text reports; `html`'s figures also need the records it is handed
+//! and, for the requested length distributions, the contract's inputs (drawn again from the
+//! seed by `plan::requested_lengths`).
 
 pub(crate) mod format;
 pub(crate) mod html;

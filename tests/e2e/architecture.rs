@@ -1,6 +1,6 @@
 //! The imports follow the layers `src/lib.rs` declares: every `crate::` path in non-test code
 //! of `src/` names a module on a line above its own (or inside its own module), so an import
-//! cycle cannot come back. The README's Layout section lists the same layers.
+//! cycle cannot come back. `docs/ARCHITECTURE.md`'s Layers section lists the same layers.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -190,13 +190,14 @@ fn every_import_follows_the_declared_layers() {
 }
 
 #[test]
-fn the_readme_lists_the_same_layers() {
+fn the_architecture_document_lists_the_same_layers() {
     let lib = std::fs::read_to_string(Path::new(ROOT).join("src/lib.rs")).unwrap();
-    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
-    let layout = readme
-        .split("\n## Layout")
+    let doc = std::fs::read_to_string(Path::new(ROOT).join("docs/ARCHITECTURE.md")).unwrap();
+    let layout = doc
+        .split("\n## Layers")
         .nth(1)
-        .expect("README has a Layout section");
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/ARCHITECTURE.md has a Layers section");
     assert_eq!(layers(layout, ""), layers(&lib, "//! "));
 }
 
@@ -222,5 +223,98 @@ fn the_checker_reads_grouped_paths() {
         !joined
             .iter()
             .any(|p| p.starts_with("cli") || p.starts_with("sweep"))
+    );
+}
+
+/// A function's length in lines, from its `fn` line to its closing brace, for every non-test
+/// function of `src/`. Read by hand rather than with a Rust parser: `cargo fmt --check` (CI)
+/// holds every file to rustfmt's layout, in which a body's closing brace is the first line
+/// after the signature that is the `fn` line's indentation followed by `}`.
+fn function_lengths() -> Vec<(usize, String)> {
+    let mut files = Vec::new();
+    rust_files(&Path::new(ROOT).join("src"), &mut files);
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let end = text.find("#[cfg(test)]\nmod ").unwrap_or(text.len());
+        let lines: Vec<&str> = text[..end].lines().collect();
+        let mut i = 0;
+        while i < lines.len() {
+            let line = lines[i];
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            let after_qualifiers = [
+                "pub(crate) ",
+                "pub(super) ",
+                "pub ",
+                "const ",
+                "async ",
+                "unsafe ",
+            ]
+            .iter()
+            .fold(body, |b, q| b.strip_prefix(q).unwrap_or(b));
+            let Some(name) = after_qualifiers.strip_prefix("fn ") else {
+                i += 1;
+                continue;
+            };
+            let name: String = name
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            // The signature ends at a `{` (a body) or a `;` (a trait's declaration).
+            let Some(sig_end) = (i..lines.len()).find(|&j| {
+                let t = lines[j].trim_end();
+                t.ends_with('{') || t.ends_with(';')
+            }) else {
+                break;
+            };
+            if lines[sig_end].trim_end().ends_with(';') {
+                i = sig_end + 1;
+                continue;
+            }
+            let close = format!("{indent}}}");
+            let last = (sig_end + 1..lines.len())
+                .find(|&j| lines[j] == close)
+                .unwrap_or(lines.len() - 1);
+            let module = module_of(&file);
+            out.push((last - i + 1, format!("{module}::{name}")));
+            i += 1;
+        }
+    }
+    out.sort_by(|a, b| b.cmp(a));
+    out
+}
+
+/// No function a reader has to scroll through (#47: none over 150 lines, at most 8 over 80).
+/// The counts may only fall: lower these bounds as functions are split. The list of every
+/// function of 80 lines or more is printed on every run (`.config/nextest.toml` shows it).
+const MOST_OVER_150: usize = 11;
+const MOST_OVER_80: usize = 56;
+
+#[test]
+fn functions_stay_short() {
+    let lengths = function_lengths();
+    assert!(
+        lengths.len() > 500,
+        "only {} functions found: the reader is broken",
+        lengths.len()
+    );
+    let long: Vec<&(usize, String)> = lengths.iter().filter(|(n, _)| *n >= 80).collect();
+    let over_150 = long.iter().filter(|(n, _)| *n > 150).count();
+    println!(
+        "{} non-test functions of 80 lines or more ({over_150} over 150):",
+        long.len()
+    );
+    for (n, name) in &long {
+        println!("{n:5}  {name}");
+    }
+    assert!(
+        over_150 <= MOST_OVER_150,
+        "{over_150} functions over 150 lines (at most {MOST_OVER_150}): split the new one"
+    );
+    assert!(
+        long.len() <= MOST_OVER_80,
+        "{} functions of 80 lines or more (at most {MOST_OVER_80}): split the new one",
+        long.len()
     );
 }

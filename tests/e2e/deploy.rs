@@ -1,6 +1,6 @@
 //! `deploy/k8s/`: the manifests validate against the Kubernetes API's schemas offline
 //! (`scripts/k8s.sh validate`, which installs the validator from PyPI), and the fields the
-//! README's walkthrough relies on hold: an Indexed Job whose completions, parallelism and
+//! scale-out guide's walkthrough (docs/guide/scale-out.md) relies on hold: an Indexed Job whose completions, parallelism and
 //! `--shard` agree, the shard index from `JOB_COMPLETION_INDEX`, one start instant, the
 //! ConfigMap and volume the pods mount. Then the Job's own arguments are run as three shard
 //! processes against a simulator (only the target and the run's length changed) and merged

@@ -1,7 +1,7 @@
 //! The fuzz smoke on the stable toolchain: every fuzz target (src/fuzz.rs) run on its seed
 //! corpus (fuzz/seeds), on every input a fuzzer once crashed it with (tests/fixtures/fuzz), and
 //! on a few thousand seeded mutations of each seed. The long libFuzzer runs are
-//! `scripts/fuzz.sh` (README, "Fuzzing"); this keeps their findings fixed on every CI run.
+//! `scripts/fuzz.sh` (docs/guide/testing.md, "Fuzzing"); this keeps their findings fixed on every CI run.
 
 use std::path::Path;
 

@@ -13,6 +13,7 @@ mod classes;
 mod coldstart;
 mod compare;
 mod deploy;
+mod docs;
 mod efficiency;
 mod export;
 mod faults;

@@ -22,7 +22,7 @@ async fn client_measurements_agree_with_the_simulators_ground_truth() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     // Scraping /metrics is off: this measures the client alone (a 1 s scrape moved the
-    // median error from 0.5 to 0.65 ms here; README, "Server-side figures").
+    // median error from 0.5 to 0.65 ms here; docs/guide/measurement.md, "Server-side figures").
     let c = parse(&format!(
         "[target]\nurl = \"{}\"\n[target.declared]\nengine = \"goodput-sim\"\n[workload]\nseed = 9\ninput_tokens = {{ dist = \"uniform\", min = 50, max = 300 }}\noutput_tokens = {{ dist = \"uniform\", min = 10, max = 40 }}\n\
          [load]\nmodel = \"open\"\nrate = 20\nrequests = 200\n[measurement]\nserver_metrics_interval = 0\n",
