@@ -857,30 +857,32 @@ fn frontier_table(d: &mut crate::report::Doc, r: &SweepResult) {
 /// capacity's bracket shaded and the points where the client fell behind ringed, then the
 /// table.
 pub fn html_page(r: &SweepResult) -> String {
-    use crate::report::html::{Tile, banner_toned};
+    use crate::report::html::banner_toned;
     let mut d = crate::report::Doc::default();
     d.h(format!("goodput sweep · {}", r.contract));
-    let x = |p: &SweepPoint| p.offered_rps.or_else(|| p.value.parse().ok());
-    let pts = |f: fn(&SweepPoint) -> Option<f64>| -> Vec<(f64, f64)> {
-        let mut v: Vec<(f64, f64)> = r
-            .points
-            .iter()
-            .filter_map(|p| Some((x(p)?, f(p)?)))
-            .collect();
-        v.sort_by(|a, b| a.0.total_cmp(&b.0));
-        v
-    };
-    let limited = |f: fn(&SweepPoint) -> Option<f64>| -> Vec<(f64, f64)> {
-        r.points
-            .iter()
-            .filter(|p| p.client_limited)
-            .filter_map(|p| Some((x(p)?, f(p)?)))
-            .collect()
-    };
-    let passes = |p: &&SweepPoint| {
-        p.slo_met == Some(true) && p.validity == crate::analyze::ValidityVerdict::Valid
-    };
     let met = r.points.iter().filter(passes).count();
+    let cap = r.capacity.as_ref();
+    let pass = cap.map_or(Some(met > 0), |c| match c.capacity_rps {
+        Some(a) if !c.client_limited && c.supported_rps == Some(a) => Some(true),
+        Some(_) if !c.client_limited => None,
+        _ => Some(false),
+    });
+    d.raw_html(banner_toned(&banner_lines(r, met), pass, &tiles(r)));
+    d.h("Against offered load");
+    load_figures(&mut d, r);
+    frontier_figures(&mut d, r);
+    let doc = document(r);
+    d.blocks.extend(doc.blocks.into_iter().skip(1));
+    crate::report::format::html::wrap(&format!("goodput sweep · {}", r.contract), &d)
+}
+
+/// A point that meets the SLO and is VALID.
+fn passes(p: &&SweepPoint) -> bool {
+    p.slo_met == Some(true) && p.validity == crate::analyze::ValidityVerdict::Valid
+}
+
+/// The banner's words: the capacity found and its rule, or how many points pass.
+fn banner_lines(r: &SweepResult, met: usize) -> Vec<String> {
     let cap = r.capacity.as_ref();
     let mut lines = vec![match cap {
         Some(c) => match (c.capacity_rps, c.failed_at_rps) {
@@ -918,11 +920,13 @@ pub fn html_page(r: &SweepResult) -> String {
             lines.push("The client fell behind its schedule near the answer: it may be the client's limit, not the server's (ringed points).".to_owned());
         }
     }
-    let pass = cap.map_or(Some(met > 0), |c| match c.capacity_rps {
-        Some(a) if !c.client_limited && c.supported_rps == Some(a) => Some(true),
-        Some(_) if !c.client_limited => None,
-        _ => Some(false),
-    });
+    lines
+}
+
+/// The banner's tiles: the capacity, the best goodput among passing points, the points run.
+fn tiles(r: &SweepResult) -> Vec<crate::report::html::Tile> {
+    use crate::report::html::Tile;
+    let cap = r.capacity.as_ref();
     let mut tiles = Vec::new();
     if let Some(c) = cap {
         tiles.push(Tile {
@@ -971,8 +975,30 @@ pub fn html_page(r: &SweepResult) -> String {
         ),
         pass: None,
     });
-    d.raw_html(banner_toned(&lines, pass, &tiles));
-    d.h("Against offered load");
+    tiles
+}
+
+/// Latency at percentile, and throughput and goodput, against the offered load: the SLO's
+/// line, the capacity's bracket shaded, the points where the client fell behind ringed.
+fn load_figures(d: &mut crate::report::Doc, r: &SweepResult) {
+    let cap = r.capacity.as_ref();
+    let x = |p: &SweepPoint| p.offered_rps.or_else(|| p.value.parse().ok());
+    let pts = |f: fn(&SweepPoint) -> Option<f64>| -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = r
+            .points
+            .iter()
+            .filter_map(|p| Some((x(p)?, f(p)?)))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v
+    };
+    let limited = |f: fn(&SweepPoint) -> Option<f64>| -> Vec<(f64, f64)> {
+        r.points
+            .iter()
+            .filter(|p| p.client_limited)
+            .filter_map(|p| Some((x(p)?, f(p)?)))
+            .collect()
+    };
     let slo_ttft = r
         .points
         .first()
@@ -1021,10 +1047,6 @@ pub fn html_page(r: &SweepResult) -> String {
     }
     d.figure(lat.render());
     d.figure(good.render());
-    frontier_figures(&mut d, r);
-    let doc = document(r);
-    d.blocks.extend(doc.blocks.into_iter().skip(1));
-    crate::report::format::html::wrap(&format!("goodput sweep · {}", r.contract), &d)
 }
 
 /// The efficiency frontier as figures: every point by tokens/s per user against SLO-meeting

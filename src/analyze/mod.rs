@@ -1369,18 +1369,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         let (offered, achieved) = (throughput.offered_rps, throughput.achieved_rps);
 
         let (errors, first_errors) = steady_errors(&steady_recs);
-        // Every steady request's metrics (a failed one's TTFT counts in the SLO's figures),
-        // and the successful ones' in the order of `ok`.
-        let steady_metrics: Vec<RequestMetrics> = steady_recs
-            .iter()
-            .map(|r| request_metrics(r, origin, source))
-            .collect();
-        let metrics: Vec<RequestMetrics> = steady_recs
-            .iter()
-            .zip(&steady_metrics)
-            .filter(|(r, _)| r.is_ok())
-            .map(|(_, m)| m.clone())
-            .collect();
+        let (steady_metrics, metrics) = steady_request_metrics(&steady_recs, origin, source);
         let output_token_source = output_token_source(&metrics);
         let output_count = output_count(c, &ok, &metrics);
         let output_length_mismatches = output_length_mismatches(c, &ok, &metrics);
@@ -1460,13 +1449,8 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 tpot_p50_ms: None,
                 slo_share: None,
             };
-            steady_efficiency(
-                c,
-                w,
-                (&steady_recs, &ok, &metrics),
-                telemetry,
-                telemetry_pages,
-            )
+            let steady = (&steady_recs[..], &ok[..], &metrics[..]);
+            steady_efficiency(c, w, steady, telemetry, telemetry_pages)
         });
         let cold_start = cold_start_result(c, &by_phase.records, timeline);
         let warmup = warmup_result(c, &by_phase.records, &steady_recs);
@@ -1475,10 +1459,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             schema_version: SCHEMA_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
             contract: c.name.clone(),
-            load: match &shards {
-                Some(sh) => format!("{}, sent by {} shards", describe_load(c), sh.count),
-                None => describe_load(c),
-            },
+            load: describe_load(c, shards.as_ref()),
             load_model: c.load.kind(),
             latency_origin: origin,
             fingerprints: c.fingerprints(),
@@ -1527,6 +1508,26 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             warnings: warnings(c, records, workload, &ok, (scrapes, telemetry)),
         }
     })
+}
+
+/// Every steady request's metrics (a failed one's TTFT counts in the SLO's figures), and the
+/// successful ones' in the order of the successful records.
+fn steady_request_metrics(
+    steady: &[&Record],
+    origin: LatencyOrigin,
+    source: TokenSource,
+) -> (Vec<RequestMetrics>, Vec<RequestMetrics>) {
+    let all: Vec<RequestMetrics> = steady
+        .iter()
+        .map(|r| request_metrics(r, origin, source))
+        .collect();
+    let ok = steady
+        .iter()
+        .zip(&all)
+        .filter(|(r, _)| r.is_ok())
+        .map(|(_, m)| m.clone())
+        .collect();
+    (all, ok)
 }
 
 /// A run's records by phase, with what the plan meant each phase to send.
@@ -1728,8 +1729,17 @@ fn steady_efficiency(
     efficiency::derive(c, &w, telemetry, pages)
 }
 
-/// The load in words; with sessions, its arrivals are sessions.
-fn describe_load(c: &Contract) -> String {
+/// The load in words; with sessions, its arrivals are sessions; with shards, it says how
+/// many sent it.
+fn describe_load(c: &Contract, shards: Option<&shards::ShardsResult>) -> String {
+    let load = describe_arrivals(c);
+    match shards {
+        Some(sh) => format!("{load}, sent by {} shards", sh.count),
+        None => load,
+    }
+}
+
+fn describe_arrivals(c: &Contract) -> String {
     let load = c.load.describe();
     match &c.workload.sessions {
         None => load,

@@ -929,7 +929,7 @@ fn short(name: &str) -> String {
 /// tables. When a comparison is refused, the page says so first and lists the axes that differ,
 /// with no figure that would invite the comparison.
 pub fn html_page(sides: &[Side], comparisons: &[Comparison]) -> String {
-    use crate::report::html::{Tile, banner, percentile_chart};
+    use crate::report::html::banner;
     let mut d = crate::report::Doc::default();
     d.h("goodput compare");
     let refused: Vec<&Comparison> = comparisons
@@ -937,186 +937,212 @@ pub fn html_page(sides: &[Side], comparisons: &[Comparison]) -> String {
         .filter(|c| !c.refused.is_empty())
         .collect();
     if !refused.is_empty() {
-        let mut lines = vec![format!(
-            "REFUSED: {} of {} comparisons — the contracts differ in more than the one variable under test",
-            refused.len(),
-            comparisons.len()
-        )];
-        for c in &refused {
-            lines.push(format!(
-                "{} vs {}: {}",
-                c.labels[1],
-                c.labels[0],
-                c.refused.join("; ")
-            ));
-            for a in &c.diffs {
-                lines.push(format!(
-                    "{} differs: {}",
-                    a.axis,
-                    a.fields
-                        .iter()
-                        .map(|(k, x, y)| format!("{k}: {x} → {y}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-        }
-        d.raw_html(banner(&lines, false, &[]));
+        d.raw_html(banner(
+            &refused_lines(&refused, comparisons.len()),
+            false,
+            &[],
+        ));
     } else {
-        let mut tiles = Vec::new();
-        let mut lines = Vec::new();
-        for c in comparisons {
-            let count =
-                |v: &[MetricVerdict]| c.metrics.iter().filter(|m| v.contains(&m.verdict)).count();
-            let better = count(&[MetricVerdict::Better]);
-            let worse = count(&[MetricVerdict::Worse]);
-            lines.push(format!(
-                "{} vs baseline {}: {better} significantly better, {worse} significantly worse, quality {}",
-                short(&c.labels[1]),
-                short(&c.labels[0]),
-                if c.quality.held() { "held" } else { "NOT held" }
-            ));
-            for m in &c.metrics {
-                let headline = [
-                    "ttft_p99_ms",
-                    "tpot_p99_ms",
-                    "e2e_p99_ms",
-                    "goodput_rps",
-                    "attainment",
-                    "output_tokens_per_s",
-                ];
-                if !headline.contains(&m.metric.as_str()) {
-                    continue;
-                }
-                let f = |v: Option<f64>| {
-                    v.map_or("—".to_owned(), |x| match x.abs() {
-                        a if a >= 100.0 => format!("{x:.0}"),
-                        a if a >= 1.0 => format!("{x:.1}"),
-                        _ => format!("{x:.3}"),
-                    })
-                };
-                tiles.push(Tile {
-                    name: if comparisons.len() > 1 {
-                        format!("{} · {}", m.metric, short(&c.labels[1]))
-                    } else {
-                        m.metric.clone()
-                    },
-                    value: format!("{} → {}", f(m.a), f(m.b)),
-                    detail: format!(
-                        "{}{} · {}",
-                        m.change_pct.map_or(String::new(), |p| format!("{p:+.1}% ")),
-                        m.ci95
-                            .map_or(String::new(), |[a, b]| format!("(95% CI {a:.2} to {b:.2})")),
-                        m.verdict.as_str()
-                    ),
-                    pass: match m.verdict {
-                        MetricVerdict::Better => Some(true),
-                        MetricVerdict::Worse => Some(false),
-                        _ => None,
-                    },
-                });
-            }
-        }
-        let pass = comparisons.iter().all(|c| {
-            c.quality.held() && !c.metrics.iter().any(|m| m.verdict == MetricVerdict::Worse)
-        });
-        lines.insert(
-            0,
-            if pass {
-                "ACCEPTED: one variable differs; nothing significantly worse".to_owned()
-            } else {
-                "ACCEPTED: one variable differs; something is worse, or quality changed".to_owned()
-            },
-        );
+        let (lines, pass, tiles) = accepted_banner(comparisons);
         d.raw_html(banner(&lines, pass, &tiles));
         d.h("Tails: each result by percentile, steady state");
-        let steady = |s: &Side| -> Vec<crate::analyze::RequestMetrics> {
-            let c = &s.contract;
-            s.runs
-                .iter()
-                .flat_map(|(_, rs)| rs.iter())
-                .filter(|r| r.phase == crate::plan::Phase::Steady && r.is_ok())
-                .map(|r| {
-                    crate::analyze::request_metrics(
-                        r,
-                        c.measurement.latency_origin,
-                        c.measurement.output_tokens,
-                    )
-                })
-                .collect()
-        };
-        let per_side: Vec<(String, Vec<crate::analyze::RequestMetrics>)> = sides
-            .iter()
-            .map(|s| (short(&s.name()), steady(s)))
-            .collect();
-        let from = sides[0].contract.measurement.latency_origin.phrase();
-        let slo = |key: &str| {
-            let c = &sides[0].contract.slo;
-            let t = match key {
-                "ttft" => c.ttft_ms,
-                "tpot" => c.tpot_ms,
-                "e2e" => c.e2e_ms,
-                _ => None,
-            }?;
-            Some((t.0, format!("SLO p{} ≤ {} ms", c.percentile, t.0)))
-        };
-        type Pick = fn(&crate::analyze::RequestMetrics) -> Option<f64>;
-        let charts: [(&str, &str, Pick, String); 4] = [
-            ("TTFT", "ttft", |x| x.ttft_ms, format!("ms from {from}")),
-            (
-                "TPOT",
-                "tpot",
-                |x| x.tpot_ms,
-                "ms per output token".to_owned(),
-            ),
-            ("E2E", "e2e", |x| x.e2e_ms, format!("ms from {from}")),
-            (
-                "Dispatch lag",
-                "lag",
-                |x| x.dispatch_lag_ms,
-                "ms late against the schedule".to_owned(),
-            ),
-        ];
-        for (title, key, pick, unit) in charts {
-            let sets = per_side
-                .iter()
-                .map(|(n, m)| (n.clone(), m.iter().filter_map(pick).collect()))
-                .collect();
-            if let Some(ch) = percentile_chart(
-                &format!("cmp-{key}"),
-                &format!("{title} by percentile"),
-                &unit,
-                sets,
-                slo(key),
-            ) {
-                d.figure(ch.render());
-            }
-        }
-        let mut tl = crate::report::svg::Chart::new(
-            "cmp-timeline",
-            "TTFT p99 of the requests sent each second",
-            "seconds since the run started",
-            &format!("ms from {from}"),
-        );
-        for s in sides {
-            if let Some((_, rs)) = s.runs.first() {
-                let secs = crate::analyze::timeseries(rs);
-                tl = tl.line(
-                    &short(&s.name()),
-                    secs.iter()
-                        .filter_map(|x| Some((x.t as f64, x.ttft_p99_ms?)))
-                        .collect(),
-                );
-            }
-        }
-        if let Some((y, n)) = slo("ttft") {
-            tl = tl.hline(y, &n);
-        }
-        d.figure(tl.render());
+        side_figures(&mut d, sides);
     }
     let doc = document(comparisons);
     d.blocks.extend(doc.blocks);
     crate::report::format::html::wrap("goodput compare", &d)
+}
+
+/// A refused comparison's banner: each pair, why, and every field that differs.
+fn refused_lines(refused: &[&Comparison], of: usize) -> Vec<String> {
+    let mut lines = vec![format!(
+        "REFUSED: {} of {} comparisons — the contracts differ in more than the one variable under test",
+        refused.len(),
+        of
+    )];
+    for c in refused {
+        lines.push(format!(
+            "{} vs {}: {}",
+            c.labels[1],
+            c.labels[0],
+            c.refused.join("; ")
+        ));
+        for a in &c.diffs {
+            lines.push(format!(
+                "{} differs: {}",
+                a.axis,
+                a.fields
+                    .iter()
+                    .map(|(k, x, y)| format!("{k}: {x} → {y}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    lines
+}
+
+/// An accepted comparison's banner: its lines, whether nothing is worse with quality held,
+/// and a tile per headline metric.
+fn accepted_banner(
+    comparisons: &[Comparison],
+) -> (Vec<String>, bool, Vec<crate::report::html::Tile>) {
+    use crate::report::html::Tile;
+    let mut tiles = Vec::new();
+    let mut lines = Vec::new();
+    for c in comparisons {
+        let count =
+            |v: &[MetricVerdict]| c.metrics.iter().filter(|m| v.contains(&m.verdict)).count();
+        let better = count(&[MetricVerdict::Better]);
+        let worse = count(&[MetricVerdict::Worse]);
+        lines.push(format!(
+            "{} vs baseline {}: {better} significantly better, {worse} significantly worse, quality {}",
+            short(&c.labels[1]),
+            short(&c.labels[0]),
+            if c.quality.held() { "held" } else { "NOT held" }
+        ));
+        for m in &c.metrics {
+            let headline = [
+                "ttft_p99_ms",
+                "tpot_p99_ms",
+                "e2e_p99_ms",
+                "goodput_rps",
+                "attainment",
+                "output_tokens_per_s",
+            ];
+            if !headline.contains(&m.metric.as_str()) {
+                continue;
+            }
+            let f = |v: Option<f64>| {
+                v.map_or("—".to_owned(), |x| match x.abs() {
+                    a if a >= 100.0 => format!("{x:.0}"),
+                    a if a >= 1.0 => format!("{x:.1}"),
+                    _ => format!("{x:.3}"),
+                })
+            };
+            tiles.push(Tile {
+                name: if comparisons.len() > 1 {
+                    format!("{} · {}", m.metric, short(&c.labels[1]))
+                } else {
+                    m.metric.clone()
+                },
+                value: format!("{} → {}", f(m.a), f(m.b)),
+                detail: format!(
+                    "{}{} · {}",
+                    m.change_pct.map_or(String::new(), |p| format!("{p:+.1}% ")),
+                    m.ci95
+                        .map_or(String::new(), |[a, b]| format!("(95% CI {a:.2} to {b:.2})")),
+                    m.verdict.as_str()
+                ),
+                pass: match m.verdict {
+                    MetricVerdict::Better => Some(true),
+                    MetricVerdict::Worse => Some(false),
+                    _ => None,
+                },
+            });
+        }
+    }
+    let pass = comparisons
+        .iter()
+        .all(|c| c.quality.held() && !c.metrics.iter().any(|m| m.verdict == MetricVerdict::Worse));
+    lines.insert(
+        0,
+        if pass {
+            "ACCEPTED: one variable differs; nothing significantly worse".to_owned()
+        } else {
+            "ACCEPTED: one variable differs; something is worse, or quality changed".to_owned()
+        },
+    );
+    (lines, pass, tiles)
+}
+
+/// Every side on the same percentile plots (TTFT, TPOT, E2E, dispatch lag) and the TTFT p99
+/// timeline, with the baseline's SLO lines.
+fn side_figures(d: &mut crate::report::Doc, sides: &[Side]) {
+    use crate::report::html::percentile_chart;
+    let steady = |s: &Side| -> Vec<crate::analyze::RequestMetrics> {
+        let c = &s.contract;
+        s.runs
+            .iter()
+            .flat_map(|(_, rs)| rs.iter())
+            .filter(|r| r.phase == crate::plan::Phase::Steady && r.is_ok())
+            .map(|r| {
+                crate::analyze::request_metrics(
+                    r,
+                    c.measurement.latency_origin,
+                    c.measurement.output_tokens,
+                )
+            })
+            .collect()
+    };
+    let per_side: Vec<(String, Vec<crate::analyze::RequestMetrics>)> = sides
+        .iter()
+        .map(|s| (short(&s.name()), steady(s)))
+        .collect();
+    let from = sides[0].contract.measurement.latency_origin.phrase();
+    let slo = |key: &str| {
+        let c = &sides[0].contract.slo;
+        let t = match key {
+            "ttft" => c.ttft_ms,
+            "tpot" => c.tpot_ms,
+            "e2e" => c.e2e_ms,
+            _ => None,
+        }?;
+        Some((t.0, format!("SLO p{} ≤ {} ms", c.percentile, t.0)))
+    };
+    type Pick = fn(&crate::analyze::RequestMetrics) -> Option<f64>;
+    let charts: [(&str, &str, Pick, String); 4] = [
+        ("TTFT", "ttft", |x| x.ttft_ms, format!("ms from {from}")),
+        (
+            "TPOT",
+            "tpot",
+            |x| x.tpot_ms,
+            "ms per output token".to_owned(),
+        ),
+        ("E2E", "e2e", |x| x.e2e_ms, format!("ms from {from}")),
+        (
+            "Dispatch lag",
+            "lag",
+            |x| x.dispatch_lag_ms,
+            "ms late against the schedule".to_owned(),
+        ),
+    ];
+    for (title, key, pick, unit) in charts {
+        let sets = per_side
+            .iter()
+            .map(|(n, m)| (n.clone(), m.iter().filter_map(pick).collect()))
+            .collect();
+        if let Some(ch) = percentile_chart(
+            &format!("cmp-{key}"),
+            &format!("{title} by percentile"),
+            &unit,
+            sets,
+            slo(key),
+        ) {
+            d.figure(ch.render());
+        }
+    }
+    let mut tl = crate::report::svg::Chart::new(
+        "cmp-timeline",
+        "TTFT p99 of the requests sent each second",
+        "seconds since the run started",
+        &format!("ms from {from}"),
+    );
+    for s in sides {
+        if let Some((_, rs)) = s.runs.first() {
+            let secs = crate::analyze::timeseries(rs);
+            tl = tl.line(
+                &short(&s.name()),
+                secs.iter()
+                    .filter_map(|x| Some((x.t as f64, x.ttft_p99_ms?)))
+                    .collect(),
+            );
+        }
+    }
+    if let Some((y, n)) = slo("ttft") {
+        tl = tl.hline(y, &n);
+    }
+    d.figure(tl.render());
 }
 
 #[cfg(test)]

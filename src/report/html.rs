@@ -82,10 +82,50 @@ fn ms(v: f64) -> String {
 /// or directional, the SLO met or not; goodput and attainment, each SLO metric at its
 /// percentile against its threshold (with the interval), achieved against offered rate, errors.
 pub fn verdicts(s: &Summary) -> String {
+    let valid = s.validity.verdict == crate::analyze::ValidityVerdict::Valid;
+    let slo = s.steady.slo.as_ref();
+    use crate::analyze::SloVerdict;
+    let mut tiles = Vec::new();
+    if let Some(x) = slo {
+        slo_tiles(s, x, &mut tiles);
+    } else {
+        for (name, d) in [
+            ("TTFT p99", &s.steady.stats.ttft_ms),
+            ("TPOT p99", &s.steady.stats.tpot_ms),
+        ] {
+            if let Some(d) = d {
+                tiles.push(Tile {
+                    name: name.into(),
+                    value: ms(d.p99),
+                    detail: "no SLO to judge it by".into(),
+                    pass: None,
+                });
+            }
+        }
+    }
+    // The SLO's tiles are the claims a verdict supports; the rate and the errors below are
+    // counts, true of an INVALID run too.
+    if !valid {
+        unsupported(&mut tiles);
+    }
+    count_tiles(s, &mut tiles);
+    efficiency_tiles(s, &mut tiles);
+    let pass = match slo.map(|x| x.verdict) {
+        _ if !valid => Some(false),
+        None | Some(SloVerdict::Met) => Some(true),
+        Some(SloVerdict::MetIndicated) => None,
+        Some(_) => Some(false),
+    };
+    banner_toned(&banner_lines(s), pass, &tiles)
+}
+
+/// The banner's words: VALID or not, comparable or directional, the SLO's verdict; then the
+/// first reason for each, and the headline.
+fn banner_lines(s: &Summary) -> Vec<String> {
+    use crate::analyze::SloVerdict;
     let v = &s.validity;
     let valid = v.verdict == crate::analyze::ValidityVerdict::Valid;
     let slo = s.steady.slo.as_ref();
-    use crate::analyze::SloVerdict;
     let mut lines = vec![format!(
         "{} · {} · {}",
         if valid { "VALID" } else { "INVALID" },
@@ -119,149 +159,146 @@ pub fn verdicts(s: &Summary) -> String {
         lines.push(format!("Directional: {m}"));
     }
     lines.push(super::headline(s));
-    let mut tiles = Vec::new();
-    let st = &s.steady.stats;
-    if let Some(x) = slo {
+    lines
+}
+
+/// The SLO's tiles: goodput and attainment, a tile per class, each metric at its percentile.
+fn slo_tiles(s: &Summary, x: &crate::analyze::SloResult, tiles: &mut Vec<Tile>) {
+    tiles.push(Tile {
+        name: "goodput (requests meeting every threshold)".into(),
+        value: x
+            .goodput_rps
+            .map_or("—".into(), |g| format!("{g:.2} req/s")),
+        detail: if s.classes.is_some() {
+            format!(
+                "attainment {:.1}%, each request by its class's SLO",
+                x.attainment * 100.0
+            )
+        } else {
+            format!(
+                "attainment {:.1}% (target {:.0}%)",
+                x.attainment * 100.0,
+                x.attainment_target * 100.0
+            )
+        },
+        pass: if let Some(k) = &s.classes {
+            Some(k.iter().all(|k| k.slo.as_ref().is_none_or(|o| o.pass)))
+        } else {
+            verdict_pass(x.attainment_verdict)
+        },
+    });
+    for k in s.classes.iter().flatten() {
+        let own = k.slo.as_ref();
+        let metrics: Vec<String> = own
+            .map(|o| {
+                o.per_metric
+                    .iter()
+                    .map(|m| {
+                        format!(
+                            "{} p{} {} (SLO ≤ {})",
+                            m.metric.to_uppercase(),
+                            o.percentile,
+                            m.value_ms.map_or("—".into(), ms),
+                            ms(m.threshold_ms)
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let standing = k.standing();
         tiles.push(Tile {
-            name: "goodput (requests meeting every threshold)".into(),
-            value: x
-                .goodput_rps
-                .map_or("—".into(), |g| format!("{g:.2} req/s")),
-            detail: if s.classes.is_some() {
-                format!(
-                    "attainment {:.1}%, each request by its class's SLO",
-                    x.attainment * 100.0
-                )
-            } else {
-                format!(
-                    "attainment {:.1}% (target {:.0}%)",
-                    x.attainment * 100.0,
-                    x.attainment_target * 100.0
-                )
-            },
-            pass: if let Some(k) = &s.classes {
-                Some(k.iter().all(|k| k.slo.as_ref().is_none_or(|o| o.pass)))
-            } else {
-                verdict_pass(x.attainment_verdict)
+            name: format!("class {} ({:.0}%)", k.name, k.share * 100.0),
+            value: match standing {
+                Standing::NoSlo => "no SLO",
+                Standing::Meets => "meets its SLO",
+                Standing::Indicated => "meets, not yet supported",
+                Standing::Misses => "misses its SLO",
+            }
+            .into(),
+            detail: format!(
+                "{}{}{}",
+                own.and_then(|o| o.not_yet())
+                    .map_or(String::new(), |w| format!("{w} · ")),
+                metrics.join(", "),
+                own.map_or(String::new(), |o| format!(
+                    " · attainment {:.1}% · goodput {}",
+                    o.attainment * 100.0,
+                    o.goodput_rps
+                        .map_or("—".into(), |g| format!("{g:.2} req/s"))
+                ))
+            ),
+            pass: match standing {
+                Standing::NoSlo | Standing::Indicated => None,
+                Standing::Meets => Some(true),
+                Standing::Misses => Some(false),
             },
         });
-        // With classes: a tile per class, judged by its own SLO.
-        for k in s.classes.iter().flatten() {
-            let own = k.slo.as_ref();
-            let metrics: Vec<String> = own
-                .map(|o| {
-                    o.per_metric
-                        .iter()
-                        .map(|m| {
-                            format!(
-                                "{} p{} {} (SLO ≤ {})",
-                                m.metric.to_uppercase(),
-                                o.percentile,
-                                m.value_ms.map_or("—".into(), ms),
-                                ms(m.threshold_ms)
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let standing = k.standing();
-            tiles.push(Tile {
-                name: format!("class {} ({:.0}%)", k.name, k.share * 100.0),
-                value: match standing {
-                    Standing::NoSlo => "no SLO",
-                    Standing::Meets => "meets its SLO",
-                    Standing::Indicated => "meets, not yet supported",
-                    Standing::Misses => "misses its SLO",
-                }
-                .into(),
-                detail: format!(
-                    "{}{}{}",
-                    own.and_then(|o| o.not_yet())
-                        .map_or(String::new(), |w| format!("{w} · ")),
-                    metrics.join(", "),
-                    own.map_or(String::new(), |o| format!(
-                        " · attainment {:.1}% · goodput {}",
-                        o.attainment * 100.0,
-                        o.goodput_rps
-                            .map_or("—".into(), |g| format!("{g:.2} req/s"))
-                    ))
-                ),
-                pass: match standing {
-                    Standing::NoSlo | Standing::Indicated => None,
-                    Standing::Meets => Some(true),
-                    Standing::Misses => Some(false),
-                },
-            });
-        }
-        for m in &x.per_metric {
-            let dist = match m.metric.as_str() {
-                "ttft" => st.ttft_ms.as_ref(),
-                "tpot" => st.tpot_ms.as_ref(),
-                "e2e" => st.e2e_ms.as_ref(),
-                "ttfo" => st.ttfo_ms.as_ref(),
-                _ => None,
-            };
-            let ci = dist.and_then(|d| {
-                let k = crate::analyze::stats::PERCENTILES
-                    .iter()
-                    .position(|(q, _)| (*q - x.percentile).abs() < 1e-9)?;
-                d.ci95[k]
-            });
-            let conf = crate::analyze::claims::percent(x.confidence);
-            let support = match m.verdict {
-                SloVerdict::Met => m
-                    .upper_ms
-                    .map_or(String::new(), |u| format!(" · ≤ {} at {conf}", ms(u))),
-                SloVerdict::MetIndicated => format!(
-                    " · not yet supported at {conf}: needs {}, has {}",
-                    crate::analyze::claims::needs(m.needed),
-                    m.requests
-                ),
-                SloVerdict::Missed => m.lower_ms.map_or_else(
-                    || format!(" · conclusive at {conf}"),
-                    |l| format!(" · ≥ {} at {conf}: conclusive", ms(l)),
-                ),
-                SloVerdict::MissedIndicated => format!(" · not conclusive at {conf}"),
-            };
-            tiles.push(Tile {
-                name: format!(
-                    "{} {}",
-                    m.metric.to_uppercase(),
-                    crate::analyze::claims::pname(x.percentile)
-                ),
-                value: match m.value_ms {
-                    Some(v) => ms(v),
-                    None if m.misses > 0 => "failed".into(),
-                    None => "—".into(),
-                },
-                detail: format!(
-                    "SLO ≤ {}{support}{}",
-                    ms(m.threshold_ms),
-                    ci.map_or(String::new(), |[a, b]| format!(
-                        " · 95% CI {:.0}–{:.0} ms",
-                        a, b
-                    ))
-                ),
-                pass: verdict_pass(m.verdict),
-            });
-        }
-    } else {
-        for (name, d) in [("TTFT p99", &st.ttft_ms), ("TPOT p99", &st.tpot_ms)] {
-            if let Some(d) = d {
-                tiles.push(Tile {
-                    name: name.into(),
-                    value: ms(d.p99),
-                    detail: "no SLO to judge it by".into(),
-                    pass: None,
-                });
-            }
-        }
     }
-    // The SLO's tiles are the claims a verdict supports; the rate and the errors below are
-    // counts, true of an INVALID run too.
-    if !valid {
-        unsupported(&mut tiles);
+    slo_metric_tiles(s, x, tiles);
+}
+
+/// Each SLO metric at the SLO's percentile against its threshold, with what supports it and
+/// its interval.
+fn slo_metric_tiles(s: &Summary, x: &crate::analyze::SloResult, tiles: &mut Vec<Tile>) {
+    use crate::analyze::SloVerdict;
+    let st = &s.steady.stats;
+    for m in &x.per_metric {
+        let dist = match m.metric.as_str() {
+            "ttft" => st.ttft_ms.as_ref(),
+            "tpot" => st.tpot_ms.as_ref(),
+            "e2e" => st.e2e_ms.as_ref(),
+            "ttfo" => st.ttfo_ms.as_ref(),
+            _ => None,
+        };
+        let ci = dist.and_then(|d| {
+            let k = crate::analyze::stats::PERCENTILES
+                .iter()
+                .position(|(q, _)| (*q - x.percentile).abs() < 1e-9)?;
+            d.ci95[k]
+        });
+        let conf = crate::analyze::claims::percent(x.confidence);
+        let support = match m.verdict {
+            SloVerdict::Met => m
+                .upper_ms
+                .map_or(String::new(), |u| format!(" · ≤ {} at {conf}", ms(u))),
+            SloVerdict::MetIndicated => format!(
+                " · not yet supported at {conf}: needs {}, has {}",
+                crate::analyze::claims::needs(m.needed),
+                m.requests
+            ),
+            SloVerdict::Missed => m.lower_ms.map_or_else(
+                || format!(" · conclusive at {conf}"),
+                |l| format!(" · ≥ {} at {conf}: conclusive", ms(l)),
+            ),
+            SloVerdict::MissedIndicated => format!(" · not conclusive at {conf}"),
+        };
+        tiles.push(Tile {
+            name: format!(
+                "{} {}",
+                m.metric.to_uppercase(),
+                crate::analyze::claims::pname(x.percentile)
+            ),
+            value: match m.value_ms {
+                Some(v) => ms(v),
+                None if m.misses > 0 => "failed".into(),
+                None => "—".into(),
+            },
+            detail: format!(
+                "SLO ≤ {}{support}{}",
+                ms(m.threshold_ms),
+                ci.map_or(String::new(), |[a, b]| format!(
+                    " · 95% CI {:.0}–{:.0} ms",
+                    a, b
+                ))
+            ),
+            pass: verdict_pass(m.verdict),
+        });
     }
+}
+
+/// The counts, true of an INVALID run too: completed against offered, and errors.
+fn count_tiles(s: &Summary, tiles: &mut Vec<Tile>) {
+    let st = &s.steady.stats;
     let t = &s.steady.throughput;
     if let Some(a) = t.achieved_rps {
         tiles.push(Tile {
@@ -290,14 +327,6 @@ pub fn verdicts(s: &Summary) -> String {
         },
         pass: Some(errors == 0),
     });
-    efficiency_tiles(s, &mut tiles);
-    let pass = match slo.map(|x| x.verdict) {
-        _ if !valid => Some(false),
-        None | Some(SloVerdict::Met) => Some(true),
-        Some(SloVerdict::MetIndicated) => None,
-        Some(_) => Some(false),
-    };
-    banner_toned(&lines, pass, &tiles)
 }
 
 /// A tile's standing from a verdict: green only when the sample supports the pass, neutral
@@ -442,16 +471,65 @@ pub fn page(
     let mut d = crate::report::Doc::default();
     d.h(format!("goodput · {}", s.contract));
     d.raw_html(verdicts(s));
-    let steady: Vec<&Record> = records
-        .iter()
-        .filter(|r| r.phase == Phase::Steady && r.is_ok())
-        .collect();
-    let m: Vec<_> = steady
-        .iter()
-        .map(|r| request_metrics(r, c.measurement.latency_origin, c.measurement.output_tokens))
-        .collect();
-    // With classes, the first class whose SLO sets the metric gives the line, named.
-    let threshold = |name: &str| {
+    let p = Page::new(c, inputs, s, records);
+    p.tails(&mut d);
+    p.over_time(&mut d, seconds);
+    p.sessions(&mut d);
+    // The whole report: every table, every reason.
+    let report = super::document(s);
+    d.blocks.extend(report.blocks.into_iter().skip(1));
+    p.distributions(&mut d);
+    p.lengths(&mut d);
+    super::format::html::wrap(&format!("goodput · {}", s.contract), &d)
+}
+
+type Pick = fn(&crate::analyze::RequestMetrics) -> Option<f64>;
+const REQUESTS: &str = "share of requests";
+
+/// What a run's page draws from: its steady requests that succeeded and their metrics.
+struct Page<'a> {
+    c: &'a Contract,
+    inputs: &'a Inputs,
+    s: &'a Summary,
+    steady: Vec<&'a Record>,
+    m: Vec<crate::analyze::RequestMetrics>,
+    /// Where latencies count from, in words.
+    from: String,
+    /// TTFO is drawn only when some request reasoned (otherwise it is TTFT).
+    reasoned: bool,
+    itl: Itl,
+}
+
+impl<'a> Page<'a> {
+    fn new(c: &'a Contract, inputs: &'a Inputs, s: &'a Summary, records: &'a [Record]) -> Self {
+        let steady: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.phase == Phase::Steady && r.is_ok())
+            .collect();
+        let m: Vec<_> = steady
+            .iter()
+            .map(|r| request_metrics(r, c.measurement.latency_origin, c.measurement.output_tokens))
+            .collect();
+        let mut itl = Itl::default();
+        for r in &steady {
+            itl.add(r);
+        }
+        Page {
+            c,
+            inputs,
+            s,
+            reasoned: m.iter().any(|x| x.reasoning_tokens.is_some()),
+            from: s.latency_origin.phrase().to_string(),
+            steady,
+            m,
+            itl,
+        }
+    }
+
+    /// The SLO line for a metric; with classes, the first class whose SLO sets the metric
+    /// gives the line, named.
+    fn threshold(&self, name: &str) -> Option<(f64, String)> {
+        let s = self.s;
         let line = |slo: &crate::analyze::SloResult, who: &str| {
             slo.per_metric.iter().find(|x| x.metric == name).map(|x| {
                 (
@@ -466,9 +544,11 @@ pub fn page(
                 .find_map(|k| line(k.slo.as_ref()?, &format!("{}: ", k.name))),
             None => s.steady.slo.as_ref().and_then(|slo| line(slo, "")),
         }
-    };
-    // Each class its own line: a mix's tail is its slowest class's, not a result of any.
-    let sets = |title: &str, pick: Pick| -> Vec<(String, Vec<f64>)> {
+    }
+
+    /// Each class its own line: a mix's tail is its slowest class's, not a result of any.
+    fn sets(&self, title: &str, pick: Pick) -> Vec<(String, Vec<f64>)> {
+        let (c, m, steady) = (self.c, &self.m, &self.steady);
         match &c.classes[..] {
             [] => vec![(title.to_owned(), m.iter().filter_map(pick).collect())],
             classes => classes
@@ -476,7 +556,7 @@ pub fn page(
                 .map(|k| {
                     let v = steady
                         .iter()
-                        .zip(&m)
+                        .zip(m)
                         .filter(|(r, _)| r.class.as_deref() == Some(k.name.as_str()))
                         .filter_map(|(_, x)| pick(x))
                         .collect();
@@ -484,267 +564,275 @@ pub fn page(
                 })
                 .collect(),
         }
-    };
-    type Pick = fn(&crate::analyze::RequestMetrics) -> Option<f64>;
-    let from = s.latency_origin.phrase();
-    const REQUESTS: &str = "share of requests";
-    // TTFO is drawn only when some request reasoned (otherwise it is TTFT).
-    let reasoned = m.iter().any(|x| x.reasoning_tokens.is_some());
-    let mut itl = Itl::default();
-    for r in &steady {
-        itl.add(r);
     }
 
-    d.h("Tails: latency by percentile, steady state");
-    let tails: [(&str, &str, Pick, String); 4] = [
-        ("TTFT", "ttft", |x| x.ttft_ms, format!("ms from {from}")),
-        (
-            "TTFO (first answer token)",
-            "ttfo",
-            |x| x.ttfo_ms,
-            format!("ms from {from}"),
-        ),
-        (
-            "TPOT",
-            "tpot",
-            |x| x.tpot_ms,
-            "ms per output token".to_owned(),
-        ),
-        ("E2E", "e2e", |x| x.e2e_ms, format!("ms from {from}")),
-    ];
-    for (title, key, pick, unit) in tails {
-        if key == "ttfo" && !reasoned {
-            continue;
-        }
-        if let Some(ch) = percentile_chart(
-            &format!("pct-{key}"),
-            &format!("{title} by percentile"),
-            &unit,
-            sets(title, pick),
-            threshold(key),
-        ) {
-            d.figure(ch.render());
-        }
-    }
-    let mut per_chunk = itl.per_chunk();
-    let n_chunks = per_chunk.len();
-    if let Some(ch) = percentile_chart_of_cdf(
-        "pct-itl",
-        "ITL per chunk by percentile",
-        "ms between chunks",
-        per_chunk.quantiles(4000),
-        n_chunks,
-    ) {
-        d.figure(
-            ch.note("One value per gap between streamed chunks, not per request.")
-                .render(),
-        );
-    }
-    let lag: Vec<f64> = m.iter().filter_map(|x| x.dispatch_lag_ms).collect();
-    if let Some(ch) = percentile_chart(
-        "pct-lag",
-        "Dispatch lag by percentile (the client's own delay)",
-        "ms late against the schedule",
-        vec![("dispatch lag".to_owned(), lag)],
-        Some((
-            c.measurement.max_dispatch_lag_ms.0,
-            format!(
-                "p99 allowed ≤ {} ms (measurement.max_dispatch_lag_ms)",
-                c.measurement.max_dispatch_lag_ms.0
+    /// Latency, ITL and dispatch lag by percentile, with the SLO's lines.
+    fn tails(&self, d: &mut crate::report::Doc) {
+        let (c, m, from) = (self.c, &self.m, &self.from[..]);
+        d.h("Tails: latency by percentile, steady state");
+        let tails: [(&str, &str, Pick, String); 4] = [
+            ("TTFT", "ttft", |x| x.ttft_ms, format!("ms from {from}")),
+            (
+                "TTFO (first answer token)",
+                "ttfo",
+                |x| x.ttfo_ms,
+                format!("ms from {from}"),
             ),
-        )),
-    ) {
-        d.figure(
-            ch.note("How late the client sent each request: a client problem shows here, not in the server's latency.")
-                .render(),
-        );
+            (
+                "TPOT",
+                "tpot",
+                |x| x.tpot_ms,
+                "ms per output token".to_owned(),
+            ),
+            ("E2E", "e2e", |x| x.e2e_ms, format!("ms from {from}")),
+        ];
+        for (title, key, pick, unit) in tails {
+            if key == "ttfo" && !self.reasoned {
+                continue;
+            }
+            if let Some(ch) = percentile_chart(
+                &format!("pct-{key}"),
+                &format!("{title} by percentile"),
+                &unit,
+                self.sets(title, pick),
+                self.threshold(key),
+            ) {
+                d.figure(ch.render());
+            }
+        }
+        let mut per_chunk = self.itl.per_chunk();
+        let n_chunks = per_chunk.len();
+        if let Some(ch) = percentile_chart_of_cdf(
+            "pct-itl",
+            "ITL per chunk by percentile",
+            "ms between chunks",
+            per_chunk.quantiles(4000),
+            n_chunks,
+        ) {
+            d.figure(
+                ch.note("One value per gap between streamed chunks, not per request.")
+                    .render(),
+            );
+        }
+        let lag: Vec<f64> = m.iter().filter_map(|x| x.dispatch_lag_ms).collect();
+        if let Some(ch) = percentile_chart(
+            "pct-lag",
+            "Dispatch lag by percentile (the client's own delay)",
+            "ms late against the schedule",
+            vec![("dispatch lag".to_owned(), lag)],
+            Some((
+                c.measurement.max_dispatch_lag_ms.0,
+                format!(
+                    "p99 allowed ≤ {} ms (measurement.max_dispatch_lag_ms)",
+                    c.measurement.max_dispatch_lag_ms.0
+                ),
+            )),
+        ) {
+            d.figure(
+                ch.note("How late the client sent each request: a client problem shows here, not in the server's latency.")
+                    .render(),
+            );
+        }
     }
 
-    if !seconds.is_empty() {
-        d.h("Over time");
-        let pts = |f: &dyn Fn(&Second) -> Option<f64>| -> Vec<(f64, f64)> {
-            seconds
-                .iter()
-                .filter_map(|x| Some((x.t as f64, f(x)?)))
-                .collect()
+    /// Load and TTFT each second, the phases shaded.
+    fn over_time(&self, d: &mut crate::report::Doc, seconds: &[Second]) {
+        let from = &self.from[..];
+        if !seconds.is_empty() {
+            d.h("Over time");
+            let pts = |f: &dyn Fn(&Second) -> Option<f64>| -> Vec<(f64, f64)> {
+                seconds
+                    .iter()
+                    .filter_map(|x| Some((x.t as f64, f(x)?)))
+                    .collect()
+            };
+            let mut load = Chart::new(
+                "timeline-load",
+                "Load each second",
+                "seconds since the run started",
+                "requests",
+            )
+            .line("started in that second", pts(&|x| Some(x.starts as f64)))
+            .line("in flight", pts(&|x| Some(x.in_flight as f64)));
+            let mut ttft = Chart::new(
+                "timeline-ttft",
+                "TTFT of the requests sent each second",
+                "seconds since the run started",
+                &format!("ms from {from}"),
+            )
+            .line("TTFT p50", pts(&|x| x.ttft_p50_ms))
+            .line("TTFT p99", pts(&|x| x.ttft_p99_ms));
+            for (name, a, b) in phase_spans(seconds) {
+                load = load.band(a, b, &name);
+                ttft = ttft.band(a, b, &name);
+            }
+            if let Some((x, name)) = self.threshold("ttft") {
+                ttft = ttft.hline(x, &name);
+            }
+            d.figure(load.render());
+            d.figure(ttft.render());
+        }
+    }
+
+    /// With sessions: TTFT and prompt tokens by turn.
+    fn sessions(&self, d: &mut crate::report::Doc) {
+        let s = self.s;
+        if let Some(ss) = &s.steady.sessions {
+            d.h("Sessions");
+            let by_turn = |f: &dyn Fn(&crate::analyze::sessions::TurnStats) -> Option<f64>| {
+                ss.per_turn
+                    .iter()
+                    .filter_map(|t| Some((f64::from(t.turn), f(t)?)))
+                    .collect::<Vec<_>>()
+            };
+            let mut ttft = Chart::new(
+                "sessions-ttft",
+                "Sessions: TTFT by turn (each turn carries the conversation so far)",
+                "turn of the session",
+                "ms",
+            )
+            .line("TTFT p50", by_turn(&|t| t.ttft_ms.as_ref().map(|d| d.p50)))
+            .line("TTFT p99", by_turn(&|t| t.ttft_ms.as_ref().map(|d| d.p99)));
+            if let Some((x, name)) = self.threshold("ttft") {
+                ttft = ttft.hline(x, &name);
+            }
+            d.figure(ttft.render());
+            let tokens = Chart::new(
+                "sessions-tokens",
+                "Sessions: prompt tokens by turn (means)",
+                "turn of the session",
+                "tokens",
+            )
+            .line(
+                "prompt",
+                by_turn(&|t| t.input_tokens.as_ref().map(|d| d.mean)),
+            )
+            .line(
+                "history (reusable)",
+                by_turn(&|t| t.reusable_tokens.as_ref().map(|d| d.mean)),
+            )
+            .line(
+                "cached (server)",
+                by_turn(&|t| t.cached_tokens.as_ref().map(|d| d.mean)),
+            );
+            d.figure(tokens.render());
+        }
+    }
+
+    /// The CDFs of every latency, as secondary figures.
+    fn distributions(&self, d: &mut crate::report::Doc) {
+        let (m, from, reasoned, itl) = (&self.m, &self.from[..], self.reasoned, &self.itl);
+        d.h("Distributions (CDF) and lengths");
+        // CDF points, and how many values they are drawn from.
+        type Cdf = (Vec<(f64, f64)>, usize);
+        let of = |v: Vec<f64>| (cdf(&v, 400), v.len());
+        let tallied = |mut t: Tally| (t.quantiles(400), t.len());
+        let series: [(&str, &str, Cdf, &str); 6] = [
+            (
+                "TTFT",
+                "ttft",
+                of(m.iter().filter_map(|x| x.ttft_ms).collect()),
+                REQUESTS,
+            ),
+            (
+                "TTFO (first answer token)",
+                "ttfo",
+                of(m.iter()
+                    .filter(|_| reasoned)
+                    .filter_map(|x| x.ttfo_ms)
+                    .collect()),
+                REQUESTS,
+            ),
+            (
+                "TPOT",
+                "tpot",
+                of(m.iter().filter_map(|x| x.tpot_ms).collect()),
+                REQUESTS,
+            ),
+            (
+                "ITL per chunk",
+                "itl",
+                tallied(itl.per_chunk()),
+                "share of chunk gaps",
+            ),
+            (
+                "ITL per token",
+                "itl-token",
+                tallied(itl.per_token()),
+                "share of tokens after the first chunk",
+            ),
+            (
+                "E2E",
+                "e2e",
+                of(m.iter().filter_map(|x| x.e2e_ms).collect()),
+                REQUESTS,
+            ),
+        ];
+        for (title, key, (points, n), y) in series {
+            if n == 0 {
+                continue;
+            }
+            let mut chart = Chart::new(
+                &format!("cdf-{key}"),
+                &format!("{title} CDF, steady state ({n} values)"),
+                // Gaps between tokens have no origin; the latencies count from one.
+                &if matches!(key, "tpot" | "itl" | "itl-token") {
+                    format!("{title} (ms)")
+                } else {
+                    format!("{title} (ms from {from})")
+                },
+                y,
+            )
+            .line(title, points)
+            .y_max(1.0);
+            if let Some((x, name)) = self.threshold(key) {
+                chart = chart.vline(x, &name);
+            }
+            d.figure(chart.render());
+        }
+    }
+
+    /// Input and output lengths: requested, sent and reported by the server.
+    fn lengths(&self, d: &mut crate::report::Doc) {
+        let (c, inputs, steady) = (self.c, self.inputs, &self.steady);
+        let lengths = |planned: Vec<f64>, reported: Vec<f64>, input: bool, what: &str| {
+            let requested = crate::plan::requested_lengths(c, inputs, input).unwrap_or_default();
+            let mut ch = Chart::new(
+                &format!("lengths-{}", what.to_lowercase()),
+                &format!("{what} length: requested, sent, and reported by the server"),
+                "tokens",
+                "share of requests",
+            );
+            if !requested.is_empty() {
+                let r: Vec<f64> = requested.into_iter().map(f64::from).collect();
+                ch = ch.line("requested", cdf(&r, 200));
+            }
+            ch = ch.line("sent", cdf(&planned, 200)).y_max(1.0);
+            if !reported.is_empty() {
+                ch = ch.line("reported (usage)", cdf(&reported, 200));
+            }
+            ch.render()
         };
-        let mut load = Chart::new(
-            "timeline-load",
-            "Load each second",
-            "seconds since the run started",
-            "requests",
-        )
-        .line("started in that second", pts(&|x| Some(x.starts as f64)))
-        .line("in flight", pts(&|x| Some(x.in_flight as f64)));
-        let mut ttft = Chart::new(
-            "timeline-ttft",
-            "TTFT of the requests sent each second",
-            "seconds since the run started",
-            &format!("ms from {from}"),
-        )
-        .line("TTFT p50", pts(&|x| x.ttft_p50_ms))
-        .line("TTFT p99", pts(&|x| x.ttft_p99_ms));
-        for (name, a, b) in phase_spans(seconds) {
-            load = load.band(a, b, &name);
-            ttft = ttft.band(a, b, &name);
-        }
-        if let Some((x, name)) = threshold("ttft") {
-            ttft = ttft.hline(x, &name);
-        }
-        d.figure(load.render());
-        d.figure(ttft.render());
-    }
-    if let Some(ss) = &s.steady.sessions {
-        d.h("Sessions");
-        let by_turn = |f: &dyn Fn(&crate::analyze::sessions::TurnStats) -> Option<f64>| {
-            ss.per_turn
-                .iter()
-                .filter_map(|t| Some((f64::from(t.turn), f(t)?)))
-                .collect::<Vec<_>>()
-        };
-        let mut ttft = Chart::new(
-            "sessions-ttft",
-            "Sessions: TTFT by turn (each turn carries the conversation so far)",
-            "turn of the session",
-            "ms",
-        )
-        .line("TTFT p50", by_turn(&|t| t.ttft_ms.as_ref().map(|d| d.p50)))
-        .line("TTFT p99", by_turn(&|t| t.ttft_ms.as_ref().map(|d| d.p99)));
-        if let Some((x, name)) = threshold("ttft") {
-            ttft = ttft.hline(x, &name);
-        }
-        d.figure(ttft.render());
-        let tokens = Chart::new(
-            "sessions-tokens",
-            "Sessions: prompt tokens by turn (means)",
-            "turn of the session",
-            "tokens",
-        )
-        .line(
-            "prompt",
-            by_turn(&|t| t.input_tokens.as_ref().map(|d| d.mean)),
-        )
-        .line(
-            "history (reusable)",
-            by_turn(&|t| t.reusable_tokens.as_ref().map(|d| d.mean)),
-        )
-        .line(
-            "cached (server)",
-            by_turn(&|t| t.cached_tokens.as_ref().map(|d| d.mean)),
-        );
-        d.figure(tokens.render());
-    }
-
-    // The whole report: every table, every reason.
-    let report = super::document(s);
-    d.blocks.extend(report.blocks.into_iter().skip(1));
-
-    d.h("Distributions (CDF) and lengths");
-    // CDF points, and how many values they are drawn from.
-    type Cdf = (Vec<(f64, f64)>, usize);
-    let of = |v: Vec<f64>| (cdf(&v, 400), v.len());
-    let tallied = |mut t: Tally| (t.quantiles(400), t.len());
-    let series: [(&str, &str, Cdf, &str); 6] = [
-        (
-            "TTFT",
-            "ttft",
-            of(m.iter().filter_map(|x| x.ttft_ms).collect()),
-            REQUESTS,
-        ),
-        (
-            "TTFO (first answer token)",
-            "ttfo",
-            of(m.iter()
-                .filter(|_| reasoned)
-                .filter_map(|x| x.ttfo_ms)
-                .collect()),
-            REQUESTS,
-        ),
-        (
-            "TPOT",
-            "tpot",
-            of(m.iter().filter_map(|x| x.tpot_ms).collect()),
-            REQUESTS,
-        ),
-        (
-            "ITL per chunk",
-            "itl",
-            tallied(itl.per_chunk()),
-            "share of chunk gaps",
-        ),
-        (
-            "ITL per token",
-            "itl-token",
-            tallied(itl.per_token()),
-            "share of tokens after the first chunk",
-        ),
-        (
-            "E2E",
-            "e2e",
-            of(m.iter().filter_map(|x| x.e2e_ms).collect()),
-            REQUESTS,
-        ),
-    ];
-    for (title, key, (points, n), y) in series {
-        if n == 0 {
-            continue;
-        }
-        let mut chart = Chart::new(
-            &format!("cdf-{key}"),
-            &format!("{title} CDF, steady state ({n} values)"),
-            // Gaps between tokens have no origin; the latencies count from one.
-            &if matches!(key, "tpot" | "itl" | "itl-token") {
-                format!("{title} (ms)")
+        // A session's later turns carry its history: its prompts are compared on first turns.
+        let firsts: Vec<&&Record> = steady.iter().filter(|r| r.is_first_turn()).collect();
+        for (input, what) in [(true, "Input"), (false, "Output")] {
+            let of = if input {
+                &firsts[..]
             } else {
-                format!("{title} (ms from {from})")
-            },
-            y,
-        )
-        .line(title, points)
-        .y_max(1.0);
-        if let Some((x, name)) = threshold(key) {
-            chart = chart.vline(x, &name);
+                &steady.iter().collect::<Vec<_>>()[..]
+            };
+            d.figure(lengths(
+                of.iter()
+                    .map(|r| f64::from(r.planned_tokens(input)))
+                    .collect(),
+                of.iter()
+                    .filter_map(|r| r.reported_tokens(input).map(f64::from))
+                    .collect(),
+                input,
+                what,
+            ));
         }
-        d.figure(chart.render());
     }
-    let lengths = |planned: Vec<f64>, reported: Vec<f64>, input: bool, what: &str| {
-        let requested = crate::plan::requested_lengths(c, inputs, input).unwrap_or_default();
-        let mut ch = Chart::new(
-            &format!("lengths-{}", what.to_lowercase()),
-            &format!("{what} length: requested, sent, and reported by the server"),
-            "tokens",
-            "share of requests",
-        );
-        if !requested.is_empty() {
-            let r: Vec<f64> = requested.into_iter().map(f64::from).collect();
-            ch = ch.line("requested", cdf(&r, 200));
-        }
-        ch = ch.line("sent", cdf(&planned, 200)).y_max(1.0);
-        if !reported.is_empty() {
-            ch = ch.line("reported (usage)", cdf(&reported, 200));
-        }
-        ch.render()
-    };
-    // A session's later turns carry its history: its prompts are compared on first turns.
-    let firsts: Vec<&&Record> = steady.iter().filter(|r| r.is_first_turn()).collect();
-    for (input, what) in [(true, "Input"), (false, "Output")] {
-        let of = if input {
-            &firsts[..]
-        } else {
-            &steady.iter().collect::<Vec<_>>()[..]
-        };
-        d.figure(lengths(
-            of.iter()
-                .map(|r| f64::from(r.planned_tokens(input)))
-                .collect(),
-            of.iter()
-                .filter_map(|r| r.reported_tokens(input).map(f64::from))
-                .collect(),
-            input,
-            what,
-        ));
-    }
-    super::format::html::wrap(&format!("goodput · {}", s.contract), &d)
 }
 
 /// Spans of seconds by the phase of the requests sent in them: a second with no send (a lull

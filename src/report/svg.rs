@@ -224,6 +224,32 @@ impl Chart {
 
     /// The figure: its title, the `<svg>`, and its legend, as HTML.
     pub fn render(&self) -> String {
+        let frame = self.frame();
+        let Frame { sx, left, .. } = &frame;
+        let mut o = String::new();
+        let _ = write!(
+            o,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" id="{}" viewBox="0 0 {W} {H}" class="chart" role="img" aria-label="{}"><title>{}</title>"#,
+            esc(&self.id),
+            esc(&self.title),
+            esc(&self.title)
+        );
+        let legend_bands = self.draw_bands(&mut o, sx, *left);
+        self.draw_axes(&mut o, &frame);
+        self.draw_data(&mut o, &frame);
+        o.push_str("</svg>");
+        let legend = self.legend(legend_bands);
+        let note = self.note.as_ref().map_or(String::new(), |n| {
+            format!(r#"<p class="note">{}</p>"#, esc(n))
+        });
+        format!(
+            r#"<div class="ftitle">{}</div>{o}<div class="keys">{legend}</div>{note}"#,
+            esc(&self.title)
+        )
+    }
+
+    /// The plot's scales and ticks, from every value drawn.
+    fn frame(&self) -> Frame {
         let xs = self
             .series
             .iter()
@@ -295,14 +321,18 @@ impl Chart {
             from: H - BOTTOM,
             to: TOP,
         };
-        let mut o = String::new();
-        let _ = write!(
-            o,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" id="{}" viewBox="0 0 {W} {H}" class="chart" role="img" aria-label="{}"><title>{}</title>"#,
-            esc(&self.id),
-            esc(&self.title),
-            esc(&self.title)
-        );
+        Frame {
+            sx,
+            sy,
+            left,
+            yt,
+            xt,
+        }
+    }
+
+    /// The shaded bands, and their labels in the strip above the plot (a second row when two
+    /// would touch); the bands whose label fits neither row, for the legend.
+    fn draw_bands(&self, o: &mut String, sx: &Scale, left: f64) -> Vec<(usize, String)> {
         // Band labels: in the strip above the plot, a second row when two would touch; a
         // label that fits neither row is named in the legend only.
         // One colour, one label and at most one legend entry per band name (a phase drawn as
@@ -355,7 +385,20 @@ impl Chart {
                 None => legend_bands.push((colour(name), (*name).to_owned())),
             }
         }
-        for t in &yt {
+        legend_bands
+    }
+
+    /// The grid, ticks, axes and axis names.
+    fn draw_axes(&self, o: &mut String, f: &Frame) {
+        let Frame {
+            sx,
+            sy,
+            left,
+            yt,
+            xt,
+        } = f;
+        let left = *left;
+        for t in yt {
             let y = sy.at(*t);
             let _ = write!(
                 o,
@@ -401,6 +444,12 @@ impl Chart {
             (TOP + H - BOTTOM) / 2.0,
             esc(&self.y_label)
         );
+    }
+
+    /// The confidence bands, series, marks and threshold lines.
+    fn draw_data(&self, o: &mut String, f: &Frame) {
+        let Frame { sx, sy, left, .. } = f;
+        let left = *left;
         let clamp_y = |y: f64| sy.at(y.min(sy.hi));
         for (i, band) in &self.bands_ci {
             let colour = PALETTE[i % PALETTE.len()];
@@ -507,9 +556,10 @@ impl Chart {
                 esc(name),
             );
         }
-        o.push_str("</svg>");
+    }
 
-        // The legend, in HTML under the plot: it wraps, and never covers a curve.
+    /// The legend, in HTML under the plot: it wraps, and never covers a curve.
+    fn legend(&self, legend_bands: Vec<(usize, String)>) -> String {
         let mut legend = String::new();
         for (i, (name, _)) in self.series.iter().enumerate() {
             let ci = if self.bands_ci.iter().any(|(k, _)| *k == i) {
@@ -545,14 +595,17 @@ impl Chart {
                 esc(&name)
             );
         }
-        let note = self.note.as_ref().map_or(String::new(), |n| {
-            format!(r#"<p class="note">{}</p>"#, esc(n))
-        });
-        format!(
-            r#"<div class="ftitle">{}</div>{o}<div class="keys">{legend}</div>{note}"#,
-            esc(&self.title)
-        )
+        legend
     }
+}
+
+/// Where a chart's values land: its scales, the plot's left edge and the ticks.
+struct Frame {
+    sx: Scale,
+    sy: Scale,
+    left: f64,
+    yt: Vec<f64>,
+    xt: Vec<(f64, String)>,
 }
 
 /// Percentiles a percentile plot draws, as far as `n` values support them (the p-th needs at

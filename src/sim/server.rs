@@ -282,73 +282,120 @@ struct Pending {
 }
 
 fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
-    let mut engine = Engine::new(shared.cfg.clone());
-    let mut ledger = Ledger::default();
-    let mut replies: HashMap<u64, UnboundedSender<Delivery>> = HashMap::new();
-    let (mut events, mut gone, mut queue_obs, mut ttft_obs) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut pending: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
-    let mut last_end: Option<f64> = None;
-    let mut last_dur = 0.0_f64;
-    let mut finished_ok = 0u64;
+    let mut l = EngineLoop::new(shared);
+    loop {
+        let Some(resumed_from_idle) = l.receive(&rx) else {
+            return;
+        };
+        let start = l.step_start(resumed_from_idle);
+        l.admit_arrived(start);
+        let Some(step) = l.engine.step(start, &mut l.events) else {
+            continue;
+        };
+        // The step's power is known from its start: a scrape while it runs reads it.
+        lock(&l.shared.meter).step(step.start, step.end, l.engine.running());
+        l.at_step_start(step.start);
+        let deadline = l.shared.epoch + Duration::from_secs_f64(step.end);
+        let now = Instant::now();
+        if deadline > now {
+            std::thread::sleep(deadline - now);
+        }
+        let t = l.shared.now();
+        l.deliver(t);
+        l.publish();
+        l.last_end = Some(step.end);
+        l.last_dur = step.end - step.start;
+    }
+}
 
-    // Returns false on shutdown.
-    let take = |m: Msg, pending: &mut std::collections::VecDeque<Pending>| -> bool {
-        match m {
-            Msg::Shutdown => false,
+/// The engine thread's state: the engine on its clock, the ground truth, where each
+/// request's chunks go, and what the next `/metrics` scrape reads.
+struct EngineLoop {
+    shared: Arc<Shared>,
+    engine: Engine,
+    ledger: Ledger,
+    replies: HashMap<u64, UnboundedSender<Delivery>>,
+    events: Vec<Event>,
+    gone: Vec<u64>,
+    queue_obs: Vec<f64>,
+    ttft_obs: Vec<f64>,
+    pending: std::collections::VecDeque<Pending>,
+    last_end: Option<f64>,
+    last_dur: f64,
+    finished_ok: u64,
+}
+
+impl EngineLoop {
+    fn new(shared: Arc<Shared>) -> EngineLoop {
+        EngineLoop {
+            engine: Engine::new(shared.cfg.clone()),
+            shared,
+            ledger: Ledger::default(),
+            replies: HashMap::new(),
+            events: Vec::new(),
+            gone: Vec::new(),
+            queue_obs: Vec::new(),
+            ttft_obs: Vec::new(),
+            pending: std::collections::VecDeque::new(),
+            last_end: None,
+            last_dur: 0.0,
+            finished_ok: 0,
+        }
+    }
+
+    /// Takes every arrival waiting, waiting for one when the engine is idle; whether it was
+    /// idle, or `None` on shutdown.
+    fn receive(&mut self, rx: &Receiver<Msg>) -> Option<bool> {
+        let resumed_from_idle = self.engine.is_idle() && self.pending.is_empty();
+        let pending = &mut self.pending;
+        let mut take = |m: Msg| match m {
+            Msg::Shutdown => None,
             Msg::Arrive(p) => {
                 pending.push_back(p);
-                true
+                Some(())
             }
-        }
-    };
-
-    loop {
-        let mut resumed_from_idle = false;
-        if engine.is_idle() && pending.is_empty() {
-            match rx.recv() {
-                Ok(m) => {
-                    if !take(m, &mut pending) {
-                        return;
-                    }
-                }
-                Err(_) => return,
-            }
-            resumed_from_idle = true;
+        };
+        if resumed_from_idle {
+            take(rx.recv().ok()?)?;
         }
         loop {
             match rx.try_recv() {
-                Ok(m) => {
-                    if !take(m, &mut pending) {
-                        return;
-                    }
-                }
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => return,
+                Ok(m) => take(m)?,
+                Err(TryRecvError::Empty) => return Some(resumed_from_idle),
+                Err(TryRecvError::Disconnected) => return None,
             }
         }
-        // The model's clock stays contiguous while the engine is busy: a thread that wakes late
-        // (sleep overshoot, a busy machine) runs the overdue steps back to back to catch up
-        // rather than opening a step the cost model would not have. Only a real hiccup (longer
-        // than three steps, or 2 ms for near-zero-cost steps) resynchronises to real time, and
-        // after idleness the next step starts when the first waiting request arrived.
-        let now = shared.now();
-        let catch_up = (3.0 * last_dur).max(0.002);
-        let mut start = match last_end {
+    }
+
+    /// When the next step starts on the model's clock. The clock stays contiguous while the
+    /// engine is busy: a thread that wakes late (sleep overshoot, a busy machine) runs the
+    /// overdue steps back to back to catch up rather than opening a step the cost model would
+    /// not have. Only a real hiccup (longer than three steps, or 2 ms for near-zero-cost steps)
+    /// resynchronises to real time, and after idleness the next step starts when the first
+    /// waiting request arrived.
+    fn step_start(&self, resumed_from_idle: bool) -> f64 {
+        let now = self.shared.now();
+        let catch_up = (3.0 * self.last_dur).max(0.002);
+        let mut start = match self.last_end {
             Some(end) if !resumed_from_idle && now - end < catch_up => end,
-            Some(end) if resumed_from_idle => pending.front().map_or(now, |p| p.t.max(end)),
+            Some(end) if resumed_from_idle => self.pending.front().map_or(now, |p| p.t.max(end)),
             _ => now,
         };
         // An idle engine starts its next step when the next request arrives.
-        if engine.is_idle()
-            && let Some(first) = pending.front()
+        if self.engine.is_idle()
+            && let Some(first) = self.pending.front()
         {
             start = start.max(first.t);
         }
-        // Only requests that had arrived when the step starts join it; one that arrived while
-        // this thread was catching up waits for the next step, as in the discrete-event runner.
-        while pending.front().is_some_and(|p| p.t <= start) {
-            let p = pending.pop_front().expect("front exists");
+        start
+    }
+
+    /// Only requests that had arrived when the step starts join it; one that arrived while
+    /// this thread was catching up waits for the next step, as in the discrete-event runner.
+    fn admit_arrived(&mut self, start: f64) {
+        while self.pending.front().is_some_and(|p| p.t <= start) {
+            let p = self.pending.pop_front().expect("front exists");
+            let ledger = &mut self.ledger;
             ledger.arrive(p.seq, p.request_id, p.t, p.prompt_ids.len() as u32);
             ledger.set_reasoning(p.seq, p.reasoning_tokens);
             if let Some(text) = p.prompt {
@@ -357,8 +404,8 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
             if let Some(f) = p.fault {
                 ledger.set_outcome(p.seq, f);
             }
-            replies.insert(p.seq, p.reply);
-            engine.submit(Submission {
+            self.replies.insert(p.seq, p.reply);
+            self.engine.submit(Submission {
                 id: p.seq,
                 prompt_ids: p.prompt_ids,
                 output_tokens: p.output_tokens,
@@ -367,97 +414,94 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
                 extra_ms: p.extra_ms,
             });
         }
-        let Some(step) = engine.step(start, &mut events) else {
-            continue;
-        };
-        // The step's power is known from its start: a scrape while it runs reads it.
-        lock(&shared.meter).step(step.start, step.end, engine.running());
-        for ev in &events {
+    }
+
+    /// What happens as the step starts: admissions and rejections.
+    fn at_step_start(&mut self, start: f64) {
+        for ev in &self.events {
             match *ev {
                 // Queue time is observed when the request finishes, as vLLM's
                 // `vllm:request_queue_time_seconds` is (its finished-request stats), not when it
                 // is admitted: a window's histogram counts the requests finished in it.
                 Event::Admitted { id, cached_tokens } => {
-                    ledger.admit(id, step.start, cached_tokens);
+                    self.ledger.admit(id, start, cached_tokens);
                 }
                 Event::Rejected { id } => {
-                    ledger.set_outcome(id, SimOutcome::RejectedTooLong);
-                    if let Some(g) = ledger.finish(id, step.start, SimOutcome::RejectedTooLong) {
-                        shared.record(g);
+                    self.ledger.set_outcome(id, SimOutcome::RejectedTooLong);
+                    if let Some(g) = self.ledger.finish(id, start, SimOutcome::RejectedTooLong) {
+                        self.shared.record(g);
                     }
-                    if let Some(tx) = replies.remove(&id) {
+                    if let Some(tx) = self.replies.remove(&id) {
                         let _ = tx.send(Delivery::Rejected);
                     }
                 }
                 _ => {}
             }
         }
-        let deadline = shared.epoch + Duration::from_secs_f64(step.end);
-        let now = Instant::now();
-        if deadline > now {
-            std::thread::sleep(deadline - now);
-        }
-        let t = shared.now();
-        for ev in &events {
+    }
+
+    /// The step's chunks and ends, delivered at its end `t`; a client gone is aborted.
+    fn deliver(&mut self, t: f64) {
+        for ev in &self.events {
             match *ev {
                 Event::Chunk {
                     id,
                     first_index,
                     tokens,
                 } => {
-                    if let Some(ttft) = ledger.chunk(id, t, tokens) {
-                        ttft_obs.push(ttft);
+                    if let Some(ttft) = self.ledger.chunk(id, t, tokens) {
+                        self.ttft_obs.push(ttft);
                     }
-                    let sent = replies.get(&id).map(|tx| {
+                    let sent = self.replies.get(&id).map(|tx| {
                         tx.send(Delivery::Chunk {
                             first_index,
                             tokens,
                         })
                     });
                     if matches!(sent, Some(Err(_))) {
-                        gone.push(id);
+                        self.gone.push(id);
                     }
                 }
                 Event::Finished { id } => {
                     // Ground truth first: a client that has seen [DONE] must find it recorded.
                     let mut cached = 0;
-                    if let Some(g) = ledger.finish(id, t, SimOutcome::Ok) {
-                        finished_ok += u64::from(g.outcome == SimOutcome::Ok);
+                    if let Some(g) = self.ledger.finish(id, t, SimOutcome::Ok) {
+                        self.finished_ok += u64::from(g.outcome == SimOutcome::Ok);
                         cached = g.cached_tokens;
-                        queue_obs.extend(g.queue_us.map(|q| q as f64 / 1e6));
-                        shared.record(g);
+                        self.queue_obs.extend(g.queue_us.map(|q| q as f64 / 1e6));
+                        self.shared.record(g);
                     }
-                    if let Some(tx) = replies.remove(&id) {
+                    if let Some(tx) = self.replies.remove(&id) {
                         let _ = tx.send(Delivery::Done { cached });
                     }
                 }
                 _ => {}
             }
         }
-        for id in gone.drain(..) {
-            engine.abort(id);
-            replies.remove(&id);
-            if let Some(g) = ledger.finish(id, t, SimOutcome::ClientGone) {
-                queue_obs.extend(g.queue_us.map(|q| q as f64 / 1e6));
-                shared.record(g);
+        for id in self.gone.drain(..) {
+            self.engine.abort(id);
+            self.replies.remove(&id);
+            if let Some(g) = self.ledger.finish(id, t, SimOutcome::ClientGone) {
+                self.queue_obs.extend(g.queue_us.map(|q| q as f64 / 1e6));
+                self.shared.record(g);
             }
         }
-        {
-            let mut m = lock(&shared.metrics);
-            m.running = engine.running();
-            m.waiting = engine.waiting();
-            m.kv_usage = engine.kv_usage();
-            m.counters = engine.counters();
-            m.requests_ok = finished_ok;
-            for q in queue_obs.drain(..) {
-                m.queue_time.observe(q);
-            }
-            for x in ttft_obs.drain(..) {
-                m.ttft.observe(x);
-            }
+    }
+
+    /// The figures `/metrics` publishes, as of the step's end.
+    fn publish(&mut self) {
+        let mut m = lock(&self.shared.metrics);
+        m.running = self.engine.running();
+        m.waiting = self.engine.waiting();
+        m.kv_usage = self.engine.kv_usage();
+        m.counters = self.engine.counters();
+        m.requests_ok = self.finished_ok;
+        for q in self.queue_obs.drain(..) {
+            m.queue_time.observe(q);
         }
-        last_end = Some(step.end);
-        last_dur = step.end - step.start;
+        for x in self.ttft_obs.drain(..) {
+            m.ttft.observe(x);
+        }
     }
 }
 

@@ -34,200 +34,218 @@ impl PeerFormat for Aiperf {
         let mut a = Audit::new(path, NAME);
         let cfg = field(path, NAME, v, "/input_config")?;
         field(path, NAME, v, "/request_latency")?;
-        let model = cfg["models"]["items"][0]["name"].as_str().unwrap_or("?");
-        let ep = &cfg["endpoint"];
-        let urls: Vec<&str> = ep["urls"]
-            .as_array()
-            .map(|u| u.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let streamed = ep["streaming"].as_bool() == Some(true);
-        a.axis(
-            "target",
-            format!(
-                "{} · model {model} · {} endpoint{} · AIPerf {}",
-                if urls.is_empty() {
-                    "?".to_owned()
-                } else {
-                    urls.join(", ")
-                },
-                ep["type"].as_str().unwrap_or("?"),
-                if streamed {
-                    ", streamed"
-                } else {
-                    ", not streamed"
-                },
-                v["aiperf_version"].as_str().unwrap_or("?")
-            ),
-        );
-        // GPU telemetry (DCGM) names the hardware when it was reachable.
-        let gpus = v["telemetry_data"]["endpoints"]
-            .as_object()
-            .is_some_and(|e| !e.is_empty());
-        server_unknown(&mut a, false, gpus);
-        if let Some(m) = reasoning_ttft_unknown(model, "AIPerf") {
-            a.missing.push(m);
-        }
-        if !streamed {
-            a.missing.push(
-                "not streamed: TTFT and inter-token latency are not measured (TTFT is the whole response)".into(),
-            );
-        }
-
-        let isl = &v["input_sequence_length"];
-        let osl = &v["output_sequence_length"];
-        let enforced = ep["extra"]["ignore_eos"].as_bool() == Some(true)
-            || ep["extra"]["min_tokens"].is_number();
-        let datasets: Vec<String> = cfg["datasets"]
-            .as_array()
-            .map(|d| {
-                d.iter()
-                    .map(|d| {
-                        format!(
-                            "{} {} ({} input / {} output tokens asked on average)",
-                            d["type"].as_str().unwrap_or("?"),
-                            d["name"].as_str().unwrap_or("dataset"),
-                            num(&d["prompts"]["isl"]["mean"]),
-                            num(&d["prompts"]["osl"]["mean"]),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        a.axis(
-            "workload",
-            format!(
-                "{} · real lengths: input p50 {} / output p50 {} tokens (p99 {}) · output length {}",
-                if datasets.is_empty() {
-                    "dataset not stated".to_owned()
-                } else {
-                    datasets.join("; ")
-                },
-                num(&isl["p50"]),
-                num(&osl["p50"]),
-                num(&osl["p99"]),
-                if enforced {
-                    "enforced (ignore_eos / min_tokens sent)"
-                } else {
-                    "not enforced"
-                }
-            ),
-        );
-        // AIPerf counts output with its tokenizer; the server's usage says what it generated.
-        if let (Some(mine), Some(server)) = (
-            osl["avg"].as_f64(),
-            v["usage_completion_tokens"]["avg"].as_f64(),
-        ) && server > 0.0
-            && (mine - server).abs() / server > 0.05
-        {
-            a.missing.push(format!(
-                "output token counts disagree: {mine:.1} a request by AIPerf's tokenizer, {server:.1} by the server's usage ({:+.0}%): the tokenizer is not the model's, so every per-token figure is in the wrong unit",
-                (mine - server) / server * 100.0
-            ));
-        }
-        if isl.is_null() || osl.is_null() {
-            a.missing
-                .push("real token lengths not recorded (no input/output sequence length)".into());
-        } else if !enforced {
-            a.limits.push(
-                "output length not enforced: each request stopped where the model chose, so output lengths vary with the engine (the recorded distribution says by how much)".into(),
-            );
-        }
-
-        let phases = cfg["phases"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        let profiling: Vec<&Value> = phases
-            .iter()
-            .filter(|p| p["kind"].as_str() != Some("warmup"))
-            .collect();
-        let mut loads = Vec::new();
-        for p in &profiling {
-            let kind = p["type"].as_str().unwrap_or("?");
-            let (rate, conc) = (p["rate"].as_f64(), p["concurrency"].as_u64());
-            loads.push(match (rate, conc) {
-                (Some(r), None) => format!("open loop, {kind} arrivals at {r} req/s"),
-                (Some(r), Some(c)) => {
-                    a.limits.push(format!(
-                        "arrivals at {r} req/s held behind a concurrency cap of {c}: requests that waited for a slot are timed from their actual send (coordinated omission)"
-                    ));
-                    format!("open loop, {kind} arrivals at {r} req/s, capped at {c} in flight")
-                }
-                (None, Some(c)) => {
-                    a.limits.push(format!(
-                        "closed-loop load (concurrency {c}): tail latency and capacity claims are not valid"
-                    ));
-                    format!("closed loop, concurrency {c}")
-                }
-                (None, None) => format!("`{kind}`"),
-            });
-        }
-        if loads.is_empty() {
-            a.missing
-                .push("load not stated (no profiling phase in input_config)".into());
-            loads.push("not stated".into());
-        }
-        a.axis("load", loads.join("; "));
-        let warm: Vec<String> = phases
-            .iter()
-            .filter(|p| p["kind"].as_str() == Some("warmup"))
-            .map(|p| {
-                format!(
-                    "{} requests{}",
-                    num(&p["requests"]),
-                    if p["exclude_from_results"].as_bool() == Some(true) {
-                        ", excluded from the results"
-                    } else {
-                        ""
-                    }
-                )
-            })
-            .collect();
-        if warm.is_empty() {
-            a.missing.push("warm-up not stated".into());
-            a.axis("warm-up", "not stated");
-        } else {
-            a.axis("warm-up", warm.join("; "));
-        }
-        let goodput = v.get("goodput").or(v.get("good_request_count"));
-        match (goodput, cfg.get("goodput")) {
-            (Some(g), c) if !g.is_null() => a.axis(
-                "slo",
-                format!(
-                    "goodput {} under {}",
-                    num(&g["avg"]),
-                    c.map_or("thresholds not saved".to_owned(), Value::to_string)
-                ),
-            ),
-            _ => {
-                a.missing.push("no SLO: goodput undefined".into());
-                a.axis("slo", "none");
-            }
-        }
-        a.axis(
-            "measurement",
-            format!(
-                "latency from the actual send; TTFT p99 {} ms, request latency p99 {} ms over {} requests",
-                num(&v["time_to_first_token"]["p99"]),
-                num(&v["request_latency"]["p99"]),
-                num(&v["request_count"]["avg"])
-            ),
-        );
-        a.missing.push(QUALITY_MISSING.into());
-        if v["was_cancelled"].as_bool() == Some(true) || v["is_complete"].as_bool() == Some(false) {
-            a.missing.push(
-                "the run was cancelled or did not complete: fewer requests than asked".into(),
-            );
-        }
-        let errors = v["error_summary"].as_array().map_or(0, Vec::len);
-        if errors > 0
-            || v["request_error_rate"]["avg"]
-                .as_f64()
-                .is_some_and(|r| r > 0.0)
-        {
-            a.limits.push(format!(
-                "requests failed (error rate {}%, {errors} kinds of error)",
-                num(&v["request_error_rate"]["avg"])
-            ));
-        }
-        a.limits.push("single run: no variance".into());
+        target(&mut a, v, cfg);
+        workload(&mut a, v, cfg);
+        load(&mut a, cfg);
+        slo_and_run(&mut a, v, cfg);
         Ok(a.done())
     }
+}
+
+/// The target axis, and the facts about the server the file cannot give.
+fn target(a: &mut Audit, v: &Value, cfg: &Value) {
+    let model = cfg["models"]["items"][0]["name"].as_str().unwrap_or("?");
+    let ep = &cfg["endpoint"];
+    let urls: Vec<&str> = ep["urls"]
+        .as_array()
+        .map(|u| u.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let streamed = ep["streaming"].as_bool() == Some(true);
+    a.axis(
+        "target",
+        format!(
+            "{} · model {model} · {} endpoint{} · AIPerf {}",
+            if urls.is_empty() {
+                "?".to_owned()
+            } else {
+                urls.join(", ")
+            },
+            ep["type"].as_str().unwrap_or("?"),
+            if streamed {
+                ", streamed"
+            } else {
+                ", not streamed"
+            },
+            v["aiperf_version"].as_str().unwrap_or("?")
+        ),
+    );
+    // GPU telemetry (DCGM) names the hardware when it was reachable.
+    let gpus = v["telemetry_data"]["endpoints"]
+        .as_object()
+        .is_some_and(|e| !e.is_empty());
+    server_unknown(a, false, gpus);
+    if let Some(m) = reasoning_ttft_unknown(model, "AIPerf") {
+        a.missing.push(m);
+    }
+    if !streamed {
+        a.missing.push(
+            "not streamed: TTFT and inter-token latency are not measured (TTFT is the whole response)".into(),
+        );
+    }
+}
+
+/// The workload axis: datasets, real lengths, whether the output length was enforced.
+fn workload(a: &mut Audit, v: &Value, cfg: &Value) {
+    let ep = &cfg["endpoint"];
+    let isl = &v["input_sequence_length"];
+    let osl = &v["output_sequence_length"];
+    let enforced =
+        ep["extra"]["ignore_eos"].as_bool() == Some(true) || ep["extra"]["min_tokens"].is_number();
+    let datasets: Vec<String> = cfg["datasets"]
+        .as_array()
+        .map(|d| {
+            d.iter()
+                .map(|d| {
+                    format!(
+                        "{} {} ({} input / {} output tokens asked on average)",
+                        d["type"].as_str().unwrap_or("?"),
+                        d["name"].as_str().unwrap_or("dataset"),
+                        num(&d["prompts"]["isl"]["mean"]),
+                        num(&d["prompts"]["osl"]["mean"]),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    a.axis(
+        "workload",
+        format!(
+            "{} · real lengths: input p50 {} / output p50 {} tokens (p99 {}) · output length {}",
+            if datasets.is_empty() {
+                "dataset not stated".to_owned()
+            } else {
+                datasets.join("; ")
+            },
+            num(&isl["p50"]),
+            num(&osl["p50"]),
+            num(&osl["p99"]),
+            if enforced {
+                "enforced (ignore_eos / min_tokens sent)"
+            } else {
+                "not enforced"
+            }
+        ),
+    );
+    // AIPerf counts output with its tokenizer; the server's usage says what it generated.
+    if let (Some(mine), Some(server)) = (
+        osl["avg"].as_f64(),
+        v["usage_completion_tokens"]["avg"].as_f64(),
+    ) && server > 0.0
+        && (mine - server).abs() / server > 0.05
+    {
+        a.missing.push(format!(
+            "output token counts disagree: {mine:.1} a request by AIPerf's tokenizer, {server:.1} by the server's usage ({:+.0}%): the tokenizer is not the model's, so every per-token figure is in the wrong unit",
+            (mine - server) / server * 100.0
+        ));
+    }
+    if isl.is_null() || osl.is_null() {
+        a.missing
+            .push("real token lengths not recorded (no input/output sequence length)".into());
+    } else if !enforced {
+        a.limits.push(
+            "output length not enforced: each request stopped where the model chose, so output lengths vary with the engine (the recorded distribution says by how much)".into(),
+        );
+    }
+}
+
+/// The load and warm-up axes, from the profiling and warm-up phases.
+fn load(a: &mut Audit, cfg: &Value) {
+    let phases = cfg["phases"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let profiling: Vec<&Value> = phases
+        .iter()
+        .filter(|p| p["kind"].as_str() != Some("warmup"))
+        .collect();
+    let mut loads = Vec::new();
+    for p in &profiling {
+        let kind = p["type"].as_str().unwrap_or("?");
+        let (rate, conc) = (p["rate"].as_f64(), p["concurrency"].as_u64());
+        loads.push(match (rate, conc) {
+            (Some(r), None) => format!("open loop, {kind} arrivals at {r} req/s"),
+            (Some(r), Some(c)) => {
+                a.limits.push(format!(
+                    "arrivals at {r} req/s held behind a concurrency cap of {c}: requests that waited for a slot are timed from their actual send (coordinated omission)"
+                ));
+                format!("open loop, {kind} arrivals at {r} req/s, capped at {c} in flight")
+            }
+            (None, Some(c)) => {
+                a.limits.push(format!(
+                    "closed-loop load (concurrency {c}): tail latency and capacity claims are not valid"
+                ));
+                format!("closed loop, concurrency {c}")
+            }
+            (None, None) => format!("`{kind}`"),
+        });
+    }
+    if loads.is_empty() {
+        a.missing
+            .push("load not stated (no profiling phase in input_config)".into());
+        loads.push("not stated".into());
+    }
+    a.axis("load", loads.join("; "));
+    let warm: Vec<String> = phases
+        .iter()
+        .filter(|p| p["kind"].as_str() == Some("warmup"))
+        .map(|p| {
+            format!(
+                "{} requests{}",
+                num(&p["requests"]),
+                if p["exclude_from_results"].as_bool() == Some(true) {
+                    ", excluded from the results"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
+    if warm.is_empty() {
+        a.missing.push("warm-up not stated".into());
+        a.axis("warm-up", "not stated");
+    } else {
+        a.axis("warm-up", warm.join("; "));
+    }
+}
+
+/// The SLO and measurement axes, and how the run ended.
+fn slo_and_run(a: &mut Audit, v: &Value, cfg: &Value) {
+    let goodput = v.get("goodput").or(v.get("good_request_count"));
+    match (goodput, cfg.get("goodput")) {
+        (Some(g), c) if !g.is_null() => a.axis(
+            "slo",
+            format!(
+                "goodput {} under {}",
+                num(&g["avg"]),
+                c.map_or("thresholds not saved".to_owned(), Value::to_string)
+            ),
+        ),
+        _ => {
+            a.missing.push("no SLO: goodput undefined".into());
+            a.axis("slo", "none");
+        }
+    }
+    a.axis(
+        "measurement",
+        format!(
+            "latency from the actual send; TTFT p99 {} ms, request latency p99 {} ms over {} requests",
+            num(&v["time_to_first_token"]["p99"]),
+            num(&v["request_latency"]["p99"]),
+            num(&v["request_count"]["avg"])
+        ),
+    );
+    a.missing.push(QUALITY_MISSING.into());
+    if v["was_cancelled"].as_bool() == Some(true) || v["is_complete"].as_bool() == Some(false) {
+        a.missing
+            .push("the run was cancelled or did not complete: fewer requests than asked".into());
+    }
+    let errors = v["error_summary"].as_array().map_or(0, Vec::len);
+    if errors > 0
+        || v["request_error_rate"]["avg"]
+            .as_f64()
+            .is_some_and(|r| r > 0.0)
+    {
+        a.limits.push(format!(
+            "requests failed (error rate {}%, {errors} kinds of error)",
+            num(&v["request_error_rate"]["avg"])
+        ));
+    }
+    a.limits.push("single run: no variance".into());
 }
