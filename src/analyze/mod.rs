@@ -1338,21 +1338,11 @@ pub struct Context<'a> {
 
 /// Computes the summary of a run from its records and what else the bundle keeps.
 pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary {
-    let Context {
-        workload,
-        interrupted,
-        stopped,
-        decided,
-        timeline,
-        facts,
-        scrapes,
-        telemetry,
-        telemetry_pages,
-        shards: shard_facts,
-        segments: segment_facts,
-    } = *context;
+    let cx = *context;
+    let (interrupted, stopped, decided) = (cx.interrupted, cx.stopped, cx.decided);
+    let (scrapes, telemetry) = (cx.scrapes, cx.telemetry);
     let none = crate::workload::Inputs::default();
-    let workload = workload.unwrap_or(&none);
+    let workload = cx.workload.unwrap_or(&none);
     let origin = c.measurement.latency_origin;
     let source = c.measurement.output_tokens;
     let by_phase = ByPhase::new(c, records, workload);
@@ -1375,15 +1365,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         let output_length_mismatches = output_length_mismatches(c, &ok, &metrics);
         let lengths = first_turn_lengths(c, workload, &steady_recs, &ok);
 
-        // With classes, each is judged by its own SLO and the totals add them up.
-        let classes = classes::summarize(c, &steady_recs, achieved);
-        let slo = match &classes {
-            Some(k) => classes::totals(k, c.slo.percentile),
-            None => c
-                .slo
-                .is_set()
-                .then(|| slo_result(c, &steady_recs, &steady_metrics, achieved)),
-        };
+        let (classes, slo) = judged(c, &steady_recs, &steady_metrics, achieved);
         let claims = steady_claims(c, &steady_recs, &steady_metrics);
 
         let phases = match phases_job {
@@ -1396,8 +1378,8 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         };
         let support = support(c, &stats);
 
-        let shards = shards::summarize(shard_facts, records);
-        let segments = segments::summarize(c, segment_facts, records);
+        let shards = shards::summarize(cx.shards, records);
+        let segments = segments::summarize(c, cx.segments, records);
         let validity = run_validity(
             c,
             &ValidityInputs {
@@ -1418,15 +1400,11 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             segments.as_deref(),
         );
         // The target's facts; without environment.json, the declared ones alone.
-        let declared_only;
-        let facts = match facts {
-            Some(f) => f,
-            None => {
-                declared_only = Facts::resolve(&c.target.declared, &[]);
-                &declared_only
-            }
-        };
-        let grade = grade(c, records, facts);
+        let facts = cx.facts.map_or_else(
+            || std::borrow::Cow::Owned(Facts::resolve(&c.target.declared, &[])),
+            std::borrow::Cow::Borrowed,
+        );
+        let grade = grade(c, records, &facts);
         let mut notes = notes(
             c,
             &phases,
@@ -1450,9 +1428,9 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 slo_share: None,
             };
             let steady = (&steady_recs[..], &ok[..], &metrics[..]);
-            steady_efficiency(c, w, steady, telemetry, telemetry_pages)
+            steady_efficiency(c, w, steady, telemetry, cx.telemetry_pages)
         });
-        let cold_start = cold_start_result(c, &by_phase.records, timeline);
+        let cold_start = cold_start_result(c, &by_phase.records, cx.timeline);
         let warmup = warmup_result(c, &by_phase.records, &steady_recs);
 
         Summary {
@@ -1496,18 +1474,44 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 &workload.references,
                 records,
             ),
-            server: window.and_then(|(a, b)| {
-                let finished: Vec<u64> = records.iter().filter_map(|r| r.end_us).collect();
-                server::derive(scrapes, a as f64 / 1e6, b as f64 / 1e6, &finished)
-            }),
+            server: window.and_then(|w| server_window(scrapes, records, w)),
             efficiency,
-            target: Some(target_identity(c, facts)),
+            target: Some(target_identity(c, &facts)),
             shards,
             segments,
             classes,
             warnings: warnings(c, records, workload, &ok, (scrapes, telemetry)),
         }
     })
+}
+
+/// The classes' results and the SLO's: with classes, each is judged by its own SLO and the
+/// totals add them up.
+fn judged(
+    c: &Contract,
+    steady: &[&Record],
+    metrics: &[RequestMetrics],
+    achieved: Option<f64>,
+) -> (Option<Vec<classes::ClassResult>>, Option<SloResult>) {
+    let classes = classes::summarize(c, steady, achieved);
+    let slo = match &classes {
+        Some(k) => classes::totals(k, c.slo.percentile),
+        None => c
+            .slo
+            .is_set()
+            .then(|| slo_result(c, steady, metrics, achieved)),
+    };
+    (classes, slo)
+}
+
+/// The server's own figures over the steady window `(from, to)` in µs.
+fn server_window(
+    scrapes: &[crate::env::prom::Scrape],
+    records: &[Record],
+    (from, to): (u64, u64),
+) -> Option<server::ServerSide> {
+    let finished: Vec<u64> = records.iter().filter_map(|r| r.end_us).collect();
+    server::derive(scrapes, from as f64 / 1e6, to as f64 / 1e6, &finished)
 }
 
 /// Every steady request's metrics (a failed one's TTFT counts in the SLO's figures), and the

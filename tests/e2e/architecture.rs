@@ -285,11 +285,11 @@ fn function_lengths() -> Vec<(usize, String)> {
     out
 }
 
-/// No function a reader has to scroll through (#47: none over 150 lines, at most 8 over 80).
-/// The counts may only fall: lower these bounds as functions are split. The list of every
-/// function of 80 lines or more is printed on every run (`.config/nextest.toml` shows it).
-const MOST_OVER_150: usize = 8;
-const MOST_OVER_80: usize = 54;
+/// No function a reader has to scroll through (#47): none over 150 lines, and at most this
+/// many of 80 lines or more (the goal is 8). The count may only fall: lower the bound as
+/// functions are split. The list of every function of 80 lines or more is printed on every
+/// run (`.config/nextest.toml` shows it).
+const MOST_OVER_80: usize = 50;
 
 #[test]
 fn functions_stay_short() {
@@ -308,9 +308,9 @@ fn functions_stay_short() {
     for (n, name) in &long {
         println!("{n:5}  {name}");
     }
-    assert!(
-        over_150 <= MOST_OVER_150,
-        "{over_150} functions over 150 lines (at most {MOST_OVER_150}): split the new one"
+    assert_eq!(
+        over_150, 0,
+        "{over_150} functions over 150 lines (none may be): split them"
     );
     assert!(
         long.len() <= MOST_OVER_80,

@@ -501,6 +501,7 @@ pub fn output_and_peak_rss(cmd: &mut std::process::Command) -> (std::process::Ou
     let mut stdout = Vec::new();
     out.read_to_end(&mut stdout).unwrap();
     let stderr = reader.join().unwrap();
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
     let (mut status, mut usage) = (0i32, unsafe { std::mem::zeroed::<libc::rusage>() });
     // SAFETY: waits for our own child, which `child` no longer waits for (never `wait`ed).
     let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
@@ -530,6 +531,7 @@ pub fn output_within_memory(cmd: &mut std::process::Command) -> std::process::Ou
 /// This test process's own peak resident set is within [`HOSTILE_RSS_BYTES`] (a run made in
 /// the test's process; nextest runs each test in a process of its own).
 pub fn assert_own_memory_within_bound() {
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
     let mut usage = unsafe { std::mem::zeroed::<libc::rusage>() };
     // SAFETY: getrusage fills the struct it is given.
     assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) }, 0);
