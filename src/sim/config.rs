@@ -220,6 +220,27 @@ pub struct ConfigError {
     pub rule: String,
 }
 
+/// A config error naming its key, value and rule.
+fn err(key: &str, value: impl ToString, rule: &str) -> Result<(), ConfigError> {
+    Err(ConfigError {
+        key: key.into(),
+        value: value.to_string(),
+        rule: rule.into(),
+    })
+}
+
+fn finite_pos(x: f64) -> bool {
+    x.is_finite() && x > 0.0
+}
+
+fn finite_nonneg(x: f64) -> bool {
+    x.is_finite() && x >= 0.0
+}
+
+fn fraction(x: f64) -> bool {
+    (0.0..=1.0).contains(&x)
+}
+
 impl SimConfig {
     /// A configuration with near-zero cost: for throughput benchmarks of the HTTP path.
     pub fn instant() -> Self {
@@ -246,19 +267,33 @@ impl SimConfig {
 
     /// Checks every value against its allowed range; the first violation, naming its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        fn err(key: &str, value: impl ToString, rule: &str) -> Result<(), ConfigError> {
-            Err(ConfigError {
-                key: key.into(),
-                value: value.to_string(),
-                rule: rule.into(),
-            })
-        }
-        let finite_pos = |x: f64| x.is_finite() && x > 0.0;
-        let finite_nonneg = |x: f64| x.is_finite() && x >= 0.0;
-        let fraction = |x: f64| (0.0..=1.0).contains(&x);
+        self.validate_names()?;
+        self.validate_engine()?;
+        self.validate_power()?;
+        self.validate_faults()
+    }
+
+    /// The model's name and its adapters'.
+    fn validate_names(&self) -> Result<(), ConfigError> {
         if self.model.trim().is_empty() {
             return err("model", "\"\"", "must be a non-empty model id");
         }
+        if let Some(a) = self
+            .adapters
+            .iter()
+            .find(|a| a.trim().is_empty() || **a == self.model)
+        {
+            return err(
+                "adapters",
+                format!("{a:?}"),
+                "each adapter needs a non-empty name other than `model`",
+            );
+        }
+        Ok(())
+    }
+
+    /// The cost model and the engine's sizes.
+    fn validate_engine(&self) -> Result<(), ConfigError> {
         if !finite_pos(self.prefill_tokens_per_s) {
             return err(
                 "prefill_tokens_per_s",
@@ -280,39 +315,8 @@ impl SimConfig {
                 return err(k, v, "must be a finite number >= 0");
             }
         }
-        if let Some(a) = self
-            .adapters
-            .iter()
-            .find(|a| a.trim().is_empty() || **a == self.model)
-        {
-            return err(
-                "adapters",
-                format!("{a:?}"),
-                "each adapter needs a non-empty name other than `model`",
-            );
-        }
         if self.max_batch == 0 {
             return err("max_batch", 0, "must be >= 1");
-        }
-        if self.power.gpus == 0 {
-            return err("power.gpus", 0, "must be >= 1");
-        }
-        if !finite_nonneg(self.power.idle_watts) {
-            return err(
-                "power.idle_watts",
-                self.power.idle_watts,
-                "must be a finite number >= 0",
-            );
-        }
-        if !(self.power.peak_watts.is_finite() && self.power.peak_watts >= self.power.idle_watts) {
-            return err(
-                "power.peak_watts",
-                self.power.peak_watts,
-                &format!(
-                    "must be finite and >= power.idle_watts ({})",
-                    self.power.idle_watts
-                ),
-            );
         }
         if self.kv_capacity_tokens == 0 {
             return err("kv_capacity_tokens", 0, "must be >= 1");
@@ -353,6 +357,36 @@ impl SimConfig {
                 "must be >= 1.0 (1.0 = no penalty)",
             );
         }
+        Ok(())
+    }
+
+    /// `[power]`: the GPUs and their idle and peak draw.
+    fn validate_power(&self) -> Result<(), ConfigError> {
+        if self.power.gpus == 0 {
+            return err("power.gpus", 0, "must be >= 1");
+        }
+        if !finite_nonneg(self.power.idle_watts) {
+            return err(
+                "power.idle_watts",
+                self.power.idle_watts,
+                "must be a finite number >= 0",
+            );
+        }
+        if !(self.power.peak_watts.is_finite() && self.power.peak_watts >= self.power.idle_watts) {
+            return err(
+                "power.peak_watts",
+                self.power.peak_watts,
+                &format!(
+                    "must be finite and >= power.idle_watts ({})",
+                    self.power.idle_watts
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// `[faults]`: rates are fractions, a stall is shorter than its period.
+    fn validate_faults(&self) -> Result<(), ConfigError> {
         let f = &self.faults;
         for (k, v) in [
             ("faults.error_rate", f.error_rate),
