@@ -242,7 +242,20 @@ fn draw(f: &mut ratatui::Frame, title: &str, s: &Snapshot, history: &[(f64, f64)
         });
     }
     f.render_widget(Paragraph::new(top_lines), top);
+    draw_latency(f, s, table);
+    draw_control(f, s, control);
+    draw_history(f, s, history, chart);
+    let keys_text = if demo {
+        "the bundle labels each change of load as a segment"
+    } else {
+        "q or Ctrl-C: stop the run (what was measured is kept)"
+    };
+    f.render_widget(Paragraph::new(keys_text), keys);
+}
 
+/// The window's latency table, a row over its SLO in bold red.
+fn draw_latency(f: &mut ratatui::Frame, s: &Snapshot, table: ratatui::layout::Rect) {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
     let body: Vec<Row> = s
         .latency
         .iter()
@@ -274,7 +287,11 @@ fn draw(f: &mut ratatui::Frame, title: &str, s: &Snapshot, history: &[(f64, f64)
         ))),
         table,
     );
+}
 
+/// The demo's load and its keys.
+fn draw_control(f: &mut ratatui::Frame, s: &Snapshot, control: ratatui::layout::Rect) {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
     if let Some(k) = &s.setting {
         let load = if k.open {
             format!(
@@ -306,7 +323,15 @@ fn draw(f: &mut ratatui::Frame, title: &str, s: &Snapshot, history: &[(f64, f64)
             control,
         );
     }
+}
 
+/// TTFT p99 over the last 10 s as time goes, against the SLO.
+fn draw_history(
+    f: &mut ratatui::Frame,
+    s: &Snapshot,
+    history: &[(f64, f64)],
+    chart: ratatui::layout::Rect,
+) {
     let slo = s.latency.first().and_then(|l| l.slo);
     let (x0, x1) = match (history.first(), history.last()) {
         (Some(a), Some(b)) if b.0 > a.0 => (a.0, b.0),
@@ -358,10 +383,4 @@ fn draw(f: &mut ratatui::Frame, title: &str, s: &Snapshot, history: &[(f64, f64)
             ),
         chart,
     );
-    let keys_text = if demo {
-        "the bundle labels each change of load as a segment"
-    } else {
-        "q or Ctrl-C: stop the run (what was measured is kept)"
-    };
-    f.render_widget(Paragraph::new(keys_text), keys);
 }

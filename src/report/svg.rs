@@ -278,8 +278,32 @@ impl Chart {
         // Room on the left for the widest y tick label and, beyond it, the axis name.
         let widest = yt.iter().map(|t| label(*t).len()).max().unwrap_or(1) as f64;
         let left = 30.0 + widest * CHAR_W;
-        // x ticks: round values on a linear axis; the named percentiles on a percentile one.
-        let xt: Vec<(f64, String)> = match self.x_scale {
+        let xt = self.x_ticks(x_lo, x_hi);
+        let sx = Scale {
+            lo: xt.first().map_or(0.0, |t| t.0),
+            hi: xt.last().map_or(1.0, |t| t.0),
+            from: left,
+            to: W - RIGHT,
+        };
+        let sy = Scale {
+            lo: 0.0,
+            hi: *yt.last().unwrap_or(&1.0),
+            from: H - BOTTOM,
+            to: TOP,
+        };
+        Frame {
+            sx,
+            sy,
+            left,
+            yt,
+            xt,
+        }
+    }
+
+    /// x ticks over `[x_lo, x_hi]`: round values on a linear axis; the named percentiles on a
+    /// percentile one.
+    fn x_ticks(&self, x_lo: f64, x_hi: f64) -> Vec<(f64, String)> {
+        match self.x_scale {
             XScale::Linear => {
                 let (lo, hi) = if x_lo.is_finite() && self.x_tight {
                     let pad = 0.1 * (x_hi - x_lo).max(0.05 * x_hi.abs()).max(1e-9);
@@ -308,25 +332,6 @@ impl Chart {
                 }
                 v
             }
-        };
-        let sx = Scale {
-            lo: xt.first().map_or(0.0, |t| t.0),
-            hi: xt.last().map_or(1.0, |t| t.0),
-            from: left,
-            to: W - RIGHT,
-        };
-        let sy = Scale {
-            lo: 0.0,
-            hi: *yt.last().unwrap_or(&1.0),
-            from: H - BOTTOM,
-            to: TOP,
-        };
-        Frame {
-            sx,
-            sy,
-            left,
-            yt,
-            xt,
         }
     }
 
@@ -473,6 +478,43 @@ impl Chart {
                 upper.chain(lower).collect::<Vec<_>>().join(" ")
             );
         }
+        self.draw_series(o, f);
+        for (i, (pts, name)) in &self.marks {
+            let colour = PALETTE[i % PALETTE.len()];
+            for (x, y) in pts {
+                let _ = write!(
+                    o,
+                    r#"<circle class="mark" cx="{:.1}" cy="{:.1}" r="6" fill="none" stroke="{colour}"><title>{}</title></circle>"#,
+                    sx.at(self.x_of(*x)),
+                    clamp_y(*y),
+                    esc(name)
+                );
+            }
+        }
+        for (x, name) in &self.vlines {
+            let px = sx.at(self.x_of(*x));
+            let _ = write!(
+                o,
+                r#"<line class="threshold" x1="{px:.1}" x2="{px:.1}" y1="{TOP}" y2="{:.1}"><title>{}</title></line>"#,
+                H - BOTTOM,
+                esc(name),
+            );
+        }
+        for (y, name) in &self.hlines {
+            let py = clamp_y(*y);
+            let _ = write!(
+                o,
+                r#"<line class="threshold" x1="{left:.1}" x2="{:.1}" y1="{py:.1}" y2="{py:.1}"><title>{}</title></line>"#,
+                W - RIGHT,
+                esc(name),
+            );
+        }
+    }
+
+    /// Each series: a line (its points dotted when few), or labelled points for a scatter.
+    fn draw_series(&self, o: &mut String, f: &Frame) {
+        let Frame { sx, sy, .. } = f;
+        let clamp_y = |y: f64| sy.at(y.min(sy.hi));
         for (i, (name, pts)) in self.series.iter().enumerate() {
             let colour = PALETTE[i % PALETTE.len()];
             if let Some((_, labels)) = self.scatter.iter().find(|s| s.0 == i) {
@@ -525,36 +567,6 @@ impl Chart {
                     );
                 }
             }
-        }
-        for (i, (pts, name)) in &self.marks {
-            let colour = PALETTE[i % PALETTE.len()];
-            for (x, y) in pts {
-                let _ = write!(
-                    o,
-                    r#"<circle class="mark" cx="{:.1}" cy="{:.1}" r="6" fill="none" stroke="{colour}"><title>{}</title></circle>"#,
-                    sx.at(self.x_of(*x)),
-                    clamp_y(*y),
-                    esc(name)
-                );
-            }
-        }
-        for (x, name) in &self.vlines {
-            let px = sx.at(self.x_of(*x));
-            let _ = write!(
-                o,
-                r#"<line class="threshold" x1="{px:.1}" x2="{px:.1}" y1="{TOP}" y2="{:.1}"><title>{}</title></line>"#,
-                H - BOTTOM,
-                esc(name),
-            );
-        }
-        for (y, name) in &self.hlines {
-            let py = clamp_y(*y);
-            let _ = write!(
-                o,
-                r#"<line class="threshold" x1="{left:.1}" x2="{:.1}" y1="{py:.1}" y2="{py:.1}"><title>{}</title></line>"#,
-                W - RIGHT,
-                esc(name),
-            );
         }
     }
 

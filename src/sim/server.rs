@@ -35,7 +35,7 @@ use super::metrics::MetricsState;
 use super::model::{
     FaultKind, LengthAsk, degraded_output_plan, fault_strikes, output_words, prompt_hash, push_text,
 };
-use super::wire::{Api, Counts, Reply, Wire};
+use super::wire::{Api, Ask, Counts, Reply, Wire};
 use crate::text::word_ids;
 
 /// Why the simulator could not start.
@@ -512,6 +512,57 @@ fn error_response(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
+/// An error answer's status and message.
+type Refusal = (StatusCode, String);
+
+/// Whether a request names one of the served adapters (`Ok(false)`: the base model or none);
+/// a model the server does not serve is a 404 naming what it serves.
+fn on_adapter(cfg: &SimConfig, model: Option<&str>) -> Result<bool, Refusal> {
+    match model.map(|m| (m, cfg.serves(m))) {
+        Some((m, None)) => {
+            let mut served = vec![format!("`{}`", cfg.model)];
+            served.extend(cfg.adapters.iter().map(|a| format!("`{a}`")));
+            Err((
+                StatusCode::NOT_FOUND,
+                format!(
+                    "The model `{m}` does not exist; this server serves {}.",
+                    served.join(", ")
+                ),
+            ))
+        }
+        Some((_, Some(adapter))) => Ok(adapter),
+        None => Ok(false),
+    }
+}
+
+/// The prompt's token ids (a chat prompt behind its template's); an empty prompt is a 400.
+fn prompt_ids(cfg: &SimConfig, ask: &Ask) -> Result<Vec<u64>, Refusal> {
+    let mut ids = word_ids(&ask.prompt);
+    if ask.chat && !ids.is_empty() {
+        ids.splice(0..0, template_ids(cfg.chat_template_tokens));
+    }
+    if ids.is_empty() {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!("`{}` holds no tokens", ask.prompt_field),
+        ));
+    }
+    Ok(ids)
+}
+
+/// The id prefix of an answer, as each API's servers write it.
+fn id_prefix(api: Api) -> &'static str {
+    match api {
+        Api::Chat => "chatcmpl",
+        Api::Completions => "cmpl",
+        Api::Responses => "resp",
+        Api::Messages => "msg",
+        Api::Embeddings => "embd",
+        Api::TgiStream | Api::TgiWhole => "tgi",
+        Api::Ollama => "ollama",
+    }
+}
+
 async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> Response {
     let t = s.now();
     if !s.ready() {
@@ -524,31 +575,12 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         Ok(a) => a,
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
     };
-    let on_adapter = match ask.model.as_deref().map(|m| (m, s.cfg.serves(m))) {
-        Some((m, None)) => {
-            let mut served = vec![format!("`{}`", s.cfg.model)];
-            served.extend(s.cfg.adapters.iter().map(|a| format!("`{a}`")));
-            return error_response(
-                StatusCode::NOT_FOUND,
-                &format!(
-                    "The model `{m}` does not exist; this server serves {}.",
-                    served.join(", ")
-                ),
-            );
-        }
-        Some((_, Some(adapter))) => adapter,
-        None => false,
+    let (on_adapter, ids) = match on_adapter(&s.cfg, ask.model.as_deref())
+        .and_then(|a| Ok((a, prompt_ids(&s.cfg, &ask)?)))
+    {
+        Ok(x) => x,
+        Err((status, message)) => return error_response(status, &message),
     };
-    let mut ids = word_ids(&ask.prompt);
-    if ask.chat && !ids.is_empty() {
-        ids.splice(0..0, template_ids(s.cfg.chat_template_tokens));
-    }
-    if ids.is_empty() {
-        return error_response(
-            StatusCode::BAD_REQUEST,
-            &format!("`{}` holds no tokens", ask.prompt_field),
-        );
-    }
     let phash = prompt_hash(&ids);
     let plan = degraded_output_plan(
         &s.cfg,
@@ -631,19 +663,10 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         ))
         .await;
     }
-    let prefix = match api {
-        Api::Chat => "chatcmpl",
-        Api::Completions => "cmpl",
-        Api::Responses => "resp",
-        Api::Messages => "msg",
-        Api::Embeddings => "embd",
-        Api::TgiStream | Api::TgiWhole => "tgi",
-        Api::Ollama => "ollama",
-    };
     let out = Output {
         shared: s.clone(),
         wire,
-        id: format!("{prefix}-{seq}"),
+        id: format!("{}-{seq}", id_prefix(api)),
         phash,
         prompt_tokens,
         reasoning,

@@ -110,70 +110,80 @@ impl PeerFormat for Sglang {
             }
         }
 
-        let mut loads = Vec::new();
-        let mut closed = false;
-        let mut capped = None;
-        for r in &runs {
-            let rate = match &r["request_rate"] {
-                Value::Number(n) => n.as_f64().filter(|x| x.is_finite()),
-                _ => None,
-            };
-            let cap = r["max_concurrency"].as_u64();
-            loads.push(match (rate, cap) {
-                (None, Some(c)) => {
-                    closed = true;
-                    format!("closed loop, concurrency {c}")
-                }
-                (None, None) => "burst: every request at t = 0".to_owned(),
-                (Some(x), Some(c)) => {
-                    capped = Some(c);
-                    format!("open loop, Poisson at {x} req/s, capped at {c} in flight")
-                }
-                (Some(x), None) => format!("open loop, Poisson at {x} req/s"),
-            });
-        }
-        a.axis("load", loads.join("; "));
-        if closed {
-            a.limits
-                .push("closed-loop load: tail latency and capacity claims are not valid".into());
-        }
-        if let Some(c) = capped {
-            a.limits.push(format!(
-                "arrivals held behind a concurrency cap of {c} and latency measured from the actual send: queueing in the client is hidden (coordinated omission)"
-            ));
-        }
-        a.missing.push(
-            "warm-up not stated: bench_serving sends warm-up requests (1 by default) and does not record how many".into(),
-        );
-        a.axis("warm-up", "not stated");
-        a.missing.push("no SLO: goodput undefined".into());
-        a.axis("slo", "none");
-        a.axis(
-            "measurement",
-            format!(
-                "latency from the actual send; TTFT to the first non-empty chunk; {}",
-                runs.iter()
-                    .map(|r| format!(
-                        "TTFT p99 {} ms over {} requests",
-                        num(&r["p99_ttft_ms"]),
-                        num(&r["completed"])
-                    ))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        );
-        a.missing.push(QUALITY_MISSING.into());
-        if runs.len() > 1 {
-            a.axis(
-                "runs",
-                format!("{} runs in the file, one a line", runs.len()),
-            );
-        }
-        a.limits.push(format!(
-            "single run per load point ({} line{}): no variance",
-            runs.len(),
-            if runs.len() == 1 { "" } else { "s" }
-        ));
+        load(&mut a, &runs);
+        warmup_slo_and_runs(&mut a, &runs);
         Ok(a.done())
     }
+}
+
+/// The load axis: each line's rate and concurrency cap, and what they cannot support.
+fn load(a: &mut Audit, runs: &[&Value]) {
+    let mut loads = Vec::new();
+    let mut closed = false;
+    let mut capped = None;
+    for r in runs {
+        let rate = match &r["request_rate"] {
+            Value::Number(n) => n.as_f64().filter(|x| x.is_finite()),
+            _ => None,
+        };
+        let cap = r["max_concurrency"].as_u64();
+        loads.push(match (rate, cap) {
+            (None, Some(c)) => {
+                closed = true;
+                format!("closed loop, concurrency {c}")
+            }
+            (None, None) => "burst: every request at t = 0".to_owned(),
+            (Some(x), Some(c)) => {
+                capped = Some(c);
+                format!("open loop, Poisson at {x} req/s, capped at {c} in flight")
+            }
+            (Some(x), None) => format!("open loop, Poisson at {x} req/s"),
+        });
+    }
+    a.axis("load", loads.join("; "));
+    if closed {
+        a.limits
+            .push("closed-loop load: tail latency and capacity claims are not valid".into());
+    }
+    if let Some(c) = capped {
+        a.limits.push(format!(
+            "arrivals held behind a concurrency cap of {c} and latency measured from the actual send: queueing in the client is hidden (coordinated omission)"
+        ));
+    }
+}
+
+/// Warm-up, SLO and measurement axes, and the runs the file holds.
+fn warmup_slo_and_runs(a: &mut Audit, runs: &[&Value]) {
+    a.missing.push(
+        "warm-up not stated: bench_serving sends warm-up requests (1 by default) and does not record how many".into(),
+    );
+    a.axis("warm-up", "not stated");
+    a.missing.push("no SLO: goodput undefined".into());
+    a.axis("slo", "none");
+    a.axis(
+        "measurement",
+        format!(
+            "latency from the actual send; TTFT to the first non-empty chunk; {}",
+            runs.iter()
+                .map(|r| format!(
+                    "TTFT p99 {} ms over {} requests",
+                    num(&r["p99_ttft_ms"]),
+                    num(&r["completed"])
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    );
+    a.missing.push(QUALITY_MISSING.into());
+    if runs.len() > 1 {
+        a.axis(
+            "runs",
+            format!("{} runs in the file, one a line", runs.len()),
+        );
+    }
+    a.limits.push(format!(
+        "single run per load point ({} line{}): no variance",
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" }
+    ));
 }
