@@ -289,7 +289,7 @@ fn function_lengths() -> Vec<(usize, String)> {
 /// many of 80 lines or more (the goal is 8). The count may only fall: lower the bound as
 /// functions are split. The list of every function of 80 lines or more is printed on every
 /// run (`.config/nextest.toml` shows it).
-const MOST_OVER_80: usize = 45;
+const MOST_OVER_80: usize = 43;
 
 #[test]
 fn functions_stay_short() {

@@ -71,40 +71,7 @@ impl PeerFormat for InferencePerf {
             ));
         }
 
-        let (rate, conc) = (
-            load["requested_rate"].as_f64(),
-            load["concurrency"].as_u64(),
-        );
-        let described = match (rate, conc) {
-            (_, Some(c)) => {
-                a.limits.push(format!(
-                    "closed-loop load (concurrency {c}): tail latency and capacity claims are not valid"
-                ));
-                format!("closed loop, concurrency {c}")
-            }
-            (Some(r), None) => format!(
-                "open loop at {r} req/s requested, {} achieved",
-                num(&load["achieved_rate"])
-            ),
-            (None, None) => {
-                a.missing.push(
-                    "load not stated: a summary report has no rate (each stage's report does)"
-                        .into(),
-                );
-                "not stated".to_owned()
-            }
-        };
-        a.axis("load", described);
-        // Latency counts from each request's actual start: how late it went out is reported
-        // beside, not in, the latency.
-        if let Some(p99) = load["schedule_delay"]["p99"].as_f64()
-            && p99 > 0.005
-        {
-            a.limits.push(format!(
-                "requests went out up to {} ms late (schedule delay p99) and latency counts from the actual send: that much queueing in the client is hidden from the latency figures",
-                ms(&load["schedule_delay"]["p99"])
-            ));
-        }
+        load_axis(&mut a, load);
         a.missing.push("warm-up not stated".into());
         a.axis("warm-up", "not stated");
         match s.get("goodput_metrics") {
@@ -144,5 +111,42 @@ impl PeerFormat for InferencePerf {
         }
         a.limits.push("single run: no variance".into());
         Ok(a.done())
+    }
+}
+
+/// The load axis from the summary's `load_summary`, and the client's schedule delay.
+fn load_axis(a: &mut Audit, load: &Value) {
+    let (rate, conc) = (
+        load["requested_rate"].as_f64(),
+        load["concurrency"].as_u64(),
+    );
+    let described = match (rate, conc) {
+        (_, Some(c)) => {
+            a.limits.push(format!(
+                "closed-loop load (concurrency {c}): tail latency and capacity claims are not valid"
+            ));
+            format!("closed loop, concurrency {c}")
+        }
+        (Some(r), None) => format!(
+            "open loop at {r} req/s requested, {} achieved",
+            num(&load["achieved_rate"])
+        ),
+        (None, None) => {
+            a.missing.push(
+                "load not stated: a summary report has no rate (each stage's report does)".into(),
+            );
+            "not stated".to_owned()
+        }
+    };
+    a.axis("load", described);
+    // Latency counts from each request's actual start: how late it went out is reported
+    // beside, not in, the latency.
+    if let Some(p99) = load["schedule_delay"]["p99"].as_f64()
+        && p99 > 0.005
+    {
+        a.limits.push(format!(
+            "requests went out up to {} ms late (schedule delay p99) and latency counts from the actual send: that much queueing in the client is hidden from the latency figures",
+            ms(&load["schedule_delay"]["p99"])
+        ));
     }
 }

@@ -67,6 +67,15 @@ const VLLM_METADATA: [(&str, &[&str], &str); 5] = [
 
 fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
     let mut a = Audit::new(path, "vLLM bench serve result");
+    target(&mut a, v);
+    workload(&mut a, v);
+    load(&mut a, v);
+    recorded_slo_and_run(&mut a, v);
+    Ok(a.done())
+}
+
+/// The target axis: the model, the client backend and the facts the metadata states.
+fn target(a: &mut Audit, v: &Value) {
     let backend = v["backend"]
         .as_str()
         .or(v["endpoint_type"].as_str())
@@ -97,6 +106,10 @@ fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
     {
         a.missing.push(m);
     }
+}
+
+/// The workload axis: prompts, token totals, whether lengths were enforced and kept.
+fn workload(a: &mut Audit, v: &Value) {
     let detailed = v["input_lens"].is_array() && v["output_lens"].is_array();
     // Every output at one length is what `--ignore-eos` gives; the file keeps the lengths when
     // saved with `--save-detailed`, but not the flag itself.
@@ -139,6 +152,10 @@ fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
             "real token lengths per request not recorded (saved without --save-detailed): only totals".into(),
         );
     }
+}
+
+/// The load axis: rate, burstiness and concurrency cap, and what they cannot support.
+fn load(a: &mut Audit, v: &Value) {
     let rate = match &v["request_rate"] {
         Value::String(s) if s == "inf" => None,
         Value::Number(n) => n.as_f64(),
@@ -171,6 +188,10 @@ fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
         }
     };
     a.axis("load", load);
+}
+
+/// What was recorded; warm-up, SLO and measurement axes; failures.
+fn recorded_slo_and_run(a: &mut Audit, v: &Value) {
     a.axis("recorded", recorded(v));
     a.missing.push(
         "warm-up not stated: the result does not say which requests, if any, were excluded as warm-up".into(),
@@ -195,7 +216,6 @@ fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
         a.limits.push(format!("{failed} requests failed"));
     }
     a.limits.push("single run: no variance".into());
-    Ok(a.done())
 }
 
 /// What the run itself recorded beyond its settings: when, how many finished and failed in how
