@@ -653,6 +653,25 @@ pub struct SimArgs {
     ground_truth: Option<PathBuf>,
 }
 
+/// A repeat set as `run --repeats` and `report` show it: on a terminal each run's overview
+/// first, then the aggregate in the asked format.
+fn emit_repeats(
+    format: Format,
+    runs: &[&crate::analyze::Summary],
+    rs: &crate::run::RepeatSummary,
+) -> anyhow::Result<()> {
+    if format == Format::Terminal {
+        say(&runs_overview(runs))?;
+    }
+    emit(
+        format,
+        "goodput repeats",
+        &crate::run::repeat_document(rs),
+        rs,
+    )?;
+    Ok(())
+}
+
 /// Each run of a repeat set: its headline, every reason it is INVALID (one line each: a run
 /// that fell behind its schedule may also have been overloaded, and a reader fixing the first
 /// should know of the second), its SLO's verdict with its support, and how its predictions
@@ -907,15 +926,7 @@ async fn repeats_command(
     let (parent, rs, results) = crate::run::run_repeats(c, inputs, options, cancel).await?;
     let format = output.format.get();
     let summaries: Vec<&crate::analyze::Summary> = results.iter().map(|r| &r.summary).collect();
-    if format == Format::Terminal {
-        say(&runs_overview(&summaries))?;
-    }
-    emit(
-        format,
-        "goodput repeats",
-        &crate::run::repeat_document(&rs),
-        &rs,
-    )?;
+    emit_repeats(format, &summaries, &rs)?;
     if format == Format::Terminal {
         say(&format!("\nBundle: {}\n", parent.dir.display()))?;
     }
@@ -1162,15 +1173,7 @@ fn report_repeats_command(a: ReportArgs) -> anyhow::Result<ExitCode> {
             bundle.display()
         );
     }
-    if format == Format::Terminal {
-        say(&runs_overview(&refs))?;
-    }
-    emit(
-        format,
-        "goodput repeats",
-        &crate::run::repeat_document(&rs),
-        &rs,
-    )?;
+    emit_repeats(format, &refs, &rs)?;
     if format == Format::Terminal && verbose {
         for (d, s) in dirs.iter().zip(&runs) {
             say(&format!("\n{}\n", d.display()))?;

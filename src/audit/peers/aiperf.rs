@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::{
     Audit, PeerFormat, QUALITY_MISSING, field, num, reasoning_ttft_unknown, server_unknown,
+    slo_axis,
 };
 
 /// The format.
@@ -208,20 +209,17 @@ fn load(a: &mut Audit, cfg: &Value) {
 /// The SLO and measurement axes, and how the run ended.
 fn slo_and_run(a: &mut Audit, v: &Value, cfg: &Value) {
     let goodput = v.get("goodput").or(v.get("good_request_count"));
-    match (goodput, cfg.get("goodput")) {
-        (Some(g), c) if !g.is_null() => a.axis(
-            "slo",
+    let thresholds = cfg.get("goodput");
+    slo_axis(
+        a,
+        goodput.filter(|g| !g.is_null()).map(|g| {
             format!(
                 "goodput {} under {}",
                 num(&g["avg"]),
-                c.map_or("thresholds not saved".to_owned(), Value::to_string)
-            ),
-        ),
-        _ => {
-            a.missing.push("no SLO: goodput undefined".into());
-            a.axis("slo", "none");
-        }
-    }
+                thresholds.map_or("thresholds not saved".to_owned(), Value::to_string)
+            )
+        }),
+    );
     a.axis(
         "measurement",
         format!(

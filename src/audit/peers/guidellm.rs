@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::bail;
 use serde_json::Value;
 
-use super::{Audit, PeerFormat, QUALITY_MISSING, reasoning_ttft_unknown};
+use super::{Audit, PeerFormat, QUALITY_MISSING, reasoning_ttft_unknown, slo_axis};
 
 /// The format.
 pub struct Guidellm;
@@ -115,8 +115,7 @@ fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
         a.axis("warm-up", "not stated");
     }
     a.missing.push(QUALITY_MISSING.into());
-    a.missing.push("no SLO: goodput undefined".into());
-    a.axis("slo", "none");
+    slo_axis(&mut a, None);
     a.axis(
         "measurement",
         "GuideLLM's own (latency from the actual send)",

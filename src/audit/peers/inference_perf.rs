@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{Audit, PeerFormat, QUALITY_MISSING, field, num, server_unknown};
+use super::{Audit, PeerFormat, QUALITY_MISSING, field, num, server_unknown, slo_axis};
 
 /// The format.
 pub struct InferencePerf;
@@ -74,13 +74,8 @@ impl PeerFormat for InferencePerf {
         load_axis(&mut a, load);
         a.missing.push("warm-up not stated".into());
         a.axis("warm-up", "not stated");
-        match s.get("goodput_metrics") {
-            Some(g) if !g.is_null() => a.axis("slo", format!("goodput metrics {g}")),
-            _ => {
-                a.missing.push("no SLO: goodput undefined".into());
-                a.axis("slo", "none");
-            }
-        }
+        let goodput = s.get("goodput_metrics").filter(|g| !g.is_null());
+        slo_axis(&mut a, goodput.map(|g| format!("goodput metrics {g}")));
         a.axis(
             "measurement",
             format!(

@@ -64,6 +64,17 @@ fn server_unknown(a: &mut Audit, engine_named: bool, hardware_named: bool) {
     a.missing.push("precision unknown".into());
 }
 
+/// The SLO axis: what the file states of one, or "none" with goodput undefined.
+fn slo_axis(a: &mut Audit, stated: Option<String>) {
+    match stated {
+        Some(slo) => a.axis("slo", slo),
+        None => {
+            a.missing.push("no SLO: goodput undefined".into());
+            a.axis("slo", "none");
+        }
+    }
+}
+
 /// A required field, or a clean error naming it.
 fn field<'a>(path: &Path, format: &str, v: &'a Value, pointer: &str) -> anyhow::Result<&'a Value> {
     match v.pointer(pointer) {

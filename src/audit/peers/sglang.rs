@@ -8,7 +8,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{Audit, PeerFormat, QUALITY_MISSING, num, reasoning_ttft_unknown, server_unknown};
+use super::{
+    Audit, PeerFormat, QUALITY_MISSING, num, reasoning_ttft_unknown, server_unknown, slo_axis,
+};
 
 /// The format.
 pub struct Sglang;
@@ -158,8 +160,7 @@ fn warmup_slo_and_runs(a: &mut Audit, runs: &[&Value]) {
         "warm-up not stated: bench_serving sends warm-up requests (1 by default) and does not record how many".into(),
     );
     a.axis("warm-up", "not stated");
-    a.missing.push("no SLO: goodput undefined".into());
-    a.axis("slo", "none");
+    slo_axis(a, None);
     a.axis(
         "measurement",
         format!(

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{Audit, PeerFormat, QUALITY_MISSING, reasoning_ttft_unknown};
+use super::{Audit, PeerFormat, QUALITY_MISSING, reasoning_ttft_unknown, slo_axis};
 
 /// The format.
 pub struct Vllm;
@@ -197,16 +197,13 @@ fn recorded_slo_and_run(a: &mut Audit, v: &Value) {
         "warm-up not stated: the result does not say which requests, if any, were excluded as warm-up".into(),
     );
     a.axis("warm-up", "not stated");
-    match v.get("request_goodput") {
-        Some(g) if !g.is_null() => a.axis(
-            "slo",
-            format!("goodput {g} req/s under the --goodput thresholds (thresholds not saved)"),
-        ),
-        _ => {
-            a.missing.push("no SLO: goodput undefined".into());
-            a.axis("slo", "none");
-        }
-    }
+    let goodput = v.get("request_goodput").filter(|g| !g.is_null());
+    slo_axis(
+        a,
+        goodput.map(|g| {
+            format!("goodput {g} req/s under the --goodput thresholds (thresholds not saved)")
+        }),
+    );
     a.axis(
         "measurement",
         "latency from the actual send; TTFT to the first non-empty chunk; percentiles as saved",
