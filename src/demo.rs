@@ -11,10 +11,10 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
 use serde::Serialize;
 
-use crate::analyze::stats::percentile_sorted;
 use crate::sim::SimConfig;
 use crate::sim::des::{self, DesLoad, DesRequest};
 use crate::sim::model::LengthAsk;
+use crate::stats::percentile_sorted;
 
 /// The demo's workload and SLO.
 #[derive(Debug, Clone, Serialize)]

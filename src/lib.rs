@@ -13,11 +13,11 @@
 //! aside); `tests/e2e/architecture.rs` reads this list and fails on any `crate::` path against it,
 //! so no import cycle can come back. `docs/ARCHITECTURE.md` (Layers) repeats it.
 //!
-//! 1. `text`, `secrets`, `analyze::stats` — leaves: hashing, words and URLs; redaction;
-//!    statistics and the until-stable rule.
-//! 2. `sim`, `api`, `arrival` — the simulated server; endpoint APIs; arrival processes.
+//! 1. `text`, `secrets`, `stats`, `sim_config` — leaves: hashing, words and URLs; redaction;
+//!    statistics and the until-stable rule; the simulator's configuration.
+//! 2. `api`, `arrival` — endpoint APIs; arrival processes.
 //! 3. `contract` — the workload contract: types, parsing, validation, fingerprints.
-//! 4. `quality` — digests, reference sets and scoring definitions.
+//! 4. `quality`, `sim` — digests, reference sets and scoring definitions; the simulated server.
 //! 5. `workload` — the contract's inputs: tokenizer, dataset, lengths, trace, references, and the
 //!    secrets it names in the environment.
 //! 6. `env`, `plan` — the target's facts, probes and `/tokenize`; the plan.
@@ -32,8 +32,10 @@
 //! 14. `live` — what a run shows while it runs: the dashboard's figures and drawing.
 //! 15. `run` — one run (and repeats), wired together.
 //! 16. `sweep` — one variable varied, and the capacity search.
-//! 17. `cli`, `fuzz` — the command line, the only module that prints results; the parsers'
-//!     entry points for the fuzz targets.
+//! 17. `command` — one module per command, each returning a typed result; `command::render`,
+//!     the one rendering seam, writes any result as text, Markdown, HTML or JSON.
+//! 18. `cli`, `fuzz` — the command line (parses, dispatches, hands the result to the seam); the
+//!     parsers' entry points for the fuzz targets.
 //!
 //! # Public API
 //!
@@ -50,6 +52,7 @@ pub mod bundle;
 pub mod cli;
 pub mod client;
 pub(crate) mod coldstart;
+pub mod command;
 pub mod compare;
 pub mod contract;
 pub(crate) mod demo;
@@ -67,6 +70,8 @@ pub mod report;
 pub mod run;
 pub mod secrets;
 pub mod sim;
+pub mod sim_config;
+pub mod stats;
 pub mod sweep;
 pub mod text;
 pub mod workload;

@@ -1343,7 +1343,7 @@ pub struct RepeatSummary {
     pub pause_s: f64,
     /// What happened to the server between runs.
     pub reset: String,
-    pub metrics: std::collections::BTreeMap<String, crate::analyze::stats::OverRuns>,
+    pub metrics: std::collections::BTreeMap<String, crate::stats::OverRuns>,
     pub warnings: Vec<String>,
 }
 
@@ -1398,7 +1398,7 @@ pub fn repeat_summary(c: &Contract, runs: &[&Summary]) -> RepeatSummary {
             if values.is_empty() {
                 continue;
             }
-            let o = crate::analyze::stats::OverRuns::of(values);
+            let o = crate::stats::OverRuns::of(values);
             if o.cv > HIGH_CV && o.values.len() > 1 {
                 warnings.push(format!(
                     "{name} varies between runs: CV {:.0}% > {:.0}%",

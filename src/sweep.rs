@@ -146,7 +146,7 @@ fn fails_because(s: &Summary) -> Option<String> {
 }
 
 impl SweepPoint {
-    fn of(value: &str, bundle: &Bundle, s: &Summary) -> SweepPoint {
+    pub(crate) fn of(value: &str, bundle: &Bundle, s: &Summary) -> SweepPoint {
         let st = &s.steady;
         let d = |x: &Option<crate::analyze::Dist>, f: fn(&crate::analyze::Dist) -> f64| {
             x.as_ref().map(f)

@@ -19,12 +19,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::stats::{
+use super::{RequestMetrics, verdict};
+use crate::record::{Outcome, Record};
+use crate::stats::{
     Evidence, PERCENTILES, evidence, lower_bound_rank, min_requests_for, min_requests_for_share,
     percentile_sorted, share_bounds, upper_bound_rank,
 };
-use super::{RequestMetrics, verdict};
-use crate::record::{Outcome, Record};
 
 verdict! {
     /// Where a run stands against its SLO (or one metric of it), and how strongly its sample

@@ -33,7 +33,6 @@ pub mod segments;
 pub(crate) mod server;
 pub mod sessions;
 pub mod shards;
-pub(crate) mod stats;
 
 use std::collections::BTreeMap;
 
@@ -43,10 +42,10 @@ use crate::contract::{ClientTokenCount, Contract, Fingerprints, LatencyOrigin, T
 use crate::env::facts::Facts;
 use crate::plan::Phase;
 use crate::record::{Counted, Outcome, Record};
+pub use crate::stats::{Dist, PERCENTILES, Tally, min_requests_for, percentile_sorted, settled};
 use crate::workload::Inputs;
 pub use claims::SloVerdict;
 pub use headline::Headline;
-pub use stats::{Dist, PERCENTILES, Tally, min_requests_for, percentile_sorted, settled};
 
 /// Version of `summary.json`'s schema; bumped on any incompatible change. 3: per-claim
 /// validity, the target's identity and warnings, cancelled requests apart from attainment, and
@@ -875,7 +874,7 @@ impl SloResult {
                 .collect()
         };
         // Attainment's need, when it is what binds (a target above the percentile's share).
-        let attainment_needs = stats::min_requests_for_share(
+        let attainment_needs = crate::stats::min_requests_for_share(
             self.attainment_target,
             self.counted - self.met.min(self.counted),
             self.confidence,

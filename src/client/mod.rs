@@ -210,7 +210,7 @@ impl ConnectLog {
             .collect();
         ms.sort_by(f64::total_cmp);
         let failed = v.iter().filter(|c| !c.2 && c.0 >= since).count();
-        let at = |p: f64| crate::analyze::stats::percentile_sorted(&ms, p);
+        let at = |p: f64| crate::stats::percentile_sorted(&ms, p);
         serde_json::json!({
             "opened": ms.len(),
             "failed": failed,

@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::analyze::stats::{OverRuns, bootstrap_ci, percentile_sorted, welch_ci};
 use crate::analyze::{Headline, RequestMetrics, Summary, request_metrics};
 use crate::contract::Contract;
 use crate::plan::Phase;
 use crate::record::Record;
 use crate::report::Tone;
+use crate::stats::{OverRuns, bootstrap_ci, percentile_sorted, welch_ci};
 
 /// One side of a comparison: a single bundle or a repeat set.
 #[derive(Debug)]

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::api::{ApiKind, Sampling};
 pub use crate::arrival::Arrival;
-use crate::sim::SimConfig;
+use crate::sim_config::SimConfig;
 use crate::text::host_of;
 pub use units::{Millis, Seconds};
 

@@ -224,7 +224,7 @@ impl Board {
         let pct = |f: fn(&Sample) -> Option<f64>| {
             let mut v: Vec<f64> = w.iter().filter_map(f).collect();
             v.sort_by(f64::total_cmp);
-            let at = |q: f64| crate::analyze::stats::percentile_sorted(&v, q);
+            let at = |q: f64| crate::stats::percentile_sorted(&v, q);
             (at(50.0), at(99.0))
         };
         let slo = &c.slo;

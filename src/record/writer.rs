@@ -73,7 +73,7 @@ impl Observer for Stability {
             && let (Some(f), Some(s)) = (rec.first_token_us, rec.sent_us)
         {
             self.ttfts.push(f.saturating_sub(s) as f64);
-            if crate::analyze::stats::settled(&self.ttfts, self.window, self.threshold) {
+            if crate::stats::settled(&self.ttfts, self.window, self.threshold) {
                 self.flag.store(true, Ordering::Release);
             }
         }

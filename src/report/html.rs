@@ -251,7 +251,7 @@ fn slo_metric_tiles(s: &Summary, x: &crate::analyze::SloResult, tiles: &mut Vec<
             _ => None,
         };
         let ci = dist.and_then(|d| {
-            let k = crate::analyze::stats::PERCENTILES
+            let k = crate::stats::PERCENTILES
                 .iter()
                 .position(|(q, _)| (*q - x.percentile).abs() < 1e-9)?;
             d.ci95[k]

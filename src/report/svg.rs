@@ -636,8 +636,8 @@ pub fn percentile_points(sorted: &[f64]) -> Vec<(f64, f64, Option<[f64; 2]>)> {
         .iter()
         .filter(|p| n * (1.0 - *p / 100.0) >= 1.0 - 1e-9 || **p == 50.0)
         .filter_map(|&p| {
-            let v = crate::analyze::stats::percentile_sorted(sorted, p)?;
-            Some((p, v, crate::analyze::stats::percentile_ci(sorted, p)))
+            let v = crate::stats::percentile_sorted(sorted, p)?;
+            Some((p, v, crate::stats::percentile_ci(sorted, p)))
         })
         .collect()
 }

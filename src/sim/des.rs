@@ -6,10 +6,10 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use super::config::SimConfig;
 use super::engine::{Engine, Event, Submission};
 use super::ledger::{GroundTruth, Ledger, SimOutcome};
 use super::model::{FaultKind, LengthAsk, degraded_output_plan, fault_strikes, prompt_hash};
+use crate::sim_config::SimConfig;
 use crate::text::word_ids;
 
 /// One request of a discrete-event workload.

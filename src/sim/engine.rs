@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::config::{Scheduling, SimConfig};
+use crate::sim_config::{Scheduling, SimConfig};
 use crate::text::mix2;
 
 /// A request handed to the engine.

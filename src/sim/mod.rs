@@ -4,7 +4,6 @@
 //! [`wire`] (OpenAI's, Anthropic's, TGI's, Ollama's) in real time, [`des`] runs it on a virtual clock. [`ledger`] records the ground truth
 //! both produce. This module knows nothing of contracts, plans or the client.
 
-pub(crate) mod config;
 pub mod des;
 pub(crate) mod engine;
 pub(crate) mod ledger;
@@ -14,6 +13,6 @@ pub mod power;
 pub(crate) mod server;
 pub(crate) mod wire;
 
-pub use config::{ConfigError, Faults, Scheduling, SimConfig};
+pub use crate::sim_config::{ConfigError, Faults, Scheduling, SimConfig};
 pub use ledger::{GroundTruth, SimOutcome};
 pub use server::{SimError, SimServer};

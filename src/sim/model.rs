@@ -1,6 +1,6 @@
 //! Per-request decisions shared by both runners: output length, fault rolls, generated text.
 
-use super::config::SimConfig;
+use crate::sim_config::SimConfig;
 use crate::text::{WORDS, mix2, unit_interval};
 
 /// What the client asked for, in the simulator's terms.

@@ -11,52 +11,7 @@
 
 use std::fmt::Write;
 
-use serde::{Deserialize, Serialize};
-
-/// `[target.simulator.power]`: the simulated accelerators.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Power {
-    /// Accelerators serving the model (tensor parallel: each runs every step).
-    pub gpus: u32,
-    /// Draw of one idle GPU, watts.
-    pub idle_watts: f64,
-    /// Draw of one GPU running a full batch, watts.
-    pub peak_watts: f64,
-}
-
-impl Default for Power {
-    fn default() -> Self {
-        // An H100 SXM: about 100 W idle, 700 W board limit.
-        Power {
-            gpus: 1,
-            idle_watts: 100.0,
-            peak_watts: 700.0,
-        }
-    }
-}
-
-impl Power {
-    pub fn is_default(&self) -> bool {
-        *self == Power::default()
-    }
-
-    /// Watts of GPU 0 during a step with `batch` running sequences (`None`: idle).
-    pub fn watts(&self, batch: Option<usize>, max_batch: u32) -> f64 {
-        match batch {
-            None => self.idle_watts,
-            Some(b) => {
-                let fill = (b as f64 / f64::from(max_batch.max(1))).min(1.0);
-                self.idle_watts + (self.peak_watts - self.idle_watts) * (0.35 + 0.65 * fill)
-            }
-        }
-    }
-
-    /// How much more than GPU 0 GPU `i` draws.
-    pub fn factor(i: u32) -> f64 {
-        1.0 + 0.03 * f64::from(i)
-    }
-}
+pub use crate::sim_config::Power;
 
 /// At most this many points are kept; the oldest half is dropped beyond it (a simulator left
 /// running for days keeps its recent truth).

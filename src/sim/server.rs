@@ -28,7 +28,6 @@ use serde::Deserialize;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 
-use super::config::SimConfig;
 use super::engine::{Engine, Event, Submission};
 use super::ledger::{GroundTruth, Ledger, SimOutcome};
 use super::metrics::MetricsState;
@@ -36,13 +35,14 @@ use super::model::{
     FaultKind, LengthAsk, degraded_output_plan, fault_strikes, output_words, prompt_hash, push_text,
 };
 use super::wire::{Api, Ask, Counts, Reply, Wire};
+use crate::sim_config::SimConfig;
 use crate::text::word_ids;
 
 /// Why the simulator could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
     #[error(transparent)]
-    Config(#[from] super::config::ConfigError),
+    Config(#[from] crate::sim_config::ConfigError),
     // `cause`, not `source`: the message says it, and a source would print it twice in a chain.
     #[error("cannot listen on {addr}: {cause}")]
     Bind {

@@ -3,12 +3,7 @@
 
 use std::fmt::Write;
 
-use super::Output;
 use crate::report::{Block, Doc, Tone};
-
-pub fn render<T: serde::Serialize + ?Sized>(o: &Output<T>) -> String {
-    wrap(o.title, o.doc)
-}
 
 const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1400px;margin:1.2em auto;padding:0 1em;color:#222}\
 h1{font-size:1.5em;margin:.3em 0}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}\

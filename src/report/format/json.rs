@@ -2,8 +2,7 @@
 //! for programs. The value's shape is the command's own (`summary.json`'s is
 //! `docs/summary.schema.json`).
 
-use super::Output;
-
-pub fn render<T: serde::Serialize + ?Sized>(o: &Output<T>) -> String {
-    serde_json::to_string_pretty(o.value).unwrap_or_default() + "\n"
+/// A value, pretty-printed, with a newline at the end.
+pub fn render<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
 }

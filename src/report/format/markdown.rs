@@ -3,12 +3,7 @@
 
 use std::fmt::Write;
 
-use super::Output;
 use crate::report::{Block, Doc};
-
-pub fn render<T: serde::Serialize + ?Sized>(o: &Output<T>) -> String {
-    doc(o.doc)
-}
 
 /// A document as GitHub-flavoured Markdown.
 pub fn doc(d: &Doc) -> String {

@@ -3,12 +3,7 @@
 
 use std::fmt::Write;
 
-use super::Output;
 use crate::report::{Block, Doc, WIDTH, wrap};
-
-pub fn render<T: serde::Serialize + ?Sized>(o: &Output<T>) -> String {
-    doc(o.doc)
-}
 
 /// A document as aligned plain text, lines wrapped to [`WIDTH`] columns.
 pub fn doc(d: &Doc) -> String {

@@ -1,5 +1,7 @@
-//! The simulator's performance model and fault settings: what it is, its documented defaults,
-//! and the validation that refuses impossible values before the server starts.
+//! The simulator's configuration (`[target.simulator]`, `goodput sim --config`): its
+//! performance model, faults and accelerators' power, their documented defaults, and the
+//! validation that refuses impossible values before the server starts. A leaf: the contract
+//! embeds it without depending on the simulator that runs it (`sim`).
 
 use serde::{Deserialize, Serialize};
 
@@ -104,8 +106,8 @@ pub struct SimConfig {
     pub adapter_cost_ms: f64,
     /// The simulated accelerators' power, published DCGM-style at `/telemetry`
     /// (`[target.simulator.power]`; left out of the configuration at its defaults).
-    #[serde(skip_serializing_if = "super::power::Power::is_default")]
-    pub power: super::power::Power,
+    #[serde(skip_serializing_if = "Power::is_default")]
+    pub power: Power,
     /// Faults on demand; all off by default.
     pub faults: Faults,
 }
@@ -454,6 +456,51 @@ fn is_zero_f64(x: &f64) -> bool {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// `[target.simulator.power]`: the simulated accelerators.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Power {
+    /// Accelerators serving the model (tensor parallel: each runs every step).
+    pub gpus: u32,
+    /// Draw of one idle GPU, watts.
+    pub idle_watts: f64,
+    /// Draw of one GPU running a full batch, watts.
+    pub peak_watts: f64,
+}
+
+impl Default for Power {
+    fn default() -> Self {
+        // An H100 SXM: about 100 W idle, 700 W board limit.
+        Power {
+            gpus: 1,
+            idle_watts: 100.0,
+            peak_watts: 700.0,
+        }
+    }
+}
+
+impl Power {
+    pub fn is_default(&self) -> bool {
+        *self == Power::default()
+    }
+
+    /// Watts of GPU 0 during a step with `batch` running sequences (`None`: idle).
+    pub fn watts(&self, batch: Option<usize>, max_batch: u32) -> f64 {
+        match batch {
+            None => self.idle_watts,
+            Some(b) => {
+                let fill = (b as f64 / f64::from(max_batch.max(1))).min(1.0);
+                self.idle_watts + (self.peak_watts - self.idle_watts) * (0.35 + 0.65 * fill)
+            }
+        }
+    }
+
+    /// How much more than GPU 0 GPU `i` draws.
+    pub fn factor(i: u32) -> f64 {
+        1.0 + 0.03 * f64::from(i)
+    }
 }
 
 #[cfg(test)]
