@@ -683,33 +683,8 @@ async fn environment(
         crate::env::document(contract, &t.base, client_host, probes, &facts, network);
     // `tokenizer = "server"`: lengths in the target's own tokens, measured before the load.
     if contract.workload.server_tokenizer() {
-        let counter =
-            ServerCounter::detect(t.http.clone(), &t.base, &t.model, t.api_key.as_deref())
-                .await
-                .map_err(|e| {
-                    anyhow::anyhow!(
-                        "workload.tokenizer = \"server\", but the target cannot count tokens: {e}"
-                    )
-                })?;
-        inputs = recount(&counter, contract, &inputs)
-            .await
-            .map_err(anyhow::Error::msg)?;
-        let plan = Plan::new(contract, &inputs);
-        let first = (0..plan.len().unwrap_or(u64::MAX)).map(|i| {
-            let r = plan.request(i);
-            (i, r.prompt, r.input_tokens)
-        });
-        let kept = check(&counter, &inputs.tokenizer, first)
-            .await
-            .map_err(anyhow::Error::msg)?;
-        if kept["mismatches"].as_array().is_some_and(|m| !m.is_empty()) {
-            watch.warn(&format!(
-                "{} of {} planned prompts do not count as planned at {} (see environment.json `tokenizer`)",
-                kept["mismatches"].as_array().map_or(0, Vec::len),
-                kept["checked"],
-                counter.url()
-            ));
-        }
+        let (recounted, kept) = server_lengths(t, contract, &inputs, watch).await?;
+        inputs = recounted;
         environment["tokenizer"] = kept;
     }
     // The server's own metrics, scraped before, during and after the load.
@@ -741,6 +716,43 @@ async fn environment(
         environment["telemetry"] = status;
     }
     Ok((facts, scrapers, inputs, environment))
+}
+
+/// `tokenizer = "server"`: the inputs recounted in the target's own tokens, and the check of
+/// the first planned prompts against its count (for `environment.json`).
+async fn server_lengths(
+    t: &Target,
+    contract: &Contract,
+    inputs: &Inputs,
+    watch: &dyn Watch,
+) -> anyhow::Result<(Inputs, serde_json::Value)> {
+    let counter = ServerCounter::detect(t.http.clone(), &t.base, &t.model, t.api_key.as_deref())
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "workload.tokenizer = \"server\", but the target cannot count tokens: {e}"
+            )
+        })?;
+    let inputs = recount(&counter, contract, inputs)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let plan = Plan::new(contract, &inputs);
+    let first = (0..plan.len().unwrap_or(u64::MAX)).map(|i| {
+        let r = plan.request(i);
+        (i, r.prompt, r.input_tokens)
+    });
+    let kept = check(&counter, &inputs.tokenizer, first)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    if kept["mismatches"].as_array().is_some_and(|m| !m.is_empty()) {
+        watch.warn(&format!(
+            "{} of {} planned prompts do not count as planned at {} (see environment.json `tokenizer`)",
+            kept["mismatches"].as_array().map_or(0, Vec::len),
+            kept["checked"],
+            counter.url()
+        ));
+    }
+    Ok((inputs, kept))
 }
 
 /// The accelerators' telemetry pages (`[target.telemetry]`), scraped before, during and after

@@ -383,6 +383,26 @@ pub fn confirmation_miss_share(share: f64, observed: f64) -> f64 {
     observed.max((1.0 - share) / 4.0)
 }
 
+/// Each judged SLO with its share of the requests: the contract's, or every class's own (with
+/// the words that name the class).
+fn judged_slos(c: &crate::contract::Contract) -> Vec<(String, f64, &crate::contract::Slo)> {
+    if c.classes.is_empty() {
+        vec![(String::new(), 1.0, &c.slo)]
+    } else {
+        c.classes
+            .iter()
+            .filter(|k| k.slo_or(&c.slo).is_set())
+            .map(|k| {
+                (
+                    format!(" of class `{}`", k.name),
+                    k.share.unwrap_or(1.0),
+                    k.slo_or(&c.slo),
+                )
+            })
+            .collect()
+    }
+}
+
 /// Before a run (`run` and `plan` say it): how many steady requests each SLO claim needs with
 /// no miss at the contract's confidence, how long that takes at its rate, and, when the run
 /// plans fewer, that a pass will be indicated rather than supported, with the choices that
@@ -398,22 +418,7 @@ pub fn planning(c: &crate::contract::Contract, planned: Option<u64>) -> Option<S
         Some(r) if n != u64::MAX => format!(" (≈{} at {r} req/s)", seconds(n as f64 / r)),
         _ => String::new(),
     };
-    // Each judged SLO with its share of the requests: the contract's, or every class's own.
-    let judged: Vec<(String, f64, &crate::contract::Slo)> = if c.classes.is_empty() {
-        vec![(String::new(), 1.0, &c.slo)]
-    } else {
-        c.classes
-            .iter()
-            .filter(|k| k.slo_or(&c.slo).is_set())
-            .map(|k| {
-                (
-                    format!(" of class `{}`", k.name),
-                    k.share.unwrap_or(1.0),
-                    k.slo_or(&c.slo),
-                )
-            })
-            .collect()
-    };
+    let judged = judged_slos(c);
     let mut short = Vec::new();
     let mut each = Vec::new();
     for (class, share, slo) in &judged {

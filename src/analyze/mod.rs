@@ -575,7 +575,7 @@ pub struct Overload {
 }
 
 /// Counts and distributions of one phase. Milliseconds unless named otherwise.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PhaseStats {
     /// Requests recorded (sent, or client-dropped at their send time): `ok + failed`.
     pub requests: u64,
@@ -2561,26 +2561,7 @@ pub fn decided(
         return None;
     }
     let offered = rate(steady.iter().filter_map(|r| origin_us(r, latency)));
-    let stats = PhaseStats {
-        requests: 0,
-        ok: 0,
-        failed: 0,
-        planned: None,
-        not_sent: None,
-        ttft_ms: None,
-        tpot_ms: None,
-        itl_ms: None,
-        itl_token_ms: None,
-        e2e_ms: None,
-        ttfo_ms: None,
-        tpot_answer_ms: None,
-        reasoning_tokens: None,
-        dispatch_lag_ms: None,
-        dispatch_wake_ms: None,
-        dispatch_queue_ms: None,
-        input_tokens: None,
-        output_tokens: None,
-    };
+    let stats = PhaseStats::default();
     let errors = BTreeMap::new();
     let o = growing_queue(
         c,
@@ -2612,14 +2593,17 @@ pub fn decided(
 /// can say the queue made requests wait longer.
 const MIN_THIRD: usize = 8;
 
-fn growing_queue(c: &Contract, v: &ValidityInputs) -> Option<Overload> {
-    let o = v.offered?;
-    let (lo, hi) = v.window?;
-    let origin = |r: &Record| origin_us(r, c.measurement.latency_origin);
+/// Requests in flight at `QUEUE_SAMPLES` evenly spaced instants of the window `(lo, hi)`
+/// (µs), as (seconds, requests): a request is in flight from its latency origin to its end
+/// (to the end of time when it never ended).
+fn in_flight_samples(
+    records: &[Record],
+    origin: &dyn Fn(&Record) -> Option<u64>,
+    (lo, hi): (u64, u64),
+) -> Vec<(f64, f64)> {
     let mut starts: Vec<u64> = Vec::new();
     let mut ends: Vec<u64> = Vec::new();
-    for r in v
-        .records
+    for r in records
         .iter()
         .filter(|r| !matches!(r.phase, Phase::ColdStart | Phase::Quality))
     {
@@ -2635,13 +2619,16 @@ fn growing_queue(c: &Contract, v: &ValidityInputs) -> Option<Overload> {
         (starts.partition_point(|&s| s <= t) as f64) - (ends.partition_point(|&e| e <= t) as f64)
     };
     let w = (hi - lo) as f64;
-    let pts: Vec<(f64, f64)> = (0..QUEUE_SAMPLES)
+    (0..QUEUE_SAMPLES)
         .map(|k| {
             let t = lo as f64 + (k as f64 + 0.5) / QUEUE_SAMPLES as f64 * w;
             (t / 1e6, at(t as u64))
         })
-        .collect();
-    // Least-squares slope of the queue, requests per second.
+        .collect()
+}
+
+/// The least-squares slope of `pts` (y per x) and the mean of y; `None` when x does not vary.
+fn least_squares_slope(pts: &[(f64, f64)]) -> Option<(f64, f64)> {
     let n = pts.len() as f64;
     let (mx, my) = (
         pts.iter().map(|p| p.0).sum::<f64>() / n,
@@ -2649,10 +2636,16 @@ fn growing_queue(c: &Contract, v: &ValidityInputs) -> Option<Overload> {
     );
     let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
     let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    if sxx <= 0.0 {
-        return None;
-    }
-    let slope = sxy / sxx;
+    (sxx > 0.0).then(|| (sxy / sxx, my))
+}
+
+fn growing_queue(c: &Contract, v: &ValidityInputs) -> Option<Overload> {
+    let o = v.offered?;
+    let (lo, hi) = v.window?;
+    let origin = |r: &Record| origin_us(r, c.measurement.latency_origin);
+    let pts = in_flight_samples(v.records, &origin, (lo, hi));
+    let w = (hi - lo) as f64;
+    let (slope, my) = least_squares_slope(&pts)?;
     let growth = slope * w / 1e6;
     // A stable queue wanders by about the square root of its mean length (M/M/c-like);
     // growth must clear twice that, and at least three requests, both as the fitted trend and

@@ -111,34 +111,9 @@ pub fn summarize(c: &Contract, steady: &[&Record], window_s: f64) -> Option<Sess
         out.turns_planned += u64::from(planned);
         out.turns_sent += sent;
         let all_ok = recs.len() as u64 == u64::from(planned) && recs.iter().all(|r| r.is_ok());
-        let mut session_met = all_ok;
-        let mut prev: Option<&Record> = None;
-        for r in recs.iter() {
-            let t = r.turn.map_or(0, |t| t.0);
-            let acc = turns.entry(t).or_default();
-            acc.sent += u64::from(r.sent_us.is_some());
-            if let (Some(i), Some(s)) = (r.intended_us, r.sent_us)
-                && t > 0
-            {
-                slips.push((s as f64 - i as f64) / 1000.0);
-            }
-            let reusable = prev.map_or(system, |p| {
-                p.input_tokens_planned + p.usage_completion_tokens.unwrap_or(p.client_output_tokens)
-            });
-            acc.reusable.push(f64::from(reusable));
-            acc.input.push(f64::from(
-                r.usage_prompt_tokens.unwrap_or(r.input_tokens_planned),
-            ));
-            if let Some(k) = r.usage_cached_tokens {
-                acc.cached.push(f64::from(k));
-            }
-            if r.is_ok() {
-                let m = request_metrics(r, origin, source);
-                session_met &= meets_slo(c, &m);
-                acc.ok.push(m);
-            }
-            prev = Some(r);
-        }
+        // Every turn counts in its index's figures, whether or not the session completed.
+        let turns_met = add_turns(c, recs, system, &mut turns, &mut slips, (origin, source));
+        let session_met = all_ok && turns_met;
         if all_ok {
             out.completed += 1;
             let start = recs.first().and_then(|r| super::origin_us(r, origin));
@@ -160,6 +135,47 @@ pub fn summarize(c: &Contract, steady: &[&Record], window_s: f64) -> Option<Sess
     out.slip_ms = Dist::of(slips);
     out.per_turn = turns.into_iter().map(|(t, a)| a.stats(t + 1)).collect();
     Some(out)
+}
+
+/// One session's turns added to each turn index's figures (and the later turns' send slips);
+/// whether every successful turn met the SLO.
+fn add_turns(
+    c: &Contract,
+    recs: &[&Record],
+    system: u32,
+    turns: &mut BTreeMap<u32, TurnAcc>,
+    slips: &mut Vec<f64>,
+    (origin, source): (crate::contract::LatencyOrigin, crate::contract::TokenSource),
+) -> bool {
+    let mut session_met = true;
+    let mut prev: Option<&Record> = None;
+    for r in recs.iter() {
+        let t = r.turn.map_or(0, |t| t.0);
+        let acc = turns.entry(t).or_default();
+        acc.sent += u64::from(r.sent_us.is_some());
+        if let (Some(i), Some(s)) = (r.intended_us, r.sent_us)
+            && t > 0
+        {
+            slips.push((s as f64 - i as f64) / 1000.0);
+        }
+        let reusable = prev.map_or(system, |p| {
+            p.input_tokens_planned + p.usage_completion_tokens.unwrap_or(p.client_output_tokens)
+        });
+        acc.reusable.push(f64::from(reusable));
+        acc.input.push(f64::from(
+            r.usage_prompt_tokens.unwrap_or(r.input_tokens_planned),
+        ));
+        if let Some(k) = r.usage_cached_tokens {
+            acc.cached.push(f64::from(k));
+        }
+        if r.is_ok() {
+            let m = request_metrics(r, origin, source);
+            session_met &= meets_slo(c, &m);
+            acc.ok.push(m);
+        }
+        prev = Some(r);
+    }
+    session_met
 }
 
 #[derive(Default)]

@@ -318,6 +318,13 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
         })
         .collect();
     out.extend(efficiency_metrics(a, b, noise));
+    out.extend(class_metrics(a, b, noise));
+    out
+}
+
+/// Each class both sides ran: its TTFT and E2E p99, attainment and goodput, compared.
+fn class_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> {
+    let mut out = Vec::new();
     let classes = |side: &Side| -> Vec<String> {
         side.contract
             .classes
@@ -821,6 +828,41 @@ pub fn compare(baseline: &Side, other: &Side, noise: f64) -> Comparison {
     }
 }
 
+/// A comparison's metrics, a row each: both sides, the difference, its interval and verdict.
+fn metrics_table(d: &mut crate::report::Doc, c: &Comparison) {
+    let f = |x: Option<f64>| x.map_or("—".to_owned(), |v| format!("{v:.3}"));
+    let rows = c
+        .metrics
+        .iter()
+        .map(|m| {
+            vec![
+                m.metric.clone(),
+                f(m.a),
+                f(m.b),
+                f(m.diff),
+                m.change_pct.map_or("—".into(), |p| format!("{p:+.1}%")),
+                m.ci95
+                    .map_or("—".into(), |[lo, hi]| format!("[{lo:.3}, {hi:.3}]")),
+                m.verdict.to_string(),
+                m.method.clone(),
+            ]
+        })
+        .collect();
+    d.table(
+        &[
+            "metric",
+            "baseline",
+            "other",
+            "difference",
+            "change",
+            "95% CI",
+            "verdict",
+            "method",
+        ],
+        rows,
+    );
+}
+
 /// The comparison as a report document.
 pub fn document(cs: &[Comparison]) -> crate::report::Doc {
     let mut d = crate::report::Doc::default();
@@ -872,37 +914,7 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
             GuardStatus::Held => format!("Quality held: {}.", g.detail),
             GuardStatus::Unchecked => format!("Quality unchecked: {}.", g.detail),
         });
-        let f = |x: Option<f64>| x.map_or("—".to_owned(), |v| format!("{v:.3}"));
-        let rows = c
-            .metrics
-            .iter()
-            .map(|m| {
-                vec![
-                    m.metric.clone(),
-                    f(m.a),
-                    f(m.b),
-                    f(m.diff),
-                    m.change_pct.map_or("—".into(), |p| format!("{p:+.1}%")),
-                    m.ci95
-                        .map_or("—".into(), |[lo, hi]| format!("[{lo:.3}, {hi:.3}]")),
-                    m.verdict.to_string(),
-                    m.method.clone(),
-                ]
-            })
-            .collect();
-        d.table(
-            &[
-                "metric",
-                "baseline",
-                "other",
-                "difference",
-                "change",
-                "95% CI",
-                "verdict",
-                "method",
-            ],
-            rows,
-        );
+        metrics_table(&mut d, c);
         d.line(format!(
             "Better or worse: the 95% interval excludes 0 and the change is over the noise band of ±{}% (--noise); an interval that excludes 0 with a smaller change is significant, but within the noise band.",
             (c.noise * 1000.0).round() / 10.0
@@ -1122,6 +1134,11 @@ fn side_figures(d: &mut crate::report::Doc, sides: &[Side]) {
             d.figure(ch.render());
         }
     }
+    d.figure(ttft_timeline(sides, &from, slo("ttft")));
+}
+
+/// Each side's first run, its TTFT p99 second by second, against the SLO's threshold.
+fn ttft_timeline(sides: &[Side], from: &str, slo: Option<(f64, String)>) -> String {
     let mut tl = crate::report::svg::Chart::new(
         "cmp-timeline",
         "TTFT p99 of the requests sent each second",
@@ -1139,10 +1156,10 @@ fn side_figures(d: &mut crate::report::Doc, sides: &[Side]) {
             );
         }
     }
-    if let Some((y, n)) = slo("ttft") {
+    if let Some((y, n)) = slo {
         tl = tl.hline(y, &n);
     }
-    d.figure(tl.render());
+    tl.render()
 }
 
 #[cfg(test)]

@@ -1324,45 +1324,49 @@ pub fn load(path: &Path) -> Result<Contract, ContractError> {
     parse(&src, path)
 }
 
+/// toml's error as the contract's: its file, line and full key, or the table the whole file
+/// lacks.
+fn toml_error(e: &toml::de::Error, src: &str, path: &Path) -> ContractError {
+    let message = e.message().trim().to_owned();
+    // A required section missing from the whole file: toml's span is then the document's start
+    // (or all of it), whose first line may belong to another table; name the section alone.
+    if let (Some(field), true) = (
+        message
+            .strip_prefix("missing field `")
+            .and_then(|m| m.strip_suffix('`')),
+        e.span()
+            .is_some_and(|s| s.start == 0 && (s.end == 0 || s.end >= src.trim_end().len())),
+    ) {
+        return ContractError::Invalid {
+            path: path.to_owned(),
+            line: None,
+            key: None,
+            message: format!(
+                "no `[{field}]` table: every contract states one \
+                 (`goodput init` writes a contract to start from)"
+            ),
+        };
+    }
+    let line = e.span().map(|s| source::line_of_offset(src, s.start));
+    // A value of the wrong type is named by its full key; a missing field by its table.
+    let table = line.and_then(|l| {
+        let table = source::table_at_line(src, l);
+        match source::key_at_line(src, l).filter(|_| !message.starts_with("missing field")) {
+            Some(k) => Some(table.map_or(k.clone(), |t| format!("{t}.{k}"))),
+            None => table,
+        }
+    });
+    ContractError::Invalid {
+        path: path.to_owned(),
+        line,
+        key: table,
+        message,
+    }
+}
+
 /// Parses and resolves contract text; `path` is used in messages only.
 pub fn parse(src: &str, path: &Path) -> Result<Contract, ContractError> {
-    let mut c: Contract = toml::from_str(src).map_err(|e| {
-        let message = e.message().trim().to_owned();
-        // A required section missing from the whole file: toml's span is then the document's start
-        // (or all of it), whose first line may belong to another table; name the section alone.
-        if let (Some(field), true) = (
-            message
-                .strip_prefix("missing field `")
-                .and_then(|m| m.strip_suffix('`')),
-            e.span()
-                .is_some_and(|s| s.start == 0 && (s.end == 0 || s.end >= src.trim_end().len())),
-        ) {
-            return ContractError::Invalid {
-                path: path.to_owned(),
-                line: None,
-                key: None,
-                message: format!(
-                    "no `[{field}]` table: every contract states one \
-                     (`goodput init` writes a contract to start from)"
-                ),
-            };
-        }
-        let line = e.span().map(|s| source::line_of_offset(src, s.start));
-        // A value of the wrong type is named by its full key; a missing field by its table.
-        let table = line.and_then(|l| {
-            let table = source::table_at_line(src, l);
-            match source::key_at_line(src, l).filter(|_| !message.starts_with("missing field")) {
-                Some(k) => Some(table.map_or(k.clone(), |t| format!("{t}.{k}"))),
-                None => table,
-            }
-        });
-        ContractError::Invalid {
-            path: path.to_owned(),
-            line,
-            key: table,
-            message,
-        }
-    })?;
+    let mut c: Contract = toml::from_str(src).map_err(|e| toml_error(&e, src, path))?;
     c.api_limits(&|key| source::has_key(src, key))
         .and_then(|()| c.one_warmup_rule(&|key| source::has_key(src, key)))
         .and_then(|()| c.resolve())
@@ -1442,11 +1446,9 @@ impl Contract {
         self.target.url.is_none()
     }
 
-    /// The canonical form of each contract axis (docs/ARCHITECTURE.md): what fingerprints hash and
-    /// what `compare` diffs. Durations are numbers in their field's unit, defaults are filled,
-    /// and things that do not change the result (port, API key variable, repeat count) are left
-    /// out.
-    pub fn axes(&self) -> [(&'static str, serde_json::Value); 6] {
+    /// The target axis: the server's properties, not where it listens (the host only) or how
+    /// the client reaches, trusts and waits for it.
+    fn target_axis(&self) -> serde_json::Value {
         let mut target = serde_json::to_value(&self.target).unwrap_or_default();
         if let Some(t) = target.as_object_mut() {
             // Where the server listens and how the client waits and connects are not
@@ -1471,6 +1473,53 @@ impl Contract {
                 }
             }
         }
+        target
+    }
+
+    /// Classes join the axes only when there are some, so a contract without them keeps the
+    /// fingerprints it always had: what each class asks joins the workload, its share the
+    /// load, its SLO the SLO.
+    fn class_axes(
+        &self,
+        workload: &mut serde_json::Value,
+        load: &mut serde_json::Value,
+        slo: &mut serde_json::Value,
+    ) {
+        if self.classes.is_empty() {
+            return;
+        }
+        let mut asks = Vec::new();
+        let (mut shares, mut slos) = (serde_json::Map::new(), serde_json::Map::new());
+        for c in &self.classes {
+            let mut v = serde_json::to_value(c).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("share");
+                o.remove("slo");
+            }
+            asks.push(v);
+            shares.insert(c.name.clone(), c.share.unwrap_or(0.0).into());
+            slos.insert(
+                c.name.clone(),
+                serde_json::to_value(c.slo_or(&self.slo)).unwrap_or_default(),
+            );
+        }
+        for (axis, key, v) in [
+            (workload, "classes", serde_json::Value::Array(asks)),
+            (load, "class_shares", shares.into()),
+            (slo, "classes", slos.into()),
+        ] {
+            if let Some(o) = axis.as_object_mut() {
+                o.insert(key.into(), v);
+            }
+        }
+    }
+
+    /// The canonical form of each contract axis (docs/ARCHITECTURE.md): what fingerprints hash and
+    /// what `compare` diffs. Durations are numbers in their field's unit, defaults are filled,
+    /// and things that do not change the result (port, API key variable, repeat count) are left
+    /// out.
+    pub fn axes(&self) -> [(&'static str, serde_json::Value); 6] {
+        let target = self.target_axis();
         let measurement = serde_json::json!({
             "measurement": self.measurement,
             "warmup": self.warmup,
@@ -1495,35 +1544,7 @@ impl Contract {
         let mut load = serde_json::to_value(&self.load).unwrap_or_default();
         by_content(&mut load, &["trace"]);
         let mut slo = serde_json::to_value(&self.slo).unwrap_or_default();
-        // Classes join the axes only when there are some, so a contract without them keeps
-        // the fingerprints it always had: what each class asks joins the workload, its share
-        // the load, its SLO the SLO.
-        if !self.classes.is_empty() {
-            let mut asks = Vec::new();
-            let (mut shares, mut slos) = (serde_json::Map::new(), serde_json::Map::new());
-            for c in &self.classes {
-                let mut v = serde_json::to_value(c).unwrap_or_default();
-                if let Some(o) = v.as_object_mut() {
-                    o.remove("share");
-                    o.remove("slo");
-                }
-                asks.push(v);
-                shares.insert(c.name.clone(), c.share.unwrap_or(0.0).into());
-                slos.insert(
-                    c.name.clone(),
-                    serde_json::to_value(c.slo_or(&self.slo)).unwrap_or_default(),
-                );
-            }
-            for (axis, key, v) in [
-                (&mut workload, "classes", serde_json::Value::Array(asks)),
-                (&mut load, "class_shares", shares.into()),
-                (&mut slo, "classes", slos.into()),
-            ] {
-                if let Some(o) = axis.as_object_mut() {
-                    o.insert(key.into(), v);
-                }
-            }
-        }
+        self.class_axes(&mut workload, &mut load, &mut slo);
         [
             ("target", target),
             ("workload", workload),

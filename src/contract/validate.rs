@@ -335,29 +335,7 @@ impl Contract {
             ("workload.input_tokens", &*input),
             ("workload.output_tokens", &*output),
         ] {
-            check_dist(key, d)?;
-            match d {
-                LengthDist::Trace if !trace => {
-                    return problem(key, "dist = \"trace\" needs load.arrival = \"trace\"");
-                }
-                LengthDist::Dataset if !dataset => {
-                    return problem(key, "dist = \"dataset\" needs prompt_source = \"dataset\"");
-                }
-                LengthDist::Empirical { file: None, .. } if w.dataset.is_none() => {
-                    return problem(
-                        key,
-                        "dist = \"empirical\" needs a `file` of lengths, or workload.dataset to take them from",
-                    );
-                }
-                LengthDist::Trace | LengthDist::Dataset => {}
-                _ if trace => {
-                    return problem(
-                        key,
-                        "under arrival = \"trace\" each request's lengths are its trace row's (or its dataset entry's): set dist = \"trace\" or leave it out",
-                    );
-                }
-                _ => {}
-            }
+            length_source(key, d, trace, dataset, w.dataset.is_some())?;
         }
         if dataset && *input != LengthDist::Dataset {
             return problem(
@@ -1069,6 +1047,41 @@ fn base_url(url: &str) -> Result<(), Problem> {
                 "ends in an API path (`{path}`): give the server's base URL without /v1 (goodput appends /v1/chat/completions, /v1/models …)"
             ),
         );
+    }
+    Ok(())
+}
+
+/// A length distribution's key against where lengths can come from: a trace's rows (under
+/// trace arrivals only, and then only they), a dataset's entries or a file of lengths.
+fn length_source(
+    key: &str,
+    d: &LengthDist,
+    trace: bool,
+    dataset: bool,
+    has_dataset: bool,
+) -> Result<(), Problem> {
+    check_dist(key, d)?;
+    match d {
+        LengthDist::Trace if !trace => {
+            return problem(key, "dist = \"trace\" needs load.arrival = \"trace\"");
+        }
+        LengthDist::Dataset if !dataset => {
+            return problem(key, "dist = \"dataset\" needs prompt_source = \"dataset\"");
+        }
+        LengthDist::Empirical { file: None, .. } if !has_dataset => {
+            return problem(
+                key,
+                "dist = \"empirical\" needs a `file` of lengths, or workload.dataset to take them from",
+            );
+        }
+        LengthDist::Trace | LengthDist::Dataset => {}
+        _ if trace => {
+            return problem(
+                key,
+                "under arrival = \"trace\" each request's lengths are its trace row's (or its dataset entry's): set dist = \"trace\" or leave it out",
+            );
+        }
+        _ => {}
     }
     Ok(())
 }

@@ -347,6 +347,37 @@ impl Thinning {
 }
 
 /// Appends a scrape as one line; returns the bytes written.
+/// Each endpoint scraped once before the run: the ones that answered with series, their first
+/// scrapes, and why each other one is left out.
+async fn first_scrapes(
+    http: reqwest::Client,
+    endpoints: Vec<Endpoint>,
+    epoch: Instant,
+) -> (Vec<Target>, Vec<Scrape>, Vec<(String, String)>) {
+    let mut targets = Vec::new();
+    let mut firsts = Vec::new();
+    let mut absent = Vec::new();
+    for endpoint in endpoints {
+        let target = Target {
+            http: http.clone(),
+            endpoint,
+            epoch,
+        };
+        match target.scrape("before").await {
+            Ok(s) if s.series.is_empty() => absent.push((
+                target.endpoint.url.clone(),
+                format!("{} lists no series", target.endpoint.url),
+            )),
+            Ok(s) => {
+                firsts.push(s);
+                targets.push(target);
+            }
+            Err(why) => absent.push((target.endpoint.url.clone(), why)),
+        }
+    }
+    (targets, firsts, absent)
+}
+
 fn append(file: &mut std::fs::File, s: &Scrape) -> std::io::Result<u64> {
     let line = serde_json::to_string(s)?;
     let line = crate::secrets::redact(&line);
@@ -385,27 +416,7 @@ impl Scraper {
         epoch: Instant,
         path: &Path,
     ) -> (Option<Scraper>, Vec<(String, String)>) {
-        let mut targets = Vec::new();
-        let mut firsts = Vec::new();
-        let mut absent = Vec::new();
-        for endpoint in endpoints {
-            let target = Target {
-                http: http.clone(),
-                endpoint,
-                epoch,
-            };
-            match target.scrape("before").await {
-                Ok(s) if s.series.is_empty() => absent.push((
-                    target.endpoint.url.clone(),
-                    format!("{} lists no series", target.endpoint.url),
-                )),
-                Ok(s) => {
-                    firsts.push(s);
-                    targets.push(target);
-                }
-                Err(why) => absent.push((target.endpoint.url.clone(), why)),
-            }
-        }
+        let (targets, firsts, mut absent) = first_scrapes(http, endpoints, epoch).await;
         if targets.is_empty() {
             return (None, absent);
         }

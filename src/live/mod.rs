@@ -124,6 +124,42 @@ impl std::fmt::Debug for Board {
     }
 }
 
+/// The window's median and p99 of one figure.
+fn median_and_p99(w: &[Sample], f: fn(&Sample) -> Option<f64>) -> (Option<f64>, Option<f64>) {
+    let mut v: Vec<f64> = w.iter().filter_map(f).collect();
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| crate::stats::percentile_sorted(&v, q);
+    (at(50.0), at(99.0))
+}
+
+/// The window's latency rows against the SLO: TTFT, TTFO (only when it differs from TTFT
+/// somewhere, a reasoning model, or has a threshold), TPOT and E2E.
+fn latency_rows(w: &[Sample], slo: &crate::contract::Slo) -> Vec<LatencyRow> {
+    let mut latency = Vec::new();
+    for (name, f, thr) in [
+        (
+            "TTFT",
+            (|x: &Sample| x.ttft_ms) as fn(&Sample) -> Option<f64>,
+            slo.ttft_ms,
+        ),
+        ("TTFO", |x: &Sample| x.ttfo_ms, slo.ttfo_ms),
+        ("TPOT", |x: &Sample| x.tpot_ms, slo.tpot_ms),
+        ("E2E", |x: &Sample| x.e2e_ms, slo.e2e_ms),
+    ] {
+        if name == "TTFO" && thr.is_none() && w.iter().all(|x| x.ttfo_ms == x.ttft_ms) {
+            continue;
+        }
+        let (p50, p99) = median_and_p99(w, f);
+        latency.push(LatencyRow {
+            name,
+            p50,
+            p99,
+            slo: thr.map(|t| t.0),
+        });
+    }
+    latency
+}
+
 impl Board {
     /// With a `control` (`demo --live`), the dashboard's `q` stops the load gracefully
     /// (the control's `stop`); else its owner decides what `quit` means.
@@ -221,37 +257,9 @@ impl Board {
         let w: Vec<Sample> = st.window.iter().copied().collect();
         // The window's span: the whole window once the run is older than it.
         let span = WINDOW_S.min(now).max(1e-3);
-        let pct = |f: fn(&Sample) -> Option<f64>| {
-            let mut v: Vec<f64> = w.iter().filter_map(f).collect();
-            v.sort_by(f64::total_cmp);
-            let at = |q: f64| crate::stats::percentile_sorted(&v, q);
-            (at(50.0), at(99.0))
-        };
         let slo = &c.slo;
-        let mut latency = Vec::new();
-        for (name, f, thr) in [
-            (
-                "TTFT",
-                (|x: &Sample| x.ttft_ms) as fn(&Sample) -> Option<f64>,
-                slo.ttft_ms,
-            ),
-            ("TTFO", |x: &Sample| x.ttfo_ms, slo.ttfo_ms),
-            ("TPOT", |x: &Sample| x.tpot_ms, slo.tpot_ms),
-            ("E2E", |x: &Sample| x.e2e_ms, slo.e2e_ms),
-        ] {
-            // TTFO only when it differs from TTFT somewhere (a reasoning model) or has a threshold.
-            if name == "TTFO" && thr.is_none() && w.iter().all(|x| x.ttfo_ms == x.ttft_ms) {
-                continue;
-            }
-            let (p50, p99) = pct(f);
-            latency.push(LatencyRow {
-                name,
-                p50,
-                p99,
-                slo: thr.map(|t| t.0),
-            });
-        }
-        let (lag_p50_ms, lag_p99_ms) = pct(|x| x.lag_ms);
+        let latency = latency_rows(&w, slo);
+        let (lag_p50_ms, lag_p99_ms) = median_and_p99(&w, |x| x.lag_ms);
         let met = w.iter().filter(|x| x.met).count();
         let arrived = w
             .iter()

@@ -284,6 +284,48 @@ impl<'de> Deserialize<'de> for Chunks {
 
 struct ChunksVisitor;
 
+/// Gaps pushed straight into the varint buffer as they parse (no `Vec<i64>` between),
+/// with the running sum's range (so no arrival can fall outside `0..=i64::MAX`, whatever
+/// a file says).
+struct Gaps {
+    bytes: Vec<u8>,
+    n: u32,
+    sum: i64,
+    lowest: i64,
+    highest: i64,
+    in_order: bool,
+}
+struct GapsSeed<'a>(&'a mut Gaps);
+impl<'de> de::DeserializeSeed<'de> for GapsSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+impl<'de> Visitor<'de> for GapsSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of gaps in µs")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let g = self.0;
+        while let Some(gap) = seq.next_element::<i64>()? {
+            put_varint(&mut g.bytes, gap);
+            g.n =
+                g.n.checked_add(1)
+                    .ok_or_else(|| de::Error::custom("chunks: too many gaps"))?;
+            g.in_order &= gap >= 0;
+            g.sum = g
+                .sum
+                .checked_add(gap)
+                .ok_or_else(|| de::Error::custom("chunks: gaps beyond any time"))?;
+            g.lowest = g.lowest.min(g.sum);
+            g.highest = g.highest.max(g.sum);
+        }
+        Ok(())
+    }
+}
+
 impl<'de> Visitor<'de> for ChunksVisitor {
     type Value = Chunks;
 
@@ -306,47 +348,6 @@ impl<'de> Visitor<'de> for ChunksVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Chunks, A::Error> {
-        /// Gaps pushed straight into the varint buffer as they parse (no `Vec<i64>` between),
-        /// with the running sum's range (so no arrival can fall outside `0..=i64::MAX`, whatever
-        /// a file says).
-        struct Gaps {
-            bytes: Vec<u8>,
-            n: u32,
-            sum: i64,
-            lowest: i64,
-            highest: i64,
-            in_order: bool,
-        }
-        struct GapsSeed<'a>(&'a mut Gaps);
-        impl<'de> de::DeserializeSeed<'de> for GapsSeed<'_> {
-            type Value = ();
-            fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-                d.deserialize_seq(self)
-            }
-        }
-        impl<'de> Visitor<'de> for GapsSeed<'_> {
-            type Value = ();
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a list of gaps in µs")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-                let g = self.0;
-                while let Some(gap) = seq.next_element::<i64>()? {
-                    put_varint(&mut g.bytes, gap);
-                    g.n =
-                        g.n.checked_add(1)
-                            .ok_or_else(|| de::Error::custom("chunks: too many gaps"))?;
-                    g.in_order &= gap >= 0;
-                    g.sum = g
-                        .sum
-                        .checked_add(gap)
-                        .ok_or_else(|| de::Error::custom("chunks: gaps beyond any time"))?;
-                    g.lowest = g.lowest.min(g.sum);
-                    g.highest = g.highest.max(g.sum);
-                }
-                Ok(())
-            }
-        }
         let (mut first, mut runs) = (None, None);
         let mut g = Gaps {
             bytes: Vec::new(),

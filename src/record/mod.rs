@@ -416,7 +416,7 @@ pub fn read_jsonl(path: &std::path::Path) -> Result<Vec<Record>, String> {
 /// The file is read in as many parts as there are cores, each parsed on its own thread a line
 /// at a time: the file's text is never held whole (a million-record file is gigabytes).
 pub fn read_jsonl_noted(path: &std::path::Path) -> Result<(Vec<Record>, Option<String>), String> {
-    use std::io::{BufRead, Read, Seek, SeekFrom};
+    use std::io::{Read, Seek, SeekFrom};
     use std::sync::atomic::{AtomicUsize, Ordering};
     let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
     let meta = std::fs::metadata(path).map_err(cannot)?;
@@ -430,26 +430,7 @@ pub fn read_jsonl_noted(path: &std::path::Path) -> Result<(Vec<Record>, Option<S
     // Blocks of about 16 MB, parsed by every core and joined in file order as they finish:
     // only the blocks in flight are held twice, never the file's text or a second list.
     let blocks = size.div_ceil(16 << 20).max(1);
-    // Each block starts at the beginning of a line: after the first newline at or past its share.
-    let mut starts = vec![0u64];
-    for j in 1..blocks {
-        let at = j * size / blocks - 1;
-        let mut f = std::fs::File::open(path).map_err(cannot)?;
-        f.seek(SeekFrom::Start(at)).map_err(cannot)?;
-        let mut skipped = Vec::new();
-        let n = std::io::BufReader::new(f)
-            .read_until(b'\n', &mut skipped)
-            .map_err(cannot)?;
-        starts.push((at + n as u64).max(*starts.last().expect("one")));
-    }
-    starts.push(size);
-    let ends_with_newline = size == 0 || {
-        let mut f = std::fs::File::open(path).map_err(cannot)?;
-        f.seek(SeekFrom::Start(size - 1)).map_err(cannot)?;
-        let mut last = [0u8];
-        f.read_exact(&mut last).map_err(cannot)?;
-        last[0] == b'\n'
-    };
+    let (starts, ends_with_newline) = block_starts(path, size, blocks).map_err(cannot)?;
     let next = AtomicUsize::new(0);
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Part, String>)>();
     let mut joined = Joined::new(path, !ends_with_newline, (size / 1024) as usize);
@@ -503,6 +484,35 @@ pub fn read_jsonl_noted(path: &std::path::Path) -> Result<(Vec<Record>, Option<S
     });
     result?;
     joined.finish()
+}
+
+/// Where each of `blocks` blocks of a file of `size` bytes starts (then the file's end), each
+/// at the beginning of a line; and whether the file ends with a newline.
+fn block_starts(
+    path: &std::path::Path,
+    size: u64,
+    blocks: u64,
+) -> std::io::Result<(Vec<u64>, bool)> {
+    use std::io::{BufRead, Read, Seek, SeekFrom};
+    // Each block starts at the beginning of a line: after the first newline at or past its share.
+    let mut starts = vec![0u64];
+    for j in 1..blocks {
+        let at = j * size / blocks - 1;
+        let mut f = std::fs::File::open(path)?;
+        f.seek(SeekFrom::Start(at))?;
+        let mut skipped = Vec::new();
+        let n = std::io::BufReader::new(f).read_until(b'\n', &mut skipped)?;
+        starts.push((at + n as u64).max(*starts.last().expect("one")));
+    }
+    starts.push(size);
+    let ends_with_newline = size == 0 || {
+        let mut f = std::fs::File::open(path)?;
+        f.seek(SeekFrom::Start(size - 1))?;
+        let mut last = [0u8];
+        f.read_exact(&mut last)?;
+        last[0] == b'\n'
+    };
+    Ok((starts, ends_with_newline))
 }
 
 /// [`read_jsonl_noted`] of a text already read (`path` names it in messages).

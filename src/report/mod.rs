@@ -842,6 +842,19 @@ fn classes(d: &mut Doc, s: &Summary) {
         ],
         rows,
     );
+    class_lines(d, classes);
+    // Named only when a class misses its SLO: a class not yet supported says so above.
+    if let Some(k) = crate::analyze::classes::limiting(classes)
+        && k.standing() == Standing::Misses
+        && let Some(why) = class_fails(k)
+    {
+        d.warn(format!("Limiting class: {} ({why}).", k.name));
+    }
+}
+
+/// Each class's line under the table: what it asks, its requests by model, its failures, and
+/// a pass not yet supported.
+fn class_lines(d: &mut Doc, classes: &[crate::analyze::classes::ClassResult]) {
     for k in classes {
         let mut line = format!("{}: {}", k.name, k.asks);
         if k.models.len() > 1 || k.models.keys().next().is_some() {
@@ -856,13 +869,6 @@ fn classes(d: &mut Doc, s: &Summary) {
         if let Some(w) = k.slo.as_ref().and_then(|x| x.not_yet()) {
             d.line(format!("  met, not yet supported: {w}"));
         }
-    }
-    // Named only when a class misses its SLO: a class not yet supported says so above.
-    if let Some(k) = crate::analyze::classes::limiting(classes)
-        && k.standing() == Standing::Misses
-        && let Some(why) = class_fails(k)
-    {
-        d.warn(format!("Limiting class: {} ({why}).", k.name));
     }
 }
 

@@ -218,22 +218,7 @@ impl Engine {
             return Some(Step { start, end: start });
         }
 
-        let mut budget = match self.cfg.prefill_chunk_tokens {
-            0 => u64::MAX,
-            n => n,
-        };
-        let (mut prefill, mut kv) = (0u64, 0u64);
-        for s in &mut self.running {
-            if s.prefill_left > 0 {
-                let take = s.prefill_left.min(budget);
-                s.prefill_now = take;
-                budget -= take;
-                prefill += take;
-            } else {
-                s.prefill_now = 0;
-                kv += s.prompt_len + u64::from(s.generated);
-            }
-        }
+        let (prefill, kv) = self.share_prefill();
         let work = (self.cfg.step_seconds(self.running.len(), prefill, kv) + extra_ms / 1000.0)
             * self.warmup_factor();
         let end = self.end_with_stalls(start, work);
@@ -286,6 +271,28 @@ impl Engine {
             }
         }
         Some(Step { start, end })
+    }
+
+    /// This step's prefill: each running sequence's share of the chunk budget, in order; and
+    /// the tokens of prefill and of KV the step's cost depends on.
+    fn share_prefill(&mut self) -> (u64, u64) {
+        let mut budget = match self.cfg.prefill_chunk_tokens {
+            0 => u64::MAX,
+            n => n,
+        };
+        let (mut prefill, mut kv) = (0u64, 0u64);
+        for s in &mut self.running {
+            if s.prefill_left > 0 {
+                let take = s.prefill_left.min(budget);
+                s.prefill_now = take;
+                budget -= take;
+                prefill += take;
+            } else {
+                s.prefill_now = 0;
+                kv += s.prompt_len + u64::from(s.generated);
+            }
+        }
+        (prefill, kv)
     }
 
     /// The next request to admit: the head of the queue (FCFS), or the most urgent by
