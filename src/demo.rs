@@ -287,10 +287,40 @@ attainment = 0.9
     ))
 }
 
+/// The tiles of the highest load: each loop's TTFT p99 against the SLO, and what the closed
+/// loop sent of what was offered.
+fn worst_tiles(worst: Option<&DemoPoint>, slo: f64) -> Vec<crate::report::html::Tile> {
+    use crate::report::html::Tile;
+    worst
+        .map(|p| {
+            vec![
+                Tile {
+                    name: format!("open loop TTFT p99 at {:.0}%", p.load * 100.0),
+                    value: format!("{:.0} ms", p.open_ttft_p99_ms),
+                    detail: format!("SLO ≤ {slo} ms"),
+                    pass: Some(p.open_ttft_p99_ms <= slo),
+                },
+                Tile {
+                    name: format!("closed loop TTFT p99 at {:.0}%", p.load * 100.0),
+                    value: format!("{:.0} ms", p.closed_ttft_p99_ms),
+                    detail: format!("SLO ≤ {slo} ms"),
+                    pass: Some(p.closed_ttft_p99_ms <= slo),
+                },
+                Tile {
+                    name: "what the closed loop sent".into(),
+                    value: format!("{:.1} req/s", p.closed_achieved_rps),
+                    detail: format!("of {:.1} offered", p.offered_rps),
+                    pass: Some(p.closed_achieved_rps >= 0.95 * p.offered_rps),
+                },
+            ]
+        })
+        .unwrap_or_default()
+}
+
 /// The demo: the answer first, then both loops' TTFT p99 on the same axes with the SLO, the
 /// loads where the closed loop hides an overload shaded, and what the closed loop really sent.
 pub fn html_page(demo: &Demo) -> String {
-    use crate::report::html::{Tile, banner};
+    use crate::report::html::banner;
     let slo = demo.spec.slo_ttft_p99_ms;
     let mut d = crate::report::Doc::default();
     d.h("goodput demo: open vs closed loop at the same nominal load");
@@ -314,31 +344,7 @@ pub fn html_page(demo: &Demo) -> String {
             demo.capacity_rps, demo.spec.requests
         ),
     ];
-    let worst = demo.points.last();
-    let tiles: Vec<Tile> = worst
-        .map(|p| {
-            vec![
-                Tile {
-                    name: format!("open loop TTFT p99 at {:.0}%", p.load * 100.0),
-                    value: format!("{:.0} ms", p.open_ttft_p99_ms),
-                    detail: format!("SLO ≤ {slo} ms"),
-                    pass: Some(p.open_ttft_p99_ms <= slo),
-                },
-                Tile {
-                    name: format!("closed loop TTFT p99 at {:.0}%", p.load * 100.0),
-                    value: format!("{:.0} ms", p.closed_ttft_p99_ms),
-                    detail: format!("SLO ≤ {slo} ms"),
-                    pass: Some(p.closed_ttft_p99_ms <= slo),
-                },
-                Tile {
-                    name: "what the closed loop sent".into(),
-                    value: format!("{:.1} req/s", p.closed_achieved_rps),
-                    detail: format!("of {:.1} offered", p.offered_rps),
-                    pass: Some(p.closed_achieved_rps >= 0.95 * p.offered_rps),
-                },
-            ]
-        })
-        .unwrap_or_default();
+    let tiles = worst_tiles(demo.points.last(), slo);
     d.raw_html(banner(&lines, hidden.is_empty(), &tiles));
     let pts = |f: fn(&DemoPoint) -> f64| -> Vec<(f64, f64)> {
         demo.points.iter().map(|p| (p.load * 100.0, f(p))).collect()

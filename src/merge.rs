@@ -324,28 +324,7 @@ pub fn merge(
     if parts[0].dir.join(REFERENCES).is_file() {
         std::fs::copy(parts[0].dir.join(REFERENCES), bundle.path(REFERENCES))?;
     }
-    let mut records = Vec::new();
-    let mut shards = Vec::new();
-    for p in &parts {
-        let by = latest - p.origin_us;
-        records.extend(p.records.iter().cloned().map(|mut r| {
-            r.shift(by);
-            r.shard = Some(p.shard.index);
-            r
-        }));
-        shards.push(ShardFacts {
-            index: p.shard.index,
-            count: p.shard.count,
-            start_at: p.start_at.clone(),
-            host: p.environment["client"]["hostname"]
-                .as_str()
-                .map(str::to_owned),
-            clock: p.environment["shard"]["clock"].clone(),
-            bundle: Some(p.dir.display().to_string()),
-            origin_us: Some(p.origin_us),
-            shifted_us: Some(by),
-        });
-    }
+    let (mut records, shards) = shifted_records(&parts, latest);
     // As they finished, on the merged clock.
     records.sort_by_key(|r| (r.end_us.or(r.sent_us).unwrap_or(0), r.index));
     bundle.rewrite_records(&records)?;
@@ -388,6 +367,34 @@ pub fn merge(
         summary: l.summary,
         warnings,
     })
+}
+
+/// Every shard's records moved onto the merged clock (the latest shard's origin) and tagged
+/// with their shard; and each shard's facts.
+fn shifted_records(parts: &[Part], latest: u64) -> (Vec<Record>, Vec<ShardFacts>) {
+    let mut records = Vec::new();
+    let mut shards = Vec::new();
+    for p in parts {
+        let by = latest - p.origin_us;
+        records.extend(p.records.iter().cloned().map(|mut r| {
+            r.shift(by);
+            r.shard = Some(p.shard.index);
+            r
+        }));
+        shards.push(ShardFacts {
+            index: p.shard.index,
+            count: p.shard.count,
+            start_at: p.start_at.clone(),
+            host: p.environment["client"]["hostname"]
+                .as_str()
+                .map(str::to_owned),
+            clock: p.environment["shard"]["clock"].clone(),
+            bundle: Some(p.dir.display().to_string()),
+            origin_us: Some(p.origin_us),
+            shifted_us: Some(by),
+        });
+    }
+    (records, shards)
 }
 
 /// Shard 0's `/metrics` scrapes moved onto the merged clock.

@@ -1204,6 +1204,59 @@ struct Reached {
     bundle: Option<Bundle>,
 }
 
+/// The headers every request of the pools carries, and the API key left for a bearer token:
+/// an API that takes its key in a header of its own (Anthropic's `x-api-key`) gets it, with
+/// its fixed headers, on every request of the pool, so the probes and scrapes authenticate as
+/// the load does, and no `Authorization: Bearer` goes with them.
+fn pool_credentials(
+    contract: &Contract,
+    secrets: &crate::workload::environment::RequestSecrets,
+) -> (crate::workload::environment::Headers, Option<String>) {
+    let mut headers = secrets.headers.clone();
+    let mut api_key = secrets.api_key.clone();
+    let adapter = contract.target.api.adapter();
+    if let crate::api::Auth::Header(name) = adapter.auth() {
+        headers.extend(
+            adapter
+                .headers()
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string(), false)),
+        );
+        if let Some(k) = api_key.take() {
+            headers.push((name.to_owned(), k, true));
+        }
+    }
+    (headers, api_key)
+}
+
+/// A cold start's readiness wait: the server's timeline from launch (or first contact) to
+/// ready; a launched server is stopped when it never gets there.
+async fn ready(
+    http: &reqwest::Client,
+    base: &str,
+    cs: &crate::contract::ColdStart,
+    launched: &mut Option<Launched>,
+    (started, cancel, opts): (Instant, &CancellationToken, &RunOptions),
+) -> anyhow::Result<crate::analyze::Timeline> {
+    let ready = unless_cancelled(
+        cancel,
+        &opts.signal,
+        "waiting for the server to be ready",
+        async {
+            crate::coldstart::wait_ready(http, base, cs, launched.as_mut(), started)
+                .await
+                .map_err(anyhow::Error::from)
+        },
+    )
+    .await;
+    if ready.is_err()
+        && let Some(l) = launched.take()
+    {
+        l.stop().await;
+    }
+    ready.context("cold start")
+}
+
 /// Starts what the contract starts (the simulator, a launched server) and waits for the
 /// target to be ready when it measures a cold start.
 async fn reach(
@@ -1217,23 +1270,7 @@ async fn reach(
     // Read before anything starts: an unset variable stops the run before a server launches.
     let secrets = crate::workload::environment::request_secrets(contract)
         .map_err(|(key, msg)| anyhow::anyhow!("`{key}` {msg}"))?;
-    let mut headers = secrets.headers.clone();
-    let mut api_key = secrets.api_key.clone();
-    // An API that takes its key in a header of its own (Anthropic's `x-api-key`) gets it, with
-    // its fixed headers, on every request of the pool: the probes and scrapes authenticate as
-    // the load does, and no `Authorization: Bearer` goes with them.
-    let adapter = contract.target.api.adapter();
-    if let crate::api::Auth::Header(name) = adapter.auth() {
-        headers.extend(
-            adapter
-                .headers()
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.to_string(), false)),
-        );
-        if let Some(k) = api_key.take() {
-            headers.push((name.to_owned(), k, true));
-        }
-    }
+    let (headers, api_key) = pool_credentials(contract, &secrets);
     let connects = crate::client::ConnectLog::default();
     let http = http_pool(keep_alive, &headers, &contract.target.tls, &connects)?;
     // The load's pools leave the credentials to each request (`Client::credentials`), which
@@ -1273,28 +1310,7 @@ async fn reach(
         (None, None) => bail!("no target: set target.url or leave it out for the simulator"),
     };
     let timeline = match &cold {
-        Some(cs) => {
-            let ready = unless_cancelled(
-                cancel,
-                &opts.signal,
-                "waiting for the server to be ready",
-                async {
-                    crate::coldstart::wait_ready(&http, &base, cs, launched.as_mut(), started)
-                        .await
-                        .map_err(anyhow::Error::from)
-                },
-            )
-            .await;
-            match ready {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    if let Some(l) = launched.take() {
-                        l.stop().await;
-                    }
-                    return Err(e).context("cold start");
-                }
-            }
-        }
+        Some(cs) => Some(ready(&http, &base, cs, &mut launched, (started, cancel, opts)).await?),
         None => None,
     };
     Ok(Reached {

@@ -337,6 +337,24 @@ pub fn capacity_rule(s: &crate::contract::Slo) -> String {
     )
 }
 
+/// What a capacity search needs of its contract: open-loop load and an SLO.
+fn capacity_needs(base: &Contract) -> anyhow::Result<()> {
+    if !base.load.is_open() {
+        bail!(
+            "--capacity needs open-loop load: a closed loop cannot find a capacity (it slows down with the server)"
+        );
+    }
+    if !base.has_slo() {
+        bail!("--capacity needs an [slo]: capacity is the highest rate at which the SLO holds");
+    }
+    Ok(())
+}
+
+/// A capacity point's rate, from its value as written.
+fn rate_of(p: &SweepPoint) -> f64 {
+    p.value.parse::<f64>().unwrap_or(0.0)
+}
+
 /// `--capacity`: the highest open-loop `load.rate` whose run meets the SLO and is VALID
 /// ([`passes_capacity`]), found by bracketing then bisection, every run kept as a point of the
 /// sweep.
@@ -351,14 +369,7 @@ pub async fn capacity(
     let (out_root, cancel) = (o.out_root.as_path(), &o.cancel);
     let (base, _) = crate::workload::parse(src, path)?;
     crate::workload::environment::check_environment(&base, src, path)?;
-    if !base.load.is_open() {
-        bail!(
-            "--capacity needs open-loop load: a closed loop cannot find a capacity (it slows down with the server)"
-        );
-    }
-    if !base.has_slo() {
-        bail!("--capacity needs an [slo]: capacity is the highest rate at which the SLO holds");
-    }
+    capacity_needs(&base)?;
     // Each point is judged on the sample it is given: a clear miss brackets the search on any
     // sample; a pass on too few requests is indicated, and the answer is confirmed with the
     // requests its claim needs when that fits `confirm_within`. Said before the first run.
@@ -406,26 +417,9 @@ pub async fn capacity(
         )
         .await?;
     }
-    cap.rule = if base.classes.is_empty() {
-        capacity_rule(&base.slo)
-    } else {
-        let each: Vec<String> = base
-            .classes
-            .iter()
-            .map(|k| format!("`{}`: {}", k.name, k.slo_or(&base.slo).rule()))
-            .collect();
-        format!(
-            "the highest offered rate (the classes' shares fixed) at which every class meets its own SLO ({}) and the run is VALID",
-            each.join("; ")
-        )
-    };
+    cap.rule = contract_capacity_rule(&base);
     let mut points = points.into_inner().unwrap_or_else(|p| p.into_inner());
-    points.sort_by(|a, b| {
-        a.value
-            .parse::<f64>()
-            .unwrap_or(0.0)
-            .total_cmp(&b.value.parse::<f64>().unwrap_or(0.0))
-    });
+    points.sort_by(|a, b| rate_of(a).total_cmp(&rate_of(b)));
     mark_pareto(&mut points);
     let result = SweepResult {
         contract: base.name.clone(),
@@ -439,6 +433,23 @@ pub async fn capacity(
     };
     write_sweep(&parent, &result)?;
     Ok((parent, result))
+}
+
+/// The rule a capacity answer is held to: the contract's SLO, or every class's own.
+fn contract_capacity_rule(base: &Contract) -> String {
+    if base.classes.is_empty() {
+        capacity_rule(&base.slo)
+    } else {
+        let each: Vec<String> = base
+            .classes
+            .iter()
+            .map(|k| format!("`{}`: {}", k.name, k.slo_or(&base.slo).rule()))
+            .collect();
+        format!(
+            "the highest offered rate (the classes' shares fixed) at which every class meets its own SLO ({}) and the run is VALID",
+            each.join("; ")
+        )
+    }
 }
 
 /// Runs one point's contract into `point-NN` of the parent bundle.
@@ -593,6 +604,44 @@ fn support_size(s: &Summary, c: &Contract) -> Option<u64> {
     }
 }
 
+/// The summary of the point the sweep ran at `rate`, as its bundle keeps it.
+fn summary_at(points: &std::sync::Mutex<Vec<SweepPoint>>, rate: f64) -> Option<Summary> {
+    let at = points
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|p| {
+            p.value
+                .parse::<f64>()
+                .is_ok_and(|v| (v - rate).abs() < 1e-9)
+        })
+        .map(|p| p.bundle.clone());
+    at.and_then(|b| crate::bundle::read_json(&b.join(crate::bundle::SUMMARY)).ok()?)
+        .and_then(|t| serde_json::from_value::<Summary>(t).ok())
+}
+
+/// The contract of the confirming run: at `value` req/s, with `n` steady requests (or the
+/// duration that takes, when the contract is bounded by time).
+fn confirmation_text(
+    src: &str,
+    base: &Contract,
+    value: &str,
+    n: u64,
+    rate: f64,
+) -> anyhow::Result<String> {
+    let text = set_key(src, "load.rate", value).map_err(anyhow::Error::msg)?;
+    if base.load.duration().is_some() {
+        set_key(
+            &text,
+            "load.duration",
+            &format!("\"{:.0}s\"", (n as f64 / rate).ceil()),
+        )
+    } else {
+        set_key(&text, "load.requests", &n.to_string())
+    }
+    .map_err(anyhow::Error::msg)
+}
+
 /// Confirms an indicated capacity: one run at the passing rate with the requests its claim
 /// needs, when it fits `within` at that rate. A supported pass makes the answer supported; a
 /// miss moves the bracket's top down to it (the capacity is the next passing rate, indicated).
@@ -613,20 +662,7 @@ async fn confirm(
     if cap.supported_rps == Some(rate) {
         return Ok(());
     }
-    let at = points
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .find(|p| {
-            p.value
-                .parse::<f64>()
-                .is_ok_and(|v| (v - rate).abs() < 1e-9)
-        })
-        .map(|p| p.bundle.clone());
-    let Some(summary) = at
-        .and_then(|b| crate::bundle::read_json(&b.join(crate::bundle::SUMMARY)).ok()?)
-        .and_then(|t| serde_json::from_value::<Summary>(t).ok())
-    else {
+    let Some(summary) = summary_at(points, rate) else {
         return Ok(());
     };
     let Some(n) = support_size(&summary, base) else {
@@ -646,17 +682,7 @@ async fn confirm(
         return Ok(());
     }
     let value = format!("{rate:.4}");
-    let mut text = set_key(src, "load.rate", &value).map_err(anyhow::Error::msg)?;
-    text = if base.load.duration().is_some() {
-        set_key(
-            &text,
-            "load.duration",
-            &format!("\"{:.0}s\"", (n as f64 / rate).ceil()),
-        )
-    } else {
-        set_key(&text, "load.requests", &n.to_string())
-    }
-    .map_err(anyhow::Error::msg)?;
+    let text = confirmation_text(src, base, &value, n, rate)?;
     let (c, inputs) = crate::workload::parse(&text, path)?;
     let k = points.lock().unwrap_or_else(|p| p.into_inner()).len();
     let r = run_point(parent, k + 1, c, inputs, o).await?;
@@ -751,63 +777,69 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
     d.line("Latency in ms, steady phase of each point; every point's bundle holds its raw records and full report.");
     frontier_table(&mut d, r);
     if let Some(c) = &r.capacity {
-        let at = |rate: f64| {
-            r.points.iter().find(|p| {
-                p.value
-                    .parse::<f64>()
-                    .is_ok_and(|v| (v - rate).abs() < 1e-9)
-            })
-        };
-        let why = |rate: f64| {
-            at(rate)
-                .and_then(|p| p.fails_because.clone())
-                .unwrap_or_else(|| "failed".to_owned())
-        };
-        let achieved = |rate: f64| {
-            at(rate)
-                .and_then(|p| p.achieved_rps)
-                .map_or(String::new(), |a| format!(", achieved {a:.2}"))
-        };
-        if !c.rule.is_empty() {
-            d.line(format!("Capacity rule: {}.", c.rule));
-        }
-        d.line(match (c.capacity_rps, c.failed_at_rps) {
-            (Some(lo), Some(hi)) => format!(
-                "Capacity at the SLO: {}{lo:.2} req/s, {}. Last passing point {lo:.2} req/s (SLO met, VALID{}); first failing point {hi:.2} req/s ({}{}) — bracket {:.1}% wide after {} runs.",
-                if c.stopped_by_client_at.is_some() { "at least " } else { "" },
-                c.support_words(lo),
-                achieved(lo),
-                why(hi),
-                achieved(hi),
-                (hi - lo) / hi * 100.0,
-                c.tried.len()
-            ),
-            (Some(lo), None) if r.interrupted => format!(
-                "Every rate finished passed, up to {lo:.2} req/s; the search was interrupted before it found a failing one."
-            ),
-            (Some(lo), None) => format!(
-                "Every rate tried met the SLO, up to {lo:.2} req/s ({}): capacity is above it (raise --max-runs).",
-                c.support_words(lo)
-            ),
-            (None, Some(hi)) => format!(
-                "No rate tried passed, down to {hi:.2} req/s ({}).",
-                why(hi)
-            ),
-            (None, None) => "No run finished.".to_owned(),
-        });
-        if let Some(at) = c.stopped_by_client_at {
-            d.warn(format!(
-                "The search stopped at {at:.2} req/s: the server met the SLO there, but the client fell behind its schedule (dispatch lag), so the run is INVALID, and lower rates would find only the client's limit. The server's capacity is likely above {at:.2} req/s and is not measured ({}). A client machine that keeps the schedule (or several, `load.shard`) measures further.",
-                c.capacity_rps.map_or("no rate tried passed".to_owned(), |l| format!("{l:.2} req/s passed"))
-            ));
-        } else if c.client_limited {
-            d.line("The client fell behind its schedule at a failing rate (dispatch lag): the answer may be the client's limit, not the server's.");
-        }
+        capacity_lines(&mut d, r, c);
     }
     if r.interrupted {
         d.line("Interrupted: the point in flight is kept as measured (its bundle says interrupted); the points after it were not run.");
     }
     d
+}
+
+/// The capacity search's answer: its rule, the bracket with its last passing and first failing
+/// points, and whether the client's limit stopped it.
+fn capacity_lines(d: &mut crate::report::Doc, r: &SweepResult, c: &Capacity) {
+    let at = |rate: f64| {
+        r.points.iter().find(|p| {
+            p.value
+                .parse::<f64>()
+                .is_ok_and(|v| (v - rate).abs() < 1e-9)
+        })
+    };
+    let why = |rate: f64| {
+        at(rate)
+            .and_then(|p| p.fails_because.clone())
+            .unwrap_or_else(|| "failed".to_owned())
+    };
+    let achieved = |rate: f64| {
+        at(rate)
+            .and_then(|p| p.achieved_rps)
+            .map_or(String::new(), |a| format!(", achieved {a:.2}"))
+    };
+    if !c.rule.is_empty() {
+        d.line(format!("Capacity rule: {}.", c.rule));
+    }
+    d.line(match (c.capacity_rps, c.failed_at_rps) {
+        (Some(lo), Some(hi)) => format!(
+            "Capacity at the SLO: {}{lo:.2} req/s, {}. Last passing point {lo:.2} req/s (SLO met, VALID{}); first failing point {hi:.2} req/s ({}{}) — bracket {:.1}% wide after {} runs.",
+            if c.stopped_by_client_at.is_some() { "at least " } else { "" },
+            c.support_words(lo),
+            achieved(lo),
+            why(hi),
+            achieved(hi),
+            (hi - lo) / hi * 100.0,
+            c.tried.len()
+        ),
+        (Some(lo), None) if r.interrupted => format!(
+            "Every rate finished passed, up to {lo:.2} req/s; the search was interrupted before it found a failing one."
+        ),
+        (Some(lo), None) => format!(
+            "Every rate tried met the SLO, up to {lo:.2} req/s ({}): capacity is above it (raise --max-runs).",
+            c.support_words(lo)
+        ),
+        (None, Some(hi)) => format!(
+            "No rate tried passed, down to {hi:.2} req/s ({}).",
+            why(hi)
+        ),
+        (None, None) => "No run finished.".to_owned(),
+    });
+    if let Some(at) = c.stopped_by_client_at {
+        d.warn(format!(
+            "The search stopped at {at:.2} req/s: the server met the SLO there, but the client fell behind its schedule (dispatch lag), so the run is INVALID, and lower rates would find only the client's limit. The server's capacity is likely above {at:.2} req/s and is not measured ({}). A client machine that keeps the schedule (or several, `load.shard`) measures further.",
+            c.capacity_rps.map_or("no rate tried passed".to_owned(), |l| format!("{l:.2} req/s passed"))
+        ));
+    } else if c.client_limited {
+        d.line("The client fell behind its schedule at a failing rate (dispatch lag): the answer may be the client's limit, not the server's.");
+    }
 }
 
 /// The efficiency of each point, when any has a figure: tokens/s per user against SLO-meeting

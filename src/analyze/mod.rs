@@ -2331,6 +2331,48 @@ struct ValidityInputs<'a> {
     decided: Option<&'a str>,
 }
 
+/// Why the client fell behind its open-loop schedule, when its p99 dispatch lag passed the
+/// contract's bound: the lag, and how much of it was a late wake-up or a busy runtime.
+fn client_behind_reason(c: &Contract, stats: &PhaseStats) -> Option<String> {
+    let lag = stats
+        .dispatch_lag_ms
+        .as_ref()
+        .filter(|lag| lag.p99 > c.measurement.max_dispatch_lag_ms.0)?;
+    let mut why = format!(
+        "the client fell behind its schedule: p99 dispatch lag {:.2} ms > {} ms (measurement.max_dispatch_lag_ms)",
+        lag.p99, c.measurement.max_dispatch_lag_ms.0
+    );
+    if let (Some(w), Some(q)) = (&stats.dispatch_wake_ms, &stats.dispatch_queue_ms) {
+        why += &format!(
+            "; p99 {:.2} ms of it the dispatch thread woke late (the client machine's CPUs were busy, or slow to wake from idle: see environment.json client_wake_latency), p99 {:.2} ms requests waited for the client's runtime (the client was busy)",
+            w.p99, q.p99
+        );
+    }
+    Some(why)
+}
+
+/// What a load model can support, and what it cannot: an open loop, tail latency, goodput and
+/// capacity at its rate; a closed loop, throughput and latency at its concurrency only.
+fn what_the_load_supports(c: &Contract) -> (String, Vec<String>) {
+    if c.load.is_open() {
+        (
+            "tail latency, goodput and capacity at the offered rate".to_owned(),
+            Vec::new(),
+        )
+    } else {
+        (
+            format!(
+                "throughput and latency at concurrency {}",
+                c.load.concurrency()
+            ),
+            vec![
+                "tail latency under an arrival rate (the closed loop waits for the server, so its queue never builds)".to_owned(),
+                "capacity (a closed loop slows down with the server)".to_owned(),
+            ],
+        )
+    }
+}
+
 /// Whether the run supports the claims its load model can make, with every reason it does not.
 fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
     let open = c.load.is_open();
@@ -2349,20 +2391,8 @@ fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
         if c.measurement.latency_origin == LatencyOrigin::Sent {
             reasons.push("open loop measured from the actual send (measurement.latency_origin = \"sent\"): coordinated omission is not corrected".to_owned());
         }
-        if let Some(lag) = &stats.dispatch_lag_ms
-            && lag.p99 > c.measurement.max_dispatch_lag_ms.0
-        {
+        if let Some(why) = client_behind_reason(c, stats) {
             client_behind = true;
-            let mut why = format!(
-                "the client fell behind its schedule: p99 dispatch lag {:.2} ms > {} ms (measurement.max_dispatch_lag_ms)",
-                lag.p99, c.measurement.max_dispatch_lag_ms.0
-            );
-            if let (Some(w), Some(q)) = (&stats.dispatch_wake_ms, &stats.dispatch_queue_ms) {
-                why += &format!(
-                    "; p99 {:.2} ms of it the dispatch thread woke late (the client machine's CPUs were busy, or slow to wake from idle: see environment.json client_wake_latency), p99 {:.2} ms requests waited for the client's runtime (the client was busy)",
-                    w.p99, q.p99
-                );
-            }
             reasons.push(why);
         }
         if let Some(d) = v.errors.get("client_dropped") {
@@ -2403,23 +2433,7 @@ fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
     }
     // A sample too small for a claim is not a fault of the measurement: each claim carries its
     // own support (`claims`; the SLO's verdict), so validity is about the measurement alone.
-    let (supports, cannot_support) = if open {
-        (
-            "tail latency, goodput and capacity at the offered rate".to_owned(),
-            Vec::new(),
-        )
-    } else {
-        (
-            format!(
-                "throughput and latency at concurrency {}",
-                c.load.concurrency()
-            ),
-            vec![
-                "tail latency under an arrival rate (the closed loop waits for the server, so its queue never builds)".to_owned(),
-                "capacity (a closed loop slows down with the server)".to_owned(),
-            ],
-        )
-    };
+    let (supports, cannot_support) = what_the_load_supports(c);
     Validity {
         verdict: if reasons.is_empty() {
             ValidityVerdict::Valid

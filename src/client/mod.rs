@@ -631,26 +631,7 @@ impl Client {
             let endpoint = redirected.as_ref().unwrap_or(first);
             let url = endpoint.url.as_str();
             let headers = self.request_headers(rec, same_origin(endpoint, first));
-            let direct = self.direct.as_ref().zip(endpoint.direct.as_ref());
-            let sent = async {
-                if let Some((pool, target)) = direct {
-                    return pool
-                        .post(target, headers, body.clone())
-                        .await
-                        .map(|(resp, conn)| Answer::Direct(resp, conn))
-                        .map_err(SendError::Direct);
-                }
-                let req = match &endpoint.parsed {
-                    Some(u) => self.http.post(u.clone()),
-                    None => self.http.post(url),
-                };
-                req.headers(headers)
-                    .body(body.clone())
-                    .send()
-                    .await
-                    .map(Answer::Reqwest)
-                    .map_err(SendError::Reqwest)
-            };
+            let sent = self.post(endpoint, headers, body);
             let r = tokio::select! {
                 r = sent => r,
                 () = &mut ends.timeout => {
@@ -706,6 +687,34 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// One POST of the body to `endpoint`: on the client's own HTTP/1 pool when the endpoint
+    /// is plain HTTP, else through reqwest; the answer's head.
+    async fn post(
+        &self,
+        endpoint: &Endpoint,
+        headers: HeaderMap,
+        body: &Bytes,
+    ) -> Result<Answer, SendError> {
+        let direct = self.direct.as_ref().zip(endpoint.direct.as_ref());
+        if let Some((pool, target)) = direct {
+            return pool
+                .post(target, headers, body.clone())
+                .await
+                .map(|(resp, conn)| Answer::Direct(resp, conn))
+                .map_err(SendError::Direct);
+        }
+        let req = match &endpoint.parsed {
+            Some(u) => self.http.post(u.clone()),
+            None => self.http.post(endpoint.url.as_str()),
+        };
+        req.headers(headers)
+            .body(body.clone())
+            .send()
+            .await
+            .map(Answer::Reqwest)
+            .map_err(SendError::Reqwest)
     }
 
     /// The headers of one request: its API's, its own, its class's, the credentials and the

@@ -1134,7 +1134,7 @@ fn side_figures(d: &mut crate::report::Doc, sides: &[Side]) {
             d.figure(ch.render());
         }
     }
-    d.figure(ttft_timeline(sides, &from, slo("ttft")));
+    d.figure(ttft_timeline(sides, from, slo("ttft")));
 }
 
 /// Each side's first run, its TTFT p99 second by second, against the SLO's threshold.

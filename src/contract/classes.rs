@@ -129,6 +129,60 @@ pub fn key(k: usize, field: &str) -> String {
     }
 }
 
+/// Class `k`'s share of the arrivals: given, and more than 0.
+fn check_share(k: usize, name: &str, share: Option<f64>) -> Result<(), Problem> {
+    match share {
+        None => {
+            return problem(
+                &key(k, "share"),
+                format!(
+                    "class {name:?} has no share: give each class its share of the arrivals (`share = 0.3`)"
+                ),
+            );
+        }
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            return problem(&key(k, "share"), format!("= {s}: a share must be > 0"));
+        }
+        Some(_) => {}
+    }
+    Ok(())
+}
+
+/// Class `k`'s name: present, without surrounding spaces or control characters, and unique
+/// among those `seen` so far.
+fn check_name(
+    k: usize,
+    c: &Class,
+    seen: &mut std::collections::BTreeSet<String>,
+) -> Result<(), Problem> {
+    let name = c.name.trim();
+    if name.is_empty() {
+        return problem(
+            &key(k, "name"),
+            format!(
+                "class {} has no name: every [[class]] needs `name = \"…\"`, unique in the contract",
+                k + 1
+            ),
+        );
+    }
+    if name != c.name || name.chars().any(|ch| ch.is_control()) {
+        return problem(
+            &key(k, "name"),
+            format!(
+                "= {:?}: a name without leading or trailing spaces or control characters",
+                c.name
+            ),
+        );
+    }
+    if !seen.insert(name.to_owned()) {
+        return problem(
+            &key(k, "name"),
+            format!("= {name:?}: another class has this name; each class needs its own"),
+        );
+    }
+    Ok(())
+}
+
 /// Checks the classes and fills what they inherit: names present and unique, shares positive
 /// and summing to 1 or 100 (written back as fractions), lengths and SLOs valid, one way of
 /// naming the model. `slo`: the contract's `[slo]`, which a class without its own takes.
@@ -140,45 +194,9 @@ pub(super) fn resolve(
 ) -> Result<(), Problem> {
     let mut seen = std::collections::BTreeSet::new();
     for (k, c) in classes.iter().enumerate() {
+        check_name(k, c, &mut seen)?;
         let name = c.name.trim();
-        if name.is_empty() {
-            return problem(
-                &key(k, "name"),
-                format!(
-                    "class {} has no name: every [[class]] needs `name = \"…\"`, unique in the contract",
-                    k + 1
-                ),
-            );
-        }
-        if name != c.name || name.chars().any(|ch| ch.is_control()) {
-            return problem(
-                &key(k, "name"),
-                format!(
-                    "= {:?}: a name without leading or trailing spaces or control characters",
-                    c.name
-                ),
-            );
-        }
-        if !seen.insert(name.to_owned()) {
-            return problem(
-                &key(k, "name"),
-                format!("= {name:?}: another class has this name; each class needs its own"),
-            );
-        }
-        match c.share {
-            None => {
-                return problem(
-                    &key(k, "share"),
-                    format!(
-                        "class {name:?} has no share: give each class its share of the arrivals (`share = 0.3`)"
-                    ),
-                );
-            }
-            Some(s) if !(s.is_finite() && s > 0.0) => {
-                return problem(&key(k, "share"), format!("= {s}: a share must be > 0"));
-            }
-            Some(_) => {}
-        }
+        check_share(k, name, c.share)?;
         for (field, d) in [
             ("workload.input_tokens", &c.workload.input_tokens),
             ("workload.output_tokens", &c.workload.output_tokens),

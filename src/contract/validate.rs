@@ -165,6 +165,60 @@ impl Contract {
         self.check_extras("target.request", &self.target.request)
     }
 
+    /// One extra header: a valid name and value, not one goodput, the HTTP client or the API's
+    /// key sets, and an environment variable's name (not its value) where it reads one.
+    fn check_header(&self, key: &str, name: &str, v: &HeaderSource) -> Result<(), Problem> {
+        if let HeaderSource::Value(v) = v
+            && v.len() > MAX_HEADER_VALUE_BYTES
+        {
+            return problem(
+                key,
+                format!(
+                    "is {} long; at most {} (servers refuse larger headers, often as 431)",
+                    crate::text::human_bytes(v.len() as u64),
+                    crate::text::human_bytes(MAX_HEADER_VALUE_BYTES as u64)
+                ),
+            );
+        }
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return problem(key, "is not a valid HTTP header name");
+        }
+        let lower = name.to_ascii_lowercase();
+        let adapter = self.target.api.adapter();
+        let api_sets = adapter.headers().iter().any(|(h, _)| *h == lower);
+        let key_header = matches!(adapter.auth(), crate::api::Auth::Header(h) if h == lower);
+        let own = match lower.as_str() {
+            "content-type" | "content-length" | "transfer-encoding" | "host" | "connection" => {
+                Some("the HTTP client sets it")
+            }
+            "x-request-id" => Some("goodput sets it to match requests with server logs"),
+            _ if api_sets => Some("the API's adapter sets it (target.api)"),
+            _ if key_header && self.target.api_key_env.is_some() => {
+                Some("target.api_key_env sets it for this API")
+            }
+            "authorization" if self.target.api_key_env.is_some() => {
+                Some("target.api_key_env sets it")
+            }
+            _ => None,
+        };
+        if let Some(why) = own {
+            return problem(key, format!("cannot be set here: {why}"));
+        }
+        match v {
+            HeaderSource::Env { env } if env.is_empty() || env.contains('=') => {
+                return problem(
+                    &format!("{key}.env"),
+                    "must be the *name* of an environment variable, not its value",
+                );
+            }
+            HeaderSource::Value(v) if reqwest::header::HeaderValue::from_str(v).is_err() => {
+                return problem(key, "is not a valid HTTP header value (visible ASCII only)");
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// `[target.request]` or a class's `request`, named under `prefix`.
     fn check_extras(&self, prefix: &str, r: &RequestExtras) -> Result<(), Problem> {
         // Every request carries these: their size is paid per request in flight.
@@ -180,58 +234,7 @@ impl Contract {
             );
         }
         for (name, v) in &r.headers {
-            let key = format!("{prefix}.headers.{name}");
-            if let HeaderSource::Value(v) = v
-                && v.len() > MAX_HEADER_VALUE_BYTES
-            {
-                return problem(
-                    &key,
-                    format!(
-                        "is {} long; at most {} (servers refuse larger headers, often as 431)",
-                        crate::text::human_bytes(v.len() as u64),
-                        crate::text::human_bytes(MAX_HEADER_VALUE_BYTES as u64)
-                    ),
-                );
-            }
-            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                return problem(&key, "is not a valid HTTP header name");
-            }
-            let lower = name.to_ascii_lowercase();
-            let adapter = self.target.api.adapter();
-            let api_sets = adapter.headers().iter().any(|(h, _)| *h == lower);
-            let key_header = matches!(adapter.auth(), crate::api::Auth::Header(h) if h == lower);
-            let own = match lower.as_str() {
-                "content-type" | "content-length" | "transfer-encoding" | "host" | "connection" => {
-                    Some("the HTTP client sets it")
-                }
-                "x-request-id" => Some("goodput sets it to match requests with server logs"),
-                _ if api_sets => Some("the API's adapter sets it (target.api)"),
-                _ if key_header && self.target.api_key_env.is_some() => {
-                    Some("target.api_key_env sets it for this API")
-                }
-                "authorization" if self.target.api_key_env.is_some() => {
-                    Some("target.api_key_env sets it")
-                }
-                _ => None,
-            };
-            if let Some(why) = own {
-                return problem(&key, format!("cannot be set here: {why}"));
-            }
-            match v {
-                HeaderSource::Env { env } if env.is_empty() || env.contains('=') => {
-                    return problem(
-                        &format!("{key}.env"),
-                        "must be the *name* of an environment variable, not its value",
-                    );
-                }
-                HeaderSource::Value(v) if reqwest::header::HeaderValue::from_str(v).is_err() => {
-                    return problem(
-                        &key,
-                        "is not a valid HTTP header value (visible ASCII only)",
-                    );
-                }
-                _ => {}
-            }
+            self.check_header(&format!("{prefix}.headers.{name}"), name, v)?;
         }
         if r.extra_body.is_empty() {
             return Ok(());
@@ -426,37 +429,7 @@ impl Contract {
             );
         }
         if let Some(d) = &s.think_ms {
-            let most = match d {
-                LengthDist::Fixed { value } => *value,
-                LengthDist::Uniform { min, max } if min <= max => *max,
-                LengthDist::Normal { min, max, mean, .. }
-                | LengthDist::Lognormal { min, max, mean, .. }
-                    if min <= max =>
-                {
-                    if !(mean.is_finite() && *mean >= 0.0) {
-                        return problem(
-                            "workload.sessions.think_ms.mean",
-                            format!("is {mean}: a think time's mean must be >= 0 ms"),
-                        );
-                    }
-                    *max
-                }
-                _ => {
-                    return problem(
-                        "workload.sessions.think_ms",
-                        "must be fixed, uniform, normal or lognormal milliseconds (min <= max)",
-                    );
-                }
-            };
-            if f64::from(most) > MAX_THINK_S * 1e3 {
-                return problem(
-                    "workload.sessions.think_ms",
-                    format!(
-                        "allows {most} ms between turns; at most {} ms (an hour): a longer pause is another session, and a run that waits it out may never end",
-                        MAX_THINK_S * 1e3
-                    ),
-                );
-            }
+            think_time(d)?;
         }
         if self.load.kind == Some(LoadModel::Closed) {
             return problem(
@@ -554,26 +527,7 @@ impl Contract {
             crate::secrets::register_url(u);
         }
         self.replicas()?;
-        if self.name.trim().is_empty()
-            || !self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            return problem(
-                "name",
-                "must be non-empty and use only letters, digits, '-', '_' and '.' (it names a directory)",
-            );
-        }
-        if self.name.len() > MAX_NAME_LEN {
-            return problem(
-                "name",
-                format!(
-                    "is {} characters; at most {MAX_NAME_LEN} (it names the bundle's directory, and file systems refuse names past 255 bytes)",
-                    self.name.len()
-                ),
-            );
-        }
+        check_name(&self.name)?;
         match (&self.target.url, &mut self.target.simulator) {
             (Some(url), Some(_)) => {
                 return problem(
@@ -584,30 +538,7 @@ impl Contract {
                 );
             }
             (Some(url), None) => {
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return problem(
-                        "target.url",
-                        format!("`{url}` must start with http:// or https://"),
-                    );
-                }
-                let t = &self.target.tls;
-                if !url.starts_with("https://") && !t.is_default() {
-                    return problem(
-                        if t.insecure {
-                            "target.tls.insecure"
-                        } else {
-                            "target.tls.ca_file"
-                        },
-                        "applies to an https:// target.url only",
-                    );
-                }
-                if t.insecure && t.ca_file.is_some() {
-                    return problem(
-                        "target.tls.insecure",
-                        "with ca_file makes the CA pointless: keep ca_file (verified) and drop insecure",
-                    );
-                }
-                base_url(url)?;
+                check_url(url, &self.target.tls)?;
             }
             (None, sim) => {
                 let cfg = sim.get_or_insert_with(SimConfig::default);
@@ -1048,6 +979,96 @@ fn base_url(url: &str) -> Result<(), Problem> {
             ),
         );
     }
+    Ok(())
+}
+
+/// `workload.sessions.think_ms`: a distribution of milliseconds, at most an hour.
+fn think_time(d: &LengthDist) -> Result<(), Problem> {
+    let most = match d {
+        LengthDist::Fixed { value } => *value,
+        LengthDist::Uniform { min, max } if min <= max => *max,
+        LengthDist::Normal { min, max, mean, .. }
+        | LengthDist::Lognormal { min, max, mean, .. }
+            if min <= max =>
+        {
+            if !(mean.is_finite() && *mean >= 0.0) {
+                return problem(
+                    "workload.sessions.think_ms.mean",
+                    format!("is {mean}: a think time's mean must be >= 0 ms"),
+                );
+            }
+            *max
+        }
+        _ => {
+            return problem(
+                "workload.sessions.think_ms",
+                "must be fixed, uniform, normal or lognormal milliseconds (min <= max)",
+            );
+        }
+    };
+    if f64::from(most) > MAX_THINK_S * 1e3 {
+        return problem(
+            "workload.sessions.think_ms",
+            format!(
+                "allows {most} ms between turns; at most {} ms (an hour): a longer pause is another session, and a run that waits it out may never end",
+                MAX_THINK_S * 1e3
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// `name`: it names the bundle's directory, so letters, digits, '-', '_' and '.', and short
+/// enough for a file system.
+fn check_name(name: &str) -> Result<(), Problem> {
+    if name.trim().is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return problem(
+            "name",
+            "must be non-empty and use only letters, digits, '-', '_' and '.' (it names a directory)",
+        );
+    }
+    if name.len() > MAX_NAME_LEN {
+        return problem(
+            "name",
+            format!(
+                "is {} characters; at most {MAX_NAME_LEN} (it names the bundle's directory, and file systems refuse names past 255 bytes)",
+                name.len()
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// `target.url`: http or https, the TLS settings for https only and not at odds, and a base
+/// URL the client can use.
+fn check_url(url: &str, t: &Tls) -> Result<(), Problem> {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return problem(
+            "target.url",
+            format!("`{url}` must start with http:// or https://"),
+        );
+    }
+    if !url.starts_with("https://") && !t.is_default() {
+        return problem(
+            if t.insecure {
+                "target.tls.insecure"
+            } else {
+                "target.tls.ca_file"
+            },
+            "applies to an https:// target.url only",
+        );
+    }
+    if t.insecure && t.ca_file.is_some() {
+        return problem(
+            "target.tls.insecure",
+            "with ca_file makes the CA pointless: keep ca_file (verified) and drop insecure",
+        );
+    }
+    base_url(url)?;
     Ok(())
 }
 

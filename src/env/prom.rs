@@ -346,7 +346,6 @@ impl Thinning {
     }
 }
 
-/// Appends a scrape as one line; returns the bytes written.
 /// Each endpoint scraped once before the run: the ones that answered with series, their first
 /// scrapes, and why each other one is left out.
 async fn first_scrapes(
@@ -378,6 +377,7 @@ async fn first_scrapes(
     (targets, firsts, absent)
 }
 
+/// Appends a scrape as one line; returns the bytes written.
 fn append(file: &mut std::fs::File, s: &Scrape) -> std::io::Result<u64> {
     let line = serde_json::to_string(s)?;
     let line = crate::secrets::redact(&line);

@@ -160,6 +160,59 @@ pub struct PlanClass {
     models: Vec<(String, f64)>,
 }
 
+/// The shared prefixes' texts, one per `workload.prefixes`, each drawn from its own stream.
+fn shared_prefixes(
+    w: &crate::contract::Workload,
+    tokenizer: &crate::workload::Tokenizer,
+) -> Vec<String> {
+    let seed = w.seed;
+    match shared_prefix_tokens(w) {
+        0 => Vec::new(),
+        n => (0..u64::from(w.prefixes.unwrap_or(1)))
+            .map(|k| {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                rng.set_stream(PREFIX_STREAM - k);
+                let tag = tokenizer.tag('p', k, seed);
+                tokenizer.build(&tag, n, &mut rng).0
+            })
+            .collect(),
+    }
+}
+
+impl PlanClass {
+    /// A class as the plan draws it: its lengths (or the workload's), its request body over
+    /// the target's, and its models with their probabilities.
+    fn of(c: &Contract, k: &crate::contract::classes::Class) -> PlanClass {
+        let w = &c.workload;
+        let mut extra_body = c.target.request.extra_body.clone();
+        for (key, v) in &k.request.extra_body {
+            extra_body.insert(key.clone(), v.clone());
+        }
+        if let Some(p) = k.priority {
+            extra_body.insert("priority".into(), p.into());
+        }
+        PlanClass {
+            class: k.clone(),
+            input: k
+                .workload
+                .input_tokens
+                .clone()
+                .unwrap_or_else(|| asked_lengths(w, true)),
+            output: k
+                .workload
+                .output_tokens
+                .clone()
+                .unwrap_or_else(|| asked_lengths(w, false)),
+            extra_body,
+            models: k
+                .models
+                .as_ref()
+                .map(|mix| mix.names.iter().cloned().zip(mix.probabilities()).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
 impl PlanClass {
     /// The model name model draw `u` in [0, 1) sends: the class's `model`, one of its
     /// `models`, or `None` (the target's).
@@ -491,17 +544,7 @@ impl Plan {
             rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
         }
         let lead = run_lead(c, inputs);
-        let prefixes = match shared_prefix_tokens(w) {
-            0 => Vec::new(),
-            n => (0..u64::from(w.prefixes.unwrap_or(1)))
-                .map(|k| {
-                    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                    rng.set_stream(PREFIX_STREAM - k);
-                    let tag = sources.tokenizer.tag('p', k, seed);
-                    sources.tokenizer.build(&tag, n, &mut rng).0
-                })
-                .collect(),
-        };
+        let prefixes = shared_prefixes(w, &sources.tokenizer);
         let speedup = c.load.speedup.unwrap_or(1.0);
         let trace_us = sources
             .trace
@@ -556,41 +599,7 @@ impl Plan {
             sessions,
             generates: c.target.api.capabilities().generates,
             shard: c.load.shard(),
-            classes: std::sync::Arc::new(
-                c.classes
-                    .iter()
-                    .map(|k| {
-                        let mut extra_body = c.target.request.extra_body.clone();
-                        for (key, v) in &k.request.extra_body {
-                            extra_body.insert(key.clone(), v.clone());
-                        }
-                        if let Some(p) = k.priority {
-                            extra_body.insert("priority".into(), p.into());
-                        }
-                        PlanClass {
-                            class: k.clone(),
-                            input: k
-                                .workload
-                                .input_tokens
-                                .clone()
-                                .unwrap_or_else(|| asked_lengths(w, true)),
-                            output: k
-                                .workload
-                                .output_tokens
-                                .clone()
-                                .unwrap_or_else(|| asked_lengths(w, false)),
-                            extra_body,
-                            models: k
-                                .models
-                                .as_ref()
-                                .map(|mix| {
-                                    mix.names.iter().cloned().zip(mix.probabilities()).collect()
-                                })
-                                .unwrap_or_default(),
-                        }
-                    })
-                    .collect(),
-            ),
+            classes: std::sync::Arc::new(c.classes.iter().map(|k| PlanClass::of(c, k)).collect()),
             extra_body: std::sync::Arc::new(c.target.request.extra_body.clone()),
             probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
                 u64::from(c.quality.probes)

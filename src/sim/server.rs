@@ -123,6 +123,34 @@ pub struct SimServer {
     cancel: CancellationToken,
 }
 
+/// Every route the simulator serves: each API's completion path, the models list, health,
+/// version, `/tokenize` (when on), its metrics, telemetry and ground truth.
+fn routes(shared: Arc<Shared>) -> Router {
+    let mut app = Router::new();
+    for api in Api::ALL {
+        app = app.route(
+            api.route(),
+            post(
+                move |State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes| {
+                    complete(s, headers, body, api)
+                },
+            ),
+        );
+    }
+    let mut app = app
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .route("/version", get(version));
+    if shared.cfg.tokenize {
+        app = app.route("/tokenize", post(tokenize));
+    }
+    app.route("/metrics", get(metrics))
+        .route("/telemetry", get(telemetry))
+        .route("/ground_truth", get(ground_truth_jsonl))
+        .route("/ground_truth/energy", get(ground_truth_energy))
+        .with_state(shared)
+}
+
 impl SimServer {
     /// Validates `cfg`, binds `addr` (port 0 = ephemeral) and starts serving.
     pub async fn start(
@@ -167,30 +195,7 @@ impl SimServer {
             .name("goodput-sim-engine".into())
             .spawn(move || engine_loop(engine_shared, rx))
             .map_err(SimError::Thread)?;
-        let mut app = Router::new();
-        for api in Api::ALL {
-            app = app.route(
-                api.route(),
-                post(
-                    move |State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes| {
-                        complete(s, headers, body, api)
-                    },
-                ),
-            );
-        }
-        let mut app = app
-            .route("/v1/models", get(models))
-            .route("/health", get(health))
-            .route("/version", get(version));
-        if shared.cfg.tokenize {
-            app = app.route("/tokenize", post(tokenize));
-        }
-        let app = app
-            .route("/metrics", get(metrics))
-            .route("/telemetry", get(telemetry))
-            .route("/ground_truth", get(ground_truth_jsonl))
-            .route("/ground_truth/energy", get(ground_truth_energy))
-            .with_state(shared.clone());
+        let app = routes(shared.clone());
         let cancel = CancellationToken::new();
         let stop = cancel.clone();
         // Token-by-token SSE is many small writes: without TCP_NODELAY, Nagle's algorithm and
@@ -563,27 +568,35 @@ fn id_prefix(api: Api) -> &'static str {
     }
 }
 
-async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> Response {
-    let t = s.now();
-    if !s.ready() {
-        let seq = s.arrivals.fetch_add(1, Ordering::Relaxed);
-        s.record(closed_record(seq, &headers, t, SimOutcome::RefusedLoading));
-        return error_response(StatusCode::SERVICE_UNAVAILABLE, "model is still loading");
-    }
+/// A request as the simulator admits it: what it asks, the prompt's token ids and hash, the
+/// output planned for it and its reasoning share.
+struct Admitted {
+    wire: &'static dyn Wire,
+    ask: Ask,
+    on_adapter: bool,
+    ids: Vec<u64>,
+    phash: u64,
+    plan: super::model::OutputPlan,
+    prompt_tokens: u32,
+    reasoning: u32,
+}
+
+/// Reads and plans a request, or the answer that refuses it: a body the API cannot read, an
+/// unknown model or adapter, or more tokens than the model's context holds.
+fn admit(cfg: &SimConfig, api: Api, body: &[u8]) -> Result<Admitted, Box<Response>> {
     let wire = api.wire();
-    let ask = match wire.ask(&body) {
+    let ask = match wire.ask(body) {
         Ok(a) => a,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
+        Err(e) => return Err(Box::new(error_response(StatusCode::BAD_REQUEST, &e))),
     };
-    let (on_adapter, ids) = match on_adapter(&s.cfg, ask.model.as_deref())
-        .and_then(|a| Ok((a, prompt_ids(&s.cfg, &ask)?)))
-    {
-        Ok(x) => x,
-        Err((status, message)) => return error_response(status, &message),
-    };
+    let (on_adapter, ids) =
+        match on_adapter(cfg, ask.model.as_deref()).and_then(|a| Ok((a, prompt_ids(cfg, &ask)?))) {
+            Ok(x) => x,
+            Err((status, message)) => return Err(Box::new(error_response(status, &message))),
+        };
     let phash = prompt_hash(&ids);
     let plan = degraded_output_plan(
-        &s.cfg,
+        cfg,
         phash,
         LengthAsk {
             max_tokens: ask.max_tokens,
@@ -593,24 +606,78 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
     );
     let prompt_tokens = ids.len() as u32;
     let reasoning = if ask.chat && ask.thinking {
-        (s.cfg.reasoning_share * f64::from(plan.tokens)).floor() as u32
+        (cfg.reasoning_share * f64::from(plan.tokens)).floor() as u32
     } else {
         0
     };
-    if u64::from(prompt_tokens) + u64::from(plan.tokens) > u64::from(s.cfg.max_model_len) {
-        return error_response(
+    if u64::from(prompt_tokens) + u64::from(plan.tokens) > u64::from(cfg.max_model_len) {
+        return Err(Box::new(error_response(
             StatusCode::BAD_REQUEST,
             &format!(
                 "This model's maximum context length is {} tokens; the request asks for {} \
                  ({} in the prompt, {} to generate).",
-                s.cfg.max_model_len,
+                cfg.max_model_len,
                 prompt_tokens + plan.tokens,
                 prompt_tokens,
                 plan.tokens
             ),
-        );
+        )));
     }
+    Ok(Admitted {
+        wire,
+        ask,
+        on_adapter,
+        ids,
+        phash,
+        plan,
+        prompt_tokens,
+        reasoning,
+    })
+}
 
+/// The stream faults that strike request `seq`: the token after which its connection is cut,
+/// the token at which one event is malformed, and the outcome the ground truth records.
+fn stream_faults(
+    cfg: &SimConfig,
+    seq: u64,
+    stream: bool,
+    tokens: u32,
+) -> (Option<u32>, Option<u32>, Option<SimOutcome>) {
+    let at = (tokens / 2).max(1);
+    let drop_after = (stream && fault_strikes(cfg, seq, FaultKind::Drop)).then_some(at);
+    let malformed_at = (stream && fault_strikes(cfg, seq, FaultKind::Malformed)).then_some(at);
+    let fault = if drop_after.is_some() {
+        Some(SimOutcome::Dropped)
+    } else if malformed_at.is_some() {
+        Some(SimOutcome::Malformed)
+    } else {
+        None
+    };
+    (drop_after, malformed_at, fault)
+}
+
+/// One request to an API's route: admitted or refused, sent to the engine (or failed by an
+/// injected fault), and answered as a stream or whole.
+async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> Response {
+    let t = s.now();
+    if !s.ready() {
+        let seq = s.arrivals.fetch_add(1, Ordering::Relaxed);
+        s.record(closed_record(seq, &headers, t, SimOutcome::RefusedLoading));
+        return error_response(StatusCode::SERVICE_UNAVAILABLE, "model is still loading");
+    }
+    let Admitted {
+        wire,
+        ask,
+        on_adapter,
+        ids,
+        phash,
+        plan,
+        prompt_tokens,
+        reasoning,
+    } = match admit(&s.cfg, api, &body) {
+        Ok(a) => a,
+        Err(refused) => return *refused,
+    };
     let seq = s.arrivals.fetch_add(1, Ordering::Relaxed);
     if fault_strikes(&s.cfg, seq, FaultKind::Error) {
         let status = StatusCode::from_u16(s.cfg.faults.error_status)
@@ -620,17 +687,7 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         s.record(g);
         return error_response(status, "injected fault");
     }
-    let drop_after = (ask.stream && fault_strikes(&s.cfg, seq, FaultKind::Drop))
-        .then(|| (plan.tokens / 2).max(1));
-    let malformed_at = (ask.stream && fault_strikes(&s.cfg, seq, FaultKind::Malformed))
-        .then(|| (plan.tokens / 2).max(1));
-    let fault = if drop_after.is_some() {
-        Some(SimOutcome::Dropped)
-    } else if malformed_at.is_some() {
-        Some(SimOutcome::Malformed)
-    } else {
-        None
-    };
+    let (drop_after, malformed_at, fault) = stream_faults(&s.cfg, seq, ask.stream, plan.tokens);
     let (tx, rx) = unbounded_channel();
     let sent = s.engine.send(Msg::Arrive(Pending {
         seq,
@@ -772,6 +829,37 @@ struct StreamState {
     finished: bool,
 }
 
+impl StreamState {
+    /// The bytes of one chunk of tokens, or the configured fault: the connection cut once
+    /// `drop_after` tokens are out, or one malformed event at `malformed_at`.
+    async fn chunk(
+        &mut self,
+        first_index: u32,
+        tokens: u32,
+        mut buf: String,
+    ) -> Result<Bytes, std::io::Error> {
+        self.generated += tokens;
+        if self.drop_after.is_some_and(|d| self.generated >= d) {
+            self.finished = true;
+            // Let hyper flush what was already yielded, so the cut falls mid-stream as
+            // configured rather than before the headers reach the client.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let e = std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "fault: drop");
+            return Err(e);
+        }
+        let reply = self.out.reply();
+        if self.malformed_at.is_some_and(|m| self.generated >= m) {
+            self.malformed_at = None;
+            self.out.wire.malformed(&reply, &mut buf);
+        }
+        let (r, c) = self.out.parts(first_index, tokens);
+        self.out
+            .wire
+            .chunk(&reply, &mut buf, r.as_deref(), c.as_deref());
+        Ok(Bytes::from(buf))
+    }
+}
+
 fn stream_response(
     out: Output,
     rx: UnboundedReceiver<Delivery>,
@@ -807,26 +895,8 @@ fn stream_response(
                 first_index,
                 tokens,
             }) => {
-                st.generated += tokens;
-                if st.drop_after.is_some_and(|d| st.generated >= d) {
-                    st.finished = true;
-                    // Let hyper flush what was already yielded, so the cut falls mid-stream as
-                    // configured rather than before the headers reach the client.
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    let e =
-                        std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "fault: drop");
-                    return Some((Err(e), st));
-                }
-                let reply = st.out.reply();
-                if st.malformed_at.is_some_and(|m| st.generated >= m) {
-                    st.malformed_at = None;
-                    st.out.wire.malformed(&reply, &mut buf);
-                }
-                let (r, c) = st.out.parts(first_index, tokens);
-                st.out
-                    .wire
-                    .chunk(&reply, &mut buf, r.as_deref(), c.as_deref());
-                Some((Ok(Bytes::from(buf)), st))
+                let piece = st.chunk(first_index, tokens, buf).await;
+                Some((piece, st))
             }
             Some(Delivery::Done { cached }) => {
                 st.finished = true;

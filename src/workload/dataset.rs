@@ -128,6 +128,41 @@ pub fn load(
     parse(path, &super::read(path)?.0, format)
 }
 
+/// A ShareGPT file's conversations, each with where it stands (`entry N` of a JSON array, or
+/// `line N` of JSON lines).
+fn sharegpt_conversations(path: &Path, text: &str) -> Result<Vec<(String, ShareGpt)>, String> {
+    let name = path.display();
+    let t = text.trim_start();
+    let convs: Vec<(String, ShareGpt)> = if t.starts_with('[') {
+        let v: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|e| {
+            format!(
+                "{name}:{}: {e} (expected a JSON array of conversations)",
+                e.line()
+            )
+        })?;
+        v.into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let at = format!("entry {}", i + 1);
+                serde_json::from_value::<ShareGpt>(v)
+                    .map(|c| (at.clone(), c))
+                    .map_err(|e| format!("{name}: {at}: {e} (expected {{\"conversations\": [{{\"from\", \"value\"}}, …]}})"))
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                serde_json::from_str::<ShareGpt>(l)
+                    .map(|c| (format!("line {}", i + 1), c))
+                    .map_err(|e| format!("{name}:{}: {e} (expected {{\"conversations\": [{{\"from\", \"value\"}}, …]}})", i + 1))
+            })
+            .collect::<Result<_, _>>()?
+    };
+    Ok(convs)
+}
+
 /// Parses a dataset's text; `format` `None` detects it. Returns it with the format used.
 /// `path` names the file in messages.
 pub fn parse(
@@ -161,34 +196,7 @@ pub fn parse(
             }
         }
         DatasetFormat::Sharegpt => {
-            let t = text.trim_start();
-            let convs: Vec<(String, ShareGpt)> = if t.starts_with('[') {
-                let v: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|e| {
-                    format!(
-                        "{name}:{}: {e} (expected a JSON array of conversations)",
-                        e.line()
-                    )
-                })?;
-                v.into_iter()
-                    .enumerate()
-                    .map(|(i, v)| {
-                        let at = format!("entry {}", i + 1);
-                        serde_json::from_value::<ShareGpt>(v)
-                            .map(|c| (at.clone(), c))
-                            .map_err(|e| format!("{name}: {at}: {e} (expected {{\"conversations\": [{{\"from\", \"value\"}}, …]}})"))
-                    })
-                    .collect::<Result<_, _>>()?
-            } else {
-                text.lines()
-                    .enumerate()
-                    .filter(|(_, l)| !l.trim().is_empty())
-                    .map(|(i, l)| {
-                        serde_json::from_str::<ShareGpt>(l)
-                            .map(|c| (format!("line {}", i + 1), c))
-                            .map_err(|e| format!("{name}:{}: {e} (expected {{\"conversations\": [{{\"from\", \"value\"}}, …]}})", i + 1))
-                    })
-                    .collect::<Result<_, _>>()?
-            };
+            let convs = sharegpt_conversations(path, text)?;
             for (at, c) in convs {
                 let turns = &c.conversations;
                 let q = turns.iter().position(|t| is_human(&t.from));

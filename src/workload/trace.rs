@@ -100,91 +100,110 @@ pub fn load(path: &Path) -> Result<Vec<Row>, String> {
 /// 64-bit clock, which a far larger gap (1e15 s) would overflow.
 pub const MAX_SPAN_S: f64 = 366.0 * 86_400.0;
 
+/// A trace row as read: its line, arrival time (in the file's unit), input and output tokens,
+/// and its Mooncake block ids.
+type RawRow = (usize, f64, u32, u32, Vec<u64>);
+
+/// The rows of a JSON-lines trace, and its time unit in seconds: milliseconds in a Mooncake
+/// trace (its first row has hash_ids), seconds elsewhere.
+fn json_rows(path: &Path, text: &str) -> Result<(Vec<RawRow>, f64), String> {
+    let name = path.display();
+    let mut raw: Vec<RawRow> = Vec::new();
+    let mut unit = 1.0;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = |m: String| format!("{name}:{}: {m}", i + 1);
+        let v: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(line).map_err(|e| at(e.to_string()))?;
+        let keys: Vec<String> = v.keys().cloned().collect();
+        let get = |names: &[&str], what: &str| {
+            column(&keys, names)
+                .map(|k| match &v[&keys[k]] {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .ok_or_else(|| at(format!("missing `{}` ({what})", names[0])))
+        };
+        let hash_ids = match v.get("hash_ids") {
+            None => Vec::new(),
+            Some(h) => hash_ids(h).map_err(at)?,
+        };
+        if raw.is_empty() && v.contains_key("hash_ids") {
+            unit = 1e-3;
+        } else if (unit != 1.0) != v.contains_key("hash_ids") {
+            return Err(at(
+                "`hash_ids` must be on every row or on none (a Mooncake trace has them on every row)"
+                    .into(),
+            ));
+        }
+        raw.push((
+            i + 1,
+            seconds(&get(&TIME, "arrival time")?).map_err(at)?,
+            tokens(&get(&INPUT, "prompt length")?, "input tokens").map_err(at)?,
+            tokens(&get(&OUTPUT, "output length")?, "output tokens").map_err(at)?,
+            hash_ids,
+        ));
+    }
+    Ok((raw, unit))
+}
+
+/// The rows of a CSV trace, its columns named in its header.
+fn csv_rows(path: &Path, text: &str) -> Result<Vec<RawRow>, String> {
+    let name = path.display();
+    let mut raw: Vec<RawRow> = Vec::new();
+    let mut r = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes());
+    let header: Vec<String> = r
+        .headers()
+        .map_err(|e| format!("{name}:1: {e}"))?
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    let need = |names: &[&str], what: &str| {
+        column(&header, names).ok_or_else(|| {
+            format!(
+                "{name}:1: no {what} column (expected one of: {}; found: {})",
+                names.join(", "),
+                header.join(", ")
+            )
+        })
+    };
+    let (t, i_col, o_col) = (
+        need(&TIME, "timestamp")?,
+        need(&INPUT, "input-token")?,
+        need(&OUTPUT, "output-token")?,
+    );
+    for rec in r.records() {
+        let rec = rec.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            format!("{name}:{line}: {e}")
+        })?;
+        let line = rec.position().map_or(0, |p| p.line() as usize);
+        let at = |m: String| format!("{name}:{line}: {m}");
+        let field = |k: usize| rec.get(k).unwrap_or("");
+        raw.push((
+            line,
+            seconds(field(t)).map_err(at)?,
+            tokens(field(i_col), "input tokens").map_err(at)?,
+            tokens(field(o_col), "output tokens").map_err(at)?,
+            Vec::new(),
+        ));
+    }
+    Ok(raw)
+}
+
 /// Parses a trace's text; every error names the file (`path`) and line. Returns the rows,
 /// offsets from the first.
 pub fn parse(path: &Path, text: &str) -> Result<Vec<Row>, String> {
     let name = path.display();
-    let mut raw: Vec<(usize, f64, u32, u32, Vec<u64>)> = Vec::new();
-    // Milliseconds in a Mooncake trace (its first row has hash_ids), seconds elsewhere.
-    let mut unit = 1.0;
-    if text.trim_start().starts_with('{') {
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let at = |m: String| format!("{name}:{}: {m}", i + 1);
-            let v: serde_json::Map<String, serde_json::Value> =
-                serde_json::from_str(line).map_err(|e| at(e.to_string()))?;
-            let keys: Vec<String> = v.keys().cloned().collect();
-            let get = |names: &[&str], what: &str| {
-                column(&keys, names)
-                    .map(|k| match &v[&keys[k]] {
-                        serde_json::Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    })
-                    .ok_or_else(|| at(format!("missing `{}` ({what})", names[0])))
-            };
-            let hash_ids = match v.get("hash_ids") {
-                None => Vec::new(),
-                Some(h) => hash_ids(h).map_err(at)?,
-            };
-            if raw.is_empty() && v.contains_key("hash_ids") {
-                unit = 1e-3;
-            } else if (unit != 1.0) != v.contains_key("hash_ids") {
-                return Err(at(
-                    "`hash_ids` must be on every row or on none (a Mooncake trace has them on every row)"
-                        .into(),
-                ));
-            }
-            raw.push((
-                i + 1,
-                seconds(&get(&TIME, "arrival time")?).map_err(at)?,
-                tokens(&get(&INPUT, "prompt length")?, "input tokens").map_err(at)?,
-                tokens(&get(&OUTPUT, "output length")?, "output tokens").map_err(at)?,
-                hash_ids,
-            ));
-        }
+    let (raw, unit) = if text.trim_start().starts_with('{') {
+        json_rows(path, text)?
     } else {
-        let mut r = csv::ReaderBuilder::new()
-            .trim(csv::Trim::All)
-            .from_reader(text.as_bytes());
-        let header: Vec<String> = r
-            .headers()
-            .map_err(|e| format!("{name}:1: {e}"))?
-            .iter()
-            .map(str::to_owned)
-            .collect();
-        let need = |names: &[&str], what: &str| {
-            column(&header, names).ok_or_else(|| {
-                format!(
-                    "{name}:1: no {what} column (expected one of: {}; found: {})",
-                    names.join(", "),
-                    header.join(", ")
-                )
-            })
-        };
-        let (t, i_col, o_col) = (
-            need(&TIME, "timestamp")?,
-            need(&INPUT, "input-token")?,
-            need(&OUTPUT, "output-token")?,
-        );
-        for rec in r.records() {
-            let rec = rec.map_err(|e| {
-                let line = e.position().map_or(0, |p| p.line());
-                format!("{name}:{line}: {e}")
-            })?;
-            let line = rec.position().map_or(0, |p| p.line() as usize);
-            let at = |m: String| format!("{name}:{line}: {m}");
-            let field = |k: usize| rec.get(k).unwrap_or("");
-            raw.push((
-                line,
-                seconds(field(t)).map_err(at)?,
-                tokens(field(i_col), "input tokens").map_err(at)?,
-                tokens(field(o_col), "output tokens").map_err(at)?,
-                Vec::new(),
-            ));
-        }
-    }
+        (csv_rows(path, text)?, 1.0)
+    };
     let Some(&(_, first, _, _, _)) = raw.first() else {
         return Err(format!("{name}: the trace has no rows"));
     };

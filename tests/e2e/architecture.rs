@@ -286,10 +286,11 @@ fn function_lengths() -> Vec<(usize, String)> {
 }
 
 /// No function a reader has to scroll through (#47): none over 150 lines, and at most this
-/// many of 80 lines or more (the goal is 8). The count may only fall: lower the bound as
-/// functions are split. The list of every function of 80 lines or more is printed on every
+/// many of 80 lines or more (#47 asked for 8 at most; the seven left are the run's and the
+/// analysis's spines, the dispatch hot path, the engines' facts, the audit of a bundle and the
+/// discrete-event loop). The count may only fall: lower the bound as functions are split. The list of every function of 80 lines or more is printed on every
 /// run (`.config/nextest.toml` shows it).
-const MOST_OVER_80: usize = 43;
+const MOST_OVER_80: usize = 7;
 
 #[test]
 fn functions_stay_short() {

@@ -29,6 +29,47 @@ impl PeerFormat for Guidellm {
     }
 }
 
+/// The load axis: each benchmark's strategy in goodput's words (closed-loop strategies limit
+/// what the result supports), and whether every one counted its tokens.
+fn load_axis(a: &mut Audit, benches: &[Value]) {
+    let mut loads = Vec::new();
+    let mut closed = false;
+    for b in benches {
+        let s = &b["config"]["strategy"];
+        let kind = s["type_"].as_str().unwrap_or("?");
+        loads.push(match kind {
+            "synchronous" => {
+                closed = true;
+                "closed loop, 1 at a time".to_owned()
+            }
+            "concurrent" => {
+                closed = true;
+                format!("closed loop, {} streams", s["streams"])
+            }
+            "throughput" => {
+                closed = true;
+                format!("closed loop, up to {} in flight", s["max_concurrency"])
+            }
+            "constant" | "poisson" => format!("open loop, {kind} at {} req/s", s["rate"]),
+            other => format!("`{other}`"),
+        });
+        if b["metrics"]["output_token_count"].is_null()
+            || b["metrics"]["prompt_token_count"].is_null()
+        {
+            let m = "real token lengths not recorded (no prompt/output token counts)".to_owned();
+            if !a.missing.contains(&m) {
+                a.missing.push(m);
+            }
+        }
+    }
+    a.axis("load", loads.join("; "));
+    if closed {
+        a.limits.push(
+            "closed-loop load (synchronous/concurrent/throughput): tail latency and capacity claims are not valid".into(),
+        );
+    }
+}
+
 fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
     let mut a = Audit::new(path, "GuideLLM report");
     let benches = v["benchmarks"].as_array().map(Vec::as_slice).unwrap_or(&[]);
@@ -68,42 +109,7 @@ fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
             d => format!("data {d}"),
         },
     );
-    let mut loads = Vec::new();
-    let mut closed = false;
-    for b in benches {
-        let s = &b["config"]["strategy"];
-        let kind = s["type_"].as_str().unwrap_or("?");
-        loads.push(match kind {
-            "synchronous" => {
-                closed = true;
-                "closed loop, 1 at a time".to_owned()
-            }
-            "concurrent" => {
-                closed = true;
-                format!("closed loop, {} streams", s["streams"])
-            }
-            "throughput" => {
-                closed = true;
-                format!("closed loop, up to {} in flight", s["max_concurrency"])
-            }
-            "constant" | "poisson" => format!("open loop, {kind} at {} req/s", s["rate"]),
-            other => format!("`{other}`"),
-        });
-        if b["metrics"]["output_token_count"].is_null()
-            || b["metrics"]["prompt_token_count"].is_null()
-        {
-            let m = "real token lengths not recorded (no prompt/output token counts)".to_owned();
-            if !a.missing.contains(&m) {
-                a.missing.push(m);
-            }
-        }
-    }
-    a.axis("load", loads.join("; "));
-    if closed {
-        a.limits.push(
-            "closed-loop load (synchronous/concurrent/throughput): tail latency and capacity claims are not valid".into(),
-        );
-    }
+    load_axis(&mut a, benches);
     let phase_set = |p: &Value| p["percent"].is_number() || p["value"].is_number();
     let warm = benches.iter().all(|b| phase_set(&b["config"]["warmup"]))
         || args["warmup"].is_number()
