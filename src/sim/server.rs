@@ -6,7 +6,8 @@
 //! channel and stream what it delivers. Endpoints: every API of [`super::wire`] (OpenAI's
 //! chat, completions, Responses and embeddings, Anthropic's Messages, TGI's `/generate_stream`
 //! and `/generate`, Ollama's `/api/chat`), `GET /v1/models`, `GET /health`, `GET /version`,
-//! `POST /tokenize`, `GET /metrics`, `GET /ground_truth` (JSONL of finished requests).
+//! `POST /tokenize`, `GET /metrics`, `GET /telemetry` (the accelerators' power, DCGM-shaped),
+//! `GET /ground_truth` (JSONL of finished requests) and `GET /ground_truth/energy`.
 
 use std::collections::HashMap;
 use std::fs::File;
