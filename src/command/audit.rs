@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use super::{Done, FormatArgs, Shown};
 use crate::report::Doc;
 
-/// The arguments of `goodput audit`.
+// The arguments of `goodput audit`.
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
     path: PathBuf,

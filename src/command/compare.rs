@@ -8,7 +8,7 @@ use anyhow::bail;
 use super::{Done, FormatArgs, Shown};
 use crate::report::Doc;
 
-/// The arguments of `goodput compare`.
+// The arguments of `goodput compare`.
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
     /// The baseline, then one or more results to compare with it.

@@ -14,7 +14,7 @@ use super::{Done, FormatArgs, Shown};
 use crate::report::Doc;
 use crate::report::format::Format;
 
-/// The arguments of `goodput demo`.
+// The arguments of `goodput demo`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
     /// Performance-model file for the simulated engine (TOML; keys as in [target.simulator]).

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::{Done, load_bundle};
 
-/// The arguments of `goodput export`.
+// The arguments of `goodput export`.
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
     bundle: PathBuf,

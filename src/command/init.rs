@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use super::{Done, Overrides};
 use crate::contract;
 
-/// The arguments of `goodput init`.
+// The arguments of `goodput init`.
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
     #[arg(default_value = "goodput.toml")]

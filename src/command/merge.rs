@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::run::RunShown;
 use super::{Done, FormatArgs};
 
-/// The arguments of `goodput merge`.
+// The arguments of `goodput merge`.
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
     /// The shards' bundles, in any order, or directories holding them (every shard bundle

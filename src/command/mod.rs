@@ -1,8 +1,8 @@
-//! The commands: one module each, parsing nothing (clap's argument types live beside each
-//! command) and printing nothing but through [`emit`], the one rendering seam. A command
-//! returns [`Done`]: a typed result ([`Shown`]) and the status that follows it; the seam writes
-//! the result in the asked `--format` (terminal, Markdown, HTML or JSON), and `cli` only
-//! parses, dispatches and hands the result here.
+//! The commands, one module each, with the arguments clap parses into beside it (`cli`
+//! dispatches to them). A command returns [`Done`]: its typed result ([`Shown`]), the lines for
+//! stderr that follow it and its status. The result reaches stdout only through [`emit`], the
+//! one rendering seam, in the asked `--format` (terminal, Markdown, HTML or JSON); a run's
+//! progress, notes and warnings go to stderr as they happen (`watch`).
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};

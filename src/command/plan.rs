@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use super::Done;
 use crate::contract;
 
-/// The arguments of `goodput plan`.
+// The arguments of `goodput plan`.
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
     contract: PathBuf,

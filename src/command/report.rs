@@ -10,7 +10,7 @@ use super::{Done, FormatArgs, Shown, load_bundle};
 use crate::contract;
 use crate::report::Doc;
 
-/// The arguments of `goodput report`.
+// The arguments of `goodput report`.
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
     bundle: PathBuf,

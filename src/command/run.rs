@@ -15,7 +15,7 @@ use super::{Done, OutputArgs, Overrides, Shown, read_contract};
 use crate::contract;
 use crate::report::Doc;
 
-/// The arguments of `goodput run`.
+// The arguments of `goodput run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Contract file (TOML). Default: the built-in example (`goodput init` writes it).

@@ -11,7 +11,7 @@ use crate::contract::source;
 use crate::report::format::Format;
 use crate::sim::{SimConfig, SimServer};
 
-/// The arguments of `goodput sim`.
+// The arguments of `goodput sim`.
 #[derive(Debug, clap::Args)]
 pub struct SimArgs {
     /// Performance-model file (TOML; keys as in [target.simulator]).

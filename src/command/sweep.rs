@@ -21,7 +21,7 @@ fn parse_span(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// The arguments of `goodput sweep`.
+// The arguments of `goodput sweep`.
 #[derive(Debug, clap::Args)]
 pub struct SweepArgs {
     contract: PathBuf,
