@@ -350,6 +350,15 @@ fn capacity_needs(base: &Contract) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The point the search ran at `rate`.
+fn point_at(points: &[SweepPoint], rate: f64) -> Option<&SweepPoint> {
+    points.iter().find(|p| {
+        p.value
+            .parse::<f64>()
+            .is_ok_and(|v| (v - rate).abs() < 1e-9)
+    })
+}
+
 /// A capacity point's rate, from its value as written.
 fn rate_of(p: &SweepPoint) -> f64 {
     p.value.parse::<f64>().unwrap_or(0.0)
@@ -606,16 +615,8 @@ fn support_size(s: &Summary, c: &Contract) -> Option<u64> {
 
 /// The summary of the point the sweep ran at `rate`, as its bundle keeps it.
 fn summary_at(points: &std::sync::Mutex<Vec<SweepPoint>>, rate: f64) -> Option<Summary> {
-    let at = points
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .find(|p| {
-            p.value
-                .parse::<f64>()
-                .is_ok_and(|v| (v - rate).abs() < 1e-9)
-        })
-        .map(|p| p.bundle.clone());
+    let at =
+        point_at(&points.lock().unwrap_or_else(|p| p.into_inner()), rate).map(|p| p.bundle.clone());
     at.and_then(|b| crate::bundle::read_json(&b.join(crate::bundle::SUMMARY)).ok()?)
         .and_then(|t| serde_json::from_value::<Summary>(t).ok())
 }
@@ -788,13 +789,7 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
 /// The capacity search's answer: its rule, the bracket with its last passing and first failing
 /// points, and whether the client's limit stopped it.
 fn capacity_lines(d: &mut crate::report::Doc, r: &SweepResult, c: &Capacity) {
-    let at = |rate: f64| {
-        r.points.iter().find(|p| {
-            p.value
-                .parse::<f64>()
-                .is_ok_and(|v| (v - rate).abs() < 1e-9)
-        })
-    };
+    let at = |rate: f64| point_at(&r.points, rate);
     let why = |rate: f64| {
         at(rate)
             .and_then(|p| p.fails_because.clone())

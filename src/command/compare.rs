@@ -60,9 +60,7 @@ pub fn compare(a: CompareArgs) -> anyhow::Result<Done> {
         .map(|o| crate::compare::compare(&sides[0], o, noise))
         .collect();
     let status = verdict(&comparisons, allow_quality_change);
-    let mut done = Done::new(CompareShown { sides, comparisons }, format.get(), false);
-    done.status = status;
-    Ok(done)
+    Ok(Done::new(CompareShown { sides, comparisons }, format.get(), false).with_status(status))
 }
 
 /// The comparisons' status: refused, quality not held (and not allowed), or success.

@@ -79,7 +79,7 @@ async fn demo_live(
     })
     .await?;
     Ok(Done::new(
-        RunShown::of(&r, "goodput demo --live"),
+        RunShown::of(r, "goodput demo --live"),
         Format::Terminal,
         false,
     ))

@@ -50,10 +50,7 @@ pub trait Shown {
     /// The HTML page: by default the document wrapped as one; a command that draws figures
     /// (or wrote its page into a bundle) gives its own, and one that has none says why.
     fn page(&self) -> anyhow::Result<String> {
-        Ok(crate::report::format::html::wrap(
-            &self.title(),
-            &self.document(true),
-        ))
+        Ok(document_page(self))
     }
     /// On a terminal, before the document (a repeat set's runs, one by one).
     fn terminal_before(&self) -> String {
@@ -67,6 +64,12 @@ pub trait Shown {
     fn as_text(&self) -> Option<&str> {
         None
     }
+}
+
+/// A result's document, whole, wrapped as a page under its title: the page of a command that
+/// draws no figures.
+pub fn document_page<S: Shown + ?Sized>(shown: &S) -> String {
+    crate::report::format::html::wrap(&shown.title(), &shown.document(true))
 }
 
 /// A value as the JSON format writes it: pretty, field order kept, a newline at the end.
@@ -141,6 +144,12 @@ impl Done {
             after: Vec::new(),
             status: Ok(ExitCode::SUCCESS),
         }
+    }
+
+    /// The same, ending in `status` (or the command's error) once the result is out.
+    pub fn with_status(mut self, status: anyhow::Result<ExitCode>) -> Done {
+        self.status = status;
+        self
     }
 
     /// Text, ending in success.

@@ -152,7 +152,7 @@ pub async fn run(a: RunArgs) -> anyhow::Result<Done> {
         code
     });
     Ok(Done {
-        shown: Box::new(RunShown::of(&r, "goodput run")),
+        shown: Box::new(RunShown::of(r, "goodput run")),
         format: output.format.get(),
         verbose: output.verbose,
         after,
@@ -169,11 +169,12 @@ pub struct RunShown {
 }
 
 impl RunShown {
-    pub fn of(r: &crate::run::RunResult, title: &'static str) -> RunShown {
+    /// The run's summary and bundle, moved out of its result (its records are freed here).
+    pub fn of(r: crate::run::RunResult, title: &'static str) -> RunShown {
         RunShown {
             title,
-            summary: r.summary.clone(),
-            bundle: r.bundle.dir.clone(),
+            summary: r.summary,
+            bundle: r.bundle.dir,
         }
     }
 }
@@ -255,7 +256,7 @@ async fn repeat_set(
         &parent.dir,
     );
     let shown = RepeatsShown {
-        runs: results.iter().map(|r| r.summary.clone()).collect(),
+        runs: results.into_iter().map(|r| r.summary).collect(),
         repeat: rs,
         bundle: Some(parent.dir.clone()),
         run_dirs: Vec::new(),
@@ -416,10 +417,7 @@ impl Shown for RepeatsShown {
     fn page(&self) -> anyhow::Result<String> {
         match &self.page_refused {
             Some(why) => bail!("{why}"),
-            None => Ok(crate::report::format::html::wrap(
-                &self.title(),
-                &self.document(true),
-            )),
+            None => Ok(super::document_page(self)),
         }
     }
     fn terminal_before(&self) -> String {

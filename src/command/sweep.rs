@@ -96,9 +96,7 @@ pub async fn sweep(a: SweepArgs) -> anyhow::Result<Done> {
         result: r,
         bundle: bundle.dir.clone(),
     };
-    let mut done = Done::new(shown, output.format.get(), output.verbose);
-    done.status = status;
-    Ok(done)
+    Ok(Done::new(shown, output.format.get(), output.verbose).with_status(status))
 }
 
 /// A sweep as the seam shows it: its table, a page of curves, and where its bundle is.

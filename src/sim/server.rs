@@ -578,7 +578,6 @@ struct Admitted {
     ids: Vec<u64>,
     phash: u64,
     plan: super::model::OutputPlan,
-    prompt_tokens: u32,
     reasoning: u32,
 }
 
@@ -631,7 +630,6 @@ fn admit(cfg: &SimConfig, api: Api, body: &[u8]) -> Result<Admitted, Box<Respons
         ids,
         phash,
         plan,
-        prompt_tokens,
         reasoning,
     })
 }
@@ -666,19 +664,11 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         s.record(closed_record(seq, &headers, t, SimOutcome::RefusedLoading));
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "model is still loading");
     }
-    let Admitted {
-        wire,
-        ask,
-        on_adapter,
-        ids,
-        phash,
-        plan,
-        prompt_tokens,
-        reasoning,
-    } = match admit(&s.cfg, api, &body) {
+    let a = match admit(&s.cfg, api, &body) {
         Ok(a) => a,
         Err(refused) => return *refused,
     };
+    let (ask, plan, prompt_tokens) = (a.ask, a.plan, a.ids.len() as u32);
     let seq = s.arrivals.fetch_add(1, Ordering::Relaxed);
     if fault_strikes(&s.cfg, seq, FaultKind::Error) {
         let status = StatusCode::from_u16(s.cfg.faults.error_status)
@@ -694,19 +684,19 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         seq,
         t,
         request_id: request_id(&headers),
-        prompt_ids: ids,
+        prompt_ids: a.ids,
         output_tokens: plan.tokens,
-        reasoning_tokens: reasoning,
+        reasoning_tokens: a.reasoning,
         prompt: s.cfg.record_prompts.then(|| ask.prompt.clone()),
         output_ids: if ask.chat {
-            output_ids(&s.cfg, phash, plan.tokens)
+            output_ids(&s.cfg, a.phash, plan.tokens)
         } else {
             Vec::new()
         },
         fault,
         reply: tx,
         priority: ask.priority,
-        extra_ms: if on_adapter {
+        extra_ms: if a.on_adapter {
             s.cfg.adapter_cost_ms
         } else {
             0.0
@@ -723,11 +713,11 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
     }
     let out = Output {
         shared: s.clone(),
-        wire,
+        wire: a.wire,
         id: format!("{}-{seq}", id_prefix(api)),
-        phash,
+        phash: a.phash,
         prompt_tokens,
-        reasoning,
+        reasoning: a.reasoning,
         finish_reason: plan.finish_reason,
         inputs: ask.inputs,
         usage: !ask.stream || (s.cfg.stream_usage && ask.include_usage),
