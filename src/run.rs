@@ -901,8 +901,11 @@ async fn load(
     let plan = Arc::new(Plan::new(contract, inputs));
     // An open-loop run that may stop once decided notes its requests' first tokens as they
     // come (the driver drops each as it ends).
+    // A load program's overload in one stage (a burst) is what it measures, and the stages
+    // after it still have their answers to give: it runs to its end.
     let decides = contract.measurement.stop_when_decided
         && contract.load.is_open()
+        && contract.load.stage.is_empty()
         && contract.workload.sessions.is_none()
         && opts.live.as_ref().and_then(|b| b.control()).is_none();
     let first_tokens = crate::client::FirstTokens::default();

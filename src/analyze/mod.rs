@@ -36,6 +36,7 @@ pub mod segments;
 pub(crate) mod server;
 pub mod sessions;
 pub mod shards;
+pub mod stages;
 mod validity;
 
 use std::collections::BTreeMap;
@@ -274,6 +275,9 @@ pub struct Summary {
     /// A run whose load was changed while it ran (`demo --live`): each segment's own figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segments: Option<Vec<segments::SegmentResult>>,
+    /// A load program (`[[load.stage]]`): each stage's own result, in program order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Vec<stages::StageResult>>,
     /// Energy, cost and per-accelerator figures over the steady window, each absent with its
     /// reason when an input (telemetry, a price, an SLO) is missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1120,6 +1124,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
 
         let shards = shards::summarize(cx.shards, records);
         let segments = segments::summarize(c, cx.segments, records);
+        let stages = stages::summarize(c, records);
         let validity = run_validity(
             c,
             &ValidityInputs {
@@ -1138,6 +1143,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             },
             shards.as_ref(),
             segments.as_deref(),
+            stages.as_deref(),
         );
         // The target's facts; without environment.json, the declared ones alone.
         let facts = cx.facts.map_or_else(
@@ -1219,6 +1225,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             target: Some(target_identity(c, &facts)),
             shards,
             segments,
+            stages,
             classes,
             warnings: warnings(c, records, workload, &ok, (scrapes, telemetry)),
         }
@@ -1338,6 +1345,7 @@ fn run_validity(
     inputs: &ValidityInputs,
     shards: Option<&shards::ShardsResult>,
     segments: Option<&[segments::SegmentResult]>,
+    stages: Option<&[stages::StageResult]>,
 ) -> Validity {
     let mut validity = validity(c, inputs);
     if let Some(why) = shards.and_then(shards::ShardsResult::invalid_reason) {
@@ -1346,6 +1354,10 @@ fn run_validity(
     }
     // A load changed while it ran is the first thing to know of its figures.
     if let Some(why) = segments.and_then(segments::invalid_reason) {
+        validity.reasons.insert(0, why);
+        validity.verdict = ValidityVerdict::Invalid;
+    }
+    if let Some(why) = stages.and_then(stages::invalid_reason) {
         validity.reasons.insert(0, why);
         validity.verdict = ValidityVerdict::Invalid;
     }
@@ -1888,6 +1900,7 @@ mod tests {
             url: None,
             segment: None,
             class: None,
+            stage: None,
             model: None,
             request_id: format!("r-{index}"),
             intended_us: Some(at),

@@ -9,6 +9,7 @@
 pub(crate) mod constant;
 pub(crate) mod gamma;
 pub(crate) mod poisson;
+pub(crate) mod program;
 pub(crate) mod trace;
 
 use std::sync::Arc;

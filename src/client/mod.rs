@@ -1492,6 +1492,7 @@ mod tests {
             messages: None,
             shared_tokens: None,
             class: None,
+            stage: None,
             model: None,
         }
     }

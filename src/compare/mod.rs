@@ -1273,6 +1273,7 @@ mod tests {
                     messages: None,
                     shared_tokens: None,
                     class: None,
+                    stage: None,
                     model: None,
                 };
                 let mut r = Record::planned(&p, Phase::Quality, "t");

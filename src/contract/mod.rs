@@ -7,6 +7,7 @@ pub mod classes;
 pub(crate) mod edit;
 pub mod prediction;
 pub(crate) mod source;
+pub mod stages;
 pub(crate) mod units;
 mod validate;
 
@@ -718,6 +719,10 @@ pub struct Load {
     /// shard's schedule starts then, so intended send times line up across machines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<String>,
+    /// `[[load.stage]]`: a load program, stage after stage (open loop); it sets the rate and
+    /// the measured phase's end in place of `rate`, `requests` and `duration`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stage: Vec<stages::Stage>,
 }
 
 /// One shard of a plan: `index` (from 0) of `count`.
@@ -942,7 +947,8 @@ pub struct Measurement {
     /// Open loop: stop the load once the run's validity verdict cannot change (overload is
     /// certain from the requests in flight and the TTFTs already seen), instead of keeping the
     /// drain on until the last steady request ends or times out; the steady requests still in
-    /// flight are then counted as misses (`abandoned`). `false` runs the plan to its end.
+    /// flight are then counted as misses (`abandoned`). `false` runs the plan to its end. A load
+    /// program (`[[load.stage]]`) always runs to its end: its later stages are answers too.
     #[serde(default = "default_true")]
     pub stop_when_decided: bool,
 }
@@ -1242,6 +1248,21 @@ impl Load {
     }
 
     fn describe_whole(&self) -> String {
+        if !self.stage.is_empty() {
+            let total: f64 = self.stage.iter().filter_map(|s| s.seconds()).sum();
+            let counted = self.stage.iter().any(|s| s.requests.is_some());
+            return format!(
+                "open loop, a load program of {} stages ({}{} s): {}",
+                self.stage.len(),
+                if counted { "at least " } else { "" },
+                total,
+                self.stage
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" → ")
+            );
+        }
         match self.kind() {
             LoadModel::Open => match self.arrival() {
                 Arrival::Gamma => format!(

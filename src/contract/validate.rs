@@ -623,6 +623,9 @@ impl Contract {
                 LoadModel::Open
             },
         );
+        if !l.stage.is_empty() {
+            return program(l);
+        }
         match kind {
             LoadModel::Open => open_load(l)?,
             LoadModel::Closed => self.closed_load()?,
@@ -681,6 +684,8 @@ impl Contract {
         match (self.load.requests(), self.load.duration()) {
             // A trace without a bound is replayed to its end (the bound is filled when it is read).
             (None, None) if self.load.arrival == Some(Arrival::Trace) => {}
+            // A program's stages end the measured phase.
+            (None, None) if !self.load.stage.is_empty() => {}
             (None, None) => {
                 return problem(
                     "load",
@@ -1147,6 +1152,45 @@ fn check_dist(key: &str, d: &LengthDist) -> Result<(), Problem> {
         }
         _ => Ok(()),
     }
+}
+
+/// A load program (`[[load.stage]]`): open loop, the stages in place of the load's rate and
+/// bound, expanded and checked.
+fn program(l: &mut Load) -> Result<(), Problem> {
+    if l.kind == Some(LoadModel::Closed) {
+        return problem(
+            "load.kind",
+            "a load program ([[load.stage]]) runs open-loop stages: leave load.kind out or set it to \"open\"",
+        );
+    }
+    for (k, set) in [
+        ("rate", l.rate.is_some()),
+        ("requests", l.requests.is_some()),
+        ("duration", l.duration.is_some()),
+        ("burstiness", l.burstiness.is_some()),
+        ("concurrency", l.concurrency.is_some()),
+        ("think_time", l.think_time.is_some()),
+        ("trace", l.trace.is_some()),
+        ("speedup", l.speedup.is_some()),
+    ] {
+        if set {
+            return problem(
+                &format!("load.{k}"),
+                "the stages ([[load.stage]]) set the load's rate and length: set it in each stage, not here",
+            );
+        }
+    }
+    if l.arrival == Some(Arrival::Trace) {
+        return problem(
+            "load.arrival",
+            "a load program draws its arrivals at its stages' rates; a trace sets its own timing",
+        );
+    }
+    l.stage = stages::resolve(&l.stage, l.arrival)?;
+    if *l.max_in_flight.get_or_insert(DEFAULT_IN_FLIGHT) == 0 {
+        return problem("load.max_in_flight", "must be >= 1");
+    }
+    Ok(())
 }
 
 /// An open loop: its own keys only, the in-flight cap.

@@ -27,7 +27,7 @@ use crate::api::Message;
 use crate::api::RequestSpec;
 use crate::client::Client;
 use crate::contract::Contract;
-use crate::plan::{ArrivalGen, Phase, Phaser, Plan, PlannedRequest, SessionPlan};
+use crate::plan::{ArrivalGen, Phase, Phaser, Plan, PlannedRequest, Scheduled, SessionPlan};
 use crate::record::{Outcome, Record};
 
 pub mod live;
@@ -402,10 +402,11 @@ impl Driver {
             Err(TryRecvError::Empty) => built.recv().ok().map(|b| (b, true)),
             Err(TryRecvError::Disconnected) => None,
         };
-        while let Some(((offset, built), waited)) = next() {
+        while let Some(((scheduled, built), waited)) = next() {
+            let offset = scheduled.at_us;
             // Every arrival of the plan is labelled, so shards label phases alike; a shard
             // sends its own.
-            let phase = phaser.next(offset, self.stable.load(Ordering::Acquire));
+            let phase = phaser.next_scheduled(scheduled, self.stable.load(Ordering::Acquire));
             let last_steady = phaser.steady_done();
             if last_steady {
                 steady_sent.store(true, Ordering::Release);
@@ -521,9 +522,20 @@ impl Driver {
         std::thread::Builder::new()
             .name("goodput-build".into())
             .spawn(move || {
-                for (i, offset) in (0u64..).zip(arrivals) {
-                    let own = me.plan.owns(i).then(|| me.prepare(i));
-                    if built_tx.send((offset, own)).is_err() {
+                let mut arrivals = arrivals;
+                for i in 0u64.. {
+                    let Some(at) = arrivals.next_scheduled() else {
+                        return;
+                    };
+                    let own = me.plan.owns(i).then(|| {
+                        let (mut p, body) = me.prepare(i);
+                        p.stage = at
+                            .stage
+                            .and_then(|k| me.plan.stage_name(k))
+                            .map(str::to_owned);
+                        (p, body)
+                    });
+                    if built_tx.send((at, own)).is_err() {
                         return; // the schedule is over
                     }
                     if i + 1 == len as u64 {
@@ -657,7 +669,7 @@ fn build_ahead_len(c: &Contract, inputs: &crate::workload::Inputs) -> usize {
 }
 
 /// A request built ahead: its offset in the schedule (µs), the plan's entry and the body.
-type Built = (u64, Option<(PlannedRequest, Bytes)>);
+type Built = (Scheduled, Option<(PlannedRequest, Bytes)>);
 
 /// First plan index of cold-start requests.
 pub const COLD_START_INDEX: u64 = 1 << 40;

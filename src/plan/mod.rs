@@ -69,6 +69,9 @@ pub struct PlannedRequest {
     /// The model (or adapter) name its class sends instead of the target's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The load program's stage it is scheduled in (`[[load.stage]]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
 }
 
 impl PlannedRequest {
@@ -85,6 +88,7 @@ impl PlannedRequest {
             shared_tokens: None,
             class: None,
             model: None,
+            stage: None,
         }
     }
 }
@@ -95,14 +99,48 @@ impl PlannedRequest {
 #[derive(Debug)]
 pub struct ArrivalGen {
     rng: ChaCha8Rng,
-    process: Box<dyn crate::arrival::Process>,
+    source: Source,
 }
 
 impl Iterator for ArrivalGen {
     type Item = u64;
     fn next(&mut self) -> Option<u64> {
-        self.process.next_us(&mut self.rng)
+        self.next_scheduled().map(|s| s.at_us)
     }
+}
+
+/// One arrival of the schedule: its intended send time and, in a load program, the index of
+/// the stage it falls in (`None` past the program's end: the drain).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scheduled {
+    pub at_us: u64,
+    pub stage: Option<u32>,
+}
+
+impl ArrivalGen {
+    /// The next arrival with its stage (a load program's; `None` otherwise).
+    pub fn next_scheduled(&mut self) -> Option<Scheduled> {
+        match &mut self.source {
+            Source::Process(p) => p
+                .next_us(&mut self.rng)
+                .map(|at_us| Scheduled { at_us, stage: None }),
+            Source::Program(p) => p
+                .next(&mut self.rng)
+                .map(|(at_us, stage)| Scheduled { at_us, stage }),
+        }
+    }
+
+    /// Whether its arrivals are a load program's (labelled with stages).
+    pub fn is_program(&self) -> bool {
+        matches!(self.source, Source::Program(_))
+    }
+}
+
+/// What draws a run's arrival times: one process, or a load program's stages.
+#[derive(Debug)]
+enum Source {
+    Process(Box<dyn crate::arrival::Process>),
+    Program(crate::arrival::program::Program),
 }
 
 /// A contract's plan.
@@ -113,6 +151,10 @@ pub struct Plan {
     output: LengthDist,
     /// Open-loop arrival process and what it is drawn from; `None` for closed loop.
     open: Option<(Arrival, crate::arrival::Params)>,
+    /// A load program's stages (`[[load.stage]]`) as the arrival stream runs them, and their
+    /// names; empty without one.
+    program: std::sync::Arc<Vec<crate::arrival::program::Leg>>,
+    stage_names: std::sync::Arc<Vec<String>>,
     /// The phase rules, for listing the plan.
     phases: PhaseRules,
     /// Tokenizer, dataset, trace, references (`[quality] mode = "reference"`: request `i` asks
@@ -304,6 +346,8 @@ pub enum StopRule {
     Requests(u64),
     /// After this long from the first steady request, µs.
     Duration(u64),
+    /// At the end of the load program (the first arrival past its last stage).
+    Program,
 }
 
 impl PhaseRules {
@@ -318,6 +362,7 @@ impl PhaseRules {
         let stop = match (c.load.requests, c.load.duration) {
             (Some(n), _) => StopRule::Requests(n),
             (None, Some(d)) => StopRule::Duration((d.0 * 1e6) as u64),
+            (None, None) if !c.load.stage.is_empty() => StopRule::Program,
             (None, None) => StopRule::Requests(0),
         };
         PhaseRules { warmup, stop }
@@ -333,6 +378,8 @@ pub struct Phaser {
     warm: u64,
     steady: u64,
     steady_start_us: Option<u64>,
+    /// The load program has ended (`StopRule::Program`).
+    program_over: bool,
     /// Why warm-up ended: `requests`, `duration`, `stable`, `max_requests`, or `none`.
     pub warmup_end: Option<&'static str>,
 }
@@ -345,8 +392,18 @@ impl Phaser {
             warm: 0,
             steady: 0,
             steady_start_us: None,
+            program_over: false,
             warmup_end: None,
         }
+    }
+
+    /// The phase of the next arrival of the schedule: as [`Phaser::next`], with a load
+    /// program's end (its first arrival past the last stage) ending the measured phase.
+    pub fn next_scheduled(&mut self, s: Scheduled, stable: bool) -> Phase {
+        if s.stage.is_none() && self.rules.stop == StopRule::Program {
+            self.program_over = true;
+        }
+        self.next(s.at_us, stable)
     }
 
     /// The last steady request has been labelled (a count-bound steady phase); with a
@@ -394,6 +451,7 @@ impl Phaser {
             let done = match self.rules.stop {
                 StopRule::Requests(n) => self.steady >= n,
                 StopRule::Duration(d) => t_us >= start + d,
+                StopRule::Program => self.program_over,
             };
             if done {
                 self.phase = Phase::Drain;
@@ -582,11 +640,14 @@ impl Plan {
             };
             (ss, system)
         });
+        let program = c.load.stage.iter().map(leg).collect();
         Plan {
             seed,
             input: asked_lengths(w, true),
             output: asked_lengths(w, false),
             open,
+            program: std::sync::Arc::new(program),
+            stage_names: std::sync::Arc::new(c.load.stage.iter().map(|s| s.name.clone()).collect()),
             phases: PhaseRules::of(c),
             sources,
             order: std::sync::Arc::new(order),
@@ -660,11 +721,19 @@ impl Plan {
         self.open.as_ref().map(|(arrival, params)| {
             let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
             rng.set_stream(ARRIVAL_STREAM);
-            ArrivalGen {
-                rng,
-                process: arrival.process(params),
-            }
+            let source = if self.program.is_empty() {
+                Source::Process(arrival.process(params))
+            } else {
+                let legs = self.program.to_vec();
+                Source::Program(crate::arrival::program::Program::new(legs, &mut rng))
+            };
+            ArrivalGen { rng, source }
         })
+    }
+
+    /// Stage `k`'s name (a load program's).
+    pub fn stage_name(&self, k: u32) -> Option<&str> {
+        self.stage_names.get(k as usize).map(String::as_str)
     }
 
     pub fn rules(&self) -> PhaseRules {
@@ -704,6 +773,16 @@ impl Plan {
         match self.phases.stop {
             StopRule::Requests(n) => Some(self.own(0, warm + n)),
             StopRule::Duration(_) => None,
+            // Warm-up is the program's first arrivals.
+            StopRule::Program => self
+                .program
+                .iter()
+                .map(|l| match l.end {
+                    crate::arrival::program::LegEnd::Requests(n) => Some(n),
+                    crate::arrival::program::LegEnd::Seconds(_) => None,
+                })
+                .sum::<Option<u64>>()
+                .map(|n| self.own(0, n)),
         }
     }
 
@@ -1047,8 +1126,12 @@ impl Plan {
         let mut phaser = Phaser::new(self.phases);
         let mut arrivals = self.arrivals();
         for i in 0..limit {
-            let t = arrivals.as_mut().and_then(Iterator::next);
-            let phase = phaser.next(t.unwrap_or(0), false);
+            let t = arrivals.as_mut().and_then(ArrivalGen::next_scheduled);
+            let at = t.unwrap_or(Scheduled {
+                at_us: 0,
+                stage: Some(0),
+            });
+            let phase = phaser.next_scheduled(at, false);
             if phase == Phase::Drain {
                 break;
             }
@@ -1057,11 +1140,31 @@ impl Plan {
             }
             let mut r = self.request(i);
             r.phase = phase;
-            r.intended_us = t;
+            r.intended_us = t.map(|t| t.at_us);
+            r.stage = t
+                .and_then(|t| t.stage)
+                .and_then(|k| self.stage_name(k))
+                .map(str::to_owned);
             out.push_str(&serde_json::to_string(&r).unwrap_or_default());
             out.push('\n');
         }
         out
+    }
+}
+
+/// A stage as the arrival stream runs it.
+fn leg(s: &crate::contract::stages::Stage) -> crate::arrival::program::Leg {
+    use crate::arrival::program::{Leg, LegEnd};
+    let (from_rps, to_rps) = s.rates();
+    Leg {
+        from_rps,
+        to_rps,
+        end: match (s.requests, s.seconds()) {
+            (Some(n), _) => LegEnd::Requests(n),
+            (None, t) => LegEnd::Seconds(t.unwrap_or(0.0)),
+        },
+        arrival: s.arrival.unwrap_or_default(),
+        burstiness: s.burstiness.unwrap_or(1.0),
     }
 }
 

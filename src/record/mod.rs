@@ -42,6 +42,9 @@ pub struct Record {
     /// Its traffic class (`[[class]]`), when the contract has classes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
+    /// The load program's stage it was scheduled in (`[[load.stage]]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
     /// The model (or adapter) name it asked for, when its class chose one instead of the
     /// target's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -330,6 +333,7 @@ impl Record {
             url: None,
             segment: None,
             class: p.class.clone(),
+            stage: p.stage.clone(),
             model: p.model.clone(),
             request_id: format!("{run_id}-{}", p.index),
             intended_us: p.intended_us,
@@ -378,6 +382,7 @@ impl Record {
             shared_tokens: None,
             class: None,
             model: None,
+            stage: None,
         };
         let mut r = Record::planned(&at, phase, "");
         r.request_id.clear();

@@ -199,6 +199,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     let mut d = Doc::default();
     verdicts(&mut d, s, verbose);
     segments(&mut d, s);
+    stages(&mut d, s);
     slo_and_throughput(&mut d, s);
     classes(&mut d, s);
     steady_table(&mut d, s, verbose);
@@ -920,6 +921,90 @@ fn segments(d: &mut Doc, s: &Summary) {
     d.line(
         "Latency from the intended send time in open-loop segments and from the actual send in closed-loop ones: a closed loop that sent less than was offered slowed down with the server, and its tail describes a lighter load than its line says.",
     );
+}
+
+/// A load program (`[[load.stage]]`): each stage's line, its verdicts, why a stage is
+/// INVALID, and how a recovery stage recovered.
+fn stages(d: &mut Doc, s: &Summary) {
+    let Some(stages) = &s.stages else {
+        return;
+    };
+    d.h(format!(
+        "Stages: a load program of {}, each judged on its own (ms, latency from {})",
+        stages.len(),
+        s.latency_origin.phrase()
+    ));
+    let p = |x: &Option<crate::analyze::Dist>, f: fn(&crate::analyze::Dist) -> f64| {
+        x.as_ref().map_or("—".to_owned(), |d| num(f(d)))
+    };
+    let rows = stages
+        .iter()
+        .map(|k| {
+            let st = &k.stats;
+            let slo = k.slo.as_ref();
+            vec![
+                k.name.clone(),
+                k.offers.clone(),
+                format!("{:.1}–{:.1}", k.from_s, k.to_s),
+                format!("{}/{}", st.ok, st.requests),
+                opt(k.throughput.offered_rps),
+                opt(k.throughput.achieved_rps),
+                p(&st.ttft_ms, |d| d.p50),
+                p(&st.ttft_ms, |d| d.p99),
+                slo.map_or("—".to_owned(), |x| {
+                    format!("{:.1}%", x.attainment * 100.0)
+                }),
+                slo.map_or("—".to_owned(), |x| x.verdict.short().to_owned()),
+                k.validity.verdict.to_string(),
+            ]
+        })
+        .collect();
+    d.table(
+        &[
+            "stage",
+            "offers",
+            "span s",
+            "ok",
+            "offered req/s",
+            "achieved req/s",
+            "TTFT p50",
+            "TTFT p99",
+            "attainment",
+            "SLO",
+            "validity",
+        ],
+        rows,
+    );
+    for k in stages {
+        if let Some(why) = k.validity.reasons.first() {
+            d.line(format!("{}: INVALID: {why}", k.name));
+        }
+        if let Some(r) = &k.recovery {
+            d.line(match r.recovered_after_s {
+                Some(t) if r.stayed => format!(
+                    "{}: recovered {t:.2} s after {} ended: TTFT p99 over each {} requests from then on ≤ {} ms",
+                    k.name,
+                    r.after,
+                    r.window_requests,
+                    num(r.threshold_ms)
+                ),
+                Some(t) => format!(
+                    "{}: back under {} ms {t:.2} s after {} ended (TTFT p99 over {} requests), but not in every later window",
+                    k.name,
+                    num(r.threshold_ms),
+                    r.after,
+                    r.window_requests
+                ),
+                None => format!(
+                    "{}: did not recover from {} within the stage: TTFT p99 over {} requests stayed above {} ms",
+                    k.name,
+                    r.after,
+                    r.window_requests,
+                    num(r.threshold_ms)
+                ),
+            });
+        }
+    }
 }
 
 /// Several replicas with no router (`target.urls`): each one's share and latencies.

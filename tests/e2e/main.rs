@@ -32,6 +32,7 @@ mod secrets;
 mod server_figures;
 mod signals;
 mod sim;
+mod stages;
 mod sweep;
 mod timing;
 mod tls;

@@ -301,24 +301,27 @@ pub fn assert_timing_within(what: &str, mut errors: Vec<f64>) {
 
 /// The records goodput's client would have written for a run on the simulator's
 /// discrete-event clock (latency from the intended send, which is the DES's arrival), labelled
-/// warm-up, steady and drain by the contract's counts, each request carrying its class, model
+/// warm-up, steady and drain (and a load program's stages) by the contract's rules, each request carrying its class, model
 /// and priority as the driver sends them. `drain` more arrivals keep the load on while the
 /// steady requests finish, as the real driver does.
 pub fn des_records(c: &Contract, drain: usize) -> Vec<goodput::record::Record> {
     let plan = goodput::plan::Plan::new(c, &Default::default());
-    let warm = c.warmup.requests as usize;
-    let steady = c.load.requests().unwrap() as usize;
-    let planned: Vec<_> = plan
-        .arrivals()
-        .unwrap()
-        .take(warm + steady + drain)
-        .enumerate()
-        .map(|(i, at)| {
-            let mut p = plan.request(i as u64);
-            p.intended_us = Some(at);
-            p
-        })
-        .collect();
+    let mut phaser = goodput::plan::Phaser::new(plan.rules());
+    let mut arrivals = plan.arrivals().unwrap();
+    let (mut planned, mut drained) = (Vec::new(), 0);
+    for i in 0u64.. {
+        let at = arrivals.next_scheduled().unwrap();
+        let phase = phaser.next_scheduled(at, false);
+        drained += usize::from(phase == goodput::plan::Phase::Drain);
+        if drained > drain {
+            break;
+        }
+        let mut p = plan.request(i);
+        p.phase = phase;
+        p.intended_us = Some(at.at_us);
+        p.stage = at.stage.and_then(|k| plan.stage_name(k)).map(str::to_owned);
+        planned.push(p);
+    }
     let reqs = planned
         .iter()
         .map(|p| goodput::sim::des::DesRequest {
@@ -344,16 +347,8 @@ pub fn des_records(c: &Contract, drain: usize) -> Vec<goodput::record::Record> {
     planned
         .iter()
         .zip(gt)
-        .enumerate()
-        .map(|(i, (p, g))| {
-            let phase = if i < warm {
-                goodput::plan::Phase::Warmup
-            } else if i < warm + steady {
-                goodput::plan::Phase::Steady
-            } else {
-                goodput::plan::Phase::Drain
-            };
-            let mut r = goodput::record::Record::planned(p, phase, "des");
+        .map(|(p, g)| {
+            let mut r = goodput::record::Record::planned(p, p.phase, "des");
             r.dispatched_us = r.intended_us;
             r.sent_us = r.intended_us;
             r.first_token_us = g.first_token_us;

@@ -1,0 +1,279 @@
+//! A load program's stages (`[[load.stage]]`), each judged as a run of it alone would be: its
+//! steady requests' distributions, its validity by the same rules as a whole run's (the
+//! client's lag, a queue that grew through it, a shortfall of its offered rate), its SLO
+//! verdict with its support, and, for a `recovery` stage, how long TTFT took to come back
+//! under the SLO after the stage before it.
+//!
+//! The whole run's figures mix the stages' loads, so a program of several stages is INVALID
+//! as one result: its stages are the results.
+
+use serde::{Deserialize, Serialize};
+
+use super::validity::{ValidityInputs, validity};
+use super::*;
+use crate::contract::stages::{Shape, Stage};
+
+/// One stage's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StageResult {
+    pub name: String,
+    /// `hold`, `ramp`, `burst`, `recovery` or `soak`.
+    pub shape: String,
+    /// What it offered, in words (`ramp 1 → 8 req/s over 30 s`).
+    pub offers: String,
+    /// Its span, seconds from the program's first arrival: from its start to its end (a
+    /// count-bound stage's end: the next stage's first arrival, or its own last).
+    pub from_s: f64,
+    pub to_s: f64,
+    /// Its steady requests' counts and distributions (warm-up requests left out).
+    pub stats: PhaseStats,
+    /// Offered (its intended sends) and achieved (completions inside its window) per second.
+    pub throughput: Throughput,
+    /// Its measurement, by the rules a whole run's is judged by.
+    pub validity: Validity,
+    /// Against the contract's SLO, with its verdict and support.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloResult>,
+    /// A `recovery` stage: how long after its start TTFT came back under the SLO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
+}
+
+/// How a `recovery` stage recovered from the stage before it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Recovery {
+    /// The stage it recovers from.
+    pub after: String,
+    /// The TTFT it must come back under (`slo.ttft_ms`).
+    pub threshold_ms: f64,
+    /// Requests per sliding window (TTFT p99 over each).
+    pub window_requests: usize,
+    /// Seconds from the stage's start to the first request of the first window whose TTFT
+    /// p99 is within the threshold; `None`: it did not recover within the stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered_after_s: Option<f64>,
+    /// Whether every later window stayed within it.
+    pub stayed: bool,
+}
+
+/// Requests per sliding window of the recovery measure: enough that a window's p99 is not one
+/// request's latency alone, few enough to follow a queue as it drains.
+pub const RECOVERY_WINDOW: usize = 20;
+
+/// Each stage's result, in program order; `None` without a program.
+pub fn summarize(c: &Contract, records: &[Record]) -> Option<Vec<StageResult>> {
+    let program = &c.load.stage;
+    if program.is_empty() {
+        return None;
+    }
+    let origin = c.measurement.latency_origin;
+    // The program's clock starts at its first arrival (warm-up's too: they are its first).
+    let start = records
+        .iter()
+        .filter(|r| r.stage.is_some())
+        .filter_map(|r| r.intended_us)
+        .min()?;
+    let mut at = start;
+    let mut out = Vec::with_capacity(program.len());
+    for (k, stage) in program.iter().enumerate() {
+        let first_of = |name: &str| {
+            records
+                .iter()
+                .filter(|r| r.stage.as_deref() == Some(name))
+                .filter_map(|r| r.intended_us)
+                .min()
+        };
+        let mine: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.stage.as_deref() == Some(stage.name.as_str()))
+            .collect();
+        let end = match stage.seconds() {
+            Some(t) => at + (t * 1e6).round() as u64,
+            None => program
+                .get(k + 1)
+                .and_then(|next| first_of(&next.name))
+                .or_else(|| mine.iter().filter_map(|r| r.intended_us).max())
+                .unwrap_or(at),
+        };
+        out.push(one(c, stage, (at, end), start, records, &mine, origin));
+        at = end;
+    }
+    Some(out)
+}
+
+/// One stage's result: `span` on the run's clock, `start` the program's first arrival.
+fn one(
+    c: &Contract,
+    stage: &Stage,
+    span: (u64, u64),
+    start: u64,
+    records: &[Record],
+    mine: &[&Record],
+    origin: LatencyOrigin,
+) -> StageResult {
+    let steady: Vec<&Record> = mine
+        .iter()
+        .copied()
+        .filter(|r| r.phase == Phase::Steady)
+        .collect();
+    let ok: Vec<&&Record> = steady.iter().filter(|r| r.is_ok()).collect();
+    // Its window: the stage's own span, where its load was offered.
+    let window = (span.1 > span.0).then_some(span);
+    let mut throughput = throughput(c, records, &steady, &ok, window);
+    // Offered over the same span as achieved: every arrival the stage scheduled (its warm-up
+    // ones too: they loaded the server alike), not its steady requests' own spread.
+    let span_s = span.1.saturating_sub(span.0) as f64 / 1e6;
+    throughput.offered_rps = (span_s > 0.0).then(|| mine.len() as f64 / span_s);
+    let stats = phase_stats(c, &steady);
+    let (errors, _) = steady_errors(&steady);
+    let before: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.intended_us.is_some_and(|t| t < span.0))
+        .collect();
+    let after: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.intended_us.is_some_and(|t| t >= span.1))
+        .collect();
+    let validity = validity(
+        c,
+        &ValidityInputs {
+            records,
+            steady: &steady,
+            warmup: &before,
+            drain: &after,
+            stats: &stats,
+            window,
+            offered: throughput.offered_rps,
+            achieved: throughput.achieved_rps,
+            errors: &errors,
+            interrupted: false,
+            stopped: None,
+            decided: None,
+        },
+    );
+    let (_, metrics) = steady_request_metrics(&steady, origin, c.measurement.output_tokens);
+    let slo = c
+        .slo
+        .is_set()
+        .then(|| slo_result(c, &steady, &metrics, throughput.achieved_rps));
+    let recovery = (stage.shape == Shape::Recovery)
+        .then(|| {
+            let threshold = c.slo.ttft_ms?.0;
+            let after = c
+                .load
+                .stage
+                .iter()
+                .position(|s| s.name == stage.name)
+                .and_then(|k| k.checked_sub(1))
+                .map(|k| c.load.stage[k].name.clone())?;
+            let points: Vec<(u64, Option<f64>)> = mine
+                .iter()
+                .filter_map(|r| {
+                    let o = origin_us(r, origin)?;
+                    let ttft = r
+                        .first_token_us
+                        .filter(|_| r.is_ok())
+                        .map(|f| f.saturating_sub(o) as f64 / 1e3);
+                    Some((o, ttft))
+                })
+                .collect();
+            let (recovered_after_s, stayed) =
+                recovery_time(&points, span.0, threshold, RECOVERY_WINDOW);
+            Some(Recovery {
+                after,
+                threshold_ms: threshold,
+                window_requests: RECOVERY_WINDOW,
+                recovered_after_s,
+                stayed,
+            })
+        })
+        .flatten();
+    StageResult {
+        name: stage.name.clone(),
+        shape: stage.shape.as_str().to_owned(),
+        offers: stage.describe(),
+        from_s: span.0.saturating_sub(start) as f64 / 1e6,
+        to_s: span.1.saturating_sub(start) as f64 / 1e6,
+        stats,
+        throughput,
+        validity,
+        slo,
+        recovery,
+    }
+}
+
+/// When a queue drained: `points` are requests' (latency origin µs, TTFT ms; `None` for one
+/// that failed), `start_us` the stage's start. Over windows of `window` consecutive requests
+/// (by origin), the first whose TTFT p99 (nearest rank; a failure counts as a miss) is within
+/// `threshold_ms`; returns seconds from `start_us` to that window's first request, and whether
+/// every later window stayed within it. `None`: no window was.
+///
+/// The same function reads the simulator's ground truth in the tests, so the client's
+/// recovery time is checked against the server's own.
+pub fn recovery_time(
+    points: &[(u64, Option<f64>)],
+    start_us: u64,
+    threshold_ms: f64,
+    window: usize,
+) -> (Option<f64>, bool) {
+    let mut pts = points.to_vec();
+    pts.sort_by_key(|p| p.0);
+    let window = window.max(1).min(pts.len().max(1));
+    let within: Vec<bool> = pts
+        .windows(window)
+        .map(|w| {
+            let mut v: Vec<f64> = w.iter().map(|p| p.1.unwrap_or(f64::INFINITY)).collect();
+            v.sort_by(f64::total_cmp);
+            // Nearest rank: the ⌈0.99·n⌉-th smallest.
+            let rank = ((0.99 * v.len() as f64).ceil() as usize).clamp(1, v.len());
+            v[rank - 1] <= threshold_ms
+        })
+        .collect();
+    match within.iter().position(|w| *w) {
+        Some(i) => (
+            Some(pts[i].0.saturating_sub(start_us) as f64 / 1e6),
+            within[i..].iter().all(|w| *w),
+        ),
+        None => (None, false),
+    }
+}
+
+/// Why the whole run's figures are no result, when its program has several stages.
+pub fn invalid_reason(stages: &[StageResult]) -> Option<String> {
+    (stages.len() > 1).then(|| {
+        format!(
+            "a load program of {} stages: the whole run's figures mix their loads; each stage's own line is its result",
+            stages.len()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovery_is_the_first_window_back_under_the_threshold() {
+        // TTFT falls by 100 ms a request from 2 s: under 500 ms from the 16th request on.
+        let pts: Vec<(u64, Option<f64>)> = (0..60u64)
+            .map(|i| {
+                (
+                    1_000_000 + i * 100_000,
+                    Some((2000.0 - 100.0 * i as f64).max(50.0)),
+                )
+            })
+            .collect();
+        let (t, stayed) = recovery_time(&pts, 1_000_000, 500.0, 5);
+        // Window of 5 starting at request i has its max at i: under 500 from i = 15.
+        assert_eq!(t, Some(1.5));
+        assert!(stayed);
+        // A failure inside a window is a miss.
+        let mut with_failure = pts.clone();
+        with_failure[40].1 = None;
+        let (t, stayed) = recovery_time(&with_failure, 1_000_000, 500.0, 5);
+        assert_eq!(t, Some(1.5));
+        assert!(!stayed);
+        // Never under: no recovery.
+        assert_eq!(recovery_time(&pts, 1_000_000, 10.0, 5), (None, false));
+    }
+}

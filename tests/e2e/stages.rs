@@ -1,0 +1,184 @@
+//! Load programs (`[[load.stage]]`, issue #48): a ramp → burst → recovery program judged stage
+//! by stage, against the simulator's ground truth — on the discrete-event clock for the
+//! embedded simulator, and from the HTTP simulator's own ledger when it runs as a server.
+
+use crate::common;
+
+use goodput::analyze::stages::{RECOVERY_WINDOW, StageResult, recovery_time};
+use goodput::analyze::{Context, summarize};
+use goodput::plan::Phase;
+use goodput::record::Record;
+
+/// A simulated engine of four sequences, 20-token answers: about 14 requests a second at most.
+const ENGINE: &str = "[target.simulator]\nmax_batch = 4\nprefill_tokens_per_s = 20000\ndecode_base_ms = 10\ndecode_per_seq_ms = 0.5\n";
+
+/// Well below that capacity, then twice it for 2 s, then back below it.
+fn program(target: &str) -> String {
+    format!(
+        "name = \"stages\"\n{target}[workload]\nseed = 5\ninput_tokens = {{ dist = \"fixed\", value = 200 }}\noutput_tokens = {{ dist = \"fixed\", value = 20 }}\n\
+         [load]\narrival = \"poisson\"\n\
+         [[load.stage]]\nshape = \"ramp\"\nfrom = 2\nrate = 8\nduration = \"5s\"\n\
+         [[load.stage]]\nshape = \"burst\"\nrate = 30\nduration = \"2s\"\n\
+         [[load.stage]]\nshape = \"recovery\"\nrate = 5\nduration = \"9s\"\n\
+         [warmup]\nrequests = 5\n[slo]\nttft_ms = 300\npercentile = 90\nattainment = 0.8\n\
+         [measurement]\nserver_metrics_interval = 0\n"
+    )
+}
+
+fn stage<'a>(stages: &'a [StageResult], name: &str) -> &'a StageResult {
+    stages.iter().find(|s| s.name == name).unwrap()
+}
+
+/// The recovery stage's recovery time, in seconds after the burst, from `ttft` (ms) of each
+/// of its records.
+fn recovered_after(
+    records: &[Record],
+    stages: &[StageResult],
+    ttft: impl Fn(&Record) -> Option<f64>,
+) -> Option<f64> {
+    let start = records
+        .iter()
+        .filter(|r| r.stage.is_some())
+        .filter_map(|r| r.intended_us)
+        .min()
+        .unwrap();
+    let at = start + (stage(stages, "3-recovery").from_s * 1e6).round() as u64;
+    let points: Vec<(u64, Option<f64>)> = records
+        .iter()
+        .filter(|r| r.stage.as_deref() == Some("3-recovery"))
+        .map(|r| (r.intended_us.unwrap(), ttft(r)))
+        .collect();
+    recovery_time(&points, at, 300.0, RECOVERY_WINDOW).0
+}
+
+/// The verdicts this program must get from any honest measurement: the ramp stays under the
+/// engine's capacity and meets the SLO, VALID; the burst builds a queue, misses, and is
+/// INVALID for it; the recovery stage recovers within itself.
+fn assert_verdicts(stages: &[StageResult], whose: &str) {
+    let names: Vec<&str> = stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["1-ramp", "2-burst", "3-recovery"], "{whose}");
+    let ramp = stage(stages, "1-ramp");
+    assert_eq!(
+        ramp.validity.verdict.to_string(),
+        "VALID",
+        "{whose}: {ramp:?}"
+    );
+    assert!(ramp.slo.as_ref().unwrap().pass, "{whose}: {ramp:?}");
+    let burst = stage(stages, "2-burst");
+    assert_eq!(burst.validity.verdict.to_string(), "INVALID", "{whose}");
+    assert!(burst.validity.overload.is_some(), "{whose}: {burst:?}");
+    assert!(!burst.slo.as_ref().unwrap().pass, "{whose}");
+    let rec = stage(stages, "3-recovery");
+    assert!(
+        rec.recovery.as_ref().unwrap().recovered_after_s.is_some(),
+        "{whose}: {rec:?}"
+    );
+}
+
+/// The embedded simulator against the same engine on the discrete-event clock: the same
+/// verdicts per stage, and the recovery time within 10% of the ground truth's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ramp_burst_recovery_program_matches_the_simulators_ground_truth() {
+    let c = common::parse(&program(ENGINE));
+    // Ground truth: the same plan on the simulator's discrete-event clock.
+    let truth = common::des_records(&c, 200);
+    let ts = summarize(&c, &truth, &Context::default()).stages.unwrap();
+    assert_verdicts(&ts, "ground truth");
+    let dir = tempfile::tempdir().unwrap();
+    let r = common::run_in(c.clone(), dir.path()).await;
+    let stages = r.summary.stages.clone().unwrap();
+    for s in &stages {
+        eprintln!(
+            "{} client {:?} {:?}; truth {:?}",
+            s.name,
+            s.slo.as_ref().map(|x| x.verdict),
+            s.recovery,
+            stage(&ts, &s.name).recovery
+        );
+    }
+    assert_verdicts(&stages, "client");
+    // Every steady record carries its stage; the whole run is no single result.
+    assert!(
+        r.records
+            .iter()
+            .filter(|x| x.phase == Phase::Steady)
+            .all(|x| x.stage.is_some())
+    );
+    assert_eq!(r.summary.validity.verdict.to_string(), "INVALID");
+    assert!(r.summary.validity.reasons[0].contains("load program of 3 stages"));
+    let got = stage(&stages, "3-recovery").recovery.as_ref().unwrap();
+    let want = stage(&ts, "3-recovery").recovery.as_ref().unwrap();
+    let (got, want) = (
+        got.recovered_after_s.unwrap(),
+        want.recovered_after_s.unwrap(),
+    );
+    assert!(
+        (got - want).abs() <= 0.1 * want,
+        "recovered after {got:.2} s; the simulator's ground truth {want:.2} s"
+    );
+}
+
+/// The simulator as a server: per-stage SLO verdicts agree with its ledger's own TTFTs, the
+/// burst is where its queue grew, and the recovery time from the client's TTFTs is within
+/// 10% of the one from the server's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn against_the_simulator_as_a_server_each_stage_agrees_with_its_ledger() {
+    let engine = common::parse(&program(ENGINE)).target.simulator.unwrap();
+    let sim = common::sim(engine).await;
+    let c = common::parse(&program(&format!(
+        "[target]\nurl = \"{}\"\n",
+        sim.base_url()
+    )));
+    let dir = tempfile::tempdir().unwrap();
+    let r = common::run_in(c, dir.path()).await;
+    let stages = r.summary.stages.clone().unwrap();
+    assert_verdicts(&stages, "client");
+    let gt = common::truth_by_id(&sim);
+    let server_ttft = |x: &Record| {
+        let g = gt.get(&x.request_id)?;
+        Some((g.first_token_us? - g.arrival_us) as f64 / 1e3)
+    };
+    // Each stage's share of steady requests within 300 ms, by the server's own clock.
+    for s in &stages {
+        let mine: Vec<&Record> = r
+            .records
+            .iter()
+            .filter(|x| x.phase == Phase::Steady && x.stage.as_deref() == Some(&s.name))
+            .collect();
+        let within = mine
+            .iter()
+            .filter(|x| server_ttft(x).is_some_and(|t| t <= 300.0))
+            .count() as f64
+            / mine.len() as f64;
+        let client = s.slo.as_ref().unwrap().attainment;
+        assert!(
+            (within - client).abs() <= 0.05,
+            "{}: attainment {client:.3}, the server's {within:.3}",
+            s.name
+        );
+    }
+    // The queue the burst built: the server's queue time rose through it.
+    let queue: Vec<f64> = r
+        .records
+        .iter()
+        .filter(|x| x.stage.as_deref() == Some("2-burst"))
+        .filter_map(|x| gt.get(&x.request_id)?.queue_us)
+        .map(|q| q as f64 / 1e3)
+        .collect();
+    let third = queue.len() / 3;
+    let (early, late) = (
+        common::median(queue[..third].to_vec()),
+        common::median(queue[queue.len() - third..].to_vec()),
+    );
+    assert!(late > early + 200.0, "queue {early:.0} → {late:.0} ms");
+    let got = recovered_after(&r.records, &stages, |x| {
+        let o = x.intended_us?;
+        Some((x.first_token_us? - o) as f64 / 1e3)
+    })
+    .unwrap();
+    let want = recovered_after(&r.records, &stages, server_ttft).unwrap();
+    assert!(
+        (got - want).abs() <= 0.1 * want,
+        "recovered after {got:.2} s by the client; {want:.2} s by the server's clock"
+    );
+}
