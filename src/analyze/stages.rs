@@ -157,36 +157,7 @@ fn one(
         .is_set()
         .then(|| slo_result(c, &steady, &metrics, throughput.achieved_rps));
     let recovery = (stage.shape == Shape::Recovery)
-        .then(|| {
-            let threshold = c.slo.ttft_ms?.0;
-            let after = c
-                .load
-                .stage
-                .iter()
-                .position(|s| s.name == stage.name)
-                .and_then(|k| k.checked_sub(1))
-                .map(|k| c.load.stage[k].name.clone())?;
-            let points: Vec<(u64, Option<f64>)> = mine
-                .iter()
-                .filter_map(|r| {
-                    let o = origin_us(r, origin)?;
-                    let ttft = r
-                        .first_token_us
-                        .filter(|_| r.is_ok())
-                        .map(|f| f.saturating_sub(o) as f64 / 1e3);
-                    Some((o, ttft))
-                })
-                .collect();
-            let (recovered_after_s, stayed) =
-                recovery_time(&points, span.0, threshold, RECOVERY_WINDOW);
-            Some(Recovery {
-                after,
-                threshold_ms: threshold,
-                window_requests: RECOVERY_WINDOW,
-                recovered_after_s,
-                stayed,
-            })
-        })
+        .then(|| recovery(c, stage, mine, span.0, origin))
         .flatten();
     StageResult {
         name: stage.name.clone(),
@@ -200,6 +171,40 @@ fn one(
         slo,
         recovery,
     }
+}
+
+/// A recovery stage's recovery from the stage before it: over its own requests, from its
+/// start (`start_us`), against `slo.ttft_ms` (`None` without one).
+fn recovery(
+    c: &Contract,
+    stage: &Stage,
+    mine: &[&Record],
+    start_us: u64,
+    origin: LatencyOrigin,
+) -> Option<Recovery> {
+    let threshold = c.slo.ttft_ms?.0;
+    let program = &c.load.stage;
+    let k = program.iter().position(|s| s.name == stage.name)?;
+    let after = program.get(k.checked_sub(1)?)?.name.clone();
+    let points: Vec<(u64, Option<f64>)> = mine
+        .iter()
+        .filter_map(|r| {
+            let o = origin_us(r, origin)?;
+            let ttft = r
+                .first_token_us
+                .filter(|_| r.is_ok())
+                .map(|f| f.saturating_sub(o) as f64 / 1e3);
+            Some((o, ttft))
+        })
+        .collect();
+    let (recovered_after_s, stayed) = recovery_time(&points, start_us, threshold, RECOVERY_WINDOW);
+    Some(Recovery {
+        after,
+        threshold_ms: threshold,
+        window_requests: RECOVERY_WINDOW,
+        recovered_after_s,
+        stayed,
+    })
 }
 
 /// When a queue drained: `points` are requests' (latency origin µs, TTFT ms; `None` for one

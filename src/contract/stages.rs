@@ -398,8 +398,6 @@ fn unique_names(written: &[Stage], out: &[Stage]) -> Result<(), Problem> {
 mod tests {
     use std::path::Path;
 
-    use super::*;
-
     fn parse(s: &str) -> Result<crate::contract::Contract, String> {
         crate::contract::parse(s, Path::new("c.toml")).map_err(|e| e.to_string())
     }

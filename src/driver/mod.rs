@@ -403,7 +403,6 @@ impl Driver {
             Err(TryRecvError::Disconnected) => None,
         };
         while let Some(((scheduled, built), waited)) = next() {
-            let offset = scheduled.at_us;
             // Every arrival of the plan is labelled, so shards label phases alike; a shard
             // sends its own.
             let phase = phaser.next_scheduled(scheduled, self.stable.load(Ordering::Acquire));
@@ -421,7 +420,7 @@ impl Driver {
             let Some((planned, body)) = built else {
                 continue;
             };
-            let at = origin + offset;
+            let at = origin + scheduled.at_us;
             // The builder kept this request past its time.
             out.built_late += u64::from(waited && self.client.now_us() > at);
             if !sleep_until(epoch + Duration::from_micros(at), cancel) {

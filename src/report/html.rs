@@ -82,6 +82,9 @@ fn ms(v: f64) -> String {
 /// or directional, the SLO met or not; goodput and attainment, each SLO metric at its
 /// percentile against its threshold (with the interval), achieved against offered rate, errors.
 pub fn verdicts(s: &Summary) -> String {
+    if let Some(stages) = s.stages.as_ref().filter(|k| k.len() > 1) {
+        return program_verdicts(s, stages);
+    }
     let valid = s.validity.verdict == crate::analyze::ValidityVerdict::Valid;
     let slo = s.steady.slo.as_ref();
     use crate::analyze::SloVerdict;
@@ -117,6 +120,53 @@ pub fn verdicts(s: &Summary) -> String {
         Some(_) => Some(false),
     };
     banner_toned(&banner_lines(s), pass, &tiles)
+}
+
+/// A load program's banner: the stages are its results, so each has a tile (its SLO verdict
+/// and validity), and the whole run's mixed figures none.
+fn program_verdicts(s: &Summary, stages: &[crate::analyze::stages::StageResult]) -> String {
+    let word = |k: &crate::analyze::stages::StageResult| {
+        let valid = k.validity.verdict == crate::analyze::ValidityVerdict::Valid;
+        let slo = k.slo.as_ref().map_or("no SLO", |x| x.verdict.short());
+        (valid, format!("{slo} · {}", k.validity.verdict))
+    };
+    let mut tiles: Vec<Tile> = stages
+        .iter()
+        .map(|k| {
+            let (valid, value) = word(k);
+            Tile {
+                name: format!("stage {} ({})", k.name, k.offers),
+                value,
+                detail: match &k.recovery {
+                    Some(r) => match r.recovered_after_s {
+                        Some(t) => format!("recovered {t:.2} s after {}", r.after),
+                        None => format!("did not recover from {}", r.after),
+                    },
+                    None => k
+                        .stats
+                        .ttft_ms
+                        .as_ref()
+                        .map_or(String::new(), |d| format!("TTFT p99 {}", ms(d.p99))),
+                },
+                pass: k.slo.as_ref().map(|x| x.verdict.met() && valid),
+            }
+        })
+        .collect();
+    count_tiles(s, &mut tiles);
+    let mut lines = vec![format!(
+        "LOAD PROGRAM of {} stages · {} · each stage judged on its own",
+        stages.len(),
+        s.grade.verdict.as_str().to_uppercase()
+    )];
+    lines.extend(
+        s.validity
+            .reasons
+            .first()
+            .map(|r| format!("The whole run: {r}.")),
+    );
+    lines.extend(s.grade.missing.first().map(|m| format!("Directional: {m}")));
+    lines.push(super::headline(s));
+    banner_toned(&lines, None, &tiles)
 }
 
 /// The banner's words: VALID or not, comparable or directional, the SLO's verdict; then the
@@ -491,6 +541,7 @@ struct Page<'a> {
     c: &'a Contract,
     inputs: &'a Inputs,
     s: &'a Summary,
+    records: &'a [Record],
     steady: Vec<&'a Record>,
     m: Vec<crate::analyze::RequestMetrics>,
     /// Where latencies count from, in words.
@@ -518,6 +569,7 @@ impl<'a> Page<'a> {
             c,
             inputs,
             s,
+            records,
             reasoned: m.iter().any(|x| x.reasoning_tokens.is_some()),
             from: s.latency_origin.phrase().to_string(),
             steady,
@@ -662,9 +714,27 @@ impl<'a> Page<'a> {
             )
             .line("TTFT p50", pts(&|x| x.ttft_p50_ms))
             .line("TTFT p99", pts(&|x| x.ttft_p99_ms));
-            for (name, a, b) in phase_spans(seconds) {
-                load = load.band(a, b, &name);
-                ttft = ttft.band(a, b, &name);
+            if let Some(stages) = self.stages() {
+                // A load program: its stages are the bands, its offered rate a line, and a
+                // recovery's time to recover a mark.
+                load = load
+                    .line("offered (req/s)", self.offered_each_second(seconds))
+                    .line(
+                        "completed in that second",
+                        pts(&|x| Some(x.completions as f64)),
+                    );
+                for (name, a, b) in &stages {
+                    load = load.band(*a, *b, name);
+                    ttft = ttft.band(*a, *b, name);
+                }
+                for (x, name) in self.recoveries() {
+                    ttft = ttft.vline(x, &name);
+                }
+            } else {
+                for (name, a, b) in phase_spans(seconds) {
+                    load = load.band(a, b, &name);
+                    ttft = ttft.band(a, b, &name);
+                }
             }
             if let Some((x, name)) = self.threshold("ttft") {
                 ttft = ttft.hline(x, &name);
@@ -672,6 +742,66 @@ impl<'a> Page<'a> {
             d.figure(load.render());
             d.figure(ttft.render());
         }
+    }
+
+    /// Where a load program started on the run's clock (its first arrival), seconds.
+    fn program_start_s(&self) -> Option<f64> {
+        self.records
+            .iter()
+            .filter(|r| r.stage.is_some())
+            .filter_map(|r| r.intended_us)
+            .min()
+            .map(|t| t as f64 / 1e6)
+    }
+
+    /// A load program's stages on the run's clock: (name, from s, to s).
+    fn stages(&self) -> Option<Vec<(String, f64, f64)>> {
+        let at = self.program_start_s()?;
+        let stages = self.s.stages.as_ref()?;
+        Some(
+            stages
+                .iter()
+                .map(|k| (k.name.clone(), at + k.from_s, at + k.to_s))
+                .collect(),
+        )
+    }
+
+    /// The rate the program offered in each second (a ramp's at the second's middle).
+    fn offered_each_second(&self, seconds: &[Second]) -> Vec<(f64, f64)> {
+        let (Some(at), Some(stages)) = (self.program_start_s(), self.s.stages.as_ref()) else {
+            return Vec::new();
+        };
+        seconds
+            .iter()
+            .filter_map(|x| {
+                let t = x.t as f64 + 0.5 - at;
+                let (k, r) = stages
+                    .iter()
+                    .zip(&self.c.load.stage)
+                    .find(|(k, _)| k.from_s <= t && t < k.to_s)?;
+                let (a, b) = r.rates();
+                let f = ((t - k.from_s) / (k.to_s - k.from_s).max(1e-9)).clamp(0.0, 1.0);
+                Some((x.t as f64, a + (b - a) * f))
+            })
+            .collect()
+    }
+
+    /// Each recovery stage's recovery, as a mark on the run's clock.
+    fn recoveries(&self) -> Vec<(f64, String)> {
+        let (Some(at), Some(stages)) = (self.program_start_s(), self.s.stages.as_ref()) else {
+            return Vec::new();
+        };
+        stages
+            .iter()
+            .filter_map(|k| {
+                let r = k.recovery.as_ref()?;
+                let t = r.recovered_after_s?;
+                Some((
+                    at + k.from_s + t,
+                    format!("{} recovered ({t:.1} s)", k.name),
+                ))
+            })
+            .collect()
     }
 
     /// With sessions: TTFT and prompt tokens by turn.

@@ -975,6 +975,11 @@ fn stages(d: &mut Doc, s: &Summary) {
         ],
         rows,
     );
+    stage_lines(d, stages);
+}
+
+/// Under the stages' table: the first reason each INVALID stage is, and each recovery.
+fn stage_lines(d: &mut Doc, stages: &[crate::analyze::stages::StageResult]) {
     for k in stages {
         if let Some(why) = k.validity.reasons.first() {
             d.line(format!("{}: INVALID: {why}", k.name));

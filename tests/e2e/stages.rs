@@ -106,6 +106,16 @@ async fn a_ramp_burst_recovery_program_matches_the_simulators_ground_truth() {
     );
     assert_eq!(r.summary.validity.verdict.to_string(), "INVALID");
     assert!(r.summary.validity.reasons[0].contains("load program of 3 stages"));
+    // The page leads with the stages, and marks the recovery on the TTFT chart.
+    let html = std::fs::read_to_string(r.bundle.path("report.html")).unwrap();
+    assert!(html.contains("LOAD PROGRAM of 3 stages"), "banner");
+    assert!(
+        html.contains("stage 2-burst (burst 30 req/s for 2 s)"),
+        "a tile per stage"
+    );
+    assert!(html.contains("3-recovery recovered ("), "the recovery mark");
+    let text = goodput::report::document(&r.summary).markdown();
+    assert!(text.contains("3-recovery: recovered "), "{text}");
     let got = stage(&stages, "3-recovery").recovery.as_ref().unwrap();
     let want = stage(&ts, "3-recovery").recovery.as_ref().unwrap();
     let (got, want) = (
