@@ -925,6 +925,7 @@ async fn load(
         model,
         run_id,
         stable: stable.clone(),
+        known: Arc::new(AtomicBool::new(false)),
         follow_ups: std::sync::OnceLock::new(),
         start_us,
         control: opts.live.as_ref().and_then(|b| b.control().cloned()),
@@ -1102,6 +1103,9 @@ fn record_observers(
             flag: stable,
             ttfts: Vec::new(),
         }));
+    }
+    if let Some(k) = crate::analyze::precision::Known::new(contract, driver.known.clone()) {
+        observers.push(Box::new(k));
     }
     observers
 }

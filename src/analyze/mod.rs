@@ -28,6 +28,7 @@ pub mod efficiency;
 pub(crate) mod headline;
 mod lengths;
 mod notes;
+pub mod precision;
 pub mod predict;
 pub(crate) mod quality;
 pub mod replicas;
@@ -37,6 +38,7 @@ pub(crate) mod server;
 pub mod sessions;
 pub mod shards;
 pub mod stages;
+pub mod steadiness;
 mod validity;
 
 use std::collections::BTreeMap;
@@ -275,6 +277,12 @@ pub struct Summary {
     /// A run whose load was changed while it ran (`demo --live`): each segment's own figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segments: Option<Vec<segments::SegmentResult>>,
+    /// `[measurement.stop]`: whether the measured phase ended once its answer was known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<precision::Precision>,
+    /// Open loop: where the latency series settled, or that it did not (`analyze::steadiness`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_state: Option<steadiness::SteadyState>,
     /// A load program (`[[load.stage]]`): each stage's own result, in program order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<Vec<stages::StageResult>>,
@@ -1122,9 +1130,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         };
         let support = support(c, &stats);
 
-        let shards = shards::summarize(cx.shards, records);
-        let segments = segments::summarize(c, cx.segments, records);
-        let stages = stages::summarize(c, records);
+        let beyond = Beyond::of(c, &cx, records);
         let validity = run_validity(
             c,
             &ValidityInputs {
@@ -1141,9 +1147,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 stopped,
                 decided,
             },
-            shards.as_ref(),
-            segments.as_deref(),
-            stages.as_deref(),
+            &beyond,
         );
         // The target's facts; without environment.json, the declared ones alone.
         let facts = cx.facts.map_or_else(
@@ -1160,7 +1164,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             &metrics,
             output_length_mismatches,
         );
-        notes.extend(shards.iter().flat_map(shards::ShardsResult::notes));
+        notes.extend(beyond.shards.iter().flat_map(shards::ShardsResult::notes));
 
         let efficiency = window.map(|(a, b)| {
             let w = efficiency::Window {
@@ -1183,7 +1187,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             schema_version: SCHEMA_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
             contract: c.name.clone(),
-            load: describe_load(c, shards.as_ref()),
+            load: describe_load(c, beyond.shards.as_ref()),
             load_model: c.load.kind(),
             latency_origin: origin,
             fingerprints: c.fingerprints(),
@@ -1196,6 +1200,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             cold_start,
             warmup,
             phases,
+            precision: precision::summarize(c, &steady_recs, slo.as_ref()),
             steady: Steady {
                 stats,
                 window_s,
@@ -1223,9 +1228,10 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             server: window.and_then(|w| server_window(scrapes, records, w)),
             efficiency,
             target: Some(target_identity(c, &facts)),
-            shards,
-            segments,
-            stages,
+            shards: beyond.shards,
+            segments: beyond.segments,
+            steady_state: beyond.steady_state,
+            stages: beyond.stages,
             classes,
             warnings: warnings(c, records, workload, &ok, (scrapes, telemetry)),
         }
@@ -1338,16 +1344,41 @@ impl<'a> ByPhase<'a> {
     }
 }
 
-/// The run's validity: the measurement's own, then what its shards' clocks and its load's
-/// segments add.
-fn run_validity(
-    c: &Contract,
-    inputs: &ValidityInputs,
-    shards: Option<&shards::ShardsResult>,
-    segments: Option<&[segments::SegmentResult]>,
-    stages: Option<&[stages::StageResult]>,
-) -> Validity {
+/// What a run's summary holds beyond its steady phase's figures, each of which can make the
+/// whole run INVALID: its shards' clocks, its load's live segments or program stages, and where
+/// its steady state began.
+struct Beyond {
+    shards: Option<shards::ShardsResult>,
+    segments: Option<Vec<segments::SegmentResult>>,
+    stages: Option<Vec<stages::StageResult>>,
+    steady_state: Option<steadiness::SteadyState>,
+}
+
+impl Beyond {
+    fn of(c: &Contract, cx: &Context, records: &[Record]) -> Beyond {
+        Beyond {
+            shards: shards::summarize(cx.shards, records),
+            segments: segments::summarize(c, cx.segments, records),
+            stages: stages::summarize(c, records),
+            steady_state: steadiness::detect(c, records),
+        }
+    }
+}
+
+/// The run's validity: the measurement's own, then what its steady-state test, its shards'
+/// clocks, its load's segments and its program's stages add.
+fn run_validity(c: &Contract, inputs: &ValidityInputs, beyond: &Beyond) -> Validity {
+    let (shards, segments) = (beyond.shards.as_ref(), beyond.segments.as_deref());
+    let (stages, steady_state) = (beyond.stages.as_deref(), beyond.steady_state.as_ref());
     let mut validity = validity(c, inputs);
+    // Overload already says why there is no steady state; otherwise the test's finding does.
+    if let Some(why) = steady_state.and_then(|s| s.invalid_reason())
+        && validity.overload.is_none()
+        && inputs.decided.is_none()
+    {
+        validity.reasons.push(why);
+        validity.verdict = ValidityVerdict::Invalid;
+    }
     if let Some(why) = shards.and_then(shards::ShardsResult::invalid_reason) {
         validity.reasons.push(why);
         validity.verdict = ValidityVerdict::Invalid;

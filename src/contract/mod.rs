@@ -951,6 +951,33 @@ pub struct Measurement {
     /// program (`[[load.stage]]`) always runs to its end: its later stages are answers too.
     #[serde(default = "default_true")]
     pub stop_when_decided: bool,
+    /// `[measurement.stop]`: end the measured phase once the answer is known (precision, a
+    /// conclusive verdict) rather than at the last planned request; `load.requests` (or
+    /// `duration`) is then the budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<StopWhenKnown>,
+}
+
+/// `[measurement.stop]`: when the measured phase may end before its budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopWhenKnown {
+    /// Stop once every SLO metric's percentile is known within ± this fraction of its value
+    /// (the half-width of its distribution-free confidence interval at
+    /// `measurement.confidence`), e.g. 0.1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<f64>,
+    /// Stop once the SLO's verdict is conclusive at `measurement.confidence`: met and
+    /// supported, or missed conclusively.
+    #[serde(default)]
+    pub conclusive: bool,
+    /// Steady requests finished before either rule is first applied (default 100).
+    #[serde(default = "default_stop_min")]
+    pub min_requests: u64,
+}
+
+fn default_stop_min() -> u64 {
+    100
 }
 
 #[derive(
@@ -1163,6 +1190,7 @@ impl Default for Measurement {
             confidence: default_confidence(),
             server_metrics_interval: default_scrape(),
             stop_when_decided: true,
+            stop: None,
         }
     }
 }
@@ -1938,6 +1966,35 @@ mod tests {
         let c = parse_str("[load]\nkind = \"open\"\nrate = 1\nburstiness = 0.5\nrequests = 10\n")
             .unwrap();
         assert_eq!(c.load.arrival, Some(crate::arrival::Arrival::Gamma));
+    }
+
+    /// Issue #48: `[measurement.stop]` is refused where it could never stop or never be met.
+    #[test]
+    fn a_stop_rule_that_can_never_hold_is_refused() {
+        let slo = "[slo]\nttft_ms = 100\n";
+        for (src, want) in [
+            (
+                format!("{MIN}{slo}[measurement.stop]\nprecision = 0.1\n"),
+                "c.toml:8: `measurement.stop.precision`: can never be met: a p99 has no upper confidence bound at 99% below 459 requests, and load.requests = 10 is the budget",
+            ),
+            (
+                format!("{MIN}{slo}[measurement.stop]\nmin_requests = 10\n"),
+                "`measurement.stop`: set `precision` (e.g. 0.1) or `conclusive = true`",
+            ),
+            (
+                format!("{MIN}[measurement.stop]\nconclusive = true\n"),
+                "`measurement.stop`: needs [slo] thresholds",
+            ),
+            (
+                format!("{MIN}{slo}[measurement.stop]\nprecision = 1.5\n"),
+                "`measurement.stop.precision`: = 1.5: a fraction",
+            ),
+        ] {
+            let e = parse_str(&src).unwrap_err().to_string();
+            assert!(e.contains(want), "want {want:?} in {e:?}");
+        }
+        let ok = "[load]\nrate = 2\nrequests = 1000\n[slo]\nttft_ms = 100\n[measurement.stop]\nprecision = 0.1\n";
+        assert!(parse_str(ok).is_ok());
     }
 
     #[test]

@@ -831,6 +831,7 @@ impl Contract {
 
     /// `[measurement]` and `[quality]`, and the client's token count by target.
     fn measurement_and_quality(&mut self) -> Result<(), Problem> {
+        self.stop_when_known()?;
         let m = &mut self.measurement;
         if !(m.max_dispatch_lag_ms.0.is_finite() && m.max_dispatch_lag_ms.0 > 0.0) {
             return problem("measurement.max_dispatch_lag_ms", "must be > 0");
@@ -1191,6 +1192,56 @@ fn program(l: &mut Load) -> Result<(), Problem> {
         return problem("load.max_in_flight", "must be >= 1");
     }
     Ok(())
+}
+
+impl Contract {
+    /// `[measurement.stop]`: a rule set, on an SLO with thresholds, in a run whose budget can
+    /// meet it (a percentile has no confidence bound at all below a sample size).
+    fn stop_when_known(&self) -> Result<(), Problem> {
+        let Some(st) = &self.measurement.stop else {
+            return Ok(());
+        };
+        if st.precision.is_none() && !st.conclusive {
+            return problem(
+                "measurement.stop",
+                "set `precision` (e.g. 0.1) or `conclusive = true`: without either it never stops early",
+            );
+        }
+        if self.slo.thresholds().is_empty() {
+            return problem(
+                "measurement.stop",
+                "needs [slo] thresholds: the percentiles it waits for are the SLO's",
+            );
+        }
+        if !self.load.stage.is_empty() || self.workload.sessions.is_some() {
+            return problem(
+                "measurement.stop",
+                "applies to one load of single requests (not a load program, not sessions)",
+            );
+        }
+        if let Some(x) = st.precision {
+            if !(x.is_finite() && x > 0.0 && x < 1.0) {
+                return problem(
+                    "measurement.stop.precision",
+                    format!("= {x}: a fraction of the percentile's value in (0, 1), e.g. 0.1"),
+                );
+            }
+            let (p, conf) = (self.slo.percentile, self.measurement.confidence);
+            let least = crate::stats::min_requests_for(p, 0, conf);
+            if let Some(n) = self.load.requests()
+                && n < least
+            {
+                return problem(
+                    "measurement.stop.precision",
+                    format!(
+                        "can never be met: a p{p} has no upper confidence bound at {:.0}% below {least} requests, and load.requests = {n} is the budget",
+                        conf * 100.0
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
 }
 
 /// An open loop: its own keys only, the in-flight cap.

@@ -71,6 +71,8 @@ pub struct Driver {
     pub run_id: String,
     /// Set by the collector when the warm-up statistic has settled (`until_stable`).
     pub stable: Arc<AtomicBool>,
+    /// Set by the collector once the run's answer is known (`[measurement.stop]`).
+    pub known: Arc<AtomicBool>,
     /// Wakes sessions' follow-up turns at their intended times (started with the first).
     pub follow_ups: std::sync::OnceLock<Option<FollowUps>>,
     /// Where an open-loop schedule starts on the client's clock (µs): a sharded run's common
@@ -405,7 +407,7 @@ impl Driver {
         while let Some(((scheduled, built), waited)) = next() {
             // Every arrival of the plan is labelled, so shards label phases alike; a shard
             // sends its own.
-            let phase = phaser.next_scheduled(scheduled, self.stable.load(Ordering::Acquire));
+            let phase = self.label(&mut phaser, scheduled);
             let last_steady = phaser.steady_done();
             if last_steady {
                 steady_sent.store(true, Ordering::Release);
@@ -505,6 +507,16 @@ impl Driver {
         out
     }
 
+    /// The phase of the schedule's next arrival: as the phaser labels it, with warm-up's end
+    /// (`until_stable`) and the measured phase's (`[measurement.stop]`) as the collector saw
+    /// them.
+    fn label(&self, phaser: &mut Phaser, scheduled: Scheduled) -> Phase {
+        if self.known.load(Ordering::Acquire) {
+            phaser.end_steady();
+        }
+        phaser.next_scheduled(scheduled, self.stable.load(Ordering::Acquire))
+    }
+
     /// Builds open-loop requests ahead, on a thread of their own: a prompt built with a
     /// `tokenizer.json` costs about a microsecond per token, more than the gap between arrivals
     /// at high rates, and the schedule must not wait for it. Returns the queue, up to
@@ -590,6 +602,9 @@ impl Driver {
             let since = self.client.now_us().saturating_sub(st.origin);
             let (phase, last_steady) = {
                 let mut p = st.phaser.lock().unwrap_or_else(|p| p.into_inner());
+                if self.known.load(Ordering::Acquire) {
+                    p.end_steady();
+                }
                 let phase = p.next(since, self.stable.load(Ordering::Acquire));
                 (phase, p.steady_done())
             };

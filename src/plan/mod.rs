@@ -380,6 +380,8 @@ pub struct Phaser {
     steady_start_us: Option<u64>,
     /// The load program has ended (`StopRule::Program`).
     program_over: bool,
+    /// The measured phase was ended early (`[measurement.stop]`: its answer is known).
+    ended: bool,
     /// Why warm-up ended: `requests`, `duration`, `stable`, `max_requests`, or `none`.
     pub warmup_end: Option<&'static str>,
 }
@@ -393,6 +395,7 @@ impl Phaser {
             steady: 0,
             steady_start_us: None,
             program_over: false,
+            ended: false,
             warmup_end: None,
         }
     }
@@ -448,11 +451,12 @@ impl Phaser {
         }
         if self.phase == Phase::Steady {
             let start = self.steady_start_us.unwrap_or(t_us);
-            let done = match self.rules.stop {
-                StopRule::Requests(n) => self.steady >= n,
-                StopRule::Duration(d) => t_us >= start + d,
-                StopRule::Program => self.program_over,
-            };
+            let done = self.ended
+                || match self.rules.stop {
+                    StopRule::Requests(n) => self.steady >= n,
+                    StopRule::Duration(d) => t_us >= start + d,
+                    StopRule::Program => self.program_over,
+                };
             if done {
                 self.phase = Phase::Drain;
             } else {
@@ -461,6 +465,12 @@ impl Phaser {
             }
         }
         Phase::Drain
+    }
+
+    /// Ends the measured phase at the next request (its answer is known): it and those after
+    /// it are drain.
+    pub fn end_steady(&mut self) {
+        self.ended = true;
     }
 
     /// Whether the measured phase is over (only drain requests remain to send).

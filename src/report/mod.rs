@@ -638,6 +638,25 @@ fn failures_and_start(d: &mut Doc, s: &Summary) {
         "Warm-up: {} requests over {:.1} s, rule: {}; ended by {}.",
         s.warmup.requests, s.warmup.duration_s, s.warmup.rule, s.warmup.ended
     ));
+    if let Some(st) = &s.steady_state {
+        d.line(format!("Steady state: {}.", st.evidence));
+    }
+    if let Some(p) = &s.precision {
+        let budget = p
+            .budget
+            .map_or(String::new(), |b| format!(" of a budget of {b}"));
+        d.line(format!(
+            "{}: {} steady requests{budget}; {} ({}).",
+            if p.stopped_early {
+                "Stopped when known"
+            } else {
+                "Ran to its budget"
+            },
+            p.requests,
+            p.detail,
+            p.rule
+        ));
+    }
 }
 
 /// Multi-turn sessions: how many finished, session goodput, and each turn's latencies and

@@ -33,6 +33,7 @@ mod server_figures;
 mod signals;
 mod sim;
 mod stages;
+mod steadiness;
 mod sweep;
 mod timing;
 mod tls;

@@ -192,3 +192,65 @@ async fn against_the_simulator_as_a_server_each_stage_agrees_with_its_ledger() {
         "recovered after {got:.2} s by the client; {want:.2} s by the server's clock"
     );
 }
+
+/// A program interrupted in its second stage keeps every record it measured, each with its
+/// stage, and the report judges the stages it reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_program_keeps_what_each_stage_measured() {
+    let sim = common::sim(goodput::sim::SimConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"cut\"\n[target]\nurl = \"{}\"\n[workload]\noutput_tokens = {{ dist = \"fixed\", value = 8 }}\n[warmup]\nrequests = 0\n\
+             [[load.stage]]\nrate = 40\nrequests = 40\n[[load.stage]]\nrate = 40\nduration = \"60s\"\n",
+            sim.base_url()
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["run", path.to_str().unwrap(), "--quiet", "--out"])
+        .arg(dir.path().join("runs"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Until the second stage has records (polled; the records are what is waited for).
+    let records = || -> Vec<serde_json::Value> {
+        std::fs::read_dir(dir.path().join("runs/cut"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| std::fs::read_to_string(e.ok()?.path().join("requests.jsonl")).ok())
+            .map(|t| {
+                t.lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let t = std::time::Instant::now();
+    while records().iter().filter(|r| r["stage"] == "2-hold").count() < 20 {
+        assert!(t.elapsed().as_secs() < 60, "the second stage never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let kept = records();
+    let first = kept.iter().filter(|r| r["stage"] == "1-hold").count();
+    assert_eq!(first, 40, "every request of the first stage is kept");
+    assert!(kept.iter().filter(|r| r["stage"] == "2-hold").count() >= 20);
+    let bundle = std::fs::read_dir(dir.path().join("runs/cut"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("summary.json")).unwrap())
+            .unwrap();
+    let stages = s["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 2);
+    assert_eq!(stages[0]["stats"]["requests"], 40);
+}
