@@ -273,19 +273,33 @@ fn p99(v: &mut [f64]) -> f64 {
     percentile_sorted(v, 99.0).unwrap_or(f64::NAN)
 }
 
-/// Per-request values of a latency metric over a side's steady requests (of one class).
-fn per_request(
-    side: &Side,
-    metric: fn(&RequestMetrics) -> Option<f64>,
-    class: Option<&str>,
-) -> Vec<f64> {
+/// Which of a side's steady requests a figure is over: all, one traffic class's, or one
+/// load-program stage's.
+#[derive(Debug, Clone, Copy)]
+enum Slice<'a> {
+    All,
+    Class(&'a str),
+    Stage(&'a str),
+}
+
+impl Slice<'_> {
+    fn holds(self, r: &Record) -> bool {
+        match self {
+            Slice::All => true,
+            Slice::Class(k) => r.class.as_deref() == Some(k),
+            Slice::Stage(k) => r.stage.as_deref() == Some(k),
+        }
+    }
+}
+
+/// Per-request values of a latency metric over a side's steady requests (of one slice).
+fn per_request(side: &Side, metric: fn(&RequestMetrics) -> Option<f64>, of: Slice) -> Vec<f64> {
     let c = &side.contract;
     let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
     side.runs
         .iter()
         .flat_map(|(_, recs)| recs.iter())
-        .filter(|r| r.phase == Phase::Steady && r.is_ok())
-        .filter(|r| class.is_none() || r.class.as_deref() == class)
+        .filter(|r| r.phase == Phase::Steady && r.is_ok() && of.holds(r))
         .filter_map(|r| metric(&request_metrics(r, origin, source)))
         .collect()
 }
@@ -308,8 +322,8 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
             };
             let per = match (stat, h.latency()) {
                 (Some(f), Some((metric, _))) => Some((
-                    per_request(a, metric, None),
-                    per_request(b, metric, None),
+                    per_request(a, metric, Slice::All),
+                    per_request(b, metric, Slice::All),
                     f,
                 )),
                 _ => None,
@@ -319,6 +333,74 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
         .collect();
     out.extend(efficiency_metrics(a, b, noise));
     out.extend(class_metrics(a, b, noise));
+    out.extend(stage_metrics(a, b, noise));
+    out
+}
+
+/// Each stage both sides' load programs have (by name): its TTFT p99, attainment and a
+/// recovery stage's time to recover, compared stage by stage. Not its achieved rate: a stage
+/// after an overload completes the backlog too, so a faster engine can "achieve" less there.
+fn stage_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> {
+    use crate::analyze::stages::StageResult;
+    type Pick = fn(&StageResult) -> Option<f64>;
+    let names = |side: &Side| -> Vec<String> {
+        side.contract
+            .load
+            .stage
+            .iter()
+            .map(|k| k.name.clone())
+            .collect()
+    };
+    let (ka, kb) = (names(a), names(b));
+    let mut out = Vec::new();
+    for name in ka.iter().filter(|n| kb.contains(n)) {
+        let of = |side: &Side, f: Pick| -> Vec<f64> {
+            side.runs
+                .iter()
+                .filter_map(|(s, _)| s.stages.as_ref()?.iter().find(|k| &k.name == name))
+                .filter_map(f)
+                .collect()
+        };
+        let slice = Slice::Stage(name);
+        let rows: [(&str, bool, Pick, Option<PerRequest>); 3] = [
+            (
+                "ttft_p99_ms",
+                true,
+                |k| k.stats.ttft_ms.as_ref().map(|d| d.p99),
+                Some((
+                    per_request(a, |m| m.ttft_ms, slice),
+                    per_request(b, |m| m.ttft_ms, slice),
+                    p99,
+                )),
+            ),
+            (
+                "attainment",
+                false,
+                |k| k.slo.as_ref().map(|s| s.attainment),
+                Some((met_per_request(a, slice), met_per_request(b, slice), mean)),
+            ),
+            (
+                "recovery_s",
+                true,
+                |k| k.recovery.as_ref()?.recovered_after_s,
+                None,
+            ),
+        ];
+        for (metric, lower_better, f, per) in rows {
+            let (va, vb) = (of(a, f), of(b, f));
+            if va.is_empty() && vb.is_empty() {
+                continue;
+            }
+            out.push(judge(
+                &format!("stage {name}: {metric}"),
+                lower_better,
+                &va,
+                &vb,
+                per,
+                noise,
+            ));
+        }
+    }
     out
 }
 
@@ -365,15 +447,15 @@ fn class_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> {
         ] {
             let per = match per {
                 Some(m) => Some((
-                    per_request(a, m, Some(name)),
-                    per_request(b, m, Some(name)),
+                    per_request(a, m, Slice::Class(name)),
+                    per_request(b, m, Slice::Class(name)),
                     p99 as fn(&mut [f64]) -> f64,
                 )),
                 // Attainment is a share of requests: its interval is the bootstrap of the
                 // mean of each request's met (1) or missed (0).
                 None if metric == "attainment" => Some((
-                    met_per_request(a, name),
-                    met_per_request(b, name),
+                    met_per_request(a, Slice::Class(name)),
+                    met_per_request(b, Slice::Class(name)),
                     mean as fn(&mut [f64]) -> f64,
                 )),
                 None => None,
@@ -445,15 +527,15 @@ fn mean(v: &mut [f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-/// Each steady request of class `name`: 1 when it met the class's SLO, else 0 (failures and
+/// Each steady request of a slice: 1 when it met its SLO (its class's), else 0 (failures and
 /// all), over a side's runs.
-fn met_per_request(side: &Side, name: &str) -> Vec<f64> {
+fn met_per_request(side: &Side, of: Slice) -> Vec<f64> {
     let c = &side.contract;
     let (origin, source) = (c.measurement.latency_origin, c.measurement.output_tokens);
     side.runs
         .iter()
         .flat_map(|(_, recs)| recs.iter())
-        .filter(|r| r.phase == Phase::Steady && r.class.as_deref() == Some(name))
+        .filter(|r| r.phase == Phase::Steady && of.holds(r))
         .filter(|r| r.outcome != crate::record::Outcome::Interrupted)
         .map(|r| {
             let met = r.is_ok()

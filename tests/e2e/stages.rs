@@ -254,3 +254,33 @@ async fn an_interrupted_program_keeps_what_each_stage_measured() {
     assert_eq!(stages.len(), 2);
     assert_eq!(stages[0]["stats"]["requests"], 40);
 }
+
+/// `compare` of two runs of the same program on two engines (one twice as fast to decode),
+/// stage by stage: the burst's TTFT p99 is better on the faster engine, and each stage's line
+/// is there.
+#[test]
+fn compare_judges_two_runs_of_one_program_stage_by_stage() {
+    let side = |engine: &str| {
+        let c = common::parse(&program(engine));
+        let recs = common::des_records(&c, 200);
+        let s = summarize(&c, &recs, &Context::default());
+        goodput::compare::Side {
+            path: "des".into(),
+            label: None,
+            contract: c,
+            runs: vec![(s, recs)],
+            warnings: vec![],
+        }
+    };
+    let a = side(ENGINE);
+    let b = side(&ENGINE.replace("decode_base_ms = 10", "decode_base_ms = 5"));
+    let m = goodput::compare::compare_metrics(&a, &b, 0.02);
+    let line = |name: &str| m.iter().find(|x| x.metric == name).unwrap();
+    for stage in ["1-ramp", "2-burst", "3-recovery"] {
+        line(&format!("stage {stage}: ttft_p99_ms"));
+        line(&format!("stage {stage}: attainment"));
+    }
+    let burst = line("stage 2-burst: ttft_p99_ms");
+    assert_eq!(burst.verdict.to_string(), "better", "{burst:?}");
+    assert!(burst.b.unwrap() < burst.a.unwrap());
+}
