@@ -134,7 +134,7 @@ fn one(
         .iter()
         .filter(|r| r.intended_us.is_some_and(|t| t >= span.1))
         .collect();
-    let validity = validity(
+    let mut validity = validity(
         c,
         &ValidityInputs {
             records,
@@ -151,10 +151,19 @@ fn one(
             decided: None,
         },
     );
+    // A stage the warm-up covered has nothing measured to judge.
+    if steady.is_empty() {
+        validity.reasons.insert(
+            0,
+            format!(
+                "none of its {} requests was measured: the warm-up (the program's first arrivals) covered it; lower warmup.requests or warmup.duration",
+                mine.len()
+            ),
+        );
+        validity.verdict = ValidityVerdict::Invalid;
+    }
     let (_, metrics) = steady_request_metrics(&steady, origin, c.measurement.output_tokens);
-    let slo = c
-        .slo
-        .is_set()
+    let slo = (c.slo.is_set() && !steady.is_empty())
         .then(|| slo_result(c, &steady, &metrics, throughput.achieved_rps));
     let recovery = (stage.shape == Shape::Recovery)
         .then(|| recovery(c, stage, mine, span.0, origin))

@@ -284,3 +284,19 @@ fn compare_judges_two_runs_of_one_program_stage_by_stage() {
     assert_eq!(burst.verdict.to_string(), "better", "{burst:?}");
     assert!(burst.b.unwrap() < burst.a.unwrap());
 }
+
+/// A warm-up that covers a whole stage leaves it nothing to judge: no verdict, and INVALID with
+/// the reason (found by running `goodput init`'s 150 warm-up requests before a program).
+#[test]
+fn a_stage_the_warm_up_covered_has_no_verdict() {
+    let c = common::parse(&program(ENGINE).replace("requests = 5\n", "requests = 40\n"));
+    let s = summarize(&c, &common::des_records(&c, 200), &Context::default());
+    let ramp = stage(s.stages.as_ref().unwrap(), "1-ramp");
+    assert_eq!(ramp.stats.requests, 0);
+    assert!(ramp.slo.is_none());
+    assert!(
+        ramp.validity.reasons[0].contains("the warm-up (the program's first arrivals) covered it"),
+        "{:?}",
+        ramp.validity
+    );
+}
