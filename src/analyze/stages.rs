@@ -151,6 +151,19 @@ fn one(
             decided: None,
         },
     );
+    // A stage shorter than its requests take ended before what it offered came back: its
+    // rates say nothing of a steady state (a 5 s burst on a vLLM taking 12 s a request
+    // "achieved" 0 req/s and passed every other rule).
+    if let Some(e2e) = stats.e2e_ms.as_ref().map(|d| d.p50)
+        && span_s * 1e3 < e2e
+        && validity.overload.is_none()
+    {
+        validity.reasons.push(format!(
+            "it lasted {span_s:.1} s, less than its requests took (E2E p50 {:.1} s): what it offered had not come back when it ended, so its rates describe no steady state (read its latencies as what its load did, and lengthen it for more)",
+            e2e / 1e3
+        ));
+        validity.verdict = ValidityVerdict::Invalid;
+    }
     // A stage the warm-up covered has nothing measured to judge.
     if steady.is_empty() {
         validity.reasons.insert(
@@ -206,11 +219,12 @@ fn recovery(
             Some((o, ttft))
         })
         .collect();
-    let (recovered_after_s, stayed) = recovery_time(&points, start_us, threshold, RECOVERY_WINDOW);
+    let window = RECOVERY_WINDOW.min(points.len()).max(1);
+    let (recovered_after_s, stayed) = recovery_time(&points, start_us, threshold, window);
     Some(Recovery {
         after,
         threshold_ms: threshold,
-        window_requests: RECOVERY_WINDOW,
+        window_requests: window,
         recovered_after_s,
         stayed,
     })

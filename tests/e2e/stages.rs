@@ -300,3 +300,37 @@ fn a_stage_the_warm_up_covered_has_no_verdict() {
         ramp.validity
     );
 }
+
+/// A stage shorter than its requests take cannot show a steady rate: INVALID, saying so (a
+/// 5 s burst on vLLM, whose requests took 12 s, read "achieved 0 req/s" and VALID before).
+#[test]
+fn a_stage_shorter_than_its_requests_take_is_invalid() {
+    // Six-second requests on an engine with room for all: no queue, only length.
+    let c = common::parse(
+        "name = \"short\"\n[workload]\nseed = 2\ninput_tokens = { dist = \"fixed\", value = 50 }\noutput_tokens = { dist = \"fixed\", value = 20 }\n\
+         [load]\narrival = \"constant\"\n[[load.stage]]\nrate = 2\nduration = \"20s\"\n[[load.stage]]\nname = \"blip\"\nrate = 2\nduration = \"2s\"\n[[load.stage]]\nrate = 2\nduration = \"20s\"\n\
+         [warmup]\nrequests = 0\n[slo]\nttft_ms = 1000\n\
+         [target.simulator]\ndecode_base_ms = 300\n",
+    );
+    let s = summarize(&c, &common::des_records(&c, 40), &Context::default());
+    let blip = stage(s.stages.as_ref().unwrap(), "blip");
+    assert_eq!(
+        blip.validity.verdict.to_string(),
+        "INVALID",
+        "{:?}",
+        blip.validity
+    );
+    assert!(
+        blip.validity.reasons[0].contains("it lasted 2.0 s, less than its requests took"),
+        "{:?}",
+        blip.validity.reasons
+    );
+    // The stages around it, as long as their requests several times over, are VALID.
+    let first = stage(s.stages.as_ref().unwrap(), "1-hold");
+    assert_eq!(
+        first.validity.verdict.to_string(),
+        "VALID",
+        "{:?}",
+        first.validity
+    );
+}
