@@ -151,30 +151,7 @@ fn one(
             decided: None,
         },
     );
-    // A stage shorter than its requests take ended before what it offered came back: its
-    // rates say nothing of a steady state (a 5 s burst on a vLLM taking 12 s a request
-    // "achieved" 0 req/s and passed every other rule).
-    if let Some(e2e) = stats.e2e_ms.as_ref().map(|d| d.p50)
-        && span_s * 1e3 < e2e
-        && validity.overload.is_none()
-    {
-        validity.reasons.push(format!(
-            "it lasted {span_s:.1} s, less than its requests took (E2E p50 {:.1} s): what it offered had not come back when it ended, so its rates describe no steady state (read its latencies as what its load did, and lengthen it for more)",
-            e2e / 1e3
-        ));
-        validity.verdict = ValidityVerdict::Invalid;
-    }
-    // A stage the warm-up covered has nothing measured to judge.
-    if steady.is_empty() {
-        validity.reasons.insert(
-            0,
-            format!(
-                "none of its {} requests was measured: the warm-up (the program's first arrivals) covered it; lower warmup.requests or warmup.duration",
-                mine.len()
-            ),
-        );
-        validity.verdict = ValidityVerdict::Invalid;
-    }
+    stage_rules(&mut validity, span_s, &stats, mine.len());
     let (_, metrics) = steady_request_metrics(&steady, origin, c.measurement.output_tokens);
     let slo = (c.slo.is_set() && !steady.is_empty())
         .then(|| slo_result(c, &steady, &metrics, throughput.achieved_rps));
@@ -192,6 +169,35 @@ fn one(
         validity,
         slo,
         recovery,
+    }
+}
+
+/// What a stage's validity adds to a whole run's rules: a stage shorter than its requests
+/// take, and one the warm-up covered (`steady` empty: `stats.requests` is 0).
+fn stage_rules(validity: &mut Validity, span_s: f64, stats: &PhaseStats, arrivals: usize) {
+    // A stage shorter than its requests take ended before what it offered came back: its
+    // rates say nothing of a steady state (a 5 s burst on a vLLM taking 12 s a request
+    // "achieved" 0 req/s and passed every other rule).
+    if let Some(e2e) = stats.e2e_ms.as_ref().map(|d| d.p50)
+        && span_s * 1e3 < e2e
+        && validity.overload.is_none()
+    {
+        validity.reasons.push(format!(
+            "it lasted {span_s:.1} s, less than its requests took (E2E p50 {:.1} s): what it offered had not come back when it ended, so its rates describe no steady state (read its latencies as what its load did, and lengthen it for more)",
+            e2e / 1e3
+        ));
+        validity.verdict = ValidityVerdict::Invalid;
+    }
+    // A stage the warm-up covered has nothing measured to judge.
+    if stats.requests == 0 {
+        validity.reasons.insert(
+            0,
+            format!(
+                "none of its {} requests was measured: the warm-up (the program's first arrivals) covered it; lower warmup.requests or warmup.duration",
+                arrivals
+            ),
+        );
+        validity.verdict = ValidityVerdict::Invalid;
     }
 }
 

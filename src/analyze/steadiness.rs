@@ -21,8 +21,12 @@ use serde::{Deserialize, Serialize};
 
 use super::*;
 
-/// Requests per batch mean (5: MSER-5).
+/// Requests per batch mean (5: MSER-5), for runs of up to `MAX_BATCHES` batches.
 pub const BATCH: usize = 5;
+/// The most batch means tested: longer runs use larger batches, since MSER, Mann–Kendall and
+/// Mann–Whitney are quadratic in them (a million-request run at 5 a batch would be 4·10¹⁰
+/// pairs; at 400 means it is 80,000).
+pub const MAX_BATCHES: usize = 400;
 /// Relative change below which a crop, a trend or a shift does not matter: 50%, because batch
 /// means of a few hundred requests' latencies wander by 20–30% between a run's halves on a
 /// server that is steady (Poisson arrivals, queueing), while a warm-up transient or a queue
@@ -116,7 +120,8 @@ pub fn detect(c: &Contract, records: &[Record]) -> Option<SteadyState> {
     let t0 = pts.first()?.0;
     // Two-sided: a change either way counts.
     let z = super::validity::z_of((1.0 + c.measurement.confidence) / 2.0);
-    let mut s = test(&series, BATCH, TOLERANCE, z)?;
+    let batch = BATCH.max(series.len().div_ceil(MAX_BATCHES));
+    let mut s = test(&series, batch, TOLERANCE, z)?;
     s.metric = if ttft { "TTFT" } else { "E2E" }.to_owned();
     s.warmup_requests = warm;
     s.begins_s = pts
