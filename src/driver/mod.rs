@@ -480,14 +480,7 @@ impl Driver {
                                 let _ = tx.send(rec);
                             }
                         }
-                        me.pending
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .remove(&index);
-                        me.first_tokens
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .remove(&index);
+                        me.ended(index);
                         if steady
                             && steady_in_flight.fetch_sub(1, Ordering::AcqRel) == 1
                             && steady_sent.load(Ordering::Acquire)
@@ -505,6 +498,19 @@ impl Driver {
         }
         self.window.end();
         out
+    }
+
+    /// Request `index` is no longer in flight: the rule that stops a decided run stops
+    /// counting it.
+    fn ended(&self, index: u64) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&index);
+        self.first_tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&index);
     }
 
     /// The phase of the schedule's next arrival: as the phaser labels it, with warm-up's end

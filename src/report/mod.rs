@@ -803,6 +803,11 @@ fn shards(d: &mut Doc, s: &Summary) {
     }
 }
 
+/// One figure of a distribution for a table cell (`—` without one).
+fn dist_cell(x: &Option<crate::analyze::Dist>, f: fn(&crate::analyze::Dist) -> f64) -> String {
+    x.as_ref().map_or("—".to_owned(), |d| num(f(d)))
+}
+
 /// Traffic classes side by side, each against its own SLO, with its verdict and why.
 fn classes(d: &mut Doc, s: &Summary) {
     let Some(classes) = &s.classes else {
@@ -813,9 +818,7 @@ fn classes(d: &mut Doc, s: &Summary) {
         classes.len(),
         s.latency_origin.phrase()
     ));
-    let p = |x: &Option<crate::analyze::Dist>, f: fn(&crate::analyze::Dist) -> f64| {
-        x.as_ref().map_or("—".to_owned(), |d| num(f(d)))
-    };
+    let p = dist_cell;
     let rows = classes
         .iter()
         .map(|k| {
@@ -953,9 +956,7 @@ fn stages(d: &mut Doc, s: &Summary) {
         stages.len(),
         s.latency_origin.phrase()
     ));
-    let p = |x: &Option<crate::analyze::Dist>, f: fn(&crate::analyze::Dist) -> f64| {
-        x.as_ref().map_or("—".to_owned(), |d| num(f(d)))
-    };
+    let p = dist_cell;
     let rows = stages
         .iter()
         .map(|k| {
