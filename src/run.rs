@@ -1107,6 +1107,9 @@ fn record_observers(
     if let Some(k) = crate::analyze::precision::Known::new(contract, driver.known.clone()) {
         observers.push(Box::new(k));
     }
+    if let Some(j) = crate::analyze::edge::EdgeJudge::new(contract, driver.plan.edge()) {
+        observers.push(Box::new(j));
+    }
     observers
 }
 

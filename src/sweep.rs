@@ -1267,18 +1267,7 @@ pub struct Confirmation {
     pub passed: bool,
 }
 
-/// How one capacity point came out, for the search.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PointOutcome {
-    /// Met the SLO and VALID ([`passes_capacity`]).
-    pub passed: bool,
-    /// Passed, and its sample supports the pass ([`supported_capacity`]).
-    pub supported: bool,
-    /// The client fell behind its schedule (INVALID for its dispatch lag).
-    pub client_behind: bool,
-    /// The SLO was met, valid or not.
-    pub slo_met: bool,
-}
+pub use crate::arrival::edge::PointOutcome;
 
 impl PointOutcome {
     pub fn of(s: &Summary) -> PointOutcome {
@@ -1289,26 +1278,11 @@ impl PointOutcome {
             slo_met: s.steady.slo.as_ref().is_some_and(|x| x.pass),
         }
     }
-
-    /// Judged by `passed` alone, a pass supported (a ground truth, a test).
-    pub fn passed(passed: bool) -> PointOutcome {
-        PointOutcome {
-            passed,
-            supported: passed,
-            client_behind: false,
-            slo_met: passed,
-        }
-    }
 }
 
-/// Brackets then bisects the rate at which `passes` turns false: doubling (or halving) from
-/// `start` until the outcome flips, then halving the bracket until it is narrower than
-/// `resolution` (relative) or `max_runs` rates have been tried.
-///
-/// A point that fails only because the client fell behind its schedule, the server meeting
-/// the SLO, ends the search there: every lower rate would find the client's limit, not the
-/// server's (on a machine waking its threads milliseconds late, a search went on halving to
-/// 2 req/s, each point minutes long).
+/// The capacity search over runs: [`crate::arrival::edge::Bracket`] (the search an in-run
+/// edge takes over steps), each rate judged by `passes`; `None` from it (interrupted) ends the
+/// search.
 pub async fn search_capacity<F, Fut>(
     start: f64,
     resolution: f64,
@@ -1319,49 +1293,26 @@ where
     F: FnMut(f64) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<Option<PointOutcome>>>,
 {
-    let mut tried = Vec::new();
-    let (mut lo, mut hi): (Option<f64>, Option<f64>) = (None, None);
-    let mut supported: Option<f64> = None;
-    let mut client_limited = false;
-    let mut stopped_by_client_at = None;
-    let mut rate = start;
-    while tried.len() < max_runs {
+    let mut bracket = crate::arrival::edge::Bracket::new(start, resolution, max_runs);
+    while let Some(rate) = bracket.next_rate() {
         let Some(p) = passes(rate).await? else {
             break; // interrupted
         };
-        tried.push((rate, p.passed));
-        if p.passed {
-            lo = Some(lo.map_or(rate, |l: f64| l.max(rate)));
-            if p.supported {
-                supported = Some(supported.map_or(rate, |s: f64| s.max(rate)));
-            }
-        } else {
-            hi = Some(hi.map_or(rate, |h: f64| h.min(rate)));
-            client_limited |= p.client_behind;
-            if p.client_behind && p.slo_met {
-                stopped_by_client_at = Some(rate);
-                break;
-            }
-        }
-        rate = match (lo, hi) {
-            (Some(l), None) => l * 2.0,
-            (None, Some(h)) => h / 2.0,
-            (Some(l), Some(h)) if (h - l) / h > resolution => (l + h) / 2.0,
-            _ => break,
-        };
+        bracket.observe(rate, p);
     }
+    let s = bracket.result();
     Ok(Capacity {
         rule: String::new(),
-        capacity_rps: lo,
-        supported_rps: supported,
+        capacity_rps: s.capacity_rps,
+        supported_rps: s.supported_rps,
         confirmation: None,
         unconfirmed: None,
         confidence: 0.99,
-        failed_at_rps: hi,
-        resolution: lo.zip(hi).map(|(l, h)| (h - l) / h),
-        tried,
-        client_limited,
-        stopped_by_client_at,
+        failed_at_rps: s.failed_at_rps,
+        resolution: s.resolution,
+        tried: s.tried,
+        client_limited: s.client_limited,
+        stopped_by_client_at: s.stopped_by_client_at,
     })
 }
 

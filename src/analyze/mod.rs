@@ -24,6 +24,7 @@
 
 pub mod claims;
 pub mod classes;
+pub mod edge;
 pub mod efficiency;
 pub(crate) mod headline;
 mod lengths;
@@ -286,6 +287,9 @@ pub struct Summary {
     /// A load program (`[[load.stage]]`): each stage's own result, in program order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<Vec<stages::StageResult>>,
+    /// An edge search (`shape = "edge"`): the highest rate whose step met the SLO, bracketed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<edge::EdgeResult>,
     /// Energy, cost and per-accelerator figures over the steady window, each absent with its
     /// reason when an input (telemetry, a price, an SLO) is missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1231,6 +1235,10 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             shards: beyond.shards,
             segments: beyond.segments,
             steady_state: beyond.steady_state,
+            edge: beyond
+                .stages
+                .as_deref()
+                .and_then(|st| edge::edge_result(c, st)),
             stages: beyond.stages,
             classes,
             warnings: warnings(c, records, workload, &ok, (scrapes, telemetry)),
@@ -1932,6 +1940,7 @@ mod tests {
             segment: None,
             class: None,
             stage: None,
+            stage_rps: None,
             model: None,
             request_id: format!("r-{index}"),
             intended_us: Some(at),

@@ -37,6 +37,9 @@ pub struct StageResult {
     /// A `recovery` stage: how long after its start TTFT came back under the SLO.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
+    /// An edge search's step or wait: the rate the search chose for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge_rps: Option<f64>,
 }
 
 /// How a `recovery` stage recovered from the stage before it.
@@ -60,7 +63,8 @@ pub struct Recovery {
 /// request's latency alone, few enough to follow a queue as it drains.
 pub const RECOVERY_WINDOW: usize = 20;
 
-/// Each stage's result, in program order; `None` without a program.
+/// Each stage's result, in program order; `None` without a program. An edge search's steps
+/// and waits follow the fixed stages, as the records name them.
 pub fn summarize(c: &Contract, records: &[Record]) -> Option<Vec<StageResult>> {
     let program = &c.load.stage;
     if program.is_empty() {
@@ -73,16 +77,20 @@ pub fn summarize(c: &Contract, records: &[Record]) -> Option<Vec<StageResult>> {
         .filter(|r| r.stage.is_some())
         .filter_map(|r| r.intended_us)
         .min()?;
+    let first_of = |name: &str| {
+        records
+            .iter()
+            .filter(|r| r.stage.as_deref() == Some(name))
+            .filter_map(|r| r.intended_us)
+            .min()
+    };
     let mut at = start;
     let mut out = Vec::with_capacity(program.len());
     for (k, stage) in program.iter().enumerate() {
-        let first_of = |name: &str| {
-            records
-                .iter()
-                .filter(|r| r.stage.as_deref() == Some(name))
-                .filter_map(|r| r.intended_us)
-                .min()
-        };
+        if stage.shape == Shape::Edge {
+            out.extend(edge_stages(c, stage, records, start));
+            break;
+        }
         let mine: Vec<&Record> = records
             .iter()
             .filter(|r| r.stage.as_deref() == Some(stage.name.as_str()))
@@ -91,7 +99,7 @@ pub fn summarize(c: &Contract, records: &[Record]) -> Option<Vec<StageResult>> {
             Some(t) => at + (t * 1e6).round() as u64,
             None => program
                 .get(k + 1)
-                .and_then(|next| first_of(&next.name))
+                .and_then(|next| first_of(&first_name(next)))
                 .or_else(|| mine.iter().filter_map(|r| r.intended_us).max())
                 .unwrap_or(at),
         };
@@ -99,6 +107,80 @@ pub fn summarize(c: &Contract, records: &[Record]) -> Option<Vec<StageResult>> {
         at = end;
     }
     Some(out)
+}
+
+/// The name a stage's first records carry: an edge's is its first step's.
+fn first_name(s: &Stage) -> String {
+    if s.shape == Shape::Edge {
+        s.step_name(1)
+    } else {
+        s.name.clone()
+    }
+}
+
+/// An edge search's steps and waits, each judged by [`judge_step`] on its own records.
+fn edge_stages(c: &Contract, edge: &Stage, records: &[Record], start: u64) -> Vec<StageResult> {
+    let mut out = Vec::new();
+    for n in 1.. {
+        let mut any = false;
+        for (name, wait) in [(edge.step_name(n), false), (edge.wait_name(n), true)] {
+            let own: Vec<Record> = records
+                .iter()
+                .filter(|r| r.stage.as_deref() == Some(name.as_str()))
+                .cloned()
+                .collect();
+            let Some(rate) = own.iter().find_map(|r| r.stage_rps) else {
+                continue;
+            };
+            any = true;
+            out.push(judge_step(c, &name, rate, wait, &own, start));
+        }
+        if !any {
+            break;
+        }
+    }
+    out
+}
+
+/// An edge search's step (or its wait) judged on its own records alone, as the run judged it
+/// to choose the next rate: its span from its first arrival to one gap past its last.
+pub(super) fn judge_step(
+    c: &Contract,
+    name: &str,
+    rate: f64,
+    wait: bool,
+    own: &[Record],
+    start: u64,
+) -> StageResult {
+    let mine: Vec<&Record> = own.iter().collect();
+    let times = || mine.iter().filter_map(|r| r.intended_us);
+    let from = times().min().unwrap_or(start);
+    let to = times().max().unwrap_or(from) + (1e6 / rate.max(1e-9)).round() as u64;
+    let stage = Stage {
+        name: name.to_owned(),
+        rate: Some(rate),
+        requests: Some(own.len() as u64),
+        ..Stage::default()
+    };
+    let origin = c.measurement.latency_origin;
+    let mut r = one(c, &stage, (from, to), start, own, &mine, origin);
+    r.shape = if wait { "wait" } else { "edge" }.to_owned();
+    r.edge_rps = Some(rate);
+    r.offers = if wait {
+        format!(
+            "holds {} req/s until the step's requests finish ({} requests)",
+            fmt_rps(rate),
+            own.len()
+        )
+    } else {
+        format!("{} req/s for {} requests", fmt_rps(rate), own.len())
+    };
+    r
+}
+
+fn fmt_rps(r: f64) -> String {
+    let s = format!("{r:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 /// One stage's result: `span` on the run's clock, `start` the program's first arrival.
@@ -172,6 +254,7 @@ fn one(
         validity,
         slo,
         recovery,
+        edge_rps: None,
     }
 }
 

@@ -7,6 +7,7 @@
 //! process is that file and that variant; copy `constant.rs`.
 
 pub(crate) mod constant;
+pub(crate) mod edge;
 pub(crate) mod gamma;
 pub(crate) mod poisson;
 pub(crate) mod program;

@@ -10,6 +10,9 @@
 
 use rand_chacha::ChaCha8Rng;
 
+use std::sync::Arc;
+
+use super::edge::{EdgeControl, EdgeRun, EdgeSpec};
 use super::{Arrival, Params, Process};
 
 /// One stage as the stream runs it.
@@ -76,10 +79,23 @@ pub struct Program {
     /// use the last's.
     processes: Vec<(Box<dyn Process>, u64)>,
     started: bool,
+    /// An edge search after the fixed stages: its spec and control until it starts, then it.
+    edge: Option<Edge>,
+}
+
+#[derive(Debug)]
+enum Edge {
+    Pending(EdgeSpec, Arc<EdgeControl>),
+    Running(Box<EdgeRun>),
 }
 
 impl Program {
-    pub fn new(legs: Vec<Leg>, rng: &mut ChaCha8Rng) -> Program {
+    /// The fixed stages `legs`, then the edge search `edge` if any.
+    pub fn new(
+        legs: Vec<Leg>,
+        edge: Option<(EdgeSpec, Arc<EdgeControl>)>,
+        rng: &mut ChaCha8Rng,
+    ) -> Program {
         let processes = legs
             .iter()
             .map(|l| {
@@ -97,13 +113,19 @@ impl Program {
             n: 0,
             processes,
             started: false,
+            edge: edge.map(|(s, c)| Edge::Pending(s, c)),
         }
     }
 
-    /// The next arrival: its intended time (µs from the start) and stage.
-    pub fn next(&mut self, rng: &mut ChaCha8Rng) -> Option<(u64, Option<u32>)> {
+    /// The next arrival: its intended time (µs from the start), stage, and an edge step's
+    /// rate.
+    pub fn next(&mut self, rng: &mut ChaCha8Rng) -> Option<(u64, Option<u32>, Option<f64>)> {
+        if let Some(Edge::Running(e)) = &mut self.edge {
+            let (t, stage, rate) = e.next(rng);
+            return Some(((t * 1e6).round() as u64, stage, Some(rate)));
+        }
         if self.legs.is_empty() {
-            return None;
+            return self.start_edge(0.0, rng);
         }
         if self.started {
             let p = self.k.min(self.legs.len() - 1);
@@ -123,6 +145,13 @@ impl Program {
             self.next_leg();
         }
         let Some(leg) = self.legs.get(self.k).copied() else {
+            if self.edge.is_some() {
+                // The edge starts where the fixed stages end (a count-bound one: at its last
+                // arrival's time).
+                let last = self.legs[self.legs.len() - 1];
+                let t = self.start_s + self.u / last.to_rps.max(last.from_rps).max(1e-9);
+                return self.start_edge(t, rng);
+            }
             // The drain: on at the last stage's final rate (its start rate if that is 0).
             let last = self.legs[self.legs.len() - 1];
             let r = if last.to_rps > 0.0 {
@@ -130,7 +159,11 @@ impl Program {
             } else {
                 last.from_rps
             };
-            return Some((((self.start_s + self.u / r) * 1e6).round() as u64, None));
+            return Some((
+                ((self.start_s + self.u / r) * 1e6).round() as u64,
+                None,
+                None,
+            ));
         };
         let t = self.start_s + leg.seconds_at(self.u);
         let stage = self.k as u32;
@@ -143,7 +176,20 @@ impl Program {
             self.u = 0.0;
             self.next_leg();
         }
-        Some(((t * 1e6).round() as u64, Some(stage)))
+        Some(((t * 1e6).round() as u64, Some(stage), None))
+    }
+
+    /// The edge search begins at `t` seconds; `None` without one (the program is over).
+    fn start_edge(
+        &mut self,
+        t: f64,
+        rng: &mut ChaCha8Rng,
+    ) -> Option<(u64, Option<u32>, Option<f64>)> {
+        let Some(Edge::Pending(spec, control)) = self.edge.take() else {
+            return None;
+        };
+        self.edge = Some(Edge::Running(Box::new(EdgeRun::new(spec, control, t, rng))));
+        self.next(rng)
     }
 
     fn next_leg(&mut self) {
@@ -170,8 +216,11 @@ mod tests {
 
     fn draw(legs: Vec<Leg>, n: usize) -> Vec<(u64, Option<u32>)> {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
-        let mut p = Program::new(legs, &mut rng);
-        (0..n).filter_map(|_| p.next(&mut rng)).collect()
+        let mut p = Program::new(legs, None, &mut rng);
+        (0..n)
+            .filter_map(|_| p.next(&mut rng))
+            .map(|(t, k, _)| (t, k))
+            .collect()
     }
 
     #[test]

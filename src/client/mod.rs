@@ -1493,6 +1493,7 @@ mod tests {
             shared_tokens: None,
             class: None,
             stage: None,
+            stage_rps: None,
             model: None,
         }
     }

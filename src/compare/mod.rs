@@ -1356,6 +1356,7 @@ mod tests {
                     shared_tokens: None,
                     class: None,
                     stage: None,
+                    stage_rps: None,
                     model: None,
                 };
                 let mut r = Record::planned(&p, Phase::Quality, "t");

@@ -1276,6 +1276,22 @@ impl Load {
     }
 
     fn describe_whole(&self) -> String {
+        if let Some(e) = self.stage.last().filter(|s| s.shape == stages::Shape::Edge) {
+            let before = &self.stage[..self.stage.len() - 1];
+            let lead = if before.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "{} then ",
+                    before
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" → ")
+                )
+            };
+            return format!("open loop, {lead}an {}", e.describe());
+        }
         if !self.stage.is_empty() {
             let total: f64 = self.stage.iter().filter_map(|s| s.seconds()).sum();
             let counted = self.stage.iter().any(|s| s.requests.is_some());

@@ -15,7 +15,7 @@ use super::{Arrival, LoadModel, Seconds};
 pub const MAX_STAGES: usize = 1000;
 
 /// `[[load.stage]]`: one stage of a load program.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Stage {
     /// Its name in records and reports; unique. Default: its number and shape (`2-burst`).
@@ -36,7 +36,7 @@ pub struct Stage {
     /// `step`: how many holds (each `duration` long); the last is at `rate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<u32>,
-    /// How long it lasts; or `requests`.
+    /// How long it lasts; or `requests` (an `edge`'s steps: `requests` each).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<Seconds>,
     /// How many arrivals it lasts; or `duration`.
@@ -54,7 +54,18 @@ pub struct Stage {
     pub kind: Option<LoadModel>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<u32>,
+    /// `edge`: the search ends when the bracket between the highest passing and the lowest
+    /// failing step is narrower than this fraction of the failing rate (default 0.05).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<f64>,
+    /// `edge`: the most steps the search takes (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
 }
+
+/// `edge`'s defaults: `sweep --capacity`'s.
+pub const EDGE_RESOLUTION: f64 = 0.05;
+pub const EDGE_MAX_STEPS: u32 = 10;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -66,6 +77,9 @@ pub enum Shape {
     Burst,
     Recovery,
     Soak,
+    /// The SLA edge searched within the run: steps of `requests` each, from `rate`, doubling
+    /// until one misses the SLO, then bisecting (as `sweep --capacity` does).
+    Edge,
 }
 
 impl Shape {
@@ -77,6 +91,7 @@ impl Shape {
             Shape::Burst => "burst",
             Shape::Recovery => "recovery",
             Shape::Soak => "soak",
+            Shape::Edge => "edge",
         }
     }
 }
@@ -106,8 +121,35 @@ impl Stage {
         }
     }
 
+    /// An `edge`'s step `n` (from 1) and the hold that follows it while its requests finish:
+    /// `edge.3`, `edge.3.wait`.
+    pub fn step_name(&self, n: u32) -> String {
+        format!("{}.{n}", self.name)
+    }
+
+    pub fn wait_name(&self, n: u32) -> String {
+        format!("{}.{n}.wait", self.name)
+    }
+
+    /// `edge`: its resolution and step budget, defaults filled.
+    pub fn edge_search(&self) -> (f64, u32) {
+        (
+            self.resolution.unwrap_or(EDGE_RESOLUTION),
+            self.max_steps.unwrap_or(EDGE_MAX_STEPS),
+        )
+    }
+
     /// What it offers, in words: `4 req/s for 20 s`, `1 → 8 req/s over 30 s`.
     pub fn describe(&self) -> String {
+        if self.shape == Shape::Edge {
+            let (res, max) = self.edge_search();
+            return format!(
+                "edge search from {} req/s in steps of {} requests (to {:.0}% or {max} steps)",
+                fmt_rate(self.rate.unwrap_or(0.0)),
+                self.requests.unwrap_or(0),
+                res * 100.0
+            );
+        }
         let (a, b) = self.rates();
         let rate = if a == b {
             format!("{} req/s", fmt_rate(b))
@@ -152,6 +194,7 @@ pub fn resolve(written: &[Stage], arrival: Option<Arrival>) -> Result<Vec<Stage>
         let mut s = s.clone();
         arrivals(k, &mut s, arrival)?;
         bound(k, &s)?;
+        edge_only(k, &s, written.len())?;
         let prev = out.last().map(|p| p.rates().1);
         match s.shape {
             Shape::Ramp | Shape::Step => {
@@ -213,6 +256,54 @@ pub fn resolve(written: &[Stage], arrival: Option<Arrival>) -> Result<Vec<Stage>
     }
     unique_names(written, &out)?;
     Ok(out)
+}
+
+/// An `edge` is the program's last stage (its length is what the search takes), runs steps of
+/// `requests`, and alone takes `resolution` and `max_steps`.
+fn edge_only(k: usize, s: &Stage, stages: usize) -> Result<(), Problem> {
+    if s.shape != Shape::Edge {
+        for (field, set) in [
+            ("resolution", s.resolution.is_some()),
+            ("max_steps", s.max_steps.is_some()),
+        ] {
+            if set {
+                return problem(
+                    &key(k, field),
+                    format!(
+                        "applies to shape = \"edge\" only (this stage is a {})",
+                        s.shape.as_str()
+                    ),
+                );
+            }
+        }
+        return Ok(());
+    }
+    if k + 1 != stages {
+        return problem(
+            &key(k, "shape"),
+            "an edge search must be the program's last stage: how long it runs is what the search takes",
+        );
+    }
+    if s.requests.is_none() {
+        return problem(
+            &key(k, "duration"),
+            "an edge search's steps are a number of `requests` each (what a verdict at the SLO percentile needs), not a duration",
+        );
+    }
+    if let Some(r) = s.resolution
+        && !(r > 0.0 && r < 1.0)
+    {
+        return problem(
+            &key(k, "resolution"),
+            format!("= {r}: must be a fraction in (0, 1)"),
+        );
+    }
+    if let Some(n) = s.max_steps
+        && !(2..=100).contains(&n)
+    {
+        return problem(&key(k, "max_steps"), format!("= {n}: must be 2 to 100"));
+    }
+    Ok(())
 }
 
 /// A closed-loop stage: refused, with the label it needs first.
@@ -378,6 +469,20 @@ fn unique_names(written: &[Stage], out: &[Stage]) -> Result<(), Problem> {
             );
         }
     }
+    // An edge's steps are named after it (`edge.3`): no other stage may take such a name.
+    if let Some(e) = out.iter().find(|s| s.shape == Shape::Edge)
+        && let Some(k) = out
+            .iter()
+            .position(|s| s.name.starts_with(&format!("{}.", e.name)))
+    {
+        return problem(
+            &key(k, "name"),
+            format!(
+                "`{}` looks like a step of the edge search `{}` (its steps are `{}.1`, `{}.2`, …): name it otherwise",
+                out[k].name, e.name, e.name, e.name
+            ),
+        );
+    }
     let mut seen = std::collections::BTreeSet::new();
     for s in out {
         if !seen.insert(s.name.as_str()) {
@@ -494,6 +599,35 @@ mod tests {
             (
                 "[[load.stage]]\nrate = -1\nduration = 3\n",
                 "`load.stage[0].rate`: = -1: must be > 0",
+            ),
+            // An edge search: last, by requests, with an SLO, on one client.
+            (
+                "[[load.stage]]\nshape = \"edge\"\nrate = 4\nrequests = 50\n[[load.stage]]\nrate = 1\nduration = 3\n[slo]\nttft_ms = 100\n",
+                "c.toml:2: `load.stage[0].shape`: an edge search must be the program's last stage",
+            ),
+            (
+                "[[load.stage]]\nshape = \"edge\"\nrate = 4\nduration = 30\n[slo]\nttft_ms = 100\n",
+                "`load.stage[0].duration`: an edge search's steps are a number of `requests` each",
+            ),
+            (
+                "[[load.stage]]\nshape = \"edge\"\nrate = 4\nrequests = 50\n",
+                "c.toml:2: `load.stage[0].shape`: an edge search finds the highest rate that meets the SLO: add an [slo]",
+            ),
+            (
+                "[[load.stage]]\nshape = \"edge\"\nrate = 4\nrequests = 50\nresolution = 1.5\n[slo]\nttft_ms = 100\n",
+                "c.toml:5: `load.stage[0].resolution`: = 1.5: must be a fraction in (0, 1)",
+            ),
+            (
+                "[[load.stage]]\nrate = 4\nrequests = 50\nmax_steps = 5\n",
+                "`load.stage[0].max_steps`: applies to shape = \"edge\" only",
+            ),
+            (
+                "[[load.stage]]\nname = \"e.1\"\nrate = 4\nrequests = 5\n[[load.stage]]\nname = \"e\"\nshape = \"edge\"\nrate = 4\nrequests = 50\n[slo]\nttft_ms = 100\n",
+                "`load.stage[0].name`: `e.1` looks like a step of the edge search `e`",
+            ),
+            (
+                "[workload.sessions]\nturns = { dist = \"fixed\", value = 2 }\n[[load.stage]]\nshape = \"edge\"\nrate = 4\nrequests = 50\n[slo]\nttft_ms = 100\n",
+                "`load.stage[0].shape`: an edge search judges each step as its requests finish, and a session's turns outlive it",
             ),
         ];
         for (src, want) in cases {

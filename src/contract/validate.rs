@@ -98,7 +98,35 @@ impl Contract {
         self.cold_start()?;
         self.request_extras()?;
         self.sharding()?;
+        self.edge_search()?;
         Ok(())
+    }
+
+    /// An edge search (`shape = "edge"`) judges each step against the SLO as the requests of
+    /// one arrival finish, so it needs an SLO, one client (no shards), and requests that are
+    /// one arrival each (no sessions); it runs to its own end (no `[measurement.stop]`).
+    fn edge_search(&self) -> Result<(), Problem> {
+        let Some(k) = self
+            .load
+            .stage
+            .iter()
+            .position(|s| s.shape == stages::Shape::Edge)
+        else {
+            return Ok(());
+        };
+        let key = stages::key(k, "shape");
+        let why = if !self.has_slo() {
+            "an edge search finds the highest rate that meets the SLO: add an [slo]"
+        } else if self.load.shard.is_some() {
+            "an edge search is steered by one client's verdicts: it cannot be cut into shards"
+        } else if self.workload.sessions.is_some() {
+            "an edge search judges each step as its requests finish, and a session's turns outlive it: run sessions at fixed stages"
+        } else if self.measurement.stop.is_some() {
+            "an edge search decides its own steps' length: leave [measurement.stop] out"
+        } else {
+            return Ok(());
+        };
+        problem(&key, why)
     }
 
     /// `load.shard` and `load.start_at`: a shard of an open-loop plan whose phases every shard

@@ -399,6 +399,9 @@ impl Driver {
         // offsets from here on the run's clock (which may have started earlier, at a cold-start
         // launch).
         let origin = self.start_us.unwrap_or_else(|| self.client.now_us());
+        if let Some(edge) = self.plan.edge() {
+            edge.started(epoch + Duration::from_micros(origin));
+        }
         let next = || match built.try_recv() {
             Ok(b) => Some((b, false)),
             Err(TryRecvError::Empty) => built.recv().ok().map(|b| (b, true)),
@@ -546,10 +549,8 @@ impl Driver {
                     };
                     let own = me.plan.owns(i).then(|| {
                         let (mut p, body) = me.prepare(i);
-                        p.stage = at
-                            .stage
-                            .and_then(|k| me.plan.stage_name(k))
-                            .map(str::to_owned);
+                        p.stage = at.stage.and_then(|k| me.plan.stage_name(k));
+                        p.stage_rps = at.rps;
                         (p, body)
                     });
                     if built_tx.send((at, own)).is_err() {
@@ -680,8 +681,17 @@ const BUILD_AHEAD_BYTES: usize = 256 << 20;
 
 /// How many requests to build ahead: [`BUILD_AHEAD`], fewer when the longest prompt asked for
 /// would make that more than [`BUILD_AHEAD_BYTES`] (8 bytes a token, generous for English text
-/// and the synthetic words), and never fewer than 4.
+/// and the synthetic words), and never fewer than 4 (2 for an edge search).
 fn build_ahead_len(c: &Contract, inputs: &crate::workload::Inputs) -> usize {
+    // An edge search's schedule waits on verdicts: what is built ahead of one is sent before
+    // the next step can start, so little is.
+    if c.load
+        .stage
+        .iter()
+        .any(|s| s.shape == crate::contract::stages::Shape::Edge)
+    {
+        return 2;
+    }
     let longest = crate::plan::requested_lengths(c, inputs, true)
         .and_then(|v| v.into_iter().max())
         .unwrap_or(0) as usize;

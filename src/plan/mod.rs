@@ -72,6 +72,9 @@ pub struct PlannedRequest {
     /// The load program's stage it is scheduled in (`[[load.stage]]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
+    /// An edge search's step: the rate the search chose for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage_rps: Option<f64>,
 }
 
 impl PlannedRequest {
@@ -89,6 +92,7 @@ impl PlannedRequest {
             class: None,
             model: None,
             stage: None,
+            stage_rps: None,
         }
     }
 }
@@ -111,22 +115,27 @@ impl Iterator for ArrivalGen {
 
 /// One arrival of the schedule: its intended send time and, in a load program, the index of
 /// the stage it falls in (`None` past the program's end: the drain).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Scheduled {
     pub at_us: u64,
     pub stage: Option<u32>,
+    /// An edge search's arrival: the rate its step offers.
+    pub rps: Option<f64>,
 }
 
 impl ArrivalGen {
     /// The next arrival with its stage (a load program's; `None` otherwise).
     pub fn next_scheduled(&mut self) -> Option<Scheduled> {
         match &mut self.source {
-            Source::Process(p) => p
-                .next_us(&mut self.rng)
-                .map(|at_us| Scheduled { at_us, stage: None }),
-            Source::Program(p) => p
-                .next(&mut self.rng)
-                .map(|(at_us, stage)| Scheduled { at_us, stage }),
+            Source::Process(p) => p.next_us(&mut self.rng).map(|at_us| Scheduled {
+                at_us,
+                stage: None,
+                rps: None,
+            }),
+            Source::Program(p) => {
+                p.next(&mut self.rng)
+                    .map(|(at_us, stage, rps)| Scheduled { at_us, stage, rps })
+            }
         }
     }
 
@@ -155,6 +164,12 @@ pub struct Plan {
     /// names; empty without one.
     program: std::sync::Arc<Vec<crate::arrival::program::Leg>>,
     stage_names: std::sync::Arc<Vec<String>>,
+    /// An edge search after them (`shape = "edge"`), and what its schedule and its judge
+    /// share.
+    edge: Option<(
+        crate::arrival::edge::EdgeSpec,
+        std::sync::Arc<crate::arrival::edge::EdgeControl>,
+    )>,
     /// The phase rules, for listing the plan.
     phases: PhaseRules,
     /// Tokenizer, dataset, trace, references (`[quality] mode = "reference"`: request `i` asks
@@ -650,14 +665,27 @@ impl Plan {
             };
             (ss, system)
         });
-        let program = c.load.stage.iter().map(leg).collect();
+        let fixed: Vec<&crate::contract::stages::Stage> = c
+            .load
+            .stage
+            .iter()
+            .filter(|s| s.shape != crate::contract::stages::Shape::Edge)
+            .collect();
+        let program = fixed.iter().map(|s| leg(s)).collect();
+        let edge = c
+            .load
+            .stage
+            .iter()
+            .find(|s| s.shape == crate::contract::stages::Shape::Edge)
+            .map(|s| (edge_spec(s, fixed.len() as u32), Default::default()));
         Plan {
             seed,
             input: asked_lengths(w, true),
             output: asked_lengths(w, false),
             open,
             program: std::sync::Arc::new(program),
-            stage_names: std::sync::Arc::new(c.load.stage.iter().map(|s| s.name.clone()).collect()),
+            stage_names: std::sync::Arc::new(fixed.iter().map(|s| s.name.clone()).collect()),
+            edge,
             phases: PhaseRules::of(c),
             sources,
             order: std::sync::Arc::new(order),
@@ -726,24 +754,41 @@ impl Plan {
         self.sources.tokenizer.counts_model_tokens()
     }
 
-    /// The open-loop arrival times, from the start, without end.
+    /// The open-loop arrival times, from the start, without end. An edge search's are steered
+    /// by the verdicts posted to [`Plan::edge`]'s control: the run's schedule only.
     pub fn arrivals(&self) -> Option<ArrivalGen> {
+        self.arrivals_with(self.edge.as_ref().map(|(_, c)| c.clone()))
+    }
+
+    fn arrivals_with(
+        &self,
+        control: Option<std::sync::Arc<crate::arrival::edge::EdgeControl>>,
+    ) -> Option<ArrivalGen> {
         self.open.as_ref().map(|(arrival, params)| {
             let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
             rng.set_stream(ARRIVAL_STREAM);
-            let source = if self.program.is_empty() {
+            let edge = self.edge.as_ref().map(|(s, _)| s.clone()).zip(control);
+            let source = if self.program.is_empty() && edge.is_none() {
                 Source::Process(arrival.process(params))
             } else {
                 let legs = self.program.to_vec();
-                Source::Program(crate::arrival::program::Program::new(legs, &mut rng))
+                Source::Program(crate::arrival::program::Program::new(legs, edge, &mut rng))
             };
             ArrivalGen { rng, source }
         })
     }
 
-    /// Stage `k`'s name (a load program's).
-    pub fn stage_name(&self, k: u32) -> Option<&str> {
-        self.stage_names.get(k as usize).map(String::as_str)
+    /// The edge search's control, which the collector's judge posts verdicts to.
+    pub fn edge(&self) -> Option<&std::sync::Arc<crate::arrival::edge::EdgeControl>> {
+        self.edge.as_ref().map(|(_, c)| c)
+    }
+
+    /// Stage `k`'s name (a load program's; an edge's steps are named as they run).
+    pub fn stage_name(&self, k: u32) -> Option<String> {
+        self.stage_names
+            .get(k as usize)
+            .cloned()
+            .or_else(|| self.edge.as_ref().and_then(|(s, _)| s.name_of(k)))
     }
 
     pub fn rules(&self) -> PhaseRules {
@@ -783,6 +828,8 @@ impl Plan {
         match self.phases.stop {
             StopRule::Requests(n) => Some(self.own(0, warm + n)),
             StopRule::Duration(_) => None,
+            // An edge search runs as long as it takes.
+            StopRule::Program if self.edge.is_some() => None,
             // Warm-up is the program's first arrivals.
             StopRule::Program => self
                 .program
@@ -1134,12 +1181,15 @@ impl Plan {
     pub fn to_jsonl(&self, limit: u64) -> String {
         let mut out = String::new();
         let mut phaser = Phaser::new(self.phases);
-        let mut arrivals = self.arrivals();
+        // An edge search's listing is its first step at its first rate, then its wait (no
+        // verdict comes: the rates after depend on the run).
+        let mut arrivals = self.arrivals_with(self.edge.as_ref().map(|_| Default::default()));
         for i in 0..limit {
             let t = arrivals.as_mut().and_then(ArrivalGen::next_scheduled);
             let at = t.unwrap_or(Scheduled {
                 at_us: 0,
                 stage: Some(0),
+                rps: None,
             });
             let phase = phaser.next_scheduled(at, false);
             if phase == Phase::Drain {
@@ -1151,14 +1201,27 @@ impl Plan {
             let mut r = self.request(i);
             r.phase = phase;
             r.intended_us = t.map(|t| t.at_us);
-            r.stage = t
-                .and_then(|t| t.stage)
-                .and_then(|k| self.stage_name(k))
-                .map(str::to_owned);
+            r.stage = t.and_then(|t| t.stage).and_then(|k| self.stage_name(k));
+            r.stage_rps = t.and_then(|t| t.rps);
             out.push_str(&serde_json::to_string(&r).unwrap_or_default());
             out.push('\n');
         }
         out
+    }
+}
+
+/// An edge search as the arrival stream runs it, after `fixed` stages.
+fn edge_spec(s: &crate::contract::stages::Stage, fixed: u32) -> crate::arrival::edge::EdgeSpec {
+    let (resolution, max_steps) = s.edge_search();
+    crate::arrival::edge::EdgeSpec {
+        name: s.name.clone(),
+        start_rps: s.rate.unwrap_or(1.0),
+        requests: s.requests.unwrap_or(1),
+        resolution,
+        max_steps,
+        arrival: s.arrival.unwrap_or_default(),
+        burstiness: s.burstiness.unwrap_or(1.0),
+        first_stage: fixed,
     }
 }
 

@@ -45,6 +45,10 @@ pub struct Record {
     /// The load program's stage it was scheduled in (`[[load.stage]]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
+    /// An edge search's step (`shape = "edge"`): the rate it offered, req/s, which the search
+    /// chose as it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_rps: Option<f64>,
     /// The model (or adapter) name it asked for, when its class chose one instead of the
     /// target's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -334,6 +338,7 @@ impl Record {
             segment: None,
             class: p.class.clone(),
             stage: p.stage.clone(),
+            stage_rps: p.stage_rps,
             model: p.model.clone(),
             request_id: format!("{run_id}-{}", p.index),
             intended_us: p.intended_us,
@@ -383,6 +388,7 @@ impl Record {
             class: None,
             model: None,
             stage: None,
+            stage_rps: None,
         };
         let mut r = Record::planned(&at, phase, "");
         r.request_id.clear();

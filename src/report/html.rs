@@ -132,6 +132,7 @@ fn program_verdicts(s: &Summary, stages: &[crate::analyze::stages::StageResult])
     };
     let mut tiles: Vec<Tile> = stages
         .iter()
+        .filter(|k| k.shape != "wait")
         .map(|k| {
             let (valid, value) = word(k);
             Tile {
@@ -153,11 +154,22 @@ fn program_verdicts(s: &Summary, stages: &[crate::analyze::stages::StageResult])
         })
         .collect();
     count_tiles(s, &mut tiles);
-    let mut lines = vec![format!(
-        "LOAD PROGRAM of {} stages · {} · each stage judged on its own",
-        stages.len(),
-        s.grade.verdict.as_str().to_uppercase()
-    )];
+    let mut lines = match &s.edge {
+        Some(e) => vec![
+            format!(
+                "EDGE SEARCH in {} steps · {} · each step judged on its own",
+                e.searched.tried.len(),
+                s.grade.verdict.as_str().to_uppercase()
+            ),
+            format!("{}.", e.answer()),
+            format!("Steps (req/s): {}", e.trail()),
+        ],
+        None => vec![format!(
+            "LOAD PROGRAM of {} stages · {} · each stage judged on its own",
+            stages.len(),
+            s.grade.verdict.as_str().to_uppercase()
+        )],
+    };
     lines.extend(
         s.validity
             .reasons
@@ -775,11 +787,12 @@ impl<'a> Page<'a> {
             .iter()
             .filter_map(|x| {
                 let t = x.t as f64 + 0.5 - at;
-                let (k, r) = stages
-                    .iter()
-                    .zip(&self.c.load.stage)
-                    .find(|(k, _)| k.from_s <= t && t < k.to_s)?;
-                let (a, b) = r.rates();
+                let k = stages.iter().find(|k| k.from_s <= t && t < k.to_s)?;
+                // A written stage's rates; an edge step's as the search chose it.
+                let (a, b) = match k.edge_rps {
+                    Some(r) => (r, r),
+                    None => self.c.load.stage.iter().find(|r| r.name == k.name)?.rates(),
+                };
                 let f = ((t - k.from_s) / (k.to_s - k.from_s).max(1e-9)).clamp(0.0, 1.0);
                 Some((x.t as f64, a + (b - a) * f))
             })

@@ -199,6 +199,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     let mut d = Doc::default();
     verdicts(&mut d, s, verbose);
     segments(&mut d, s);
+    edge(&mut d, s);
     stages(&mut d, s);
     slo_and_throughput(&mut d, s);
     classes(&mut d, s);
@@ -999,8 +1000,35 @@ fn stages(d: &mut Doc, s: &Summary) {
 }
 
 /// Under the stages' table: the first reason each INVALID stage is, and each recovery.
+/// An edge search's answer, its rule and its steps.
+fn edge(d: &mut Doc, s: &Summary) {
+    let Some(e) = &s.edge else {
+        return;
+    };
+    d.h(format!(
+        "SLA edge: searched within the run (`{}`, steps of {} requests from {} req/s)",
+        e.stage,
+        e.step_requests,
+        num(e.start_rps)
+    ));
+    d.line(e.answer());
+    d.line(format!("Steps (req/s): {}", e.trail()));
+    d.line(format!("Rule: {}.", e.rule));
+    if e.unjudged > 0 {
+        d.line(format!(
+            "{} step(s) the warm-up covered were not judged and ran again at their rate.",
+            e.unjudged
+        ));
+    }
+}
+
 fn stage_lines(d: &mut Doc, stages: &[crate::analyze::stages::StageResult]) {
     for k in stages {
+        // A wait holds a step's rate while its last requests finish: what the step's own line
+        // says, without a verdict of its own to read.
+        if k.shape == "wait" {
+            continue;
+        }
         if let Some(why) = k.validity.reasons.first() {
             d.line(format!("{}: INVALID: {why}", k.name));
         }

@@ -357,3 +357,100 @@ fn a_ramp_below_capacity_is_not_called_overload() {
         ramp.validity.reasons
     );
 }
+
+/// The in-run SLA edge (issue #48): one run whose steps double from 30 req/s until one misses
+/// the SLO, then bisect, each judged on its own records, lands within 10% of `sweep
+/// --capacity` on the same simulator contract (a run per rate). Each step holds its rate until
+/// its last request has finished, and the next starts only once the server is idle again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_searched_within_one_run_lands_near_sweep_capacity() {
+    let head = "name = \"edge\"\n[workload]\nseed = 4\ninput_tokens = { dist = \"fixed\", value = 400 }\noutput_tokens = { dist = \"fixed\", value = 6 }\n[load]\narrival = \"constant\"\n";
+    let tail = "[warmup]\nrequests = 20\n[slo]\nttft_ms = 150\npercentile = 90\nattainment = 0.8\n\
+        [measurement]\nserver_metrics_interval = 0\n\
+        [target.simulator]\nprefill_tokens_per_s = 20000\ndecode_base_ms = 4\ndecode_per_seq_ms = 0.05\n";
+    let edge_src =
+        format!("{head}[[load.stage]]\nshape = \"edge\"\nrate = 30\nrequests = 150\n{tail}");
+    let sweep_src = format!("{head}rate = 30\nrequests = 150\n{tail}");
+    let dir = tempfile::tempdir().unwrap();
+
+    let r = common::run_in(common::parse(&edge_src), dir.path()).await;
+    let e = r.summary.edge.as_ref().expect("an edge result");
+    let stages = r.summary.stages.as_ref().unwrap();
+    // Every step sent its 150 requests at the rate the search chose, in the order it chose.
+    let steps: Vec<&StageResult> = stages.iter().filter(|s| s.shape == "edge").collect();
+    assert_eq!(steps.len(), e.searched.tried.len(), "{:?}", e.searched);
+    for (k, (s, (rate, passed))) in steps.iter().zip(&e.searched.tried).enumerate() {
+        assert_eq!(s.name, format!("1-edge.{}", k + 1));
+        assert_eq!(s.edge_rps, Some(*rate));
+        let own: Vec<&Record> = r
+            .records
+            .iter()
+            .filter(|x| x.stage.as_deref() == Some(s.name.as_str()))
+            .collect();
+        assert_eq!(own.len(), 150, "{}", s.name);
+        assert!(own.iter().all(|x| x.stage_rps == Some(*rate)));
+        let slo_met = s.slo.as_ref().is_some_and(|x| x.verdict.met());
+        assert_eq!(*passed, slo_met && s.validity.is_valid(), "{}", s.name);
+    }
+    // Each next step starts after the last request of the step and wait before it ended.
+    for n in 2..=steps.len() {
+        let before: Vec<&Record> = r
+            .records
+            .iter()
+            .filter(|x| {
+                let s = x.stage.as_deref().unwrap_or("");
+                s == format!("1-edge.{}", n - 1) || s == format!("1-edge.{}.wait", n - 1)
+            })
+            .collect();
+        let ended = before.iter().filter_map(|x| x.end_us).max().unwrap();
+        let next = r
+            .records
+            .iter()
+            .filter(|x| x.stage.as_deref() == Some(format!("1-edge.{n}").as_str()))
+            .filter_map(|x| x.intended_us)
+            .min()
+            .unwrap();
+        assert!(
+            next >= ended,
+            "step {n} started before step {} settled",
+            n - 1
+        );
+    }
+    let md = common::unwrapped(&goodput::report::document(&r.summary).terminal());
+    assert!(md.contains("SLA edge: searched within the run"), "{md}");
+    assert!(md.contains(&e.trail()), "{md}");
+
+    let path = dir.path().join("cap.toml");
+    std::fs::write(&path, &sweep_src).unwrap();
+    let o = common::sweep_options(dir.path());
+    let (parent, sw) =
+        goodput::sweep::capacity(&path, &sweep_src, 0.05, 10, std::time::Duration::ZERO, &o)
+            .await
+            .unwrap();
+    if common::stopped_by_the_machine(&parent, &sw) {
+        return;
+    }
+    let cap = sw.capacity.as_ref().unwrap();
+    let (swept, edge) = (cap.capacity_rps.unwrap(), e.searched.capacity_rps.unwrap());
+    eprintln!(
+        "in-run edge {edge:.2} req/s ({}); sweep --capacity {swept:.2} req/s ({:?})",
+        e.trail(),
+        cap.tried
+    );
+    // A step or a point the machine kept behind its schedule is INVALID, rightly: its
+    // answer is then the client's, and nothing here compares servers.
+    let behind = (e.searched.client_limited
+        && common::the_machine_kept_the_client_behind(&r.bundle.dir))
+        || sw
+            .points
+            .iter()
+            .any(|p| p.client_limited && common::the_machine_kept_the_client_behind(&p.bundle));
+    if behind && (edge - swept).abs() / swept > 0.10 {
+        eprintln!("the machine kept the client behind: the answers are the client's");
+        return;
+    }
+    assert!(
+        (edge - swept).abs() / swept <= 0.10,
+        "in-run edge {edge} vs sweep --capacity {swept}"
+    );
+}

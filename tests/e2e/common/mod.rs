@@ -319,7 +319,7 @@ pub fn des_records(c: &Contract, drain: usize) -> Vec<goodput::record::Record> {
         let mut p = plan.request(i);
         p.phase = phase;
         p.intended_us = Some(at.at_us);
-        p.stage = at.stage.and_then(|k| plan.stage_name(k)).map(str::to_owned);
+        p.stage = at.stage.and_then(|k| plan.stage_name(k));
         planned.push(p);
     }
     let reqs = planned

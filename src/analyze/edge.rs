@@ -1,0 +1,211 @@
+//! An edge search within one run (`shape = "edge"`): its steps judged as their records
+//! finish, which steers the search ([`EdgeJudge`], a collector observer), and its answer from
+//! the steps' results ([`edge_result`]). A step is judged by [`super::stages::judge_step`] on
+//! its own records, during the run and in every later report alike.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::stages::{StageResult, judge_step};
+use super::*;
+use crate::arrival::edge::{Bracket, EdgeControl, Finished, PointOutcome, Searched};
+use crate::contract::stages::{Shape, Stage};
+
+/// How an edge step came out for the search: met the SLO (at its point estimates) and VALID;
+/// `None` when nothing of it was measured (the warm-up covered it).
+pub fn step_outcome(r: &StageResult) -> Option<PointOutcome> {
+    let slo = r.slo.as_ref()?;
+    Some(PointOutcome {
+        passed: slo.verdict.met() && r.validity.is_valid(),
+        supported: slo.verdict == SloVerdict::Met && r.validity.is_valid(),
+        client_behind: r.validity.client_behind,
+        slo_met: slo.pass,
+    })
+}
+
+/// An edge search's answer, in the summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EdgeResult {
+    /// The stage's name; its steps are `name.1`, `name.2`, ….
+    pub stage: String,
+    /// The rule a step passes by, in words.
+    pub rule: String,
+    /// The search's settings: its first rate, step size, resolution and budget.
+    pub start_rps: f64,
+    pub step_requests: u64,
+    pub resolution: f64,
+    pub max_steps: u32,
+    /// Where it ended: the bracket, the rates tried.
+    pub searched: Searched,
+    /// Steps with nothing measured (the warm-up covered them), run again at their rate.
+    pub unjudged: u32,
+    /// The search ran out of steps before its bracket was as narrow as its resolution.
+    pub budget_spent: bool,
+    /// The one-sided confidence a pass is supported at (`measurement.confidence`).
+    pub confidence: f64,
+}
+
+impl EdgeResult {
+    /// The answer, in one line, with how strongly it is known.
+    pub fn answer(&self) -> String {
+        let s = &self.searched;
+        let conf = claims::percent(self.confidence);
+        let mut out = match (s.capacity_rps, s.failed_at_rps) {
+            (Some(l), Some(h)) => format!(
+                "SLA edge {l:.2} req/s: the highest step that met the SLO; the lowest that missed it ran at {h:.2} req/s (bracket {:.1}%)",
+                s.resolution.unwrap_or(0.0) * 100.0
+            ),
+            (Some(l), None) => format!(
+                "every step met the SLO, up to {l:.2} req/s: the edge lies above it (raise the stage's rate or max_steps)"
+            ),
+            (None, Some(h)) => format!(
+                "no step met the SLO: the lowest, {h:.2} req/s, missed it, so the edge lies below (lower the stage's rate)"
+            ),
+            (None, None) => {
+                "no step was judged: the run ended before its first step finished".to_owned()
+            }
+        };
+        if let Some(l) = s.capacity_rps {
+            out += &if s.supported_rps == Some(l) {
+                format!("; supported at {conf} confidence by its step")
+            } else {
+                let mut w = format!(
+                    "; indicated only: its step met the SLO on too few requests to support it at {conf} confidence"
+                );
+                if let Some(x) = s.supported_rps {
+                    w += &format!(" (supported up to {x:.2} req/s)");
+                }
+                w
+            };
+        }
+        if let Some(r) = s.stopped_by_client_at {
+            out += &format!(
+                "; the search stopped at {r:.2} req/s, where the SLO held but the client fell behind its schedule: the answer is the client's limit, not the server's"
+            );
+        } else if s.client_limited {
+            out += "; a step near it was INVALID for the client's lag: the answer may be the client's limit";
+        }
+        if self.budget_spent {
+            out += &format!(
+                "; its {} steps ran out before the bracket narrowed to {:.0}% (raise max_steps)",
+                self.max_steps,
+                self.resolution * 100.0
+            );
+        }
+        out
+    }
+
+    /// The steps in order: `30 ✓ → 60 ✗ → 45 ✗`.
+    pub fn trail(&self) -> String {
+        self.searched
+            .tried
+            .iter()
+            .map(|(r, ok)| format!("{} {}", num_rps(*r), if *ok { "✓" } else { "✗" }))
+            .collect::<Vec<_>>()
+            .join(" → ")
+    }
+}
+
+fn num_rps(r: f64) -> String {
+    let s = format!("{r:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// The edge search's answer from its steps' results, in the order they ran; `None` without
+/// an edge stage.
+pub fn edge_result(c: &Contract, stages: &[StageResult]) -> Option<EdgeResult> {
+    let edge = c.load.stage.iter().find(|s| s.shape == Shape::Edge)?;
+    let (resolution, max_steps) = edge.edge_search();
+    let start = edge.rate.unwrap_or(1.0);
+    let mut bracket = Bracket::new(start, resolution, max_steps as usize);
+    let mut unjudged = 0;
+    for r in stages.iter().filter(|r| r.shape == "edge") {
+        let Some(rate) = r.edge_rps else { continue };
+        match step_outcome(r) {
+            Some(o) => bracket.observe(rate, o),
+            None => unjudged += 1,
+        }
+    }
+    let searched = bracket.result();
+    let budget_spent = searched.tried.len() >= max_steps as usize
+        && searched.resolution.is_none_or(|w| w > resolution)
+        && searched.stopped_by_client_at.is_none();
+    Some(EdgeResult {
+        stage: edge.name.clone(),
+        rule: format!(
+            "a step passes when its own requests meet the SLO ({}) and it is VALID on its own (achieved ≈ offered, no growing queue, client on schedule), as a sweep's run at that rate would",
+            c.slo.rule()
+        ),
+        start_rps: start,
+        step_requests: edge.requests.unwrap_or(0),
+        resolution,
+        max_steps,
+        searched,
+        unjudged,
+        budget_spent,
+        confidence: c.measurement.confidence,
+    })
+}
+
+/// Judges each step of an edge search once its last request has finished, and posts the
+/// verdict to the schedule, which chooses the next rate from it; counts each wait's finished
+/// requests, so the schedule knows when the server is idle again.
+pub struct EdgeJudge {
+    contract: Contract,
+    edge: Stage,
+    control: Arc<EdgeControl>,
+    steps: BTreeMap<u32, Vec<Record>>,
+}
+
+impl EdgeJudge {
+    pub fn new(c: &Contract, control: Option<&Arc<EdgeControl>>) -> Option<EdgeJudge> {
+        let edge = c.load.stage.iter().find(|s| s.shape == Shape::Edge)?;
+        Some(EdgeJudge {
+            contract: c.clone(),
+            edge: edge.clone(),
+            control: control?.clone(),
+            steps: BTreeMap::new(),
+        })
+    }
+
+    /// Step `n` of `name` (`edge.3`), and whether it is its wait (`edge.3.wait`).
+    fn step_of(&self, name: &str) -> Option<(u32, bool)> {
+        let rest = name.strip_prefix(&self.edge.name)?.strip_prefix('.')?;
+        match rest.strip_suffix(".wait") {
+            Some(n) => Some((n.parse().ok()?, true)),
+            None => Some((rest.parse().ok()?, false)),
+        }
+    }
+}
+
+impl crate::record::writer::Observer for EdgeJudge {
+    fn observe(&mut self, rec: &Record) {
+        let Some((n, wait)) = rec.stage.as_deref().and_then(|s| self.step_of(s)) else {
+            return;
+        };
+        let Some(Finished::Step { arrivals, .. }) = self.control.finished(n, wait) else {
+            return;
+        };
+        let own = self.steps.entry(n).or_default();
+        let mut r = rec.clone();
+        r.output_text = None;
+        own.push(r);
+        if arrivals.is_some_and(|a| own.len() as u64 >= a) {
+            let own = self.steps.remove(&n).unwrap_or_default();
+            let rate = self.control.rate(n).unwrap_or(1.0);
+            let start = own.iter().filter_map(|r| r.intended_us).min().unwrap_or(0);
+            let name = self.edge.step_name(n);
+            let result = judge_step(&self.contract, &name, rate, false, &own, start);
+            self.control.judged(n, step_outcome(&result));
+        }
+    }
+}
+
+impl Drop for EdgeJudge {
+    /// The collector has ended: a schedule waiting for a verdict or an idle server goes on.
+    fn drop(&mut self) {
+        self.control.close();
+    }
+}
