@@ -1235,10 +1235,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             shards: beyond.shards,
             segments: beyond.segments,
             steady_state: beyond.steady_state,
-            edge: beyond
-                .stages
-                .as_deref()
-                .and_then(|st| edge::edge_result(c, st)),
+            edge: beyond.edge,
             stages: beyond.stages,
             classes,
             warnings: warnings(c, records, workload, &ok, (scrapes, telemetry)),
@@ -1359,15 +1356,18 @@ struct Beyond {
     shards: Option<shards::ShardsResult>,
     segments: Option<Vec<segments::SegmentResult>>,
     stages: Option<Vec<stages::StageResult>>,
+    edge: Option<edge::EdgeResult>,
     steady_state: Option<steadiness::SteadyState>,
 }
 
 impl Beyond {
     fn of(c: &Contract, cx: &Context, records: &[Record]) -> Beyond {
+        let stages = stages::summarize(c, records);
         Beyond {
             shards: shards::summarize(cx.shards, records),
             segments: segments::summarize(c, cx.segments, records),
-            stages: stages::summarize(c, records),
+            edge: stages.as_deref().and_then(|st| edge::edge_result(c, st)),
+            stages,
             steady_state: steadiness::detect(c, records),
         }
     }

@@ -58,14 +58,14 @@ pub struct Stage {
     /// failing step is narrower than this fraction of the failing rate (default 0.05).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<f64>,
-    /// `edge`: the most steps the search takes (default 10).
+    /// `edge`: the most steps the search takes (default 12).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_steps: Option<u32>,
 }
 
 /// `edge`'s defaults: `sweep --capacity`'s.
 pub const EDGE_RESOLUTION: f64 = 0.05;
-pub const EDGE_MAX_STEPS: u32 = 10;
+pub const EDGE_MAX_STEPS: u32 = 12;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

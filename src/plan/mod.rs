@@ -665,26 +665,14 @@ impl Plan {
             };
             (ss, system)
         });
-        let fixed: Vec<&crate::contract::stages::Stage> = c
-            .load
-            .stage
-            .iter()
-            .filter(|s| s.shape != crate::contract::stages::Shape::Edge)
-            .collect();
-        let program = fixed.iter().map(|s| leg(s)).collect();
-        let edge = c
-            .load
-            .stage
-            .iter()
-            .find(|s| s.shape == crate::contract::stages::Shape::Edge)
-            .map(|s| (edge_spec(s, fixed.len() as u32), Default::default()));
+        let (program, stage_names, edge) = program(c);
         Plan {
             seed,
             input: asked_lengths(w, true),
             output: asked_lengths(w, false),
             open,
-            program: std::sync::Arc::new(program),
-            stage_names: std::sync::Arc::new(fixed.iter().map(|s| s.name.clone()).collect()),
+            program,
+            stage_names,
             edge,
             phases: PhaseRules::of(c),
             sources,
@@ -700,11 +688,9 @@ impl Plan {
             shard: c.load.shard(),
             classes: std::sync::Arc::new(c.classes.iter().map(|k| PlanClass::of(c, k)).collect()),
             extra_body: std::sync::Arc::new(c.target.request.extra_body.clone()),
-            probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
-                u64::from(c.quality.probes)
-            } else {
-                0
-            },
+            probes: (c.quality.mode == crate::contract::QualityMode::Consistency)
+                .then_some(u64::from(c.quality.probes))
+                .unwrap_or_default(),
         }
     }
 
@@ -1208,6 +1194,39 @@ impl Plan {
         }
         out
     }
+}
+
+/// A load program as the arrival stream runs it: its fixed stages, their names, and the edge
+/// search after them, if any.
+#[allow(clippy::type_complexity)]
+fn program(
+    c: &Contract,
+) -> (
+    std::sync::Arc<Vec<crate::arrival::program::Leg>>,
+    std::sync::Arc<Vec<String>>,
+    Option<(
+        crate::arrival::edge::EdgeSpec,
+        std::sync::Arc<crate::arrival::edge::EdgeControl>,
+    )>,
+) {
+    use crate::contract::stages::Shape;
+    let fixed: Vec<_> = c
+        .load
+        .stage
+        .iter()
+        .filter(|s| s.shape != Shape::Edge)
+        .collect();
+    let edge = c
+        .load
+        .stage
+        .iter()
+        .find(|s| s.shape == Shape::Edge)
+        .map(|s| (edge_spec(s, fixed.len() as u32), Default::default()));
+    (
+        std::sync::Arc::new(fixed.iter().map(|s| leg(s)).collect()),
+        std::sync::Arc::new(fixed.iter().map(|s| s.name.clone()).collect()),
+        edge,
+    )
 }
 
 /// An edge search as the arrival stream runs it, after `fixed` stages.
