@@ -651,20 +651,10 @@ impl Plan {
                 let shared = crate::workload::trace::shared_blocks(&sources.trace);
                 (b, std::sync::Arc::new(shared))
             });
-        let sessions = w.sessions.clone().map(|ss| {
-            let system = match ss.system_prompt_tokens {
-                0 => (String::new(), 0),
-                n => {
-                    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                    rng.set_stream(SYSTEM_STREAM);
-                    let tag = sources.tokenizer.tag('s', 0, seed);
-                    sources
-                        .tokenizer
-                        .build(&lead_with(&lead, &tag), n, &mut rng)
-                }
-            };
-            (ss, system)
-        });
+        let sessions = w
+            .sessions
+            .as_ref()
+            .map(|ss| (ss.clone(), system_prompt(ss, &sources, &lead, seed)));
         let (program, stage_names, edge) = program(c);
         Plan {
             seed,
@@ -688,9 +678,11 @@ impl Plan {
             shard: c.load.shard(),
             classes: std::sync::Arc::new(c.classes.iter().map(|k| PlanClass::of(c, k)).collect()),
             extra_body: std::sync::Arc::new(c.target.request.extra_body.clone()),
-            probes: (c.quality.mode == crate::contract::QualityMode::Consistency)
-                .then_some(u64::from(c.quality.probes))
-                .unwrap_or_default(),
+            probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
+                u64::from(c.quality.probes)
+            } else {
+                0
+            },
         }
     }
 
@@ -1193,6 +1185,24 @@ impl Plan {
             out.push('\n');
         }
         out
+    }
+}
+
+/// The system prompt every session starts with, and its tokens (empty: none).
+fn system_prompt(
+    ss: &crate::contract::Sessions,
+    sources: &Inputs,
+    lead: &str,
+    seed: u64,
+) -> (String, u32) {
+    match ss.system_prompt_tokens {
+        0 => (String::new(), 0),
+        n => {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_stream(SYSTEM_STREAM);
+            let tag = sources.tokenizer.tag('s', 0, seed);
+            sources.tokenizer.build(&lead_with(lead, &tag), n, &mut rng)
+        }
     }
 }
 
