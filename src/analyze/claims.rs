@@ -413,6 +413,14 @@ pub fn planning(c: &crate::contract::Contract, planned: Option<u64>) -> Option<S
         return None;
     }
     let conf = c.measurement.confidence;
+    // An edge search judges each step alone: its step is the sample a claim rests on.
+    let edge_step = c
+        .load
+        .stage
+        .iter()
+        .find(|s| s.shape == crate::contract::stages::Shape::Edge)
+        .and_then(|s| s.requests);
+    let planned = edge_step.or(planned);
     let rate = c.load.is_open().then(|| c.load.rate()).filter(|r| *r > 0.0);
     let takes = |n: u64| match rate {
         Some(r) if n != u64::MAX => format!(" (≈{} at {r} req/s)", seconds(n as f64 / r)),
@@ -444,11 +452,13 @@ pub fn planning(c: &crate::contract::Contract, planned: Option<u64>) -> Option<S
         }
     }
     let head = format!(
-        "sample plan: {}; this run plans {}",
+        "sample plan: {}; {}",
         each.join("; "),
-        planned.map_or("a duration, not a count".to_owned(), |n| format!(
-            "{n} steady requests"
-        ))
+        match (edge_step, planned) {
+            (Some(n), _) => format!("each step of this edge search sends {n} requests"),
+            (None, Some(n)) => format!("this run plans {n} steady requests"),
+            (None, None) => "this run plans a duration, not a count".to_owned(),
+        }
     );
     if short.is_empty() {
         return Some(format!(
@@ -474,7 +484,12 @@ pub fn planning(c: &crate::contract::Contract, planned: Option<u64>) -> Option<S
         .filter(|k| *k < conf)
         .map(|k| (k, (min_requests_for(p, 0, k) as f64 * share).ceil() as u64))
         .next();
-    let mut choices = vec![format!("load.requests = {total} or more{}", takes(total))];
+    let key = if edge_step.is_some() {
+        "the edge stage's requests"
+    } else {
+        "load.requests"
+    };
+    let mut choices = vec![format!("{key} = {total} or more{}", takes(total))];
     if let Some((q, n)) = lower {
         choices.push(format!("slo.percentile = {q} (needs {n})"));
     }
