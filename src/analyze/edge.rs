@@ -39,12 +39,16 @@ pub struct EdgeResult {
     pub max_steps: u32,
     /// Where it ended: the bracket, the rates tried.
     pub searched: Searched,
-    /// Steps with nothing measured (the warm-up covered them), run again at their rate.
+    /// Steps with no verdict: the warm-up covered them (and they ran again at their rate), or
+    /// the run ended inside one.
     pub unjudged: u32,
     /// The search ran out of steps before its bracket was as narrow as its resolution.
     pub budget_spent: bool,
     /// The one-sided confidence a pass is supported at (`measurement.confidence`).
     pub confidence: f64,
+    /// The run ended inside a step, before the search did.
+    #[serde(default)]
+    pub cut_short: bool,
 }
 
 impl EdgeResult {
@@ -52,13 +56,23 @@ impl EdgeResult {
     pub fn answer(&self) -> String {
         let s = &self.searched;
         let conf = claims::percent(self.confidence);
-        let mut out = match (s.capacity_rps, s.failed_at_rps) {
+        let mut out = String::new();
+        if self.cut_short {
+            out += "the run ended inside a step, before the search did; so far: ";
+        }
+        out += &match (s.capacity_rps, s.failed_at_rps) {
             (Some(l), Some(h)) => format!(
                 "SLA edge {l:.2} req/s: the highest step that met the SLO; the lowest that missed it ran at {h:.2} req/s (bracket {:.1}%)",
                 s.resolution.unwrap_or(0.0) * 100.0
             ),
+            (Some(l), None) if self.cut_short => {
+                format!("every step met the SLO, up to {l:.2} req/s: the edge lies above it")
+            }
             (Some(l), None) => format!(
                 "every step met the SLO, up to {l:.2} req/s: the edge lies above it (raise the stage's rate or max_steps)"
+            ),
+            (None, Some(h)) if self.cut_short => format!(
+                "no step met the SLO: the lowest, {h:.2} req/s, missed it, so the edge lies below"
             ),
             (None, Some(h)) => format!(
                 "no step met the SLO: the lowest, {h:.2} req/s, missed it, so the edge lies below (lower the stage's rate)"
@@ -146,6 +160,13 @@ pub fn edge_result(c: &Contract, stages: &[StageResult]) -> Option<EdgeResult> {
         unjudged,
         budget_spent,
         confidence: c.measurement.confidence,
+        cut_short: stages.iter().any(|r| {
+            r.shape == "edge"
+                && r.validity
+                    .reasons
+                    .first()
+                    .is_some_and(|x| x.starts_with(super::stages::CUT_SHORT))
+        }),
     })
 }
 

@@ -118,6 +118,9 @@ fn first_name(s: &Stage) -> String {
     }
 }
 
+/// The first words of the reason an edge step the run ended inside is no verdict.
+pub const CUT_SHORT: &str = "cut short";
+
 /// An edge search's steps and waits, each judged by [`judge_step`] on its own records.
 fn edge_stages(c: &Contract, edge: &Stage, records: &[Record], start: u64) -> Vec<StageResult> {
     let mut out = Vec::new();
@@ -133,7 +136,21 @@ fn edge_stages(c: &Contract, edge: &Stage, records: &[Record], start: u64) -> Ve
                 continue;
             };
             any = true;
-            out.push(judge_step(c, &name, rate, wait, &own, start));
+            let mut r = judge_step(c, &name, rate, wait, &own, start);
+            let asked = edge.requests.unwrap_or(0);
+            if !wait && (own.len() as u64) < asked {
+                // The run ended inside it: what it measured is kept, and it is no verdict.
+                r.slo = None;
+                r.validity.verdict = ValidityVerdict::Invalid;
+                r.validity.reasons.insert(
+                    0,
+                    format!(
+                        "{CUT_SHORT}: the run ended after {} of its {asked} requests, so the search has no verdict from it",
+                        own.len()
+                    ),
+                );
+            }
+            out.push(r);
         }
         if !any {
             break;

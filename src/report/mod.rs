@@ -1016,7 +1016,7 @@ fn edge(d: &mut Doc, s: &Summary) {
     d.line(format!("Rule: {}.", e.rule));
     if e.unjudged > 0 {
         d.line(format!(
-            "{} step(s) the warm-up covered were not judged and ran again at their rate.",
+            "{} step(s) had nothing to judge: the warm-up covered them (and they ran again at their rate), or the run ended inside one.",
             e.unjudged
         ));
     }

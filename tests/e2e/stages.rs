@@ -454,3 +454,76 @@ async fn an_edge_searched_within_one_run_lands_near_sweep_capacity() {
         "in-run edge {edge} vs sweep --capacity {swept}"
     );
 }
+
+/// An edge search interrupted inside a step keeps every record it measured; the step it ended
+/// inside is no verdict ("cut short"), and the answer says the search did not finish.
+#[test]
+fn an_interrupted_edge_search_keeps_its_steps_and_says_it_was_cut_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.toml");
+    std::fs::write(
+        &path,
+        "name = \"cut\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 8 }\n[warmup]\nrequests = 0\n\
+         [[load.stage]]\nname = \"e\"\nshape = \"edge\"\nrate = 40\nrequests = 80\n\
+         [slo]\nttft_ms = 1000\n[measurement]\nserver_metrics_interval = 0\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["run", path.to_str().unwrap(), "--quiet", "--out"])
+        .arg(dir.path().join("runs"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let bundle = || {
+        std::fs::read_dir(dir.path().join("runs/cut"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| Some(e.ok()?.path()))
+    };
+    let records = || -> Vec<serde_json::Value> {
+        bundle()
+            .and_then(|b| std::fs::read_to_string(b.join("requests.jsonl")).ok())
+            .map(|t| {
+                t.lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Until the second step has records (polled: the records are what is waited for).
+    let t = std::time::Instant::now();
+    while records().iter().filter(|r| r["stage"] == "e.2").count() < 10 {
+        assert!(t.elapsed().as_secs() < 60, "the second step never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let kept = records();
+    assert_eq!(kept.iter().filter(|r| r["stage"] == "e.1").count(), 80);
+    let second = kept.iter().filter(|r| r["stage"] == "e.2").count();
+    assert!((10..80).contains(&second), "{second}");
+    let s: goodput::analyze::Summary = serde_json::from_str(
+        &std::fs::read_to_string(bundle().unwrap().join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    let e = s.edge.as_ref().unwrap();
+    assert!(e.cut_short, "{e:?}");
+    // The first step's verdict, and none from the second.
+    assert_eq!(e.searched.tried.len(), 1, "{e:?}");
+    assert_eq!(e.searched.tried[0].0, 40.0);
+    assert!(
+        e.answer().starts_with("the run ended inside a step"),
+        "{}",
+        e.answer()
+    );
+    let cut = s
+        .stages
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|k| k.name == "e.2")
+        .unwrap();
+    assert!(cut.slo.is_none() && cut.validity.reasons[0].starts_with("cut short"));
+}
