@@ -403,6 +403,26 @@ fn judged_slos(c: &crate::contract::Contract) -> Vec<(String, f64, &crate::contr
     }
 }
 
+/// The sample each claim rests on: an edge search's step (it judges each step alone), else the
+/// steady requests planned; and what the plan sends, in words.
+fn sample_of(
+    c: &crate::contract::Contract,
+    planned: Option<u64>,
+) -> (Option<u64>, Option<u64>, String) {
+    let edge_step = c
+        .load
+        .stage
+        .iter()
+        .find(|s| s.shape == crate::contract::stages::Shape::Edge)
+        .and_then(|s| s.requests);
+    let words = match (edge_step, planned) {
+        (Some(n), _) => format!("each step of this edge search sends {n} requests"),
+        (None, Some(n)) => format!("this run plans {n} steady requests"),
+        (None, None) => "this run plans a duration, not a count".to_owned(),
+    };
+    (edge_step, edge_step.or(planned), words)
+}
+
 /// Before a run (`run` and `plan` say it): how many steady requests each SLO claim needs with
 /// no miss at the contract's confidence, how long that takes at its rate, and, when the run
 /// plans fewer, that a pass will be indicated rather than supported, with the choices that
@@ -413,14 +433,7 @@ pub fn planning(c: &crate::contract::Contract, planned: Option<u64>) -> Option<S
         return None;
     }
     let conf = c.measurement.confidence;
-    // An edge search judges each step alone: its step is the sample a claim rests on.
-    let edge_step = c
-        .load
-        .stage
-        .iter()
-        .find(|s| s.shape == crate::contract::stages::Shape::Edge)
-        .and_then(|s| s.requests);
-    let planned = edge_step.or(planned);
+    let (edge_step, planned, plans) = sample_of(c, planned);
     let rate = c.load.is_open().then(|| c.load.rate()).filter(|r| *r > 0.0);
     let takes = |n: u64| match rate {
         Some(r) if n != u64::MAX => format!(" (≈{} at {r} req/s)", seconds(n as f64 / r)),
@@ -451,15 +464,7 @@ pub fn planning(c: &crate::contract::Contract, planned: Option<u64>) -> Option<S
             short.push((slo.percentile, total));
         }
     }
-    let head = format!(
-        "sample plan: {}; {}",
-        each.join("; "),
-        match (edge_step, planned) {
-            (Some(n), _) => format!("each step of this edge search sends {n} requests"),
-            (None, Some(n)) => format!("this run plans {n} steady requests"),
-            (None, None) => "this run plans a duration, not a count".to_owned(),
-        }
-    );
+    let head = format!("sample plan: {}; {}", each.join("; "), plans);
     if short.is_empty() {
         return Some(format!(
             "{head}: a pass can be supported (every miss raises what it needs)."

@@ -175,8 +175,14 @@ async fn a_run_through_the_client_stops_once_known_and_says_so() {
     assert!(p.requests < 3000 && p.budget == Some(3000), "{p:?}");
     let text = goodput::report::document(&r.summary).markdown();
     assert!(text.contains("Stopped when known: "), "{text}");
+    // The rule is judged on the requests finished so far; the slow ones still in flight can
+    // widen the final interval past the target, and the report then says so rather than
+    // claiming the precision (seen in CI: held at 157 requests, ±16.8% with the rest).
     assert!(
-        text.contains("every SLO percentile was known within ±10%"),
+        text.contains("every SLO percentile was known within ±10%")
+            || text.contains(
+                "the rule held on the requests finished by then; with those then in flight, precision reached"
+            ),
         "{text}"
     );
 }
