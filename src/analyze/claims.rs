@@ -409,12 +409,7 @@ fn sample_of(
     c: &crate::contract::Contract,
     planned: Option<u64>,
 ) -> (Option<u64>, Option<u64>, String) {
-    let edge_step = c
-        .load
-        .stage
-        .iter()
-        .find(|s| s.shape == crate::contract::stages::Shape::Edge)
-        .and_then(|s| s.requests);
+    let edge_step = c.load.edge().and_then(|s| s.requests);
     let words = match (edge_step, planned) {
         (Some(n), _) => format!("each step of this edge search sends {n} requests"),
         (None, Some(n)) => format!("this run plans {n} steady requests"),

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::stages::{StageResult, judge_step};
 use super::*;
-use crate::arrival::edge::{Bracket, EdgeControl, Finished, PointOutcome, Searched};
-use crate::contract::stages::{Shape, Stage};
+use crate::arrival::edge::{Bracket, EdgeControl, PointOutcome, Searched, parse_step};
+use crate::contract::stages::Stage;
 
 /// How an edge step came out for the search: met the SLO (at its point estimates) and VALID;
 /// `None` when nothing of it was measured (the warm-up covered it).
@@ -130,7 +130,7 @@ fn num_rps(r: f64) -> String {
 /// The edge search's answer from its steps' results, in the order they ran; `None` without
 /// an edge stage.
 pub fn edge_result(c: &Contract, stages: &[StageResult]) -> Option<EdgeResult> {
-    let edge = c.load.stage.iter().find(|s| s.shape == Shape::Edge)?;
+    let edge = c.load.edge()?;
     let (resolution, max_steps) = edge.edge_search();
     let start = edge.rate.unwrap_or(1.0);
     let mut bracket = Bracket::new(start, resolution, max_steps as usize);
@@ -182,7 +182,7 @@ pub struct EdgeJudge {
 
 impl EdgeJudge {
     pub fn new(c: &Contract, control: Option<&Arc<EdgeControl>>) -> Option<EdgeJudge> {
-        let edge = c.load.stage.iter().find(|s| s.shape == Shape::Edge)?;
+        let edge = c.load.edge()?;
         Some(EdgeJudge {
             contract: c.clone(),
             edge: edge.clone(),
@@ -190,30 +190,27 @@ impl EdgeJudge {
             steps: BTreeMap::new(),
         })
     }
-
-    /// Step `n` of `name` (`edge.3`), and whether it is its wait (`edge.3.wait`).
-    fn step_of(&self, name: &str) -> Option<(u32, bool)> {
-        let rest = name.strip_prefix(&self.edge.name)?.strip_prefix('.')?;
-        match rest.strip_suffix(".wait") {
-            Some(n) => Some((n.parse().ok()?, true)),
-            None => Some((rest.parse().ok()?, false)),
-        }
-    }
 }
 
 impl crate::record::writer::Observer for EdgeJudge {
     fn observe(&mut self, rec: &Record) {
-        let Some((n, wait)) = rec.stage.as_deref().and_then(|s| self.step_of(s)) else {
+        let edge = self.edge.name.as_str();
+        let Some((n, wait)) = rec.stage.as_deref().and_then(|s| parse_step(edge, s)) else {
             return;
         };
-        let Some(Finished::Step { arrivals, .. }) = self.control.finished(n, wait) else {
+        if wait {
+            self.control.wait_finished(n);
             return;
-        };
+        }
         let own = self.steps.entry(n).or_default();
         let mut r = rec.clone();
         r.output_text = None;
         own.push(r);
-        if arrivals.is_some_and(|a| own.len() as u64 >= a) {
+        if self
+            .control
+            .arrivals(n)
+            .is_some_and(|a| own.len() as u64 >= a)
+        {
             let own = self.steps.remove(&n).unwrap_or_default();
             let rate = self.control.rate(n).unwrap_or(1.0);
             let start = own.iter().filter_map(|r| r.intended_us).min().unwrap_or(0);

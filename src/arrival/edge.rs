@@ -143,6 +143,29 @@ impl Bracket {
     }
 }
 
+/// An edge search's spec and the control its schedule and its judge share.
+pub type Steered = (EdgeSpec, Arc<EdgeControl>);
+
+/// Step `n` (from 1) of the edge search `edge`, and the wait that follows it: `edge.3`,
+/// `edge.3.wait`. [`parse_step`] reads them back.
+pub fn step_name(edge: &str, n: u32) -> String {
+    format!("{edge}.{n}")
+}
+
+pub fn wait_name(edge: &str, n: u32) -> String {
+    format!("{edge}.{n}.wait")
+}
+
+/// The step a record's stage name is of, and whether it is its wait; `None`: not a step of
+/// `edge`.
+pub fn parse_step(edge: &str, name: &str) -> Option<(u32, bool)> {
+    let rest = name.strip_prefix(edge)?.strip_prefix('.')?;
+    match rest.strip_suffix(".wait") {
+        Some(n) => Some((n.parse().ok()?, true)),
+        None => Some((rest.parse().ok()?, false)),
+    }
+}
+
 /// An in-run edge as the plan runs it.
 #[derive(Debug, Clone)]
 pub struct EdgeSpec {
@@ -170,9 +193,9 @@ impl EdgeSpec {
         let i = k.checked_sub(self.first_stage)?;
         let n = i / 2 + 1;
         Some(if i % 2 == 0 {
-            format!("{}.{n}", self.name)
+            step_name(&self.name, n)
         } else {
-            format!("{}.{n}.wait", self.name)
+            wait_name(&self.name, n)
         })
     }
 }
@@ -204,17 +227,6 @@ pub struct EdgeControl {
     closed: std::sync::atomic::AtomicBool,
 }
 
-/// What a finished record of an edge stage is to the judge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finished {
-    /// Step `n`'s record: `arrivals` is its count when known.
-    Step {
-        n: u32,
-        arrivals: Option<u64>,
-    },
-    Wait,
-}
-
 impl EdgeControl {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Step>> {
         self.steps.lock().unwrap_or_else(|p| p.into_inner())
@@ -230,21 +242,20 @@ impl EdgeControl {
         self.origin.get().map(|o| o.elapsed().as_secs_f64())
     }
 
-    /// A record of step `n` (or of its wait, `wait`) finished.
-    pub fn finished(&self, n: u32, wait: bool) -> Option<Finished> {
+    /// A record of step `n`'s wait finished: the schedule waiting for an idle server may go on.
+    pub fn wait_finished(&self, n: u32) {
         let mut steps = self.lock();
-        let s = steps.get_mut(n.checked_sub(1)? as usize)?;
-        if wait {
+        if let Some(s) = steps.get_mut(n.saturating_sub(1) as usize) {
             s.wait_finished += 1;
             if s.wait_arrivals.is_some_and(|a| s.wait_finished >= a) {
                 self.changed.notify_all();
             }
-            return Some(Finished::Wait);
         }
-        Some(Finished::Step {
-            n,
-            arrivals: s.arrivals,
-        })
+    }
+
+    /// Step `n`'s arrivals, once its last is scheduled.
+    pub fn arrivals(&self, n: u32) -> Option<u64> {
+        self.lock().get(n.checked_sub(1)? as usize)?.arrivals
     }
 
     /// Step `n`'s rate.
@@ -481,16 +492,10 @@ mod tests {
         // No verdict yet: the wait, at the same rate, stage 2.
         let w = run.next(&mut rng);
         assert_eq!((w.1, w.2), (Some(2), 10.0));
-        assert_eq!(
-            control.finished(1, false),
-            Some(Finished::Step {
-                n: 1,
-                arrivals: Some(5)
-            })
-        );
+        assert_eq!(control.arrivals(1), Some(5));
         control.judged(1, Some(PointOutcome::passed(true)));
         // Its one wait arrival finished: the next step may start, at double the rate.
-        control.finished(1, true);
+        control.wait_finished(1);
         let s2 = run.next(&mut rng);
         assert_eq!((s2.1, s2.2), (Some(3), 20.0));
         assert_eq!(control.rate(2), Some(20.0));

@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 
 use std::sync::Arc;
 
-use super::edge::{EdgeControl, EdgeRun, EdgeSpec};
+use super::edge::{EdgeControl, EdgeRun, EdgeSpec, Steered};
 use super::{Arrival, Params, Process};
 
 /// One stage as the stream runs it.
@@ -91,11 +91,7 @@ enum Edge {
 
 impl Program {
     /// The fixed stages `legs`, then the edge search `edge` if any.
-    pub fn new(
-        legs: Vec<Leg>,
-        edge: Option<(EdgeSpec, Arc<EdgeControl>)>,
-        rng: &mut ChaCha8Rng,
-    ) -> Program {
+    pub fn new(legs: Vec<Leg>, edge: Option<Steered>, rng: &mut ChaCha8Rng) -> Program {
         let processes = legs
             .iter()
             .map(|l| {

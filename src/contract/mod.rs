@@ -1220,6 +1220,11 @@ impl Load {
     pub fn kind(&self) -> LoadModel {
         self.kind.unwrap_or(LoadModel::Open)
     }
+    /// The program's edge search (`shape = "edge"`, its last stage), if it has one.
+    pub fn edge(&self) -> Option<&stages::Stage> {
+        self.stage.last().filter(|s| s.shape == stages::Shape::Edge)
+    }
+
     pub fn is_open(&self) -> bool {
         self.kind() == LoadModel::Open
     }
@@ -1276,7 +1281,7 @@ impl Load {
     }
 
     fn describe_whole(&self) -> String {
-        if let Some(e) = self.stage.last().filter(|s| s.shape == stages::Shape::Edge) {
+        if let Some(e) = self.edge() {
             let before = &self.stage[..self.stage.len() - 1];
             let lead = if before.is_empty() {
                 String::new()

@@ -124,11 +124,11 @@ impl Stage {
     /// An `edge`'s step `n` (from 1) and the hold that follows it while its requests finish:
     /// `edge.3`, `edge.3.wait`.
     pub fn step_name(&self, n: u32) -> String {
-        format!("{}.{n}", self.name)
+        crate::arrival::edge::step_name(&self.name, n)
     }
 
     pub fn wait_name(&self, n: u32) -> String {
-        format!("{}.{n}.wait", self.name)
+        crate::arrival::edge::wait_name(&self.name, n)
     }
 
     /// `edge`: its resolution and step budget, defaults filled.
@@ -226,17 +226,12 @@ pub fn resolve(written: &[Stage], arrival: Option<Arrival>) -> Result<Vec<Stage>
             }
             _ => {
                 rate(k, &s, false)?;
-                for (field, set) in [("from", s.from.is_some()), ("steps", s.steps.is_some())] {
-                    if set {
-                        return err(
-                            &key(k, field),
-                            format!(
-                                "applies to shape = \"ramp\" or \"step\" only (this stage is a {})",
-                                s.shape.as_str()
-                            ),
-                        );
-                    }
-                }
+                only_for(
+                    k,
+                    &s,
+                    &[("from", s.from.is_some()), ("steps", s.steps.is_some())],
+                    "\"ramp\" or \"step\"",
+                )?;
                 if s.shape == Shape::Recovery && out.is_empty() {
                     return err(
                         &key(k, "shape"),
@@ -262,21 +257,11 @@ pub fn resolve(written: &[Stage], arrival: Option<Arrival>) -> Result<Vec<Stage>
 /// `requests`, and alone takes `resolution` and `max_steps`.
 fn edge_only(k: usize, s: &Stage, stages: usize) -> Result<(), Problem> {
     if s.shape != Shape::Edge {
-        for (field, set) in [
+        let fields = [
             ("resolution", s.resolution.is_some()),
             ("max_steps", s.max_steps.is_some()),
-        ] {
-            if set {
-                return problem(
-                    &key(k, field),
-                    format!(
-                        "applies to shape = \"edge\" only (this stage is a {})",
-                        s.shape.as_str()
-                    ),
-                );
-            }
-        }
-        return Ok(());
+        ];
+        return only_for(k, s, &fields, "\"edge\"");
     }
     if k + 1 != stages {
         return problem(
@@ -304,6 +289,20 @@ fn edge_only(k: usize, s: &Stage, stages: usize) -> Result<(), Problem> {
         return problem(&key(k, "max_steps"), format!("= {n}: must be 2 to 100"));
     }
     Ok(())
+}
+
+/// Fields of other shapes (`shapes`, in words) set on stage `k`: refused, naming the first.
+fn only_for(k: usize, s: &Stage, fields: &[(&str, bool)], shapes: &str) -> Result<(), Problem> {
+    match fields.iter().find(|(_, set)| *set) {
+        Some((field, _)) => problem(
+            &key(k, field),
+            format!(
+                "applies to shape = {shapes} only (this stage is a {})",
+                s.shape.as_str()
+            ),
+        ),
+        None => Ok(()),
+    }
 }
 
 /// A closed-loop stage: refused, with the label it needs first.

@@ -106,15 +106,10 @@ impl Contract {
     /// one arrival finish, so it needs an SLO, one client (no shards), and requests that are
     /// one arrival each (no sessions); it runs to its own end (no `[measurement.stop]`).
     fn edge_search(&self) -> Result<(), Problem> {
-        let Some(k) = self
-            .load
-            .stage
-            .iter()
-            .position(|s| s.shape == stages::Shape::Edge)
-        else {
+        if self.load.edge().is_none() {
             return Ok(());
-        };
-        let key = stages::key(k, "shape");
+        }
+        let key = stages::key(self.load.stage.len() - 1, "shape");
         let why = if !self.has_slo() {
             "an edge search finds the highest rate that meets the SLO: add an [slo]"
         } else if self.load.shard.is_some() {

@@ -685,11 +685,7 @@ const BUILD_AHEAD_BYTES: usize = 256 << 20;
 fn build_ahead_len(c: &Contract, inputs: &crate::workload::Inputs) -> usize {
     // An edge search's schedule waits on verdicts: what is built ahead of one is sent before
     // the next step can start, so little is.
-    if c.load
-        .stage
-        .iter()
-        .any(|s| s.shape == crate::contract::stages::Shape::Edge)
-    {
+    if c.load.edge().is_some() {
         return 2;
     }
     let longest = crate::plan::requested_lengths(c, inputs, true)

@@ -11,6 +11,10 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, LogNormal, Normal};
 use serde::Serialize;
 
+use std::sync::Arc;
+
+use crate::arrival::edge::Steered;
+use crate::arrival::program::Leg;
 use crate::contract::{Arrival, Contract, LengthDist, PrefixCache, PromptSource, Workload};
 use crate::workload::{Inputs, Message};
 
@@ -166,10 +170,7 @@ pub struct Plan {
     stage_names: std::sync::Arc<Vec<String>>,
     /// An edge search after them (`shape = "edge"`), and what its schedule and its judge
     /// share.
-    edge: Option<(
-        crate::arrival::edge::EdgeSpec,
-        std::sync::Arc<crate::arrival::edge::EdgeControl>,
-    )>,
+    edge: Option<Steered>,
     /// The phase rules, for listing the plan.
     phases: PhaseRules,
     /// Tokenizer, dataset, trace, references (`[quality] mode = "reference"`: request `i` asks
@@ -1208,33 +1209,18 @@ fn system_prompt(
 
 /// A load program as the arrival stream runs it: its fixed stages, their names, and the edge
 /// search after them, if any.
-#[allow(clippy::type_complexity)]
-fn program(
-    c: &Contract,
-) -> (
-    std::sync::Arc<Vec<crate::arrival::program::Leg>>,
-    std::sync::Arc<Vec<String>>,
-    Option<(
-        crate::arrival::edge::EdgeSpec,
-        std::sync::Arc<crate::arrival::edge::EdgeControl>,
-    )>,
-) {
-    use crate::contract::stages::Shape;
-    let fixed: Vec<_> = c
-        .load
-        .stage
-        .iter()
-        .filter(|s| s.shape != Shape::Edge)
-        .collect();
+fn program(c: &Contract) -> (Arc<Vec<Leg>>, Arc<Vec<String>>, Option<Steered>) {
+    let fixed = match c.load.edge() {
+        Some(_) => &c.load.stage[..c.load.stage.len() - 1],
+        None => &c.load.stage[..],
+    };
     let edge = c
         .load
-        .stage
-        .iter()
-        .find(|s| s.shape == Shape::Edge)
+        .edge()
         .map(|s| (edge_spec(s, fixed.len() as u32), Default::default()));
     (
-        std::sync::Arc::new(fixed.iter().map(|s| leg(s)).collect()),
-        std::sync::Arc::new(fixed.iter().map(|s| s.name.clone()).collect()),
+        Arc::new(fixed.iter().map(leg).collect()),
+        Arc::new(fixed.iter().map(|s| s.name.clone()).collect()),
         edge,
     )
 }

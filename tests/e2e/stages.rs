@@ -25,6 +25,59 @@ fn program(target: &str) -> String {
     )
 }
 
+/// The records of the run's bundle at `bundle` (none before it has any).
+fn records_of(bundle: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(bundle.join("requests.jsonl"))
+        .map(|t| {
+            t.lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs the contract at `path` in a child `goodput run`, bundles under `runs`, until `stage`
+/// has `n` records (polled: the records are what is waited for), then interrupts it with
+/// SIGINT, which must exit 130. Returns its bundle.
+fn interrupt_when(
+    path: &std::path::Path,
+    runs: &std::path::Path,
+    stage: &str,
+    n: usize,
+) -> std::path::PathBuf {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["run", path.to_str().unwrap(), "--quiet", "--out"])
+        .arg(runs)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let bundle = || {
+        let named = std::fs::read_dir(runs).ok()?.next()?.ok()?.path();
+        std::fs::read_dir(named)
+            .ok()?
+            .next()?
+            .ok()
+            .map(|e| e.path())
+    };
+    let t = std::time::Instant::now();
+    while bundle()
+        .map(|b| records_of(&b))
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r["stage"] == stage)
+        .count()
+        < n
+    {
+        assert!(t.elapsed().as_secs() < 60, "`{stage}` never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    bundle().unwrap()
+}
+
 fn stage<'a>(stages: &'a [StageResult], name: &str) -> &'a StageResult {
     stages.iter().find(|s| s.name == name).unwrap()
 }
@@ -209,44 +262,11 @@ async fn an_interrupted_program_keeps_what_each_stage_measured() {
         ),
     )
     .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
-        .args(["run", path.to_str().unwrap(), "--quiet", "--out"])
-        .arg(dir.path().join("runs"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Until the second stage has records (polled; the records are what is waited for).
-    let records = || -> Vec<serde_json::Value> {
-        std::fs::read_dir(dir.path().join("runs/cut"))
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(|e| std::fs::read_to_string(e.ok()?.path().join("requests.jsonl")).ok())
-            .map(|t| {
-                t.lines()
-                    .filter_map(|l| serde_json::from_str(l).ok())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let t = std::time::Instant::now();
-    while records().iter().filter(|r| r["stage"] == "2-hold").count() < 20 {
-        assert!(t.elapsed().as_secs() < 60, "the second stage never started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    // SAFETY: signalling our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    assert_eq!(child.wait().unwrap().code(), Some(130));
-    let kept = records();
+    let bundle = interrupt_when(&path, &dir.path().join("runs"), "2-hold", 20);
+    let kept = records_of(&bundle);
     let first = kept.iter().filter(|r| r["stage"] == "1-hold").count();
     assert_eq!(first, 40, "every request of the first stage is kept");
     assert!(kept.iter().filter(|r| r["stage"] == "2-hold").count() >= 20);
-    let bundle = std::fs::read_dir(dir.path().join("runs/cut"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(bundle.join("summary.json")).unwrap())
             .unwrap();
@@ -468,46 +488,14 @@ fn an_interrupted_edge_search_keeps_its_steps_and_says_it_was_cut_short() {
          [slo]\nttft_ms = 1000\n[measurement]\nserver_metrics_interval = 0\n",
     )
     .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
-        .args(["run", path.to_str().unwrap(), "--quiet", "--out"])
-        .arg(dir.path().join("runs"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let bundle = || {
-        std::fs::read_dir(dir.path().join("runs/cut"))
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(|e| Some(e.ok()?.path()))
-    };
-    let records = || -> Vec<serde_json::Value> {
-        bundle()
-            .and_then(|b| std::fs::read_to_string(b.join("requests.jsonl")).ok())
-            .map(|t| {
-                t.lines()
-                    .filter_map(|l| serde_json::from_str(l).ok())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    // Until the second step has records (polled: the records are what is waited for).
-    let t = std::time::Instant::now();
-    while records().iter().filter(|r| r["stage"] == "e.2").count() < 10 {
-        assert!(t.elapsed().as_secs() < 60, "the second step never started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    // SAFETY: signalling our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    assert_eq!(child.wait().unwrap().code(), Some(130));
-    let kept = records();
+    let bundle = interrupt_when(&path, &dir.path().join("runs"), "e.2", 10);
+    let kept = records_of(&bundle);
     assert_eq!(kept.iter().filter(|r| r["stage"] == "e.1").count(), 80);
     let second = kept.iter().filter(|r| r["stage"] == "e.2").count();
     assert!((10..80).contains(&second), "{second}");
-    let s: goodput::analyze::Summary = serde_json::from_str(
-        &std::fs::read_to_string(bundle().unwrap().join("summary.json")).unwrap(),
-    )
-    .unwrap();
+    let s: goodput::analyze::Summary =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("summary.json")).unwrap())
+            .unwrap();
     let e = s.edge.as_ref().unwrap();
     assert!(e.cut_short, "{e:?}");
     // The first step's verdict, and none from the second.
