@@ -1053,7 +1053,7 @@ fn load_client(
     .credentials(&t.credentials)
     .keep_output(keep)
     .follow_redirects(contract.target.follow_redirects)
-    .keep_answers(contract.workload.sessions.is_some())
+    .keep_answers(contract.workload.sessions.is_some() || contract.workload.task.is_some())
     .replicas(
         &contract.target.urls,
         contract.target.spread.unwrap_or_default(),

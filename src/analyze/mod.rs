@@ -40,6 +40,7 @@ pub mod sessions;
 pub mod shards;
 pub mod stages;
 pub mod steadiness;
+pub mod tasks;
 mod validity;
 
 use std::collections::BTreeMap;
@@ -693,6 +694,9 @@ pub struct Steady {
     /// Multi-turn sessions (`[workload.sessions]`): per turn, and session goodput.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<sessions::SessionSummary>,
+    /// Agent tasks (`[workload.task]`): task latency, goodput, critical paths, per node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<tasks::TaskSummary>,
     /// Each of several replicas (`target.urls`): its share, latencies and attainment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<Vec<replicas::ReplicaResult>>,
@@ -706,7 +710,11 @@ pub struct Steady {
 /// trace that carries its prefix structure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PrefixReuse {
-    /// Tokens per block of the trace's `hash_ids`.
+    /// Where the expectation comes from: `trace hash_ids`, or `task contexts` (each call's
+    /// reusable history).
+    #[serde(default = "trace_hash_ids")]
+    pub source: String,
+    /// Tokens per block of the trace's `hash_ids` (tasks: the server's cache block).
     pub block_tokens: u32,
     /// Requests with an expected share; of them, those the server reported cached tokens for.
     pub requests: u64,
@@ -718,6 +726,10 @@ pub struct PrefixReuse {
     pub cached_mean: Option<f64>,
 }
 
+fn trace_hash_ids() -> String {
+    "trace hash_ids".to_owned()
+}
+
 fn prefix_reuse(c: &Contract, ok: &[&&Record]) -> Option<PrefixReuse> {
     let with: Vec<&&&Record> = ok
         .iter()
@@ -726,13 +738,17 @@ fn prefix_reuse(c: &Contract, ok: &[&&Record]) -> Option<PrefixReuse> {
     if with.is_empty() {
         return None;
     }
-    let block = c.load.block_tokens();
+    let (source, block) = match &c.workload.task {
+        Some(t) => ("task contexts", t.block_tokens()),
+        None => ("trace hash_ids", c.load.block_tokens()),
+    };
     let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let pairs: Vec<(u32, u32)> = with
         .iter()
         .filter_map(|r| Some((r.expected_cached_tokens?, r.usage_cached_tokens?)))
         .collect();
     Some(PrefixReuse {
+        source: source.to_owned(),
         block_tokens: block,
         requests: with.len() as u64,
         reported: pairs.len() as u64,
@@ -1219,6 +1235,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 claims,
                 support,
                 sessions: sessions::summarize(c, &steady_recs, window_s),
+                tasks: tasks::summarize(c, &steady_recs, window_s),
                 replicas: replicas::summarize(c, &steady_recs),
                 prefix_reuse: prefix_reuse(c, &ok),
             },
@@ -1536,6 +1553,9 @@ fn describe_load(c: &Contract, shards: Option<&shards::ShardsResult>) -> String 
 
 fn describe_arrivals(c: &Contract) -> String {
     let load = c.load.describe();
+    if c.workload.task.is_some() {
+        return format!("{}, each an agent task", load.replace(" req/s", " tasks/s"));
+    }
     match &c.workload.sessions {
         None => load,
         Some(s) => {
@@ -1575,12 +1595,13 @@ fn throughput(
 ) -> Throughput {
     let window_s = window.map_or(0.0, |(a, b)| (b - a) as f64 / 1e6);
     let inside = |t: u64| window.is_some_and(|(a, b)| t >= a && t <= b);
-    let offered = match (c.load.is_open(), &c.workload.sessions) {
+    let interleaved = c.workload.sessions.is_some() || c.workload.task.is_some();
+    let offered = match (c.load.is_open(), interleaved) {
         (false, _) => None,
-        (true, None) => rate(steady.iter().filter_map(|r| r.intended_us)),
+        (true, false) => rate(steady.iter().filter_map(|r| r.intended_us)),
         // Sessions interleave: warm-up sessions' later turns fall inside the steady window as
         // the steady sessions' do, and are offered to the server there as they are.
-        (true, Some(_)) => rate(
+        (true, true) => rate(
             records
                 .iter()
                 .filter_map(|r| r.intended_us.filter(|&t| inside(t))),
@@ -1851,6 +1872,8 @@ fn warmup_rule(c: &Contract) -> String {
 fn arrivals(c: &Contract) -> &'static str {
     if c.workload.sessions.is_some() {
         "sessions"
+    } else if c.workload.task.is_some() {
+        "tasks"
     } else {
         "requests"
     }
@@ -1935,6 +1958,7 @@ mod tests {
             phase: Phase::Steady,
             session: None,
             turn: None,
+            task: None,
             shard: None,
             url: None,
             segment: None,

@@ -619,7 +619,7 @@ impl Client {
         let k = match self.endpoints.len() {
             1 => 0,
             n => {
-                let k = self.spread.pick(rec.index, rec.session, n);
+                let k = self.spread.pick(rec.index, rec.conversation(), n);
                 rec.url = Some(k as u32);
                 k
             }

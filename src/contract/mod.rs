@@ -8,6 +8,7 @@ pub(crate) mod edit;
 pub mod prediction;
 pub(crate) mod source;
 pub mod stages;
+pub mod task;
 pub(crate) mod units;
 mod validate;
 
@@ -521,6 +522,10 @@ pub struct Workload {
     /// Multi-turn conversations (`[workload.sessions]`): each open-loop arrival starts one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<Sessions>,
+    /// Agent tasks (`[workload.task]`): each open-loop arrival starts a graph of model and
+    /// tool calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<task::Task>,
 }
 
 /// `[workload.sessions]`: every open-loop arrival starts a conversation of `turns` turns. Turn
@@ -873,6 +878,11 @@ pub struct Slo {
     pub tpot_ms: Option<Millis>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2e_ms: Option<Millis>,
+    /// An agent task's latency (`[workload.task]`): its first call's intended send to its last
+    /// answer, judged at `percentile`; a task meets the SLO when it is within this and every
+    /// call met the thresholds above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_ms: Option<Millis>,
     #[serde(default = "default_percentile")]
     pub percentile: f64,
     #[serde(default = "default_attainment")]
@@ -1160,6 +1170,7 @@ impl Default for Workload {
             sampling: Sampling::default(),
             cache_nonce: None,
             sessions: None,
+            task: None,
         }
     }
 }
@@ -1171,6 +1182,7 @@ impl Default for Slo {
             ttfo_ms: None,
             tpot_ms: None,
             e2e_ms: None,
+            task_ms: None,
             percentile: default_percentile(),
             attainment: default_attainment(),
         }

@@ -92,6 +92,7 @@ impl Contract {
         self.workload_and_sampling()?;
         self.load()?;
         self.sessions()?;
+        self.tasks()?;
         self.stop_and_warmup()?;
         self.slo_prediction_repeat()?;
         self.measurement_and_quality()?;
@@ -406,6 +407,57 @@ impl Contract {
         }
         let input = input.clone();
         prefix_cache(w, &input)
+    }
+
+    /// `[workload.task]`: nodes written in the contract or a graph file (not both), sent by an
+    /// open-loop arrival process of synthetic prompts over an API that sends chat messages; an
+    /// `[slo] task_ms` needs tasks.
+    fn tasks(&self) -> Result<(), Problem> {
+        let Some(t) = &self.workload.task else {
+            if self.slo.task_ms.is_some() {
+                return problem("slo.task_ms", "judges agent tasks: add a [workload.task]");
+            }
+            return Ok(());
+        };
+        let why = match (t.graph.is_some(), t.node.is_empty()) {
+            (true, false) => Some("names a graph file and has nodes of its own: keep one"),
+            (false, true) => {
+                Some("needs its nodes: [[workload.task.node]] entries, or graph = \"FILE.jsonl\"")
+            }
+            _ if self.workload.sessions.is_some() => Some(
+                "cannot be combined with [workload.sessions] (a session is a task whose calls form one chain: write it as one)",
+            ),
+            _ if self.load.kind == Some(LoadModel::Closed) => Some(
+                "needs an open-loop load (load.kind = \"open\"): tasks arrive at load.rate and each later call is timed from the calls it waits for",
+            ),
+            _ if self.load.arrival == Some(Arrival::Trace) => Some(
+                "cannot be combined with load.arrival = \"trace\" (trace rows are single requests)",
+            ),
+            _ if self.workload.prompt_source == PromptSource::Dataset => Some(
+                "builds its prompts from the calls' outputs and new synthetic tokens: leave prompt_source at \"synthetic\"",
+            ),
+            _ if !self.classes.is_empty() => Some(
+                "[[class]] and [workload.task] cannot be combined yet: a class is a share of single requests",
+            ),
+            _ if self.load.shard.is_some() => Some("cannot be cut into shards yet"),
+            _ if self.load.edge().is_some() => Some(
+                "an edge search judges each step as its requests finish, and a task's calls outlive it: run tasks at fixed stages",
+            ),
+            _ => None,
+        };
+        if let Some(why) = why {
+            return problem("workload.task", why);
+        }
+        if !self.target.api.capabilities().messages {
+            return problem(
+                "workload.task",
+                format!(
+                    "sends each call's conversation as chat messages, which api = \"{}\" cannot",
+                    self.target.api.name()
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// `[workload.sessions]`: whole numbers of turns and milliseconds, an open-loop arrival

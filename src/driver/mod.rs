@@ -31,6 +31,7 @@ use crate::plan::{ArrivalGen, Phase, Phaser, Plan, PlannedRequest, Scheduled, Se
 use crate::record::{Outcome, Record};
 
 pub mod live;
+mod task;
 
 /// What the driver did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -209,6 +210,14 @@ impl FollowUps {
 
 impl Driver {
     fn prepare(&self, index: u64) -> (PlannedRequest, Bytes) {
+        // A task's first node, when it is a model call: its own message alone.
+        if let Some(g) = self.plan.graph_of(index)
+            && g.nodes[0].kind == crate::contract::task::NodeKind::Model
+        {
+            let p = self.plan.node(index, 0);
+            let body = self.body(&p, Some(&[user(&p.prompt)]));
+            return (p, body);
+        }
         let mut p = self.plan.request(index);
         // A session's first turn opens its conversation: the shared system prompt, if any, then
         // the request's prompt as the user's message.
@@ -240,6 +249,36 @@ impl Driver {
             batch: w.batch,
             extra: Some(self.plan.extra_body(p)),
         }))
+    }
+
+    /// Resolves at `at_us` on the run's clock (the follow-up thread's precise wake-up), or
+    /// false once `cancel` (or `drain_over`, when given) is: then nothing more is sent.
+    async fn wake_at(
+        &self,
+        at_us: u64,
+        cancel: &CancellationToken,
+        drain_over: Option<&CancellationToken>,
+    ) -> bool {
+        let at = self.client.epoch() + Duration::from_micros(at_us);
+        let follow_ups = self
+            .follow_ups
+            .get_or_init(|| FollowUps::start(self.realtime).ok());
+        tokio::select! {
+            () = cancel.cancelled() => false,
+            () = async {
+                match drain_over {
+                    Some(d) => d.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            } => false,
+            () = async {
+                match follow_ups {
+                    Some(f) => f.until(at).await,
+                    // No thread could be started: tokio's timer, a millisecond coarser.
+                    None => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+                }
+            } => true,
+        }
     }
 
     /// Session `i`'s turns, its first already planned (`rec`, `body`): each later turn is sent
@@ -275,20 +314,11 @@ impl Driver {
                     let p = self.plan.turn(i, t);
                     history.push(user(&p.prompt));
                     let intended = prev_end + u64::from(shape.think_ms[t as usize - 1]) * 1000;
-                    let at = self.client.epoch() + Duration::from_micros(intended);
-                    let follow_ups = self
-                        .follow_ups
-                        .get_or_init(|| FollowUps::start(self.realtime).ok());
-                    tokio::select! {
-                        () = cancel.cancelled() => return,
-                        () = drain_over.cancelled(), if drain => return,
-                        () = async {
-                            match follow_ups {
-                                Some(f) => f.until(at).await,
-                                // No thread could be started: tokio's timer, a millisecond coarser.
-                                None => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
-                            }
-                        } => {}
+                    if !self
+                        .wake_at(intended, cancel, drain.then_some(drain_over))
+                        .await
+                    {
+                        return;
                     }
                     let mut rec = Record::planned(&p, phase, &self.run_id);
                     rec.intended_us = Some(intended);
@@ -464,25 +494,11 @@ impl Driver {
                 let (me, tx, cancel) = (self.clone(), tx.clone(), cancel.clone());
                 let (in_flight, steady_in_flight) = (in_flight.clone(), steady_in_flight.clone());
                 let (steady_sent, drain_over) = (steady_sent.clone(), drain_over.clone());
-                let session = self.plan.session(planned.index);
                 tracker.spawn_on(
                     async move {
-                        match session {
-                            // The session counts as one request in flight while it starts,
-                            // then each of its turns as one while it is sent.
-                            Some(shape) => {
-                                in_flight.fetch_sub(1, Ordering::AcqRel);
-                                let i = planned.index;
-                                let first = (planned, rec, body);
-                                let ends = (&cancel, &drain_over);
-                                me.session(i, shape, first, &tx, ends, &in_flight).await;
-                            }
-                            None => {
-                                me.client.execute(body, &mut rec, &cancel).await;
-                                in_flight.fetch_sub(1, Ordering::AcqRel);
-                                let _ = tx.send(rec);
-                            }
-                        }
+                        let first = (planned, rec, body);
+                        let ends = (&cancel, &drain_over);
+                        me.arrival(first, &tx, ends, &in_flight).await;
                         me.ended(index);
                         if steady
                             && steady_in_flight.fetch_sub(1, Ordering::AcqRel) == 1
@@ -501,6 +517,46 @@ impl Driver {
         }
         self.window.end();
         out
+    }
+
+    /// One open-loop arrival, sent: a request, a session's turns or a task's calls. A session
+    /// or a task counts as one request in flight while it starts, then each of its requests as
+    /// one while it is sent.
+    async fn arrival(
+        &self,
+        (planned, mut rec, body): (PlannedRequest, Record, Bytes),
+        tx: &UnboundedSender<Record>,
+        (cancel, drain_over): (&CancellationToken, &CancellationToken),
+        in_flight: &AtomicU32,
+    ) {
+        let i = planned.index;
+        match (self.plan.session(i), self.plan.task(i)) {
+            (_, Some(shape)) => {
+                in_flight.fetch_sub(1, Ordering::AcqRel);
+                let run = task::TaskRun {
+                    i,
+                    shape,
+                    phase: rec.phase,
+                    origin: rec.intended_us.unwrap_or_default(),
+                    tx,
+                    cancel,
+                    drain_over,
+                    in_flight,
+                };
+                self.task(run, (planned, rec, body)).await;
+            }
+            (Some(shape), None) => {
+                in_flight.fetch_sub(1, Ordering::AcqRel);
+                let first = (planned, rec, body);
+                self.session(i, shape, first, tx, (cancel, drain_over), in_flight)
+                    .await;
+            }
+            (None, None) => {
+                self.client.execute(body, &mut rec, cancel).await;
+                in_flight.fetch_sub(1, Ordering::AcqRel);
+                let _ = tx.send(rec);
+            }
+        }
     }
 
     /// Request `index` is no longer in flight: the rule that stops a decided run stops

@@ -165,6 +165,7 @@ pub async fn recount(
         input_lengths,
         output_lengths,
         missing: old.missing.clone(),
+        tasks: old.tasks.clone(),
     }))
 }
 

@@ -195,6 +195,8 @@ pub struct Plan {
     blocks: Option<(u32, std::sync::Arc<Vec<u32>>)>,
     /// `[workload.sessions]`, and the system prompt every session starts with (empty: none).
     sessions: Option<(crate::contract::Sessions, (String, u32))>,
+    /// `[workload.task]`'s graphs (empty: no tasks).
+    tasks: std::sync::Arc<Vec<crate::contract::task::Graph>>,
     /// The API generates output tokens (embeddings do not).
     generates: bool,
     /// `load.shard`: the arrivals this client sends (all: `None`).
@@ -319,6 +321,16 @@ pub struct SessionPlan {
     pub turns: u32,
     /// Milliseconds between the answer to turn `t` and the send of turn `t + 1`.
     pub think_ms: Vec<u32>,
+}
+
+/// A task's drawn shape (`[workload.task]`): which graph it runs, and per node (by position
+/// in the graph) the think time before it and, for a tool, its latency and result tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskPlan {
+    pub graph: usize,
+    pub think_ms: Vec<u32>,
+    pub tool_ms: Vec<u32>,
+    pub result_tokens: Vec<u32>,
 }
 
 /// First plan index of the quality probes. Probe `k` asks steady request `k`'s prompt without
@@ -502,6 +514,8 @@ const REQUESTED_STREAM: u64 = u64::MAX - 1 - (1 << 32);
 const BLOCK_STREAM: u64 = 1 << 55;
 /// Session `i`'s turns and think times are drawn from stream `SESSION_STREAM + i`.
 const SESSION_STREAM: u64 = 1 << 50;
+/// Task `i`'s think times, tool latencies and results are drawn from stream `TASK_STREAM + i`.
+const TASK_STREAM: u64 = 1 << 51;
 /// The sessions' shared system prompt is built from this stream.
 const SYSTEM_STREAM: u64 = 1 << 60;
 /// Prefix `k` is built from stream `PREFIX_STREAM - k`.
@@ -541,7 +555,8 @@ fn lead_with(lead: &str, tag: &str) -> String {
 /// call it without planning the run.
 pub fn requested_lengths(c: &Contract, s: &Inputs, input: bool) -> Option<Vec<u32>> {
     let w = &c.workload;
-    if !input && !c.target.api.capabilities().generates {
+    // A task's calls ask for their own nodes' lengths, on top of the conversation they carry.
+    if (!input && !c.target.api.capabilities().generates) || w.task.is_some() {
         return None;
     }
     let batch = if input { w.batch.max(1) } else { 1 };
@@ -675,6 +690,11 @@ impl Plan {
             batch: w.batch.max(1),
             blocks,
             sessions,
+            tasks: std::sync::Arc::new(if w.task.is_some() {
+                inputs.tasks.clone()
+            } else {
+                Vec::new()
+            }),
             generates: c.target.api.capabilities().generates,
             shard: c.load.shard(),
             classes: std::sync::Arc::new(c.classes.iter().map(|k| PlanClass::of(c, k)).collect()),
@@ -837,12 +857,15 @@ impl Plan {
         // With sessions, a phase's arrivals are sessions and its requests their turns; a shard
         // counts its own arrivals.
         let turns = |from: u64, n: u64| -> u64 {
-            if self.sessions.is_none() {
+            if self.sessions.is_none() && self.tasks.is_empty() {
                 return self.own(from, n);
             }
             (from..from + n)
                 .filter(|&i| self.owns(i))
-                .map(|i| self.session(i).map_or(1, |s| u64::from(s.turns)))
+                .map(|i| match self.task(i) {
+                    Some(t) => u64::from(self.tasks[t.graph].calls()),
+                    None => self.session(i).map_or(1, |s| u64::from(s.turns)),
+                })
                 .sum()
         };
         let mut warm = 0;
@@ -856,6 +879,7 @@ impl Plan {
             out.insert(Phase::Steady, turns(warm, n));
         } else if let StopRule::Requests(n) = self.phases.stop
             && self.sessions.is_none()
+            && self.tasks.is_empty()
             && self.shard.is_none()
         {
             out.insert(Phase::Steady, n);
@@ -877,6 +901,95 @@ impl Plan {
         (self.sessions.is_some() && !self.order.is_empty()).then(|| {
             &self.sources.prompts[self.order[(i % self.order.len() as u64) as usize] as usize]
         })
+    }
+
+    /// The graphs tasks run (`[workload.task]`; empty without tasks).
+    pub fn graphs(&self) -> &[crate::contract::task::Graph] {
+        &self.tasks
+    }
+
+    /// The graph task `i` runs (`None` without tasks).
+    pub fn graph_of(&self, i: u64) -> Option<&crate::contract::task::Graph> {
+        let n = self.tasks.len() as u64;
+        (n > 0).then(|| &self.tasks[(i % n.max(1)) as usize])
+    }
+
+    /// Task `i`'s shape, when the workload has tasks: graph `i mod n` (a file of recorded
+    /// tasks replays them in turn), with its think times, tool latencies and results drawn.
+    pub fn task(&self, i: u64) -> Option<TaskPlan> {
+        if self.tasks.is_empty() {
+            return None;
+        }
+        let graph = (i % self.tasks.len() as u64) as usize;
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        rng.set_stream(TASK_STREAM + i);
+        let mut t = TaskPlan {
+            graph,
+            think_ms: Vec::new(),
+            tool_ms: Vec::new(),
+            result_tokens: Vec::new(),
+        };
+        for n in &self.tasks[graph].nodes {
+            let think = n
+                .think_ms
+                .as_ref()
+                .map_or(0, |d| sample_len(d, &[], &mut rng));
+            t.think_ms.push(think);
+            let tool = n.kind == crate::contract::task::NodeKind::Tool;
+            let (result, ms) = if tool {
+                (
+                    sample_len(&n.input, &[], &mut rng),
+                    sample_len(&n.output, &[], &mut rng),
+                )
+            } else {
+                (0, 0)
+            };
+            t.result_tokens.push(result);
+            t.tool_ms.push(ms);
+        }
+        Some(t)
+    }
+
+    /// Model call `position` of task `i` (plan index `turn_index(i, position)`): its new
+    /// message (a tag unique to the call, then its own tokens; a call that opens a
+    /// conversation starts with the run's lead) and its answer's length. What it continues and
+    /// the outputs it uses are the run's, spliced in by the driver.
+    pub fn node(&self, i: u64, position: u32) -> PlannedRequest {
+        let index = turn_index(i, position);
+        let node =
+            &self.tasks[(i % self.tasks.len().max(1) as u64) as usize].nodes[position as usize];
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        rng.set_stream(index);
+        let input = sample_len(&node.input, &[], &mut rng);
+        let output = sample_len(&node.output, &[], &mut rng);
+        let t = &self.sources.tokenizer;
+        let mut lead = String::new();
+        if node.context.is_none() && !self.lead.is_empty() {
+            lead.push_str(&self.lead);
+            lead.push(' ');
+        }
+        lead.push_str(&t.tag('r', index, self.seed));
+        let (prompt, n) = t.build(&lead, input, &mut rng);
+        PlannedRequest {
+            model: node.model.clone(),
+            ..PlannedRequest::steady(index, n, if self.generates { output } else { 0 }, prompt)
+        }
+    }
+
+    /// Tool `position` of task `i`'s result: `tokens` words as a tool's JSON answer, and its
+    /// tokens as counted.
+    pub fn tool_result(&self, i: u64, position: u32, tokens: u32) -> (String, u32) {
+        let index = turn_index(i, position);
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        rng.set_stream(index);
+        let t = &self.sources.tokenizer;
+        let (words, _) = t.build(&t.tag('t', index, self.seed), tokens, &mut rng);
+        let text = format!(
+            "{{\"tool_result\": \"{}\"}}",
+            words.trim().replace('"', "'")
+        );
+        let n = t.count(&text);
+        (text, n)
     }
 
     /// Session `i`'s shape (turns, think times), when the workload has sessions.

@@ -28,6 +28,9 @@ pub struct Record {
     /// Which turn of its session, from 0; with the turns its session planned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<(u32, u32)>,
+    /// The agent task (`[workload.task]`) this request is a model call of, and which call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<Box<TaskStep>>,
     /// The shard of a sharded run that sent it, in a bundle `goodput merge` made (a shard's
     /// own bundle holds only its own requests and leaves it out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,6 +152,48 @@ pub struct Record {
     /// never written.
     #[serde(skip)]
     pub answer: Option<String>,
+}
+
+/// A model call of an agent task: which task and node, what it waited for, and the tool calls
+/// on its way, so the task's critical path is rebuilt from the raw records alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TaskStep {
+    /// The task: its arrival's plan index.
+    pub task: u64,
+    /// Which graph it ran (a file of recorded tasks has several; else 0).
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub graph: usize,
+    /// The node's name and its position in the graph (every node after those it waits for).
+    pub node: String,
+    pub position: u32,
+    /// Nodes on the longest chain of waits before it.
+    pub depth: u32,
+    /// Model calls the task planned.
+    pub calls: u32,
+    /// The task's intended start (its arrival), µs on the run's clock: its latency's origin.
+    pub start_us: u64,
+    /// The nodes it waited for (positions; model calls or tools).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<u32>,
+    /// The tool calls it waited for, directly or through other tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpan>,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A tool call an agent task ran (it is not a request): its node, what it waited for, and when
+/// it started and ended, µs on the run's clock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ToolSpan {
+    pub node: String,
+    pub position: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<u32>,
+    pub start_us: u64,
+    pub end_us: u64,
 }
 
 /// What the load of one segment of a live demo was (`Record::segment`), as its control set it
@@ -285,10 +330,15 @@ impl Record {
         self.phase == Phase::Quality
     }
 
-    /// Not a session's follow-up: a request of its own, or a session's first turn (whose
-    /// prompt is the planned one, without a history).
+    /// The session or task it belongs to (`None`: a request of its own).
+    pub fn conversation(&self) -> Option<u64> {
+        self.session.or(self.task.as_ref().map(|t| t.task))
+    }
+
+    /// Not a session's follow-up nor a task's later call: a request of its own, a session's
+    /// first turn or a task's first calls (whose prompt is the planned one, without a history).
     pub fn is_first_turn(&self) -> bool {
-        self.turn.is_none_or(|t| t.0 == 0)
+        self.turn.is_none_or(|t| t.0 == 0) && self.task.as_ref().is_none_or(|t| t.depth == 0)
     }
 
     pub fn planned_tokens(&self, input: bool) -> u32 {
@@ -333,6 +383,7 @@ impl Record {
             phase,
             session: None,
             turn: None,
+            task: None,
             shard: None,
             url: None,
             segment: None,

@@ -537,6 +537,7 @@ pub fn page(
     p.tails(&mut d);
     p.over_time(&mut d, seconds);
     p.sessions(&mut d);
+    p.tasks(&mut d);
     // The whole report: every table, every reason.
     let report = super::document(s);
     d.blocks.extend(report.blocks.into_iter().skip(1));
@@ -815,6 +816,31 @@ impl<'a> Page<'a> {
                 ))
             })
             .collect()
+    }
+
+    /// With agent tasks: task latency by percentile against the task SLO, and the median
+    /// and p99 tasks' timelines.
+    fn tasks(&self, d: &mut crate::report::Doc) {
+        let Some(t) = &self.s.steady.tasks else {
+            return;
+        };
+        d.h("Agent tasks");
+        let slo = t
+            .slo_ms
+            .map(|m| (m, format!("task SLO {} ms", super::num(m))));
+        if let Some(ch) = percentile_chart(
+            "pct-task",
+            "Task latency by percentile (intended start to last answer, completed tasks)",
+            "ms",
+            vec![(
+                "task latency".to_owned(),
+                crate::analyze::tasks::latencies(&self.steady),
+            )],
+            slo,
+        ) {
+            d.figure(ch.render());
+        }
+        super::tasks::timelines(d, t);
     }
 
     /// With sessions: TTFT and prompt tokens by turn.

@@ -8,6 +8,7 @@
 pub(crate) mod format;
 pub(crate) mod html;
 pub(crate) mod svg;
+mod tasks;
 
 use crate::analyze::classes::Standing;
 use crate::analyze::{Dist, PhaseStats, Summary};
@@ -207,6 +208,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     shards(&mut d, s);
     replicas(&mut d, s);
     sessions(&mut d, s);
+    tasks::section(&mut d, s);
     prefix_reuse(&mut d, s);
     details(&mut d, s, verbose);
     failures_and_start(&mut d, s);
@@ -736,7 +738,8 @@ fn prefix_reuse(d: &mut Doc, s: &Summary) {
     };
     let line = match p.cached_mean {
         Some(k) => format!(
-            "Prefix reuse (trace hash_ids, {}-token blocks): expected {} cached tokens per request, the server reported {}; within one block on {} of {} requests ({:.1}%)",
+            "Prefix reuse ({}, {}-token blocks): expected {} cached tokens per request, the server reported {}; within one block on {} of {} requests ({:.1}%)",
+            p.source,
             p.block_tokens,
             num(p.expected_mean),
             num(k),
@@ -745,7 +748,8 @@ fn prefix_reuse(d: &mut Doc, s: &Summary) {
             100.0 * p.within_one_block as f64 / p.reported.max(1) as f64
         ),
         None => format!(
-            "Prefix reuse (trace hash_ids, {}-token blocks): expected {} cached tokens per request; the server reported no cached tokens to hold them against",
+            "Prefix reuse ({}, {}-token blocks): expected {} cached tokens per request; the server reported no cached tokens to hold them against",
+            p.source,
             p.block_tokens,
             num(p.expected_mean)
         ),

@@ -28,6 +28,9 @@ pub struct Sources {
     /// Files a resolved contract names that are no longer there. Such a contract still reads
     /// (a bundle's records carry the lengths); `run` refuses it.
     pub missing: Vec<String>,
+    /// `[workload.task]`'s graphs: one shape, or one per recorded task (arrival `i` runs
+    /// graph `i mod n`).
+    pub tasks: Vec<crate::contract::task::Graph>,
 }
 
 /// A workload's inputs, shared (cheap to clone) and immutable once read.
@@ -89,6 +92,7 @@ pub fn read(c: &mut Contract, src: &str, path: &Path) -> Result<Inputs, Contract
     files.dataset(c, &mut sources)?;
     files.lengths(&mut c.workload, &mut sources)?;
     files.trace(c, &mut sources)?;
+    files.tasks(c, &mut sources)?;
     sources.missing = files.missing;
     Ok(Inputs::new(sources))
 }
@@ -375,6 +379,43 @@ impl Files<'_> {
     }
 
     /// A trace to replay; without `requests` or `duration`, the run replays it to its end.
+    /// `[workload.task]`: its nodes, from the contract or its graph file, resolved into graphs;
+    /// an error names the node's line and field (in the contract: `workload.task.node[k].F`).
+    fn tasks(&mut self, c: &mut Contract, sources: &mut Sources) -> Result<(), ContractError> {
+        let w = &c.workload;
+        let Some(t) = &w.task else {
+            return Ok(());
+        };
+        let dist = |d: &Option<LengthDist>| d.clone().unwrap_or(LengthDist::Fixed { value: 1 });
+        let (input, output) = (dist(&w.input_tokens), dist(&w.output_tokens));
+        let defaults = crate::contract::task::Defaults {
+            input: &input,
+            output: &output,
+            context_tokens: t.context_tokens,
+        };
+        let key = "workload.task.graph";
+        let graphs = match self.named(key, &t.graph, &t.graph_sha256)? {
+            Some((file, text, sha)) => {
+                let g = super::task::parse(&file, &text, &defaults)
+                    .map_err(|m| self.invalid(key, m))?;
+                if let Some(t) = &mut c.workload.task {
+                    t.graph = Some(file);
+                    t.graph_sha256 = Some(sha);
+                }
+                g
+            }
+            None if t.graph.is_some() => return Ok(()),
+            None => crate::contract::task::resolve(&t.node, &defaults).map_err(|e| {
+                self.invalid(
+                    &format!("workload.task.node[{}].{}", e.node, e.field),
+                    e.message,
+                )
+            })?,
+        };
+        sources.tasks = graphs;
+        Ok(())
+    }
+
     fn trace(&mut self, c: &mut Contract, sources: &mut Sources) -> Result<(), ContractError> {
         let key = "load.trace";
         let l = &mut c.load;

@@ -6,6 +6,7 @@
 pub(crate) mod dataset;
 pub mod environment;
 pub mod inputs;
+pub mod task;
 pub(crate) mod tokenizer;
 pub(crate) mod trace;
 

@@ -8,6 +8,7 @@
 
 mod common;
 
+mod agents;
 mod architecture;
 mod classes;
 mod coldstart;
