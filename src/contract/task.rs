@@ -26,6 +26,10 @@ pub struct Task {
     pub graph: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph_sha256: Option<String>,
+    /// The graph file's format: `graph` (the default: nodes, one per line), `mooncake`
+    /// (multi-turn rows grouped by `session_id`) or `otel` (OTLP JSON traces of GenAI spans).
+    #[serde(default, skip_serializing_if = "TaskFormat::is_graph")]
+    pub format: TaskFormat,
     /// The nodes, written in the contract (instead of `graph`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node: Vec<NodeSpec>,
@@ -41,6 +45,22 @@ pub struct Task {
 impl Task {
     pub fn block_tokens(&self) -> u32 {
         self.block_tokens.unwrap_or(16).max(1)
+    }
+}
+
+/// What a graph file holds (`[workload.task] format`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskFormat {
+    #[default]
+    Graph,
+    Mooncake,
+    Otel,
+}
+
+impl TaskFormat {
+    fn is_graph(&self) -> bool {
+        *self == TaskFormat::Graph
     }
 }
 

@@ -396,7 +396,7 @@ impl Files<'_> {
         let key = "workload.task.graph";
         let graphs = match self.named(key, &t.graph, &t.graph_sha256)? {
             Some((file, text, sha)) => {
-                let g = super::task::parse(&file, &text, &defaults)
+                let g = super::task::parse(&file, &text, t.format, &defaults)
                     .map_err(|m| self.invalid(key, m))?;
                 if let Some(t) = &mut c.workload.task {
                     t.graph = Some(file);

@@ -559,6 +559,63 @@ fn bad_mooncake_rows_name_file_and_line() {
     }
 }
 
+/// Issue #49: a bad agent graph names the contract's line and key, then the graph file's line
+/// and the node's field (a cycle, an edge to an unknown node, a prompt that can outgrow the
+/// context, a trace with no root span), before any request; inline nodes name their table.
+#[test]
+fn bad_task_graphs_name_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = |extra: &str| {
+        format!(
+            "[workload]\ninput_tokens = {{ dist = \"fixed\", value = 10 }}\n[workload.task]\ngraph = \"g.jsonl\"\n{extra}[load]\nkind = \"open\"\nrate = 1\nrequests = 2\n"
+        )
+    };
+    for (format, graph, want) in [
+        (
+            "",
+            "{\"name\": \"a\", \"after\": [\"b\"]}\n{\"name\": \"b\", \"after\": [\"a\"]}\n",
+            "c.toml:4: `workload.task.graph`: ",
+        ),
+        (
+            "",
+            "{\"name\": \"a\"}\n\n{\"name\": \"b\", \"after\": [\"x\"]}\n",
+            "g.jsonl:3: `after`: `x` is not a node of this task",
+        ),
+        (
+            "context_tokens = 100\n",
+            "{\"name\": \"a\", \"output_tokens\": 60}\n{\"name\": \"b\", \"after\": [\"a\"], \"context\": \"a\", \"input_tokens\": 30}\n",
+            "g.jsonl:2: `input_tokens`: `b`'s prompt can reach 100 tokens (70 of history, 0 of outputs it uses, 30 of its own) and its answer 128: more than context_tokens = 100",
+        ),
+        (
+            "format = \"otel\"\n",
+            "{\"resourceSpans\": [{\"scopeSpans\": [{\"spans\": [{\"traceId\": \"t\", \"spanId\": \"s\", \"parentSpanId\": \"s\", \"name\": \"chat\", \"startTimeUnixNano\": 1, \"endTimeUnixNano\": 2}]}]}]}\n",
+            "g.jsonl:1: trace t: `parentSpanId`: the span tree has no root",
+        ),
+    ] {
+        std::fs::write(dir.path().join("g.jsonl"), graph).unwrap();
+        let e = parse_at(dir.path(), &task(format)).unwrap_err().to_string();
+        assert!(e.contains(want), "want {want:?} in {e:?}");
+        if want.starts_with("c.toml") {
+            assert!(
+                e.contains("g.jsonl:1: `after`: `a` waits, through its `after`, for itself"),
+                "{e}"
+            );
+        }
+    }
+    let inline = "[workload.task]\n[[workload.task.node]]\nname = \"a\"\n[[workload.task.node]]\nname = \"b\"\nafter = [\"nope\"]\n[load]\nkind = \"open\"\nrate = 1\nrequests = 2\n";
+    let e = parse_at(dir.path(), inline).unwrap_err().to_string();
+    assert!(
+        e.contains("c.toml:6: `workload.task.node[1].after`: `nope` is not a node of this task"),
+        "{e}"
+    );
+    let closed = "[workload.task]\n[[workload.task.node]]\nname = \"a\"\n[load]\nkind = \"closed\"\nconcurrency = 2\nrequests = 2\n";
+    let e = parse_at(dir.path(), closed).unwrap_err().to_string();
+    assert!(
+        e.contains("`workload.task`: needs an open-loop load"),
+        "{e}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bundle_lists_requested_sent_and_reported_lengths_and_who_counted_them() {
     let dir = tempfile::tempdir().unwrap();
