@@ -1740,13 +1740,27 @@ pub fn failed_gates(
                 .collect(),
             Gate::Slo => {
                 // A miss anywhere is a miss (5); otherwise a pass some run cannot support (8).
-                let missed = runs
-                    .iter()
-                    .any(|s| s.steady.slo.as_ref().is_none_or(|x| !x.verdict.met()));
+                // An agent task's own SLO (`slo.task_ms`) is judged beside the requests'.
+                let task =
+                    |s: &crate::analyze::Summary| s.steady.tasks.as_ref().and_then(|t| t.verdict());
+                let missed = runs.iter().any(|s| {
+                    let requests = match &s.steady.slo {
+                        Some(x) => !x.verdict.met(),
+                        None => task(s).is_none(),
+                    };
+                    requests || task(s).is_some_and(|(met, _)| !met)
+                });
                 if !missed {
                     exit = EXIT_SLO_NOT_SUPPORTED;
                 }
+                let task_misses: Vec<String> = runs
+                    .iter()
+                    .filter_map(|s| task(s))
+                    .filter(|(met, _)| !met)
+                    .map(|(_, why)| why)
+                    .collect();
                 runs.iter()
+                    .filter(|s| s.steady.slo.is_some() || task(s).is_none())
                     .filter_map(|s| match &s.steady.slo {
                         Some(slo) if slo.verdict == crate::analyze::SloVerdict::Met => None,
                         Some(slo) if slo.verdict.met() => Some(format!(
@@ -1771,6 +1785,7 @@ pub fn failed_gates(
                         )),
                         None => Some("the contract has no [slo]".to_owned()),
                     })
+                    .chain(task_misses)
                     .collect()
             }
             Gate::Prediction => runs

@@ -67,6 +67,39 @@ pub struct TaskSummary {
     pub p99_task: Option<Timeline>,
 }
 
+impl TaskSummary {
+    /// Task latency at the SLO's percentile, or the nearest reported one below it.
+    pub fn at_percentile(&self) -> Option<f64> {
+        let l = self.latency_ms.as_ref()?;
+        Some(match self.percentile {
+            p if p >= 99.9 => l.p99_9,
+            p if p >= 99.0 => l.p99,
+            p if p >= 95.0 => l.p95,
+            p if p >= 90.0 => l.p90,
+            _ => l.p50,
+        })
+    }
+
+    /// The task SLO's verdict in words ("task SLO met: task latency p90 612 ms ≤ 700 ms"),
+    /// with whether it was met; `None` without a task SLO or a completed task.
+    pub fn verdict(&self) -> Option<(bool, String)> {
+        let (slo, met, value) = (self.slo_ms?, self.slo_met?, self.at_percentile()?);
+        let exact = [50.0, 90.0, 95.0, 99.0, 99.9].contains(&self.percentile);
+        Some((
+            met,
+            format!(
+                "task SLO {}: task latency p{} {}{:.0} ms {} {:.0} ms",
+                if met { "met" } else { "NOT met" },
+                self.percentile,
+                if exact { "" } else { "about " },
+                value,
+                if met { "≤" } else { ">" },
+                slo
+            ),
+        ))
+    }
+}
+
 /// The critical paths of the completed tasks: the mean time on them in model calls, tools
 /// and waits (think time and the client's slip), and the paths most often critical.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

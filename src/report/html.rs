@@ -111,10 +111,28 @@ pub fn verdicts(s: &Summary) -> String {
     if !valid {
         unsupported(&mut tiles);
     }
+    let task = s
+        .steady
+        .tasks
+        .as_ref()
+        .and_then(|t| Some((t, t.verdict()?)));
+    if let Some((t, (met, _))) = task {
+        tiles.push(Tile {
+            name: format!("task latency p{}", t.percentile),
+            value: t.at_percentile().map_or("—".into(), ms),
+            detail: format!(
+                "task SLO ≤ {} ms · task goodput {} tasks/s",
+                super::num(t.slo_ms.unwrap_or_default()),
+                t.goodput_tps.map_or("—".into(), super::num)
+            ),
+            pass: Some(met),
+        });
+    }
     count_tiles(s, &mut tiles);
     efficiency_tiles(s, &mut tiles);
     let pass = match slo.map(|x| x.verdict) {
         _ if !valid => Some(false),
+        _ if task.is_some_and(|(_, (met, _))| !met) => Some(false),
         None | Some(SloVerdict::Met) => Some(true),
         Some(SloVerdict::MetIndicated) => None,
         Some(_) => Some(false),
@@ -201,8 +219,18 @@ fn banner_lines(s: &Summary) -> Vec<String> {
             None => "no SLO",
         }
     )];
+    if let Some((met, _)) = s.steady.tasks.as_ref().and_then(|t| t.verdict()) {
+        lines[0].push_str(if met {
+            " · task SLO met ✓"
+        } else {
+            " · task SLO NOT met ✗"
+        });
+    }
     if let Some(x) = slo {
         lines.push(format!("SLO {}.", super::slo_verdict_words(x, valid)));
+    }
+    if let Some((met, words)) = s.steady.tasks.as_ref().and_then(|t| t.verdict()) {
+        lines.push(format!("{}{words}.", if met { "" } else { "✗ " }));
     }
     if let Some(l) = super::claims_line(s) {
         lines.push(l);

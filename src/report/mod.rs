@@ -450,9 +450,10 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
                 ),
             );
         }
-    } else {
+    } else if st.tasks.as_ref().is_none_or(|t| t.slo_ms.is_none()) {
         d.line("No SLO in the contract: goodput is undefined.");
     }
+    tasks::headline(d, s);
     if let Some(l) = claims_line(s) {
         d.line(l);
     }

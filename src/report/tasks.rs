@@ -9,6 +9,30 @@ use super::{Doc, Tone, num};
 use crate::analyze::Summary;
 use crate::analyze::tasks::{Bar, NodeStats, TaskSummary, Timeline};
 
+/// The task SLO's verdict among a report's first lines, with task goodput.
+pub(super) fn headline(d: &mut Doc, s: &Summary) {
+    let Some(t) = &s.steady.tasks else {
+        return;
+    };
+    let goodput = match (t.attainment, t.goodput_tps) {
+        (Some(a), Some(g)) => format!(
+            "; {:.1}% of tasks met every SLO: task goodput {} tasks/s",
+            a * 100.0,
+            num(g)
+        ),
+        _ => String::new(),
+    };
+    if let Some((met, words)) = t.verdict() {
+        let mut words = words;
+        if let Some(first) = words.get_mut(0..1) {
+            first.make_ascii_uppercase();
+        }
+        d.toned(Tone::warn_if(!met), format!("{words}{goodput}"));
+    } else if !goodput.is_empty() {
+        d.line(format!("Tasks{goodput}"));
+    }
+}
+
 /// The terminal's (and every text format's) section.
 pub(super) fn section(d: &mut Doc, s: &Summary) {
     let Some(t) = &s.steady.tasks else {
@@ -123,8 +147,8 @@ pub(super) fn timelines(d: &mut Doc, t: &TaskSummary) {
 /// (shaded), its time to first token and its streaming; a tool's run. Nodes on the critical
 /// path are outlined.
 fn timeline_svg(id: &str, which: &str, tl: &Timeline, slo: Option<f64>) -> String {
-    let (w, row, left, top) = (860.0, 22.0, 120.0, 34.0);
-    let h = top + row * tl.bars.len() as f64 + 40.0;
+    let (w, row, left, top) = (560.0, 22.0, 100.0, 34.0);
+    let h = top + row * tl.bars.len() as f64 + 60.0;
     let span = tl
         .bars
         .iter()
@@ -135,7 +159,7 @@ fn timeline_svg(id: &str, which: &str, tl: &Timeline, slo: Option<f64>) -> Strin
     let mut s = String::new();
     let _ = write!(
         s,
-        r#"<svg id="{id}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
+        r#"<svg id="{id}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" class="chart" role="img" aria-label="The {which} task's nodes over time" font-family="sans-serif" font-size="12">"#
     );
     let _ = write!(
         s,
@@ -184,8 +208,9 @@ fn timeline_svg(id: &str, which: &str, tl: &Timeline, slo: Option<f64>) -> Strin
     }
     let _ = write!(
         s,
-        r##"<text x="{left}" y="{}" fill="#555">grey: waiting for its send · light blue: to first token · blue: streaming · orange: tool · outlined: critical path · 0 to {} ms</text></svg>"##,
+        r##"<text x="8" y="{}" fill="#555">grey: waiting to be sent · light blue: to first token · blue: streaming · orange: tool</text><text x="8" y="{}" fill="#555">outlined: the critical path · the axis runs from 0 to {} ms</text></svg>"##,
         base + 20.0,
+        base + 36.0,
         num(span)
     );
     s
