@@ -525,6 +525,74 @@ server_metrics_interval = 0
     );
 }
 
+/// Issue #49 on a real engine: an agent task whose second call continues the first's
+/// conversation (with a tool's result between). llama.cpp's slot keeps the conversation it last
+/// served, so the second call finds its history cached: the reusable tokens the task's records
+/// state, within the engine's own count of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
+async fn llamacpp_finds_a_tasks_history_cached_on_its_second_call() {
+    let engine = Started::new();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"name = "real-task"
+[target]
+url = "{url}"
+model = "gemma-3-270m"
+timeout = "60s"
+[workload]
+seed = 3
+tokenizer = "server"
+input_tokens = {{ dist = "fixed", value = 64 }}
+output_tokens = {{ dist = "fixed", value = 12 }}
+[workload.task]
+[[workload.task.node]]
+name = "plan"
+[[workload.task.node]]
+name = "lookup"
+kind = "tool"
+after = ["plan"]
+latency_ms = 50
+result_tokens = 16
+[[workload.task.node]]
+name = "answer"
+after = ["lookup"]
+context = "plan"
+[load]
+kind = "open"
+arrival = "constant"
+rate = 1
+requests = 4
+[warmup]
+requests = 0
+[slo]
+ttft_ms = 20000
+task_ms = 60000
+[measurement]
+server_metrics_interval = 0
+"#,
+        url = engine.0
+    );
+    let r = common::run_in(common::parse(&text), dir.path()).await;
+    let ts = r.summary.steady.tasks.as_ref().unwrap();
+    assert_eq!((ts.tasks, ts.completed, ts.calls_not_sent), (4, 4, 0));
+    let node = |n: &str| ts.per_node.iter().find(|x| x.node == n).unwrap();
+    let cached = |n: &str| node(n).cached_tokens.as_ref().unwrap().mean;
+    let history = node("answer").reusable_tokens.as_ref().unwrap().mean;
+    eprintln!(
+        "cached tokens: plan {}, answer {} of a {history}-token history",
+        cached("plan"),
+        cached("answer")
+    );
+    assert!(cached("plan") < 32.0, "a first call shares little");
+    assert!(
+        cached("answer") >= 0.8 * history,
+        "the second call found its history cached: {} of {history}",
+        cached("answer")
+    );
+    assert_eq!(ts.slo_met, Some(true));
+}
+
 /// A small contract against a started engine: short prompts and answers, so a point of a few
 /// dozen requests takes seconds on one CPU thread.
 fn small(name: &str, url: &str, load: &str, slo: &str) -> String {
