@@ -164,6 +164,22 @@ impl Span {
         }
     }
 
+    /// The tool's name, or the operation.
+    fn label(&self) -> &str {
+        self.attrs
+            .get("gen_ai.tool.name")
+            .and_then(Value::as_str)
+            .unwrap_or(self.op())
+    }
+
+    /// A tool's result: `gen_ai.tool.call.result`'s words when recorded, else 32 tokens.
+    fn result_tokens(&self) -> u32 {
+        self.attrs
+            .get("gen_ai.tool.call.result")
+            .and_then(Value::as_str)
+            .map_or(32, |r| r.split_whitespace().count().max(1) as u32)
+    }
+
     fn tokens(&self, name: &str, key: &str) -> Result<u32, String> {
         self.attrs
             .get(key)
@@ -284,6 +300,44 @@ fn otel(name: &str, text: &str) -> Result<(Vec<NodeSpec>, Vec<usize>), String> {
     Ok((specs, at))
 }
 
+/// The agent a span runs under: its nearest `invoke_agent` ancestor's id (none: empty).
+fn agent_of(ids: &BTreeMap<&str, &Span>, s: &Span) -> String {
+    let mut at = ids.get(s.parent.as_str()).copied();
+    // A parent chain longer than the trace has a loop: no agent.
+    for _ in 0..=ids.len() {
+        let Some(p) = at else { break };
+        if p.op() == "invoke_agent" {
+            return p.id.clone();
+        }
+        at = ids.get(p.parent.as_str()).copied();
+    }
+    String::new()
+}
+
+/// A trace's model calls and tools, in time order; a tool no later call follows reaches no
+/// answer and is left out.
+fn task_nodes(spans: &[Span]) -> Vec<&Span> {
+    let mut nodes: Vec<&Span> = spans.iter().filter(|s| s.kind().is_some()).collect();
+    nodes.sort_by_key(|s| (s.start_ns, s.end_ns));
+    nodes.retain(|s| {
+        s.kind() == Some(NodeKind::Model)
+            || spans
+                .iter()
+                .any(|m| m.kind() == Some(NodeKind::Model) && m.start_ns >= s.end_ns)
+    });
+    nodes
+}
+
+/// What node `k` waited for: the nodes that ended before it started, with none between.
+fn waits(nodes: &[&Span], k: usize) -> Vec<usize> {
+    let before = |k: usize, j: usize| nodes[j].end_ns <= nodes[k].start_ns;
+    let n = nodes.len();
+    (0..n)
+        .filter(|&j| j != k && before(k, j))
+        .filter(|&j| !(0..n).any(|m| m != j && m != k && before(m, j) && before(k, m)))
+        .collect()
+}
+
 /// One trace's GenAI spans as one task's nodes.
 fn one_trace(
     name: &str,
@@ -297,53 +351,23 @@ fn one_trace(
             spans[0].line
         ));
     }
-    // The agent a span runs under: its nearest `invoke_agent` ancestor.
-    let agent = |s: &Span| {
-        let mut at = ids.get(s.parent.as_str()).copied();
-        let mut hops = 0;
-        while let Some(p) = at {
-            if p.op() == "invoke_agent" || hops > spans.len() {
-                return p.id.clone();
-            }
-            hops += 1;
-            at = ids.get(p.parent.as_str()).copied();
-        }
-        String::new()
-    };
-    let mut nodes: Vec<&Span> = spans.iter().filter(|s| s.kind().is_some()).collect();
-    nodes.sort_by_key(|s| (s.start_ns, s.end_ns));
-    // A tool no later call follows reaches no answer: left out.
-    nodes.retain(|s| {
-        s.kind() == Some(NodeKind::Model)
-            || spans
-                .iter()
-                .any(|m| m.kind() == Some(NodeKind::Model) && m.start_ns >= s.end_ns)
-    });
+    let agent = |s: &Span| agent_of(&ids, s);
+    let nodes = task_nodes(spans);
     let n = nodes.len();
     // `before[k][j]`: node j ended before node k started.
     let before = |k: usize, j: usize| nodes[j].end_ns <= nodes[k].start_ns;
+    // Unique by position: the operation (or the tool's name) and its place in time.
     let names: Vec<String> = nodes
         .iter()
         .enumerate()
-        .map(|(k, s)| {
-            let base = s
-                .attrs
-                .get("gen_ai.tool.name")
-                .and_then(Value::as_str)
-                .unwrap_or(s.op());
-            format!("{base}#{}", k + 1)
-        })
+        .map(|(k, s)| format!("{}#{}", s.label(), k + 1))
         .collect();
     let mut specs = Vec::with_capacity(n);
     let mut tokens: Vec<(u32, u32)> = Vec::with_capacity(n);
     for k in 0..n {
         let s = nodes[k];
         let kind = s.kind().unwrap_or(NodeKind::Model);
-        // What it waited for: what ended before it started, with nothing between.
-        let after: Vec<usize> = (0..n)
-            .filter(|&j| j != k && before(k, j))
-            .filter(|&j| !(0..n).any(|m| m != j && m != k && before(m, j) && before(k, m)))
-            .collect();
+        let after = waits(&nodes, k);
         let ready = after
             .iter()
             .map(|&j| nodes[j].end_ns)
@@ -356,11 +380,7 @@ fn one_trace(
         ));
         match kind {
             NodeKind::Tool => {
-                let result = s
-                    .attrs
-                    .get("gen_ai.tool.call.result")
-                    .and_then(Value::as_str)
-                    .map_or(32, |r| r.split_whitespace().count().max(1) as u32);
+                let result = s.result_tokens();
                 spec.latency_ms = Some(Amount::Fixed(((s.end_ns - s.start_ns) / 1_000_000) as u32));
                 spec.result_tokens = Some(Amount::Fixed(result));
                 tokens.push((result, result));
