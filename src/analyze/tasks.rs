@@ -35,9 +35,14 @@ pub struct TaskSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo_ms: Option<f64>,
     pub percentile: f64,
-    /// Task latency at `percentile` within `slo_ms`; `None` without a task SLO or tasks.
+    /// Task latency at `percentile` within `slo_ms`, a task that did not complete counted as a
+    /// miss (as a failed request is in the request SLO); `None` without a task SLO or tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo_met: Option<bool>,
+    /// Task latency at `percentile` over every steady task, ms; `None` when the percentile
+    /// falls on a task that did not complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_value_ms: Option<f64>,
     /// Steady tasks that completed with every call within the request SLO and the task within
     /// `slo_ms`; `None` without any SLO.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,35 +73,23 @@ pub struct TaskSummary {
 }
 
 impl TaskSummary {
-    /// Task latency at the SLO's percentile, or the nearest reported one below it.
-    pub fn at_percentile(&self) -> Option<f64> {
-        let l = self.latency_ms.as_ref()?;
-        Some(match self.percentile {
-            p if p >= 99.9 => l.p99_9,
-            p if p >= 99.0 => l.p99,
-            p if p >= 95.0 => l.p95,
-            p if p >= 90.0 => l.p90,
-            _ => l.p50,
-        })
-    }
-
     /// The task SLO's verdict in words ("task SLO met: task latency p90 612 ms ≤ 700 ms"),
     /// with whether it was met; `None` without a task SLO or a completed task.
     pub fn verdict(&self) -> Option<(bool, String)> {
-        let (slo, met, value) = (self.slo_ms?, self.slo_met?, self.at_percentile()?);
-        let exact = [50.0, 90.0, 95.0, 99.0, 99.9].contains(&self.percentile);
-        Some((
-            met,
-            format!(
-                "task SLO {}: task latency p{} {}{:.0} ms {} {:.0} ms",
+        let (slo, met) = (self.slo_ms?, self.slo_met?);
+        let words = match self.slo_value_ms {
+            Some(v) => format!(
+                "task SLO {}: task latency p{} {v:.0} ms {} {slo:.0} ms",
                 if met { "met" } else { "NOT met" },
                 self.percentile,
-                if exact { "" } else { "about " },
-                value,
                 if met { "≤" } else { ">" },
-                slo
             ),
-        ))
+            None => format!(
+                "task SLO NOT met: task latency p{} falls on a task that did not complete ({} of {} ended early; SLO {slo:.0} ms)",
+                self.percentile, self.ended_early, self.tasks
+            ),
+        };
+        Some((met, words))
     }
 }
 
@@ -206,7 +199,13 @@ pub fn summarize(c: &Contract, steady: &[&Record], window_s: f64) -> Option<Task
     let mut latencies: Vec<f64> = done.iter().map(|d| d.0).collect();
     latencies.sort_by(f64::total_cmp);
     if let Some(s) = slo_ms {
-        out.slo_met = super::percentile_sorted(&latencies, c.slo.percentile).map(|p| p <= s);
+        // Every steady task is judged: one that did not complete is a miss, beyond any value
+        // (f64::MAX, not infinity, so the interpolation between ranks stays a number).
+        let mut judged = latencies.clone();
+        judged.resize(out.tasks as usize, f64::MAX);
+        let at = super::percentile_sorted(&judged, c.slo.percentile);
+        out.slo_value_ms = at.filter(|&v| v < f64::MAX / 2.0);
+        out.slo_met = at.map(|v| v <= s);
     }
     out.latency_ms = Dist::of(latencies);
     out.slip_ms = Dist::of(slips);

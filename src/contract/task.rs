@@ -177,20 +177,6 @@ impl Graph {
     pub fn calls(&self) -> u32 {
         self.nodes.iter().filter(|n| n.kind.is_model()).count() as u32
     }
-
-    /// The model calls node `k` waits for, directly or through the tools it waits for.
-    pub fn calls_before(&self, k: usize) -> Vec<u32> {
-        let mut out = Vec::new();
-        for &a in &self.nodes[k].after {
-            match self.nodes[a as usize].kind {
-                NodeKind::Model => out.push(a),
-                NodeKind::Tool => out.extend(self.calls_before(a as usize)),
-            }
-        }
-        out.sort_unstable();
-        out.dedup();
-        out
-    }
 }
 
 /// What is wrong with a node: its position as written, the field, and why.
@@ -676,7 +662,6 @@ mod tests {
         assert_eq!(g[0].nodes[3].uses, vec![2]);
         assert_eq!(g[0].nodes[4].written, 0);
         assert_eq!(g[0].calls(), 4);
-        assert_eq!(g[0].calls_before(2), vec![0], "through the tool");
     }
 
     #[test]

@@ -119,7 +119,7 @@ pub fn verdicts(s: &Summary) -> String {
     if let Some((t, (met, _))) = task {
         tiles.push(Tile {
             name: format!("task latency p{}", t.percentile),
-            value: t.at_percentile().map_or("—".into(), ms),
+            value: t.slo_value_ms.map_or("failed".into(), ms),
             detail: format!(
                 "task SLO ≤ {} ms · task goodput {} tasks/s",
                 super::num(t.slo_ms.unwrap_or_default()),

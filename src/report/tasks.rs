@@ -28,8 +28,8 @@ pub(super) fn headline(d: &mut Doc, s: &Summary) {
             first.make_ascii_uppercase();
         }
         d.toned(Tone::warn_if(!met), format!("{words}{goodput}"));
-    } else if !goodput.is_empty() {
-        d.line(format!("Tasks{goodput}"));
+    } else if let Some(rest) = goodput.strip_prefix("; ") {
+        d.line(format!("Tasks: {rest}"));
     }
 }
 

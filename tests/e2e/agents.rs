@@ -208,7 +208,9 @@ async fn a_failed_call_ends_what_waits_for_it_and_the_rest_is_counted() {
     cfg.faults.error_rate = 0.15;
     let sim = common::sim(cfg).await;
     let dir = tempfile::tempdir().unwrap();
-    let c = parse(&agent(&sim.base_url(), 8.0, 30, "[slo]\nttft_ms = 1000\n"));
+    // A task SLO every completed task meets: the ones that did not complete are its misses.
+    let slo = "[slo]\nttft_ms = 1000\ntask_ms = 60000\n";
+    let c = parse(&agent(&sim.base_url(), 8.0, 30, slo));
     let r = run_in(c, dir.path()).await;
     let tasks = by_task(&r.records);
     let (mut not_sent, mut ended) = (0u64, 0u64);
@@ -244,6 +246,16 @@ async fn a_failed_call_ends_what_waits_for_it_and_the_rest_is_counted() {
     let st = &r.summary.phases["steady"];
     assert_eq!(st.planned, Some(180));
     assert_eq!(st.ok + st.failed + not_sent, 180);
+    // More than a hundredth of the tasks ended early, so their p99 is one of them: a miss, though
+    // every task that completed was far inside the SLO.
+    assert!(ended >= 4, "{ended} tasks ended early");
+    assert!(ts.latency_ms.as_ref().unwrap().max < 60000.0);
+    assert_eq!((ts.slo_met, ts.slo_value_ms), (Some(false), None));
+    let report = goodput::report::document(&r.summary).terminal();
+    assert!(
+        report.contains("Task SLO NOT met: task latency p99 falls on a task that did not complete"),
+        "{report}"
+    );
 }
 
 /// Open-loop honesty: a client too busy to keep its schedule (its runtime's one thread is held
