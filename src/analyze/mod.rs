@@ -1186,20 +1186,9 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         );
         notes.extend(beyond.shards.iter().flat_map(shards::ShardsResult::notes));
 
-        let efficiency = window.map(|(a, b)| {
-            let w = efficiency::Window {
-                from_s: a as f64 / 1e6,
-                to_s: b as f64 / 1e6,
-                window_s,
-                records,
-                usage_scale: usage_scale(&ok, source),
-                goodput_rps: slo.as_ref().and_then(|s| s.goodput_rps),
-                tpot_p50_ms: None,
-                slo_share: None,
-            };
-            let steady = (&steady_recs[..], &ok[..], &metrics[..]);
-            steady_efficiency(c, w, steady, telemetry, cx.telemetry_pages)
-        });
+        let goodput = slo.as_ref().and_then(|s| s.goodput_rps);
+        let steady = (&steady_recs[..], &ok[..], &metrics[..]);
+        let efficiency = window_efficiency(c, &cx, (window, records), steady, goodput);
         let cold_start = cold_start_result(c, &by_phase.records, cx.timeline);
         let warmup = warmup_result(c, &by_phase.records, &steady_recs);
 
@@ -1505,6 +1494,35 @@ fn first_turn_lengths(
 /// Efficiency over the steady window `w`: each successful steady request judged once, the
 /// median TPOT of those that met their SLO (all, without one) per user, and their share of the
 /// steady output.
+/// Energy and cost over the steady window `(a, b)` (µs), of every record finished in it;
+/// `None` without a window.
+fn window_efficiency(
+    c: &Contract,
+    cx: &Context,
+    (window, records): (Option<(u64, u64)>, &[Record]),
+    steady: (&[&Record], &[&&Record], &[RequestMetrics]),
+    goodput_rps: Option<f64>,
+) -> Option<efficiency::Efficiency> {
+    let (a, b) = window?;
+    let w = efficiency::Window {
+        from_s: a as f64 / 1e6,
+        to_s: b as f64 / 1e6,
+        window_s: (b - a) as f64 / 1e6,
+        records,
+        usage_scale: usage_scale(steady.1, c.measurement.output_tokens),
+        goodput_rps,
+        tpot_p50_ms: None,
+        slo_share: None,
+    };
+    Some(steady_efficiency(
+        c,
+        w,
+        steady,
+        cx.telemetry,
+        cx.telemetry_pages,
+    ))
+}
+
 fn steady_efficiency(
     c: &Contract,
     mut w: efficiency::Window<'_>,

@@ -306,13 +306,17 @@ pub fn latencies(steady: &[&Record]) -> Vec<f64> {
         .collect()
 }
 
-/// The task's intended start to its last answer, ms.
-fn latency_ms(recs: &[&Record]) -> Option<f64> {
-    let start = recs
-        .iter()
+/// The task's intended start (its arrival), µs.
+fn start_us(recs: &[&Record]) -> Option<u64> {
+    recs.iter()
         .filter_map(|r| r.task.as_ref())
         .map(|t| t.start_us)
-        .min()?;
+        .min()
+}
+
+/// The task's intended start to its last answer, ms.
+fn latency_ms(recs: &[&Record]) -> Option<f64> {
+    let start = start_us(recs)?;
     let end = recs.iter().filter_map(|r| r.end_us).max()?;
     Some((end as f64 - start as f64) / 1000.0)
 }
@@ -371,12 +375,7 @@ struct Path {
 
 fn critical_path(recs: &[&Record]) -> Path {
     let steps = steps(recs);
-    let start = recs
-        .iter()
-        .filter_map(|r| r.task.as_ref())
-        .map(|t| t.start_us)
-        .min()
-        .unwrap_or_default();
+    let start = start_us(recs).unwrap_or_default();
     let mut path = Path {
         nodes: Vec::new(),
         names: Vec::new(),
@@ -440,12 +439,7 @@ fn summarize_critical(paths: &[Path]) -> Option<Critical> {
 
 /// A completed task's nodes as bars, ms from its intended start.
 fn timeline(recs: &[&Record]) -> Timeline {
-    let start = recs
-        .iter()
-        .filter_map(|r| r.task.as_ref())
-        .map(|t| t.start_us)
-        .min()
-        .unwrap_or_default();
+    let start = start_us(recs).unwrap_or_default();
     let ms = |t: u64| (t as f64 - start as f64) / 1000.0;
     let critical = critical_path(recs).nodes;
     let bars = steps(recs)

@@ -315,6 +315,7 @@ fn one_graph(
             d,
         )?);
     }
+    set_depths(&mut nodes);
     every_tool_used(&nodes)?;
     if !nodes.iter().any(|n| n.kind.is_model()) {
         return bad(written[0], "kind", "a task needs at least one model call");
@@ -323,6 +324,20 @@ fn one_graph(
         within_context(&nodes, limit)?;
     }
     Ok(nodes)
+}
+
+/// Each node's depth, the longest chain of waits before it. In wait order every node's waits
+/// come first: one pass, where a recursion per node would revisit shared ancestors
+/// exponentially often.
+fn set_depths(nodes: &mut [Node]) {
+    for k in 0..nodes.len() {
+        let depth = nodes[k]
+            .after
+            .iter()
+            .map(|&a| nodes[a as usize].depth + 1)
+            .max();
+        nodes[k].depth = depth.unwrap_or(0);
+    }
 }
 
 /// Every tool's result goes to a model call (else the tool is time no answer waits for).
@@ -360,11 +375,8 @@ fn node(
     let s = specs[k];
     let (context, uses) = references(specs, k, written, (after, ancestors), find)?;
     let (input, output, think_ms) = lengths(s, written, d)?;
-    let depth = after[k]
-        .iter()
-        .map(|&j| depth_of(after, j) + 1)
-        .max()
-        .unwrap_or(0);
+    // Set once every node before it is resolved (`one_graph`).
+    let depth = 0;
     let pos = |v: &[usize]| -> Vec<u32> { v.iter().map(|&j| position[j]).collect() };
     Ok(Node {
         name: s.name.clone(),
@@ -494,14 +506,6 @@ fn lengths(
         None => None,
     };
     Ok((input, output, think_ms))
-}
-
-fn depth_of(after: &[Vec<usize>], k: usize) -> u32 {
-    after[k]
-        .iter()
-        .map(|&j| depth_of(after, j) + 1)
-        .max()
-        .unwrap_or(0)
 }
 
 /// A length a node may draw: a whole-number distribution whose largest value is known (a
