@@ -275,6 +275,8 @@ impl Bundle {
         let segments: Vec<crate::record::SegmentFacts> =
             serde_json::from_value(environment["live"]["segments"].clone()).unwrap_or_default();
         let decided = command["decided"].as_str();
+        let spans =
+            crate::otlp::read(&self.path(crate::otlp::SPANS)).map_err(anyhow::Error::msg)?;
         let context = Context {
             workload: Some(inputs),
             interrupted,
@@ -287,6 +289,8 @@ impl Bundle {
             telemetry_pages: &pages,
             shards: &shards,
             segments: &segments,
+            spans: &spans,
+            traces: environment.get("traces"),
         };
         let mut summary = summarize(contract, records, &context);
         if let Ok(bytes) = crate::text::read_capped(&self.path(PREDICTION), MAX_BUNDLE_JSON_BYTES) {

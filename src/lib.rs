@@ -15,7 +15,8 @@
 //!
 //! 1. `text`, `secrets`, `stats`, `sim_config` — leaves: hashing, words and URLs; redaction;
 //!    statistics and the until-stable rule; the simulator's configuration.
-//! 2. `api`, `arrival` — endpoint APIs; arrival processes.
+//! 2. `api`, `arrival`, `otlp` — endpoint APIs; arrival processes; trace context and OTLP spans
+//!    (received, kept, sent).
 //! 3. `contract` — the workload contract: types, parsing, validation, fingerprints.
 //! 4. `quality`, `sim` — digests, reference sets and scoring definitions; the simulated server.
 //! 5. `workload` — the contract's inputs: tokenizer, dataset, lengths, trace, references, and the
@@ -63,6 +64,7 @@ pub mod export;
 pub mod fuzz;
 pub mod live;
 pub mod merge;
+pub mod otlp;
 pub mod plan;
 pub mod quality;
 pub mod record;

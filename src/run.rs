@@ -28,6 +28,8 @@ use crate::record::{Outcome, Record};
 use crate::sim::SimServer;
 use crate::workload::Inputs;
 
+mod traces;
+
 /// How to run, beyond the contract.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -155,6 +157,7 @@ pub async fn run(
     if let Some(at) = start_at {
         not_past(at, "")?;
     }
+    let receiver = traces::listen(&contract, started).await?;
     let Reached {
         http,
         load_http,
@@ -167,7 +170,7 @@ pub async fn run(
         mut launched,
         mut timeline,
         bundle,
-    } = reach(&contract, &opts, started, &cancel).await?;
+    } = reach(&contract, &opts, (started, receiver.as_ref()), &cancel).await?;
 
     let (models, version) = preflight_all(
         &http,
@@ -180,6 +183,7 @@ pub async fn run(
     raise_open_file_limit();
 
     let (bundle, prediction) = prepare_bundle(bundle, &opts, &mut contract)?;
+    traces::attach(receiver.as_ref(), &bundle)?;
     let command = CommandRecord::started(&opts, prediction.as_ref().map(|(_, h)| h), &bundle)?;
     let target = Target {
         http,
@@ -232,6 +236,15 @@ pub async fn run(
     .await?;
     // The connections the load opened (before the recount opens any of its own).
     environment["client_http"]["connections"] = connects.summary(load_started);
+    let spans = traces::finish(
+        receiver,
+        &contract,
+        &records,
+        &mut environment,
+        &bundle,
+        (&opts, &cancel),
+    )
+    .await?;
     let segments = what_the_load_did(&outcome, &opts, &mut environment);
     bundle.write_json(ENVIRONMENT, &environment)?;
     // Before a launched server stops: its `/tokenize` may count the outputs.
@@ -263,18 +276,19 @@ pub async fn run(
         scrapes: &scrapes,
         shards: &[],
         segments: &segments,
+        spans: &spans,
+        traces: environment.get("traces"),
     };
     let summary = bundle.write_results(&contract, &context, &records, prediction)?;
-    bundle.write_json(
-        "command.json",
-        &command.json(
-            Some(jiff::Timestamp::now()),
-            interrupted,
-            &aborted,
-            signal,
-            &decided,
-        ),
-    )?;
+    let ended = command.json(
+        Some(jiff::Timestamp::now()),
+        interrupted,
+        &aborted,
+        signal,
+        &decided,
+    );
+    bundle.write_json("command.json", &ended)?;
+    traces::export_client_spans(&contract, &records, started, opts.watch.as_ref()).await;
     drop(sim);
     Ok(RunResult {
         bundle,
@@ -912,17 +926,17 @@ async fn load(
     let model = t.model.clone();
     let client = load_client(t, contract, started, decides.then(|| first_tokens.clone()));
     let client = Arc::new(client);
-    let run_id = bundle
-        .dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "run".into());
+    let run_id = traces::run_id(bundle);
     let stable = Arc::new(AtomicBool::new(false));
     let driver = Arc::new(Driver {
         client,
         contract: contract.clone(),
         plan: plan.clone(),
         model,
+        traces: contract
+            .measurement
+            .propagates_traces()
+            .then(|| crate::otlp::TraceIds::new(&run_id)),
         run_id,
         stable: stable.clone(),
         known: Arc::new(AtomicBool::new(false)),
@@ -1272,7 +1286,7 @@ async fn ready(
 async fn reach(
     contract: &Contract,
     opts: &RunOptions,
-    started: Instant,
+    (started, receiver): (Instant, Option<&crate::otlp::receiver::Receiver>),
     cancel: &CancellationToken,
 ) -> anyhow::Result<Reached> {
     let cold = contract.cold_start.clone();
@@ -1307,10 +1321,16 @@ async fn reach(
     }
     // The embedded simulator lives as long as this function.
     let sim = match (&contract.target.url, &contract.target.simulator) {
+        // With a receiver, the simulator exports its spans to it as vLLM would (gRPC).
         (None, Some(cfg)) => Some(
-            SimServer::start(cfg.clone(), ([127, 0, 0, 1], 0).into(), None)
-                .await
-                .context("starting the embedded simulator")?,
+            SimServer::start_traced(
+                cfg.clone(),
+                ([127, 0, 0, 1], 0).into(),
+                None,
+                receiver.map(|r| (format!("http://{}", r.addr()), Default::default())),
+            )
+            .await
+            .context("starting the embedded simulator")?,
         ),
         _ => None,
     };

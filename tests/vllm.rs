@@ -21,7 +21,9 @@ use std::sync::OnceLock;
 
 use goodput::plan::Phase;
 
-/// The arguments `.ci/run` starts the server with, and a test does when it starts its own.
+/// The arguments `.ci/run` starts the server with, and a test does when it starts its own:
+/// and `--otlp-traces-endpoint http://OTLP` (gRPC, vLLM's default protocol), where the traces
+/// test's run listens (`GOODPUT_VLLM_OTLP` when `.ci/run` started the server).
 pub const SERVE_ARGS: [&str; 4] = ["--max-num-seqs", "4", "--scheduling-policy", "priority"];
 
 fn script(args: &[&str]) -> String {
@@ -50,23 +52,40 @@ extern "C" fn stop_started() {
 
 /// The server under test: `GOODPUT_VLLM_URL`, or one started for this test process.
 fn server() -> &'static str {
-    static URL: OnceLock<String> = OnceLock::new();
-    URL.get_or_init(|| {
+    &started().0
+}
+
+/// Where the server under test sends its spans (OTLP over gRPC): `GOODPUT_VLLM_OTLP`, or the
+/// address the server this process started was given.
+fn otlp() -> &'static str {
+    &started().1
+}
+
+fn started() -> &'static (String, String) {
+    static SERVER: OnceLock<(String, String)> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
         if let Ok(url) = std::env::var("GOODPUT_VLLM_URL") {
-            return url;
+            let otlp = std::env::var("GOODPUT_VLLM_OTLP").unwrap_or_else(|_| {
+                panic!("GOODPUT_VLLM_URL without GOODPUT_VLLM_OTLP: the server's --otlp-traces-endpoint address")
+            });
+            return (url, otlp);
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let (port, otlp) = (free(), format!("127.0.0.1:{}", free()));
         let mut args = vec!["start".to_owned(), port.to_string()];
         args.extend(SERVE_ARGS.iter().map(|s| (*s).to_owned()));
+        args.extend(["--otlp-traces-endpoint".to_owned(), format!("http://{otlp}")]);
         let url = script(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let _ = STARTED_PORT.set(port);
         // SAFETY: registers a plain function to run at process exit.
         unsafe { libc::atexit(stop_started) };
-        url
+        (url, otlp)
     })
 }
 
@@ -601,4 +620,63 @@ fn glob_logs(p: &std::path::Path) -> Vec<String> {
         }
     }
     out
+}
+
+/// Issue #50 on vLLM: its `llm_request` spans, exported over gRPC (its default) to the run's
+/// receiver, join every finished request by the traceparent goodput sent; the server's TTFT is
+/// never more than the client's; and a short overloaded run (five times what four slots serve)
+/// names the queue as its TTFT tail's largest part.
+#[test]
+#[ignore = "needs vLLM (scripts/vllm.sh install); .ci/run runs it"]
+fn vllm_spans_join_every_request_and_name_the_queue_when_overloaded() {
+    let r = run(&contract(
+        "vllm-spans",
+        "openai-chat",
+        "input_tokens = { dist = \"fixed\", value = 32 }\noutput_tokens = { dist = \"fixed\", value = 24 }",
+        "kind = \"open\"\narrival = \"constant\"\nrate = 20\nrequests = 24",
+        &format!(
+            "[warmup]\nrequests = 0\n[slo]\nttft_ms = 120000\n[measurement]\nserver_metrics_interval = 0\nstop_when_decided = false\n[measurement.traces]\nlisten = \"{}\"\nwait = \"120s\"",
+            otlp()
+        ),
+    ));
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r.bundle.path("environment.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        env["traces"]["receiver"]["protocols"],
+        serde_json::json!(["grpc"])
+    );
+    let sp = r.summary.steady.spans.clone().expect("a spans summary");
+    let finished = r
+        .records
+        .iter()
+        .filter(|x| x.phase == Phase::Steady && x.is_ok())
+        .count() as u64;
+    assert_eq!(
+        (sp.requests, sp.joined, sp.unreported),
+        (finished, finished, 0),
+        "{sp:?}"
+    );
+    // The server's TTFT (from its arrival) within the client's (from its send): every request.
+    let spans = goodput::otlp::read(&r.bundle.path(goodput::otlp::SPANS)).unwrap();
+    for x in r.records.iter().filter(|x| x.is_ok()) {
+        let span = spans
+            .iter()
+            .find(|s| Some(&s.trace_id) == x.trace_id.as_ref())
+            .unwrap_or_else(|| panic!("request {} has no span", x.index));
+        let server = goodput::otlp::ServerTiming::of(span)
+            .unwrap()
+            .ttft_s
+            .unwrap()
+            * 1000.0;
+        let client = (x.first_token_us.unwrap() - x.sent_us.unwrap()) as f64 / 1000.0;
+        assert!(
+            server <= client,
+            "request {}: server TTFT {server} ms > client {client} ms",
+            x.index
+        );
+    }
+    let p99 = sp.ttft.last().unwrap();
+    eprintln!("vLLM TTFT p99 tail: {p99:?}");
+    assert_eq!(p99.dominant, "queue", "{p99:?}");
 }

@@ -38,6 +38,7 @@ pub mod segments;
 pub(crate) mod server;
 pub mod sessions;
 pub mod shards;
+pub mod spans;
 pub mod stages;
 pub mod steadiness;
 pub mod tasks;
@@ -697,6 +698,10 @@ pub struct Steady {
     /// Agent tasks (`[workload.task]`): task latency, goodput, critical paths, per node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<tasks::TaskSummary>,
+    /// The engine's spans of the steady requests (`[measurement.traces]`): joined by trace id,
+    /// each latency's tail split into dispatch, client/network, queue, prefill and decode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spans: Option<spans::ServerSpans>,
     /// Each of several replicas (`target.urls`): its share, latencies and attainment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<Vec<replicas::ReplicaResult>>,
@@ -1106,6 +1111,10 @@ pub struct Context<'a> {
     pub shards: &'a [shards::ShardFacts],
     /// The load segments of a live demo (`environment.json` `live.segments`); empty otherwise.
     pub segments: &'a [crate::record::SegmentFacts],
+    /// The engine's spans of the run's requests (`spans.jsonl`), and what the receiver saw
+    /// (`environment.json` `traces`).
+    pub spans: &'a [crate::otlp::SpanRecord],
+    pub traces: Option<&'a serde_json::Value>,
 }
 
 /// Computes the summary of a run from its records and what else the bundle keeps.
@@ -1225,6 +1234,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 support,
                 sessions: sessions::summarize(c, &steady_recs, window_s),
                 tasks: tasks::summarize(c, &steady_recs, window_s),
+                spans: spans::summarize(c, &steady_recs, cx.spans, cx.traces),
                 replicas: replicas::summarize(c, &steady_recs),
                 prefix_reuse: prefix_reuse(c, &ok),
             },
@@ -1985,6 +1995,7 @@ mod tests {
             stage_rps: None,
             model: None,
             request_id: format!("r-{index}"),
+            trace_id: None,
             intended_us: Some(at),
             dispatched_us: Some(at + 300),
             sent_us: Some(at + 1_000),

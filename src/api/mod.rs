@@ -123,6 +123,15 @@ pub enum Auth {
 }
 
 impl ApiKind {
+    /// Its operation as OpenTelemetry's GenAI conventions name it (`gen_ai.operation.name`).
+    pub fn operation(self) -> &'static str {
+        match self {
+            ApiKind::OpenAiCompletions | ApiKind::TgiGenerate => "text_completion",
+            ApiKind::OpenAiEmbeddings => "embeddings",
+            _ => "chat",
+        }
+    }
+
     /// The adapter that speaks this API.
     pub fn adapter(self) -> Box<dyn Adapter> {
         match self {

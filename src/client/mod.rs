@@ -726,6 +726,14 @@ impl Client {
         if let Ok(v) = HeaderValue::from_str(&rec.request_id) {
             h.insert(HeaderName::from_static("x-request-id"), v);
         }
+        if let Some(v) = rec
+            .trace_id
+            .as_deref()
+            .and_then(crate::otlp::traceparent)
+            .and_then(|t| HeaderValue::from_str(&t).ok())
+        {
+            h.insert(HeaderName::from_static("traceparent"), v);
+        }
         let credential = |name: &HeaderName, value: &HeaderValue| {
             value.is_sensitive() || crate::secrets::is_credential_header(name.as_str())
         };

@@ -27,6 +27,18 @@ pub struct SimArgs {
     /// Append the ground truth of every request to this JSONL file.
     #[arg(long)]
     ground_truth: Option<PathBuf>,
+    /// Send every finished request's server span (OTLP, as vLLM's `llm_request`: queue,
+    /// prefill and decode from the ground truth) to this endpoint, as vLLM's flag of that name.
+    #[arg(long, value_name = "URL")]
+    otlp_traces_endpoint: Option<String>,
+    /// Its protocol: grpc (vLLM's default) or http/protobuf (the endpoint is then the full URL,
+    /// e.g. http://127.0.0.1:4318/v1/traces).
+    #[arg(
+        long,
+        env = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        default_value = "grpc"
+    )]
+    otlp_protocol: String,
 }
 
 /// Serves until a stop signal; says its address as soon as it listens.
@@ -37,9 +49,16 @@ pub async fn sim(a: SimArgs) -> anyhow::Result<Done> {
         host,
         port,
         ground_truth,
+        otlp_traces_endpoint,
+        otlp_protocol,
     } = a;
     let cfg = sim_config(config.as_deref(), &set)?;
-    let mut server = SimServer::start(cfg, (host, port).into(), ground_truth).await?;
+    let protocol = otlp_protocol
+        .parse::<crate::otlp::export::Protocol>()
+        .map_err(|e| anyhow::anyhow!("--otlp-protocol: {e}"))?;
+    let traces = otlp_traces_endpoint.map(|e| (e, protocol));
+    let mut server =
+        SimServer::start_traced(cfg, (host, port).into(), ground_truth, traces).await?;
     emit(
         &Text(format!(
             "goodput sim listening on {} (model {})\n",

@@ -966,6 +966,62 @@ pub struct Measurement {
     /// `duration`) is then the budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<StopWhenKnown>,
+    /// `[measurement.traces]`: trace context on every request, the engine's spans received and
+    /// joined to the records, goodput's own spans sent. Absent: trace context is sent, nothing
+    /// is received. Not part of any fingerprint: it does not change the load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traces: Option<Traces>,
+}
+
+impl Measurement {
+    /// Whether every request carries a W3C `traceparent` (on unless `traces.propagate = false`).
+    pub fn propagates_traces(&self) -> bool {
+        self.traces.as_ref().is_none_or(|t| t.propagate)
+    }
+}
+
+/// `[measurement.traces]` (docs/guide/traces.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Traces {
+    /// Send a W3C `traceparent` (the run's trace id for the request) with every request.
+    #[serde(default = "default_true")]
+    pub propagate: bool,
+    /// Receive the engine's spans (OTLP, gRPC and HTTP/protobuf on one port) at this address
+    /// while the run lasts, e.g. `127.0.0.1:4317`; point the engine's exporter at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// After the load, how long to wait for spans still to come (exporters send in batches);
+    /// the wait ends as soon as every finished request's span has come.
+    #[serde(default = "default_traces_wait")]
+    pub wait: Seconds,
+    /// The most spans kept (the rest are counted).
+    #[serde(default = "default_max_spans")]
+    pub max_spans: u64,
+    /// How far a server time may exceed the client's view of the same request before the
+    /// request is flagged (the server cannot see more of a request than its client).
+    #[serde(default = "default_traces_tolerance")]
+    pub tolerance_ms: Millis,
+    /// Send goodput's own client spans (one per request, the parent of the engine's) to this
+    /// OTLP endpoint after the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export: Option<String>,
+    /// The protocol of `export`: `http/protobuf` (the full URL, `…/v1/traces`) or `grpc`.
+    #[serde(default = "default_export_protocol")]
+    pub export_protocol: String,
+}
+
+fn default_traces_wait() -> Seconds {
+    Seconds(15.0)
+}
+fn default_max_spans() -> u64 {
+    1_000_000
+}
+fn default_traces_tolerance() -> Millis {
+    Millis(5.0)
+}
+fn default_export_protocol() -> String {
+    "http/protobuf".into()
 }
 
 /// `[measurement.stop]`: when the measured phase may end before its budget.
@@ -1203,6 +1259,7 @@ impl Default for Measurement {
             server_metrics_interval: default_scrape(),
             stop_when_decided: true,
             stop: None,
+            traces: None,
         }
     }
 }
@@ -1602,8 +1659,13 @@ impl Contract {
     /// out.
     pub fn axes(&self) -> [(&'static str, serde_json::Value); 6] {
         let target = self.target_axis();
+        let mut measured = serde_json::to_value(&self.measurement).unwrap_or_default();
+        if let Some(m) = measured.as_object_mut() {
+            // Receiving spans, or sending trace context, does not change the load.
+            m.remove("traces");
+        }
         let measurement = serde_json::json!({
-            "measurement": self.measurement,
+            "measurement": measured,
             "warmup": self.warmup,
             "cold_start": self.cold_start.as_ref().map(|c| serde_json::json!({"requests": c.requests, "ready_path": c.ready_path})),
             "timeout_s": self.target.timeout.0,

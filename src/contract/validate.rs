@@ -216,6 +216,9 @@ impl Contract {
                 Some("the HTTP client sets it")
             }
             "x-request-id" => Some("goodput sets it to match requests with server logs"),
+            "traceparent" if self.measurement.propagates_traces() => Some(
+                "goodput sets it to join the engine's spans to each request (measurement.traces.propagate = false leaves it to you)",
+            ),
             _ if api_sets => Some("the API's adapter sets it (target.api)"),
             _ if key_header && self.target.api_key_env.is_some() => {
                 Some("target.api_key_env sets it for this API")
@@ -911,6 +914,9 @@ impl Contract {
         if !(m.max_dispatch_lag_ms.0.is_finite() && m.max_dispatch_lag_ms.0 > 0.0) {
             return problem("measurement.max_dispatch_lag_ms", "must be > 0");
         }
+        if let Some(t) = &m.traces {
+            traces(t)?;
+        }
         let q = &self.quality;
         for (key, v) in [
             ("quality.min_identical", q.min_identical),
@@ -1469,6 +1475,44 @@ fn prefix_cache(w: &mut Workload, input: &LengthDist) -> Result<(), Problem> {
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// `[measurement.traces]`: an address to listen on, an endpoint and protocol to send to, and
+/// bounds that are numbers.
+fn traces(t: &crate::contract::Traces) -> Result<(), Problem> {
+    if let Some(l) = &t.listen
+        && l.parse::<std::net::SocketAddr>().is_err()
+    {
+        return problem(
+            "measurement.traces.listen",
+            format!(
+                "= \"{l}\": not an address to listen on (host:port with an IP, e.g. \"127.0.0.1:4317\")"
+            ),
+        );
+    }
+    if !(t.wait.0.is_finite() && t.wait.0 >= 0.0) {
+        return problem("measurement.traces.wait", "must be >= 0");
+    }
+    if !(t.tolerance_ms.0.is_finite() && t.tolerance_ms.0 >= 0.0) {
+        return problem("measurement.traces.tolerance_ms", "must be >= 0");
+    }
+    if t.max_spans == 0 {
+        return problem("measurement.traces.max_spans", "must be at least 1");
+    }
+    if let Err(e) = t.export_protocol.parse::<crate::otlp::export::Protocol>() {
+        return problem("measurement.traces.export_protocol", e);
+    }
+    if let Some(u) = &t.export
+        && !(u.starts_with("http://") || u.starts_with("https://"))
+    {
+        return problem(
+            "measurement.traces.export",
+            format!(
+                "= \"{u}\": an OTLP endpoint URL (http://host:4318/v1/traces, or http://host:4317 with export_protocol = \"grpc\")"
+            ),
+        );
     }
     Ok(())
 }

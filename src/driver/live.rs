@@ -149,7 +149,7 @@ impl Driver {
             }
             let i = shared.next_index.fetch_add(1, Ordering::AcqRel);
             let (planned, body) = self.prepare(i);
-            let mut rec = Record::planned(&planned, phase, &self.run_id);
+            let mut rec = self.record(&planned, phase);
             let woke = self.client.now_us();
             rec.intended_us = Some(at);
             rec.dispatched_us = Some(woke);
@@ -192,7 +192,7 @@ impl Driver {
             }
             let i = shared.next_index.fetch_add(1, Ordering::AcqRel);
             let (planned, body) = self.prepare(i);
-            let mut rec = Record::planned(&planned, phase, &self.run_id);
+            let mut rec = self.record(&planned, phase);
             rec.intended_us = None;
             rec.segment = Some(segment);
             shared.dispatched.fetch_add(1, Ordering::AcqRel);

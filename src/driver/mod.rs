@@ -70,6 +70,8 @@ pub struct Driver {
     pub model: String,
     /// Prefix of every `X-Request-Id`.
     pub run_id: String,
+    /// The run's trace ids, when every request carries trace context.
+    pub traces: Option<crate::otlp::TraceIds>,
     /// Set by the collector when the warm-up statistic has settled (`until_stable`).
     pub stable: Arc<AtomicBool>,
     /// Set by the collector once the run's answer is known (`[measurement.stop]`).
@@ -209,6 +211,13 @@ impl FollowUps {
 }
 
 impl Driver {
+    /// The record of a planned request before it is sent, with its trace id.
+    fn record(&self, p: &PlannedRequest, phase: Phase) -> Record {
+        let mut r = Record::planned(p, phase, &self.run_id);
+        r.trace_id = self.traces.map(|t| t.trace_id(p.index));
+        r
+    }
+
     fn prepare(&self, index: u64) -> (PlannedRequest, Bytes) {
         // A task's first node, when it is a model call: its own message alone.
         if let Some(g) = self.plan.graph_of(index)
@@ -320,7 +329,7 @@ impl Driver {
                     {
                         return;
                     }
-                    let mut rec = Record::planned(&p, phase, &self.run_id);
+                    let mut rec = self.record(&p, phase);
                     rec.intended_us = Some(intended);
                     rec.dispatched_us = Some(self.client.now_us());
                     so_far += p.input_tokens;
@@ -468,7 +477,7 @@ impl Driver {
                 break;
             }
             let woke = self.client.now_us();
-            let mut rec = Record::planned(&planned, phase, &self.run_id);
+            let mut rec = self.record(&planned, phase);
             rec.intended_us = Some(at);
             rec.dispatched_us = Some(woke);
             out.dispatched += 1;
@@ -683,7 +692,7 @@ impl Driver {
             }
             let i = st.next_index.fetch_add(1, Ordering::AcqRel);
             let (planned, body) = self.prepare(i);
-            let mut rec = Record::planned(&planned, phase, &self.run_id);
+            let mut rec = self.record(&planned, phase);
             st.dispatched.fetch_add(1, Ordering::AcqRel);
             self.window.sent(phase, last_steady);
             self.client.execute(body, &mut rec, cancel).await;
@@ -716,7 +725,7 @@ impl Driver {
                 return;
             }
             let (planned, body) = self.prepare(first + k);
-            let mut rec = Record::planned(&planned, phase, &self.run_id);
+            let mut rec = self.record(&planned, phase);
             self.client.execute(body, &mut rec, cancel).await;
             let _ = tx.send(rec);
         }

@@ -204,7 +204,7 @@ impl Driver {
                     if !self.wake_at(at, cancel, None).await {
                         return (k, Done::Failed, 0);
                     }
-                    let mut rec = Record::planned(&planned, phase, &self.run_id);
+                    let mut rec = self.record(&planned, phase);
                     rec.intended_us = Some(at);
                     rec.dispatched_us = Some(self.client.now_us());
                     rec

@@ -58,6 +58,10 @@ pub struct Record {
     pub model: Option<String>,
     /// `X-Request-Id` sent with the request (run id and index), to join with server logs.
     pub request_id: String,
+    /// The W3C trace id sent with it (`traceparent`), which the engine's spans of it carry;
+    /// absent with `measurement.traces.propagate = false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
     /// When the schedule said to send it (open loop); absent in closed loop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intended_us: Option<u64>,
@@ -392,6 +396,7 @@ impl Record {
             stage_rps: p.stage_rps,
             model: p.model.clone(),
             request_id: format!("{run_id}-{}", p.index),
+            trace_id: None,
             intended_us: p.intended_us,
             dispatched_us: None,
             sent_us: None,

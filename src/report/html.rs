@@ -566,6 +566,10 @@ pub fn page(
     p.over_time(&mut d, seconds);
     p.sessions(&mut d);
     p.tasks(&mut d);
+    if let Some(sp) = &s.steady.spans {
+        d.h("Where the time went");
+        super::spans::figures(&mut d, sp);
+    }
     // The whole report: every table, every reason.
     let report = super::document(s);
     d.blocks.extend(report.blocks.into_iter().skip(1));

@@ -7,6 +7,7 @@
 
 pub(crate) mod format;
 pub(crate) mod html;
+mod spans;
 pub(crate) mod svg;
 mod tasks;
 
@@ -209,6 +210,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     replicas(&mut d, s);
     sessions(&mut d, s);
     tasks::section(&mut d, s);
+    spans::section(&mut d, s);
     prefix_reuse(&mut d, s);
     details(&mut d, s, verbose);
     failures_and_start(&mut d, s);
@@ -454,6 +456,7 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
         d.line("No SLO in the contract: goodput is undefined.");
     }
     tasks::headline(d, s);
+    spans::headline(d, s);
     if let Some(l) = claims_line(s) {
         d.line(l);
     }

@@ -12,6 +12,9 @@ pub struct GroundTruth {
     pub seq: u64,
     /// The client's `X-Request-Id` header, when it sent one.
     pub request_id: Option<String>,
+    /// The client's W3C `traceparent` header, when it sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     /// When the request body had been read.
     pub arrival_us: u64,
     /// When it joined the running batch.
@@ -127,6 +130,7 @@ impl Ledger {
             GroundTruth {
                 seq,
                 request_id,
+                traceparent: None,
                 arrival_us: us(t),
                 admitted_us: None,
                 first_token_us: None,
@@ -167,6 +171,13 @@ impl Ledger {
         None
     }
 
+    /// Keeps the request's trace context.
+    pub fn set_trace(&mut self, seq: u64, traceparent: Option<String>) {
+        if let Some(g) = self.open.get_mut(&seq) {
+            g.traceparent = traceparent;
+        }
+    }
+
     /// Records how many of the request's first tokens will be reasoning.
     /// Keeps the prompt's text (`record_prompts`).
     pub fn set_prompt(&mut self, seq: u64, prompt: String) {
@@ -196,5 +207,64 @@ impl Ledger {
             g.outcome = outcome;
         }
         Some(g)
+    }
+}
+
+impl GroundTruth {
+    /// The server span of a finished request, as vLLM's exporter writes it (`llm_request`, its
+    /// latency attributes in seconds), from the simulator's ground truth: it continues the
+    /// client's trace, or starts one of its own. `epoch_unix_ns`: the wall-clock time of the
+    /// simulator clock's zero. `None` for a request that did not finish normally (vLLM traces
+    /// only those).
+    pub fn span(&self, epoch_unix_ns: u64, model: &str) -> Option<crate::otlp::proto::Span> {
+        use crate::otlp::proto::{Value, kv};
+        use crate::otlp::*;
+        if self.outcome != SimOutcome::Ok {
+            return None;
+        }
+        let (trace_id, parent) = match self.traceparent.as_deref().and_then(parse_traceparent) {
+            Some((t, p)) => (hex::decode(t).ok()?, hex::decode(p).ok()?),
+            None => (
+                [
+                    crate::text::mix64(self.seq).to_be_bytes(),
+                    (self.seq + 1).to_be_bytes(),
+                ]
+                .concat(),
+                Vec::new(),
+            ),
+        };
+        let s = |a: u64, b: u64| Value::Double(b.saturating_sub(a) as f64 / 1e6);
+        let first = self.first_token_us.unwrap_or(self.end_us);
+        let admitted = self.admitted_us.unwrap_or(self.arrival_us);
+        let mut attributes = vec![
+            kv(ATTR_TTFT, s(self.arrival_us, first)),
+            kv(ATTR_E2E, s(self.arrival_us, self.end_us)),
+            kv(ATTR_QUEUE, s(self.arrival_us, admitted)),
+            kv(ATTR_PREFILL, s(admitted, first)),
+            kv(ATTR_DECODE, s(first, self.end_us)),
+            kv(ATTR_INFERENCE, s(admitted, self.end_us)),
+            kv(ATTR_PROMPT_TOKENS, Value::Int(self.prompt_tokens.into())),
+            kv(
+                ATTR_COMPLETION_TOKENS,
+                Value::Int(self.output_tokens.into()),
+            ),
+            kv("gen_ai.response.model", Value::String(model.to_owned())),
+        ];
+        if let Some(id) = &self.request_id {
+            attributes.push(kv(ATTR_REQUEST_ID, Value::String(id.clone())));
+        }
+        Some(proto::Span {
+            trace_id,
+            span_id: (crate::text::mix64(self.seq ^ 0x5eed) | 1)
+                .to_be_bytes()
+                .to_vec(),
+            parent_span_id: parent,
+            name: "llm_request".into(),
+            kind: proto::KIND_SERVER,
+            start_time_unix_nano: epoch_unix_ns + self.arrival_us * 1000,
+            end_time_unix_nano: epoch_unix_ns + self.end_us * 1000,
+            attributes,
+            ..Default::default()
+        })
     }
 }

@@ -89,6 +89,10 @@ struct Shared {
     done: Mutex<Vec<GroundTruth>>,
     gt_file: Mutex<Option<BufWriter<File>>>,
     engine: Sender<Msg>,
+    /// Where finished requests' server spans go (`--otlp-traces-endpoint`), and the wall-clock
+    /// time of `epoch`, ns.
+    spans: Option<crate::otlp::export::Batcher>,
+    epoch_unix_ns: u64,
 }
 
 impl Shared {
@@ -101,6 +105,11 @@ impl Shared {
     }
 
     fn record(&self, g: GroundTruth) {
+        if let Some(b) = &self.spans
+            && let Some(span) = g.span(self.epoch_unix_ns, &self.cfg.model)
+        {
+            b.push(span);
+        }
         if let Some(f) = lock(&self.gt_file).as_mut() {
             // Ground truth is a test aid: a full disk must not take the server down.
             let _ = serde_json::to_writer(&mut *f, &g);
@@ -159,6 +168,17 @@ impl SimServer {
         addr: SocketAddr,
         ground_truth: Option<PathBuf>,
     ) -> Result<SimServer, SimError> {
+        Self::start_traced(cfg, addr, ground_truth, None).await
+    }
+
+    /// As [`SimServer::start`], and every request that finishes sends its server span (as
+    /// vLLM's `llm_request`, from the ground truth) to `traces`: an OTLP endpoint and protocol.
+    pub async fn start_traced(
+        cfg: SimConfig,
+        addr: SocketAddr,
+        ground_truth: Option<PathBuf>,
+        traces: Option<(String, crate::otlp::export::Protocol)>,
+    ) -> Result<SimServer, SimError> {
         cfg.validate()?;
         let gt_file = match ground_truth {
             Some(path) => {
@@ -190,6 +210,13 @@ impl SimServer {
             done: Mutex::new(Vec::new()),
             gt_file: Mutex::new(gt_file),
             engine: tx,
+            spans: traces.map(|(endpoint, protocol)| {
+                crate::otlp::export::Batcher::spawn(endpoint, protocol, "goodput-sim")
+            }),
+            epoch_unix_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0),
         });
         let engine_shared = shared.clone();
         let engine_thread = std::thread::Builder::new()
@@ -272,6 +299,7 @@ struct Pending {
     seq: u64,
     t: f64,
     request_id: Option<String>,
+    traceparent: Option<String>,
     prompt_ids: Vec<u64>,
     output_tokens: u32,
     /// How many of the first output tokens are reasoning.
@@ -403,6 +431,7 @@ impl EngineLoop {
             let p = self.pending.pop_front().expect("front exists");
             let ledger = &mut self.ledger;
             ledger.arrive(p.seq, p.request_id, p.t, p.prompt_ids.len() as u32);
+            ledger.set_trace(p.seq, p.traceparent);
             ledger.set_reasoning(p.seq, p.reasoning_tokens);
             if let Some(text) = p.prompt {
                 ledger.set_prompt(p.seq, text);
@@ -684,6 +713,10 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         seq,
         t,
         request_id: request_id(&headers),
+        traceparent: headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
         prompt_ids: a.ids,
         output_tokens: plan.tokens,
         reasoning_tokens: a.reasoning,

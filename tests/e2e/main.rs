@@ -38,6 +38,7 @@ mod steadiness;
 mod sweep;
 mod timing;
 mod tls;
+mod traces;
 mod trust;
 mod verdicts;
 mod workload;

@@ -1,0 +1,387 @@
+//! Where the time went: each steady request's record joined, by its trace id, to the server
+//! span the engine exported for it (`spans.jsonl`, `[measurement.traces]`), and its latency
+//! split into parts that add up to it exactly.
+//!
+//! TTFT (from the latency origin) = **dispatch** (intended send → sent: the client's lag) +
+//! **client/network** (the client's TTFT from its send minus the server's TTFT: connecting,
+//! uploading the request, the network both ways, framing) + **server other** (the server's
+//! TTFT minus its queue and prefill: parsing, tokenizing, handing the request to the engine)
+//! + **queue** + **prefill**. End-to-end adds **decode** (first token to last), and its
+//! client/network and server-other parts are taken over the whole request likewise.
+//!
+//! A tail is explained by the requests in it: for each percentile, the parts averaged over
+//! the requests at or above it ("TTFT p99 2.4 s: queue 1.9 s, …"). The server cannot see more
+//! of a request than its client: a server time beyond the client's by more than
+//! `traces.tolerance_ms` is flagged, with the request, never hidden.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::contract::Contract;
+use crate::otlp::{ServerTiming, SpanRecord};
+use crate::record::Record;
+
+/// The percentiles whose tails are decomposed.
+const TAILS: [f64; 3] = [50.0, 90.0, 99.0];
+/// How many examples of each kind of problem are named.
+const EXAMPLES: usize = 5;
+
+/// The steady requests' server spans, joined and decomposed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ServerSpans {
+    /// Spans of the run's traces received (every phase).
+    pub spans: u64,
+    /// Steady requests that finished with an answer and carried a trace id: those a server
+    /// span should exist for.
+    pub requests: u64,
+    /// Of them, joined to a server span with timing.
+    pub joined: u64,
+    /// Of them, never reported by the server (no span came within the wait), and the first.
+    pub unreported: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreported_examples: Vec<u64>,
+    /// Joined requests where the server's time exceeds the client's view beyond the
+    /// tolerance, and the first.
+    pub mismatched: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mismatches: Vec<Mismatch>,
+    pub tolerance_ms: f64,
+    /// The TTFT tails, decomposed (streamed requests).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ttft: Vec<Tail>,
+    /// The end-to-end tails, decomposed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub e2e: Vec<Tail>,
+    /// The slowest joined request (end to end): its timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowest: Option<Timeline>,
+    /// When nothing was joined: why, as far as the run can tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub none_because: Option<String>,
+}
+
+/// A request whose server time exceeds its client's view of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Mismatch {
+    pub index: u64,
+    /// `ttft` or `e2e`.
+    pub what: String,
+    /// The client's view from its send, and the server's, ms.
+    pub client_ms: f64,
+    pub server_ms: f64,
+}
+
+/// One latency split into its parts, ms; they add up to the latency.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Parts {
+    pub dispatch_ms: f64,
+    pub client_ms: f64,
+    pub server_other_ms: f64,
+    pub queue_ms: f64,
+    pub prefill_ms: f64,
+    /// End-to-end only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_ms: Option<f64>,
+}
+
+impl Parts {
+    /// The parts by name, in the order they happen.
+    pub fn named(&self) -> Vec<(&'static str, f64)> {
+        let mut v = vec![
+            ("dispatch", self.dispatch_ms),
+            ("client/network", self.client_ms),
+            ("server other", self.server_other_ms),
+            ("queue", self.queue_ms),
+            ("prefill", self.prefill_ms),
+        ];
+        if let Some(d) = self.decode_ms {
+            v.push(("decode", d));
+        }
+        v
+    }
+
+    pub fn total(&self) -> f64 {
+        self.named().iter().map(|p| p.1).sum()
+    }
+
+    /// The largest part's name.
+    pub fn dominant(&self) -> &'static str {
+        self.named()
+            .into_iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or("", |p| p.0)
+    }
+
+    /// Each part to the microsecond (the records' resolution): no float residue of the
+    /// subtractions reads as a part.
+    fn rounded(self) -> Parts {
+        let r = |v: f64| (v * 1000.0).round() / 1000.0;
+        Parts {
+            dispatch_ms: r(self.dispatch_ms),
+            client_ms: r(self.client_ms),
+            server_other_ms: r(self.server_other_ms),
+            queue_ms: r(self.queue_ms),
+            prefill_ms: r(self.prefill_ms),
+            decode_ms: self.decode_ms.map(r),
+        }
+    }
+
+    fn mean(all: &[Parts]) -> Parts {
+        let n = all.len().max(1) as f64;
+        let sum = |f: fn(&Parts) -> f64| all.iter().map(f).sum::<f64>() / n;
+        Parts {
+            dispatch_ms: sum(|p| p.dispatch_ms),
+            client_ms: sum(|p| p.client_ms),
+            server_other_ms: sum(|p| p.server_other_ms),
+            queue_ms: sum(|p| p.queue_ms),
+            prefill_ms: sum(|p| p.prefill_ms),
+            decode_ms: all
+                .iter()
+                .all(|p| p.decode_ms.is_some())
+                .then(|| sum(|p| p.decode_ms.unwrap_or(0.0))),
+        }
+    }
+}
+
+/// One percentile's tail: the requests at or above it, their parts averaged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Tail {
+    pub percentile: f64,
+    /// The percentile over the joined requests, ms.
+    pub value_ms: f64,
+    /// The requests at or above it.
+    pub requests: u64,
+    /// Their parts, averaged (their sum is the tail's mean latency).
+    pub parts: Parts,
+    pub dominant: String,
+}
+
+/// One request's timeline: its client times and the server's parts, µs on the run's clock
+/// (the server's start from its wall clock: right to the two clocks' agreement).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Timeline {
+    pub index: u64,
+    pub origin_us: u64,
+    pub sent_us: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_us: Option<u64>,
+    pub end_us: u64,
+    pub server_start_us: i64,
+    pub e2e: Parts,
+}
+
+/// One joined request.
+struct Joined<'a> {
+    rec: &'a Record,
+    timing: ServerTiming,
+    start_us: i64,
+    ttft: Option<Parts>,
+    e2e: Option<Parts>,
+}
+
+/// The steady requests' spans, joined and decomposed; `None` when the run neither received
+/// spans nor was asked to (`[measurement.traces] listen`).
+pub fn summarize(
+    c: &Contract,
+    steady: &[&Record],
+    spans: &[SpanRecord],
+    traces: Option<&serde_json::Value>,
+) -> Option<ServerSpans> {
+    let t = c.measurement.traces.as_ref();
+    if spans.is_empty() && t.and_then(|t| t.listen.as_ref()).is_none() {
+        return None;
+    }
+    let tolerance_ms = t.map_or(5.0, |t| t.tolerance_ms.0);
+    let mut by_trace: HashMap<&str, (&SpanRecord, ServerTiming)> = HashMap::new();
+    for s in spans {
+        if let Some(timing) = ServerTiming::of(s) {
+            by_trace.entry(s.trace_id.as_str()).or_insert((s, timing));
+        }
+    }
+    let mut out = ServerSpans {
+        spans: spans.len() as u64,
+        tolerance_ms,
+        ..Default::default()
+    };
+    let mut joined = Vec::new();
+    for r in steady.iter().filter(|r| r.is_ok()) {
+        let Some(id) = r.trace_id.as_deref() else {
+            continue;
+        };
+        out.requests += 1;
+        let Some(&(span, timing)) = by_trace.get(id) else {
+            out.unreported += 1;
+            if out.unreported_examples.len() < EXAMPLES {
+                out.unreported_examples.push(r.index);
+            }
+            continue;
+        };
+        let j = join(r, span, timing, c);
+        check(&j, tolerance_ms, &mut out);
+        joined.push(j);
+    }
+    out.joined = joined.len() as u64;
+    out.ttft = tails(&joined, |j| j.ttft);
+    out.e2e = tails(&joined, |j| j.e2e);
+    out.slowest = joined
+        .iter()
+        .filter(|j| j.e2e.is_some())
+        .max_by(|a, b| {
+            let e = |j: &Joined| j.e2e.map_or(0.0, |p| p.total());
+            e(a).total_cmp(&e(b))
+        })
+        .and_then(timeline);
+    if out.joined == 0 {
+        out.none_because = Some(why_none(&out, traces, spans));
+    }
+    Some(out)
+}
+
+/// A record and its span: the parts of its TTFT and end-to-end latency.
+fn join<'a>(r: &'a Record, span: &SpanRecord, timing: ServerTiming, c: &Contract) -> Joined<'a> {
+    let ms = |a: u64, b: u64| (b as f64 - a as f64) / 1000.0;
+    let sent = r.sent_us.unwrap_or_default();
+    let origin = match c.measurement.latency_origin {
+        crate::contract::LatencyOrigin::Intended => r.intended_us.unwrap_or(sent).min(sent),
+        crate::contract::LatencyOrigin::Sent => sent,
+    };
+    let queue = timing.queue_s.unwrap_or(0.0) * 1000.0;
+    let prefill = timing.prefill_s.unwrap_or(0.0) * 1000.0;
+    let ttft = r.first_token_us.zip(timing.ttft_s).map(|(first, s)| {
+        let server = s * 1000.0;
+        Parts {
+            dispatch_ms: ms(origin, sent),
+            client_ms: ms(sent, first) - server,
+            server_other_ms: server - queue - prefill,
+            queue_ms: queue,
+            prefill_ms: prefill,
+            decode_ms: None,
+        }
+    });
+    let e2e = r.end_us.zip(timing.e2e_s).map(|(end, s)| {
+        let server = s * 1000.0;
+        let decode = timing.decode_s.unwrap_or(0.0) * 1000.0;
+        Parts {
+            dispatch_ms: ms(origin, sent),
+            client_ms: ms(sent, end) - server,
+            server_other_ms: server - queue - prefill - decode,
+            queue_ms: queue,
+            prefill_ms: prefill,
+            decode_ms: Some(decode),
+        }
+    });
+    Joined {
+        rec: r,
+        timing,
+        start_us: span.start_us,
+        ttft: ttft.map(Parts::rounded),
+        e2e: e2e.map(Parts::rounded),
+    }
+}
+
+/// Flags a request whose server time exceeds its client's view beyond the tolerance.
+fn check(j: &Joined, tolerance_ms: f64, out: &mut ServerSpans) {
+    let r = j.rec;
+    let sent = r.sent_us.unwrap_or_default();
+    let client = |t: Option<u64>| t.map(|t| (t as f64 - sent as f64) / 1000.0);
+    let pairs = [
+        ("ttft", client(r.first_token_us), j.timing.ttft_s),
+        ("e2e", client(r.end_us), j.timing.e2e_s),
+    ];
+    let mut flagged = false;
+    for (what, client_ms, server_s) in pairs {
+        let (Some(client_ms), Some(server_s)) = (client_ms, server_s) else {
+            continue;
+        };
+        let server_ms = server_s * 1000.0;
+        if server_ms > client_ms + tolerance_ms {
+            flagged = true;
+            if out.mismatches.len() < EXAMPLES {
+                out.mismatches.push(Mismatch {
+                    index: r.index,
+                    what: what.into(),
+                    client_ms,
+                    server_ms,
+                });
+            }
+        }
+    }
+    out.mismatched += u64::from(flagged);
+}
+
+/// Each percentile's tail: the requests at or above it, their parts averaged.
+fn tails(joined: &[Joined], parts: fn(&Joined) -> Option<Parts>) -> Vec<Tail> {
+    let mut all: Vec<Parts> = joined.iter().filter_map(parts).collect();
+    all.sort_by(|a, b| a.total().total_cmp(&b.total()));
+    let totals: Vec<f64> = all.iter().map(Parts::total).collect();
+    TAILS
+        .iter()
+        .filter_map(|&p| {
+            let value_ms = crate::stats::percentile_sorted(&totals, p)?;
+            let at = totals.partition_point(|&t| t < value_ms);
+            // The interpolated value can lie between two requests: the tail starts at the
+            // last request at or below it when none is above.
+            let tail = &all[at.min(all.len().saturating_sub(1))..];
+            let mean = Parts::mean(tail);
+            Some(Tail {
+                percentile: p,
+                value_ms,
+                requests: tail.len() as u64,
+                dominant: mean.dominant().to_owned(),
+                parts: mean,
+            })
+        })
+        .collect()
+}
+
+fn timeline(j: &Joined) -> Option<Timeline> {
+    let r = j.rec;
+    let sent = r.sent_us?;
+    Some(Timeline {
+        index: r.index,
+        origin_us: r.intended_us.unwrap_or(sent).min(sent),
+        sent_us: sent,
+        first_token_us: r.first_token_us,
+        end_us: r.end_us?,
+        server_start_us: j.start_us,
+        e2e: j.e2e?,
+    })
+}
+
+/// Why no steady request was joined to a span.
+fn why_none(out: &ServerSpans, traces: Option<&serde_json::Value>, spans: &[SpanRecord]) -> String {
+    let receiver = traces.and_then(|t| t.get("receiver"));
+    let n = |k: &str| receiver.and_then(|r| r[k].as_u64()).unwrap_or(0);
+    let address = receiver
+        .and_then(|r| r["address"].as_str())
+        .unwrap_or("the receiver's address");
+    if out.requests == 0 {
+        return "no steady request finished with a trace id (measurement.traces.propagate = false, or every request failed)".into();
+    }
+    if n("refused") > 0 {
+        let reason = receiver
+            .and_then(|r| r["reasons"][0].as_str())
+            .unwrap_or("")
+            .to_owned();
+        return format!(
+            "the engine's exports were refused ({} of them): {reason}",
+            n("refused")
+        );
+    }
+    if !spans.is_empty() {
+        return format!(
+            "{} spans of the run's traces came, none with a request's timing (gen_ai.latency.* attributes, as vLLM's llm_request spans carry)",
+            spans.len()
+        );
+    }
+    if n("other_traces") > 0 {
+        return format!(
+            "{} spans came, none of this run's traces: the engine did not continue the traceparent goodput sent (does it read it?)",
+            n("other_traces")
+        );
+    }
+    format!(
+        "no span came to {address}: is the engine exporting there (vLLM: --otlp-traces-endpoint http://{address}, with the OpenTelemetry packages installed)? Its exporter may also batch for longer than measurement.traces.wait"
+    )
+}
