@@ -194,32 +194,14 @@ pub async fn run(
         api_key,
         model: contract.target.model.clone().unwrap_or_default(),
     };
-    let (facts, scraper, inputs, mut environment) = unless_cancelled(
-        &cancel,
-        &opts.signal,
-        "probing the target",
-        environment(
-            &target,
-            &contract,
-            inputs,
-            (models, version),
-            &bundle,
-            started,
-            opts.watch.as_ref(),
-        ),
-    )
-    .await?;
-    environment["client_wake_latency"] = wake.status.clone();
-    let start_us = shard_origin(
-        &contract,
-        start_at,
+    let (facts, scraper, inputs, mut environment, start_us) = probed(
         &target,
+        &contract,
+        (inputs, models, version),
+        (&bundle, started, start_at, &wake),
         (&cancel, &opts),
-        started,
-        &mut environment,
     )
     .await?;
-    bundle.write_json(ENVIRONMENT, &environment)?;
 
     let contract = Arc::new(contract);
     let load_started = Instant::now();
@@ -296,6 +278,44 @@ pub async fn run(
         records,
         aborted,
     })
+}
+
+/// The target probed before the load (`environment`), the client's wake-up latency and, for a
+/// shard, its schedule origin (`shard_origin`), written to `environment.json`.
+async fn probed(
+    target: &Target,
+    contract: &Contract,
+    (inputs, models, version): (Inputs, serde_json::Value, serde_json::Value),
+    (bundle, started, start_at, wake): (&Bundle, Instant, Option<jiff::Timestamp>, &WakeLatency),
+    (cancel, opts): (&CancellationToken, &RunOptions),
+) -> anyhow::Result<(Facts, Vec<Scraper>, Inputs, serde_json::Value, Option<u64>)> {
+    let (facts, scraper, inputs, mut environment) = unless_cancelled(
+        cancel,
+        &opts.signal,
+        "probing the target",
+        environment(
+            target,
+            contract,
+            inputs,
+            (models, version),
+            bundle,
+            started,
+            opts.watch.as_ref(),
+        ),
+    )
+    .await?;
+    environment["client_wake_latency"] = wake.status.clone();
+    let start_us = shard_origin(
+        contract,
+        start_at,
+        target,
+        (cancel, opts),
+        started,
+        &mut environment,
+    )
+    .await?;
+    bundle.write_json(ENVIRONMENT, &environment)?;
+    Ok((facts, scraper, inputs, environment, start_us))
 }
 
 /// A shard's schedule origin on the run's clock (its common start instant, still ahead), with

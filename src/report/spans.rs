@@ -25,11 +25,14 @@ fn phrase(what: &str, t: &Tail) -> String {
         .map(|(n, v)| format!("{n} {} ms", num(*v)))
         .collect();
     format!(
-        "{what} p{} {} ms: {} (the mean of the {} requests at or above it)",
+        "{what} p{} {} ms: {} ({})",
         t.percentile,
         num(t.value_ms),
         named.join(", "),
-        t.requests
+        match t.requests {
+            1 => "the one request at or above it".to_owned(),
+            n => format!("the mean of the {n} requests at or above it"),
+        }
     )
 }
 
@@ -121,6 +124,8 @@ fn list(v: &[u64]) -> String {
 
 fn row(t: &Tail) -> Vec<String> {
     let p = &t.parts;
+    // A part averaging less than half a microsecond either way is none (not "-0.00").
+    let num = |v: f64| num(if v.abs() < 0.0005 { 0.0 } else { v });
     vec![
         format!("p{} {} ms", t.percentile, num(t.value_ms)),
         t.requests.to_string(),
@@ -129,7 +134,7 @@ fn row(t: &Tail) -> Vec<String> {
         num(p.server_other_ms),
         num(p.queue_ms),
         num(p.prefill_ms),
-        p.decode_ms.map_or("—".into(), num),
+        p.decode_ms.map_or("—".into(), &num),
         t.dominant.clone(),
     ]
 }
@@ -234,7 +239,7 @@ fn timeline(t: &Timeline) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        r#"<svg id="spans-slowest" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} 150" class="chart" role="img" aria-label="The slowest request's client and server segments" font-family="sans-serif" font-size="12">"#
+        r#"<svg id="spans-slowest" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} 146" class="chart" role="img" aria-label="The slowest request's client and server segments" font-family="sans-serif" font-size="12">"#
     );
     let _ = write!(
         s,
@@ -245,10 +250,10 @@ fn timeline(t: &Timeline) -> String {
     let client = [
         ("waiting to be sent", 0.0, ms(t.sent_us), COLOURS[0]),
         (
-            "sent, to the first token",
+            "in flight to its first token",
             ms(t.sent_us),
             t.first_token_us.map_or(end, ms),
-            COLOURS[1],
+            "#b0c4de",
         ),
         (
             "streaming",
@@ -276,9 +281,9 @@ fn timeline(t: &Timeline) -> String {
     segments(&mut s, &server, 66.0, &x, server_start);
     let _ = write!(
         s,
-        r#"<text x="8" y="110" font-size="11">The server's row starts at its span's start (its wall clock, on the run's clock: exact on one host).</text>"#
+        r#"<text x="8" y="104" font-size="11">client: waiting to be sent (grey), in flight to its first token (blue), streaming (green).</text><text x="8" y="117" font-size="11">server: from its span's start (its wall clock on the run's: exact on one host), in the parts below.</text>"#
     );
-    legend(&mut s, 122.0);
+    legend(&mut s, 128.0);
     s.push_str("</svg>");
     s
 }
