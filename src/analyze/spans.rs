@@ -2,12 +2,12 @@
 //! span the engine exported for it (`spans.jsonl`, `[measurement.traces]`), and its latency
 //! split into parts that add up to it exactly.
 //!
-//! TTFT (from the latency origin) = **dispatch** (intended send → sent: the client's lag) +
-//! **client/network** (the client's TTFT from its send minus the server's TTFT: connecting,
-//! uploading the request, the network both ways, framing) + **server other** (the server's
-//! TTFT minus its queue and prefill: parsing, tokenizing, handing the request to the engine)
-//! + **queue** + **prefill**. End-to-end adds **decode** (first token to last), and its
-//! client/network and server-other parts are taken over the whole request likewise.
+//! TTFT (from the latency origin) is the sum of **dispatch** (intended send → sent: the
+//! client's lag), **client/network** (the client's TTFT from its send minus the server's TTFT:
+//! connecting, uploading the request, the network both ways, framing), **server other** (the
+//! server's TTFT minus its queue and prefill: parsing, tokenizing, handing the request to the
+//! engine), **queue** and **prefill**. End-to-end adds **decode** (first token to last), and
+//! its client/network and server-other parts are taken over the whole request likewise.
 //!
 //! A tail is explained by the requests in it: for each percentile, the parts averaged over
 //! the requests at or above it ("TTFT p99 2.4 s: queue 1.9 s, …"). The server cannot see more
@@ -384,4 +384,94 @@ fn why_none(out: &ServerSpans, traces: Option<&serde_json::Value>, spans: &[Span
     format!(
         "no span came to {address}: is the engine exporting there (vLLM: --otlp-traces-endpoint http://{address}, with the OpenTelemetry packages installed)? Its exporter may also batch for longer than measurement.traces.wait"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Phase;
+
+    /// A steady request intended at 0, sent at 1 ms, first token at 31 ms, ended at 101 ms.
+    fn record(index: u64) -> Record {
+        let mut r = Record::in_flight(index, Phase::Steady, 0);
+        r.outcome = crate::record::Outcome::Ok;
+        r.trace_id = Some(format!("{index:032x}"));
+        (r.sent_us, r.first_token_us, r.end_us) = (Some(1_000), Some(31_000), Some(101_000));
+        r
+    }
+
+    fn span(index: u64, queue: f64, prefill: f64, ttft: f64, e2e: f64) -> SpanRecord {
+        use crate::otlp::*;
+        SpanRecord {
+            trace_id: format!("{index:032x}"),
+            span_id: "01".into(),
+            parent_span_id: None,
+            name: "llm_request".into(),
+            service: None,
+            start_unix_ns: 0,
+            end_unix_ns: 0,
+            start_us: 2_000,
+            received_us: 0,
+            attributes: [
+                (ATTR_QUEUE, queue),
+                (ATTR_PREFILL, prefill),
+                (ATTR_TTFT, ttft),
+                (ATTR_E2E, e2e),
+                (ATTR_DECODE, e2e - ttft),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), serde_json::json!(v)))
+            .collect(),
+        }
+    }
+
+    #[test]
+    fn parts_add_up_and_a_server_that_saw_more_than_its_client_is_flagged() {
+        let c = crate::contract::parse(
+            "[load]\nkind = \"open\"\nrate = 1\nrequests = 3\n[measurement.traces]\nlisten = \"127.0.0.1:0\"\ntolerance_ms = 5",
+            std::path::Path::new("t"),
+        )
+        .unwrap();
+        let recs: Vec<Record> = (0..3).map(record).collect();
+        let steady: Vec<&Record> = recs.iter().collect();
+        // Request 0: queue 10 ms, prefill 15 ms, server TTFT 28 ms of the client's 30 from its
+        // send. Request 1: the server claims a 40 ms TTFT, beyond the client's 30 + 5. Request
+        // 2: no span.
+        let spans = [
+            span(0, 0.010, 0.015, 0.028, 0.098),
+            span(1, 0.0, 0.035, 0.040, 0.099),
+        ];
+        let s = summarize(&c, &steady, &spans, None).unwrap();
+        assert_eq!((s.requests, s.joined, s.unreported), (3, 2, 1));
+        assert_eq!(s.unreported_examples, vec![2]);
+        assert_eq!(s.mismatched, 1);
+        assert_eq!(
+            (s.mismatches[0].index, s.mismatches[0].what.as_str()),
+            (1, "ttft")
+        );
+        let j = join(
+            &recs[0],
+            &spans[0],
+            ServerTiming::of(&spans[0]).unwrap(),
+            &c,
+        );
+        let p = j.ttft.unwrap();
+        assert_eq!(
+            (
+                p.dispatch_ms,
+                p.client_ms,
+                p.server_other_ms,
+                p.queue_ms,
+                p.prefill_ms
+            ),
+            (1.0, 2.0, 3.0, 10.0, 15.0)
+        );
+        assert!(
+            (p.total() - 31.0).abs() < 1e-9,
+            "TTFT from the intended send"
+        );
+        let e = j.e2e.unwrap();
+        assert!((e.total() - 101.0).abs() < 1e-9, "{e:?}");
+        assert_eq!(e.dominant(), "decode");
+    }
 }

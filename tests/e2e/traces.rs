@@ -373,13 +373,14 @@ async fn bad_otlp_payloads_are_refused_and_counted_and_memory_stays_bounded() {
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = held.local_addr().unwrap().port();
     let sim = common::sim(SimConfig::instant()).await;
-    let e = common::try_run_in(
+    let Err(e) = common::try_run_in(
         contract(&sim.base_url(), port, "rate = 50\nrequests = 5"),
         dir.path(),
     )
     .await
-    .err()
-    .expect("the run cannot listen");
+    else {
+        panic!("the run listened on a port in use");
+    };
     let msg = format!("{e:#}");
     assert!(
         msg.contains(&format!("cannot listen on 127.0.0.1:{port}")),
