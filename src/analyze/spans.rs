@@ -32,8 +32,8 @@ const EXAMPLES: usize = 5;
 pub struct ServerSpans {
     /// Spans of the run's traces received (every phase).
     pub spans: u64,
-    /// Steady requests that finished with an answer and carried a trace id: those a server
-    /// span should exist for.
+    /// Steady requests that finished with an answer and carried a trace id (or, without one,
+    /// any when spans name requests by their request id): those a server span should exist for.
     pub requests: u64,
     /// Of them, joined to a server span with timing.
     pub joined: u64,
@@ -193,12 +193,29 @@ pub fn summarize(
         return None;
     }
     let tolerance_ms = t.map_or(5.0, |t| t.tolerance_ms.0);
+    // By trace id; and by the engine's request id (`gen_ai.request.id`), for an engine that
+    // names a request by its `X-Request-Id` but did not continue its trace.
     let mut by_trace: HashMap<&str, (&SpanRecord, ServerTiming)> = HashMap::new();
+    let mut by_request: HashMap<&str, (&SpanRecord, ServerTiming)> = HashMap::new();
     for s in spans {
         if let Some(timing) = ServerTiming::of(s) {
             by_trace.entry(s.trace_id.as_str()).or_insert((s, timing));
+            if let Some(id) = s
+                .attributes
+                .get(crate::otlp::ATTR_REQUEST_ID)
+                .and_then(|v| v.as_str())
+            {
+                by_request.entry(id).or_insert((s, timing));
+            }
         }
     }
+    let by_request_id = |r: &Record| {
+        ["", "chatcmpl-", "cmpl-"].iter().find_map(|p| {
+            by_request
+                .get(format!("{p}{}", r.request_id).as_str())
+                .copied()
+        })
+    };
     let mut out = ServerSpans {
         spans: spans.len() as u64,
         tolerance_ms,
@@ -206,11 +223,15 @@ pub fn summarize(
     };
     let mut joined = Vec::new();
     for r in steady.iter().filter(|r| r.is_ok()) {
-        let Some(id) = r.trace_id.as_deref() else {
+        let traced = r
+            .trace_id
+            .as_deref()
+            .and_then(|id| by_trace.get(id).copied());
+        if r.trace_id.is_none() && traced.is_none() && by_request.is_empty() {
             continue;
-        };
+        }
         out.requests += 1;
-        let Some(&(span, timing)) = by_trace.get(id) else {
+        let Some((span, timing)) = traced.or_else(|| by_request_id(r)) else {
             out.unreported += 1;
             if out.unreported_examples.len() < EXAMPLES {
                 out.unreported_examples.push(r.index);
@@ -473,5 +494,18 @@ mod tests {
         let e = j.e2e.unwrap();
         assert!((e.total() - 101.0).abs() < 1e-9, "{e:?}");
         assert_eq!(e.dominant(), "decode");
+
+        // Without trace context, a span that names the request by its X-Request-Id (as vLLM
+        // does, `chatcmpl-` before it) still joins it.
+        let mut r = record(3);
+        (r.trace_id, r.request_id) = (None, "run-3".into());
+        let mut s3 = span(9, 0.0, 0.010, 0.020, 0.090);
+        s3.attributes.insert(
+            crate::otlp::ATTR_REQUEST_ID.into(),
+            serde_json::json!("chatcmpl-run-3"),
+        );
+        assert_eq!(crate::otlp::request_index(&s3, "run"), Some(3));
+        let s = summarize(&c, &[&r], &[s3], None).unwrap();
+        assert_eq!((s.requests, s.joined), (1, 1));
     }
 }

@@ -225,6 +225,15 @@ fn json_of(v: &proto::AnyValue) -> serde_json::Value {
     }
 }
 
+/// The plan index of the request a span names by its `gen_ai.request.id`, when that holds one
+/// of the run's request ids (`RUN-INDEX`, as `X-Request-Id` sends it; vLLM prefixes it with
+/// `chatcmpl-` or `cmpl-`).
+pub fn request_index(span: &SpanRecord, run_id: &str) -> Option<u64> {
+    let id = span.attributes.get(ATTR_REQUEST_ID)?.as_str()?;
+    let rest = &id[id.find(run_id)? + run_id.len()..];
+    rest.strip_prefix('-')?.parse().ok()
+}
+
 /// What a server span says of one request's time at the server, seconds: vLLM's `llm_request`
 /// span attributes (`vllm/tracing/utils.py`, set in `v1/engine/output_processor.py`), which
 /// the simulator writes too. `ttft_s` and `e2e_s` count from the request's arrival at the

@@ -69,8 +69,8 @@ enum Sink {
 }
 
 struct Inner {
-    /// The run's trace ids: known once the bundle (whose name is the run's id) exists.
-    ids: std::sync::OnceLock<TraceIds>,
+    /// The run's id and trace ids: known once the bundle (whose name is the run's id) exists.
+    ids: std::sync::OnceLock<(String, TraceIds)>,
     started: Instant,
     origin_unix_ns: u64,
     max_spans: u64,
@@ -143,10 +143,15 @@ impl Receiver {
         self.addr
     }
 
-    /// From now on the spans of the run `ids` names go to `path` (those held so far first).
-    pub fn attach(&self, ids: TraceIds, path: &Path) -> std::io::Result<()> {
+    /// From now on the spans of the run `run_id` go to `path` (those held so far first): those
+    /// of its traces, and those whose `gen_ai.request.id` holds one of its request ids (an
+    /// engine that names requests by their `X-Request-Id` but did not continue the trace).
+    pub fn attach(&self, run_id: &str, path: &Path) -> std::io::Result<()> {
         let file = std::io::BufWriter::new(std::fs::File::create(path)?);
-        let _ = self.inner.ids.set(ids);
+        let _ = self
+            .inner
+            .ids
+            .set((run_id.to_owned(), TraceIds::new(run_id)));
         let held = match std::mem::replace(&mut *lock(&self.inner.sink), Sink::File(file)) {
             Sink::Held(spans) => spans,
             Sink::File(_) => Vec::new(),
@@ -225,7 +230,7 @@ impl Inner {
 
     /// The run's spans written to the bundle (up to the bound), the others counted.
     fn keep(&self, spans: Vec<SpanRecord>) {
-        let Some(ids) = self.ids.get() else {
+        let Some((run_id, ids)) = self.ids.get() else {
             return;
         };
         let mut lines = String::new();
@@ -233,7 +238,10 @@ impl Inner {
         {
             let mut s = lock(&self.stats);
             for span in spans {
-                let Some(index) = ids.index_of(&span.trace_id) else {
+                let index = ids
+                    .index_of(&span.trace_id)
+                    .or_else(|| super::request_index(&span, run_id));
+                let Some(index) = index else {
                     s.other_traces += 1;
                     continue;
                 };

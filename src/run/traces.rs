@@ -12,10 +12,10 @@ use tokio_util::sync::CancellationToken;
 use super::Watch;
 use crate::bundle::Bundle;
 use crate::contract::Contract;
+use crate::otlp::SPANS;
 use crate::otlp::export::{self, Protocol};
 use crate::otlp::proto::{self, Value, kv};
 use crate::otlp::receiver::Receiver;
-use crate::otlp::{SPANS, TraceIds};
 use crate::record::Record;
 
 /// The receiver, listening, when the contract asks for one.
@@ -51,7 +51,7 @@ pub(super) fn run_id(bundle: &Bundle) -> String {
 pub(super) fn attach(receiver: Option<&Receiver>, bundle: &Bundle) -> anyhow::Result<()> {
     if let Some(r) = receiver {
         let path = bundle.path(SPANS);
-        r.attach(TraceIds::new(&run_id(bundle)), &path)
+        r.attach(&run_id(bundle), &path)
             .with_context(|| format!("creating {}", path.display()))?;
     }
     Ok(())
@@ -79,7 +79,7 @@ pub(super) async fn finish(
         .map_or(0.0, |t| t.wait.seconds());
     let expected: Vec<u64> = records
         .iter()
-        .filter(|r| r.is_ok() && r.trace_id.is_some())
+        .filter(|r| r.is_ok())
         .map(|r| r.index)
         .collect();
     opts.watch.note(&format!(

@@ -304,7 +304,7 @@ async fn bad_otlp_payloads_are_refused_and_counted_and_memory_stays_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let ids = TraceIds::new("run-x");
     let file = dir.path().join("spans.jsonl");
-    rx.attach(ids, &file).unwrap();
+    rx.attach("run-x", &file).unwrap();
     let url = format!("http://{}/v1/traces", rx.addr());
     goodput::client::install_tls_provider();
     let http = reqwest::Client::new();
@@ -415,7 +415,7 @@ async fn client_spans_go_where_the_contract_says_as_the_engines_parents() {
         .to_string_lossy()
         .into_owned();
     let file = dir.path().join("collected.jsonl");
-    collector.attach(TraceIds::new(&run_id), &file).unwrap();
+    collector.attach(&run_id, &file).unwrap();
     let stats = collector.finish().await;
     let sent: Vec<_> = r.records.iter().filter(|x| x.sent_us.is_some()).collect();
     assert_eq!(stats.spans, sent.len() as u64, "{stats:?}");
