@@ -166,12 +166,7 @@ impl SpanRecord {
                         .attributes
                         .iter()
                         .take(MAX_ATTRIBUTES)
-                        .map(|a| {
-                            (
-                                cut(&a.key),
-                                a.value.as_ref().map_or(serde_json::Value::Null, json_of),
-                            )
-                        })
+                        .map(|a| (cut(&a.key), masked(&a.key, a.value.as_ref())))
                         .collect(),
                 });
             }
@@ -186,6 +181,17 @@ impl SpanRecord {
             serde_json::Value::String(s) => s.parse().ok(),
             _ => None,
         }
+    }
+}
+
+/// An attribute's value, masked when its key names a credential header (an instrumentation
+/// that records request headers: `http.request.header.authorization`).
+fn masked(key: &str, value: Option<&proto::AnyValue>) -> serde_json::Value {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    match value {
+        _ if crate::secrets::is_credential_header(last) => crate::secrets::MASK.into(),
+        Some(v) => json_of(v),
+        None => serde_json::Value::Null,
     }
 }
 

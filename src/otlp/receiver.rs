@@ -254,7 +254,8 @@ impl Inner {
                     timed.push(index);
                 }
                 if let Ok(l) = serde_json::to_string(&span) {
-                    lines.push_str(&l);
+                    // A secret the run knows (its API key) never reaches the bundle.
+                    lines.push_str(&crate::secrets::redact(&l));
                     lines.push('\n');
                 }
             }
@@ -295,7 +296,16 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> &'a str {
 }
 
 /// OTLP/HTTP: a protobuf `ExportTraceServiceRequest` in a POST.
-async fn http(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Body) -> Response {
+async fn http(
+    State(inner): State<Arc<Inner>>,
+    method: axum::http::Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if method != axum::http::Method::POST {
+        // A probe of the port (a health check, a browser) is not an export.
+        return (StatusCode::METHOD_NOT_ALLOWED, "OTLP exports are POSTed").into_response();
+    }
     let refuse = |status: StatusCode, why: String| {
         inner.refuse(format!("http: {why}"));
         (status, why).into_response()

@@ -343,6 +343,11 @@ async fn bad_otlp_payloads_are_refused_and_counted_and_memory_stays_bounded() {
         ..Default::default()
     };
     let mut spans: Vec<proto::Span> = (0..5).map(|i| span(ids.trace_id(i))).collect();
+    // An instrumentation that records request headers: the credential is masked on disk.
+    spans[0].attributes.push(proto::kv(
+        "http.request.header.authorization",
+        proto::Value::String("Bearer sk-planted-secret-123456".into()),
+    ));
     spans.extend((0..2).map(|i| span(TraceIds::new("another").trace_id(i))));
     let req = goodput::otlp::export::request("engine", "test", spans);
     goodput::otlp::export::send(
@@ -356,6 +361,9 @@ async fn bad_otlp_payloads_are_refused_and_counted_and_memory_stays_bounded() {
     // A compressed gRPC message is refused with its reason.
     let mut framed = goodput::otlp::grpc_frame(&req.encode_to_vec());
     framed[0] = 1;
+    // A GET of the port is not an export.
+    let got = http.get(&url).send().await.unwrap().status().as_u16();
+    assert_eq!(got, 405);
     let stats = rx.finish().await;
     assert_eq!(
         (stats.spans, stats.over_bound, stats.other_traces),
@@ -363,6 +371,11 @@ async fn bad_otlp_payloads_are_refused_and_counted_and_memory_stays_bounded() {
     );
     assert_eq!(stats.refused, 3, "{:?}", stats.reasons);
     assert_eq!(goodput::otlp::read(&file).unwrap().len(), 3);
+    assert!(
+        !std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("sk-planted")
+    );
     assert!(
         goodput::otlp::grpc_unframe(&framed)
             .unwrap_err()
