@@ -7,8 +7,8 @@ use clap::{Parser, Subcommand};
 
 use crate::command::{
     self, audit::AuditArgs, compare::CompareArgs, demo::DemoArgs, export::ExportArgs,
-    init::InitArgs, merge::MergeArgs, plan::PlanArgs, report::ReportArgs, run::RunArgs,
-    sim::SimArgs, sweep::SweepArgs,
+    import::ImportArgs, init::InitArgs, merge::MergeArgs, plan::PlanArgs, report::ReportArgs,
+    run::RunArgs, sim::SimArgs, sweep::SweepArgs,
 };
 
 pub use crate::command::failure_code;
@@ -61,6 +61,12 @@ pub enum Command {
     /// Write a bundle's raw records as tables (requests, chunks) in CSV, Parquet or JSON
     /// lines, with the column meanings beside them (columns.md).
     Export(ExportArgs),
+    /// Write another benchmark's command line as a goodput contract (`goodput import
+    /// vllm-bench -- ARGS`): every flag mapped or its difference named in the contract.
+    #[command(
+        after_help = "Refused (exit 1, naming the flag) for a flag the tool's version does not have, a value out of its range, or another tool's command."
+    )]
+    Import(ImportArgs),
 }
 /// Runs a parsed command line: the command, then its result through the seam.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -76,6 +82,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sim(a) => command::sim::sim(a).await?,
         Command::Merge(a) => command::merge::merge(a)?,
         Command::Export(a) => command::export::export(a)?,
+        Command::Import(a) => command::import::import(a)?,
     };
     done.finish()
 }

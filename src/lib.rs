@@ -28,8 +28,9 @@
 //! 10. `analyze` — summaries: distributions, SLO, goodput, validity, grade, quality, headline.
 //! 11. `coldstart`, `report` — the cold-start test; documents and output formats.
 //! 12. `bundle` — the bundle on disk, written and loaded.
-//! 13. `compare`, `audit`, `demo`, `merge`, `export` — comparisons; grading any result; the
-//!     open/closed demo; the shards of one run joined; a bundle's records as tables.
+//! 13. `compare`, `audit`, `demo`, `merge`, `export`, `import` — comparisons; grading any result;
+//!     the open/closed demo; the shards of one run joined; a bundle's records as tables;
+//!     another benchmark's command line as a contract.
 //! 14. `live` — what a run shows while it runs: the dashboard's figures and drawing.
 //! 15. `run` — one run (and repeats), wired together.
 //! 16. `sweep` — one variable varied, and the capacity search.
@@ -62,6 +63,7 @@ pub mod env;
 pub mod export;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod import;
 pub mod live;
 pub mod merge;
 pub mod otlp;

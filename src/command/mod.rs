@@ -25,6 +25,7 @@ pub mod audit;
 pub mod compare;
 pub mod demo;
 pub mod export;
+pub mod import;
 pub mod init;
 pub mod merge;
 pub mod plan;

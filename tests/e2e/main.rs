@@ -22,6 +22,7 @@ mod fuzz_replay;
 mod gates;
 mod hostile;
 mod html;
+mod import;
 mod live;
 mod provenance;
 mod quality;
