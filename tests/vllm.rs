@@ -349,9 +349,10 @@ fn vllm_responses_api_counts_as_chat_does() {
 }
 
 /// Traffic classes against vLLM's priority scheduling: the interactive class (short prompts,
-/// a TTFT SLO) sharing the server with a batch class (long prompts and answers) meets its SLO
-/// more often when it sends a higher priority (`priority = 0`, batch `10`) than when both send
-/// none (first come, first served). Eight users in a closed loop keep four requests waiting
+/// a TTFT SLO) sharing the server with a batch class (long prompts and answers) gets more of
+/// its first tokens within one threshold (the first-come-first-served run's median) when it
+/// sends a higher priority (`priority = 0`, batch `10`) than when both send none (first come,
+/// first served). Eight users in a closed loop keep four requests waiting
 /// behind the server's four running ones (`--max-num-seqs 4`): the order they wait in is what
 /// priority changes.
 #[test]
@@ -369,7 +370,8 @@ fn vllm_priority_raises_the_interactive_class_attainment() {
              [[class]]\nname = \"batch\"\nshare = 0.5\n{lo}[class.workload]\ninput_tokens = {{ dist = \"fixed\", value = 32 }}\noutput_tokens = {{ dist = \"fixed\", value = 8 }}\n[class.slo]\ne2e_ms = 60000\npercentile = 50\n"
         )
     };
-    let attainment = |prio: bool| {
+    // The interactive class's TTFTs (ms from the send: a closed loop), and its p50.
+    let interactive = |prio: bool| {
         let r = run(&contract(
             "vllm-classes",
             "openai-chat",
@@ -378,18 +380,34 @@ fn vllm_priority_raises_the_interactive_class_attainment() {
             &classes(prio),
         ));
         let k = r.summary.classes.as_ref().unwrap();
-        let interactive = k.iter().find(|c| c.name == "interactive").unwrap();
-        let ttft = interactive.stats.ttft_ms.as_ref().map(|d| d.p50);
-        (interactive.slo.as_ref().unwrap().attainment, ttft)
+        let class = k.iter().find(|c| c.name == "interactive").unwrap();
+        let p50 = class.stats.ttft_ms.as_ref().map(|d| d.p50);
+        let ttfts: Vec<f64> = r
+            .records
+            .iter()
+            .filter(|x| x.phase == Phase::Steady && x.is_ok())
+            .filter(|x| x.class.as_deref() == Some("interactive"))
+            .map(|x| (x.first_token_us.unwrap() - x.sent_us.unwrap()) as f64 / 1000.0)
+            .collect();
+        (ttfts, p50)
     };
-    let (fcfs, fcfs_ttft) = attainment(false);
-    let (prio, prio_ttft) = attainment(true);
+    let (fcfs, fcfs_ttft) = interactive(false);
+    let (prio, prio_ttft) = interactive(true);
+    // Judged against one threshold whatever this machine's speed: the first-come-first-served
+    // run's own median (a fixed SLO in ms was met by both runs once vLLM ran fast here, and
+    // missed by both when it ran slow).
+    let threshold = fcfs_ttft.unwrap();
+    let met = |v: &[f64]| v.iter().filter(|t| **t <= threshold).count() as f64 / v.len() as f64;
+    let (fcfs_met, prio_met) = (met(&fcfs), met(&prio));
     eprintln!(
-        "interactive attainment: fcfs {fcfs:.2} (TTFT p50 {fcfs_ttft:?} ms), priority {prio:.2} (TTFT p50 {prio_ttft:?} ms)"
+        "interactive TTFT p50: fcfs {fcfs_ttft:?} ms, priority {prio_ttft:?} ms; within {threshold:.0} ms: fcfs {fcfs_met:.2}, priority {prio_met:.2}"
     );
     // Served before the batch class's waiting requests, the interactive ones start sooner and
-    // more of them within their SLO.
-    assert!(prio > fcfs, "attainment: priority {prio} vs fcfs {fcfs}");
+    // more of them within the same threshold.
+    assert!(
+        prio_met > fcfs_met,
+        "within {threshold:.0} ms: priority {prio_met} vs fcfs {fcfs_met}"
+    );
     assert!(
         prio_ttft < fcfs_ttft,
         "TTFT p50: priority {prio_ttft:?} vs fcfs {fcfs_ttft:?}"
