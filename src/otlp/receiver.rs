@@ -271,24 +271,31 @@ impl Inner {
     }
 }
 
-/// The body, read up to [`MAX_PAYLOAD`]; the error is the refusal's reason.
-async fn read(body: Body) -> Result<Bytes, String> {
-    match http_body_util::Limited::new(body, MAX_PAYLOAD)
-        .collect()
-        .await
-    {
-        Ok(b) => Ok(b.to_bytes()),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(format!(
-                "a payload over {} MiB (lower the exporter's batch size)",
-                MAX_PAYLOAD >> 20
-            ))
+/// The body, read up to [`MAX_PAYLOAD`]; the error is the refusal's reason. An oversized body
+/// is still read to its end (up to four times the limit, then the connection is given up), so
+/// the exporter hears the refusal rather than a connection cut while it was sending.
+async fn read(mut body: Body) -> Result<Bytes, String> {
+    let mut kept = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| format!("the payload could not be read: {e}"))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        seen += data.len();
+        if seen <= MAX_PAYLOAD {
+            kept.extend_from_slice(&data);
+        } else if seen > 4 * MAX_PAYLOAD {
+            break;
         }
-        Err(e) => Err(format!("the payload could not be read: {e}")),
     }
+    if seen > MAX_PAYLOAD {
+        return Err(format!(
+            "a payload over {} MiB (lower the exporter's batch size)",
+            MAX_PAYLOAD >> 20
+        ));
+    }
+    Ok(kept.freeze())
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> &'a str {
