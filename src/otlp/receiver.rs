@@ -171,7 +171,11 @@ impl Receiver {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let arrived = self.inner.arrived.notified();
-            if expected.iter().all(|i| lock(&self.inner.timed).contains(i)) {
+            let all = {
+                let timed = lock(&self.inner.timed);
+                expected.iter().all(|i| timed.contains(i))
+            };
+            if all {
                 return true;
             }
             tokio::select! {

@@ -196,6 +196,7 @@ impl SimServer {
             .map_err(|cause| SimError::Bind { addr, cause })?;
         let (tx, rx) = std::sync::mpsc::channel();
         let meter = super::power::Meter::new(cfg.power.clone(), cfg.max_batch);
+        let epoch = Instant::now();
         let shared = Arc::new(Shared {
             model_json: serde_json::to_string(&cfg.model).unwrap_or_else(|_| "\"sim\"".into()),
             created: std::time::SystemTime::now()
@@ -203,7 +204,7 @@ impl SimServer {
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
             cfg,
-            epoch: Instant::now(),
+            epoch,
             arrivals: AtomicU64::new(0),
             metrics: Mutex::new(MetricsState::default()),
             meter: Mutex::new(meter),
@@ -213,10 +214,7 @@ impl SimServer {
             spans: traces.map(|(endpoint, protocol)| {
                 crate::otlp::export::Batcher::spawn(endpoint, protocol, "goodput-sim")
             }),
-            epoch_unix_ns: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0),
+            epoch_unix_ns: crate::otlp::origin_unix_ns(epoch),
         });
         let engine_shared = shared.clone();
         let engine_thread = std::thread::Builder::new()

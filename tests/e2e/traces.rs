@@ -132,13 +132,15 @@ async fn every_steady_request_joins_its_span_and_each_part_is_ground_truth() {
     for t in sp.ttft.iter().chain(&sp.e2e) {
         assert!(t.parts.total() >= t.value_ms - 0.01, "{t:?}");
     }
+    // The truth of both runs, read once after each (the second run's requests are new).
     let ttft_error = |r: &goodput::run::RunResult| {
+        let gt = common::truth_by_id(&sim);
         let mut v: Vec<f64> = r
             .records
             .iter()
             .filter(|x| x.is_ok())
             .map(|x| {
-                let g = &gt_now(&sim)[&x.request_id];
+                let g = &gt[&x.request_id];
                 let client = (x.first_token_us.unwrap() - x.sent_us.unwrap()) as f64 / 1000.0;
                 (client - (g.first_token_us.unwrap() - g.arrival_us) as f64 / 1000.0).abs()
             })
@@ -158,10 +160,6 @@ async fn every_steady_request_joins_its_span_and_each_part_is_ground_truth() {
         with <= without + 0.25,
         "receiving spans moved the median TTFT error from {without:.3} to {with:.3} ms"
     );
-}
-
-fn gt_now(sim: &SimServer) -> std::collections::HashMap<String, goodput::sim::GroundTruth> {
-    common::truth_by_id(sim)
 }
 
 /// A run the server's queue makes slow reports queue as its TTFT tail's largest part; one
