@@ -6,6 +6,7 @@
 //! One module per tool, each with the tool's own flag set at a stated version, read from its
 //! source: `vllm_bench` (`vllm bench serve`, vLLM 0.32.0).
 
+mod flags;
 pub mod vllm_bench;
 
 use std::fmt::Write as _;

@@ -7,22 +7,10 @@ use super::{Draft, ImportError, Imported};
 /// The version whose flags this module knows.
 pub const VERSION: &str = "0.32.0";
 
-/// How a flag takes its value, and what value.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Takes {
-    /// A switch (`store_true`).
-    Nothing,
-    Int,
-    Float,
-    Text,
-    /// Zero or more values (`nargs='*'`/`'+'`).
-    Many,
-}
-
-use Takes::*;
+use super::flags::{Flags, Spec, Takes::*};
 
 /// Every flag of `vllm bench serve` 0.32.0.
-const FLAGS: &[(&str, Takes)] = &[
+const FLAGS: &[(&str, super::flags::Takes)] = &[
     ("help", Nothing),
     ("trust-remote-code", Nothing),
     ("seed", Int),
@@ -167,130 +155,17 @@ const DATASETS: &[&str] = &[
     "timed_trace",
 ];
 
-/// One flag as given: its name (dashes) and values.
-#[derive(Debug, Clone, PartialEq)]
-struct Given {
-    name: String,
-    values: Vec<String>,
-}
-
-/// The flags of a command line, checked against 0.32.0's flag set and types.
-fn parse(args: &[String]) -> Result<Vec<Given>, ImportError> {
-    let err = |s: String| Err(ImportError(s));
-    let mut out: Vec<Given> = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let tok = &args[i];
-        i += 1;
-        let Some(flag) = tok
-            .strip_prefix("--")
-            .or(if tok == "-h" { Some("help") } else { None })
-        else {
-            return err(format!(
-                "`{tok}`: vllm bench serve takes no positional arguments (every value follows its flag)"
-            ));
-        };
-        let (name, inline) = match flag.split_once('=') {
-            Some((n, v)) => (n.replace('_', "-"), Some(v.to_owned())),
-            None => (flag.replace('_', "-"), None),
-        };
-        let Some(&(_, takes)) = FLAGS.iter().find(|(n, _)| *n == name) else {
-            return match GONE.iter().find(|(n, _)| *n == name) {
-                Some((_, why)) => err(format!(
-                    "`--{name}`: not a flag of vllm bench serve {VERSION}: {why}"
-                )),
-                None => err(format!(
-                    "`--{name}`: not a flag of vllm bench serve {VERSION} (a flag of another version, or a typo?)"
-                )),
-            };
-        };
-        // A value is any word but a flag: `--…`, or `-h`, the one short flag (so `-1` is a value).
-        let value_like = |s: &String| !s.starts_with("--") && s != "-h";
-        let values = match (takes, inline) {
-            (Nothing, Some(v)) => {
-                return err(format!(
-                    "`--{name}={v}`: --{name} is a switch and takes no value"
-                ));
-            }
-            (Nothing, None) => Vec::new(),
-            (Many, Some(v)) => vec![v],
-            (Many, None) => {
-                let mut v = Vec::new();
-                while i < args.len() && value_like(&args[i]) {
-                    v.push(args[i].clone());
-                    i += 1;
-                }
-                v
-            }
-            (_, Some(v)) => vec![v],
-            (_, None) => match args.get(i) {
-                Some(v) if value_like(v) || v.parse::<f64>().is_ok() => {
-                    i += 1;
-                    vec![v.clone()]
-                }
-                _ => return err(format!("`--{name}` needs a value")),
-            },
-        };
-        if let Some(v) = values.first() {
-            let ok = match takes {
-                Int => v.parse::<i64>().is_ok(),
-                Float => v.parse::<f64>().is_ok_and(|x| !x.is_nan()),
-                _ => true,
-            };
-            if !ok {
-                return err(format!(
-                    "`--{name} {v}`: not {}",
-                    if takes == Int {
-                        "an integer"
-                    } else {
-                        "a number"
-                    }
-                ));
-            }
-        }
-        out.retain(|g| g.name != name);
-        out.push(Given { name, values });
-    }
-    Ok(out)
-}
-
-/// The flags, looked up.
-struct Flags(Vec<Given>);
-
-impl Flags {
-    fn get(&self, name: &str) -> Option<&Given> {
-        self.0.iter().find(|g| g.name == name)
-    }
-    fn has(&self, name: &str) -> bool {
-        self.get(name).is_some()
-    }
-    fn text(&self, name: &str) -> Option<&str> {
-        self.get(name)?.values.first().map(String::as_str)
-    }
-    fn num(&self, name: &str) -> Option<f64> {
-        self.text(name)?.parse().ok()
-    }
-    /// The flag's value, or the tool's default, and where it came from.
-    fn or(&self, name: &str, default: f64) -> (f64, String) {
-        match self.num(name) {
-            Some(v) => (
-                v,
-                format!("--{name} {}", self.text(name).unwrap_or_default()),
-            ),
-            None => (
-                default,
-                format!("vllm bench serve's default --{name} {default}"),
-            ),
-        }
-    }
-    fn from(&self, name: &str) -> String {
-        match self.get(name) {
-            Some(g) if g.values.is_empty() => format!("--{name}"),
-            Some(g) => format!("--{name} {}", g.values.join(" ")),
-            None => format!("vllm bench serve's default --{name}"),
-        }
-    }
-}
+/// The flag set, with argparse's rules.
+const SPEC: Spec = Spec {
+    tool: "vllm bench serve",
+    version: VERSION,
+    flags: FLAGS,
+    aliases: &[("-h", "help")],
+    gone: GONE,
+    underscores: true,
+    negatable: false,
+    lists_accumulate: false,
+};
 
 /// A command line of `vllm bench serve` (with or without the words `vllm bench serve` in
 /// front) as a contract.
@@ -315,7 +190,10 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
             args[0]
         )));
     }
-    let f = Flags(parse(rest)?);
+    let f = Flags {
+        given: SPEC.parse(rest)?,
+        tool: SPEC.tool,
+    };
     if f.has("help") {
         return Err(ImportError(
             "`--help`: a help request, not a benchmark".into(),
