@@ -14,6 +14,10 @@ pub enum Tool {
     /// `vllm bench serve` (vLLM 0.32.0's flags).
     #[value(name = "vllm-bench")]
     VllmBench,
+    /// `guidellm benchmark` (GuideLLM 0.6.1's flags).
+    Guidellm,
+    /// `aiperf profile` (AIPerf 0.13.0's flags).
+    Aiperf,
 }
 
 // The arguments of `goodput import`.
@@ -42,6 +46,8 @@ pub fn import(a: ImportArgs) -> anyhow::Result<Done> {
     } = a;
     let imported = match tool {
         Tool::VllmBench => crate::import::vllm_bench::import(&args)?,
+        Tool::Guidellm => crate::import::guidellm::import(&args)?,
+        Tool::Aiperf => crate::import::aiperf::import(&args)?,
     };
     let notes: Vec<String> = imported
         .breaks

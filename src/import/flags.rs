@@ -46,6 +46,8 @@ pub(super) struct Spec {
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Given {
     pub name: String,
+    /// The flag as the command spelled it (`--isl`, `-m`), for the contract's comments.
+    pub shown: String,
     pub values: Vec<String>,
 }
 
@@ -154,12 +156,14 @@ impl Spec {
                     return err(format!("`{shown} {v}`: not {what}"));
                 }
             }
-            let accumulate = takes == Takes::Repeat || (takes == Takes::Many && self.lists_accumulate);
+            let accumulate =
+                takes == Takes::Repeat || (takes == Takes::Many && self.lists_accumulate);
             match out.iter_mut().find(|g| g.name == name) {
                 Some(g) if accumulate => g.values.extend(values),
                 Some(g) => g.values = values,
                 None => out.push(Given {
                     name: name.to_owned(),
+                    shown: shown.clone(),
                     values,
                 }),
             }
@@ -184,7 +188,8 @@ impl Flags {
     }
     /// A switch given (and not negated).
     pub fn on(&self, name: &str) -> bool {
-        self.get(name).is_some_and(|g| g.values.first().map(String::as_str) != Some("false"))
+        self.get(name)
+            .is_some_and(|g| g.values.first().map(String::as_str) != Some("false"))
     }
     pub fn text(&self, name: &str) -> Option<&str> {
         self.get(name)?.values.first().map(String::as_str)
@@ -196,14 +201,17 @@ impl Flags {
     pub fn or(&self, name: &str, default: f64) -> (f64, String) {
         match self.num(name) {
             Some(v) => (v, self.from(name)),
-            None => (default, format!("{}'s default --{name} {default}", self.tool)),
+            None => (
+                default,
+                format!("{}'s default --{name} {default}", self.tool),
+            ),
         }
     }
     /// Where a value came from: the flag as given, or the tool's default.
     pub fn from(&self, name: &str) -> String {
         match self.get(name) {
-            Some(g) if g.values.is_empty() => format!("--{name}"),
-            Some(g) => format!("--{name} {}", g.values.join(" ")),
+            Some(g) if g.values.is_empty() => g.shown.clone(),
+            Some(g) => format!("{} {}", g.shown, g.values.join(" ")),
             None => format!("{}'s default --{name}", self.tool),
         }
     }

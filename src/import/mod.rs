@@ -4,9 +4,13 @@
 //! contract says on each line where its value came from.
 //!
 //! One module per tool, each with the tool's own flag set at a stated version, read from its
-//! source: `vllm_bench` (`vllm bench serve`, vLLM 0.32.0).
+//! source: `vllm_bench` (`vllm bench serve`, vLLM 0.32.0), `guidellm` (`guidellm benchmark`,
+//! GuideLLM 0.6.1) and `aiperf` (`aiperf profile`, AIPerf 0.13.0). `flags` reads a command
+//! line against such a table.
 
+pub mod aiperf;
 mod flags;
+pub mod guidellm;
 pub mod vllm_bench;
 
 use std::fmt::Write as _;
@@ -42,6 +46,9 @@ struct Draft {
     tool: String,
     sections: Vec<(&'static str, Vec<Value>)>,
     breaks: Vec<String>,
+    /// Credentials the command carried: masked wherever the contract or a note would repeat
+    /// them (the echoed command line, a value's origin).
+    secrets: Vec<String>,
 }
 
 impl Draft {
@@ -83,6 +90,73 @@ impl Draft {
         self.breaks.push(s.into());
     }
 
+    /// The contract, checked by goodput's own parser: an import never hands over a contract
+    /// that `goodput run` would refuse.
+    fn finish(self, command: &str) -> Result<Imported, ImportError> {
+        let imported = self.render(command);
+        crate::contract::parse(&imported.contract, std::path::Path::new("imported.toml"))
+            .map_err(|e| ImportError(format!("the imported contract does not validate: {e:#}")))?;
+        Ok(imported)
+    }
+
+    /// A credential the command carried, never to be written.
+    fn secret(&mut self, s: &str) {
+        if !s.is_empty() {
+            self.secrets.push(s.to_owned());
+        }
+    }
+
+    /// An API key the command carried: goodput reads keys from the environment only, so the
+    /// contract names the variable and the key itself is not written.
+    fn api_key(&mut self, from: &str) {
+        self.str(
+            "target",
+            "api_key_env",
+            "OPENAI_API_KEY",
+            format!("{from} (the key itself is not written: export it as OPENAI_API_KEY)"),
+        );
+    }
+
+    /// Fields a command adds to every request body: sampling settings become
+    /// `[workload.sampling]`, the rest `target.request.extra_body`.
+    fn body(&mut self, body: &serde_json::Map<String, serde_json::Value>, from: &str) {
+        let mut rest = serde_json::Map::new();
+        for (k, v) in body {
+            match (k.as_str(), v) {
+                ("temperature" | "top_p" | "top_k", serde_json::Value::Number(n)) => {
+                    let key = match k.as_str() {
+                        "temperature" => "temperature",
+                        "top_p" => "top_p",
+                        _ => "top_k",
+                    };
+                    self.set("workload.sampling", key, n.to_string(), from.to_owned());
+                }
+                ("ignore_eos", serde_json::Value::Bool(b)) => self.set(
+                    "workload",
+                    "enforce_output_length",
+                    b.to_string(),
+                    format!("{from} (ignore_eos)"),
+                ),
+                _ => {
+                    rest.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        if !rest.is_empty() {
+            match toml::Value::try_from(&rest) {
+                Ok(t) => self.set(
+                    "target.request",
+                    "extra_body",
+                    t.to_string(),
+                    from.to_owned(),
+                ),
+                Err(_) => self.annotate(format!(
+                    "{from}: fields TOML cannot hold (a null) are not sent"
+                )),
+            }
+        }
+    }
+
     fn render(self, command: &str) -> Imported {
         let mut out = String::new();
         let _ = writeln!(out, "# Imported by `goodput import` from {}:", self.tool);
@@ -108,9 +182,14 @@ impl Draft {
                 let _ = writeln!(out, "{} = {}  # {}", v.key, v.toml, v.from);
             }
         }
+        let mask = |s: &str| {
+            self.secrets
+                .iter()
+                .fold(s.to_owned(), |s, secret| s.replace(secret.as_str(), "***"))
+        };
         Imported {
-            contract: out,
-            breaks: self.breaks,
+            contract: mask(&out),
+            breaks: self.breaks.iter().map(|b| mask(b)).collect(),
         }
     }
 }
@@ -158,5 +237,31 @@ fn other_tool(args: &[String]) -> Option<&'static str> {
         "inference-perf" => Some("inference-perf"),
         "vllm" => Some("vllm-bench"),
         _ => None,
+    }
+}
+
+/// A token length as GuideLLM and AIPerf draw one: normal around `mean` when a standard
+/// deviation is given (clamped to `min`/`max`), uniform over `min`..`max` when only they are,
+/// else fixed.
+fn spread(mean: f64, stdev: Option<f64>, min: Option<f64>, max: Option<f64>) -> String {
+    match (stdev.filter(|s| *s > 0.0), min, max) {
+        (Some(sd), lo, hi) => {
+            let mut s = format!("{{ dist = \"normal\", mean = {mean}, stddev = {sd}");
+            if let Some(lo) = lo {
+                s.push_str(&format!(", min = {lo}"));
+            }
+            if let Some(hi) = hi {
+                s.push_str(&format!(", max = {hi}"));
+            }
+            s + " }"
+        }
+        (None, None, None) => format!("{{ dist = \"fixed\", value = {mean} }}"),
+        (None, lo, hi) => {
+            let (lo, hi) = (lo.unwrap_or(mean), hi.unwrap_or(mean));
+            match lo == hi {
+                true => format!("{{ dist = \"fixed\", value = {lo} }}"),
+                false => format!("{{ dist = \"uniform\", min = {lo}, max = {hi} }}"),
+            }
+        }
     }
 }

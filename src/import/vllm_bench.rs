@@ -212,10 +212,7 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
     slo(&f, &mut d)?;
     unmeasured(&f, &mut d);
     d.annotate("TPOT: vLLM's is (E2E − TTFT) / (output tokens − 1) per request; goodput's divides by the tokens after the first chunk, the same when each chunk carries one token (docs/guide/measurement.md).");
-    let imported = d.render(&format!("vllm bench serve {}", super::shown(rest)));
-    crate::contract::parse(&imported.contract, std::path::Path::new("imported.toml"))
-        .map_err(|e| ImportError(format!("the imported contract does not validate: {e:#}")))?;
-    Ok(imported)
+    d.finish(&format!("vllm bench serve {}", super::shown(rest)))
 }
 
 fn target(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
@@ -283,6 +280,11 @@ fn headers(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
                     "`--header {h}`: a header is KEY=VALUE"
                 )));
             };
+            if k.eq_ignore_ascii_case("authorization") {
+                d.secret(v);
+                d.annotate("--header Authorization: a credential is not written into the contract; set target.api_key_env (vLLM reads OPENAI_API_KEY too)");
+                continue;
+            }
             if ["x-request-id", "traceparent"].contains(&k.to_ascii_lowercase().as_str()) {
                 d.annotate(format!("--header {k}: goodput sets it itself (to join its records with the server's), so it is not sent"));
                 continue;
@@ -436,7 +438,7 @@ fn random(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
 }
 
 /// A length's TOML with `by` tokens added to each of its bounds.
-fn shift(len: &str, by: f64) -> String {
+pub(super) fn shift(len: &str, by: f64) -> String {
     let mut out = len.to_owned();
     for key in ["value", "min", "max"] {
         let at = format!("{key} = ");

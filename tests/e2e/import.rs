@@ -9,7 +9,7 @@ use goodput::contract::{ApiKind, Contract};
 use goodput::import::vllm_bench::import;
 
 /// A shell command line split into words: quotes group, a backslash-newline continues.
-fn words(line: &str) -> Vec<String> {
+pub(crate) fn words(line: &str) -> Vec<String> {
     let line = line.replace("\\\n", " ");
     let mut out = Vec::new();
     let mut cur: Option<String> = None;

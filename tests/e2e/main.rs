@@ -23,6 +23,7 @@ mod gates;
 mod hostile;
 mod html;
 mod import;
+mod import_peers;
 mod live;
 mod provenance;
 mod quality;
