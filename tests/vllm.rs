@@ -414,9 +414,12 @@ fn vllm_priority_raises_the_interactive_class_attainment() {
     );
 }
 
-/// `goodput audit` of a `vllm bench serve --save-result --save-detailed` file made against the
-/// same server reads every fact the file states (its settings, what it recorded, its lengths),
-/// and, below saturation, goodput's medians and vLLM's agree (the side-by-side in docs/guide/real-engines.md).
+/// Issue #51's round trip: `vllm bench serve` runs as written; `goodput audit` of its
+/// `--save-result --save-detailed` file reads every fact the file states (its settings, what it
+/// recorded, its lengths); the same command line imports into a contract (`--result` checking
+/// the file against it); goodput runs that contract; and `goodput compare FILE BUNDLE` puts
+/// the two side by side, every definition named and, below saturation, the central figures
+/// within 25% (the side-by-side in docs/guide/real-engines.md).
 /// Both send completions of the same length in the server's own tokens (goodput through
 /// `/tokenize`, its run's lead included; vLLM's random prompts), so neither's prompt is longer:
 /// on this CPU a prompt token costs about 20 ms of prefill. And both send at evenly spaced
@@ -434,43 +437,49 @@ fn vllm_bench_serve_side_by_side_and_audited() {
     // spaced, below this server's saturation (one request alone takes about 1.5 s; at 0.6
     // req/s a slow spell of the host once made vllm bench serve's requests overlap, and its
     // TPOT read twice goodput's).
+    let model_arg = model.clone();
+    let result_dir = dir.path().to_string_lossy().into_owned();
+    let args: Vec<String> = [
+        "vllm",
+        "bench",
+        "serve",
+        "--backend",
+        "openai",
+        "--endpoint",
+        "/v1/completions",
+        "--base-url",
+        server(),
+        "--model",
+        "gemma-3-270m",
+        "--tokenizer",
+        &model_arg,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "24",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "8",
+        "--request-rate",
+        "0.4",
+        "--burstiness",
+        "100",
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        &result_dir,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let bench = Command::new(&vllm)
-        .args([
-            "bench",
-            "serve",
-            "--backend",
-            "openai",
-            "--endpoint",
-            "/v1/completions",
-        ])
-        .args([
-            "--base-url",
-            server(),
-            "--model",
-            "gemma-3-270m",
-            "--tokenizer",
-            &model,
-        ])
-        .args([
-            "--dataset-name",
-            "random",
-            "--random-input-len",
-            "24",
-            "--random-output-len",
-            "8",
-        ])
-        .args([
-            "--num-prompts",
-            "8",
-            "--request-rate",
-            "0.4",
-            "--burstiness",
-            "100",
-            "--ignore-eos",
-        ])
-        .args(["--percentile-metrics", "ttft,tpot,itl,e2el"])
-        .args(["--save-result", "--save-detailed", "--result-dir"])
-        .arg(dir.path())
+        .args(&args[1..])
         .env("VLLM_TARGET_DEVICE", "cpu")
         .env("HF_HUB_OFFLINE", "1")
         .env("VLLM_NO_USAGE_STATS", "1")
@@ -532,55 +541,83 @@ fn vllm_bench_serve_side_by_side_and_audited() {
             "the audit does not say `{says}`:\n{text}"
         );
     }
-    // goodput on the same server, the same shape and load.
-    let r = run(&contract(
-        "vllm-side-by-side",
-        "openai-completions",
-        "tokenizer = \"server\"\ninput_tokens = { dist = \"fixed\", value = 24 }\noutput_tokens = { dist = \"fixed\", value = 8 }",
-        "kind = \"open\"\nrate = 0.4\narrival = \"constant\"\nrequests = 8",
-        "[warmup]\nrequests = 1\n[quality]\nmode = \"none\"\n",
-    ));
-    let st = &r.summary.steady.stats;
-    let lens = |key: &str| {
-        let l: Vec<f64> = v[key]
+    // The round trip: the same command line imported into a contract (its result checked
+    // against it), the contract run as written, and the two results side by side.
+    let contract_path = dir.path().join("imported.toml");
+    let import = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["import", "vllm-bench", "--result"])
+        .arg(&file)
+        .arg("-o")
+        .arg(&contract_path)
+        .arg("--")
+        .args(&args)
+        .output()
+        .unwrap();
+    let notes = String::from_utf8_lossy(&import.stderr);
+    assert!(import.status.success(), "{notes}");
+    assert!(
+        !notes.contains("warning:"),
+        "the result is of this command: {notes}"
+    );
+    let text = std::fs::read_to_string(&contract_path).unwrap();
+    eprintln!("{text}");
+    let r = run(&text);
+    let compare = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .arg("compare")
+        .arg(&file)
+        .arg(&r.bundle.dir)
+        .args(["--tolerance", "0.25"])
+        .output()
+        .unwrap();
+    let shown = common::unwrapped(&String::from_utf8_lossy(&compare.stdout));
+    eprintln!("{shown}");
+    assert!(
+        compare.status.success(),
+        "{}",
+        String::from_utf8_lossy(&compare.stderr)
+    );
+    assert!(
+        shown.contains("Their recorded settings match this run's contract"),
+        "{shown}"
+    );
+    // Every definition difference named: one line per metric the result states.
+    for says in [
+        "TTFT: theirs from each request's actual send",
+        "TPOT: theirs (E2E − TTFT) / (output tokens − 1)",
+        "ITL: theirs every gap between chunks, pooled",
+        "E2EL: theirs from each request's actual send",
+        "request throughput: theirs completed requests",
+    ] {
+        assert!(
+            shown.contains(says),
+            "compare does not say `{says}`:\n{shown}"
+        );
+    }
+    let json = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .arg("compare")
+        .arg(&file)
+        .arg(&r.bundle.dir)
+        .args(["--tolerance", "0.25", "--format", "json"])
+        .output()
+        .unwrap();
+    let b: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    // Below saturation both measure the same server the same way: each central figure,
+    // goodput's recomputed with vLLM's definition, within the stated 25% on 8 requests a side.
+    for metric in [
+        "TTFT median (ms)",
+        "TPOT median (ms)",
+        "E2EL median (ms)",
+        "output tokens per request mean (tokens)",
+        "request throughput (req/s)",
+        "completed (requests)",
+    ] {
+        let row = b["rows"]
             .as_array()
             .unwrap()
             .iter()
-            .filter_map(|x| x.as_f64())
-            .collect();
-        l.iter().sum::<f64>() / l.len() as f64
-    };
-    eprintln!(
-        "prompt tokens: goodput {:.1}, vllm bench serve {:.1}",
-        st.input_tokens.as_ref().unwrap().mean,
-        lens("input_lens")
-    );
-    let median = |key: &str| v[key].as_f64().unwrap();
-    for (name, ours, theirs) in [
-        (
-            "TTFT",
-            st.ttft_ms.as_ref().unwrap().p50,
-            median("median_ttft_ms"),
-        ),
-        (
-            "TPOT",
-            st.tpot_ms.as_ref().unwrap().p50,
-            median("median_tpot_ms"),
-        ),
-        (
-            "E2E",
-            st.e2e_ms.as_ref().unwrap().p50,
-            median("median_e2el_ms"),
-        ),
-    ] {
-        eprintln!("{name} p50: goodput {ours:.1} ms, vllm bench serve {theirs:.1} ms");
-        // Below saturation both measure the same server the same way (one request's own
-        // latency; goodput from the intended send, which at this rate is the send): within
-        // 25% on 8 requests a side.
-        assert!(
-            (ours - theirs).abs() <= 0.25 * theirs,
-            "{name}: goodput {ours} vs vllm {theirs}"
-        );
+            .find(|r| r["metric"] == metric)
+            .unwrap_or_else(|| panic!("no row `{metric}`: {b}"));
+        assert_eq!(row["agrees"], true, "{metric}: {row}\n{shown}");
     }
 }
 

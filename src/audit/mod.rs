@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::analyze::GradeVerdict;
 
+pub mod beside;
 pub mod peers;
 use crate::bundle::{CONTRACT, REQUESTS, SUMMARY};
 pub use peers::PeerFormat;
@@ -119,15 +120,14 @@ pub fn audit(path: &Path) -> anyhow::Result<Audit> {
     peer_result(path, &text)
 }
 
-/// Grades another tool's result file from its text (`path` names it in messages): a JSON
-/// document, or JSON Lines (one result a line, as SGLang's bench_serving appends them), read by
-/// the first of [`peers::PEERS`] that recognises it.
-pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
+/// Another tool's result file as JSON: a document, or JSON Lines as an array of its lines
+/// (`path` names the file in messages).
+pub(crate) fn peer_value(path: &Path, text: &str) -> anyhow::Result<Value> {
     // Python's json module writes NaN and ±Infinity (a statistic of no samples), which JSON
     // has no word for: read as absent, and said.
-    let (specials, text) = match python_specials(text) {
-        Some((n, clean)) => (n, std::borrow::Cow::Owned(clean)),
-        None => (0, std::borrow::Cow::Borrowed(text)),
+    let text = match python_specials(text) {
+        Some((_, clean)) => std::borrow::Cow::Owned(clean),
+        None => std::borrow::Cow::Borrowed(text),
     };
     let text = text.as_ref();
     let v = match serde_json::from_str::<Value>(text) {
@@ -143,6 +143,15 @@ pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
             ),
         },
     };
+    Ok(v)
+}
+
+/// Grades another tool's result file from its text (`path` names it in messages): a JSON
+/// document, or JSON Lines (one result a line, as SGLang's bench_serving appends them), read by
+/// the first of [`peers::PEERS`] that recognises it.
+pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
+    let specials = python_specials(text).map_or(0, |(n, _)| n);
+    let v = peer_value(path, text)?;
     match peers::PEERS.iter().find(|p| p.recognises(&v)) {
         Some(p) => p.grade(path, &v).map(|mut a| {
             a.peer_efficiency();

@@ -17,6 +17,10 @@ pub struct CompareArgs {
     /// Relative change below which a difference is not called better or worse.
     #[arg(long, default_value_t = 0.05)]
     noise: f64,
+    /// Another tool's result beside a run (`compare THEIRS.json BUNDLE`): the relative
+    /// difference within which goodput's figure, recomputed with their definition, agrees.
+    #[arg(long, default_value_t = 0.2)]
+    tolerance: f64,
     #[command(flatten)]
     format: FormatArgs,
     /// Exit 0 even when quality was not held constant (the report still says so).
@@ -34,10 +38,24 @@ pub fn compare(a: CompareArgs) -> anyhow::Result<Done> {
     let CompareArgs {
         bundles,
         noise,
+        tolerance,
         format,
         allow_quality_change,
         labels,
     } = a;
+    if bundles.first().is_some_and(|p| is_peer_result(p)) {
+        if bundles.len() != 2 {
+            bail!(
+                "{} is another tool's result: compare puts it beside one goodput run (compare THEIRS.json BUNDLE)",
+                bundles[0].display()
+            );
+        }
+        if !(tolerance > 0.0 && tolerance.is_finite()) {
+            bail!("--tolerance must be > 0 (a fraction: 0.2 is ±20%)");
+        }
+        let b = crate::audit::beside::beside(&bundles[0], &bundles[1], tolerance)?;
+        return Ok(Done::new(BesideShown(b), format.get(), false));
+    }
     if labels.len() > bundles.len() {
         bail!(
             "--label given {} times for {} results",
@@ -103,5 +121,28 @@ impl Shown for CompareShown {
     }
     fn page(&self) -> anyhow::Result<String> {
         Ok(crate::compare::html_page(&self.sides, &self.comparisons))
+    }
+}
+
+/// A file that is not a bundle's own (`summary.json`, `contract.toml`): another tool's result.
+fn is_peer_result(p: &std::path::Path) -> bool {
+    p.is_file()
+        && !p
+            .file_name()
+            .is_some_and(|n| n == "summary.json" || n == "contract.toml" || n == "requests.jsonl")
+}
+
+/// Another tool's result beside a goodput run.
+pub struct BesideShown(pub crate::audit::beside::Beside);
+
+impl Shown for BesideShown {
+    fn title(&self) -> String {
+        "goodput compare: their result beside ours".into()
+    }
+    fn document(&self, _full: bool) -> Doc {
+        self.0.document()
+    }
+    fn json(&self) -> String {
+        super::json(&self.0)
     }
 }

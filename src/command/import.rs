@@ -31,6 +31,10 @@ pub struct ImportArgs {
     /// Overwrite an existing output file.
     #[arg(long)]
     force: bool,
+    /// The command's saved result (vLLM's `--save-result` JSON, GuideLLM's report, AIPerf's
+    /// profile export): checked against the contract, and named in it for `goodput compare`.
+    #[arg(long, value_name = "FILE")]
+    result: Option<PathBuf>,
     /// The command line, after `--` (with or without the tool's own name in front).
     #[arg(last = true, required = true, value_name = "ARGS")]
     args: Vec<String>,
@@ -42,18 +46,22 @@ pub fn import(a: ImportArgs) -> anyhow::Result<Done> {
         tool,
         output,
         force,
+        result,
         args,
     } = a;
-    let imported = match tool {
+    let mut imported = match tool {
         Tool::VllmBench => crate::import::vllm_bench::import(&args)?,
         Tool::Guidellm => crate::import::guidellm::import(&args)?,
         Tool::Aiperf => crate::import::aiperf::import(&args)?,
     };
-    let notes: Vec<String> = imported
+    let mut notes: Vec<String> = imported
         .breaks
         .iter()
         .map(|b| format!("note: {b}"))
         .collect();
+    if let Some(r) = &result {
+        notes.extend(their_result(tool, r, &mut imported)?);
+    }
     let text = match &output {
         Some(path) => {
             if path.exists() && !force {
@@ -73,4 +81,46 @@ pub fn import(a: ImportArgs) -> anyhow::Result<Done> {
     let mut done = Done::text(text);
     done.after = notes;
     Ok(done)
+}
+
+/// `--result FILE`: the saved result must be the tool's own; the settings it records that the
+/// contract does not share are said, and the contract names the file for `goodput compare`.
+fn their_result(
+    tool: Tool,
+    path: &std::path::Path,
+    imported: &mut crate::import::Imported,
+) -> anyhow::Result<Vec<String>> {
+    let contract =
+        crate::contract::parse(&imported.contract, std::path::Path::new("imported.toml"))?;
+    let (format, differs) = crate::audit::beside::check_result(path, &contract)?;
+    let expected = match tool {
+        Tool::VllmBench => "vLLM",
+        Tool::Guidellm => "GuideLLM",
+        Tool::Aiperf => "AIPerf",
+    };
+    if !format.starts_with(expected) {
+        bail!(
+            "{}: a {format}, not a result of the {expected} command imported",
+            path.display()
+        );
+    }
+    let shown = path.display();
+    let mut comment = format!(
+        "#\n# Their result: {shown} ({format}). After `goodput run`, put the two side by side:\n#   goodput compare {shown} BUNDLE\n"
+    );
+    let mut notes = vec![format!(
+        "note: their result {shown} ({format}): after `goodput run`, `goodput compare {shown} BUNDLE` puts each of its figures beside ours"
+    )];
+    for d in &differs {
+        comment.push_str(&format!(
+            "#   their result differs from this command: {d}\n"
+        ));
+        notes.push(format!(
+            "warning: {shown} was not run with this command: {d}"
+        ));
+    }
+    // After the header's comment block, before the first value.
+    let at = imported.contract.find("\n\n").map_or(0, |i| i + 1);
+    imported.contract.insert_str(at, &comment);
+    Ok(notes)
 }

@@ -416,7 +416,8 @@ fn random(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
         length(output, ro),
         format!("{ofrom}, {rr}"),
     );
-    d.annotate("--dataset-name random: vLLM draws random token ids in the model's tokenizer (less its special tokens); goodput's prompts are words counted by its built-in tokenizer. For lengths in the model's tokens, set workload.tokenizer = \"server\" (vLLM serves /tokenize).");
+    server_tokens(d, "--dataset-name random");
+    d.annotate("--dataset-name random: vLLM draws random token ids in the model's tokenizer (less its special tokens); goodput's prompts are words, sized in the model's tokens by the server's /tokenize (workload.tokenizer = \"server\"; a server without one needs a tokenizer.json path there).");
     if let Some(p) = prefix {
         let from = format!(
             "{} (goodput's input_tokens count it too)",
@@ -435,6 +436,18 @@ fn random(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
         d.annotate("--random-batch-size: several prompts per request (embeddings); see workload.batch, not set here");
     }
     Ok(())
+}
+
+/// Lengths in the model's own tokens, as vLLM counts them: goodput asks the server.
+fn server_tokens(d: &mut Draft, from: &str) {
+    d.str(
+        "workload",
+        "tokenizer",
+        "server",
+        format!(
+            "{from}: lengths in the model's tokens, as vLLM counts them (the server's /tokenize)"
+        ),
+    );
 }
 
 /// A length's TOML with `by` tokens added to each of its bounds.
@@ -517,6 +530,7 @@ fn prefix_repetition(f: &Flags, d: &mut Draft) {
         "shared",
         "--dataset-name prefix_repetition",
     );
+    server_tokens(d, "--dataset-name prefix_repetition");
     d.set(
         "workload",
         "shared_prefix_tokens",
@@ -653,6 +667,9 @@ fn open(f: &Flags, d: &mut Draft, rate: f64, concurrency: Option<f64>) -> Result
     } else {
         d.str("load", "arrival", "gamma", f.from("burstiness"));
         d.set("load", "burstiness", format!("{b}"), f.from("burstiness"));
+    }
+    if !f.has("ramp-up-strategy") {
+        d.annotate(format!("--request-rate {rate}: vLLM scales its drawn gaps so the last request leaves at exactly --num-prompts / rate (arrivals conditioned on their total, so its throughput is near the rate by construction); goodput draws the arrival process as it is, so a run's span varies by about ±2/√n between seeds"));
     }
     if let Some(c) = concurrency {
         d.annotate(format!("--max-concurrency {c} with --request-rate {rate}: vLLM holds a request back until one of its {c} slots frees, so past that point its schedule slips (partly closed loop) and latency counts from the late send. goodput keeps the schedule and counts from the intended send; load.max_in_flight would drop requests past {c} rather than delay them, so it is not set."));

@@ -332,6 +332,11 @@ fn random_examples_map_lengths_rates_and_slos() {
         r#"{"dist":"fixed","value":1024}"#
     );
     assert!(i.says("workload.tokenizer = \"server\""));
+    // Lengths in the model's tokens, as vLLM draws them: the server's /tokenize counts.
+    assert_eq!(
+        c.workload.tokenizer.as_deref(),
+        Some(std::path::Path::new("server"))
+    );
 
     let i = imported(
         "vllm bench serve --model m --random-input-len 100 --random-output-len 10 --random-range-ratio 0.5 \
@@ -439,7 +444,12 @@ fn bad_command_lines_are_refused_naming_the_flag() {
 /// An imported contract runs against the simulator as written (its URL pointed there).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_imported_contract_runs_against_the_simulator() {
-    let sim = common::sim(goodput::sim::SimConfig::instant()).await;
+    // It serves /tokenize, as vLLM does: the import sizes random prompts in the server's tokens.
+    let sim = common::sim(goodput::sim::SimConfig {
+        tokenize: true,
+        ..goodput::sim::SimConfig::instant()
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("imported.toml");
     let port = sim.addr().port().to_string();

@@ -853,3 +853,118 @@ fn credentials_on_a_command_line_are_never_written() {
     );
     secretless(&i);
 }
+
+/// `import --result` and `compare THEIRS BUNDLE`: AIPerf's real export (written against
+/// `goodput sim` by scripts/peer-fixtures.sh) imports with its own command line, the contract
+/// runs on the simulator, and compare puts every figure beside goodput's: each definition
+/// named, the token-count difference explained, the latencies that share a definition close.
+/// A result of another tool, or one with no figures, is refused naming the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn their_result_is_checked_on_import_and_put_beside_the_run() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit");
+    let theirs = fixtures.join("aiperf-profile-export.json");
+    let sim = common::sim(goodput::sim::SimConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("aiperf.toml");
+    let line = format!(
+        "aiperf profile --model goodput-sim-8b --url http://{} --endpoint-type chat --streaming \
+         --tokenizer goodput/sim-tokenizer --request-rate 8 --request-count 40 --warmup-request-count 5 \
+         --synthetic-input-tokens-mean 128 --output-tokens-mean 32 --extra-inputs ignore_eos:true \
+         --artifact-dir artifacts/goodput-sim --ui-type none",
+        sim.addr()
+    );
+    let bin = || std::process::Command::new(env!("CARGO_BIN_EXE_goodput"));
+    let import = bin()
+        .args(["import", "aiperf", "--result"])
+        .arg(&theirs)
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .args(words(&line))
+        .output()
+        .unwrap();
+    let notes = String::from_utf8_lossy(&import.stderr);
+    assert!(import.status.success(), "{notes}");
+    assert!(notes.contains("goodput compare"), "{notes}");
+    assert!(!notes.contains("warning:"), "{notes}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("# Their result: "), "{text}");
+    let r = common::run_in(common::parse(&text), dir.path()).await;
+    let json = bin()
+        .arg("compare")
+        .arg(&theirs)
+        .arg(&r.bundle.dir)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        json.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
+    let b: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let row = |m: &str| {
+        b["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metric"] == m)
+            .unwrap_or_else(|| panic!("no row {m}: {b}"))
+            .clone()
+    };
+    // The same 40 requests of 128 prompt tokens; end-to-end latency has one definition in both
+    // tools and the simulator's answers take the same time (32 tokens at its decode rate).
+    assert_eq!(row("request count (requests)")["ours_by_theirs"], 40.0);
+    assert_eq!(row("input sequence length mean (tokens)")["agrees"], true);
+    assert_eq!(row("request latency median (ms)")["agrees"], true, "{b}");
+    // AIPerf counted the simulator's 32-token answers as 49.4 with its tokenizer: named, with
+    // goodput's ITL counted as AIPerf counts (8.2 ms stated) beside it.
+    let explained = b["explained"].to_string();
+    assert!(
+        explained.contains("is not the server's count"),
+        "{explained}"
+    );
+    assert!(
+        explained.contains("ITL median (ms): ours counted as they count"),
+        "{explained}"
+    );
+    let defs = b["definitions"].to_string();
+    for k in ["TTFT", "ITL", "request latency", "request throughput"] {
+        assert!(defs.contains(&format!("\"{k}\"")), "{defs}");
+    }
+    // Refusals, each naming the file.
+    let e = bin()
+        .arg("compare")
+        .arg(&theirs)
+        .arg(&r.bundle.dir)
+        .arg(&r.bundle.dir)
+        .output()
+        .unwrap();
+    assert_eq!(e.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("another tool's result"));
+    let sglang = fixtures.join("sglang-bench-serving.jsonl");
+    let e = bin()
+        .arg("compare")
+        .arg(&sglang)
+        .arg(&r.bundle.dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&e.stderr);
+    assert_eq!(e.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("sglang-bench-serving.jsonl") && err.contains("no figures"),
+        "{err}"
+    );
+    let e = bin()
+        .args(["import", "aiperf", "--result"])
+        .arg(fixtures.join("vllm-bench-serve.json"))
+        .args(["--", "aiperf", "profile", "-m", "m"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&e.stderr);
+    assert_eq!(e.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("not a result of the AIPerf command imported"),
+        "{err}"
+    );
+}

@@ -9,8 +9,9 @@ use serde_json::Value;
 
 use super::{
     Audit, PeerFormat, QUALITY_MISSING, field, num, reasoning_ttft_unknown, server_unknown,
-    slo_axis,
+    slo_axis, stats,
 };
+use crate::audit::beside::{Kind, Stat, Statement};
 
 /// The format.
 pub struct Aiperf;
@@ -29,6 +30,84 @@ impl PeerFormat for Aiperf {
     fn recognises(&self, v: &Value) -> bool {
         v.get("aiperf_version").is_some()
             || (v.get("input_config").is_some() && v.get("time_to_first_token").is_some())
+    }
+
+    fn stated(&self, v: &Value, _c: &crate::contract::Contract) -> Option<Statement> {
+        let mut figures = Vec::new();
+        for (name, kind, key) in [
+            ("TTFT", Kind::Ttft, "time_to_first_token"),
+            ("ITL", Kind::PerRequestGap, "inter_token_latency"),
+            ("request latency", Kind::E2e, "request_latency"),
+        ] {
+            let keys = [
+                (format!("/{key}/avg"), Stat::Mean),
+                (format!("/{key}/p50"), Stat::P50),
+                (format!("/{key}/p90"), Stat::P90),
+                (format!("/{key}/p99"), Stat::P99),
+            ];
+            let keys: Vec<(&str, Stat)> = keys.iter().map(|(k, s)| (k.as_str(), *s)).collect();
+            stats(&mut figures, v, name, kind, &keys, 1.0);
+        }
+        for (name, kind, key, stat) in [
+            (
+                "request throughput",
+                Kind::RequestsPerS,
+                "/request_throughput/avg",
+                Stat::Value,
+            ),
+            (
+                "output token throughput",
+                Kind::OutputTokensPerS,
+                "/output_token_throughput/avg",
+                Stat::Value,
+            ),
+            (
+                "input sequence length",
+                Kind::InputTokens,
+                "/input_sequence_length/avg",
+                Stat::Mean,
+            ),
+            (
+                "output sequence length",
+                Kind::OutputTokens,
+                "/output_sequence_length/avg",
+                Stat::Mean,
+            ),
+            (
+                "request count",
+                Kind::Completed,
+                "/request_count/avg",
+                Stat::Value,
+            ),
+        ] {
+            stats(&mut figures, v, name, kind, &[(key, stat)], 1.0);
+        }
+        let cfg = &v["input_config"];
+        let mut load = Vec::new();
+        if let Some(m) = cfg.pointer("/models/items/0/name").and_then(Value::as_str) {
+            load.push(("model", m.to_owned()));
+        }
+        let phases = cfg["phases"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if let Some(p) = phases.iter().find(|p| p["kind"] == "profiling") {
+            if let Some(n) = p["requests"].as_u64() {
+                load.push(("requests", n.to_string()));
+            }
+            if let Some(r) = p["rate"].as_f64() {
+                load.push(("rate", crate::report::num(r)));
+            }
+            if let Some(c) = p["concurrency"].as_u64() {
+                load.push(("concurrency", c.to_string()));
+            }
+        }
+        Some(Statement {
+            figures,
+            load,
+            lead_gap: false,
+            picked: None,
+        })
     }
 
     fn grade(&self, path: &Path, v: &Value) -> anyhow::Result<Audit> {

@@ -5,7 +5,9 @@ use std::path::Path;
 use anyhow::bail;
 use serde_json::Value;
 
-use super::{Audit, PeerFormat, QUALITY_MISSING, reasoning_ttft_unknown, slo_axis};
+use super::{Audit, PeerFormat, QUALITY_MISSING, reasoning_ttft_unknown, slo_axis, stats};
+use crate::audit::beside::{Kind, Stat, Statement};
+use crate::contract::{Contract, LoadModel};
 
 /// The format.
 pub struct Guidellm;
@@ -27,6 +29,114 @@ impl PeerFormat for Guidellm {
     fn grade(&self, path: &Path, v: &Value) -> anyhow::Result<Audit> {
         grade(path, v)
     }
+
+    fn stated(&self, v: &Value, c: &Contract) -> Option<Statement> {
+        let benches = v["benchmarks"].as_array()?;
+        let (i, b) = pick(benches, c)?;
+        let m = &b["metrics"];
+        let mut figures = Vec::new();
+        for (name, kind, key, scale) in [
+            ("TTFT", Kind::Ttft, "time_to_first_token_ms", 1.0),
+            ("TPOT", Kind::TpotWithFirst, "time_per_output_token_ms", 1.0),
+            ("ITL", Kind::PerRequestGap, "inter_token_latency_ms", 1.0),
+            ("request latency", Kind::E2e, "request_latency", 1000.0),
+        ] {
+            let keys = [
+                (format!("/{key}/successful/mean"), Stat::Mean),
+                (format!("/{key}/successful/median"), Stat::P50),
+                (format!("/{key}/successful/percentiles/p90"), Stat::P90),
+                (format!("/{key}/successful/percentiles/p99"), Stat::P99),
+            ];
+            let keys: Vec<(&str, Stat)> = keys.iter().map(|(k, s)| (k.as_str(), *s)).collect();
+            stats(&mut figures, m, name, kind, &keys, scale);
+        }
+        for (name, kind, key, stat) in [
+            (
+                "requests per second",
+                Kind::RequestsPerS,
+                "/requests_per_second/successful/mean",
+                Stat::Value,
+            ),
+            (
+                "output tokens per second",
+                Kind::OutputTokensPerS,
+                "/output_tokens_per_second/successful/mean",
+                Stat::Value,
+            ),
+            (
+                "prompt tokens",
+                Kind::InputTokens,
+                "/prompt_token_count/successful/mean",
+                Stat::Mean,
+            ),
+            (
+                "output tokens",
+                Kind::OutputTokens,
+                "/output_token_count/successful/mean",
+                Stat::Mean,
+            ),
+            (
+                "successful requests",
+                Kind::Completed,
+                "/request_totals/successful",
+                Stat::Value,
+            ),
+        ] {
+            stats(&mut figures, m, name, kind, &[(key, stat)], 1.0);
+        }
+        let s = &b["config"]["strategy"];
+        let mut load = Vec::new();
+        let model = v["args"]["model"]
+            .as_str()
+            .or(b["config"]["backend"]["model"].as_str());
+        if let Some(model) = model {
+            load.push(("model", model.to_owned()));
+        }
+        if let Some(r) = s["rate"].as_f64() {
+            load.push(("rate", crate::report::num(r)));
+        }
+        if let Some(n) = s["streams"].as_u64() {
+            load.push(("concurrency", n.to_string()));
+        }
+        Some(Statement {
+            figures,
+            load,
+            lead_gap: false,
+            picked: (benches.len() > 1).then(|| {
+                format!(
+                    "benchmark {} of {} ({}), the one whose strategy matches the run's load",
+                    i + 1,
+                    benches.len(),
+                    s["type_"].as_str().unwrap_or("?")
+                )
+            }),
+        })
+    }
+}
+
+/// The benchmark of a GuideLLM report whose strategy is the run's load (a sweep's file holds
+/// one per strategy): the same rate, or the same streams; else the first.
+fn pick<'a>(benches: &'a [Value], c: &Contract) -> Option<(usize, &'a Value)> {
+    let same = |a: Option<f64>, b: Option<f64>| matches!((a, b), (Some(a), Some(b)) if (a - b).abs() < 1e-9);
+    let matches = |b: &Value| {
+        let s = &b["config"]["strategy"];
+        match (c.load.kind, s["type_"].as_str()) {
+            (Some(LoadModel::Open), Some("constant" | "poisson" | "async")) => {
+                same(s["rate"].as_f64(), c.load.rate)
+            }
+            (Some(LoadModel::Closed), Some("synchronous")) => c.load.concurrency == Some(1),
+            (Some(LoadModel::Closed), Some("concurrent" | "throughput")) => same(
+                s["streams"].as_f64().or(s["max_concurrency"].as_f64()),
+                c.load.concurrency.map(f64::from),
+            ),
+            _ => false,
+        }
+    };
+    benches
+        .iter()
+        .enumerate()
+        .find(|(_, b)| matches(b))
+        .or(benches.first().map(|b| (0, b)))
 }
 
 /// The load axis: each benchmark's strategy in goodput's words (closed-loop strategies limit

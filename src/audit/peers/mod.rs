@@ -6,7 +6,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::beside::{Kind, Stat, Stated, Statement};
 use super::{Audit, QUALITY_MISSING, reasoning_ttft_unknown};
+use crate::contract::Contract;
 
 mod aiperf;
 mod guidellm;
@@ -24,6 +26,32 @@ pub trait PeerFormat: Sync {
     fn recognises(&self, v: &Value) -> bool;
     /// Grades it; `path` names the file in messages.
     fn grade(&self, path: &Path, v: &Value) -> anyhow::Result<Audit>;
+    /// The figures it states, each with its definition, for `goodput compare THEIRS BUNDLE`
+    /// (`c`: the run's contract, to pick the matching benchmark of a file that holds
+    /// several); None for a format whose figures goodput does not put beside a run.
+    fn stated(&self, _v: &Value, _c: &Contract) -> Option<Statement> {
+        None
+    }
+}
+
+/// Figures of a distribution stated as `{stat: value}` under the tool's own keys:
+/// (key, statistic) pairs, each read when present.
+fn stats(
+    out: &mut Vec<Stated>,
+    v: &Value,
+    name: &'static str,
+    kind: Kind,
+    keys: &[(&str, Stat)],
+    scale: f64,
+) {
+    for (k, stat) in keys {
+        let x = v.pointer(k).and_then(Value::as_f64).map(|x| x * scale);
+        if let Some(f) =
+            super::beside::figure(&x.map_or(Value::Null, Value::from), name, kind, *stat)
+        {
+            out.push(f);
+        }
+    }
 }
 
 /// Every format `goodput audit` reads, most specific first (vLLM's and SGLang's results share

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{Audit, PeerFormat, QUALITY_MISSING, reasoning_ttft_unknown, slo_axis};
+use super::{Audit, PeerFormat, QUALITY_MISSING, reasoning_ttft_unknown, slo_axis, stats};
+use crate::audit::beside::{Kind, Stat, Statement};
 
 /// The format.
 pub struct Vllm;
@@ -27,6 +28,89 @@ impl PeerFormat for Vllm {
 
     fn grade(&self, path: &Path, v: &Value) -> anyhow::Result<Audit> {
         grade(path, v)
+    }
+
+    fn stated(&self, v: &Value, _c: &crate::contract::Contract) -> Option<Statement> {
+        let mut figures = Vec::new();
+        for (name, kind, key) in [
+            ("TTFT", Kind::Ttft, "ttft"),
+            ("TPOT", Kind::PerRequestGap, "tpot"),
+            ("ITL", Kind::ChunkGap, "itl"),
+            ("E2EL", Kind::E2e, "e2el"),
+        ] {
+            let keys = [
+                (format!("/mean_{key}_ms"), Stat::Mean),
+                (format!("/median_{key}_ms"), Stat::P50),
+                (format!("/p90_{key}_ms"), Stat::P90),
+                (format!("/p99_{key}_ms"), Stat::P99),
+            ];
+            let keys: Vec<(&str, Stat)> = keys.iter().map(|(k, s)| (k.as_str(), *s)).collect();
+            stats(&mut figures, v, name, kind, &keys, 1.0);
+        }
+        stats(
+            &mut figures,
+            v,
+            "request throughput",
+            Kind::RequestsPerS,
+            &[("/request_throughput", Stat::Value)],
+            1.0,
+        );
+        stats(
+            &mut figures,
+            v,
+            "output throughput",
+            Kind::OutputTokensPerS,
+            &[("/output_throughput", Stat::Value)],
+            1.0,
+        );
+        let completed = v["completed"].as_f64().filter(|n| *n > 0.0);
+        if let Some(n) = completed {
+            stats(
+                &mut figures,
+                v,
+                "completed",
+                Kind::Completed,
+                &[("/completed", Stat::Value)],
+                1.0,
+            );
+            stats(
+                &mut figures,
+                v,
+                "input tokens per request",
+                Kind::InputTokens,
+                &[("/total_input_tokens", Stat::Mean)],
+                1.0 / n,
+            );
+            stats(
+                &mut figures,
+                v,
+                "output tokens per request",
+                Kind::OutputTokens,
+                &[("/total_output_tokens", Stat::Mean)],
+                1.0 / n,
+            );
+        }
+        let mut load = Vec::new();
+        if let Some(m) = v["model_id"].as_str() {
+            load.push(("model", m.to_owned()));
+        }
+        if let Some(n) = v["num_prompts"].as_u64() {
+            load.push(("requests", n.to_string()));
+        }
+        match &v["request_rate"] {
+            Value::String(s) => load.push(("rate", s.clone())),
+            Value::Number(n) => load.push(("rate", n.to_string())),
+            _ => {}
+        }
+        if let Some(c) = v["max_concurrency"].as_u64() {
+            load.push(("concurrency", c.to_string()));
+        }
+        Some(Statement {
+            figures,
+            load,
+            lead_gap: true,
+            picked: None,
+        })
     }
 }
 
