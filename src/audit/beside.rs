@@ -133,84 +133,58 @@ pub struct Beside {
 
 /// Reads `theirs` (a peer tool's result) and the bundle `ours`, and puts them side by side.
 pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Beside> {
-    let text = crate::text::read_capped_string(theirs, crate::text::MAX_FILE_BYTES)
-        .with_context(|| format!("reading {}", theirs.display()))?;
-    let v = super::peer_value(theirs, &text)?;
-    let Some(peer) = super::peers::PEERS.iter().find(|p| p.recognises(&v)) else {
-        bail!(
-            "{}: not a result goodput reads; expected {}",
-            theirs.display(),
-            super::peers::expected()
-        );
-    };
+    let (v, peer) = read_peer(theirs)?;
     let loaded =
         crate::bundle::Bundle::load(ours).with_context(|| format!("loading {}", ours.display()))?;
-    let statement = peer.stated(&v, &loaded.contract).with_context(|| {
-        format!(
-            "{}: a {} has no figures goodput can put beside a run",
-            theirs.display(),
-            peer.name()
-        )
-    })?;
+    let statement = stated(theirs, &v, peer, &loaded.contract)?;
+    let c = &loaded.contract;
     let steady: Vec<&Record> = loaded
         .records
         .iter()
         .filter(|r| r.phase == Phase::Steady)
         .collect();
-    let s = &loaded.summary.steady;
-    let mut rows = Vec::new();
-    let mut kinds: Vec<(Kind, &'static str)> = Vec::new();
-    let open = loaded.contract.load.kind == Some(LoadModel::Open);
+    let open = c.load.kind == Some(LoadModel::Open);
     // An open loop's throughput is its schedule's: n Poisson arrivals span a time whose
     // relative standard deviation is 1/√n, so two runs' throughputs differ by that much
     // without any difference in the server.
     let ok = steady.iter().filter(|r| r.is_ok()).count().max(1) as f64;
     let draw = 2.0 / ok.sqrt();
-    for f in &statement.figures {
-        let lead_s = match (
-            statement.lead_gap,
-            loaded.contract.load.kind,
-            loaded.contract.load.rate,
-        ) {
-            (true, Some(LoadModel::Open), Some(r)) if r > 0.0 => 1.0 / r,
-            _ => 0.0,
-        };
-        let ours_by_theirs =
-            recompute(&steady, &loaded.contract, f.kind, lead_s).map(|d| f.stat.of(&d));
-        let ours = own(s, f.kind, f.stat);
-        let diff = ours_by_theirs
-            .filter(|_| f.value.abs() > 1e-9)
-            .map(|o| (o - f.value) / f.value);
-        let scheduled = open && matches!(f.kind, Kind::RequestsPerS | Kind::OutputTokensPerS);
-        let within = if scheduled {
-            tolerance.max(draw)
-        } else {
-            tolerance
-        };
-        rows.push(Row {
-            metric: label(f),
-            theirs: f.value,
-            ours_by_theirs,
-            ours,
-            diff,
-            within,
-            agrees: diff.map(|d| d.abs() <= within),
-        });
-        if !kinds.iter().any(|(k, _)| *k == f.kind) {
-            kinds.push((f.kind, f.name));
-        }
-    }
-    let definitions = kinds
+    let lead_s = match (statement.lead_gap, c.load.rate) {
+        (true, Some(r)) if open && r > 0.0 => 1.0 / r,
+        _ => 0.0,
+    };
+    let rows: Vec<Row> = statement
+        .figures
         .iter()
-        .map(|&(k, name)| {
-            let (t, o) = definition(
-                k,
-                loaded.contract.measurement.latency_origin,
-                statement.lead_gap,
-            );
-            (name.to_owned(), t.to_owned(), o)
+        .map(|f| {
+            let scheduled = open && matches!(f.kind, Kind::RequestsPerS | Kind::OutputTokensPerS);
+            let within = if scheduled {
+                tolerance.max(draw)
+            } else {
+                tolerance
+            };
+            let ours_by_theirs = recompute(&steady, c, f.kind, lead_s).map(|d| f.stat.of(&d));
+            let diff = ours_by_theirs
+                .filter(|_| f.value.abs() > 1e-9)
+                .map(|o| (o - f.value) / f.value);
+            Row {
+                metric: label(f),
+                theirs: f.value,
+                ours_by_theirs,
+                ours: own(&loaded.summary.steady, f.kind, f.stat),
+                diff,
+                within,
+                agrees: diff.map(|d| d.abs() <= within),
+            }
         })
         .collect();
+    let mut definitions: Vec<(String, String, String)> = Vec::new();
+    for f in &statement.figures {
+        if !definitions.iter().any(|(n, _, _)| n == f.name) {
+            let (t, o) = definition(f.kind, c.measurement.latency_origin, statement.lead_gap);
+            definitions.push((f.name.to_owned(), t.to_owned(), o));
+        }
+    }
     Ok(Beside {
         theirs: theirs.to_owned(),
         format: peer.name().to_owned(),
@@ -218,9 +192,42 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
         tolerance,
         picked: statement.picked.clone(),
         definitions,
-        differs: differs(&statement, &loaded.contract, Some(steady.len())),
+        differs: differs(&statement, c, Some(steady.len())),
         explained: explain(&statement, &rows_of(&rows), open.then_some((ok, draw))),
         rows,
+    })
+}
+
+/// Another tool's result file: its JSON, and the format of [`super::peers::PEERS`] that reads
+/// it.
+fn read_peer(path: &Path) -> anyhow::Result<(Value, &'static dyn super::peers::PeerFormat)> {
+    let text = crate::text::read_capped_string(path, crate::text::MAX_FILE_BYTES)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let v = super::peer_value(path, &text)?;
+    match super::peers::PEERS.iter().find(|p| p.recognises(&v)) {
+        Some(p) => Ok((v, *p)),
+        None => bail!(
+            "{}: not a result goodput reads; expected {}",
+            path.display(),
+            super::peers::expected()
+        ),
+    }
+}
+
+/// What the result states, or an error naming the file when its format states nothing
+/// goodput can put beside a run.
+fn stated(
+    path: &Path,
+    v: &Value,
+    peer: &dyn super::peers::PeerFormat,
+    c: &crate::contract::Contract,
+) -> anyhow::Result<Statement> {
+    peer.stated(v, c).with_context(|| {
+        format!(
+            "{}: a {} has no figures goodput can put beside a run",
+            path.display(),
+            peer.name()
+        )
     })
 }
 
@@ -447,7 +454,7 @@ pub fn differs(
                 .or(c.load.requests)
                 .map(|n| n.to_string()),
             "rate" => match c.load.kind {
-                Some(LoadModel::Open) => c.load.rate.map(|r| crate::report::num(r)),
+                Some(LoadModel::Open) => c.load.rate.map(crate::report::num),
                 _ => Some("inf".into()),
             },
             "concurrency" => match c.load.kind {
@@ -564,22 +571,7 @@ pub fn check_result(
     path: &Path,
     c: &crate::contract::Contract,
 ) -> anyhow::Result<(String, Vec<String>)> {
-    let text = crate::text::read_capped_string(path, crate::text::MAX_FILE_BYTES)
-        .with_context(|| format!("reading {}", path.display()))?;
-    let v = super::peer_value(path, &text)?;
-    let Some(peer) = super::peers::PEERS.iter().find(|p| p.recognises(&v)) else {
-        bail!(
-            "{}: not a result goodput reads; expected {}",
-            path.display(),
-            super::peers::expected()
-        );
-    };
-    let st = peer.stated(&v, c).with_context(|| {
-        format!(
-            "{}: a {} has no figures goodput can put beside a run",
-            path.display(),
-            peer.name()
-        )
-    })?;
+    let (v, peer) = read_peer(path)?;
+    let st = stated(path, &v, peer, c)?;
     Ok((peer.name().to_owned(), differs(&st, c, None)))
 }

@@ -82,6 +82,58 @@ impl Spec {
         }
     }
 
+    /// The values of a flag (the words after it, or its `=value`), checked against its type;
+    /// `i` moves past the words taken.
+    fn values(
+        &self,
+        args: &[String],
+        i: &mut usize,
+        shown: &str,
+        takes: Takes,
+        inline: Option<String>,
+        negated: bool,
+    ) -> Result<Vec<String>, ImportError> {
+        let err = |s: String| Err(ImportError(s));
+        let values = match (takes, inline) {
+            (Takes::Nothing, Some(v)) => {
+                return err(format!(
+                    "`{shown}={v}`: {shown} is a switch and takes no value"
+                ));
+            }
+            (Takes::Nothing, None) if negated => vec!["false".to_owned()],
+            (Takes::Nothing, None) => Vec::new(),
+            (Takes::Many, None) => {
+                let mut v = Vec::new();
+                while *i < args.len() && !self.is_flag(&args[*i]) {
+                    v.push(args[*i].clone());
+                    *i += 1;
+                }
+                v
+            }
+            (_, Some(v)) => vec![v],
+            (_, None) => match args.get(*i) {
+                Some(v) if !self.is_flag(v) || v.parse::<f64>().is_ok() => {
+                    *i += 1;
+                    vec![v.clone()]
+                }
+                _ => return err(format!("`{shown}` needs a value")),
+            },
+        };
+        let ok = values.first().is_none_or(|v| match takes {
+            Takes::Int => v.parse::<i64>().is_ok(),
+            Takes::Float => v.parse::<f64>().is_ok_and(|x| !x.is_nan()),
+            _ => true,
+        });
+        if !ok {
+            let what = match takes {
+                Takes::Int => "an integer",
+                _ => "a number",
+            };
+            return err(format!("`{shown} {}`: not {what}", values[0]));
+        }
+        Ok(values)
+    }
+
     /// The flags of a command line, checked against the flag set and its value types.
     pub fn parse(&self, args: &[String]) -> Result<Vec<Given>, ImportError> {
         let err = |s: String| Err(ImportError(s));
@@ -117,45 +169,7 @@ impl Spec {
                     _ => return Err(self.unknown(&shown, &raw)),
                 },
             };
-            let values = match (takes, inline) {
-                (Takes::Nothing, Some(v)) => {
-                    return err(format!(
-                        "`{shown}={v}`: {shown} is a switch and takes no value"
-                    ));
-                }
-                (Takes::Nothing, None) if negated => vec!["false".to_owned()],
-                (Takes::Nothing, None) => Vec::new(),
-                (Takes::Many, None) => {
-                    let mut v = Vec::new();
-                    while i < args.len() && !self.is_flag(&args[i]) {
-                        v.push(args[i].clone());
-                        i += 1;
-                    }
-                    v
-                }
-                (_, Some(v)) => vec![v],
-                (_, None) => match args.get(i) {
-                    Some(v) if !self.is_flag(v) || v.parse::<f64>().is_ok() => {
-                        i += 1;
-                        vec![v.clone()]
-                    }
-                    _ => return err(format!("`{shown}` needs a value")),
-                },
-            };
-            if let Some(v) = values.first() {
-                let ok = match takes {
-                    Takes::Int => v.parse::<i64>().is_ok(),
-                    Takes::Float => v.parse::<f64>().is_ok_and(|x| !x.is_nan()),
-                    _ => true,
-                };
-                if !ok {
-                    let what = match takes {
-                        Takes::Int => "an integer",
-                        _ => "a number",
-                    };
-                    return err(format!("`{shown} {v}`: not {what}"));
-                }
-            }
+            let values = self.values(args, &mut i, &shown, takes, inline, negated)?;
             let accumulate =
                 takes == Takes::Repeat || (takes == Takes::Many && self.lists_accumulate);
             match out.iter_mut().find(|g| g.name == name) {

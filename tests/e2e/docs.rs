@@ -293,6 +293,7 @@ fn filled(span: &str) -> Option<String> {
             "T" => "2099-01-01T00:00:00Z",
             "N" => "2",
             "CONTRACT" => "examples/chat.toml",
+            "TOOL" => "aiperf",
             "K=V,…" => "load.rate=1,2",
             "KEY=VALUE" => "slo.ttft_ms=300",
             "csv|parquet|jsonl" => "csv",

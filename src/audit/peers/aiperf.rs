@@ -8,8 +8,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{
-    Audit, PeerFormat, QUALITY_MISSING, field, num, reasoning_ttft_unknown, server_unknown,
-    slo_axis, stats,
+    Audit, PeerFormat, QUALITY_MISSING, distribution, field, num, one, reasoning_ttft_unknown,
+    server_unknown, slo_axis,
 };
 use crate::audit::beside::{Kind, Stat, Statement};
 
@@ -39,48 +39,44 @@ impl PeerFormat for Aiperf {
             ("ITL", Kind::PerRequestGap, "inter_token_latency"),
             ("request latency", Kind::E2e, "request_latency"),
         ] {
-            let keys = [
-                (format!("/{key}/avg"), Stat::Mean),
-                (format!("/{key}/p50"), Stat::P50),
-                (format!("/{key}/p90"), Stat::P90),
-                (format!("/{key}/p99"), Stat::P99),
-            ];
-            let keys: Vec<(&str, Stat)> = keys.iter().map(|(k, s)| (k.as_str(), *s)).collect();
-            stats(&mut figures, v, name, kind, &keys, 1.0);
+            let at = |s: Stat| {
+                let word = match s {
+                    Stat::P50 => "p50",
+                    Stat::P90 => "p90",
+                    Stat::P99 => "p99",
+                    _ => "avg",
+                };
+                format!("/{key}/{word}")
+            };
+            distribution(&mut figures, v, (name, kind), at, 1.0);
         }
-        for (name, kind, key, stat) in [
+        for (f, at) in [
             (
-                "request throughput",
-                Kind::RequestsPerS,
+                ("request throughput", Kind::RequestsPerS, Stat::Value),
                 "/request_throughput/avg",
-                Stat::Value,
             ),
             (
-                "output token throughput",
-                Kind::OutputTokensPerS,
+                (
+                    "output token throughput",
+                    Kind::OutputTokensPerS,
+                    Stat::Value,
+                ),
                 "/output_token_throughput/avg",
-                Stat::Value,
             ),
             (
-                "input sequence length",
-                Kind::InputTokens,
+                ("input sequence length", Kind::InputTokens, Stat::Mean),
                 "/input_sequence_length/avg",
-                Stat::Mean,
             ),
             (
-                "output sequence length",
-                Kind::OutputTokens,
+                ("output sequence length", Kind::OutputTokens, Stat::Mean),
                 "/output_sequence_length/avg",
-                Stat::Mean,
             ),
             (
-                "request count",
-                Kind::Completed,
+                ("request count", Kind::Completed, Stat::Value),
                 "/request_count/avg",
-                Stat::Value,
             ),
         ] {
-            stats(&mut figures, v, name, kind, &[(key, stat)], 1.0);
+            one(&mut figures, v, f, at, 1.0);
         }
         let cfg = &v["input_config"];
         let mut load = Vec::new();

@@ -5,7 +5,9 @@ use std::path::Path;
 use anyhow::bail;
 use serde_json::Value;
 
-use super::{Audit, PeerFormat, QUALITY_MISSING, reasoning_ttft_unknown, slo_axis, stats};
+use super::{
+    Audit, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown, slo_axis,
+};
 use crate::audit::beside::{Kind, Stat, Statement};
 use crate::contract::{Contract, LoadModel};
 
@@ -41,48 +43,44 @@ impl PeerFormat for Guidellm {
             ("ITL", Kind::PerRequestGap, "inter_token_latency_ms", 1.0),
             ("request latency", Kind::E2e, "request_latency", 1000.0),
         ] {
-            let keys = [
-                (format!("/{key}/successful/mean"), Stat::Mean),
-                (format!("/{key}/successful/median"), Stat::P50),
-                (format!("/{key}/successful/percentiles/p90"), Stat::P90),
-                (format!("/{key}/successful/percentiles/p99"), Stat::P99),
-            ];
-            let keys: Vec<(&str, Stat)> = keys.iter().map(|(k, s)| (k.as_str(), *s)).collect();
-            stats(&mut figures, m, name, kind, &keys, scale);
+            let at = |s: Stat| {
+                let word = match s {
+                    Stat::P50 => "median",
+                    Stat::P90 => "percentiles/p90",
+                    Stat::P99 => "percentiles/p99",
+                    _ => "mean",
+                };
+                format!("/{key}/successful/{word}")
+            };
+            distribution(&mut figures, m, (name, kind), at, scale);
         }
-        for (name, kind, key, stat) in [
+        for (f, at) in [
             (
-                "requests per second",
-                Kind::RequestsPerS,
+                ("requests per second", Kind::RequestsPerS, Stat::Value),
                 "/requests_per_second/successful/mean",
-                Stat::Value,
             ),
             (
-                "output tokens per second",
-                Kind::OutputTokensPerS,
+                (
+                    "output tokens per second",
+                    Kind::OutputTokensPerS,
+                    Stat::Value,
+                ),
                 "/output_tokens_per_second/successful/mean",
-                Stat::Value,
             ),
             (
-                "prompt tokens",
-                Kind::InputTokens,
+                ("prompt tokens", Kind::InputTokens, Stat::Mean),
                 "/prompt_token_count/successful/mean",
-                Stat::Mean,
             ),
             (
-                "output tokens",
-                Kind::OutputTokens,
+                ("output tokens", Kind::OutputTokens, Stat::Mean),
                 "/output_token_count/successful/mean",
-                Stat::Mean,
             ),
             (
-                "successful requests",
-                Kind::Completed,
+                ("successful requests", Kind::Completed, Stat::Value),
                 "/request_totals/successful",
-                Stat::Value,
             ),
         ] {
-            stats(&mut figures, m, name, kind, &[(key, stat)], 1.0);
+            one(&mut figures, m, f, at, 1.0);
         }
         let s = &b["config"]["strategy"];
         let mut load = Vec::new();

@@ -34,23 +34,26 @@ pub trait PeerFormat: Sync {
     }
 }
 
-/// Figures of a distribution stated as `{stat: value}` under the tool's own keys:
-/// (key, statistic) pairs, each read when present.
-fn stats(
+/// One figure a result states at a JSON pointer (`scale`: to goodput's unit), when present.
+fn one(out: &mut Vec<Stated>, v: &Value, f: (&'static str, Kind, Stat), at: &str, scale: f64) {
+    let (name, kind, stat) = f;
+    let x = v.pointer(at).and_then(Value::as_f64).map(|x| x * scale);
+    if let Some(s) = super::beside::figure(&x.map_or(Value::Null, Value::from), name, kind, stat) {
+        out.push(s);
+    }
+}
+
+/// A distribution a result states: its mean, median, p90 and p99, each at the pointer `at`
+/// gives for it, when present.
+fn distribution(
     out: &mut Vec<Stated>,
     v: &Value,
-    name: &'static str,
-    kind: Kind,
-    keys: &[(&str, Stat)],
+    (name, kind): (&'static str, Kind),
+    at: impl Fn(Stat) -> String,
     scale: f64,
 ) {
-    for (k, stat) in keys {
-        let x = v.pointer(k).and_then(Value::as_f64).map(|x| x * scale);
-        if let Some(f) =
-            super::beside::figure(&x.map_or(Value::Null, Value::from), name, kind, *stat)
-        {
-            out.push(f);
-        }
+    for stat in [Stat::Mean, Stat::P50, Stat::P90, Stat::P99] {
+        one(out, v, (name, kind, stat), &at(stat), scale);
     }
 }
 

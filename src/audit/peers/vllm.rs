@@ -5,7 +5,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{Audit, PeerFormat, QUALITY_MISSING, reasoning_ttft_unknown, slo_axis, stats};
+use super::{
+    Audit, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown, slo_axis,
+};
 use crate::audit::beside::{Kind, Stat, Statement};
 
 /// The format.
@@ -38,57 +40,49 @@ impl PeerFormat for Vllm {
             ("ITL", Kind::ChunkGap, "itl"),
             ("E2EL", Kind::E2e, "e2el"),
         ] {
-            let keys = [
-                (format!("/mean_{key}_ms"), Stat::Mean),
-                (format!("/median_{key}_ms"), Stat::P50),
-                (format!("/p90_{key}_ms"), Stat::P90),
-                (format!("/p99_{key}_ms"), Stat::P99),
-            ];
-            let keys: Vec<(&str, Stat)> = keys.iter().map(|(k, s)| (k.as_str(), *s)).collect();
-            stats(&mut figures, v, name, kind, &keys, 1.0);
+            let at = |s: Stat| {
+                let word = match s {
+                    Stat::P50 => "median",
+                    Stat::P90 => "p90",
+                    Stat::P99 => "p99",
+                    _ => "mean",
+                };
+                format!("/{word}_{key}_ms")
+            };
+            distribution(&mut figures, v, (name, kind), at, 1.0);
         }
-        stats(
-            &mut figures,
-            v,
-            "request throughput",
-            Kind::RequestsPerS,
-            &[("/request_throughput", Stat::Value)],
-            1.0,
-        );
-        stats(
-            &mut figures,
-            v,
-            "output throughput",
-            Kind::OutputTokensPerS,
-            &[("/output_throughput", Stat::Value)],
-            1.0,
-        );
-        let completed = v["completed"].as_f64().filter(|n| *n > 0.0);
-        if let Some(n) = completed {
-            stats(
-                &mut figures,
-                v,
-                "completed",
-                Kind::Completed,
-                &[("/completed", Stat::Value)],
+        let n = v["completed"]
+            .as_f64()
+            .filter(|n| *n > 0.0)
+            .unwrap_or(f64::NAN);
+        for (f, at, scale) in [
+            (
+                ("request throughput", Kind::RequestsPerS, Stat::Value),
+                "/request_throughput",
                 1.0,
-            );
-            stats(
-                &mut figures,
-                v,
-                "input tokens per request",
-                Kind::InputTokens,
-                &[("/total_input_tokens", Stat::Mean)],
+            ),
+            (
+                ("output throughput", Kind::OutputTokensPerS, Stat::Value),
+                "/output_throughput",
+                1.0,
+            ),
+            (
+                ("completed", Kind::Completed, Stat::Value),
+                "/completed",
+                1.0,
+            ),
+            (
+                ("input tokens per request", Kind::InputTokens, Stat::Mean),
+                "/total_input_tokens",
                 1.0 / n,
-            );
-            stats(
-                &mut figures,
-                v,
-                "output tokens per request",
-                Kind::OutputTokens,
-                &[("/total_output_tokens", Stat::Mean)],
+            ),
+            (
+                ("output tokens per request", Kind::OutputTokens, Stat::Mean),
+                "/total_output_tokens",
                 1.0 / n,
-            );
+            ),
+        ] {
+            one(&mut figures, v, f, at, scale);
         }
         let mut load = Vec::new();
         if let Some(m) = v["model_id"].as_str() {
