@@ -107,6 +107,7 @@ async fn drive_with(
         wake_latency_hold: hold,
         signal: Default::default(),
         live: None,
+        simulator: None,
     };
     run(c, inputs, opts, CancellationToken::new())
         .await

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::command::{
-    self, audit::AuditArgs, compare::CompareArgs, demo::DemoArgs, export::ExportArgs,
+    self, ab::AbArgs, audit::AuditArgs, compare::CompareArgs, demo::DemoArgs, export::ExportArgs,
     import::ImportArgs, init::InitArgs, merge::MergeArgs, plan::PlanArgs, report::ReportArgs,
     run::RunArgs, sim::SimArgs, sweep::SweepArgs,
 };
@@ -47,6 +47,14 @@ pub enum Command {
     /// Run a contract once per value of one field (`--vary load.rate=1,2,4,8`), all else equal,
     /// and tabulate offered vs achieved rate, latency, throughput, attainment and goodput.
     Sweep(SweepArgs),
+    /// Did the change help? A against B (two contracts that differ in one axis, or A against
+    /// itself) in paired, interleaved blocks at the contract's open-loop rate, until every
+    /// headline metric is decided (better, worse, or no difference larger than --mde) or the
+    /// budget is spent.
+    #[command(
+        after_help = "Exit status: 0 the test ran (whatever its verdict); 1 an error (contracts that differ in more than one axis, a closed loop, blocks shorter than their E2E tail); 9 with --fail-on worse, B is worse on some metric; 128 + N a signal stopped it, every block kept."
+    )]
+    Ab(AbArgs),
     /// Show coordinated omission: open vs closed loop from 50% to 120% of capacity, on the
     /// simulator's discrete-event clock (seconds).
     Demo(DemoArgs),
@@ -77,6 +85,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(a) => command::plan::plan(a)?,
         Command::Report(a) => command::report::report(a)?,
         Command::Sweep(a) => command::sweep::sweep(a).await?,
+        Command::Ab(a) => command::ab::ab(a).await?,
         Command::Demo(a) => command::demo::demo(a).await?,
         Command::Audit(a) => command::audit::audit(a)?,
         Command::Sim(a) => command::sim::sim(a).await?,

@@ -33,7 +33,7 @@
 //!     another benchmark's command line as a contract.
 //! 14. `live` — what a run shows while it runs: the dashboard's figures and drawing.
 //! 15. `run` — one run (and repeats), wired together.
-//! 16. `sweep` — one variable varied, and the capacity search.
+//! 16. `sweep`, `ab` — one variable varied, and the capacity search; A against B, paired.
 //! 17. `command` — one module per command, each returning a typed result; `command::render`,
 //!     the one rendering seam, writes any result as text, Markdown, HTML or JSON.
 //! 18. `cli`, `fuzz` — the command line (parses, dispatches, hands the result to the seam); the
@@ -46,6 +46,7 @@
 //! [`workload::load`] (a contract and its inputs), [`run::run`], [`bundle::Bundle::load`]
 //! (a bundle, recomputed), [`compare::compare`] and [`audit::audit`].
 
+pub mod ab;
 pub mod analyze;
 pub(crate) mod api;
 pub(crate) mod arrival;

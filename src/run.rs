@@ -52,6 +52,9 @@ pub struct RunOptions {
     /// Fed every finished record for a live dashboard (`--live`); with a control, the load is
     /// the control's (`demo --live`).
     pub live: Option<Arc<crate::live::Board>>,
+    /// The base URL of an embedded simulator already running for this contract (`goodput ab`
+    /// keeps one per side across its blocks); `None`: the run starts its own.
+    pub simulator: Option<String>,
 }
 
 /// Awaits `fut` unless the run is cancelled first: every wait before the load (readiness,
@@ -1341,6 +1344,7 @@ async fn reach(
     }
     // The embedded simulator lives as long as this function.
     let sim = match (&contract.target.url, &contract.target.simulator) {
+        (None, Some(_)) if opts.simulator.is_some() => None,
         // With a receiver, the simulator exports its spans to it as vLLM would (gRPC).
         (None, Some(cfg)) => Some(
             SimServer::start_traced(
@@ -1356,6 +1360,7 @@ async fn reach(
     };
     let base = match (&sim, &contract.target.url) {
         (Some(s), _) => s.base_url(),
+        (None, None) if let Some(b) = &opts.simulator => b.clone(),
         (None, Some(u)) => u.trim_end_matches('/').to_owned(),
         (None, None) => bail!("no target: set target.url or leave it out for the simulator"),
     };

@@ -154,6 +154,14 @@ pub struct Faults {
     pub perturb_rate: f64,
     /// Fraction of prompts whose output stops at half its length with `finish_reason: "stop"`.
     pub truncate_rate: f64,
+    /// Drift: once this many requests have arrived (0 = never), every step takes
+    /// `slow_factor` times as long (a throttled accelerator, a noisy neighbour), so a test can
+    /// slow the target at a known point of a run, whatever the machine's speed.
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub slow_after_requests: u64,
+    /// How much slower a step is after `slow_after_requests` (1 = not at all).
+    #[serde(skip_serializing_if = "is_one_f64")]
+    pub slow_factor: f64,
 }
 
 impl Default for SimConfig {
@@ -206,6 +214,8 @@ impl Default for Faults {
             slow_headers_ms: 0.0,
             perturb_rate: 0.0,
             truncate_rate: 0.0,
+            slow_after_requests: 0,
+            slow_factor: 1.0,
         }
     }
 }
@@ -402,6 +412,13 @@ impl SimConfig {
                 return err(k, v, "must be a fraction in [0, 1]");
             }
         }
+        if !(f.slow_factor.is_finite() && f.slow_factor >= 1.0) {
+            return err(
+                "faults.slow_factor",
+                f.slow_factor,
+                "must be finite and >= 1",
+            );
+        }
         if ![429, 500, 503].contains(&f.error_status) {
             return err(
                 "faults.error_status",
@@ -444,6 +461,14 @@ impl SimConfig {
 
 fn is_one(n: &u32) -> bool {
     *n == 1
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_one_f64(x: &f64) -> bool {
+    *x == 1.0
 }
 
 fn is_true(b: &bool) -> bool {

@@ -478,6 +478,7 @@ async fn run_point(
         wake_latency_hold: o.wake_latency_hold,
         signal: o.signal.clone(),
         live: None,
+        simulator: None,
     };
     run(c, inputs, opts, o.cancel.clone()).await
 }

@@ -71,6 +71,7 @@ async fn demo_live(
         wake_latency_hold: false,
         signal: CAUGHT.clone(),
         live: None,
+        simulator: None,
     };
     let cancel = cancel_on_signals("the records in flight");
     let title = format!("goodput demo --live · capacity {capacity:.1} req/s");

@@ -21,6 +21,7 @@ macro_rules! say_err {
     };
 }
 
+pub mod ab;
 pub mod audit;
 pub mod compare;
 pub mod demo;
@@ -328,6 +329,7 @@ impl OutputArgs {
             wake_latency_hold: !self.no_wake_latency_hold,
             signal: signals::CAUGHT.clone(),
             live: None,
+            simulator: None,
         }
     }
 }

@@ -120,16 +120,13 @@ pub fn axes_diff(a: &Contract, b: &Contract) -> Vec<AxisDiff> {
 /// the same target (its hash is `model_revision`).
 const PLACE_FACTS: [&str; 1] = ["model_file"];
 
-/// The target's resolved facts (first run of each side) that differ: every fact the probes
-/// resolved or the contract declared (engine and revision, precision, hardware, slots,
-/// parallelism, context length, …), whether declared or discovered. A fact one side knows and
-/// the other does not is a difference too ("(unknown)"). (The contract's `[target.declared]`
-/// is left out of its fingerprint: declaring what the server would have said changes
-/// nothing.)
-fn facts_diff(a: &Side, b: &Side) -> Vec<(String, String, String)> {
-    let (Some(x), Some(y)) = (&a.runs[0].0.target, &b.runs[0].0.target) else {
-        return Vec::new();
-    };
+/// The facts two targets' identities disagree on (`target.facts.KEY`, A's value, B's; a fact
+/// one side does not know is "(unknown)"): the named identity fields, then every other fact
+/// either side knows, places aside.
+pub fn target_facts_diff(
+    x: &crate::analyze::TargetIdentity,
+    y: &crate::analyze::TargetIdentity,
+) -> Vec<(String, String, String)> {
     let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(unknown)".to_owned());
     // The named identity fields, then every other fact either side knows.
     let mut pairs: Vec<(String, Option<String>, Option<String>)> = [
@@ -152,6 +149,22 @@ fn facts_diff(a: &Side, b: &Side) -> Vec<(String, String, String)> {
         .into_iter()
         .filter(|(_, p, q)| p != q)
         .map(|(k, p, q)| (format!("target.facts.{k}"), show(&p), show(&q)))
+        .collect()
+}
+
+/// The target's resolved facts (first run of each side) that differ: every fact the probes
+/// resolved or the contract declared (engine and revision, precision, hardware, slots,
+/// parallelism, context length, …), whether declared or discovered. A fact one side knows and
+/// the other does not is a difference too ("(unknown)"). (The contract's `[target.declared]`
+/// is left out of its fingerprint: declaring what the server would have said changes
+/// nothing.)
+fn facts_diff(a: &Side, b: &Side) -> Vec<(String, String, String)> {
+    let (Some(x), Some(y)) = (&a.runs[0].0.target, &b.runs[0].0.target) else {
+        return Vec::new();
+    };
+    let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(unknown)".to_owned());
+    target_facts_diff(x, y)
+        .into_iter()
         // The declared price is the deployment's too: two prices are two offers, whose costs differ
         // by the price alone.
         .chain({

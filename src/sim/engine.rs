@@ -95,6 +95,8 @@ pub struct Engine {
     kv_used: u64,
     cache: PrefixCache,
     counters: Counters,
+    /// Requests submitted so far (the drift fault's clock).
+    submitted: u64,
 }
 
 impl Engine {
@@ -107,11 +109,13 @@ impl Engine {
             kv_used: 0,
             cache,
             counters: Counters::default(),
+            submitted: 0,
         }
     }
 
     /// Queues a request (FCFS).
     pub fn submit(&mut self, s: Submission) {
+        self.submitted += 1;
         let prompt_len = s.prompt_ids.len() as u64;
         let finished_hashes = if s.output_ids.is_empty() || self.cfg.prefix_cache_blocks == 0 {
             Vec::new()
@@ -203,6 +207,16 @@ impl Engine {
         1.0 + (self.cfg.warmup_slowdown - 1.0) * left
     }
 
+    /// `faults.slow_factor` once `faults.slow_after_requests` have arrived, else 1.
+    fn drift_factor(&self) -> f64 {
+        let f = &self.cfg.faults;
+        if f.slow_after_requests > 0 && self.submitted >= f.slow_after_requests {
+            f.slow_factor
+        } else {
+            1.0
+        }
+    }
+
     /// Runs one step starting no earlier than `now`. Returns `None` when there is nothing to do.
     /// Events are appended to `events` (cleared first): admissions and rejections happen at
     /// `start`, chunks and completions at `end`.
@@ -220,7 +234,8 @@ impl Engine {
 
         let (prefill, kv) = self.share_prefill();
         let work = (self.cfg.step_seconds(self.running.len(), prefill, kv) + extra_ms / 1000.0)
-            * self.warmup_factor();
+            * self.warmup_factor()
+            * self.drift_factor();
         let end = self.end_with_stalls(start, work);
         self.counters.steps += 1;
         self.counters.prompt_tokens += prefill;
@@ -613,5 +628,22 @@ mod tests {
         let last = t[29].1 - t[28].1;
         assert!(first > 2.0 * last, "{first} vs {last}");
         assert!((last - 0.0205).abs() < 1e-9);
+    }
+
+    #[test]
+    fn drift_slows_every_step_after_its_time() {
+        let mut c = cfg();
+        c.faults.slow_after_requests = 2;
+        c.faults.slow_factor = 2.0;
+        let mut e = Engine::new(c);
+        e.submit(sub(1, 1, 10));
+        let before = run(&mut e);
+        e.submit(sub(2, 1, 10));
+        let after = run(&mut e);
+        let gap = |t: &[(u64, f64, u32)]| t[5].1 - t[4].1;
+        assert!(
+            (gap(&after) / gap(&before) - 2.0).abs() < 1e-9,
+            "{before:?} then {after:?}"
+        );
     }
 }

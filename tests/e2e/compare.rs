@@ -29,6 +29,7 @@ async fn repeat_set(c: Contract, dir: &Path) -> std::path::PathBuf {
         wake_latency_hold: true,
         signal: Default::default(),
         live: None,
+        simulator: None,
     };
     let (parent, rs, results) = run_repeats(c, Default::default(), opts, CancellationToken::new())
         .await
@@ -129,6 +130,7 @@ async fn bundle(slo_ms: u32, extra: &str, dir: &Path) -> std::path::PathBuf {
         wake_latency_hold: true,
         signal: Default::default(),
         live: None,
+        simulator: None,
     };
     let c = contract::parse(&src, Path::new("t.toml")).unwrap();
     goodput::run::run(c, Default::default(), opts, CancellationToken::new())

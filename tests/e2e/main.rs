@@ -8,6 +8,7 @@
 
 mod common;
 
+mod ab;
 mod agents;
 mod architecture;
 mod classes;

@@ -38,6 +38,7 @@ pub async fn try_run_watched(
         wake_latency_hold: true,
         signal: Default::default(),
         live: None,
+        simulator: None,
     };
     goodput::run::run(c, inputs, opts, CancellationToken::new()).await
 }
