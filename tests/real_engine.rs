@@ -727,3 +727,69 @@ async fn llamacpp_compare_names_the_slots_that_differ() {
     assert!(!text.contains("the same target facts"), "{text}");
     assert!(text.contains("target.facts.slots: 4 → 2"), "{text}");
 }
+
+/// Issue #52 on a real engine: `goodput ab` between two llama.cpp servers that differ only in
+/// their slots (2 and 4), at a rate where two slots queue. A verdict is decided within the
+/// budget of 12 blocks, the facts name the slots as the difference, and every block is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
+async fn llamacpp_ab_of_two_and_four_slots_decides_within_its_budget() {
+    let (two, four) = (Started::with_slots(Some(2)), Started::with_slots(Some(4)));
+    let dir = tempfile::tempdir().unwrap();
+    let contract = |url: &str| {
+        small(
+            "real-ab",
+            url,
+            "rate = 4\nrequests = 6",
+            "ttft_ms = 3000\npercentile = 50",
+        )
+        .replace("value = 8 }", "value = 24 }")
+        .replace(
+            "server_metrics_interval = 0",
+            "server_metrics_interval = 0\nconfidence = 0.95",
+        )
+    };
+    std::fs::write(dir.path().join("a.toml"), contract(&two.0)).unwrap();
+    std::fs::write(dir.path().join("b.toml"), contract(&four.0)).unwrap();
+    let d = dir.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_goodput"))
+            .args([
+                "ab",
+                "a.toml",
+                "b.toml",
+                "--max-blocks",
+                "12",
+                "--min-blocks",
+                "4",
+                "--mde",
+                "20%",
+                "--json",
+                "--out",
+                "runs",
+            ])
+            .current_dir(&d)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    eprintln!("{err}\nverdict: {} ({} pairs)", j["sentence"], j["pairs"]);
+    assert!(
+        ["worse", "better", "mixed"].contains(&j["overall"].as_str().unwrap()),
+        "no decided difference between 2 and 4 slots within 12 blocks: {}",
+        j["sentence"]
+    );
+    assert!(j["pairs"].as_u64().unwrap() <= 6);
+    let differs: Vec<&str> = j["differs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert!(differs.contains(&"target.facts.slots 2 → 4"), "{differs:?}");
+    assert_eq!(j["null_check"], false);
+}

@@ -96,7 +96,13 @@ pub fn metrics(c: &Contract, block_requests: Option<u64>) -> Vec<Metric> {
         (Latency::Tpot, "TPOT"),
         (Latency::E2e, "E2E"),
     ] {
-        for p in [50.0, tail] {
+        // A tail at or below the median is the median (an SLO at p50).
+        let ps = if tail > 50.0 {
+            vec![50.0, tail]
+        } else {
+            vec![50.0]
+        };
+        for p in ps {
             v.push(Metric {
                 name: format!("{name} p{p}"),
                 unit: "ms".into(),
@@ -831,13 +837,13 @@ pub fn document(r: &AbResult) -> crate::report::Doc {
 /// The page: the verdict banner, each metric's blocks over time (A and B), the paired
 /// differences against ±MDE, then the tables.
 pub fn html_page(r: &AbResult) -> String {
-    use crate::report::html::{Tile, banner_toned};
+    use crate::report::html::{Tile, banner_marked};
     use crate::report::svg::Chart;
     let mut d = crate::report::Doc::default();
     d.h(format!("goodput ab · {} vs {}", r.a, r.b));
     let pass = match r.overall {
         Overall::Worse | Overall::Mixed => Some(false),
-        Overall::Better | Overall::Same => Some(true),
+        Overall::Better => Some(true),
         _ => None,
     };
     let tiles: Vec<Tile> = r
@@ -850,19 +856,23 @@ pub fn html_page(r: &AbResult) -> String {
                 name: m.name.clone(),
                 value: percent(j.relative(j.diff)),
                 detail: match (j.call, v.decided_at) {
-                    (Call::Worse, Some(_)) => "B worse".into(),
-                    (Call::Better, Some(_)) => "B better".into(),
-                    (Call::Same, Some(_)) => "no difference > MDE".into(),
+                    (Call::Same, Some(_)) => "no difference larger than the MDE".into(),
+                    (Call::Worse | Call::Better, Some(n)) => format!("decided at pair {n}"),
                     _ => "undecided".into(),
                 },
-                pass: v.decided_at.map(|_| j.call != Call::Worse),
+                pass: match (j.call, v.decided_at) {
+                    (Call::Worse, Some(_)) => Some(false),
+                    (Call::Better, Some(_)) => Some(true),
+                    _ => None,
+                },
             })
         })
         .collect();
-    d.raw_html(banner_toned(
+    d.raw_html(banner_marked(
         &[format!("A/B: {}", r.sentence), method(r)],
         pass,
         &tiles,
+        ["B better", "B worse"],
     ));
     d.h("Blocks over time");
     for (i, m) in r.metrics.iter().enumerate() {
@@ -891,7 +901,11 @@ pub fn html_page(r: &AbResult) -> String {
         .hline(r.design.mde * 100.0, "+MDE")
         .hline(-r.design.mde * 100.0, "−MDE")
         .hline(0.0, "no difference");
+    // The latencies: a share's relative change (attainment 2% → 1%) would swamp the scale.
     for (i, m) in r.metrics.iter().enumerate() {
+        if !matches!(m.kind, Kind::Percentile { .. }) {
+            continue;
+        }
         let Some(j) = r.verdicts[i].judged.as_ref().filter(|j| j.mean_a != 0.0) else {
             continue;
         };

@@ -25,11 +25,13 @@ pub struct Tile {
 }
 
 impl Tile {
-    fn html(&self) -> String {
+    /// The tile, its pass said as "✓ `yes`" or "✗ `no`" before its detail.
+    fn html(&self, [yes, no]: [&str; 2]) -> String {
+        let mark = |m: &str, w: &str| format!("<span class=\"mark\">{m} {}</span> ", esc(w));
         let (class, mark) = match self.pass {
-            Some(true) => (" pass", "<span class=\"mark\">✓ meets</span> "),
-            Some(false) => (" fail", "<span class=\"mark\">✗ misses</span> "),
-            None => ("", ""),
+            Some(true) => (" pass", mark("✓", yes)),
+            Some(false) => (" fail", mark("✗", no)),
+            None => ("", String::new()),
         };
         format!(
             r#"<div class="tile{class}"><div class="name">{}</div><div class="value">{}</div><div class="detail">{mark}{}</div></div>"#,
@@ -48,6 +50,17 @@ pub fn banner(lines: &[String], pass: bool, tiles: &[Tile]) -> String {
 /// [`banner`] that may be neither passing nor failing (`None`: a pass the sample does not yet
 /// support).
 pub fn banner_toned(lines: &[String], pass: Option<bool>, tiles: &[Tile]) -> String {
+    banner_marked(lines, pass, tiles, ["meets", "misses"])
+}
+
+/// [`banner_toned`] whose tiles say their pass in other words than an SLO's "meets" and
+/// "misses" (an A/B test's "better" and "worse").
+pub fn banner_marked(
+    lines: &[String],
+    pass: Option<bool>,
+    tiles: &[Tile],
+    marks: [&str; 2],
+) -> String {
     let mut out = format!(
         r#"<section class="banner {}" id="verdict">"#,
         match pass {
@@ -65,7 +78,7 @@ pub fn banner_toned(lines: &[String], pass: Option<bool>, tiles: &[Tile]) -> Str
     }
     out += r#"</section><section class="tiles" id="tiles">"#;
     for t in tiles {
-        out += &t.html();
+        out += &t.html(marks);
     }
     out + "</section>\n"
 }

@@ -360,7 +360,7 @@ fn ab_rates_over_20_seeds() {
     let fast = |decode: f64, seed: u64| text(decode, seed, "");
     let mut lines = Vec::new();
     for (label, b_decode) in [("effect", 13.0), ("null", 12.0)] {
-        let (mut early_ok, mut fixed_ok) = (0, 0);
+        let (mut early_ok, mut fixed_ok, mut all_same) = (0, 0, 0);
         for seed in 0..20u64 {
             std::fs::write(d.join("a.toml"), fast(12.0, seed * 100)).unwrap();
             std::fs::write(d.join("b.toml"), fast(b_decode, seed * 100)).unwrap();
@@ -405,9 +405,10 @@ fn ab_rates_over_20_seeds() {
                 };
                 *ok += usize::from(right);
             }
+            all_same += usize::from(r.overall == goodput::ab::Overall::Same);
         }
         lines.push(format!(
-            "{label}: right in {early_ok}/20 seeds stopping early, {fixed_ok}/20 with one look at 8 pairs"
+            "{label}: right in {early_ok}/20 seeds stopping early, {fixed_ok}/20 with one look at 8 pairs; every metric decided within the MDE in {all_same}/20"
         ));
     }
     println!("{}", lines.join("\n"));
