@@ -834,20 +834,10 @@ pub fn document(r: &AbResult) -> crate::report::Doc {
     d
 }
 
-/// The page: the verdict banner, each metric's blocks over time (A and B), the paired
-/// differences against ±MDE, then the tables.
-pub fn html_page(r: &AbResult) -> String {
-    use crate::report::html::{Tile, banner_marked};
-    use crate::report::svg::Chart;
-    let mut d = crate::report::Doc::default();
-    d.h(format!("goodput ab · {} vs {}", r.a, r.b));
-    let pass = match r.overall {
-        Overall::Worse | Overall::Mixed => Some(false),
-        Overall::Better => Some(true),
-        _ => None,
-    };
-    let tiles: Vec<Tile> = r
-        .metrics
+/// One tile per judged metric: its relative difference, and whether B is better or worse.
+fn tiles(r: &AbResult) -> Vec<crate::report::html::Tile> {
+    use crate::report::html::Tile;
+    r.metrics
         .iter()
         .zip(&r.verdicts)
         .filter_map(|(m, v)| {
@@ -867,7 +857,48 @@ pub fn html_page(r: &AbResult) -> String {
                 },
             })
         })
-        .collect();
+        .collect()
+}
+
+/// Each pair's B − A for the latencies, as a share of A's mean, against ± the MDE.
+fn difference_chart(r: &AbResult) -> String {
+    use crate::report::svg::Chart;
+    let series = r.series();
+    let mut chart = Chart::new("ab-diff", "B − A per pair, % of A's mean", "pair", "%")
+        .hline(r.design.mde * 100.0, "+MDE")
+        .hline(-r.design.mde * 100.0, "−MDE")
+        .hline(0.0, "no difference");
+    // The latencies: a share's relative change (attainment 2% → 1%) would swamp the scale.
+    for (i, m) in r.metrics.iter().enumerate() {
+        if !matches!(m.kind, Kind::Percentile { .. }) {
+            continue;
+        }
+        let Some(j) = r.verdicts[i].judged.as_ref().filter(|j| j.mean_a != 0.0) else {
+            continue;
+        };
+        let pts = series[i]
+            .iter()
+            .enumerate()
+            .filter_map(|(k, p)| p.map(|(a, b)| ((k + 1) as f64, (b - a) / j.mean_a.abs() * 100.0)))
+            .collect();
+        chart = chart.line(&m.name, pts);
+    }
+    chart.render()
+}
+
+/// The page: the verdict banner, each metric's blocks over time (A and B), the paired
+/// differences against ±MDE, then the tables.
+pub fn html_page(r: &AbResult) -> String {
+    use crate::report::html::banner_marked;
+    use crate::report::svg::Chart;
+    let mut d = crate::report::Doc::default();
+    d.h(format!("goodput ab · {} vs {}", r.a, r.b));
+    let pass = match r.overall {
+        Overall::Worse | Overall::Mixed => Some(false),
+        Overall::Better => Some(true),
+        _ => None,
+    };
+    let tiles = tiles(r);
     d.raw_html(banner_marked(
         &[format!("A/B: {}", r.sentence), method(r)],
         pass,
@@ -896,27 +927,7 @@ pub fn html_page(r: &AbResult) -> String {
         );
     }
     d.h("Paired differences");
-    let series = r.series();
-    let mut chart = Chart::new("ab-diff", "B − A per pair, % of A's mean", "pair", "%")
-        .hline(r.design.mde * 100.0, "+MDE")
-        .hline(-r.design.mde * 100.0, "−MDE")
-        .hline(0.0, "no difference");
-    // The latencies: a share's relative change (attainment 2% → 1%) would swamp the scale.
-    for (i, m) in r.metrics.iter().enumerate() {
-        if !matches!(m.kind, Kind::Percentile { .. }) {
-            continue;
-        }
-        let Some(j) = r.verdicts[i].judged.as_ref().filter(|j| j.mean_a != 0.0) else {
-            continue;
-        };
-        let pts = series[i]
-            .iter()
-            .enumerate()
-            .filter_map(|(k, p)| p.map(|(a, b)| ((k + 1) as f64, (b - a) / j.mean_a.abs() * 100.0)))
-            .collect();
-        chart = chart.line(&m.name, pts);
-    }
-    d.figure(chart.render());
+    d.figure(difference_chart(r));
     let doc = document(r);
     d.blocks.extend(doc.blocks.into_iter().skip(1));
     crate::report::format::html::wrap(&format!("goodput ab · {} vs {}", r.a, r.b), &d)
