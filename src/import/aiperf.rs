@@ -445,21 +445,10 @@ const MAPPED: &[&str] = &[
 /// contract.
 pub fn import(args: &[String]) -> Result<Imported, ImportError> {
     let rest = strip_command(args)?;
-    let f = Flags {
-        given: SPEC.parse(rest)?,
-        tool: "AIPerf",
-    };
-    if f.has("help") {
-        return Err(ImportError(
-            "`--help`: a help request, not a benchmark".into(),
-        ));
-    }
-    let mut d = Draft::new(&format!("AIPerf {VERSION} (`aiperf profile`)"));
-    d.str(
-        "",
-        "name",
+    let f = SPEC.read(rest, "AIPerf")?;
+    let mut d = Draft::named(
+        &format!("AIPerf {VERSION} (`aiperf profile`)"),
         "imported-aiperf",
-        "goodput's name for the imported command",
     );
     target(&f, &mut d)?;
     workload(&f, &mut d)?;

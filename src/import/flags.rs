@@ -135,6 +135,20 @@ impl Spec {
     }
 
     /// The flags of a command line, checked against the flag set and its value types.
+    /// The flags of a command line, named in messages as `tool`; a help request is refused.
+    pub fn read(&self, args: &[String], tool: &'static str) -> Result<Flags, ImportError> {
+        let f = Flags {
+            given: self.parse(args)?,
+            tool,
+        };
+        if f.has("help") {
+            return Err(ImportError(
+                "`--help`: a help request, not a benchmark".into(),
+            ));
+        }
+        Ok(f)
+    }
+
     pub fn parse(&self, args: &[String]) -> Result<Vec<Given>, ImportError> {
         let err = |s: String| Err(ImportError(s));
         let mut out: Vec<Given> = Vec::new();

@@ -123,21 +123,10 @@ const PROFILES: &[&str] = &[
 /// front) as a contract.
 pub fn import(args: &[String]) -> Result<Imported, ImportError> {
     let rest = strip_command(args)?;
-    let f = Flags {
-        given: SPEC.parse(rest)?,
-        tool: "GuideLLM",
-    };
-    if f.has("help") {
-        return Err(ImportError(
-            "`--help`: a help request, not a benchmark".into(),
-        ));
-    }
-    let mut d = Draft::new(&format!("GuideLLM {VERSION} (`guidellm benchmark`)"));
-    d.str(
-        "",
-        "name",
+    let f = SPEC.read(rest, "GuideLLM")?;
+    let mut d = Draft::named(
+        &format!("GuideLLM {VERSION} (`guidellm benchmark`)"),
         "imported-guidellm",
-        "goodput's name for the imported command",
     );
     target(&f, &mut d)?;
     workload(&f, &mut d)?;

@@ -59,6 +59,13 @@ impl Draft {
         }
     }
 
+    /// A draft for `tool`'s command, its contract named `name`.
+    fn named(tool: &str, name: &str) -> Draft {
+        let mut d = Draft::new(tool);
+        d.str("", "name", name, "goodput's name for the imported command");
+        d
+    }
+
     /// Sets `key` in `[section]` (a later set replaces an earlier one).
     fn set(
         &mut self,

@@ -190,21 +190,10 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
             args[0]
         )));
     }
-    let f = Flags {
-        given: SPEC.parse(rest)?,
-        tool: SPEC.tool,
-    };
-    if f.has("help") {
-        return Err(ImportError(
-            "`--help`: a help request, not a benchmark".into(),
-        ));
-    }
-    let mut d = Draft::new(&format!("vllm bench serve {VERSION}"));
-    d.str(
-        "",
-        "name",
+    let f = SPEC.read(rest, SPEC.tool)?;
+    let mut d = Draft::named(
+        &format!("vllm bench serve {VERSION}"),
         "imported-vllm-bench",
-        "goodput's name for the imported command",
     );
     target(&f, &mut d)?;
     workload(&f, &mut d)?;
