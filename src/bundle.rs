@@ -322,6 +322,52 @@ pub fn read_json(path: &Path) -> anyhow::Result<Option<serde_json::Value>> {
         .with_context(|| format!("reading {}: not JSON", path.display()))
 }
 
+/// Where `summary.json` (as the run wrote it) disagrees with the summary recomputed from the
+/// raw records (`now`, as JSON): its fingerprints (unless `older`, a summary of an earlier
+/// schema whose fingerprints follow another definition), steady request count, TTFT p99 and
+/// goodput. Empty when they agree.
+pub fn disagreements(
+    kept: &serde_json::Value,
+    now: &serde_json::Value,
+    older: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (what, pointer) in [
+        ("fingerprints", "/fingerprints"),
+        ("steady request count", "/steady/requests"),
+        ("steady TTFT p99", "/steady/ttft_ms/p99"),
+        ("goodput", "/steady/slo/goodput_rps"),
+    ] {
+        if older && what == "fingerprints" {
+            continue;
+        }
+        let (k, n) = (kept.pointer(pointer), now.pointer(pointer));
+        if !same(k, n) {
+            out.push(format!(
+                "inconsistent: summary.json's {what} ({}) differs from a recomputation from {REQUESTS} and {CONTRACT} ({})",
+                k.map_or("absent".into(), serde_json::Value::to_string),
+                n.map_or("absent".into(), serde_json::Value::to_string)
+            ));
+        }
+    }
+    out
+}
+
+/// Two JSON values alike, numbers within a relative 1e-9 (a float written and read back).
+fn same(a: Option<&serde_json::Value>, b: Option<&serde_json::Value>) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (Some(Value::Number(x)), Some(Value::Number(y))) => {
+            let (x, y) = (
+                x.as_f64().unwrap_or(f64::NAN),
+                y.as_f64().unwrap_or(f64::NAN),
+            );
+            (x - y).abs() <= 1e-9 * x.abs().max(1.0)
+        }
+        (a, b) => a == b,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,8 +7,8 @@ use clap::{Parser, Subcommand};
 
 use crate::command::{
     self, ab::AbArgs, audit::AuditArgs, compare::CompareArgs, demo::DemoArgs, export::ExportArgs,
-    import::ImportArgs, init::InitArgs, merge::MergeArgs, plan::PlanArgs, report::ReportArgs,
-    run::RunArgs, sim::SimArgs, sweep::SweepArgs,
+    history::HistoryArgs, import::ImportArgs, init::InitArgs, merge::MergeArgs, plan::PlanArgs,
+    report::ReportArgs, run::RunArgs, sim::SimArgs, sweep::SweepArgs,
 };
 
 pub use crate::command::failure_code;
@@ -75,6 +75,13 @@ pub enum Command {
         after_help = "Refused (exit 1, naming the flag) for a flag the tool's version does not have, a value out of its range, or another tool's command."
     )]
     Import(ImportArgs),
+    /// Results over time: bundles kept as points of a series (same workload, load, SLO and
+    /// measurement; the target may change) in a SQLite file or PostgreSQL, change points
+    /// found, the newest point judged, the series drawn and exported.
+    #[command(
+        after_help = "Exit status: 0 done; 1 an error (a bundle that does not recompute, a damaged or newer store, an unreachable database: nothing stored is changed); 10 with --fail-on regression, the newest point of a series starts a change for the worse beyond its threshold."
+    )]
+    History(HistoryArgs),
 }
 /// Runs a parsed command line: the command, then its result through the seam.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -92,6 +99,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Merge(a) => command::merge::merge(a)?,
         Command::Export(a) => command::export::export(a)?,
         Command::Import(a) => command::import::import(a)?,
+        Command::History(a) => command::history::history(a).await?,
     };
     done.finish()
 }

@@ -31,7 +31,8 @@
 //! 13. `compare`, `audit`, `demo`, `merge`, `export`, `import` — comparisons; grading any result;
 //!     the open/closed demo; the shards of one run joined; a bundle's records as tables;
 //!     another benchmark's command line as a contract.
-//! 14. `live` — what a run shows while it runs: the dashboard's figures and drawing.
+//! 14. `live`, `history` — what a run shows while it runs: the dashboard's figures and drawing;
+//!     results over time: series of comparable bundles, change points, the results store.
 //! 15. `run` — one run (and repeats), wired together.
 //! 16. `sweep`, `ab` — one variable varied, and the capacity search; A against B, paired.
 //! 17. `command` — one module per command, each returning a typed result; `command::render`,
@@ -64,6 +65,7 @@ pub mod env;
 pub mod export;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod history;
 pub mod import;
 pub mod live;
 pub mod merge;

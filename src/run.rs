@@ -1737,6 +1737,9 @@ pub enum Gate {
     Prediction,
     /// The outputs are not those of `--baseline` (its `[quality]` tolerances).
     Quality,
+    /// With `--history STORE`: the run, added there, starts a change for the worse in its
+    /// series (`goodput history`).
+    Regression,
 }
 
 impl Gate {
@@ -1748,6 +1751,7 @@ impl Gate {
             Gate::Slo => 5,
             Gate::Prediction => 6,
             Gate::Quality => 7,
+            Gate::Regression => 10,
         }
     }
 }
@@ -1778,6 +1782,8 @@ pub fn failed_gates(
     for g in gates {
         let mut exit = g.exit_code();
         let why: Vec<String> = match g {
+            // Judged by the command, against the store (`command::run`).
+            Gate::Regression => Vec::new(),
             Gate::Invalid => runs
                 .iter()
                 .filter(|s| s.validity.verdict == crate::analyze::ValidityVerdict::Invalid)

@@ -120,6 +120,11 @@ impl OverRuns {
 /// Welch's unequal-variance t interval for mean(b) − mean(a) at 95% (Welch 1947; degrees of
 /// freedom by the Welch–Satterthwaite equation). `None` with fewer than 2 values a side.
 pub fn welch_ci(a: &[f64], b: &[f64]) -> Option<(f64, [f64; 2])> {
+    welch_ci_at(a, b, 0.95)
+}
+
+/// [`welch_ci`] at a two-sided `confidence` (0.99: a 99% interval).
+pub fn welch_ci_at(a: &[f64], b: &[f64], confidence: f64) -> Option<(f64, [f64; 2])> {
     if a.len() < 2 || b.len() < 2 {
         return None;
     }
@@ -135,7 +140,9 @@ pub fn welch_ci(a: &[f64], b: &[f64]) -> Option<(f64, [f64; 2])> {
     }
     let df = (va + vb).powi(2)
         / (va.powi(2) / (a.len() as f64 - 1.0) + vb.powi(2) / (b.len() as f64 - 1.0));
-    let t = StudentsT::new(0.0, 1.0, df).ok()?.inverse_cdf(0.975);
+    let t = StudentsT::new(0.0, 1.0, df)
+        .ok()?
+        .inverse_cdf(1.0 - (1.0 - confidence) / 2.0);
     Some((diff, [diff - t * se, diff + t * se]))
 }
 

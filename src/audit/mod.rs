@@ -383,24 +383,8 @@ fn bundle(dir: &Path, a: &mut Audit) -> anyhow::Result<()> {
                     s.schema_version
                 ));
             }
-            for (what, pointer) in [
-                ("fingerprints", "/fingerprints"),
-                ("steady request count", "/steady/requests"),
-                ("steady TTFT p99", "/steady/ttft_ms/p99"),
-                ("goodput", "/steady/slo/goodput_rps"),
-            ] {
-                if older && what == "fingerprints" {
-                    continue;
-                }
-                let (k, n) = (kept.pointer(pointer), now.pointer(pointer));
-                if !same(k, n) {
-                    a.missing.push(format!(
-                        "inconsistent: summary.json's {what} ({}) differs from a recomputation from {REQUESTS} and {CONTRACT} ({})",
-                        k.map_or("absent".into(), Value::to_string),
-                        n.map_or("absent".into(), Value::to_string)
-                    ));
-                }
-            }
+            a.missing
+                .extend(crate::bundle::disagreements(&kept, &now, older));
         }
     }
     if !bundle.path(crate::bundle::ENVIRONMENT).is_file() {
@@ -471,19 +455,6 @@ fn bundle(dir: &Path, a: &mut Audit) -> anyhow::Result<()> {
         ),
     );
     Ok(())
-}
-
-fn same(a: Option<&Value>, b: Option<&Value>) -> bool {
-    match (a, b) {
-        (Some(Value::Number(x)), Some(Value::Number(y))) => {
-            let (x, y) = (
-                x.as_f64().unwrap_or(f64::NAN),
-                y.as_f64().unwrap_or(f64::NAN),
-            );
-            (x - y).abs() <= 1e-9 * x.abs().max(1.0)
-        }
-        (a, b) => a == b,
-    }
 }
 
 /// Other tools' results carry speed figures only.

@@ -45,8 +45,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "INSTANT")]
     start_at: Option<String>,
     /// Exit with a status of its own when the result fails a gate, for CI (comma-separated,
-    /// repeatable): invalid (4), slo (5), prediction (6), quality (7, with --baseline). The
-    /// first failing in that order sets the status; stderr names every failing gate and why.
+    /// repeatable): invalid (4), slo (5), prediction (6), quality (7, with --baseline),
+    /// regression (10, with --history). The first failing in that order sets the status;
+    /// stderr names every failing gate and why.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "GATES")]
     fail_on: Vec<crate::run::Gate>,
     /// A bundle or repeat set whose outputs `--fail-on quality` holds this run's against (by
@@ -59,6 +60,15 @@ pub struct RunArgs {
     /// kept). The bundle is the same with or without it.
     #[arg(long, conflicts_with = "repeats")]
     live: bool,
+    /// Add the bundle (a repeat set: each run) to this history store (a SQLite file or a
+    /// postgres:// URL, as `goodput history --store`) and say how its series stands.
+    #[arg(long, value_name = "STORE")]
+    history: Option<String>,
+    /// With --history: how far for the worse the run may be before it counts as a
+    /// regression, as `goodput history --threshold` (5% by default; `tpot_p50_ms=3%` for one
+    /// metric); repeatable.
+    #[arg(long, value_name = "PCT|METRIC=PCT", requires = "history")]
+    regression_threshold: Vec<String>,
 }
 
 /// A run's contract: the file (or the built-in one) with the command line's changes made
@@ -112,6 +122,8 @@ pub async fn run(a: RunArgs) -> anyhow::Result<Done> {
         fail_on,
         baseline,
         live,
+        history,
+        regression_threshold,
     } = a;
     let (path, text, said) = run_contract_text(contract.as_deref(), overrides, shard, start_at)?;
     let (mut c, inputs) = crate::workload::parse(&text, &path)?;
@@ -125,10 +137,20 @@ pub async fn run(a: RunArgs) -> anyhow::Result<Done> {
     let mut options = output.run_options();
     options.overrides = said;
     run_flags(&mut c, cold_start, predict, repeats)?;
+    let regression = fail_on.contains(&crate::run::Gate::Regression);
+    let thresholds = crate::history::Thresholds::parse(&regression_threshold)?;
+    let history = history.map(|store| (store, thresholds));
+    if regression && history.is_none() {
+        bail!(
+            "--fail-on regression needs --history STORE: a run is judged against the runs before it"
+        );
+    }
     let gates = Gates::check(fail_on, baseline, &c)?;
     let cancel = cancel_on_signals("the records in flight");
     if c.repeat.runs > 1 {
-        return repeat_set(c, inputs, &output, options, cancel, &gates).await;
+        let (mut done, dir) = repeat_set(c, inputs, &output, options, cancel, &gates).await?;
+        with_history(history.as_ref(), regression, &dir, &mut done).await?;
+        return Ok(done);
     }
     let r = if live {
         let title = format!("goodput run {}", c.name);
@@ -151,13 +173,55 @@ pub async fn run(a: RunArgs) -> anyhow::Result<Done> {
         after.extend(failed);
         code
     });
-    Ok(Done {
+    let dir = r.bundle.dir.clone();
+    let mut done = Done {
         shown: Box::new(RunShown::of(r, "goodput run")),
         format: output.format.get(),
         verbose: output.verbose,
         after,
         status,
-    })
+    };
+    with_history(history.as_ref(), regression, &dir, &mut done).await?;
+    Ok(done)
+}
+
+/// `--history STORE`: the bundle added, how its series stands said on stderr; with
+/// `--fail-on regression`, exit 10 when it starts a change for the worse (and nothing else
+/// failed first).
+async fn with_history(
+    history: Option<&(String, crate::history::Thresholds)>,
+    regression: bool,
+    bundle: &Path,
+    done: &mut Done,
+) -> anyhow::Result<()> {
+    let Some((store, thresholds)) = history else {
+        return Ok(());
+    };
+    if !matches!(done.status, Ok(ref c) if *c == ExitCode::SUCCESS) {
+        done.after.push(format!(
+            "not added to the history {store}: the run did not complete"
+        ));
+        return Ok(());
+    }
+    let (lines, series) = super::history::add_bundles(&[bundle.to_owned()], store).await?;
+    done.after
+        .extend(lines.into_iter().map(|l| format!("history: {l}")));
+    let h = super::history::series_view(store, &series, thresholds).await?;
+    for s in &h.series {
+        done.after.push(format!(
+            "history: series {} · {}",
+            s.key,
+            crate::history::view::newest_line(s).0
+        ));
+    }
+    if regression && !h.regressions().is_empty() {
+        done.status = Ok(ExitCode::from(super::history::EXIT_REGRESSION));
+        done.after.push(
+            "fail-on regression (exit 10): the run starts a change for the worse in its series"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// A run's result as the seam shows it: its summary, the page it wrote into its bundle, and
@@ -244,7 +308,7 @@ async fn repeat_set(
     options: crate::run::RunOptions,
     cancel: CancellationToken,
     gates: &Gates,
-) -> anyhow::Result<Done> {
+) -> anyhow::Result<(Done, PathBuf)> {
     let (parent, rs, results) = crate::run::run_repeats(c, inputs, options, cancel).await?;
     let summaries: Vec<&crate::analyze::Summary> = results.iter().map(|r| &r.summary).collect();
     let (status, after) = gates.exit(
@@ -262,13 +326,16 @@ async fn repeat_set(
         run_dirs: Vec::new(),
         page_refused: None,
     };
-    Ok(Done {
-        shown: Box::new(shown),
-        format: output.format.get(),
-        verbose: output.verbose,
-        after,
-        status: Ok(status),
-    })
+    Ok((
+        Done {
+            shown: Box::new(shown),
+            format: output.format.get(),
+            verbose: output.verbose,
+            after,
+            status: Ok(status),
+        },
+        parent.dir,
+    ))
 }
 
 /// A run that ended without a success: why, as a line for stderr (it gave up: exit 3 follows)

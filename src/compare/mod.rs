@@ -65,7 +65,7 @@ pub struct AxisDiff {
     pub fields: Vec<(String, String, String)>,
 }
 
-fn flatten(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
+pub fn flatten(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
     match v {
         serde_json::Value::Object(m) => {
             for (k, x) in m {
