@@ -784,11 +784,27 @@ async fn llamacpp_ab_of_two_and_four_slots_decides_within_its_budget() {
     assert!(out.status.success(), "{err}");
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     eprintln!("{err}\nverdict: {} ({} pairs)", j["sentence"], j["pairs"]);
+    let decided = ["worse", "better", "mixed"].contains(&j["overall"].as_str().unwrap());
+    // The busy CI host (vLLM loading, the other real-engine tests beside) can slow both servers
+    // below the rate: their blocks are then INVALID, and an undecided verdict is the honest
+    // answer. The escape holds only when the blocks say so; on a host that kept up, two slots
+    // against four must be decided.
+    let invalid = j["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["valid"] == false)
+        .count();
     assert!(
-        ["worse", "better", "mixed"].contains(&j["overall"].as_str().unwrap()),
-        "no decided difference between 2 and 4 slots within 12 blocks: {}",
+        decided || invalid > 0,
+        "no decided difference between 2 and 4 slots within 12 blocks, every block VALID: {}",
         j["sentence"]
     );
+    if !decided {
+        eprintln!(
+            "undecided with {invalid} INVALID blocks: the host did not keep the servers at the rate"
+        );
+    }
     assert!(j["pairs"].as_u64().unwrap() <= 6);
     let differs: Vec<&str> = j["differs"]
         .as_array()

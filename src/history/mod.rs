@@ -305,14 +305,31 @@ pub fn point(dir: &Path) -> anyhow::Result<Point> {
     }
     let started_utc = l.command["started_utc"]
         .as_str()
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .map(utc)
         .with_context(|| {
             format!(
-                "{}: refused: command.json says nothing of when the run started",
+                "{}: refused: command.json does not say when the run started (started_utc)",
                 dir.display()
             )
-        })?
-        .to_owned();
+        })?;
     Ok(of_loaded(&l, &abs, bundle_id(&abs)?, started_utc))
+}
+
+/// An instant as the store orders points: RFC 3339 in UTC with nanoseconds always written, so
+/// text order is time order.
+pub fn utc(t: jiff::Timestamp) -> String {
+    let d = t.to_zoned(jiff::tz::TimeZone::UTC).datetime();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
+        d.year(),
+        d.month(),
+        d.day(),
+        d.hour(),
+        d.minute(),
+        d.second(),
+        d.subsec_nanosecond()
+    )
 }
 
 /// The point of a loaded bundle (also how the tests make points from the simulator's
@@ -920,4 +937,51 @@ pub fn step(a: &Point, b: &Point) -> Vec<(String, String, String)> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_order_is_time_order() {
+        let t = |s: &str| utc(s.parse().unwrap());
+        assert!(t("2026-12-05T04:29:16Z") < t("2026-12-05T04:29:16.5Z"));
+        assert!(t("2026-12-05T04:29:16.999Z") < t("2026-12-05T04:29:17Z"));
+        assert_eq!(
+            t("2026-12-05T05:29:16+01:00"),
+            "2026-12-05T04:29:16.000000000Z"
+        );
+    }
+
+    #[test]
+    fn thresholds_read_every_metric_or_one_and_refuse_the_rest() {
+        let t = Thresholds::parse(&[
+            "3%".into(),
+            "tpot_p50_ms=1.5%".into(),
+            "TTFT p50=10%".into(),
+        ])
+        .unwrap();
+        assert_eq!(t.of("e2e_p50_ms"), 0.03);
+        assert_eq!(t.of("tpot_p50_ms"), 0.015);
+        assert_eq!(t.of("ttft_p50_ms"), 0.1);
+        for bad in ["5", "x=5%", "-1%", "tpot_p50_ms=abc"] {
+            let e = Thresholds::parse(&[bad.into()]).unwrap_err().to_string();
+            assert!(e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_target_does_not_change_the_series_and_the_workload_does() {
+        let f = |t: &str, w: &str| Fingerprints {
+            target: t.into(),
+            workload: w.into(),
+            load: "l".into(),
+            slo: "s".into(),
+            measurement: "m".into(),
+            quality: "q".into(),
+        };
+        assert_eq!(series_key(&f("a", "w")), series_key(&f("b", "w")));
+        assert_ne!(series_key(&f("a", "w")), series_key(&f("a", "v")));
+    }
 }

@@ -108,8 +108,9 @@ pub fn newest_line(s: &Series) -> (String, bool) {
                     String::new()
                 } else {
                     format!(
-                        "; still beyond, continuing a change that started earlier: {}",
-                        beyond.join(", ")
+                        "; but still worse beyond the bound on {}, continuing the change for the worse that started at point {} (not yet confirmed by a change point: that needs more points after it)",
+                        beyond.join(", "),
+                        started(s).map_or("?".into(), |p| p.to_string())
                     )
                 }
             ),
@@ -144,6 +145,19 @@ pub fn newest_line(s: &Series) -> (String, bool) {
         ),
         true,
     )
+}
+
+/// The last point (1-based) at which a change for the worse started.
+fn started(s: &Series) -> Option<usize> {
+    s.beyond
+        .iter()
+        .rposition(|b| b.iter().any(|(_, starts)| *starts))
+        .map(|i| i + 1)
+}
+
+/// The newest point continues a change for the worse not yet confirmed by a change point.
+pub fn continuing(s: &Series) -> bool {
+    s.newest.regressions().is_empty() && s.newest.judged.iter().any(|j| j.beyond)
 }
 
 fn thresholds_words(n: &Newest) -> String {
@@ -182,9 +196,22 @@ fn columns(s: &Series, metric: Option<&str>) -> Vec<&'static Measure> {
     cols
 }
 
-/// The point's standing, and whether its bundle is still where the store says.
-fn standing(p: &super::Point) -> String {
+/// The point's standing, what it was worse on when judged in turn, and whether its bundle is
+/// still where the store says.
+fn standing(p: &super::Point, beyond: &[(String, bool)]) -> String {
     let mut s = p.standing().to_owned();
+    if !beyond.is_empty() {
+        let names: Vec<&str> = beyond.iter().map(|(l, _)| l.as_str()).collect();
+        s += &format!(
+            " · worse: {}{}",
+            names.join(", "),
+            if beyond.iter().any(|(_, st)| *st) {
+                " (starts here)"
+            } else {
+                ""
+            }
+        );
+    }
     if !Path::new(&p.bundle).join(crate::bundle::REQUESTS).is_file() {
         s += " · bundle not found where it was added";
     }
@@ -225,17 +252,39 @@ impl History {
         let mut d = Doc::default();
         d.h(format!("goodput history · {}", self.store));
         let bad = self.regressions();
-        let first = if !bad.is_empty() {
-            format!("{} series with a regression at its newest point", bad.len())
+        let judged = self
+            .series
+            .iter()
+            .filter(|s| s.newest.not_judged.is_none())
+            .count();
+        let (first, pass) = if !bad.is_empty() {
+            (
+                format!("{} series with a regression at its newest point", bad.len()),
+                Some(false),
+            )
+        } else if let Some(s) = self.series.iter().find(|s| continuing(s)) {
+            (
+                format!(
+                    "Series {}: a change for the worse continues, not yet confirmed",
+                    s.key
+                ),
+                None,
+            )
+        } else if judged == 0 {
+            (
+                "No newest point judged: each is INVALID, directional or its series' first"
+                    .to_owned(),
+                None,
+            )
         } else {
-            format!(
-                "{} series, no regression at a newest point",
-                self.series.len()
+            (
+                format!("{judged} series judged at its newest point, no regression"),
+                Some(true),
             )
         };
         let mut lines = vec![first];
         lines.extend(self.series.iter().map(|s| newest_line(s).0));
-        d.raw_html(banner_toned(&lines, Some(bad.is_empty()), &[]));
+        d.raw_html(banner_toned(&lines, pass, &[]));
         for (k, s) in self.series.iter().enumerate() {
             d.h(format!("Series {} · {} · {}", s.key, s.name, s.load));
             for key in charted(s, self.metric.as_deref()) {
@@ -436,7 +485,7 @@ fn series_document(d: &mut Doc, s: &Series, metric: Option<&str>) {
             let mut row = vec![
                 (i + 1).to_string(),
                 p.started_utc.chars().take(19).collect(),
-                standing(p),
+                standing(p, &s.beyond[i]),
             ];
             row.extend(cols.iter().map(|m| {
                 p.figures
