@@ -412,7 +412,11 @@ pub fn stopped_by_the_machine(
 /// - the run's own: its dispatch thread ran at real-time priority (so the client's work could
 ///   not delay it), woke over 1 ms late at p99, and that is at least half the dispatch lag;
 /// - the machine alone, probed right after ([`host_wake_late_p99_ms`]), over 1 ms late at p99
-///   (the probe can miss a spell that ended; the run's witness cannot).
+///   (the probe can miss a spell that ended; the run's witness cannot);
+/// - the run's own again: at an offered rate of 10 req/s or less (a thousandth of the client's
+///   ceiling, docs/guide/performance.md), requests waited over 1 ms at p99 for the client's
+///   runtime: its own work cannot queue them there, so other processes held the CPUs (seen in
+///   CI: 5.7 ms at 0.5 req/s with two llama.cpp servers, vLLM loading and Chromium beside it).
 ///
 /// Prints the figures it judged by.
 pub fn the_machine_kept_the_client_behind(dir: &std::path::Path) -> bool {
@@ -442,6 +446,14 @@ pub fn the_machine_kept_the_client_behind(dir: &std::path::Path) -> bool {
         }
     );
     if realtime && wake > 1.0 && wake >= 0.5 * lag {
+        return true;
+    }
+    let offered = s.steady.throughput.offered_rps.unwrap_or(f64::INFINITY);
+    if offered <= 10.0 && lag - wake > 1.0 {
+        eprintln!(
+            "at {offered:.2} req/s offered, requests waited {:.2} ms at p99 for the client's runtime: the machine's CPUs were taken",
+            lag - wake
+        );
         return true;
     }
     let host = host_wake_late_p99_ms();
