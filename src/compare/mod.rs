@@ -86,6 +86,26 @@ pub fn flatten(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, S
     }
 }
 
+/// The flattened fields two values disagree on: (dotted key, A's value, B's value), a field
+/// one side lacks "(absent)".
+pub fn fields_diff(
+    fa: &BTreeMap<String, String>,
+    fb: &BTreeMap<String, String>,
+) -> Vec<(String, String, String)> {
+    let keys: std::collections::BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
+    let absent = || "(absent)".to_owned();
+    keys.into_iter()
+        .filter(|k| fa.get(*k) != fb.get(*k))
+        .map(|k| {
+            (
+                k.clone(),
+                fa.get(k).cloned().unwrap_or_else(absent),
+                fb.get(k).cloned().unwrap_or_else(absent),
+            )
+        })
+        .collect()
+}
+
 /// Every differing field, grouped by axis.
 pub fn axes_diff(a: &Contract, b: &Contract) -> Vec<AxisDiff> {
     let mut out = Vec::new();
@@ -93,19 +113,7 @@ pub fn axes_diff(a: &Contract, b: &Contract) -> Vec<AxisDiff> {
         let (mut fa, mut fb) = (BTreeMap::new(), BTreeMap::new());
         flatten(axis, &va, &mut fa);
         flatten(axis, &vb, &mut fb);
-        let keys: std::collections::BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
-        let absent = || "(absent)".to_owned();
-        let fields: Vec<(String, String, String)> = keys
-            .into_iter()
-            .filter(|k| fa.get(*k) != fb.get(*k))
-            .map(|k| {
-                (
-                    k.clone(),
-                    fa.get(k).cloned().unwrap_or_else(absent),
-                    fb.get(k).cloned().unwrap_or_else(absent),
-                )
-            })
-            .collect();
+        let fields = fields_diff(&fa, &fb);
         if !fields.is_empty() {
             out.push(AxisDiff {
                 axis: axis.to_owned(),

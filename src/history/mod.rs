@@ -58,6 +58,34 @@ const fn latency(key: &'static str, label: &'static str, p: f64) -> Measure {
     }
 }
 
+/// A rate of completions, higher better, judged in a closed loop only.
+const fn rate(key: &'static str, label: &'static str, unit: &'static str) -> Measure {
+    Measure {
+        key,
+        label,
+        unit,
+        lower_better: false,
+        percentile: None,
+        share: false,
+        rate: true,
+        shown_only: false,
+    }
+}
+
+/// A share of the steady requests, its changes in points.
+const fn share(key: &'static str, label: &'static str, lower_better: bool) -> Measure {
+    Measure {
+        key,
+        label,
+        unit: "share",
+        lower_better,
+        percentile: None,
+        share: true,
+        rate: false,
+        shown_only: false,
+    }
+}
+
 /// Every metric a point keeps, in the order documents show them.
 pub const MEASURES: [Measure; 15] = [
     latency("ttft_p50_ms", "TTFT p50", 50.0),
@@ -73,56 +101,11 @@ pub const MEASURES: [Measure; 15] = [
     latency("e2e_p50_ms", "E2E p50", 50.0),
     latency("e2e_p90_ms", "E2E p90", 90.0),
     latency("e2e_p99_ms", "E2E p99", 99.0),
-    Measure {
-        key: "output_tokens_per_s",
-        label: "output tok/s",
-        unit: "tok/s",
-        lower_better: false,
-        percentile: None,
-        share: false,
-        rate: true,
-        shown_only: false,
-    },
-    Measure {
-        key: "requests_per_s",
-        label: "req/s",
-        unit: "req/s",
-        lower_better: false,
-        percentile: None,
-        share: false,
-        rate: true,
-        shown_only: false,
-    },
-    Measure {
-        key: "goodput_rps",
-        label: "goodput",
-        unit: "req/s",
-        lower_better: false,
-        percentile: None,
-        share: false,
-        rate: true,
-        shown_only: false,
-    },
-    Measure {
-        key: "attainment",
-        label: "attainment",
-        unit: "share",
-        lower_better: false,
-        percentile: None,
-        share: true,
-        rate: false,
-        shown_only: false,
-    },
-    Measure {
-        key: "error_share",
-        label: "errors",
-        unit: "share",
-        lower_better: true,
-        percentile: None,
-        share: true,
-        rate: false,
-        shown_only: false,
-    },
+    rate("output_tokens_per_s", "output tok/s", "tok/s"),
+    rate("requests_per_s", "req/s", "req/s"),
+    rate("goodput_rps", "goodput", "req/s"),
+    share("attainment", "attainment", false),
+    share("error_share", "errors", true),
 ];
 
 /// The measure named `key` (or its label, any case).
@@ -912,20 +895,7 @@ fn judge(x: f64, base: &[f64], m: &Measure, alpha: f64, threshold: f64) -> Judge
 /// What changed from one point to the next: the target (its contract axis and the facts the
 /// run resolved) and goodput's version.
 pub fn step(a: &Point, b: &Point) -> Vec<(String, String, String)> {
-    let keys: std::collections::BTreeSet<&String> =
-        a.target.keys().chain(b.target.keys()).collect();
-    let absent = || "(absent)".to_owned();
-    let mut out: Vec<(String, String, String)> = keys
-        .into_iter()
-        .filter(|k| a.target.get(*k) != b.target.get(*k))
-        .map(|k| {
-            (
-                k.clone(),
-                a.target.get(k).cloned().unwrap_or_else(absent),
-                b.target.get(k).cloned().unwrap_or_else(absent),
-            )
-        })
-        .collect();
+    let mut out = crate::compare::fields_diff(&a.target, &b.target);
     if let (Some(x), Some(y)) = (&a.identity, &b.identity) {
         out.extend(crate::compare::target_facts_diff(x, y));
     }
