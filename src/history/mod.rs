@@ -591,6 +591,12 @@ fn newest(points: &[Point], decisive: &[usize], judged: Vec<Judged>) -> Newest {
     let good = decisive[decisive.len() - 2];
     out.last_good = Some(good + 1);
     out.changed = step(&points[good], p);
+    if let Some(j) = judged.iter().find(|j| j.bound.is_none()) {
+        out.not_judged = Some(format!(
+            "{} decisive point(s) before it since the last change; judging needs {MIN_BASELINE}",
+            j.baseline
+        ));
+    }
     out.judged = judged;
     out
 }
