@@ -335,6 +335,7 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
         let t = l.shared.now();
         l.deliver(t);
         l.publish();
+        l.release();
         l.last_end = Some(step.end);
         l.last_dur = step.end - step.start;
     }
@@ -351,6 +352,9 @@ struct EngineLoop {
     gone: Vec<u64>,
     queue_obs: Vec<f64>,
     ttft_obs: Vec<f64>,
+    /// Finished requests whose end is told only after `publish`: a client that has its
+    /// answer must find it counted in `/metrics`.
+    finished: Vec<(UnboundedSender<Delivery>, u32)>,
     pending: std::collections::VecDeque<Pending>,
     last_end: Option<f64>,
     last_dur: f64,
@@ -368,6 +372,7 @@ impl EngineLoop {
             gone: Vec::new(),
             queue_obs: Vec::new(),
             ttft_obs: Vec::new(),
+            finished: Vec::new(),
             pending: std::collections::VecDeque::new(),
             last_end: None,
             last_dur: 0.0,
@@ -496,7 +501,8 @@ impl EngineLoop {
                     }
                 }
                 Event::Finished { id } => {
-                    // Ground truth first: a client that has seen [DONE] must find it recorded.
+                    // Ground truth first, the answer after `publish`: a client that has seen
+                    // [DONE] must find it recorded and counted.
                     let mut cached = 0;
                     if let Some(g) = self.ledger.finish(id, t, SimOutcome::Ok) {
                         self.finished_ok += u64::from(g.outcome == SimOutcome::Ok);
@@ -505,7 +511,7 @@ impl EngineLoop {
                         self.shared.record(g);
                     }
                     if let Some(tx) = self.replies.remove(&id) {
-                        let _ = tx.send(Delivery::Done { cached });
+                        self.finished.push((tx, cached));
                     }
                 }
                 _ => {}
@@ -518,6 +524,13 @@ impl EngineLoop {
                 self.queue_obs.extend(g.queue_us.map(|q| q as f64 / 1e6));
                 self.shared.record(g);
             }
+        }
+    }
+
+    /// Tells the step's finished requests they are done.
+    fn release(&mut self) {
+        for (tx, cached) in self.finished.drain(..) {
+            let _ = tx.send(Delivery::Done { cached });
         }
     }
 
