@@ -2,11 +2,14 @@
 # The client ceiling: how fast goodput can drive and parse a server that costs nothing, beside
 # wrk (a C HTTP benchmark that parses nothing) on the same server in the same run.
 #
-#   bench/ceiling.sh [--quick] [--table]
+#   bench/ceiling.sh [--quick] [--table] [SECTION…]
 #
+# SECTION: ceiling, ttft, lag, soak, streams (default: all of them).
 # nginx (Debian) serves one fixed 256-token chat-completions SSE body at once, from one worker
 # process, on 127.0.0.1; wrk and goodput take turns against it, three rounds, so drift on this
-# noisy machine lands on both. Then, against the same nginx: client-added TTFT at low load
+# noisy machine lands on both; over http, and over https (nginx's TLS with a self-signed
+# certificate, which goodput trusts through target.tls.ca_file; wrk speaks TLS with OpenSSL).
+# Then, against the same nginx: client-added TTFT at low load
 # (everything nginx does not spend: goodput's own and loopback's time), and open-loop dispatch
 # lag p99 at 1,000, 2,000 and 5,000 req/s (5,000 three times). Last, peak RSS per in-flight
 # stream with 10,000 streams held open by `goodput sim` (each stream lasts ~21 s), and the
@@ -16,15 +19,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-quick=0; table=0
+quick=0; table=0; sections=()
 for a in "$@"; do
     case "$a" in
         --quick) quick=1 ;;
         --table) table=1 ;;
-        *) echo "usage: $0 [--quick] [--table]" >&2; exit 2 ;;
+        ceiling|ttft|lag|soak|streams) sections+=("$a") ;;
+        *) echo "usage: $0 [--quick] [--table] [ceiling|ttft|lag|soak|streams]…" >&2; exit 2 ;;
     esac
 done
-rounds=3; secs=10; lag_secs=15; soak_secs=150
+[[ ${#sections[@]} -gt 0 ]] || sections=(ceiling ttft lag soak streams)
+want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
+rounds=5; secs=10; lag_secs=15; soak_secs=150
 if [[ $quick -eq 1 ]]; then rounds=1; secs=5; lag_secs=8; soak_secs=70; fi
 soak_k=$((soak_secs * 5))
 
@@ -70,6 +76,12 @@ body = "".join(parts)
 open(sys.argv[1], "w").write(body)
 PY
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+sport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# https: a self-signed certificate for 127.0.0.1 (a CA certificate, as `openssl req -x509`
+# makes; goodput trusts it pinned through target.tls.ca_file).
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+    -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
 cat > "$work/nginx.conf" <<CONF
 worker_processes 1;
 pid $work/nginx.pid;
@@ -82,6 +94,9 @@ http {
     client_body_temp_path $work/body;
     server {
         listen 127.0.0.1:$port reuseport backlog=4096;
+        listen 127.0.0.1:$sport ssl reuseport backlog=4096;
+        ssl_certificate $work/cert.pem;
+        ssl_certificate_key $work/key.pem;
         location = /v1/models { default_type application/json; return 200 '{"object":"list","data":[{"id":"bench","object":"model"}]}'; }
         # A POST to a file is refused (405) by nginx's static module; the refusal's page is the
         # file, fetched by an internal GET and sent with 200.
@@ -93,6 +108,7 @@ http {
 CONF
 "$NGINX" -c "$work/nginx.conf" -p "$work" -e "$work/error.log"
 url="http://127.0.0.1:$port"
+surl="https://127.0.0.1:$sport"
 for _ in $(seq 50); do curl -sf "$url/v1/models" >/dev/null 2>&1 && break; sleep 0.1; done
 
 cat > "$work/post.lua" <<'LUA'
@@ -102,12 +118,15 @@ wrk.body = '{"model":"bench","messages":[{"role":"user","content":"hello"}],"max
 LUA
 
 contract() { # LOAD-LINES [WARMUP [URL [MODEL]]] → $work/c.toml
+    local tls=""
+    [[ "${3:-$url}" == https://* ]] && tls="tls = { ca_file = \"$work/cert.pem\" }"
     cat > "$work/c.toml" <<TOML
 name = "ceiling"
 [target]
 url = "${3:-$url}"
 model = "${4:-bench}"
 timeout = "120s"
+$tls
 [workload]
 input_tokens = { dist = "fixed", value = 16 }
 output_tokens = { dist = "fixed", value = 256 }
@@ -132,24 +151,31 @@ run_goodput() {
 }
 get() { python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 
-echo "== closed loop, 64 connections, ${secs}s each, ${rounds} rounds: wrk vs goodput =="
-wrk_rps=(); g_rps=(); g_tps=()
-for r in $(seq "$rounds"); do
-    w=$(wrk -t1 -c64 -d"${secs}s" -s "$work/post.lua" "$url/v1/chat/completions" | awk '/Requests\/sec/ {print $2}')
-    contract "kind = \"closed\"
-concurrency = 64
-duration = \"${secs}s\"" 500
-    j=$(run_goodput)
-    rps=$(get "$j" "round(s['steady']['throughput']['achieved_rps'])")
-    tps=$(get "$j" "round(s['steady']['throughput']['output_tokens_per_s'])")
-    echo "round $r: wrk $w req/s · goodput $rps req/s, $tps tokens/s · ratio $(python3 -c "print(f'{$rps/$w:.2f}')")"
-    wrk_rps+=("$w"); g_rps+=("$rps"); g_tps+=("$tps")
-done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-ratios=(); for i in "${!wrk_rps[@]}"; do ratios+=("$(python3 -c "print(${g_rps[$i]}/${wrk_rps[$i]})")"); done
-m_ratio=$(median "${ratios[@]}"); m_wrk=$(median "${wrk_rps[@]}"); m_rps=$(median "${g_rps[@]}"); m_tps=$(median "${g_tps[@]}")
-echo "median: goodput/wrk request rate $(python3 -c "print(f'{$m_ratio:.2f}')") (wrk $m_wrk, goodput $m_rps req/s, $m_tps tokens/s)"
+ceiling_rows=()
+for u in "$url" "$surl"; do
+    want ceiling || break
+    scheme=${u%%:*}
+    echo "== closed loop, 64 connections, ${secs}s each, ${rounds} rounds over $scheme: wrk vs goodput =="
+    wrk_rps=(); g_rps=(); g_tps=(); ratios=()
+    for r in $(seq "$rounds"); do
+        w=$(wrk -t1 -c64 -d"${secs}s" -s "$work/post.lua" "$u/v1/chat/completions" | awk '/Requests\/sec/ {print $2}')
+        contract "kind = \"closed\"
+concurrency = 64
+duration = \"${secs}s\"" 500 "$u"
+        j=$(run_goodput)
+        rps=$(get "$j" "round(s['steady']['throughput']['achieved_rps'])")
+        tps=$(get "$j" "round(s['steady']['throughput']['output_tokens_per_s'])")
+        ratio=$(python3 -c "print(f'{$rps/$w:.2f}')")
+        echo "round $r: wrk $w req/s · goodput $rps req/s, $tps tokens/s · ratio $ratio"
+        wrk_rps+=("$w"); g_rps+=("$rps"); g_tps+=("$tps"); ratios+=("$ratio")
+    done
+    m_ratio=$(median "${ratios[@]}"); m_wrk=$(median "${wrk_rps[@]}"); m_rps=$(median "${g_rps[@]}"); m_tps=$(median "${g_tps[@]}")
+    echo "median over $scheme: goodput/wrk request rate $m_ratio (rounds ${ratios[*]}; wrk $m_wrk, goodput $m_rps req/s, $m_tps tokens/s)"
+    ceiling_rows+=("| closed loop, 64 connections over $scheme: goodput / wrk request rate (median of $rounds; rounds ${ratios[*]}) | $m_ratio ($m_rps vs $m_wrk req/s; $m_tps tokens/s) |")
+done
 
+if want ttft; then
 echo "== client-added TTFT at 50 req/s (nginx answers at once: every µs is the client's and loopback's) =="
 contract "rate = 50.0
 duration = \"${secs}s\"" 50
@@ -157,10 +183,11 @@ j=$(run_goodput)
 ttft50=$(get "$j" "round(s['steady']['ttft_ms']['p50'], 3)")
 ttft99=$(get "$j" "round(s['steady']['ttft_ms']['p99'], 3)")
 echo "TTFT p50 $ttft50 ms, p99 $ttft99 ms"
+fi
 
-echo "== open loop, Poisson, ${lag_secs}s each: dispatch lag p99 and validity =="
 lag_rows=()
-for rate in 1000 2000 5000 5000 5000; do
+want lag && echo "== open loop, Poisson, ${lag_secs}s each: dispatch lag p99 and validity =="
+want lag && for rate in 1000 2000 5000 5000 5000; do
     contract "rate = $rate.0
 duration = \"${lag_secs}s\"
 max_in_flight = 20000" 2000
@@ -172,6 +199,7 @@ max_in_flight = 20000" 2000
     lag_rows+=("$rate $lag $valid")
 done
 
+if want soak; then
 echo "== soak: open loop at 5,000 req/s for ${soak_secs}s (${soak_k}k requests, $(python3 -c "print(round($soak_k * 10 / 3600, 1))") h at 100 req/s): client RSS =="
 contract "rate = 5000.0
 duration = \"${soak_secs}s\"
@@ -196,7 +224,9 @@ print(f'RSS median {a/1024:.0f} MB over {after[0][0]}-{after[k-1][0]} s, {b/1024
 ")
 printf '%s\n' "${samples[@]}" | awk '{printf "%s:%dMB ", $1, $2/1024} END {print ""}'
 echo "$soak_line"
+fi
 
+if want streams; then
 echo "== 10,000 streams in flight against goodput sim (each ~21 s): peak RSS per stream =="
 "$G" sim --port 0 --set decode_base_ms=80 --set decode_per_seq_ms=0 --set max_batch=100000 \
     --set kv_capacity_tokens=1000000000000 --set prefill_tokens_per_s=1e12 > "$work/sim.out" &
@@ -215,14 +245,15 @@ peak_rss=$(stream_rss 10000)
 in_flight=$(get "$work/s.json" "s['steady']['ok']")
 per_stream=$(python3 -c "print(round(($peak_rss - $base_rss) / 10000, 1))")
 echo "peak RSS ${peak_rss} kB at 10,000 streams (${base_rss} kB at 10): ${per_stream} KiB per stream; ${in_flight} streams succeeded"
+fi
 
 if [[ $table -eq 1 ]]; then
     echo
     echo "| measure | value |"
     echo "|---|---|"
-    echo "| closed loop, 64 connections: goodput / wrk request rate (median of $rounds) | $(python3 -c "print(f'{$m_ratio:.2f}')") ($m_rps vs $m_wrk req/s; $m_tps tokens/s) |"
-    echo "| client-added TTFT at 50 req/s, p50 / p99 | $ttft50 / $ttft99 ms |"
+    for row in "${ceiling_rows[@]}"; do echo "$row"; done
+    want ttft && echo "| client-added TTFT at 50 req/s, p50 / p99 | $ttft50 / $ttft99 ms |"
     for row in "${lag_rows[@]}"; do set -- $row; echo "| open loop $1 req/s: dispatch lag p99 | $2 ms, $3 |"; done
-    echo "| RSS per in-flight stream at 10,000 streams | $per_stream KiB |"
-    echo "| soak, ${soak_k}k requests at 5,000 req/s | $soak_line |"
+    want streams && echo "| RSS per in-flight stream at 10,000 streams | $per_stream KiB |"
+    want soak && echo "| soak, ${soak_k}k requests at 5,000 req/s | $soak_line |"
 fi

@@ -165,7 +165,7 @@ pub async fn run(
         http,
         load_http,
         credentials,
-        plain_http,
+        direct,
         connects,
         base,
         api_key,
@@ -192,7 +192,7 @@ pub async fn run(
         http,
         load_http,
         credentials,
-        plain_http,
+        direct,
         base,
         api_key,
         model: contract.target.model.clone().unwrap_or_default(),
@@ -678,8 +678,8 @@ struct Target {
     http: reqwest::Client,
     load_http: reqwest::Client,
     credentials: Vec<(String, String, bool)>,
-    /// The load's pool for a plain-HTTP target (see `Reached`).
-    plain_http: crate::client::direct::Direct,
+    /// The load's pool (see `Reached`).
+    direct: crate::client::direct::Direct,
     base: String,
     api_key: Option<String>,
     model: String,
@@ -1086,7 +1086,7 @@ fn load_client(
         contract.workload.stream,
         started,
     )
-    .plain_http(t.plain_http)
+    .direct(t.direct)
     .credentials(&t.credentials)
     .keep_output(keep)
     .follow_redirects(contract.target.follow_redirects)
@@ -1239,8 +1239,8 @@ struct Reached {
     load_http: reqwest::Client,
     /// The credential headers the load's pools leave to each request (name, value, secret).
     credentials: Vec<(String, String, bool)>,
-    /// The load's requests to a plain-HTTP target go through this pool, not `http`.
-    plain_http: crate::client::direct::Direct,
+    /// The load's requests go through this pool, not `http` (but to a URL with credentials).
+    direct: crate::client::direct::Direct,
     /// Each new connection `http` opened, timed.
     connects: crate::client::ConnectLog,
     base: String,
@@ -1331,7 +1331,7 @@ async fn reach(
     } else {
         http_pool(keep_alive, &plain, &contract.target.tls, &connects)?
     };
-    let plain_http = crate::client::plain_http_pool(keep_alive, &plain, &connects);
+    let direct = crate::client::direct_pool(keep_alive, &plain, &contract.target.tls, &connects);
 
     // A launched server writes its log into the bundle, so the bundle comes first then.
     let mut bundle = None;
@@ -1372,7 +1372,7 @@ async fn reach(
         http,
         load_http,
         credentials,
-        plain_http,
+        direct,
         connects,
         base,
         api_key,

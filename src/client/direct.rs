@@ -1,19 +1,22 @@
-//! Requests to plain-HTTP targets, straight on hyper's HTTP/1 connections, from a pool of the
-//! client's own.
+//! The load's requests, straight on hyper's HTTP/1 connections (over rustls for https), from a
+//! pool of the client's own.
 //!
 //! Why not reqwest here: at the client's ceiling (`bench/ceiling.sh`, closed loop, 64 streams
 //! against nginx) about a quarter of the client's CPU went to reqwest's layers around each
 //! request. Its redirect policy formats and parses the URL twice per request even with
 //! redirects off, its retry policy clones the request's headers, each request clones a boxed
-//! connector and the pool's client. A benchmark client of plain HTTP needs none of them:
-//! redirects are the client's own decision, recorded (`Client::send`), and so is the one
-//! resend of a request that a connection the server had closed swallowed. https targets still
-//! go through reqwest (rustls, the platform's certificates), as do probes and scrapes.
+//! connector and the pool's client. A benchmark client needs none of them: redirects are the
+//! client's own decision, recorded (`Client::send`), and so is the one resend of a request that
+//! a connection the server had closed swallowed. Probes and scrapes go through reqwest, as does
+//! a URL with a user name or password in it.
 //!
-//! The pool keeps what reqwest's pool kept: idle connections per host and port, each reused
-//! while idle for less than `keep_alive` (none at all when it is zero), `TCP_NODELAY`, every new
-//! connection timed into the [`ConnectLog`], and the pool's headers (`[target.request]
-//! headers`, and reqwest's `accept: */*`) on every request that does not set its own.
+//! The pool keeps what reqwest's pool kept: idle connections per scheme, host and port, each
+//! reused while idle for less than `keep_alive` (none at all when it is zero), `TCP_NODELAY`,
+//! every new connection timed into the [`ConnectLog`] (with its TLS handshake), the trust
+//! reqwest's has ([`super::direct_pool`]: the platform's store, `target.tls.ca_file`, or
+//! `insecure`), and the pool's headers (`[target.request] headers`, and reqwest's
+//! `accept: */*`) on every request that does not set its own. Each TLS session's version,
+//! cipher suite and ALPN protocol are counted into the log for `environment.json`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,6 +27,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{self, HeaderMap, HeaderValue};
+use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::ConnectLog;
 
@@ -32,7 +36,7 @@ type Sender = SendRequest<Full<Bytes>>;
 /// An idle connection, and since when.
 type Idle = (Sender, Instant);
 
-/// The pool of plain-HTTP connections of a run; its clones share it (as reqwest's do).
+/// The pool of connections of a run's load; its clones share it (as reqwest's do).
 #[derive(Clone)]
 pub struct Direct(Arc<Pool>);
 
@@ -40,16 +44,24 @@ struct Pool {
     keep_alive: Duration,
     /// Sent with every request that does not set the header itself.
     headers: HeaderMap,
+    /// What https connections trust; their connector is made at the first (loading the
+    /// platform's certificates costs a plain-HTTP run a third of its start-up instructions).
+    trust: crate::contract::Tls,
+    tls: std::sync::OnceLock<Result<tokio_rustls::TlsConnector, String>>,
     connects: ConnectLog,
-    /// Idle connections by `host:port`, the most recently used last.
+    /// Idle connections by `scheme://host:port`, the most recently used last.
     idle: Mutex<HashMap<Arc<str>, Vec<Idle>>>,
 }
 
-/// A plain-HTTP endpoint as the pool reaches it, worked out once.
+/// An endpoint as the pool reaches it, worked out once.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// `host:port`, to connect to and to key the pool (shared with each request's `Conn`).
+    /// `scheme://host:port`: keys the pool (shared with each request's `Conn`).
+    key: Arc<str>,
+    /// `host:port`, to connect to.
     addr: Arc<str>,
+    /// https: the name the server's certificate must hold (also sent as SNI, unless an IP).
+    tls: Option<ServerName<'static>>,
     /// The `Host` header: the host, with the port when the URL names one.
     host: HeaderValue,
     /// The path and query, as the request line carries them.
@@ -57,10 +69,15 @@ pub struct Target {
 }
 
 impl Target {
-    /// `url` when the pool can reach it: `http`, with no user name or password in it (reqwest
-    /// sends those as basic auth; such a URL keeps going through reqwest).
+    /// `url` when the pool can reach it: `http` or `https`, with no user name or password in
+    /// it (reqwest sends those as basic auth; such a URL keeps going through reqwest).
     pub fn of(url: &reqwest::Url) -> Option<Target> {
-        if url.scheme() != "http" || !url.username().is_empty() || url.password().is_some() {
+        let https = match url.scheme() {
+            "http" => false,
+            "https" => true,
+            _ => return None,
+        };
+        if !url.username().is_empty() || url.password().is_some() {
             return None;
         }
         let host = url.host_str()?;
@@ -69,8 +86,17 @@ impl Target {
             Some(p) => format!("{host}:{p}"),
             None => host.to_owned(),
         };
+        let tls = if https {
+            // An IPv6 host comes bracketed; the certificate names the address without them.
+            let name = host.trim_start_matches('[').trim_end_matches(']');
+            Some(ServerName::try_from(name.to_owned()).ok()?)
+        } else {
+            None
+        };
         Some(Target {
+            key: format!("{}://{host}:{port}", url.scheme()).into(),
             addr: format!("{host}:{port}").into(),
+            tls,
             host: HeaderValue::from_str(&host_header).ok()?,
             path: match url.query() {
                 Some(q) => format!("{}?{q}", url.path()).parse().ok()?,
@@ -83,14 +109,16 @@ impl Target {
 /// A connection with a request on it, until its answer has been read to the end.
 pub struct Conn {
     tx: Sender,
-    addr: Arc<str>,
+    key: Arc<str>,
 }
 
 /// Why a request got no answer.
 #[derive(Debug)]
 pub enum Error {
-    /// No connection: DNS, TCP connect, or HTTP/1 handshake.
+    /// No connection: DNS, TCP connect, TLS handshake, or HTTP/1 handshake.
     Connect(std::io::Error),
+    /// The TLS handshake failed (an untrusted certificate, a server that does not speak TLS).
+    Tls(std::io::Error),
     /// On the connection: hyper's error, and whether the connection was a reused one.
     Http { error: hyper::Error, reused: bool },
 }
@@ -99,13 +127,19 @@ impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Error::Connect(e) => write!(f, "tcp connect error: {e}"),
+            Error::Tls(e) => write!(f, "TLS handshake failed: {e}"),
             Error::Http { error, .. } => write!(f, "{}", crate::text::error_chain(error)),
         }
     }
 }
 
 impl Direct {
-    pub fn new(keep_alive: Duration, headers: HeaderMap, connects: ConnectLog) -> Direct {
+    pub fn new(
+        keep_alive: Duration,
+        headers: HeaderMap,
+        trust: crate::contract::Tls,
+        connects: ConnectLog,
+    ) -> Direct {
         let mut headers = headers;
         headers
             .entry(header::ACCEPT)
@@ -113,6 +147,8 @@ impl Direct {
         Direct(Arc::new(Pool {
             keep_alive,
             headers,
+            trust,
+            tls: std::sync::OnceLock::new(),
             connects,
             idle: Mutex::new(HashMap::new()),
         }))
@@ -136,13 +172,13 @@ impl Direct {
         *req.method_mut() = hyper::Method::POST;
         *req.uri_mut() = t.path.clone();
         *req.headers_mut() = headers;
-        let (mut tx, reused) = self.checkout(&t.addr).await?;
+        let (mut tx, reused) = self.checkout(t).await?;
         match tx.send_request(req).await {
             Ok(resp) => Ok((
                 resp,
                 Conn {
                     tx,
-                    addr: t.addr.clone(),
+                    key: t.key.clone(),
                 },
             )),
             Err(error) => Err(Error::Http { error, reused }),
@@ -157,18 +193,18 @@ impl Direct {
         }
         let now = Instant::now();
         let mut idle = self.0.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let list = idle.entry(conn.addr).or_default();
+        let list = idle.entry(conn.key).or_default();
         list.retain(|(tx, since)| now - *since < self.0.keep_alive && !tx.is_closed());
         list.push((conn.tx, now));
     }
 
-    /// An idle connection to `addr` that may still be written to, or a new one; and whether
-    /// it was reused.
-    async fn checkout(&self, addr: &str) -> Result<(Sender, bool), Error> {
+    /// An idle connection to `t` that may still be written to, or a new one; and whether it
+    /// was reused.
+    async fn checkout(&self, t: &Target) -> Result<(Sender, bool), Error> {
         loop {
             let next = {
                 let mut idle = self.0.idle.lock().unwrap_or_else(|p| p.into_inner());
-                idle.get_mut(addr).and_then(Vec::pop)
+                idle.get_mut(&t.key).and_then(Vec::pop)
             };
             let Some((mut tx, since)) = next else { break };
             // Idle as long as a server's keep-alive: it may be closing it right now.
@@ -180,24 +216,62 @@ impl Direct {
             }
         }
         let at = Instant::now();
-        let made = self.connect(addr).await;
+        let made = self.connect(t).await;
         self.0.connects.push(at, at.elapsed(), made.is_ok());
-        Ok((made.map_err(Error::Connect)?, false))
+        Ok((made?, false))
     }
 
-    async fn connect(&self, addr: &str) -> std::io::Result<Sender> {
-        let tcp = tokio::net::TcpStream::connect(addr).await?;
-        tcp.set_nodelay(super::TCP_NODELAY)?;
-        let (tx, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+    async fn connect(&self, t: &Target) -> Result<Sender, Error> {
+        let tcp = tokio::net::TcpStream::connect(&*t.addr)
             .await
-            .map_err(std::io::Error::other)?;
-        // The connection runs until it fails or every sender is gone (dropped with a
-        // request's answer half read, or past its keep-alive).
-        tokio::spawn(async move {
-            let _ = conn.await;
+            .map_err(Error::Connect)?;
+        tcp.set_nodelay(super::TCP_NODELAY)
+            .map_err(Error::Connect)?;
+        let Some(name) = &t.tls else {
+            return handshake(tcp).await;
+        };
+        let connector = self.0.tls.get_or_init(|| {
+            super::tls_config(&self.0.trust)
+                .map(tokio_rustls::TlsConnector::from)
+                .map_err(|e| crate::text::error_chain(&*e))
         });
-        Ok(tx)
+        let connector = connector
+            .as_ref()
+            .map_err(|e| Error::Tls(std::io::Error::other(e.clone())))?;
+        let tls = connector
+            .connect(name.clone(), tcp)
+            .await
+            .map_err(Error::Tls)?;
+        let (_, session) = tls.get_ref();
+        self.0.connects.tls_session(format!(
+            "{}, {}, ALPN {}",
+            session
+                .protocol_version()
+                .map_or("?".into(), |v| format!("{v:?}")),
+            session
+                .negotiated_cipher_suite()
+                .map_or("?".into(), |c| format!("{:?}", c.suite())),
+            session
+                .alpn_protocol()
+                .map_or("none".into(), |p| String::from_utf8_lossy(p).into_owned()),
+        ));
+        handshake(tls).await
     }
+}
+
+/// HTTP/1 on a connected stream; its connection runs until it fails or every sender is gone
+/// (dropped with a request's answer half read, or past its keep-alive).
+async fn handshake<S>(io: S) -> Result<Sender, Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io))
+        .await
+        .map_err(|e| Error::Connect(std::io::Error::other(e)))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(tx)
 }
 
 /// The next piece of an answer's body; `None` at its end. Trailers are skipped.

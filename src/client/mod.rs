@@ -28,7 +28,7 @@ use sse::SseParser;
 /// Everything shared by the requests of a run. Cheap to share behind an `Arc`.
 pub struct Client {
     http: reqwest::Client,
-    /// The pool for plain-HTTP endpoints, when the client has one: requests to them go
+    /// The load's pool, when the client has one: requests to http and https endpoints go
     /// straight on hyper's connections (`direct`); the rest through `http`.
     direct: Option<direct::Direct>,
     /// Where requests go. Several (replicas, `target.urls`): each request goes to the one
@@ -116,14 +116,53 @@ pub fn http_pool(
         .map_err(|e| e.context("building the HTTP client"))
 }
 
-/// The pool for plain-HTTP targets ([`direct`]), with the same keep-alive, headers and
-/// connection log as [`http_pool`]'s.
-pub fn plain_http_pool(
+/// The pool the load's requests go through ([`direct`]): plain HTTP, and https with the trust
+/// [`http_pool`] has; the same keep-alive, headers and connection log.
+pub fn direct_pool(
     keep_alive: Duration,
     headers: &[(String, String, bool)],
+    tls: &crate::contract::Tls,
     connects: &ConnectLog,
 ) -> direct::Direct {
-    direct::Direct::new(keep_alive, pool_headers(headers), connects.clone())
+    direct::Direct::new(
+        keep_alive,
+        pool_headers(headers),
+        tls.clone(),
+        connects.clone(),
+    )
+}
+
+/// The rustls configuration of the direct pool's https connections: the platform's store,
+/// `ca_file`'s certificates as roots and pinned ([`pinned`]), or nothing verified
+/// (`insecure`); HTTP/1.1 offered by ALPN, as reqwest (built without HTTP/2) offers.
+pub(crate) fn tls_config(tls: &crate::contract::Tls) -> anyhow::Result<Arc<rustls::ClientConfig>> {
+    install_tls_provider();
+    let verifier = pinned::PinnedOrVerified::new(ca_certs(tls)?.unwrap_or_default(), false)?;
+    let verifier = if tls.insecure {
+        verifier.accepting_any()
+    } else {
+        verifier
+    };
+    let mut config = verifier.client_config()?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The certificates of `target.tls.ca_file`, when it names one.
+fn ca_certs(
+    tls: &crate::contract::Tls,
+) -> anyhow::Result<Option<Vec<rustls::pki_types::CertificateDer<'static>>>> {
+    use anyhow::Context;
+    use rustls::pki_types::pem::PemObject;
+    let Some(f) = &tls.ca_file else {
+        return Ok(None);
+    };
+    let pem = crate::text::read_capped(f, crate::text::MAX_PEM_BYTES)
+        .with_context(|| format!("reading target.tls.ca_file {}", f.display()))?;
+    rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+        .with_context(|| format!("target.tls.ca_file {}: not PEM certificates", f.display()))
 }
 
 /// The headers every request of a pool carries (name, value, secret); secret ones are marked
@@ -159,14 +198,9 @@ fn pool_builder(
     let mut b = reqwest::Client::builder();
     if tls.insecure {
         b = b.danger_accept_invalid_certs(true);
-    } else if let Some(f) = &tls.ca_file {
+    } else if let Some(certs) = ca_certs(tls)? {
         // The certificates in ca_file are roots, and each may be the server's own (pinned).
-        use rustls::pki_types::pem::PemObject;
-        let pem = crate::text::read_capped(f, crate::text::MAX_PEM_BYTES)
-            .with_context(|| format!("reading target.tls.ca_file {}", f.display()))?;
-        let certs = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
-            .collect::<Result<Vec<_>, _>>()
-            .with_context(|| format!("target.tls.ca_file {}: not PEM certificates", f.display()))?;
+        let f = tls.ca_file.as_deref().unwrap_or(std::path::Path::new(""));
         let config = pinned::PinnedOrVerified::new(certs, roots_only)
             .and_then(pinned::PinnedOrVerified::client_config)
             .with_context(|| format!("target.tls.ca_file {}", f.display()))?;
@@ -189,34 +223,54 @@ fn pool_builder(
 /// https, the TLS handshake, inside the request that needed it), and whether it succeeded.
 /// Reused connections cost nothing and are not listed.
 #[derive(Debug, Clone, Default)]
-pub struct ConnectLog(Arc<Mutex<Vec<(Instant, Duration, bool)>>>);
+pub struct ConnectLog(Arc<Mutex<Connects>>);
+
+#[derive(Debug, Default)]
+struct Connects {
+    /// When, how long, whether it succeeded.
+    opened: Vec<(Instant, Duration, bool)>,
+    /// The TLS sessions the direct pool negotiated (version, cipher suite, ALPN), counted.
+    tls: std::collections::BTreeMap<String, u64>,
+}
 
 impl ConnectLog {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connects> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn push(&self, at: Instant, took: Duration, ok: bool) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((at, took, ok));
+        self.lock().opened.push((at, took, ok));
+    }
+
+    /// A TLS session the direct pool negotiated, as `environment.json` names it.
+    fn tls_session(&self, session: String) {
+        *self.lock().tls.entry(session).or_default() += 1;
     }
 
     /// For `environment.json`: how many connections were opened (and failed), and their setup
-    /// times in ms (p50, p99, max over the successful ones), from `since`.
+    /// times in ms (p50, p99, max over the successful ones), from `since`; the TLS sessions
+    /// the load's https connections negotiated.
     pub fn summary(&self, since: Instant) -> serde_json::Value {
-        let v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let v = self.lock();
         let mut ms: Vec<f64> = v
+            .opened
             .iter()
             .filter(|c| c.2 && c.0 >= since)
             .map(|c| c.1.as_secs_f64() * 1e3)
             .collect();
         ms.sort_by(f64::total_cmp);
-        let failed = v.iter().filter(|c| !c.2 && c.0 >= since).count();
+        let failed = v.opened.iter().filter(|c| !c.2 && c.0 >= since).count();
         let at = |p: f64| crate::stats::percentile_sorted(&ms, p);
-        serde_json::json!({
+        let mut out = serde_json::json!({
             "opened": ms.len(),
             "failed": failed,
             "setup_ms": { "p50": at(50.0), "p99": at(99.0), "max": ms.last() },
             "note": "DNS + TCP (+ TLS handshake for https) of each new connection, inside the latency of the request that opened it",
-        })
+        });
+        if !v.tls.is_empty() {
+            out["tls_sessions"] = serde_json::json!(v.tls);
+        }
+        out
     }
 }
 
@@ -319,9 +373,9 @@ pub fn http_pool_settings(keep_alive: Duration, tls: &crate::contract::Tls) -> s
     };
     serde_json::json!({
         "http": "HTTP/1.1",
-        // Which pool sends the load's requests (`Client::plain_http`; probes and scrapes always
+        // Which pool sends the load's requests (`Client::direct`; probes and scrapes always
         // go through reqwest).
-        "load_requests": "http:// targets on hyper's HTTP/1 connections from goodput's own pool (src/client/direct.rs); https:// through reqwest",
+        "load_requests": "on hyper's HTTP/1 connections from goodput's own pool (src/client/direct.rs), over rustls for https://; probes and scrapes through reqwest",
         "tls": format!("rustls (ring); certificates trusted: {trust}"),
         "keep_alive_idle_s": keep_alive.as_secs_f64(),
         "tcp_nodelay": TCP_NODELAY,
@@ -336,7 +390,7 @@ struct Endpoint {
     url: String,
     /// Parsed; `None` where it does not parse (sent as text, it fails as it would have).
     parsed: Option<reqwest::Url>,
-    /// As the plain-HTTP pool reaches it, when it can.
+    /// As the direct pool reaches it, when it can.
     direct: Option<direct::Target>,
 }
 
@@ -484,9 +538,9 @@ impl Client {
         self
     }
 
-    /// Sends the requests to plain-HTTP endpoints through `pool`, straight on hyper's
+    /// Sends the requests to http and https endpoints through `pool`, straight on hyper's
     /// connections (see [`direct`]), not through reqwest.
-    pub fn plain_http(mut self, pool: direct::Direct) -> Client {
+    pub fn direct(mut self, pool: direct::Direct) -> Client {
         self.direct = Some(pool);
         self
     }
@@ -690,7 +744,7 @@ impl Client {
     }
 
     /// One POST of the body to `endpoint`: on the client's own HTTP/1 pool when the endpoint
-    /// is plain HTTP, else through reqwest; the answer's head.
+    /// is one it reaches, else through reqwest; the answer's head.
     async fn post(
         &self,
         endpoint: &Endpoint,
@@ -1237,7 +1291,7 @@ impl SendError {
             SendError::Reqwest(e) if e.is_timeout() => return Outcome::Timeout,
             SendError::Reqwest(e) => cause::<hyper::Error>(e),
             SendError::Direct(direct::Error::Http { error, .. }) => Some(error),
-            SendError::Direct(direct::Error::Connect(_)) => None,
+            SendError::Direct(direct::Error::Connect(_) | direct::Error::Tls(_)) => None,
         };
         match hyper {
             Some(h) if h.is_parse_too_large() => Outcome::TooLarge,
@@ -1259,7 +1313,7 @@ impl SendError {
             SendError::Direct(direct::Error::Http { error, reused }) => {
                 *reused && (error.is_incomplete_message() || error.is_canceled())
             }
-            SendError::Direct(direct::Error::Connect(_)) => false,
+            SendError::Direct(direct::Error::Connect(_) | direct::Error::Tls(_)) => false,
         }
     }
 
@@ -1468,7 +1522,7 @@ mod tests {
     }
 
     /// A client of the server at `url` whose pool sends `headers` and the API key `k`, through
-    /// reqwest or (`plain`) the plain-HTTP pool.
+    /// reqwest or (`plain`) the direct pool.
     fn client_of(url: &str, plain: bool, headers: &[(String, String, bool)]) -> Client {
         let connects = ConnectLog::default();
         let http = http_pool(DEFAULT_KEEP_ALIVE, headers, &Default::default(), &connects);
@@ -1483,7 +1537,12 @@ mod tests {
             Instant::now(),
         );
         if plain {
-            client.plain_http(plain_http_pool(DEFAULT_KEEP_ALIVE, headers, &connects))
+            client.direct(direct_pool(
+                DEFAULT_KEEP_ALIVE,
+                headers,
+                &Default::default(),
+                &connects,
+            ))
         } else {
             client
         }
@@ -1566,11 +1625,11 @@ mod tests {
         (format!("http://{addr}"), rx)
     }
 
-    /// The plain-HTTP pool sends what reqwest sent: the same request line and headers (the
+    /// The direct pool sends what reqwest sent: the same request line and headers (the
     /// host, the type, the request id, the key, `accept`, the pool's own), so a server cannot
     /// tell which sent it.
     #[tokio::test]
-    async fn the_plain_http_pool_sends_the_request_reqwest_sent() {
+    async fn the_direct_pool_sends_the_request_reqwest_sent() {
         let (url, mut heads) = head_server().await;
         let headers = [("x-team".to_owned(), "blue".to_owned(), false)];
         let planned = planned_request();
@@ -1651,35 +1710,47 @@ mod tests {
         pool.done(conn);
     }
 
-    /// The plain-HTTP pool keeps a connection while it is idle for less than its keep-alive,
+    /// The direct pool keeps a connection while it is idle for less than its keep-alive,
     /// and none at all when that is zero.
     #[tokio::test]
-    async fn the_plain_http_pool_reuses_a_connection_only_within_its_keep_alive() {
+    async fn the_direct_pool_reuses_a_connection_only_within_its_keep_alive() {
         let keep = Duration::from_millis(300);
         let (url, accepted) = counting_server().await;
         let t = direct::Target::of(&reqwest::Url::parse(&url).unwrap()).unwrap();
         let connects = ConnectLog::default();
-        let pool = plain_http_pool(keep, &[], &connects);
+        let pool = direct_pool(keep, &[], &Default::default(), &connects);
         reused_only_within(keep, &accepted, async || post_ok(&pool, &t).await).await;
         // Each new connection was timed.
-        assert_eq!(connects.0.lock().unwrap().len(), 2);
+        assert_eq!(connects.lock().opened.len(), 2);
 
         let (url, accepted) = counting_server().await;
         let t = direct::Target::of(&reqwest::Url::parse(&url).unwrap()).unwrap();
-        let pool = plain_http_pool(Duration::ZERO, &[], &connects);
+        let pool = direct_pool(Duration::ZERO, &[], &Default::default(), &connects);
         for _ in 0..3 {
             post_ok(&pool, &t).await;
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 3);
     }
 
-    /// Only plain-HTTP URLs without credentials go through the plain-HTTP pool; the Host header
-    /// names the port only when the URL does.
+    /// Only http and https URLs without credentials go through the direct pool; the Host
+    /// header names the port only when the URL does; https ones carry the name to verify.
     #[test]
-    fn which_urls_the_plain_http_pool_takes() {
+    fn which_urls_the_direct_pool_takes() {
         let of = |u: &str| direct::Target::of(&reqwest::Url::parse(u).unwrap());
-        assert!(of("https://a.example/v1/x").is_none());
+        assert!(of("ftp://a.example/v1/x").is_none());
         assert!(of("http://user:pw@a.example/v1/x").is_none());
+        assert!(of("https://user@a.example/v1/x").is_none());
+        let t = format!("{:?}", of("https://a.example/v1/x").unwrap());
+        assert!(
+            t.contains(r#"key: "https://a.example:443""#) && t.contains(r#"addr: "a.example:443""#),
+            "{t}"
+        );
+        assert!(t.contains("DnsName") && t.contains("a.example"), "{t}");
+        let t = format!("{:?}", of("https://[::1]:8443/v1/x").unwrap());
+        assert!(
+            t.contains("IpAddress") && t.contains(r#"host: "[::1]:8443""#),
+            "{t}"
+        );
         let t = of("http://a.example/v1/x?y=1").unwrap();
         assert_eq!(
             format!("{t:?}"),

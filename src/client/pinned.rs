@@ -19,6 +19,9 @@ pub struct PinnedOrVerified {
     provider: Arc<rustls::crypto::CryptoProvider>,
     inner: Arc<dyn ServerCertVerifier>,
     pinned: Vec<CertificateDer<'static>>,
+    /// `target.tls.insecure`: any certificate is accepted (the handshake's signatures are
+    /// still checked against it).
+    accept_any: bool,
 }
 
 impl PinnedOrVerified {
@@ -46,7 +49,15 @@ impl PinnedOrVerified {
             provider,
             inner,
             pinned,
+            accept_any: false,
         })
+    }
+
+    /// Accepts any certificate (`target.tls.insecure`), as reqwest's
+    /// `danger_accept_invalid_certs` does.
+    pub fn accepting_any(mut self) -> Self {
+        self.accept_any = true;
+        self
     }
 
     /// A rustls client configuration that verifies with this.
@@ -70,6 +81,9 @@ impl ServerCertVerifier for PinnedOrVerified {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        if self.accept_any {
+            return Ok(ServerCertVerified::assertion());
+        }
         match self.inner.verify_server_cert(
             end_entity,
             intermediates,
