@@ -1,6 +1,6 @@
 //! Writes a synthetic bundle for the scale benchmark (`bench/scale.sh`):
 //!
-//!     cargo run --release --example synth_bundle -- DIR [--requests N] [--legacy]
+//!     cargo run --release --example synth_bundle -- DIR [--requests N] [--output-tokens N] [--legacy]
 //!
 //! `--legacy` writes chunks in the format before compact encoding (`[[µs, tokens], …]`).
 
@@ -14,6 +14,10 @@ fn main() -> std::process::ExitCode {
             "--requests" => match args.next().and_then(|n| n.parse().ok()) {
                 Some(n) => spec.requests = n,
                 None => return usage("--requests needs a whole number"),
+            },
+            "--output-tokens" => match args.next().and_then(|n| n.parse().ok()) {
+                Some(n) if n > 0 => spec.output_tokens = n,
+                _ => return usage("--output-tokens needs a whole number above 0"),
             },
             "--legacy" => legacy = true,
             _ if dir.is_none() && !a.starts_with('-') => dir = Some(std::path::PathBuf::from(a)),
@@ -33,6 +37,8 @@ fn main() -> std::process::ExitCode {
 }
 
 fn usage(why: &str) -> std::process::ExitCode {
-    eprintln!("synth_bundle: {why}\nusage: synth_bundle DIR [--requests N] [--legacy]");
+    eprintln!(
+        "synth_bundle: {why}\nusage: synth_bundle DIR [--requests N] [--output-tokens N] [--legacy]"
+    );
     std::process::ExitCode::from(2)
 }
