@@ -101,8 +101,10 @@ async fn agent_tasks_send_what_they_received_and_their_critical_path_is_the_serv
             assert_eq!(span.start_us.max(plan.end_us.unwrap()), span.start_us);
             let (least, most) = [(50_000, 50_000), (150_000, 150_000), (300_000, 500_000)][k - 1];
             let took = span.end_us - span.start_us;
+            // Never shorter than the tool's time; longer by what the host's timers overran
+            // (8.8 ms once in CI, the host busy with the other tests).
             assert!(
-                took >= least && took < most + 5_000,
+                took >= least && took < most + 25_000,
                 "tool {k} ran {took} µs"
             );
             if k == 3 {
