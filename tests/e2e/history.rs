@@ -423,15 +423,28 @@ fn other_workloads_are_other_series_and_a_directional_point_says_so_everywhere()
         text_at(12.0, 1, 40).replace("mode = \"consistency\"", "mode = \"none\""),
     )
     .unwrap();
-    let (code, _, err) = goodput(&[
-        "run",
-        "-q",
-        directional.to_str().unwrap(),
-        "--out",
-        dir.path().join("dir").to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let d = bundles(&dir.path().join("dir")).pop().unwrap();
+    // A host busy with other tests can make so short a run INVALID (seen once in CI), which
+    // every view then shows before "directional": such a run is made again, three at most.
+    let mut verdicts = Vec::new();
+    let d = (0..3)
+        .find_map(|attempt| {
+            let out = dir.path().join(format!("dir{attempt}"));
+            let (code, _, err) = goodput(&[
+                "run",
+                "-q",
+                directional.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ]);
+            assert_eq!(code, 0, "{err}");
+            let d = bundles(&out).pop().unwrap();
+            let s: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap())
+                    .unwrap();
+            verdicts.push(s["validity"].to_string());
+            (s["validity"]["verdict"] != "INVALID").then_some(d)
+        })
+        .unwrap_or_else(|| panic!("three INVALID runs in a row: {verdicts:#?}"));
     for x in [&a, &b, &d] {
         let (code, _, err) = goodput(&["history", "add", x.to_str().unwrap(), "--store", store]);
         assert_eq!(code, 0, "{err}");

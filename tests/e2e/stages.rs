@@ -111,11 +111,24 @@ fn assert_verdicts(stages: &[StageResult], whose: &str) {
     let names: Vec<&str> = stages.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["1-ramp", "2-burst", "3-recovery"], "{whose}");
     let ramp = stage(stages, "1-ramp");
-    assert_eq!(
-        ramp.validity.verdict.to_string(),
-        "VALID",
-        "{whose}: {ramp:?}"
+    // INVALID only for a dispatch thread the machine woke late (seen in CI: 7.2 ms at p99 of
+    // the ramp's 22 requests, the host busy with the other tests), never for the client's work.
+    let p99 = |d: &Option<goodput::analyze::Dist>| d.as_ref().map_or(0.0, |d| d.p99);
+    let (lag, wake) = (
+        p99(&ramp.stats.dispatch_lag_ms),
+        p99(&ramp.stats.dispatch_wake_ms),
     );
+    if ramp.validity.client_behind && common::woke_late(lag, wake) {
+        eprintln!(
+            "{whose}: the ramp is INVALID because the machine woke the dispatch thread {wake:.2} ms late at p99 (lag {lag:.2} ms)"
+        );
+    } else {
+        assert_eq!(
+            ramp.validity.verdict.to_string(),
+            "VALID",
+            "{whose}: {ramp:?}"
+        );
+    }
     assert!(ramp.slo.as_ref().unwrap().pass, "{whose}: {ramp:?}");
     let burst = stage(stages, "2-burst");
     assert_eq!(burst.validity.verdict.to_string(), "INVALID", "{whose}");
