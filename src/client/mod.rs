@@ -137,7 +137,11 @@ pub fn direct_pool(
 /// (`insecure`); HTTP/1.1 offered by ALPN, as reqwest (built without HTTP/2) offers.
 pub(crate) fn tls_config(tls: &crate::contract::Tls) -> anyhow::Result<Arc<rustls::ClientConfig>> {
     install_tls_provider();
-    let verifier = pinned::PinnedOrVerified::new(ca_certs(tls)?.unwrap_or_default(), false)?;
+    let pinned = match &tls.ca_file {
+        Some(f) => ca_certs(f)?,
+        None => Vec::new(),
+    };
+    let verifier = pinned::PinnedOrVerified::new(pinned, false)?;
     let verifier = if tls.insecure {
         verifier.accepting_any()
     } else {
@@ -148,20 +152,16 @@ pub(crate) fn tls_config(tls: &crate::contract::Tls) -> anyhow::Result<Arc<rustl
     Ok(Arc::new(config))
 }
 
-/// The certificates of `target.tls.ca_file`, when it names one.
+/// The certificates of `target.tls.ca_file` `f`.
 fn ca_certs(
-    tls: &crate::contract::Tls,
-) -> anyhow::Result<Option<Vec<rustls::pki_types::CertificateDer<'static>>>> {
+    f: &std::path::Path,
+) -> anyhow::Result<Vec<rustls::pki_types::CertificateDer<'static>>> {
     use anyhow::Context;
     use rustls::pki_types::pem::PemObject;
-    let Some(f) = &tls.ca_file else {
-        return Ok(None);
-    };
     let pem = crate::text::read_capped(f, crate::text::MAX_PEM_BYTES)
         .with_context(|| format!("reading target.tls.ca_file {}", f.display()))?;
     rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map(Some)
         .with_context(|| format!("target.tls.ca_file {}: not PEM certificates", f.display()))
 }
 
@@ -198,10 +198,9 @@ fn pool_builder(
     let mut b = reqwest::Client::builder();
     if tls.insecure {
         b = b.danger_accept_invalid_certs(true);
-    } else if let Some(certs) = ca_certs(tls)? {
+    } else if let Some(f) = &tls.ca_file {
         // The certificates in ca_file are roots, and each may be the server's own (pinned).
-        let f = tls.ca_file.as_deref().unwrap_or(std::path::Path::new(""));
-        let config = pinned::PinnedOrVerified::new(certs, roots_only)
+        let config = pinned::PinnedOrVerified::new(ca_certs(f)?, roots_only)
             .and_then(pinned::PinnedOrVerified::client_config)
             .with_context(|| format!("target.tls.ca_file {}", f.display()))?;
         b = b.tls_backend_preconfigured(config);
