@@ -5,8 +5,10 @@
 //! costs about two bytes in memory and six on disk:
 //!
 //! - in memory, the first arrival, then each later arrival as its gap from the one before
-//!   (zigzag LEB128: a 15 ms gap is 2 bytes, a 2 s gap 3), and tokens per chunk run-length
-//!   encoded (an answer streamed a token a chunk is one run);
+//!   (LEB128: a gap under 16 ms is 2 bytes, under 2 s 3), and tokens per chunk run-length
+//!   encoded (an answer streamed a token a chunk is one run). The gaps are unsigned while no
+//!   chunk arrived before the one before it (every run's, the client's clock being monotonic);
+//!   a file that says otherwise has its gaps zigzag-encoded from then on, signed;
 //! - in `requests.jsonl`, `{"at_us": first arrival, "gaps_us": [gap, …], "tokens": [[tokens,
 //!   chunks in a row], …]}` — still JSON a reader or `jq` takes apart, with the same integers.
 //!   The format before it, `[[µs, tokens], …]`, still loads.
@@ -33,8 +35,13 @@ pub struct Chunks {
     runs: Vec<(u32, u32)>,
 }
 
-fn put_varint(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+/// Appends `v` as a varint: zigzag-encoded when `signed`, else as it is (`v` ≥ 0).
+fn put_varint(out: &mut Vec<u8>, v: i64, signed: bool) {
+    let mut z = if signed {
+        ((v << 1) ^ (v >> 63)) as u64
+    } else {
+        v as u64
+    };
     while z >= 0x80 {
         out.push((z as u8) | 0x80);
         z >>= 7;
@@ -42,8 +49,8 @@ fn put_varint(out: &mut Vec<u8>, v: i64) {
     out.push(z as u8);
 }
 
-/// Reads one varint at `*at`, advancing it (bytes only this file wrote).
-fn get_varint(bytes: &[u8], at: &mut usize) -> i64 {
+/// Reads one varint at `*at`, advancing it (bytes only this file wrote, `signed` as written).
+fn get_varint(bytes: &[u8], at: &mut usize, signed: bool) -> i64 {
     let (mut z, mut shift) = (0u64, 0);
     loop {
         let b = bytes[*at];
@@ -54,7 +61,20 @@ fn get_varint(bytes: &[u8], at: &mut usize) -> i64 {
         }
         shift += 7;
     }
-    ((z >> 1) as i64) ^ -((z & 1) as i64)
+    if signed {
+        ((z >> 1) as i64) ^ -((z & 1) as i64)
+    } else {
+        z as i64
+    }
+}
+
+/// Unsigned gaps written again zigzag-encoded, at the first that is negative.
+fn signed(bytes: &[u8]) -> Vec<u8> {
+    let (mut out, mut at) = (Vec::with_capacity(bytes.len() + 8), 0);
+    while at < bytes.len() {
+        put_varint(&mut out, get_varint(bytes, &mut at, false), true);
+    }
+    out
 }
 
 impl Default for Chunks {
@@ -98,8 +118,12 @@ impl Chunks {
         if self.len == 0 {
             self.first_us = at_us;
         } else {
-            put_varint(&mut self.gaps, at_us as i64 - self.last_us as i64);
-            self.in_order &= at_us >= self.last_us;
+            let gap = at_us as i64 - self.last_us as i64;
+            if gap < 0 && self.in_order {
+                self.gaps = signed(&self.gaps);
+                self.in_order = false;
+            }
+            put_varint(&mut self.gaps, gap, !self.in_order);
         }
         self.last_us = at_us;
         self.len += 1;
@@ -177,7 +201,7 @@ impl Chunks {
     /// The gaps between consecutive arrivals, µs (one fewer than the chunks).
     pub fn gaps_us(&self) -> impl Iterator<Item = i64> + '_ {
         let mut at = 0;
-        (1..self.len).map(move |_| get_varint(&self.gaps, &mut at))
+        (1..self.len).map(move |_| get_varint(&self.gaps, &mut at, !self.in_order))
     }
 
     /// Replaces each chunk's tokens (a recount), arrival times kept. `tokens` has one count per
@@ -241,7 +265,7 @@ impl Iterator for Iter<'_> {
             return None;
         }
         if self.left < self.chunks.len {
-            let gap = get_varint(&self.chunks.gaps, &mut self.at);
+            let gap = get_varint(&self.chunks.gaps, &mut self.at, !self.chunks.in_order);
             self.t = (self.t as i64 + gap) as u64;
         }
         self.left -= 1;
@@ -284,6 +308,18 @@ impl<'de> Deserialize<'de> for Chunks {
 
 struct ChunksVisitor;
 
+thread_local! {
+    /// The gaps of the record being read, before they are copied out at their size: grown
+    /// here once per reading thread rather than a doubling at a time per record.
+    static GAPS_SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// `bytes` in an allocation of their own size. `shrink_to_fit` may keep the larger block
+/// (mimalloc keeps one at least half used), which held a third of a big bundle's gaps unused.
+fn exact(bytes: &[u8]) -> Vec<u8> {
+    bytes.to_vec()
+}
+
 /// Gaps pushed straight into the varint buffer as they parse (no `Vec<i64>` between),
 /// with the running sum's range (so no arrival can fall outside `0..=i64::MAX`, whatever
 /// a file says).
@@ -310,11 +346,14 @@ impl<'de> Visitor<'de> for GapsSeed<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let g = self.0;
         while let Some(gap) = seq.next_element::<i64>()? {
-            put_varint(&mut g.bytes, gap);
+            if gap < 0 && g.in_order {
+                g.bytes = signed(&g.bytes);
+                g.in_order = false;
+            }
+            put_varint(&mut g.bytes, gap, !g.in_order);
             g.n =
                 g.n.checked_add(1)
                     .ok_or_else(|| de::Error::custom("chunks: too many gaps"))?;
-            g.in_order &= gap >= 0;
             g.sum = g
                 .sum
                 .checked_add(gap)
@@ -342,7 +381,7 @@ impl<'de> Visitor<'de> for ChunksVisitor {
             }
             c.push(t, k);
         }
-        c.gaps.shrink_to_fit();
+        c.gaps = exact(&c.gaps);
         c.runs.shrink_to_fit();
         Ok(c)
     }
@@ -350,7 +389,7 @@ impl<'de> Visitor<'de> for ChunksVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Chunks, A::Error> {
         let (mut first, mut runs) = (None, None);
         let mut g = Gaps {
-            bytes: Vec::new(),
+            bytes: GAPS_SCRATCH.take(),
             n: 0,
             sum: 0,
             lowest: 0,
@@ -384,7 +423,9 @@ impl<'de> Visitor<'de> for ChunksVisitor {
             ));
         }
         // Read from a file, the list is whole: no room kept for more (a third of its memory).
-        g.bytes.shrink_to_fit();
+        let gaps = exact(&g.bytes);
+        g.bytes.clear();
+        GAPS_SCRATCH.set(g.bytes);
         let mut runs = runs;
         runs.shrink_to_fit();
         Ok(Chunks {
@@ -392,7 +433,7 @@ impl<'de> Visitor<'de> for ChunksVisitor {
             in_order: g.in_order,
             first_us: first,
             last_us: at(g.sum).expect("within the range checked") as u64,
-            gaps: g.bytes,
+            gaps,
             runs,
         })
     }
@@ -435,6 +476,23 @@ mod tests {
         assert!(!c.in_order() && !c.one_token_each());
         let ordered: Chunks = raw[..2].iter().copied().collect();
         assert!(ordered.in_order() && ordered.one_token_each());
+    }
+
+    #[test]
+    fn gaps_in_order_cost_two_bytes_under_16_ms_and_a_late_backward_one_keeps_them_all() {
+        // 15.9 ms apart: two bytes a gap (zigzag would need three).
+        let even: Chunks = (0..100u64).map(|k| (k * 15_900, 1)).collect();
+        assert_eq!((even.gaps.len(), even.in_order()), (2 * 99, true));
+        // The same, then one chunk 5 µs before the last: the gaps so far are written again
+        // signed, and every time is still exact, read back and from its JSON alike.
+        let mut raw: Vec<(u64, u32)> = (0..100u64).map(|k| (k * 15_900, 1)).collect();
+        raw.push((99 * 15_900 - 5, 1));
+        raw.push((99 * 15_900 + 20_000, 2));
+        let c: Chunks = raw.iter().copied().collect();
+        assert!(!c.in_order());
+        assert_eq!(c.iter().collect::<Vec<_>>(), raw);
+        let back: Chunks = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!((back.iter().collect::<Vec<_>>(), &back), (raw, &c));
     }
 
     #[test]
