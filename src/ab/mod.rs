@@ -175,9 +175,9 @@ pub fn sample(c: &Contract, records: &[Record]) -> Sample {
             let m = request_metrics(r, origin, source);
             let ok = r.is_ok();
             Row {
-                ttft: m.ttft_ms.filter(|_| ok),
-                tpot: m.tpot_ms.filter(|_| ok),
-                e2e: m.e2e_ms.filter(|_| ok),
+                ttft: m.ttft_ms().filter(|_| ok),
+                tpot: m.tpot_ms().filter(|_| ok),
+                e2e: m.e2e_ms().filter(|_| ok),
                 met: (slo && r.outcome != Outcome::Interrupted)
                     .then(|| ok && record_meets_slo(c, r, &m)),
             }

@@ -204,7 +204,9 @@ impl crate::record::writer::Observer for EdgeJudge {
         }
         let own = self.steps.entry(n).or_default();
         let mut r = rec.clone();
-        r.output_text = None;
+        if r.output_text.is_some() {
+            r.output_text = None;
+        }
         own.push(r);
         if self
             .control

@@ -67,9 +67,9 @@ impl Headline {
 
     /// For a latency percentile: the per-request metric it is taken over and the percentile.
     pub fn latency(self) -> Option<(PerRequest, f64)> {
-        let ttft: PerRequest = |m| m.ttft_ms;
-        let tpot: PerRequest = |m| m.tpot_ms;
-        let e2e: PerRequest = |m| m.e2e_ms;
+        let ttft: PerRequest = |m| m.ttft_ms();
+        let tpot: PerRequest = |m| m.tpot_ms();
+        let e2e: PerRequest = |m| m.e2e_ms();
         match self {
             Headline::TtftP50 => Some((ttft, 50.0)),
             Headline::TtftP99 => Some((ttft, 99.0)),

@@ -1005,7 +1005,7 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
             // out would take the slowest requests out of the very tail a reader looks at (the
             // user's own cancellations aside, which measured nothing of the server).
             if r.outcome != Outcome::Interrupted
-                && let Some(t) = request_metrics(r, origin, source).ttft_ms
+                && let Some(t) = request_metrics(r, origin, source).ttft_ms()
             {
                 v[0].push(t);
             }
@@ -1013,15 +1013,15 @@ fn phase_stats(c: &Contract, records: &[&Record]) -> PhaseStats {
         }
         ok += 1;
         let m = request_metrics(r, origin, source);
-        v[0].extend(m.ttft_ms);
-        v[1].extend(m.tpot_ms);
+        v[0].extend(m.ttft_ms());
+        v[1].extend(m.tpot_ms());
         itl.add(r);
-        v[2].extend(m.e2e_ms);
+        v[2].extend(m.e2e_ms());
         v[4].push(f64::from(m.input_tokens));
         v[5].push(f64::from(m.output_tokens));
         if reasoned {
-            rv[0].extend(m.ttfo_ms);
-            rv[1].extend(m.tpot_answer_ms);
+            rv[0].extend(m.ttfo_ms());
+            rv[1].extend(m.tpot_answer_ms());
             rv[2].push(f64::from(m.reasoning_tokens.unwrap_or(0)));
         }
     }
@@ -1127,27 +1127,28 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     let origin = c.measurement.latency_origin;
     let source = c.measurement.output_tokens;
     let by_phase = ByPhase::new(c, records, workload);
-    let steady_recs: Vec<&Record> = by_phase.of(Phase::Steady).to_vec();
+    let steady_recs: &[&Record] = by_phase.of(Phase::Steady);
     // The phases' distributions (a pass over every chunk) on a second core while this one
     // derives the rest, when there are enough records for it to matter.
     std::thread::scope(|s| {
         let phases_job = (records.len() >= 50_000).then(|| s.spawn(|| by_phase.stats()));
 
-        let window = steady_window(&steady_recs, origin);
+        let window = steady_window(steady_recs, origin);
         let window_s = window.map_or(0.0, |(a, b)| (b - a) as f64 / 1e6);
         let ok: Vec<&&Record> = steady_recs.iter().filter(|r| r.is_ok()).collect();
-        let throughput = throughput(c, records, &steady_recs, &ok, window);
+        let throughput = throughput(c, records, steady_recs, &ok, window);
         let (offered, achieved) = (throughput.offered_rps, throughput.achieved_rps);
 
-        let (errors, first_errors) = steady_errors(&steady_recs);
-        let (steady_metrics, metrics) = steady_request_metrics(&steady_recs, origin, source);
+        let (errors, first_errors) = steady_errors(steady_recs);
+        let steady_metrics = steady_request_metrics(steady_recs, origin, source);
+        let metrics = ok_metrics(steady_recs, &steady_metrics);
         let output_token_source = output_token_source(&metrics);
         let output_count = output_count(c, &ok, &metrics);
         let output_length_mismatches = output_length_mismatches(c, &ok, &metrics);
-        let lengths = first_turn_lengths(c, workload, &steady_recs, &ok);
+        let lengths = first_turn_lengths(c, workload, steady_recs, &ok);
 
-        let (classes, slo) = judged(c, &steady_recs, &steady_metrics, achieved);
-        let claims = steady_claims(c, &steady_recs, &steady_metrics);
+        let (classes, slo) = judged(c, steady_recs, &steady_metrics, achieved);
+        let claims = steady_claims(c, steady_recs, &steady_metrics);
 
         let phases = match phases_job {
             Some(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
@@ -1155,7 +1156,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         };
         let stats = match phases.get(Phase::Steady.as_str()) {
             Some(st) => st.clone(),
-            None => by_phase.account(&Phase::Steady, phase_stats(c, &steady_recs)),
+            None => by_phase.account(&Phase::Steady, phase_stats(c, steady_recs)),
         };
         let support = support(c, &stats);
 
@@ -1164,7 +1165,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             c,
             &ValidityInputs {
                 records,
-                steady: &steady_recs,
+                steady: steady_recs,
                 warmup: by_phase.of(Phase::Warmup),
                 drain: by_phase.of(Phase::Drain),
                 stats: &stats,
@@ -1189,17 +1190,17 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             &phases,
             &output_count,
             &lengths,
-            &steady_recs,
+            steady_recs,
             &metrics,
             output_length_mismatches,
         );
         notes.extend(beyond.shards.iter().flat_map(shards::ShardsResult::notes));
 
         let goodput = slo.as_ref().and_then(|s| s.goodput_rps);
-        let steady = (&steady_recs[..], &ok[..], &metrics[..]);
+        let steady = (steady_recs, &ok[..], &metrics[..]);
         let efficiency = window_efficiency(c, &cx, (window, records), steady, goodput);
         let cold_start = cold_start_result(c, &by_phase.records, cx.timeline);
-        let warmup = warmup_result(c, &by_phase.records, &steady_recs);
+        let warmup = warmup_result(c, &by_phase.records, steady_recs);
 
         Summary {
             schema_version: SCHEMA_VERSION,
@@ -1218,7 +1219,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             cold_start,
             warmup,
             phases,
-            precision: precision::summarize(c, &steady_recs, slo.as_ref()),
+            precision: precision::summarize(c, steady_recs, slo.as_ref()),
             steady: Steady {
                 stats,
                 window_s,
@@ -1232,10 +1233,10 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 slo,
                 claims,
                 support,
-                sessions: sessions::summarize(c, &steady_recs, window_s),
-                tasks: tasks::summarize(c, &steady_recs, window_s),
-                spans: spans::summarize(c, &steady_recs, cx.spans, cx.traces),
-                replicas: replicas::summarize(c, &steady_recs),
+                sessions: sessions::summarize(c, steady_recs, window_s),
+                tasks: tasks::summarize(c, steady_recs, window_s),
+                spans: spans::summarize(c, steady_recs, cx.spans, cx.traces),
+                replicas: replicas::summarize(c, steady_recs),
                 prefix_reuse: prefix_reuse(c, &ok),
             },
             predictions: None,
@@ -1288,24 +1289,27 @@ fn server_window(
     server::derive(scrapes, from as f64 / 1e6, to as f64 / 1e6, &finished)
 }
 
-/// Every steady request's metrics (a failed one's TTFT counts in the SLO's figures), and the
-/// successful ones' in the order of the successful records.
+/// Every steady request's metrics (a failed one's TTFT counts in the SLO's figures).
 fn steady_request_metrics(
     steady: &[&Record],
     origin: LatencyOrigin,
     source: TokenSource,
-) -> (Vec<RequestMetrics>, Vec<RequestMetrics>) {
-    let all: Vec<RequestMetrics> = steady
+) -> Vec<RequestMetrics> {
+    steady
         .iter()
         .map(|r| request_metrics(r, origin, source))
-        .collect();
-    let ok = steady
+        .collect()
+}
+
+/// The successful ones among them, in the order of the successful records (borrowed: a copy
+/// was 120 MB of a million-request report).
+fn ok_metrics<'m>(steady: &[&Record], all: &'m [RequestMetrics]) -> Vec<&'m RequestMetrics> {
+    steady
         .iter()
-        .zip(&all)
+        .zip(all)
         .filter(|(r, _)| r.is_ok())
-        .map(|(_, m)| m.clone())
-        .collect();
-    (all, ok)
+        .map(|(_, m)| m)
+        .collect()
 }
 
 /// A run's records by phase, with what the plan meant each phase to send.
@@ -1460,7 +1464,7 @@ fn steady_errors(steady: &[&Record]) -> (BTreeMap<String, u64>, BTreeMap<String,
 
 /// Where the successful requests' output counts came from: the server's usage, the client's
 /// count, or both.
-fn output_token_source(metrics: &[RequestMetrics]) -> String {
+fn output_token_source(metrics: &[&RequestMetrics]) -> String {
     let from_usage = metrics.iter().filter(|m| m.output_from_usage).count();
     match (from_usage, metrics.len() - from_usage) {
         (_, 0) if from_usage > 0 => "usage".to_owned(),
@@ -1471,7 +1475,7 @@ fn output_token_source(metrics: &[RequestMetrics]) -> String {
 
 /// Successful requests whose output length differs from the plan although it was enforced
 /// (a count the client could only approximate says nothing about the server's length).
-fn output_length_mismatches(c: &Contract, ok: &[&&Record], metrics: &[RequestMetrics]) -> u64 {
+fn output_length_mismatches(c: &Contract, ok: &[&&Record], metrics: &[&RequestMetrics]) -> u64 {
     if !c.workload.enforce_output_length {
         return 0;
     }
@@ -1510,7 +1514,7 @@ fn window_efficiency(
     c: &Contract,
     cx: &Context,
     (window, records): (Option<(u64, u64)>, &[Record]),
-    steady: (&[&Record], &[&&Record], &[RequestMetrics]),
+    steady: (&[&Record], &[&&Record], &[&RequestMetrics]),
     goodput_rps: Option<f64>,
 ) -> Option<efficiency::Efficiency> {
     let (a, b) = window?;
@@ -1536,7 +1540,7 @@ fn window_efficiency(
 fn steady_efficiency(
     c: &Contract,
     mut w: efficiency::Window<'_>,
-    (steady, ok, metrics): (&[&Record], &[&&Record], &[RequestMetrics]),
+    (steady, ok, metrics): (&[&Record], &[&&Record], &[&RequestMetrics]),
     telemetry: &[crate::env::prom::Scrape],
     pages: &[efficiency::PageStatus],
 ) -> efficiency::Efficiency {
@@ -1550,7 +1554,7 @@ fn steady_efficiency(
         .iter()
         .zip(&meets)
         .filter(|(_, met)| !has_slo || **met)
-        .filter_map(|(m, _)| m.tpot_ms)
+        .filter_map(|(m, _)| m.tpot_ms())
         .collect();
     tpots.sort_by(f64::total_cmp);
     let tokens = |r: &&Record| u64::from(r.chunks.tokens());
@@ -1689,10 +1693,10 @@ type Pick = fn(&RequestMetrics) -> Option<f64>;
 /// The SLO's metrics: name, threshold and how to read it from a request.
 fn slo_parts(slo: &crate::contract::Slo) -> Vec<(&'static str, f64, Pick)> {
     let all: [(&'static str, Option<crate::contract::Millis>, Pick); 4] = [
-        ("ttft", slo.ttft_ms, |m| m.ttft_ms),
-        ("ttfo", slo.ttfo_ms, |m| m.ttfo_ms),
-        ("tpot", slo.tpot_ms, |m| m.tpot_ms),
-        ("e2e", slo.e2e_ms, |m| m.e2e_ms),
+        ("ttft", slo.ttft_ms, |m| m.ttft_ms()),
+        ("ttfo", slo.ttfo_ms, |m| m.ttfo_ms()),
+        ("tpot", slo.tpot_ms, |m| m.tpot_ms()),
+        ("e2e", slo.e2e_ms, |m| m.e2e_ms()),
     ];
     all.into_iter()
         .filter_map(|(n, t, f)| Some((n, t?.0, f)))
@@ -1791,9 +1795,9 @@ fn steady_claims(
         slo_parts(&c.slo)
     } else {
         let all: [(&'static str, f64, Pick); 3] = [
-            ("ttft", 0.0, |m| m.ttft_ms),
-            ("tpot", 0.0, |m| m.tpot_ms),
-            ("e2e", 0.0, |m| m.e2e_ms),
+            ("ttft", 0.0, |m| m.ttft_ms()),
+            ("tpot", 0.0, |m| m.tpot_ms()),
+            ("e2e", 0.0, |m| m.e2e_ms()),
         ];
         all.into_iter().collect()
     };
@@ -1984,16 +1988,6 @@ mod tests {
         Record {
             index,
             phase: Phase::Steady,
-            session: None,
-            turn: None,
-            task: None,
-            shard: None,
-            url: None,
-            segment: None,
-            class: None,
-            stage: None,
-            stage_rps: None,
-            model: None,
             request_id: format!("r-{index}"),
             trace_id: None,
             intended_us: Some(at),
@@ -2002,28 +1996,17 @@ mod tests {
             first_token_us: chunks.first().map(|c| at + c.0),
             end_us: Some(at + end),
             chunks: chunks.iter().map(|(t, n)| (at + t, *n)).collect(),
-            reasoning_chunks: 0,
             input_tokens_planned: 100,
-            expected_cached_tokens: None,
             output_tokens_planned: usage.unwrap_or(client),
             usage_prompt_tokens: Some(100),
             usage_completion_tokens: usage,
-            usage_cached_tokens: None,
-            usage_reasoning_tokens: None,
             response_model: None,
-            retried: None,
-            redirects: Vec::new(),
             client_output_tokens: client,
             outcome: Outcome::Ok,
-            error: None,
             http_status: Some(200),
             response_id: None,
             finish_reason: Some("length".into()),
-            output_digest: None,
-            output_text: None,
-            answer: None,
-            counted: None,
-            received: None,
+            rare: None,
         }
     }
 
@@ -2036,6 +2019,45 @@ mod tests {
 
     /// A queue that grows all run is overload; the same growth over a handful of requests is
     /// not evidence of it (a few requests' noise once read as "rose from 2 to 0").
+    /// A stage's SLO (and a stop rule's precision) judge every steady request with its own
+    /// metrics: a failed request early in the stage once paired the later ones with their
+    /// neighbours' metrics and left the last one out.
+    #[test]
+    fn a_stage_judges_its_slo_on_every_steady_request_with_its_own_metrics() {
+        let c = parse(
+            "[load]\nmodel = \"open\"\n[[load.stage]]\nrate = 10\nrequests = 10\n\
+             [warmup]\nrequests = 0\n[slo]\nttft_ms = 100\npercentile = 50\n",
+            Path::new("t"),
+        )
+        .unwrap();
+        let name = c.load.stage[0].name.clone();
+        let records: Vec<Record> = (0..10u64)
+            .map(|i| {
+                // The last answers its first token in 500 ms, the others in 10.
+                let ttft = if i == 9 { 500_000 } else { 10_000 };
+                let mut r = rec(
+                    i,
+                    i * 100_000,
+                    &[(ttft, 1), (ttft + 10_000, 1)],
+                    ttft + 20_000,
+                    Some(2),
+                );
+                r.stage = Some(name.clone());
+                if i == 0 {
+                    r.fail(Outcome::HttpStatus, "HTTP 503", 1_000);
+                    (r.chunks, r.first_token_us) = (crate::record::Chunks::new(), None);
+                }
+                r
+            })
+            .collect();
+        let stages = stages::summarize(&c, &records).unwrap();
+        let slo = stages[0].slo.as_ref().unwrap();
+        let ttft = slo.per_metric.iter().find(|m| m.metric == "ttft").unwrap();
+        // Ten steady requests, two misses: the failure and the slow last one.
+        assert_eq!((ttft.requests, ttft.misses), (10, 2), "{ttft:?}");
+        assert_eq!(slo.met, 8);
+    }
+
     #[test]
     fn overload_needs_a_queue_that_grows_over_enough_requests() {
         let growing = |n: u64| -> Vec<Record> {
@@ -2112,14 +2134,14 @@ mod tests {
             Some(6),
         );
         let m = request_metrics(&r, LatencyOrigin::Intended, TokenSource::Usage);
-        assert_eq!(m.ttft_ms, Some(50.0));
-        assert_eq!(m.e2e_ms, Some(110.0));
-        assert_eq!(m.tpot_ms, Some(60.0 / 5.0));
+        assert_eq!(m.ttft_ms(), Some(50.0));
+        assert_eq!(m.e2e_ms(), Some(110.0));
+        assert_eq!(m.tpot_ms(), Some(60.0 / 5.0));
         assert_eq!(itl_of(&r), [(2, 20.0, 30.0), (5, 10.0, 10.0)]);
-        assert_eq!(m.dispatch_lag_ms, Some(1.0));
+        assert_eq!(m.dispatch_lag_ms(), Some(1.0));
         // From the actual send, everything is 1 ms shorter.
         let s = request_metrics(&r, LatencyOrigin::Sent, TokenSource::Usage);
-        assert_eq!((s.ttft_ms, s.e2e_ms), (Some(49.0), Some(109.0)));
+        assert_eq!((s.ttft_ms(), s.e2e_ms()), (Some(49.0), Some(109.0)));
     }
 
     #[test]
@@ -2129,7 +2151,7 @@ mod tests {
         let chunks: Vec<(u64, u32)> = (0..4).map(|i| (50_000 + i * 20_000, 4)).collect();
         let r = rec(0, 0, &chunks, 110_000, Some(16));
         let m = request_metrics(&r, LatencyOrigin::Intended, TokenSource::Usage);
-        assert_eq!(m.tpot_ms, Some(60.0 / 12.0));
+        assert_eq!(m.tpot_ms(), Some(60.0 / 12.0));
         assert_eq!(itl_of(&r), [(3, 20.0, 20.0), (12, 5.0, 5.0)]);
         // Counted one per chunk while usage says 16: the first chunk's share is scaled to
         // usage (4 of 16), so TPOT stays 5 ms; per-token gaps follow the client's count.
@@ -2137,11 +2159,11 @@ mod tests {
         by_chunk.chunks.map_tokens(|_| 1);
         by_chunk.client_output_tokens = 4;
         let m = request_metrics(&by_chunk, LatencyOrigin::Intended, TokenSource::Usage);
-        assert_eq!(m.tpot_ms, Some(60.0 / 12.0));
+        assert_eq!(m.tpot_ms(), Some(60.0 / 12.0));
         // The whole output in one chunk has no TPOT (and meets a TPOT threshold).
         let one = rec(0, 0, &[(50_000, 7)], 50_000, Some(7));
         let m = request_metrics(&one, LatencyOrigin::Intended, TokenSource::Usage);
-        assert_eq!((m.tpot_ms, itl_of(&one)[1].0), (None, 0));
+        assert_eq!((m.tpot_ms(), itl_of(&one)[1].0), (None, 0));
         assert!(meets_slo(&contract("[slo]\ntpot_ms = 1\n"), &m));
     }
 
@@ -2152,13 +2174,13 @@ mod tests {
         let mut r = rec(0, 0, &chunks, 140_000, Some(10));
         r.reasoning_chunks = 6;
         let m = request_metrics(&r, LatencyOrigin::Intended, TokenSource::Usage);
-        assert_eq!((m.ttft_ms, m.ttfo_ms), (Some(50.0), Some(110.0)));
+        assert_eq!((m.ttft_ms(), m.ttfo_ms()), (Some(50.0), Some(110.0)));
         assert_eq!(
             (m.reasoning_tokens, m.reasoning_from_usage),
             (Some(6), false)
         );
         // The answer's TPOT: 30 ms over the 3 tokens after its first chunk.
-        assert_eq!(m.tpot_answer_ms, Some(10.0));
+        assert_eq!(m.tpot_answer_ms(), Some(10.0));
         // The server's count wins under usage; a TTFO threshold judges the answer.
         r.usage_reasoning_tokens = Some(6);
         let m = request_metrics(&r, LatencyOrigin::Intended, TokenSource::Usage);
@@ -2172,12 +2194,12 @@ mod tests {
         let mut all = rec(0, 0, &chunks, 140_000, Some(10));
         all.reasoning_chunks = 10;
         let m = request_metrics(&all, LatencyOrigin::Intended, TokenSource::Usage);
-        assert_eq!((m.ttfo_ms, m.reasoning_tokens), (None, Some(10)));
+        assert_eq!((m.ttfo_ms(), m.reasoning_tokens), (None, Some(10)));
         assert!(!meets_slo(&contract("[slo]\nttfo_ms = 1000\n"), &m));
         // Without reasoning TTFO is TTFT, and the summary shows no reasoning rows.
         let plain = rec(0, 0, &chunks, 140_000, Some(10));
         let m = request_metrics(&plain, LatencyOrigin::Intended, TokenSource::Usage);
-        assert_eq!((m.ttfo_ms, m.reasoning_tokens), (m.ttft_ms, None));
+        assert_eq!((m.ttfo_ms(), m.reasoning_tokens), (m.ttft_ms(), None));
         let c = contract("[slo]\nttft_ms = 500\n");
         let s = summarize(&c, &[plain], &Context::default());
         assert!(s.steady.stats.ttfo_ms.is_none() && s.steady.stats.reasoning_tokens.is_none());
@@ -2252,7 +2274,7 @@ mod tests {
         let c = contract("[slo]\ntpot_ms = 1\n");
         let r = rec(0, 0, &[(10_000, 1)], 10_000, Some(1));
         let m = request_metrics(&r, LatencyOrigin::Intended, TokenSource::Usage);
-        assert_eq!(m.tpot_ms, None);
+        assert_eq!(m.tpot_ms(), None);
         assert!(meets_slo(&c, &m));
     }
 

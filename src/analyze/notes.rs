@@ -11,7 +11,7 @@ pub(super) fn notes(
     output_count: &OutputCount,
     lengths: &LengthCheck,
     steady_recs: &[&Record],
-    metrics: &[RequestMetrics],
+    metrics: &[&RequestMetrics],
     output_length_mismatches: u64,
 ) -> Vec<String> {
     let mut notes = Vec::new();
@@ -98,7 +98,7 @@ pub(super) fn request_note(c: &Contract) -> Option<String> {
 pub(super) fn reasoning_note(
     c: &Contract,
     steady: Option<&PhaseStats>,
-    metrics: &[RequestMetrics],
+    metrics: &[&RequestMetrics],
 ) -> Option<String> {
     let st = steady?;
     let r = st.reasoning_tokens.as_ref()?;
@@ -107,7 +107,7 @@ pub(super) fn reasoning_note(
         if m.reasoning_tokens.is_some() {
             reasoned += 1;
             by_usage += u64::from(m.reasoning_from_usage);
-            no_answer += u64::from(m.ttfo_ms.is_none());
+            no_answer += u64::from(m.ttfo_ms().is_none());
         }
     }
     let counted = match (by_usage, reasoned - by_usage) {
@@ -178,7 +178,7 @@ pub(super) fn counted_phrase(how: &str, embedded: bool) -> &'static str {
 pub(super) fn output_count(
     c: &Contract,
     ok: &[&&Record],
-    metrics: &[RequestMetrics],
+    metrics: &[&RequestMetrics],
 ) -> OutputCount {
     let mut out = OutputCount::default();
     let (mut n, mut differing, mut usage, mut client) = (0u64, 0u64, 0u64, 0u64);

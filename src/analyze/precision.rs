@@ -72,7 +72,7 @@ pub fn known(c: &Contract, steady: &[&Record]) -> Option<String> {
         return None;
     }
     let m = &c.measurement;
-    let (_, metrics) = steady_request_metrics(steady, m.latency_origin, m.output_tokens);
+    let metrics = steady_request_metrics(steady, m.latency_origin, m.output_tokens);
     let slo = slo_result(c, steady, &metrics, None);
     let n = steady.len();
     if st.conclusive && matches!(slo.verdict, SloVerdict::Met | SloVerdict::Missed) {
@@ -179,7 +179,9 @@ impl Known {
             return;
         }
         let mut r = rec.clone();
-        r.output_text = None;
+        if r.output_text.is_some() {
+            r.output_text = None;
+        }
         self.steady.push(r);
         if self.steady.len() < self.next_check {
             return;

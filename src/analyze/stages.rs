@@ -254,7 +254,7 @@ fn one(
         ramp_rules(&mut validity);
     }
     stage_rules(&mut validity, span_s, &stats, mine.len());
-    let (_, metrics) = steady_request_metrics(&steady, origin, c.measurement.output_tokens);
+    let metrics = steady_request_metrics(&steady, origin, c.measurement.output_tokens);
     let slo = (c.slo.is_set() && !steady.is_empty())
         .then(|| slo_result(c, &steady, &metrics, throughput.achieved_rps));
     let recovery = (stage.shape == Shape::Recovery)

@@ -397,17 +397,17 @@ fn recompute(
     };
     let one = |x: f64| Dist::of(vec![x]);
     match k {
-        Kind::Ttft => per(&|m| m.ttft_ms),
-        Kind::E2e => per(&|m| m.e2e_ms),
+        Kind::Ttft => per(&|m| m.ttft_ms()),
+        Kind::E2e => per(&|m| m.e2e_ms()),
         Kind::PerRequestGap => per(&|m| {
             let n = f64::from(m.output_tokens);
             (n > 1.0).then_some(())?;
-            Some((m.e2e_ms? - m.ttft_ms?) / (n - 1.0))
+            Some((m.e2e_ms()? - m.ttft_ms()?) / (n - 1.0))
         }),
         Kind::TpotWithFirst => per(&|m| {
             let n = f64::from(m.output_tokens);
             (n > 0.0).then_some(())?;
-            Some(m.e2e_ms? / n)
+            Some(m.e2e_ms()? / n)
         }),
         Kind::ChunkGap => Dist::of(
             ok.iter()

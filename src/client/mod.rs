@@ -1180,8 +1180,13 @@ fn failure_class(msg: &str) -> Outcome {
 fn take_usage(rec: &mut Record, u: &crate::api::Usage) {
     rec.usage_prompt_tokens = u.prompt_tokens.or(rec.usage_prompt_tokens);
     rec.usage_completion_tokens = u.completion_tokens.or(rec.usage_completion_tokens);
-    rec.usage_cached_tokens = u.cached_tokens().or(rec.usage_cached_tokens);
-    rec.usage_reasoning_tokens = u.reasoning_tokens().or(rec.usage_reasoning_tokens);
+    // (Rare fields are set only when there is a count: setting one boxes them.)
+    if let Some(n) = u.cached_tokens() {
+        rec.usage_cached_tokens = Some(n);
+    }
+    if let Some(n) = u.reasoning_tokens() {
+        rec.usage_reasoning_tokens = Some(n);
+    }
 }
 
 /// What can end a request before its answer does: the deadline and the run's cancellation,

@@ -389,8 +389,8 @@ fn stage_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> {
                 true,
                 |k| k.stats.ttft_ms.as_ref().map(|d| d.p99),
                 Some((
-                    per_request(a, |m| m.ttft_ms, slice),
-                    per_request(b, |m| m.ttft_ms, slice),
+                    per_request(a, |m| m.ttft_ms(), slice),
+                    per_request(b, |m| m.ttft_ms(), slice),
                     p99,
                 )),
             ),
@@ -445,8 +445,8 @@ fn class_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> {
                 .collect::<Vec<f64>>()
         };
         let p99_of = |d: &Option<crate::analyze::Dist>| d.as_ref().map(|d| d.p99);
-        let ttft = |m: &RequestMetrics| m.ttft_ms;
-        let e2e = |m: &RequestMetrics| m.e2e_ms;
+        let ttft = |m: &RequestMetrics| m.ttft_ms();
+        let e2e = |m: &RequestMetrics| m.e2e_ms();
         for (metric, f, per) in [
             (
                 "ttft_p99_ms",
@@ -1207,18 +1207,18 @@ fn side_figures(d: &mut crate::report::Doc, sides: &[Side]) {
     };
     type Pick = fn(&crate::analyze::RequestMetrics) -> Option<f64>;
     let charts: [(&str, &str, Pick, String); 4] = [
-        ("TTFT", "ttft", |x| x.ttft_ms, format!("ms from {from}")),
+        ("TTFT", "ttft", |x| x.ttft_ms(), format!("ms from {from}")),
         (
             "TPOT",
             "tpot",
-            |x| x.tpot_ms,
+            |x| x.tpot_ms(),
             "ms per output token".to_owned(),
         ),
-        ("E2E", "e2e", |x| x.e2e_ms, format!("ms from {from}")),
+        ("E2E", "e2e", |x| x.e2e_ms(), format!("ms from {from}")),
         (
             "Dispatch lag",
             "lag",
-            |x| x.dispatch_lag_ms,
+            |x| x.dispatch_lag_ms(),
             "ms late against the schedule".to_owned(),
         ),
     ];

@@ -215,10 +215,10 @@ impl Board {
         let sample = Sample {
             end_s: s(rec.end_us.or(rec.sent_us).unwrap_or_default()),
             intended_s: rec.intended_us.map(s),
-            ttft_ms: m.as_ref().and_then(|m| m.ttft_ms),
-            ttfo_ms: m.as_ref().and_then(|m| m.ttfo_ms),
-            tpot_ms: m.as_ref().and_then(|m| m.tpot_ms),
-            e2e_ms: m.as_ref().and_then(|m| m.e2e_ms),
+            ttft_ms: m.as_ref().and_then(|m| m.ttft_ms()),
+            ttfo_ms: m.as_ref().and_then(|m| m.ttfo_ms()),
+            tpot_ms: m.as_ref().and_then(|m| m.tpot_ms()),
+            e2e_ms: m.as_ref().and_then(|m| m.e2e_ms()),
             lag_ms: rec
                 .intended_us
                 .zip(rec.sent_us)

@@ -1293,8 +1293,13 @@ impl Plan {
             let mut r = self.request(i);
             r.phase = phase;
             r.intended_us = t.map(|t| t.at_us);
-            r.stage = t.and_then(|t| t.stage).and_then(|k| self.stage_name(k));
-            r.stage_rps = t.and_then(|t| t.rps);
+            // (Set only when there is one: a record's rare fields are boxed once one is set.)
+            if let Some(stage) = t.and_then(|t| t.stage).and_then(|k| self.stage_name(k)) {
+                r.stage = Some(stage);
+            }
+            if let Some(rps) = t.and_then(|t| t.rps) {
+                r.stage_rps = Some(rps);
+            }
             out.push_str(&serde_json::to_string(&r).unwrap_or_default());
             out.push('\n');
         }

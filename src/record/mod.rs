@@ -15,12 +15,80 @@ pub use chunks::Chunks;
 use crate::plan::{Phase, PlannedRequest};
 
 /// One request, as the client saw it.
+///
+/// The fields most records leave empty (sessions, tasks, classes, stages, failures, quality
+/// text, …) live in one [`Rare`] behind a box that is allocated only when one of them is set,
+/// and read as if they were the record's own (`record.class`, through `Deref`): a record of a
+/// plain run is then 300 bytes rather than 600, which is 300 MB of a million-request bundle's
+/// report. In `requests.jsonl` they are keys of the record like the others (written after them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// Position in the plan.
     pub index: u64,
     /// Run phase the request belongs to.
     pub phase: Phase,
+    /// `X-Request-Id` sent with the request (run id and index), to join with server logs.
+    pub request_id: String,
+    /// The W3C trace id sent with it (`traceparent`), which the engine's spans of it carry;
+    /// absent with `measurement.traces.propagate = false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// When the schedule said to send it (open loop); absent in closed loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intended_us: Option<u64>,
+    /// When the open-loop dispatcher woke to send it; absent in closed loop. `sent_us` minus
+    /// this is the time the request waited for the client's async runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatched_us: Option<u64>,
+    /// When it was actually sent; absent when it never was (client-dropped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_us: Option<u64>,
+    /// Arrival of the first chunk that carried generated text (role-only and empty chunks do
+    /// not count). Non-streaming: absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_us: Option<u64>,
+    /// End of the response (`[DONE]`, end of body, or the failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_us: Option<u64>,
+    /// Every text-carrying chunk: arrival µs and tokens in it (client count), compactly
+    /// encoded ([`Chunks`]).
+    #[serde(default, skip_serializing_if = "Chunks::is_empty")]
+    pub chunks: Chunks,
+    /// Prompt length as sent, in the workload tokenizer's tokens (see the summary's lengths).
+    pub input_tokens_planned: u32,
+    /// Output length the plan asked for (`max_tokens`).
+    pub output_tokens_planned: u32,
+    /// Server-reported prompt tokens (`usage.prompt_tokens`), when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_prompt_tokens: Option<u32>,
+    /// Server-reported output tokens (`usage.completion_tokens`), when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_completion_tokens: Option<u32>,
+    /// Output tokens counted by the client (method in the contract's measurement section,
+    /// unless `counted` says otherwise).
+    pub client_output_tokens: u32,
+    /// `ok`, or the class of failure.
+    pub outcome: Outcome,
+    /// HTTP status, when a response arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// The response's `model` field: the model that answered, as the server names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_model: Option<Box<str>>,
+    /// The response's `id` field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<Box<str>>,
+    /// The last `finish_reason` the server sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<Box<str>>,
+    /// The fields few records set (`None`: all of them empty).
+    #[serde(flatten, default, with = "rare_fields")]
+    pub rare: Option<Box<Rare>>,
+}
+
+/// A [`Record`]'s rarely set fields (see there).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rare {
     /// The session (its first turn's plan index) this request is a turn of
     /// (`[workload.sessions]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -56,47 +124,10 @@ pub struct Record {
     /// target's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// `X-Request-Id` sent with the request (run id and index), to join with server logs.
-    pub request_id: String,
-    /// The W3C trace id sent with it (`traceparent`), which the engine's spans of it carry;
-    /// absent with `measurement.traces.propagate = false`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trace_id: Option<String>,
-    /// When the schedule said to send it (open loop); absent in closed loop.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intended_us: Option<u64>,
-    /// When the open-loop dispatcher woke to send it; absent in closed loop. `sent_us` minus
-    /// this is the time the request waited for the client's async runtime.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dispatched_us: Option<u64>,
-    /// When it was actually sent; absent when it never was (client-dropped).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent_us: Option<u64>,
-    /// Arrival of the first chunk that carried generated text (role-only and empty chunks do
-    /// not count). Non-streaming: absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_token_us: Option<u64>,
-    /// End of the response (`[DONE]`, end of body, or the failure).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub end_us: Option<u64>,
-    /// Every text-carrying chunk: arrival µs and tokens in it (client count), compactly
-    /// encoded ([`Chunks`]).
-    #[serde(default, skip_serializing_if = "Chunks::is_empty")]
-    pub chunks: Chunks,
     /// How many of the first `chunks` carried reasoning (thinking) and no answer text: the
     /// answer's first token is in the chunk after them (TTFO). 0: no reasoning was streamed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_chunks: u32,
-    /// Prompt length as sent, in the workload tokenizer's tokens (see the summary's lengths).
-    pub input_tokens_planned: u32,
-    /// Output length the plan asked for (`max_tokens`).
-    pub output_tokens_planned: u32,
-    /// Server-reported prompt tokens (`usage.prompt_tokens`), when reported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage_prompt_tokens: Option<u32>,
-    /// Server-reported output tokens (`usage.completion_tokens`), when reported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage_completion_tokens: Option<u32>,
     /// Prompt tokens the plan expects a prefix cache to serve: the blocks a trace's prefix
     /// structure (Mooncake `hash_ids`) says this request shares with an earlier one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,9 +140,6 @@ pub struct Record {
     /// (`usage.completion_tokens_details.reasoning_tokens`), when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_reasoning_tokens: Option<u32>,
-    /// Output tokens counted by the client (method in the contract's measurement section,
-    /// unless `counted` says otherwise).
-    pub client_output_tokens: u32,
     /// How `client_output_tokens` and the chunks' token counts were counted when not by the
     /// contract's `measurement.client_token_count` as the stream arrived (see [`Counted`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,14 +149,9 @@ pub struct Record {
     /// it was never recounted (the run was interrupted first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub received: Option<Box<Received>>,
-    /// `ok`, or the class of failure.
-    pub outcome: Outcome,
     /// What went wrong, in words (never contains secrets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Box<str>>,
-    /// HTTP status, when a response arrived.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http_status: Option<u16>,
     /// Sent twice: the first attempt was written to a kept-alive connection the server had
     /// already closed (this is its error); the record is the second, sent at once on a new
     /// connection, timed from the first send.
@@ -137,15 +160,6 @@ pub struct Record {
     /// Redirects followed (`target.follow_redirects`): status and where each pointed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redirects: Vec<String>,
-    /// The response's `model` field: the model that answered, as the server names it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_model: Option<Box<str>>,
-    /// The response's `id` field.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_id: Option<Box<str>>,
-    /// The last `finish_reason` the server sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finish_reason: Option<Box<str>>,
     /// SHA-256 (first 16 hex digits) of the generated text, when `[quality]` asks for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_digest: Option<Box<str>>,
@@ -156,6 +170,71 @@ pub struct Record {
     /// never written.
     #[serde(skip)]
     pub answer: Option<String>,
+}
+
+impl Rare {
+    /// Every field empty: what a record without a box reads.
+    pub const NONE: Rare = Rare {
+        session: None,
+        turn: None,
+        task: None,
+        shard: None,
+        url: None,
+        segment: None,
+        class: None,
+        stage: None,
+        stage_rps: None,
+        model: None,
+        reasoning_chunks: 0,
+        expected_cached_tokens: None,
+        usage_cached_tokens: None,
+        usage_reasoning_tokens: None,
+        counted: None,
+        received: None,
+        error: None,
+        retried: None,
+        redirects: Vec::new(),
+        output_digest: None,
+        output_text: None,
+        answer: None,
+    };
+}
+
+impl Default for Rare {
+    fn default() -> Rare {
+        Rare::NONE
+    }
+}
+
+static NO_RARE: Rare = Rare::NONE;
+
+impl std::ops::Deref for Record {
+    type Target = Rare;
+    fn deref(&self) -> &Rare {
+        self.rare.as_deref().unwrap_or(&NO_RARE)
+    }
+}
+
+/// Setting a rare field (or borrowing one mutably) makes the record's box.
+impl std::ops::DerefMut for Record {
+    fn deref_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+}
+
+/// The rare fields as keys of the record itself, and no box when none of them is there.
+mod rare_fields {
+    use super::Rare;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(rare: &Option<Box<Rare>>, s: S) -> Result<S::Ok, S::Error> {
+        rare.as_deref().unwrap_or(&Rare::NONE).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<Rare>>, D::Error> {
+        let rare = Rare::deserialize(d)?;
+        Ok((rare != Rare::NONE).then(|| Box::new(rare)))
+    }
 }
 
 /// A model call of an agent task: which task and node, what it waited for, and the tool calls
@@ -382,19 +461,9 @@ impl Record {
 
     /// A record for a planned request, before it is sent.
     pub fn planned(p: &PlannedRequest, phase: Phase, run_id: &str) -> Record {
-        Record {
+        let mut r = Record {
             index: p.index,
             phase,
-            session: None,
-            turn: None,
-            task: None,
-            shard: None,
-            url: None,
-            segment: None,
-            class: p.class.clone(),
-            stage: p.stage.clone(),
-            stage_rps: p.stage_rps,
-            model: p.model.clone(),
             request_id: format!("{run_id}-{}", p.index),
             trace_id: None,
             intended_us: p.intended_us,
@@ -403,29 +472,33 @@ impl Record {
             first_token_us: None,
             end_us: None,
             chunks: Chunks::new(),
-            reasoning_chunks: 0,
             input_tokens_planned: p.input_tokens,
             output_tokens_planned: p.output_tokens,
-            expected_cached_tokens: p.shared_tokens,
             usage_prompt_tokens: None,
             usage_completion_tokens: None,
-            usage_cached_tokens: None,
-            usage_reasoning_tokens: None,
             response_model: None,
-            retried: None,
-            redirects: Vec::new(),
             client_output_tokens: 0,
             outcome: Outcome::Ok,
-            error: None,
             http_status: None,
             response_id: None,
             finish_reason: None,
-            output_digest: None,
-            output_text: None,
-            answer: None,
-            counted: None,
-            received: None,
+            rare: None,
+        };
+        // What the plan says of the request beyond its lengths (few plans say any of it).
+        let says = p.class.is_some()
+            || p.stage.is_some()
+            || p.stage_rps.is_some()
+            || p.model.is_some()
+            || p.shared_tokens.is_some();
+        if says {
+            let rare: &mut Rare = &mut r;
+            rare.class = p.class.clone();
+            rare.stage = p.stage.clone();
+            rare.stage_rps = p.stage_rps;
+            rare.model = p.model.clone();
+            rare.expected_cached_tokens = p.shared_tokens;
         }
+        r
     }
 
     /// A request still in flight, as far as a run under way knows it: its index, phase and

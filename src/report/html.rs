@@ -681,20 +681,20 @@ impl<'a> Page<'a> {
         let (c, m, from) = (self.c, &self.m, &self.from[..]);
         d.h("Tails: latency by percentile, steady state");
         let tails: [(&str, &str, Pick, String); 4] = [
-            ("TTFT", "ttft", |x| x.ttft_ms, format!("ms from {from}")),
+            ("TTFT", "ttft", |x| x.ttft_ms(), format!("ms from {from}")),
             (
                 "TTFO (first answer token)",
                 "ttfo",
-                |x| x.ttfo_ms,
+                |x| x.ttfo_ms(),
                 format!("ms from {from}"),
             ),
             (
                 "TPOT",
                 "tpot",
-                |x| x.tpot_ms,
+                |x| x.tpot_ms(),
                 "ms per output token".to_owned(),
             ),
-            ("E2E", "e2e", |x| x.e2e_ms, format!("ms from {from}")),
+            ("E2E", "e2e", |x| x.e2e_ms(), format!("ms from {from}")),
         ];
         for (title, key, pick, unit) in tails {
             if key == "ttfo" && !self.reasoned {
@@ -724,7 +724,7 @@ impl<'a> Page<'a> {
                     .render(),
             );
         }
-        let lag: Vec<f64> = m.iter().filter_map(|x| x.dispatch_lag_ms).collect();
+        let lag: Vec<f64> = m.iter().filter_map(|x| x.dispatch_lag_ms()).collect();
         if let Some(ch) = percentile_chart(
             "pct-lag",
             "Dispatch lag by percentile (the client's own delay)",
@@ -945,7 +945,7 @@ impl<'a> Page<'a> {
             (
                 "TTFT",
                 "ttft",
-                of(m.iter().filter_map(|x| x.ttft_ms).collect()),
+                of(m.iter().filter_map(|x| x.ttft_ms()).collect()),
                 REQUESTS,
             ),
             (
@@ -953,14 +953,14 @@ impl<'a> Page<'a> {
                 "ttfo",
                 of(m.iter()
                     .filter(|_| reasoned)
-                    .filter_map(|x| x.ttfo_ms)
+                    .filter_map(|x| x.ttfo_ms())
                     .collect()),
                 REQUESTS,
             ),
             (
                 "TPOT",
                 "tpot",
-                of(m.iter().filter_map(|x| x.tpot_ms).collect()),
+                of(m.iter().filter_map(|x| x.tpot_ms()).collect()),
                 REQUESTS,
             ),
             (
@@ -978,7 +978,7 @@ impl<'a> Page<'a> {
             (
                 "E2E",
                 "e2e",
-                of(m.iter().filter_map(|x| x.e2e_ms).collect()),
+                of(m.iter().filter_map(|x| x.e2e_ms()).collect()),
                 REQUESTS,
             ),
         ];

@@ -123,8 +123,8 @@ fn every_format_round_trips_the_records() {
             row["error"],
             r.error.as_deref().map_or(Value::Null, Value::from)
         );
-        assert_eq!(row["ttft_ms"].as_f64(), m.ttft_ms);
-        assert_eq!(row["e2e_ms"].as_f64(), m.e2e_ms);
+        assert_eq!(row["ttft_ms"].as_f64(), m.ttft_ms());
+        assert_eq!(row["e2e_ms"].as_f64(), m.e2e_ms());
         let met = r.is_ok() && goodput::analyze::meets_slo(c, &m);
         assert_eq!(row["meets_slo"], u64::from(met));
     }

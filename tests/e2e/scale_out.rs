@@ -373,8 +373,8 @@ async fn three_shards_on_their_own_hosts_merge_into_the_unsharded_plan() {
         .iter()
         .map(|r| goodput::analyze::request_metrics(r, origin, source))
         .collect();
-    let ttft = Dist::of(m.iter().filter_map(|x| x.ttft_ms).collect()).unwrap();
-    let e2e = Dist::of(m.iter().filter_map(|x| x.e2e_ms).collect()).unwrap();
+    let ttft = Dist::of(m.iter().filter_map(|x| x.ttft_ms()).collect()).unwrap();
+    let e2e = Dist::of(m.iter().filter_map(|x| x.e2e_ms()).collect()).unwrap();
     let stats = &s.steady.stats;
     let (mt, me) = (
         stats.ttft_ms.as_ref().unwrap(),
