@@ -5,17 +5,20 @@
 //! costs about two bytes in memory and six on disk:
 //!
 //! - in memory, the first arrival, then each later arrival as its gap from the one before
-//!   (LEB128: a gap under 16 ms is 2 bytes, under 2 s 3), and tokens per chunk run-length
-//!   encoded (an answer streamed a token a chunk is one run). The gaps are unsigned while no
-//!   chunk arrived before the one before it (every run's, the client's clock being monotonic);
-//!   a file that says otherwise has its gaps zigzag-encoded from then on, signed;
+//!   (Stream VByte: a control byte of four 2-bit widths, then four gaps of 1, 2, 3 or 8 bytes;
+//!   a gap under 65.5 ms takes two bytes and a quarter, under 16.8 s three and a quarter), and
+//!   tokens per chunk run-length encoded (an answer streamed a token a chunk is one run). The
+//!   gaps are unsigned while no chunk arrived before the one before it (every run's, the
+//!   client's clock being monotonic); a file that says otherwise has its gaps zigzag-encoded
+//!   from then on, signed;
 //! - in `requests.jsonl`, `{"at_us": first arrival, "gaps_us": [gap, …], "tokens": [[tokens,
 //!   chunks in a row], …]}` — still JSON a reader or `jq` takes apart, with the same integers.
 //!   The format before it, `[[µs, tokens], …]`, still loads.
 //!
-//! Every time stays the exact microsecond it was; nothing is rounded or sketched. The varint
-//! is hand-written because it is a dozen lines private to this file (its bytes never leave
-//! memory), where a crate would add an API to learn for no behaviour beyond these lines.
+//! Every time stays the exact microsecond it was; nothing is rounded or sketched. The encoding
+//! is hand-written because it is a few dozen lines private to this file (its bytes never leave
+//! memory) and must append one gap at a time as a stream arrives, which the Stream VByte crates
+//! (whole arrays of `u32`, encoded at once) do not do.
 
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
