@@ -212,7 +212,7 @@ pub fn timeseries(records: &[Record]) -> Vec<Second> {
         }
     }
     for (b, mut v) in out.iter_mut().zip(ttfts) {
-        v.sort_by(f64::total_cmp);
+        v.sort_unstable_by(f64::total_cmp);
         b.ttft_p50_ms = percentile_sorted(&v, 50.0);
         b.ttft_p99_ms = percentile_sorted(&v, 99.0);
     }
@@ -1555,7 +1555,7 @@ fn steady_efficiency(
         .filter(|(_, met)| !has_slo || **met)
         .filter_map(|(m, _)| m.tpot_ms())
         .collect();
-    tpots.sort_by(f64::total_cmp);
+    tpots.sort_unstable_by(f64::total_cmp);
     let tokens = |r: &&Record| u64::from(r.chunks.tokens());
     let all: u64 = steady.iter().map(tokens).sum();
     let met: u64 = ok
@@ -2005,6 +2005,8 @@ mod tests {
             http_status: Some(200),
             response_id: None,
             finish_reason: Some("length".into()),
+            usage_cached_tokens: None,
+            output_digest: None,
             rare: None,
         }
     }

@@ -20,7 +20,7 @@ use crate::plan::{Phase, PlannedRequest};
 /// The fields most records leave empty (sessions, tasks, classes, stages, failures, quality
 /// text, …) live in one [`Rare`] behind a box that is allocated only when one of them is set,
 /// and read as if they were the record's own (`record.class`, through `Deref`): a record of a
-/// plain run is then 300 bytes rather than 600, which is 300 MB of a million-request bundle's
+/// plain run is then 328 bytes rather than 592, which is 264 MB of a million-request bundle's
 /// report. In `requests.jsonl` they are keys of the record like the others (written after them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -91,6 +91,15 @@ pub struct Record {
         deserialize_with = "shared_str::deserialize"
     )]
     pub finish_reason: Option<Arc<str>>,
+    /// Kept with the record's own fields, not the rare ones: engines that report cached
+    /// tokens report them on every answer, and `[quality]` digests every answer by default.
+    /// Server-reported prompt tokens served from its prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`), when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_cached_tokens: Option<u32>,
+    /// SHA-256 (first 16 hex digits) of the generated text, when `[quality]` asks for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_digest: Option<Box<str>>,
     /// The fields few records set (`None`: all of them empty).
     #[serde(flatten, default, with = "rare_fields")]
     pub rare: Option<Box<Rare>>,
@@ -142,10 +151,6 @@ pub struct Rare {
     /// structure (Mooncake `hash_ids`) says this request shares with an earlier one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_cached_tokens: Option<u32>,
-    /// Server-reported prompt tokens served from its prefix cache
-    /// (`usage.prompt_tokens_details.cached_tokens`), when reported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage_cached_tokens: Option<u32>,
     /// Server-reported reasoning tokens among the output tokens
     /// (`usage.completion_tokens_details.reasoning_tokens`), when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -170,9 +175,6 @@ pub struct Rare {
     /// Redirects followed (`target.follow_redirects`): status and where each pointed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redirects: Vec<String>,
-    /// SHA-256 (first 16 hex digits) of the generated text, when `[quality]` asks for it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_digest: Option<Box<str>>,
     /// The generated text itself, with `keep_text` or in `reference` mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_text: Option<Box<str>>,
@@ -197,14 +199,12 @@ impl Rare {
         model: None,
         reasoning_chunks: 0,
         expected_cached_tokens: None,
-        usage_cached_tokens: None,
         usage_reasoning_tokens: None,
         counted: None,
         received: None,
         error: None,
         retried: None,
         redirects: Vec::new(),
-        output_digest: None,
         output_text: None,
         answer: None,
     };
@@ -548,6 +548,8 @@ impl Record {
             http_status: None,
             response_id: None,
             finish_reason: None,
+            usage_cached_tokens: None,
+            output_digest: None,
             rare: None,
         };
         // What the plan says of the request beyond its lengths (few plans say any of it).
@@ -860,7 +862,11 @@ mod tests {
             )
         };
         let text = [
-            line(0, r#""m""#, ""),
+            line(
+                0,
+                r#""m""#,
+                r#","usage_cached_tokens":3,"output_digest":"0123456789abcdef""#,
+            ),
             line(1, r#""m""#, r#","class":"chat""#),
             line(2, r#""other""#, ""),
             line(3, "null", ""),
@@ -878,7 +884,8 @@ mod tests {
             ),
             (None, Some("stop"))
         );
-        // Only the record with a class has its rare fields boxed, and it reads its class.
+        // Only the record with a class has its rare fields boxed, and it reads its class (a
+        // cached-token count and a digest, which most answers carry, are the record's own).
         let boxed: Vec<bool> = r.iter().map(|x| x.rare.is_some()).collect();
         assert_eq!(boxed, [false, true, false, false]);
         assert_eq!(
