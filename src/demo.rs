@@ -93,7 +93,7 @@ fn ttft_ms(gt: &[crate::sim::GroundTruth], skip: usize) -> Vec<f64> {
         .skip(skip)
         .filter_map(|g| Some((g.first_token_us? - g.arrival_us) as f64 / 1000.0))
         .collect();
-    v.sort_unstable_by(f64::total_cmp);
+    v.sort_by(f64::total_cmp);
     v
 }
 

@@ -168,7 +168,7 @@ pub fn bootstrap_ci(
     let mut diffs: Vec<f64> = (0..resamples)
         .map(|_| stat(&mut pick(b)) - stat(&mut pick(a)))
         .collect();
-    diffs.sort_unstable_by(f64::total_cmp);
+    diffs.sort_by(f64::total_cmp);
     Some((
         diff,
         [
@@ -203,9 +203,7 @@ impl Dist {
         if values.is_empty() {
             return None;
         }
-        // In place: `total_cmp` is equal only for the same bits, so an unstable sort orders them
-        // exactly as a stable one, without a stable sort's copy (8 MB a million values).
-        values.sort_unstable_by(f64::total_cmp);
+        values.sort_by(f64::total_cmp);
         let n = values.len() as f64;
         let mean = values.iter().sum::<f64>() / n;
         let var = if values.len() > 1 {
@@ -322,7 +320,7 @@ impl Tally {
 
     /// Every value, ascending, as (value ms, copies).
     fn ascending(&mut self) -> impl Iterator<Item = (f64, u64)> + '_ {
-        self.other.sort_unstable_by(f64::total_cmp);
+        self.other.sort_by(f64::total_cmp);
         let mut dense = self
             .counts
             .iter()
@@ -562,7 +560,7 @@ pub fn settled(ttfts: &[f64], window: usize, threshold: f64) -> bool {
     let n = ttfts.len();
     let median = |v: &[f64]| {
         let mut v = v.to_vec();
-        v.sort_unstable_by(f64::total_cmp);
+        v.sort_by(f64::total_cmp);
         percentile_sorted(&v, 50.0).unwrap_or(f64::NAN)
     };
     let (before, last) = (
@@ -638,7 +636,7 @@ mod tests {
             (a.mean - b.mean).abs() < 1e-9 * b.mean
                 && (a.stddev - b.stddev).abs() < 1e-9 * b.stddev
         );
-        list.sort_unstable_by(f64::total_cmp);
+        list.sort_by(f64::total_cmp);
         let q = tally.quantiles(10);
         assert_eq!(q.len(), 11);
         assert_eq!(
@@ -720,7 +718,7 @@ mod tests {
     proptest! {
         #[test]
         fn percentiles_stay_within_range_and_are_monotone(mut v in proptest::collection::vec(-1e6f64..1e6, 1..200)) {
-            v.sort_unstable_by(f64::total_cmp);
+            v.sort_by(f64::total_cmp);
             let mut last = f64::NEG_INFINITY;
             for p in [0.0, 10.0, 50.0, 90.0, 99.0, 99.9, 100.0] {
                 let x = percentile_sorted(&v, p).unwrap();

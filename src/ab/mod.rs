@@ -207,7 +207,7 @@ pub fn figure(m: &Metric, s: &Sample) -> Option<f64> {
                     Latency::E2e => r.e2e,
                 })
                 .collect();
-            v.sort_unstable_by(f64::total_cmp);
+            v.sort_by(f64::total_cmp);
             crate::stats::percentile_sorted(&v, p)
         }
         Kind::Attainment | Kind::Goodput => {

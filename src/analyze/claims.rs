@@ -149,7 +149,7 @@ pub fn sample(
             _ => Some(f64::INFINITY),
         })
         .collect();
-    v.sort_unstable_by(f64::total_cmp);
+    v.sort_by(f64::total_cmp);
     v
 }
 
@@ -251,7 +251,7 @@ pub fn strongest(metric: &str, sorted: &[f64], asked: f64, confidence: f64) -> C
     let mut ladder: Vec<f64> = PERCENTILES.iter().map(|(p, _)| *p).collect();
     if !ladder.iter().any(|p| (p - asked).abs() < 1e-9) {
         ladder.push(asked);
-        ladder.sort_unstable_by(f64::total_cmp);
+        ladder.sort_by(f64::total_cmp);
     }
     let supported = ladder
         .iter()
@@ -628,7 +628,7 @@ mod tests {
             for _ in 0..(seed % 4) {
                 v.push(f64::INFINITY);
             }
-            v.sort_unstable_by(f64::total_cmp);
+            v.sort_by(f64::total_cmp);
             let n = v.len() as u64;
             let got = strongest("ttft", &v, 99.0, 0.99);
             let mut want: Option<(f64, f64)> = None;

@@ -534,9 +534,9 @@ fn median_interval(telemetry: &[Scrape]) -> Option<f64> {
         .filter(|s| s.source == telemetry.first().and_then(|f| f.source.clone()))
         .map(|s| s.t_s)
         .collect();
-    times.sort_unstable_by(f64::total_cmp);
+    times.sort_by(f64::total_cmp);
     let mut d: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
-    d.sort_unstable_by(f64::total_cmp);
+    d.sort_by(f64::total_cmp);
     d.get(d.len() / 2).copied()
 }
 

@@ -380,7 +380,7 @@ pub fn recovery_time(
         .windows(window)
         .map(|w| {
             let mut v: Vec<f64> = w.iter().map(|p| p.1.unwrap_or(f64::INFINITY)).collect();
-            v.sort_unstable_by(f64::total_cmp);
+            v.sort_by(f64::total_cmp);
             // Nearest rank: the ⌈0.99·n⌉-th smallest.
             let rank = ((0.99 * v.len() as f64).ceil() as usize).clamp(1, v.len());
             v[rank - 1] <= threshold_ms

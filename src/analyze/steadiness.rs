@@ -272,7 +272,7 @@ fn mean(v: &[f64]) -> f64 {
 
 fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
-    s.sort_unstable_by(f64::total_cmp);
+    s.sort_by(f64::total_cmp);
     match s.len() {
         0 => 0.0,
         n if n % 2 == 1 => s[n / 2],

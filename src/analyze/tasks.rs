@@ -197,7 +197,7 @@ pub fn summarize(c: &Contract, steady: &[&Record], window_s: f64) -> Option<Task
         out.goodput_tps = (window_s > 0.0).then(|| met as f64 / window_s);
     }
     let mut latencies: Vec<f64> = done.iter().map(|d| d.0).collect();
-    latencies.sort_unstable_by(f64::total_cmp);
+    latencies.sort_by(f64::total_cmp);
     if let Some(s) = slo_ms {
         // Every steady task is judged: one that did not complete is a miss, beyond any value
         // (f64::MAX, not infinity, so the interpolation between ranks stays a number).

@@ -373,7 +373,7 @@ pub(super) fn growing_queue(c: &Contract, v: &ValidityInputs) -> Option<Overload
             .iter()
             .filter_map(|r| Some(ms(origin(r)?, r.first_token_us?)))
             .collect();
-        x.sort_unstable_by(f64::total_cmp);
+        x.sort_by(f64::total_cmp);
         percentile_sorted(&x, 50.0)
     };
     let third = ((hi - lo) / 3).max(1);

@@ -257,7 +257,7 @@ impl ConnectLog {
             .filter(|c| c.2 && c.0 >= since)
             .map(|c| c.1.as_secs_f64() * 1e3)
             .collect();
-        ms.sort_unstable_by(f64::total_cmp);
+        ms.sort_by(f64::total_cmp);
         let failed = v.opened.iter().filter(|c| !c.2 && c.0 >= since).count();
         let at = |p: f64| crate::stats::percentile_sorted(&ms, p);
         let mut out = serde_json::json!({

@@ -286,11 +286,11 @@ crate::analyze::verdict! {
 }
 
 fn p50(v: &mut [f64]) -> f64 {
-    v.sort_unstable_by(f64::total_cmp);
+    v.sort_by(f64::total_cmp);
     percentile_sorted(v, 50.0).unwrap_or(f64::NAN)
 }
 fn p99(v: &mut [f64]) -> f64 {
-    v.sort_unstable_by(f64::total_cmp);
+    v.sort_by(f64::total_cmp);
     percentile_sorted(v, 99.0).unwrap_or(f64::NAN)
 }
 

@@ -174,7 +174,7 @@ pub async fn network_path(base: &str) -> Value {
             rtts.push(t.elapsed().as_secs_f64() * 1000.0);
         }
     }
-    rtts.sort_unstable_by(f64::total_cmp);
+    rtts.sort_by(f64::total_cmp);
     json!({ "path": kind, "host": host, "tcp_connect_rtt_ms": rtts.get(rtts.len() / 2) })
 }
 

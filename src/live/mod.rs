@@ -127,7 +127,7 @@ impl std::fmt::Debug for Board {
 /// The window's median and p99 of one figure.
 fn median_and_p99(w: &[Sample], f: fn(&Sample) -> Option<f64>) -> (Option<f64>, Option<f64>) {
     let mut v: Vec<f64> = w.iter().filter_map(f).collect();
-    v.sort_unstable_by(f64::total_cmp);
+    v.sort_by(f64::total_cmp);
     let at = |q: f64| crate::stats::percentile_sorted(&v, q);
     (at(50.0), at(99.0))
 }

@@ -516,7 +516,7 @@ pub fn percentile_chart(
             continue;
         }
         any = true;
-        v.sort_unstable_by(f64::total_cmp);
+        v.sort_by(f64::total_cmp);
         let pts = percentile_points(&v);
         let band = pts
             .iter()

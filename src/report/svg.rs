@@ -645,7 +645,7 @@ pub fn percentile_points(sorted: &[f64]) -> Vec<(f64, f64, Option<[f64; 2]>)> {
 /// Empirical CDF points of `values` (sorted copy), at most `max_points` of them.
 pub fn cdf(values: &[f64], max_points: usize) -> Vec<(f64, f64)> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    v.sort_unstable_by(f64::total_cmp);
+    v.sort_by(f64::total_cmp);
     let n = v.len();
     if n == 0 {
         return Vec::new();
@@ -738,7 +738,7 @@ mod tests {
             .collect();
         let d = crate::analyze::Dist::of(values.clone()).unwrap();
         let mut sorted = values;
-        sorted.sort_unstable_by(f64::total_cmp);
+        sorted.sort_by(f64::total_cmp);
         let pts = percentile_points(&sorted);
         let at = |p: f64| {
             pts.iter()

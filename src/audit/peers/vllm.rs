@@ -324,7 +324,7 @@ fn recorded(v: &Value) -> String {
         .as_array()
         .map(|s| s.iter().filter_map(Value::as_f64).collect())
         .unwrap_or_default();
-    starts.sort_unstable_by(f64::total_cmp);
+    starts.sort_by(f64::total_cmp);
     if let (Some(first), Some(last)) = (starts.first(), starts.last())
         && starts.len() > 1
         && last > first
