@@ -204,9 +204,7 @@ impl crate::record::writer::Observer for EdgeJudge {
         }
         let own = self.steps.entry(n).or_default();
         let mut r = rec.clone();
-        if r.output_text.is_some() {
-            r.output_text = None;
-        }
+        r.forget_text();
         own.push(r);
         if self
             .control

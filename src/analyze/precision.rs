@@ -179,9 +179,7 @@ impl Known {
             return;
         }
         let mut r = rec.clone();
-        if r.output_text.is_some() {
-            r.output_text = None;
-        }
+        r.forget_text();
         self.steady.push(r);
         if self.steady.len() < self.next_check {
             return;

@@ -594,6 +594,14 @@ impl Record {
         r
     }
 
+    /// Drops the generated text it kept, without making a box for its rare fields when it has
+    /// none (a copy kept for a decision needs no text).
+    pub fn forget_text(&mut self) {
+        if let Some(rare) = self.rare.as_deref_mut() {
+            rare.output_text = None;
+        }
+    }
+
     /// Marks the record failed, keeping whatever was measured before.
     pub fn fail(&mut self, outcome: Outcome, error: impl Into<String>, now_us: u64) {
         self.outcome = outcome;
