@@ -20,9 +20,12 @@ fn text(decode: f64, seed: u64) -> String {
 }
 
 /// [`text`] at `rate` req/s (the runs through the binary go faster: each second is a real one).
+/// The client may fall 50 ms behind its schedule at p99 (5 ms by default): on a CI host busy
+/// with other tests, requests waited 7 ms for the client's runtime, and an INVALID run is never
+/// used to decide, so the gate cannot fail on it.
 fn text_at(decode: f64, seed: u64, rate: u32) -> String {
     format!(
-        "name = \"nightly\"\n[workload]\nseed = {seed}\ninput_tokens = {{ dist = \"fixed\", value = 16 }}\noutput_tokens = {{ dist = \"fixed\", value = 16 }}\n[load]\nrate = {rate}\nrequests = 50\n[warmup]\nrequests = 8\n[slo]\nttft_ms = 150\ntpot_ms = 30\npercentile = 90\n[quality]\nmode = \"consistency\"\nprobes = 2\n[target.simulator]\ndecode_base_ms = {decode}\n"
+        "name = \"nightly\"\n[workload]\nseed = {seed}\ninput_tokens = {{ dist = \"fixed\", value = 16 }}\noutput_tokens = {{ dist = \"fixed\", value = 16 }}\n[load]\nrate = {rate}\nrequests = 50\n[warmup]\nrequests = 8\n[slo]\nttft_ms = 150\ntpot_ms = 30\npercentile = 90\n[quality]\nmode = \"consistency\"\nprobes = 2\n[measurement]\nmax_dispatch_lag_ms = 50\n[target.simulator]\ndecode_base_ms = {decode}\n"
     )
 }
 
@@ -271,20 +274,34 @@ fn thirty_nightly_runs_into_sqlite_and_postgres_fail_at_the_change_and_nowhere_e
             "{}: --fail-on regression failed at runs {:?}; change points {changes:?}",
             stores[i], failed[i]
         );
+        // An INVALID or directional run is never used to decide: were run 20 one, the change
+        // would be found, and the gate fail, at the first decisive run after it instead.
+        let decisive = |p: &serde_json::Value| p["valid"] == true && p["comparable"] == true;
+        let first = s["points"].as_array().unwrap()[19..]
+            .iter()
+            .position(decisive)
+            .map(|k| k as u64 + 20)
+            .expect("a decisive run from run 20 on");
         let tpot = s["changes"]
             .as_array()
             .unwrap()
             .iter()
             .find(|c| c["metric"] == "tpot_p50_ms")
             .expect("TPOT's change");
-        assert_eq!(tpot["point"], 20);
+        assert_eq!(tpot["point"], first);
         assert_eq!(tpot["worse"], true);
         let changed = tpot["changed"].to_string();
         assert!(
             changed.contains("target.simulator.decode_base_ms") && changed.contains("14"),
             "{changed}"
         );
-        assert_eq!(failed[i], [20], "{}", stores[i]);
+        assert_eq!(
+            failed[i],
+            [first as usize],
+            "{}\n{}",
+            stores[i],
+            goodput(&["history", "show", "--store", &stores[i]]).1
+        );
     }
     // The same history in both: the same points (by content), the same change points.
     let keyed = |v: &serde_json::Value| {

@@ -232,16 +232,24 @@ async fn a_run_stops_once_its_overload_is_certain() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_stopped_on_its_overload_is_invalid_whatever_its_records_show() {
     let dir = tempfile::tempdir().unwrap();
-    let r = run_in(
-        parse("name = \"calm\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 4 }\n[load]\nrate = 20\nrequests = 40\n[measurement]\nserver_metrics_interval = 0\n[quality]\nmode = \"none\"\n"),
-        dir.path(),
-    )
-    .await;
-    assert_eq!(
-        r.summary.validity.verdict, "VALID",
-        "{:?}",
-        r.summary.validity.reasons
-    );
+    // A run whose records read VALID: a host busy with other tests can put so short a run
+    // behind its schedule (seen in CI), so the client may be 50 ms late, and the run is made
+    // again if it still reads INVALID, three at most.
+    let mut verdicts = Vec::new();
+    let mut r = None;
+    for attempt in 0..3 {
+        let run = run_in(
+            parse("name = \"calm\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 4 }\n[load]\nrate = 20\nrequests = 40\n[measurement]\nserver_metrics_interval = 0\nmax_dispatch_lag_ms = 50\n[quality]\nmode = \"none\"\n"),
+            &dir.path().join(attempt.to_string()),
+        )
+        .await;
+        if run.summary.validity.verdict == "VALID" {
+            r = Some(run);
+            break;
+        }
+        verdicts.push(run.summary.validity.reasons.clone());
+    }
+    let r = r.unwrap_or_else(|| panic!("three runs that were not VALID: {verdicts:#?}"));
     let path = r.bundle.path("command.json");
     let mut command: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
