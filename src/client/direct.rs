@@ -216,7 +216,9 @@ impl Direct {
             }
         }
         let at = Instant::now();
-        let made = self.connect(t).await;
+        // Boxed: connecting (a TLS handshake's state above all) is rare, and in place it would
+        // size every request's future, for as long as its answer streams, at 5 KB.
+        let made = Box::pin(self.connect(t)).await;
         self.0.connects.push(at, at.elapsed(), made.is_ok());
         Ok((made?, false))
     }
