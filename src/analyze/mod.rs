@@ -579,6 +579,13 @@ pub struct Validity {
     /// The offered load was above what the server sustains: its queue grew all run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overload: Option<Overload>,
+    /// Open loop: whether the server kept up with the offered rate over the steady window: no
+    /// queue that grew all run, no ramp still building up, no shortfall of completions beyond
+    /// what varying latencies explain (each a reason when it fires). Raw achieved against
+    /// offered is not the test: a window's edges move it on an idle server. Absent for a
+    /// closed loop, or without a window and a completed request to judge by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_up: Option<bool>,
     /// Open loop: the p99 dispatch lag above which the client is judged to have fallen behind
     /// (`measurement.max_dispatch_lag_ms`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -74,6 +74,7 @@ pub(super) fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
     let mut reasons = Vec::new();
     let mut client_behind = false;
     let mut overload = None;
+    let mut kept_up = None;
     match v.stopped {
         Some(why) => reasons.push(format!("the run ended before its stop condition: {why}")),
         None if v.interrupted => {
@@ -99,6 +100,9 @@ pub(super) fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
         // Without a queue that made requests wait longer, in flight still building up from the
         // run's start is a ramp: no rate shortfall can be told from it either.
         let ramping = overload.is_none().then(|| still_ramping(c, v)).flatten();
+        if overload.is_some() || v.decided.is_some() || ramping.is_some() {
+            kept_up = Some(false);
+        }
         if let (None, Some(why)) = (&overload, v.decided) {
             // The verdict the run stopped on, established with its requests in flight counted
             // where they stood; the kept records alone (those requests abandoned) may not show it.
@@ -123,6 +127,13 @@ pub(super) fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
             ));
         } else if let Some(why) = rate_shortfall(c, v) {
             reasons.push(why);
+            kept_up = Some(false);
+        } else if kept_up.is_none()
+            && v.window.is_some()
+            && v.achieved.is_some()
+            && stats.e2e_ms.is_some()
+        {
+            kept_up = Some(true);
         }
     }
     // A sample too small for a claim is not a fault of the measurement: each claim carries its
@@ -139,6 +150,7 @@ pub(super) fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
         cannot_support,
         client_behind,
         overload,
+        kept_up,
         max_dispatch_lag_ms: open.then_some(c.measurement.max_dispatch_lag_ms.0),
     }
 }

@@ -93,6 +93,11 @@ impl Doc {
     }
 }
 
+/// The top of `report.html` for `s`: its verdict banner and headline tiles.
+pub fn html_verdicts(s: &Summary) -> String {
+    html::verdicts(s)
+}
+
 /// Columns a terminal report's lines are wrapped to.
 pub const WIDTH: usize = 100;
 

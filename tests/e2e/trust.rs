@@ -523,8 +523,11 @@ fn an_overloaded_run_says_so_and_estimates_the_sustained_rate() {
         "{o:?} offered {offered}"
     );
     // Well below the engine: no such diagnosis.
+    assert_eq!(over.validity.kept_up, Some(false));
+    assert!(goodput::report::html_verdicts(&over).contains("not kept up (see validity)"));
     let fine = sustained(20.0);
     assert!(fine.validity.overload.is_none(), "{:?}", fine.validity);
+    assert_eq!(fine.validity.kept_up, Some(true));
 }
 
 /// Issue #16, item 7: 30 requests at 0.5 req/s on an idle server were INVALID ("achieved
@@ -544,6 +547,14 @@ fn thirty_requests_at_half_a_request_per_second_on_an_idle_server_are_valid() {
             shortfalls += 1; // the raw figures do fall short: the old rule would have fired
         }
         assert_eq!(s.validity.verdict, "VALID", "seed {seed}: {:?}", s.validity);
+        // The page says it kept up, as the validity judged: its tile once read ✗ at the raw
+        // figures.
+        assert_eq!(s.validity.kept_up, Some(true), "seed {seed}");
+        let page = goodput::report::html_verdicts(&s);
+        assert!(
+            page.contains("offered: kept up") && !page.contains("not kept up"),
+            "seed {seed}: {page}"
+        );
     }
     assert!(
         shortfalls > 0,
