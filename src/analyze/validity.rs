@@ -73,8 +73,7 @@ pub(super) fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
     let stats = v.stats;
     let mut reasons = Vec::new();
     let mut client_behind = false;
-    let mut overload = None;
-    let mut kept_up = None;
+    let (mut overload, mut kept_up) = (None, None);
     match v.stopped {
         Some(why) => reasons.push(format!("the run ended before its stop condition: {why}")),
         None if v.interrupted => {
@@ -96,45 +95,7 @@ pub(super) fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
                 c.load.max_in_flight()
             ));
         }
-        overload = growing_queue(c, v);
-        // Without a queue that made requests wait longer, in flight still building up from the
-        // run's start is a ramp: no rate shortfall can be told from it either.
-        let ramping = overload.is_none().then(|| still_ramping(c, v)).flatten();
-        if overload.is_some() || v.decided.is_some() || ramping.is_some() {
-            kept_up = Some(false);
-        }
-        if let (None, Some(why)) = (&overload, v.decided) {
-            // The verdict the run stopped on, established with its requests in flight counted
-            // where they stood; the kept records alone (those requests abandoned) may not show it.
-            reasons.push(format!(
-                "offered load above what the server sustains, the run stopped on it: {why} (lower load.rate, or find the capacity with `goodput sweep --capacity`)"
-            ));
-        } else if let Some(why) = ramping {
-            reasons.push(why);
-        } else if let Some(o) = &overload {
-            let phases: Vec<String> = o
-                .ttft_p50_by_phase
-                .iter()
-                .map(|(p, t)| format!("{p} {t:.0}"))
-                .collect();
-            reasons.push(format!(
-                "offered load above what the server sustains, about {:.2} req/s of the {:.2} offered: requests in flight rose from {:.0} to {:.0} over the steady window and TTFT p50 rose {} ms, so the queue grew all run and no steady state was reached (lower load.rate, or find the capacity with `goodput sweep --capacity`)",
-                o.sustained_rps,
-                v.offered.unwrap_or(0.0),
-                o.in_flight_start,
-                o.in_flight_end,
-                phases.join(" → ")
-            ));
-        } else if let Some(why) = rate_shortfall(c, v) {
-            reasons.push(why);
-            kept_up = Some(false);
-        } else if kept_up.is_none()
-            && v.window.is_some()
-            && v.achieved.is_some()
-            && stats.e2e_ms.is_some()
-        {
-            kept_up = Some(true);
-        }
+        (overload, kept_up) = load_kept(c, v, &mut reasons);
     }
     // A sample too small for a claim is not a fault of the measurement: each claim carries its
     // own support (`claims`; the SLO's verdict), so validity is about the measurement alone.
@@ -153,6 +114,57 @@ pub(super) fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
         kept_up,
         max_dispatch_lag_ms: open.then_some(c.measurement.max_dispatch_lag_ms.0),
     }
+}
+
+/// Whether an open-loop server kept up with the offered rate, each reason it did not added to
+/// `reasons`: a queue that grew all run (its diagnosis returned too), the run stopped on its
+/// overload, in flight still building up (a ramp), or fewer completions than the requests due
+/// one median latency earlier beyond chance. `None`: nothing to judge by (no window, no
+/// completed request).
+fn load_kept(
+    c: &Contract,
+    v: &ValidityInputs,
+    reasons: &mut Vec<String>,
+) -> (Option<super::Overload>, Option<bool>) {
+    let overload = growing_queue(c, v);
+    // Without a queue that made requests wait longer, in flight still building up from the
+    // run's start is a ramp: no rate shortfall can be told from it either.
+    let ramping = overload.is_none().then(|| still_ramping(c, v)).flatten();
+    let why = if let (None, Some(why)) = (&overload, v.decided) {
+        // The verdict the run stopped on, established with its requests in flight counted
+        // where they stood; the kept records alone (those requests abandoned) may not show it.
+        Some(format!(
+            "offered load above what the server sustains, the run stopped on it: {why} (lower load.rate, or find the capacity with `goodput sweep --capacity`)"
+        ))
+    } else if ramping.is_some() {
+        ramping
+    } else if let Some(o) = &overload {
+        let phases: Vec<String> = o
+            .ttft_p50_by_phase
+            .iter()
+            .map(|(p, t)| format!("{p} {t:.0}"))
+            .collect();
+        Some(format!(
+            "offered load above what the server sustains, about {:.2} req/s of the {:.2} offered: requests in flight rose from {:.0} to {:.0} over the steady window and TTFT p50 rose {} ms, so the queue grew all run and no steady state was reached (lower load.rate, or find the capacity with `goodput sweep --capacity`)",
+            o.sustained_rps,
+            v.offered.unwrap_or(0.0),
+            o.in_flight_start,
+            o.in_flight_end,
+            phases.join(" → ")
+        ))
+    } else {
+        rate_shortfall(c, v)
+    };
+    let kept = match why {
+        Some(why) => {
+            reasons.push(why);
+            Some(false)
+        }
+        None => {
+            (v.window.is_some() && v.achieved.is_some() && v.stats.e2e_ms.is_some()).then_some(true)
+        }
+    };
+    (overload, kept)
 }
 
 /// The one-sided normal quantile for `confidence` (0.5–0.9999), by bisection on the CDF.
