@@ -1,5 +1,5 @@
-//! The load's requests, straight on hyper's HTTP/1 connections (over rustls for https), from a
-//! pool of the client's own.
+//! The load's requests, straight on HTTP/1.1 connections of the client's own (`h1`, over rustls
+//! for https), from a pool of its own.
 //!
 //! Why not reqwest here: at the client's ceiling (`bench/ceiling.sh`, closed loop, 64 streams
 //! against nginx) about a quarter of the client's CPU went to reqwest's layers around each
@@ -22,19 +22,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::ConnectLog;
-
-type Sender = SendRequest<Full<Bytes>>;
+use super::h1::{self, Connection};
 
 /// An idle connection, and since when.
-type Idle = (Sender, Instant);
+type Idle = (Box<Connection>, Instant);
+
+/// How much of an answer's body is read after its API's last event, and for how long, so that
+/// its connection can serve the next request (hyper's connection read on the same way).
+const DRAIN_BYTES: usize = 64 * 1024;
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
 /// The pool of connections of a run's load; its clones share it (as reqwest's do).
 #[derive(Clone)]
@@ -65,7 +65,7 @@ pub struct Target {
     /// The `Host` header: the host, with the port when the URL names one.
     host: HeaderValue,
     /// The path and query, as the request line carries them.
-    path: hyper::Uri,
+    path: Box<str>,
 }
 
 impl Target {
@@ -99,8 +99,8 @@ impl Target {
             tls,
             host: HeaderValue::from_str(&host_header).ok()?,
             path: match url.query() {
-                Some(q) => format!("{}?{q}", url.path()).parse().ok()?,
-                None => url.path().parse().ok()?,
+                Some(q) => format!("{}?{q}", url.path()).into(),
+                None => url.path().into(),
             },
         })
     }
@@ -108,19 +108,31 @@ impl Target {
 
 /// A connection with a request on it, until its answer has been read to the end.
 pub struct Conn {
-    tx: Sender,
+    c: Box<Connection>,
     key: Arc<str>,
+}
+
+impl Conn {
+    /// The next piece of the answer's body as it arrives; `None` at its end.
+    pub async fn next_data(&mut self) -> Option<Result<bytes::Bytes, Error>> {
+        let next = self.c.next_data().await?;
+        Some(next.map_err(|error| Error::Http {
+            error,
+            stale: false,
+        }))
+    }
 }
 
 /// Why a request got no answer.
 #[derive(Debug)]
 pub enum Error {
-    /// No connection: DNS, TCP connect, TLS handshake, or HTTP/1 handshake.
+    /// No connection: DNS or TCP connect.
     Connect(std::io::Error),
     /// The TLS handshake failed (an untrusted certificate, a server that does not speak TLS).
     Tls(std::io::Error),
-    /// On the connection: hyper's error, and whether the connection was a reused one.
-    Http { error: hyper::Error, reused: bool },
+    /// On the connection; `stale` when it was a reused one that ended before a byte of an
+    /// answer: the server had closed it, and never saw the request.
+    Http { error: h1::Error, stale: bool },
 }
 
 impl std::fmt::Display for Error {
@@ -128,7 +140,7 @@ impl std::fmt::Display for Error {
         match self {
             Error::Connect(e) => write!(f, "tcp connect error: {e}"),
             Error::Tls(e) => write!(f, "TLS handshake failed: {e}"),
-            Error::Http { error, .. } => write!(f, "{}", crate::text::error_chain(error)),
+            Error::Http { error, .. } => write!(f, "{error}"),
         }
     }
 }
@@ -159,60 +171,70 @@ impl Direct {
     pub async fn post(
         &self,
         t: &Target,
-        mut headers: HeaderMap,
-        body: Bytes,
-    ) -> Result<(hyper::Response<Incoming>, Conn), Error> {
-        for (name, value) in &self.0.headers {
-            if let header::Entry::Vacant(e) = headers.entry(name) {
-                e.insert(value.clone());
-            }
-        }
-        headers.insert(header::HOST, t.host.clone());
-        let mut req = hyper::Request::new(Full::new(body));
-        *req.method_mut() = hyper::Method::POST;
-        *req.uri_mut() = t.path.clone();
-        *req.headers_mut() = headers;
-        let (mut tx, reused) = self.checkout(t).await?;
-        match tx.send_request(req).await {
-            Ok(resp) => Ok((
-                resp,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<(h1::Head, Conn), Error> {
+        let request = h1::request_bytes(&t.path, &t.host, headers, &self.0.headers, body);
+        let (mut c, reused) = self.checkout(t).await?;
+        match c.request(&request).await {
+            Ok(head) => Ok((
+                head,
                 Conn {
-                    tx,
+                    c,
                     key: t.key.clone(),
                 },
             )),
-            Err(error) => Err(Error::Http { error, reused }),
+            Err((error, answered)) => {
+                let stale =
+                    reused && !answered && matches!(error, h1::Error::Closed | h1::Error::Io(_));
+                Err(Error::Http { error, stale })
+            }
         }
     }
 
-    /// The answer on `conn` was read to its end: the connection waits for the next request,
-    /// while kept-alive connections are reused.
-    pub fn done(&self, conn: Conn) {
-        if self.0.keep_alive.is_zero() || conn.tx.is_closed() {
+    /// The answer on `conn` was taken to its end (its body's, or its API's last event): the
+    /// connection waits for the next request, while kept-alive connections are reused. What
+    /// is left of its body is read first: at once if it has arrived, else in a task of its own
+    /// for up to a second.
+    pub fn done(&self, mut conn: Conn) {
+        if self.0.keep_alive.is_zero() {
             return;
         }
+        if conn.c.reusable() || conn.c.finish_now(DRAIN_BYTES) {
+            return self.idle(conn);
+        }
+        if !conn.c.may_be_reused() {
+            return;
+        }
+        let pool = self.clone();
+        tokio::spawn(async move {
+            let drained = tokio::time::timeout(DRAIN_WAIT, conn.c.finish(DRAIN_BYTES)).await;
+            if drained == Ok(true) {
+                pool.idle(conn);
+            }
+        });
+    }
+
+    fn idle(&self, conn: Conn) {
         let now = Instant::now();
         let mut idle = self.0.idle.lock().unwrap_or_else(|p| p.into_inner());
         let list = idle.entry(conn.key).or_default();
-        list.retain(|(tx, since)| now - *since < self.0.keep_alive && !tx.is_closed());
-        list.push((conn.tx, now));
+        list.retain(|(_, since)| now - *since < self.0.keep_alive);
+        list.push((conn.c, now));
     }
 
-    /// An idle connection to `t` that may still be written to, or a new one; and whether it
-    /// was reused.
-    async fn checkout(&self, t: &Target) -> Result<(Sender, bool), Error> {
+    /// An idle connection to `t` that the server has not closed, or a new one; and whether
+    /// it was reused.
+    async fn checkout(&self, t: &Target) -> Result<(Box<Connection>, bool), Error> {
         loop {
             let next = {
                 let mut idle = self.0.idle.lock().unwrap_or_else(|p| p.into_inner());
                 idle.get_mut(&t.key).and_then(Vec::pop)
             };
-            let Some((mut tx, since)) = next else { break };
+            let Some((mut c, since)) = next else { break };
             // Idle as long as a server's keep-alive: it may be closing it right now.
-            if since.elapsed() >= self.0.keep_alive || tx.is_closed() {
-                continue;
-            }
-            if tx.ready().await.is_ok() {
-                return Ok((tx, true));
+            if since.elapsed() < self.0.keep_alive && c.still_idle() {
+                return Ok((c, true));
             }
         }
         let at = Instant::now();
@@ -220,17 +242,17 @@ impl Direct {
         // size every request's future, for as long as its answer streams, at 5 KB.
         let made = Box::pin(self.connect(t)).await;
         self.0.connects.push(at, at.elapsed(), made.is_ok());
-        Ok((made?, false))
+        Ok((Box::new(Connection::new(made?)), false))
     }
 
-    async fn connect(&self, t: &Target) -> Result<Sender, Error> {
+    async fn connect(&self, t: &Target) -> Result<h1::Io, Error> {
         let tcp = tokio::net::TcpStream::connect(&*t.addr)
             .await
             .map_err(Error::Connect)?;
         tcp.set_nodelay(super::TCP_NODELAY)
             .map_err(Error::Connect)?;
         let Some(name) = &t.tls else {
-            return handshake(tcp).await;
+            return Ok(h1::Io::Left(tcp));
         };
         let connector = self.0.tls.get_or_init(|| {
             super::tls_config(&self.0.trust)
@@ -257,35 +279,6 @@ impl Direct {
                 .alpn_protocol()
                 .map_or("none".into(), |p| String::from_utf8_lossy(p).into_owned()),
         ));
-        handshake(tls).await
-    }
-}
-
-/// HTTP/1 on a connected stream; its connection runs until it fails or every sender is gone
-/// (dropped with a request's answer half read, or past its keep-alive).
-async fn handshake<S>(io: S) -> Result<Sender, Error>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let (tx, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io))
-        .await
-        .map_err(|e| Error::Connect(std::io::Error::other(e)))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(tx)
-}
-
-/// The next piece of an answer's body; `None` at its end. Trailers are skipped.
-pub async fn next_data(body: &mut Incoming) -> Option<Result<Bytes, hyper::Error>> {
-    loop {
-        match body.frame().await? {
-            Ok(frame) => {
-                if let Ok(data) = frame.into_data() {
-                    return Some(Ok(data));
-                }
-            }
-            Err(e) => return Some(Err(e)),
-        }
+        Ok(h1::Io::Right(Box::new(tls)))
     }
 }

@@ -7,6 +7,7 @@
 //! (`template`), one token count and one push; nothing is shared across requests.
 
 pub mod direct;
+pub mod h1;
 mod pinned;
 pub(crate) mod sse;
 pub(crate) mod template;
@@ -29,7 +30,7 @@ use sse::SseParser;
 pub struct Client {
     http: reqwest::Client,
     /// The load's pool, when the client has one: requests to http and https endpoints go
-    /// straight on hyper's connections (`direct`); the rest through `http`.
+    /// on the client's own HTTP/1.1 connections (`direct`); the rest through `http`.
     direct: Option<direct::Direct>,
     /// Where requests go. Several (replicas, `target.urls`): each request goes to the one
     /// `spread` picks, and its record says which.
@@ -374,7 +375,7 @@ pub fn http_pool_settings(keep_alive: Duration, tls: &crate::contract::Tls) -> s
         "http": "HTTP/1.1",
         // Which pool sends the load's requests (`Client::direct`; probes and scrapes always
         // go through reqwest).
-        "load_requests": "on hyper's HTTP/1 connections from goodput's own pool (src/client/direct.rs), over rustls for https://; probes and scrapes through reqwest",
+        "load_requests": "on goodput's own HTTP/1.1 connections and pool (src/client/h1.rs, src/client/direct.rs), over rustls for https://; probes and scrapes through reqwest",
         "tls": format!("rustls (ring); certificates trusted: {trust}"),
         "keep_alive_idle_s": keep_alive.as_secs_f64(),
         "tcp_nodelay": TCP_NODELAY,
@@ -537,8 +538,8 @@ impl Client {
         self
     }
 
-    /// Sends the requests to http and https endpoints through `pool`, straight on hyper's
-    /// connections (see [`direct`]), not through reqwest.
+    /// Sends the requests to http and https endpoints through `pool`, on the client's own
+    /// HTTP/1.1 connections (see [`direct`]), not through reqwest.
     pub fn direct(mut self, pool: direct::Direct) -> Client {
         self.direct = Some(pool);
         self
@@ -755,9 +756,9 @@ impl Client {
         let direct = self.direct.as_ref().zip(endpoint.direct.as_ref());
         if let Some((pool, target)) = direct {
             return pool
-                .post(target, headers, body.clone())
+                .post(target, &headers, body)
                 .await
-                .map(|(resp, conn)| Answer::Direct(resp, conn))
+                .map(|(head, conn)| Answer::Direct(head, conn))
                 .map_err(SendError::Direct);
         }
         let req = match &endpoint.parsed {
@@ -1240,34 +1241,31 @@ fn location(headers: &HeaderMap, from: &str) -> Option<String> {
 /// An answer's head, and its body to come, from whichever pool sent the request.
 enum Answer {
     Reqwest(reqwest::Response),
-    Direct(hyper::Response<hyper::body::Incoming>, direct::Conn),
+    Direct(h1::Head, direct::Conn),
 }
 
 impl Answer {
     fn status(&self) -> hyper::StatusCode {
         match self {
             Answer::Reqwest(r) => r.status(),
-            Answer::Direct(r, _) => r.status(),
+            Answer::Direct(h, _) => h.status,
         }
     }
 
     fn headers(&self) -> &HeaderMap {
         match self {
             Answer::Reqwest(r) => r.headers(),
-            Answer::Direct(r, _) => r.headers(),
+            Answer::Direct(h, _) => &h.headers,
         }
     }
 
-    /// The answer once its head has been read: hyper's header values are slices of the
-    /// connection's first read buffer, which they would keep alive (8 KiB) for as long as the
-    /// answer streams, beside the buffer the connection reads into by then.
+    /// The answer once its head has been read: its headers are not kept for as long as the
+    /// answer streams.
     fn without_head(self) -> Answer {
         match self {
-            Answer::Direct(r, conn) => {
-                let (head, body) = r.into_parts();
-                let mut r = hyper::Response::new(body);
-                *r.status_mut() = head.status;
-                Answer::Direct(r, conn)
+            Answer::Direct(mut head, conn) => {
+                head.headers = HeaderMap::new();
+                Answer::Direct(head, conn)
             }
             other => other,
         }
@@ -1277,14 +1275,7 @@ impl Answer {
     async fn chunk(&mut self) -> Option<Result<Bytes, SendError>> {
         match self {
             Answer::Reqwest(r) => r.chunk().await.map_err(SendError::Reqwest).transpose(),
-            Answer::Direct(r, _) => direct::next_data(r.body_mut()).await.map(|d| {
-                d.map_err(|error| {
-                    SendError::Direct(direct::Error::Http {
-                        error,
-                        reused: false,
-                    })
-                })
-            }),
+            Answer::Direct(_, conn) => conn.next_data().await.map(|d| d.map_err(SendError::Direct)),
         }
     }
 
@@ -1307,20 +1298,25 @@ impl SendError {
     /// The class of a request that got no answer: the timeout, an answer that was not HTTP (or
     /// whose head passed hyper's limits: about 400 KiB and 100 headers), or no connection.
     fn classify(&self) -> Outcome {
-        let hyper = match self {
-            SendError::Reqwest(e) if e.is_timeout() => return Outcome::Timeout,
-            SendError::Reqwest(e) => cause::<hyper::Error>(e),
-            SendError::Direct(direct::Error::Http { error, .. }) => Some(error),
-            SendError::Direct(direct::Error::Connect(_) | direct::Error::Tls(_)) => None,
-        };
-        match hyper {
-            Some(h) if h.is_parse_too_large() => Outcome::TooLarge,
-            Some(h) if h.is_parse() || h.is_parse_status() => Outcome::Protocol,
-            _ => Outcome::Connect,
+        match self {
+            SendError::Reqwest(e) if e.is_timeout() => Outcome::Timeout,
+            SendError::Reqwest(e) => match cause::<hyper::Error>(e) {
+                Some(h) if h.is_parse_too_large() => Outcome::TooLarge,
+                Some(h) if h.is_parse() || h.is_parse_status() => Outcome::Protocol,
+                _ => Outcome::Connect,
+            },
+            SendError::Direct(direct::Error::Http { error, .. }) => match error {
+                h1::Error::TooLarge => Outcome::TooLarge,
+                h1::Error::Parse(_) => Outcome::Protocol,
+                h1::Error::Io(_) | h1::Error::Closed => Outcome::Connect,
+            },
+            SendError::Direct(direct::Error::Connect(_) | direct::Error::Tls(_)) => {
+                Outcome::Connect
+            }
         }
     }
 
-    /// hyper's "connection closed before message completed" with no response: the request
+    /// "Connection closed before message completed" with no byte of an answer: the request
     /// was written to a kept-alive connection the server had already closed. (llama.cpp's
     /// server closes every connection after a streamed response while its headers promise
     /// keep-alive, so a closed loop that sends the next request at once writes into a closed
@@ -1330,9 +1326,7 @@ impl SendError {
             SendError::Reqwest(e) => {
                 cause::<hyper::Error>(e).is_some_and(|h| h.is_incomplete_message())
             }
-            SendError::Direct(direct::Error::Http { error, reused }) => {
-                *reused && (error.is_incomplete_message() || error.is_canceled())
-            }
+            SendError::Direct(direct::Error::Http { stale, .. }) => *stale,
             SendError::Direct(direct::Error::Connect(_) | direct::Error::Tls(_)) => false,
         }
     }
@@ -1730,12 +1724,9 @@ mod tests {
     }
 
     async fn post_ok(pool: &direct::Direct, t: &direct::Target) {
-        let (mut resp, conn) = pool
-            .post(t, HeaderMap::new(), Bytes::from_static(b"{}"))
-            .await
-            .unwrap();
+        let (_, mut conn) = pool.post(t, &HeaderMap::new(), b"{}").await.unwrap();
         let mut body = Vec::new();
-        while let Some(d) = direct::next_data(resp.body_mut()).await {
+        while let Some(d) = conn.next_data().await {
             body.extend_from_slice(&d.unwrap());
         }
         assert_eq!(body, b"ok");
