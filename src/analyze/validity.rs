@@ -130,39 +130,39 @@ fn load_kept(
     // Without a queue that made requests wait longer, in flight still building up from the
     // run's start is a ramp: no rate shortfall can be told from it either.
     let ramping = overload.is_none().then(|| still_ramping(c, v)).flatten();
+    // `None`: nothing to judge by (no window, no achieved rate or no latencies).
     let why = if let (None, Some(why)) = (&overload, v.decided) {
         // The verdict the run stopped on, established with its requests in flight counted
         // where they stood; the kept records alone (those requests abandoned) may not show it.
-        Some(format!(
+        Some(Err(format!(
             "offered load above what the server sustains, the run stopped on it: {why} (lower load.rate, or find the capacity with `goodput sweep --capacity`)"
-        ))
-    } else if ramping.is_some() {
-        ramping
+        )))
+    } else if let Some(why) = ramping {
+        Some(Err(why))
     } else if let Some(o) = &overload {
         let phases: Vec<String> = o
             .ttft_p50_by_phase
             .iter()
             .map(|(p, t)| format!("{p} {t:.0}"))
             .collect();
-        Some(format!(
+        Some(Err(format!(
             "offered load above what the server sustains, about {:.2} req/s of the {:.2} offered: requests in flight rose from {:.0} to {:.0} over the steady window and TTFT p50 rose {} ms, so the queue grew all run and no steady state was reached (lower load.rate, or find the capacity with `goodput sweep --capacity`)",
             o.sustained_rps,
             v.offered.unwrap_or(0.0),
             o.in_flight_start,
             o.in_flight_end,
             phases.join(" → ")
-        ))
+        )))
     } else {
         rate_shortfall(c, v)
     };
     let kept = match why {
-        Some(why) => {
+        Some(Err(why)) => {
             reasons.push(why);
             Some(false)
         }
-        None => {
-            (v.window.is_some() && v.achieved.is_some() && v.stats.e2e_ms.is_some()).then_some(true)
-        }
+        Some(Ok(())) => Some(true),
+        None => None,
     };
     (overload, kept)
 }
@@ -176,8 +176,9 @@ pub(super) fn z_of(confidence: f64) -> f64 {
     n.inverse_cdf(confidence.clamp(0.5, 0.9999))
 }
 
-/// The server finished fewer requests inside the steady window than a server keeping up
-/// would have, by more than the contract's tolerance and more than chance.
+/// Whether the server finished, inside the steady window, what a server keeping up would
+/// have (`Err`: fewer by more than the contract's tolerance and more than chance, and why);
+/// `None` without a window, an achieved and offered rate, or latencies to judge by.
 ///
 /// A server that keeps up finishes, inside the window, the requests that arrived one typical
 /// latency earlier: those whose origin + median E2E falls inside it. Comparing with that count
@@ -186,7 +187,7 @@ pub(super) fn z_of(confidence: f64) -> f64 {
 /// at 0.5 req/s fell 15% short that way). What remains by chance comes from latencies that
 /// vary around the median: z·√(2·λ·(p90 − p50 E2E) + 1) requests, z at the contract's
 /// confidence (one-sided normal).
-pub(super) fn rate_shortfall(c: &Contract, v: &ValidityInputs) -> Option<String> {
+pub(super) fn rate_shortfall(c: &Contract, v: &ValidityInputs) -> Option<Result<(), String>> {
     let (o, a) = (v.offered?, v.achieved?);
     let (lo, hi) = v.window?;
     let e2e = v.stats.e2e_ms.as_ref()?;
@@ -205,14 +206,14 @@ pub(super) fn rate_shortfall(c: &Contract, v: &ValidityInputs) -> Option<String>
     let slack = z_of(c.measurement.confidence) * (2.0 * o * spread_s + 1.0).sqrt();
     let tol = c.measurement.rate_tolerance;
     if done >= due * (1.0 - tol) || due - done <= slack {
-        return None;
+        return Some(Ok(()));
     }
-    Some(format!(
+    Some(Err(format!(
         "achieved {a:.2} req/s is more than {:.0}% below what the offered {o:.2} req/s called for: {done:.0} completions in the {window_s:.1} s window where a server keeping up would have finished the {due:.0} requests that arrived one median latency ({:.2} s) earlier, {:.1} short, beyond the {slack:.1} that varying latencies explain",
         tol * 100.0,
         e2e.p50 / 1000.0,
         due - done
-    ))
+    )))
 }
 
 /// Samples of the steady window at which the queue is measured.

@@ -465,15 +465,27 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
     if let Some(l) = claims_line(s) {
         d.line(l);
     }
+    d.line(throughput_line(s));
+}
+
+/// The steady window's rates, and whether the open loop kept up (the validity's judgement, as
+/// the page's tile shows it).
+fn throughput_line(s: &Summary) -> String {
+    let st = &s.steady;
     let t = &st.throughput;
-    d.line(format!(
-        "Throughput: offered {} req/s, achieved {} req/s, input {} tok/s, output {} tok/s (steady window {:.1} s)",
+    let kept = match s.validity.kept_up {
+        Some(true) => ", kept up",
+        Some(false) => ", not kept up (see validity)",
+        None => "",
+    };
+    format!(
+        "Throughput: offered {} req/s, achieved {} req/s{kept}, input {} tok/s, output {} tok/s (steady window {:.1} s)",
         opt(t.offered_rps),
         opt(t.achieved_rps),
         opt(t.input_tokens_per_s),
         opt(t.output_tokens_per_s),
         st.window_s
-    ));
+    )
 }
 
 fn steady_table(d: &mut Doc, s: &Summary, verbose: bool) {
