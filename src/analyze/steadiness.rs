@@ -6,13 +6,15 @@
 //! - **Where it begins**: MSER (White's Marginal Standard Error Rule, 1997; MSER-5 with the
 //!   default batch of 5): the truncation `d` of the first half of the batches that minimises
 //!   the standard error of the rest's mean, `Σ_{i≥d}(Yᵢ − Ȳ_d)² / (m − d)²`. A crop is kept
-//!   only when what it drops differs from the rest beyond `tolerance` (relative) and beyond
-//!   chance (Mann–Whitney at the contract's confidence, corrected for the m/2 places the cut
-//!   was chosen from): a stationary run is steady from its first request.
+//!   only when what it drops differs from the rest beyond `tolerance` (relative), beyond the
+//!   client's own allowance (`measurement.max_dispatch_lag_ms`: a change no larger than the
+//!   client may be late by cannot be told from the client) and beyond chance (Mann–Whitney at
+//!   the contract's confidence, corrected for the m/2 places the cut was chosen from): a
+//!   stationary run is steady from its first request.
 //! - **Whether it stays**: a trend (Mann–Kendall on the rest's batch means) or a level shift
 //!   (Mann–Whitney between the rest's halves), each only when significant at the contract's
 //!   confidence *and* larger than `tolerance` (the change between the rest's first and last
-//!   thirds, or between its halves' medians).
+//!   thirds, or between its halves' medians) *and* than the client's allowance.
 //!
 //! Hand-written: each statistic is a few lines over a few hundred batch means, and none of the
 //! statistics crates on crates.io implements MSER or Mann–Kendall; the normal CDF is statrs'.
@@ -45,6 +47,10 @@ pub struct SteadyState {
     pub batches: usize,
     /// The relative change below which nothing counts.
     pub tolerance: f64,
+    /// The change of the mean (ms) below which a warm-up transient does not count: the
+    /// contract's `measurement.max_dispatch_lag_ms`.
+    #[serde(default)]
+    pub floor_ms: f64,
     /// Steady state was reached (after any crop, no trend and no level shift).
     pub reached: bool,
     /// Where it began: the request (0-based, in send order over warm-up and steady) and the
@@ -62,6 +68,9 @@ pub struct SteadyState {
     /// Mann–Whitney z between the rest's halves, and their medians' relative difference.
     pub shift_z: f64,
     pub shift_change: f64,
+    /// Which of the trend and the level shift counted (for the words; not kept in files).
+    #[serde(skip)]
+    pub counted: (bool, bool),
     /// In words: what was found, with the test that found it in brief.
     pub evidence: String,
     /// The test's figures in words (z scores and changes).
@@ -136,7 +145,8 @@ pub fn detect(c: &Contract, records: &[Record]) -> Option<SteadyState> {
     // Two-sided: a change either way counts.
     let z = super::validity::z_of((1.0 + c.measurement.confidence) / 2.0);
     let batch = BATCH.max(series.len().div_ceil(MAX_BATCHES));
-    let mut s = test(&series, batch, TOLERANCE, z)?;
+    let floor = c.measurement.max_dispatch_lag_ms.0;
+    let mut s = test(&series, batch, TOLERANCE, floor, z)?;
     s.metric = if ttft { "TTFT" } else { "E2E" }.to_owned();
     s.warmup_requests = warm;
     s.begins_s = pts
@@ -146,8 +156,14 @@ pub fn detect(c: &Contract, records: &[Record]) -> Option<SteadyState> {
     Some(s)
 }
 
-/// The test on a series in send order; `z` the one-sided critical value.
-pub fn test(series: &[f64], batch: usize, tolerance: f64, z: f64) -> Option<SteadyState> {
+/// The test on a series in send order (ms); `z` the one-sided critical value.
+pub fn test(
+    series: &[f64],
+    batch: usize,
+    tolerance: f64,
+    floor_ms: f64,
+    z: f64,
+) -> Option<SteadyState> {
     let y: Vec<f64> = series
         .chunks_exact(batch.max(1))
         .map(|b| b.iter().sum::<f64>() / b.len() as f64)
@@ -164,7 +180,8 @@ pub fn test(series: &[f64], batch: usize, tolerance: f64, z: f64) -> Option<Stea
     let z_crop = corrected(z, m / 2);
     let crop = d > 0 && {
         let (a, b) = (mean(head), mean(rest));
-        (a - b).abs() > tolerance * b.abs() && mann_whitney_z(head, rest).abs() > z_crop
+        (a - b).abs() > (tolerance * b.abs()).max(floor_ms)
+            && mann_whitney_z(head, rest).abs() > z_crop
     };
     let (start, transient_ms) = if crop {
         (d, Some([mean(head), mean(rest)]))
@@ -176,17 +193,21 @@ pub fn test(series: &[f64], batch: usize, tolerance: f64, z: f64) -> Option<Stea
     let unfinished = crop && d >= m / 2;
     let trend_z = mann_kendall_z(rest);
     let third = (rest.len() / 3).max(1);
-    let trend_change = rel(median(&rest[..third]), median(&rest[rest.len() - third..]));
+    let (first, last) = (median(&rest[..third]), median(&rest[rest.len() - third..]));
+    let trend_change = rel(first, last);
     let (h1, h2) = rest.split_at(rest.len() / 2);
     let shift_z = mann_whitney_z(h1, h2);
-    let shift_change = rel(median(h1), median(h2));
-    let trend = trend_z.abs() > z && trend_change.abs() > tolerance;
-    let shift = shift_z.abs() > z && shift_change.abs() > tolerance;
+    let (m1, m2) = (median(h1), median(h2));
+    let shift_change = rel(m1, m2);
+    let trend =
+        trend_z.abs() > z && trend_change.abs() > tolerance && (last - first).abs() > floor_ms;
+    let shift = shift_z.abs() > z && shift_change.abs() > tolerance && (m2 - m1).abs() > floor_ms;
     Some(SteadyState {
         metric: String::new(),
         batch,
         batches: m,
         tolerance,
+        floor_ms,
         reached: !(unfinished || trend || shift),
         begins_at: start * batch,
         begins_s: 0.0,
@@ -196,6 +217,7 @@ pub fn test(series: &[f64], batch: usize, tolerance: f64, z: f64) -> Option<Stea
         trend_change,
         shift_z,
         shift_change,
+        counted: (trend, shift),
         evidence: String::new(),
         test: String::new(),
     })
@@ -291,8 +313,17 @@ fn rel(a: f64, b: f64) -> f64 {
 
 /// What the test found, in words (with the test in brief), and the test's figures.
 fn evidence(s: &SteadyState) -> (String, String) {
+    // The client's own allowance, under which no change counts.
+    let floor = if s.floor_ms > 0.0 {
+        format!(
+            "; nor a change within {} ms, the client's own allowance",
+            s.floor_ms
+        )
+    } else {
+        String::new()
+    };
     let test = format!(
-        "trend Mann–Kendall z = {:.1}, {:+.0}% first to last third; halves {:+.0}% (Mann–Whitney z = {:.1}); changes under {:.0}% or within chance do not count",
+        "trend Mann–Kendall z = {:.1}, {:+.0}% first to last third; halves {:+.0}% (Mann–Whitney z = {:.1}); changes under {:.0}% or within chance do not count{floor}",
         s.trend_z,
         s.trend_change * 100.0,
         s.shift_change * 100.0,
@@ -304,10 +335,7 @@ fn evidence(s: &SteadyState) -> (String, String) {
         format!("; {} mean {a:.1} ms before, {b:.1} ms after", s.metric)
     });
     let finding = if !s.reached {
-        let (trend, shift) = (
-            s.trend_change.abs() > s.tolerance,
-            s.shift_change.abs() > s.tolerance,
-        );
+        let (trend, shift) = s.counted;
         let why = if trend {
             format!(
                 "{} {} through the run",
@@ -347,7 +375,7 @@ mod tests {
     #[test]
     fn stationary_noise_is_steady_from_the_start() {
         for seed in 0..200 {
-            let s = test(&noise(600, 100.0, seed), BATCH, TOLERANCE, 2.58).unwrap();
+            let s = test(&noise(600, 100.0, seed), BATCH, TOLERANCE, 0.0, 2.58).unwrap();
             assert!(s.reached && s.begins_at == 0, "seed {seed}: {s:?}");
         }
     }
@@ -361,9 +389,34 @@ mod tests {
                 .enumerate()
                 .map(|(i, x)| x * (1.0 + 4.0 * (1.0 - i as f64 / 150.0).max(0.0)))
                 .collect();
-            let s = test(&v, BATCH, TOLERANCE, 2.58).unwrap();
+            let s = test(&v, BATCH, TOLERANCE, 0.0, 2.58).unwrap();
             assert!(s.reached, "seed {seed}: {s:?}");
             assert!((60..=200).contains(&s.begins_at), "seed {seed}: {s:?}");
+        }
+    }
+
+    /// The same transient at an instant server's scale (0.1 ms settling from 0.5 ms) is
+    /// cropped on its relative size alone, and neither cropped nor a trend within the client's
+    /// allowance of 5 ms: a change no larger than the client may be late by cannot be told from
+    /// the client (on a busy host, such a crop read a 5,000 req/s run INVALID with a dispatch
+    /// lag of 0.1 ms).
+    #[test]
+    fn a_change_within_the_clients_allowance_does_not_count() {
+        for seed in 0..20 {
+            let v: Vec<f64> = noise(600, 0.1, seed)
+                .into_iter()
+                .enumerate()
+                .map(|(i, x)| x * (1.0 + 4.0 * (1.0 - i as f64 / 150.0).max(0.0)))
+                .collect();
+            let s = test(&v, BATCH, TOLERANCE, 0.0, 2.58).unwrap();
+            assert!(s.begins_at > 0, "seed {seed}: {s:?}");
+            let s = test(&v, BATCH, TOLERANCE, 5.0, 2.58).unwrap();
+            assert!(s.reached && s.begins_at == 0, "seed {seed}: {s:?}");
+            let (_, words) = evidence(&s);
+            assert!(
+                words.contains("within 5 ms, the client's own allowance"),
+                "{words}"
+            );
         }
     }
 
@@ -374,7 +427,7 @@ mod tests {
             .enumerate()
             .map(|(i, x)| x + i as f64 * 5.0)
             .collect();
-        let s = test(&v, BATCH, TOLERANCE, 2.58).unwrap();
+        let s = test(&v, BATCH, TOLERANCE, 0.0, 2.58).unwrap();
         assert!(!s.reached, "{s:?}");
     }
 }
