@@ -56,14 +56,20 @@ async fn same_contract_is_no_difference_and_a_slower_decode_is_worse() {
     assert!(same.refused.is_empty() && same.diffs.is_empty());
     // Tails of 60 requests a run move with whatever else shares these 2 cores (other test
     // binaries run alongside): the claim is checked on medians and rates, which that noise does
-    // not move by 5%.
+    // not move by 5%. It may move them by 1% consistently across three runs, which Welch then
+    // finds significant (TTFT p50 19.07 against 18.88 ms on a busy host): within the noise band,
+    // neither better nor worse, is the answer for that.
     let robust = |name: &str| !name.contains("p99");
     for m in same
         .metrics
         .iter()
         .filter(|m| m.a.is_some() && robust(&m.metric))
     {
-        assert_eq!(m.verdict, "no significant difference", "{m:?}");
+        use goodput::compare::MetricVerdict::{NoSignificantDifference, WithinNoiseBand};
+        assert!(
+            matches!(m.verdict, NoSignificantDifference | WithinNoiseBand),
+            "{m:?}"
+        );
         assert_eq!(m.method, "welch over runs");
     }
 
