@@ -380,15 +380,19 @@ mod tests {
         }
     }
 
+    /// 600 requests at `level`, starting at 5× it and decaying linearly to 1× over the first 150.
+    fn decaying(level: f64, seed: u64) -> Vec<f64> {
+        noise(600, level, seed)
+            .into_iter()
+            .enumerate()
+            .map(|(i, x)| x * (1.0 + 4.0 * (1.0 - i as f64 / 150.0).max(0.0)))
+            .collect()
+    }
+
     #[test]
     fn a_decaying_transient_is_cropped_near_its_end() {
-        // 5× the level decaying linearly to 1× over the first 150 of 600 requests.
         for seed in 0..20 {
-            let v: Vec<f64> = noise(600, 100.0, seed)
-                .into_iter()
-                .enumerate()
-                .map(|(i, x)| x * (1.0 + 4.0 * (1.0 - i as f64 / 150.0).max(0.0)))
-                .collect();
+            let v = decaying(100.0, seed);
             let s = test(&v, BATCH, TOLERANCE, 0.0, 2.58).unwrap();
             assert!(s.reached, "seed {seed}: {s:?}");
             assert!((60..=200).contains(&s.begins_at), "seed {seed}: {s:?}");
@@ -403,11 +407,7 @@ mod tests {
     #[test]
     fn a_change_within_the_clients_allowance_does_not_count() {
         for seed in 0..20 {
-            let v: Vec<f64> = noise(600, 0.1, seed)
-                .into_iter()
-                .enumerate()
-                .map(|(i, x)| x * (1.0 + 4.0 * (1.0 - i as f64 / 150.0).max(0.0)))
-                .collect();
+            let v = decaying(0.1, seed);
             let s = test(&v, BATCH, TOLERANCE, 0.0, 2.58).unwrap();
             assert!(s.begins_at > 0, "seed {seed}: {s:?}");
             let s = test(&v, BATCH, TOLERANCE, 5.0, 2.58).unwrap();
