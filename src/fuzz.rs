@@ -3,48 +3,36 @@
 //! and must return without panicking, hanging or growing without bound. Public for the fuzz
 //! crate only; `scripts/fuzz.sh` runs them (docs/guide/testing.md, "Fuzzing").
 
-use std::ops::ControlFlow;
 use std::path::Path;
 
 /// The stream parser, fed the input in pieces (the first byte picks the piece size, so splits
 /// inside lines, CRLFs and characters are explored), once framed as SSE and once as JSON
-/// lines, with every event handed to each API's event parser, as the client does, and to its
-/// shortcut for events that repeat the last one's shape, which must agree with the parser.
+/// lines, with its events taken for each API as the client takes them: whole frames of the
+/// last event's shape, that shape's shortcut, or the API's event parser; each frame and each
+/// shortcut must agree with the parser (`template::Checked`).
 pub fn sse(data: &[u8]) {
     let Some((&step, body)) = data.split_first() else {
         return;
     };
     let step = usize::from(step).max(1);
-    let adapters: Vec<_> = crate::api::ApiKind::all()
-        .iter()
-        .map(|k| k.adapter())
-        .collect();
     for framing in [crate::api::Framing::Sse, crate::api::Framing::JsonLines] {
-        let mut parser = crate::client::sse::SseParser::for_framing(framing);
-        let mut kept = 0usize;
-        // Each API's shortcut for repeated shapes must agree with its parser on every event.
-        let mut templates: Vec<crate::client::template::Template> =
-            adapters.iter().map(|_| Default::default()).collect();
-        let mut on_event = |event: &[u8]| {
-            assert!(event.len() <= crate::client::sse::MAX_EVENT);
-            kept += event.len();
-            for (a, t) in adapters.iter().zip(&mut templates) {
-                crate::client::template::check(t, event, &a.parse_event(event));
+        for kind in crate::api::ApiKind::all() {
+            let adapter = kind.adapter();
+            let mut parser = crate::client::sse::SseParser::for_framing(framing);
+            let mut taken = crate::client::template::Checked::new(adapter.as_ref());
+            let mut stopped = false;
+            for piece in body.chunks(step) {
+                if parser.feed(piece, &mut taken).is_break() {
+                    assert!(parser.too_large().is_some());
+                    stopped = true;
+                    break;
+                }
             }
-            ControlFlow::Continue(())
-        };
-        let mut stopped = false;
-        for piece in body.chunks(step) {
-            if parser.feed(piece, &mut on_event).is_break() {
-                assert!(parser.too_large().is_some());
-                stopped = true;
-                break;
+            if !stopped {
+                let _ = parser.finish(&mut taken);
             }
+            assert!(taken.data_bytes <= body.len());
         }
-        if !stopped {
-            let _ = parser.finish(&mut on_event);
-        }
-        assert!(kept <= body.len());
     }
 }
 

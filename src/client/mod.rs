@@ -915,7 +915,8 @@ impl Client {
                 }
                 None => {
                     // A last JSON line without its line end is still an event.
-                    let _ = parser.finish(&mut |data| self.on_event(data, now, rec, &mut state));
+                    let _ =
+                        parser.finish(&mut |data: &[u8]| self.on_event(data, now, rec, &mut state));
                     if let Some((class, msg)) = state.failure.take() {
                         return rec.fail(class, msg, now);
                     }
@@ -939,9 +940,13 @@ impl Client {
                 state.whole.extend_from_slice(&bytes);
                 continue;
             }
-            let _ = parser.feed(&bytes, &mut |data| {
-                self.on_event(data, now, rec, &mut state)
-            });
+            let mut taker = Taker {
+                client: self,
+                now,
+                rec,
+                st: &mut state,
+            };
+            let _ = parser.feed(&bytes, &mut taker);
             if let Some(why) = parser.too_large() {
                 return rec.fail(Outcome::TooLarge, format!("{why} from {url}"), now);
             }
@@ -1003,11 +1008,7 @@ impl Client {
         st.any_event = true;
         // The usual token event, read from the last event's shape: its one text is all it says.
         if let Some((text, part)) = st.template.read(data) {
-            st.understood = true;
-            match part {
-                template::Part::Text => self.on_text(None, Some(text), now, rec, st),
-                template::Part::Reasoning => self.on_text(Some(text), None, now, rec, st),
-            }
+            self.on_shaped(text, part, now, rec, st);
             return ControlFlow::Continue(());
         }
         let ev = match self.adapter.parse_event(data) {
@@ -1055,6 +1056,22 @@ impl Client {
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
+    }
+
+    /// An event of the kept shape arrived at `now`: its one text, in `part`, is all it says.
+    fn on_shaped(
+        &self,
+        text: &str,
+        part: template::Part,
+        now: u64,
+        rec: &mut Record,
+        st: &mut StreamState,
+    ) {
+        st.understood = true;
+        match part {
+            template::Part::Text => self.on_text(None, Some(text), now, rec, st),
+            template::Part::Reasoning => self.on_text(Some(text), None, now, rec, st),
+        }
     }
 
     /// One chunk of generated text arrived at `now`: reasoning, answer, or both (at least one,
@@ -1218,6 +1235,28 @@ struct StreamState {
     whole: Vec<u8>,
     /// The last parsed event's shape: the next of that shape is read without parsing.
     template: template::Template,
+}
+
+/// A stream's events as one read hands them over, all arriving at `now`.
+struct Taker<'a> {
+    client: &'a Client,
+    now: u64,
+    rec: &'a mut Record,
+    st: &'a mut StreamState,
+}
+
+impl sse::Events for Taker<'_> {
+    /// An event of the kept shape, taken whole from the read (see `Template::frame`).
+    fn whole(&mut self, bytes: &[u8]) -> Option<usize> {
+        let (n, text, part) = self.st.template.frame(bytes)?;
+        self.client
+            .on_shaped(text, part, self.now, self.rec, self.st);
+        Some(n)
+    }
+
+    fn event(&mut self, data: &[u8]) -> ControlFlow<()> {
+        self.client.on_event(data, self.now, self.rec, self.st)
+    }
 }
 
 /// The most bytes one response may carry (streamed or not): past it the request fails as

@@ -72,6 +72,34 @@ impl Template {
         Some((text, part))
     }
 
+    /// An SSE event of the kept shape at the start of `bytes`, framed as servers frame one
+    /// token: `data: `, the event, and a blank line (`\n\n` or `\r\n\r\n`). Its length in
+    /// bytes, its text and which part that is; the SSE parser would hand over the same event
+    /// (see [`crate::client::sse::Events::whole`]): the kept bytes came from one line, so they
+    /// hold no line end, and a plain string body holds no control character. One comparison
+    /// of the bytes instead of a search for the line's end and then a comparison (the search
+    /// was the client's largest single cost at its ceiling).
+    pub(crate) fn frame<'a>(&mut self, bytes: &'a [u8]) -> Option<(usize, &'a str, Part)> {
+        const DATA: &[u8] = b"data: ";
+        let (start, end, part) = self.place?;
+        let (head, tail) = (&self.bytes[..start], &self.bytes[end..]);
+        let rest = bytes.strip_prefix(DATA)?.strip_prefix(head)?;
+        // A plain body has no quote: the first one is the text's end, where the tail starts
+        // (the tail's first byte is the closing quote).
+        let len = memchr::memchr(b'"', rest).filter(|&n| n > 0)?;
+        let text = plain_string_body(&rest[..len])?;
+        let after = rest[len..].strip_prefix(tail)?;
+        let blank = if after.starts_with(b"\n\n") {
+            2
+        } else if after.starts_with(b"\r\n\r\n") {
+            4
+        } else {
+            return None;
+        };
+        self.misses = 0;
+        Some((DATA.len() + start + len + tail.len() + blank, text, part))
+    }
+
     /// Keeps `data`'s shape when its parse `ev` qualifies (see the module's comment); leaves
     /// the template as it was otherwise. `data` did not match the kept shape (`read` said no).
     pub(crate) fn learn(&mut self, data: &[u8], ev: &StreamEvent<'_>) {
@@ -130,20 +158,22 @@ fn plain_string_body(body: &[u8]) -> Option<&str> {
     std::str::from_utf8(body).ok()
 }
 
+/// What the client takes from an event after the first (`id` and `model` are taken from the
+/// first, which is always parsed).
+fn seen<'e>(ev: &'e StreamEvent<'_>) -> impl PartialEq + std::fmt::Debug + 'e {
+    (
+        ev.text.as_deref(),
+        ev.reasoning.as_deref(),
+        ev.finish_reason.as_deref(),
+        ev.usage,
+        ev.done,
+    )
+}
+
 /// The shortcut checked against a full parse of the same event (`full`): panics when they
-/// disagree on anything the client takes after the first event (`id` and `model` are taken
-/// from the first, which is always parsed). Learns as the client does. For the tests and the
+/// disagree on anything the client takes. Learns as the client does. For the tests and the
 /// fuzz target; returns whether the shortcut applied.
 pub(crate) fn check(t: &mut Template, data: &[u8], full: &Result<StreamEvent<'_>, String>) -> bool {
-    fn seen<'e>(ev: &'e StreamEvent<'_>) -> impl PartialEq + std::fmt::Debug + 'e {
-        (
-            ev.text.as_deref(),
-            ev.reasoning.as_deref(),
-            ev.finish_reason.as_deref(),
-            ev.usage,
-            ev.done,
-        )
-    }
     match t.read(data) {
         Some((text, part)) => {
             let ev = part.event(text);
@@ -157,6 +187,72 @@ pub(crate) fn check(t: &mut Template, data: &[u8], full: &Result<StreamEvent<'_>
             }
             false
         }
+    }
+}
+
+/// A stream taken as the client takes it (whole frames of the kept shape, then each event
+/// through the shortcut or parsed in full, which may teach the shape), checked as it goes: a
+/// whole frame must be what the SSE parser, given just its bytes, hands over as one event and
+/// return to rest after, and that event parsed in full must say the same; a shortcut must agree
+/// with the full parse. `said` is what each event said, in order, for a comparison with the
+/// same stream parsed in full. For the tests and the fuzz target.
+pub(crate) struct Checked<'a> {
+    pub adapter: &'a dyn crate::api::Adapter,
+    pub template: Template,
+    pub said: Vec<String>,
+    /// Events taken as whole frames.
+    pub frames: usize,
+    /// The data of every event, bytes (never more than the stream's).
+    pub data_bytes: usize,
+}
+
+impl<'a> Checked<'a> {
+    pub(crate) fn new(adapter: &'a dyn crate::api::Adapter) -> Self {
+        Checked {
+            adapter,
+            template: Template::default(),
+            said: Vec::new(),
+            frames: 0,
+            data_bytes: 0,
+        }
+    }
+}
+
+impl crate::client::sse::Events for Checked<'_> {
+    fn whole(&mut self, bytes: &[u8]) -> Option<usize> {
+        let (n, text, part) = self.template.frame(bytes)?;
+        let mut alone = crate::client::sse::SseParser::default();
+        let mut events = Vec::new();
+        let _ = alone.feed(&bytes[..n], &mut |d: &[u8]| {
+            events.push(d.to_vec());
+            std::ops::ControlFlow::Continue(())
+        });
+        let shown = String::from_utf8_lossy(&bytes[..n]);
+        assert!(
+            alone.at_rest(),
+            "a whole frame left the parser mid-line: {shown:?}"
+        );
+        assert_eq!(events.len(), 1, "a whole frame is not one event: {shown:?}");
+        let full = self.adapter.parse_event(&events[0]);
+        let full = full.as_ref().expect("a whole frame's event parses");
+        let ev = part.event(text);
+        assert_eq!(seen(&ev), seen(full), "{shown:?}");
+        self.said.push(format!("{:?}", seen(full)));
+        self.frames += 1;
+        self.data_bytes += events[0].len();
+        Some(n)
+    }
+
+    fn event(&mut self, data: &[u8]) -> std::ops::ControlFlow<()> {
+        assert!(data.len() <= crate::client::sse::MAX_EVENT);
+        self.data_bytes += data.len();
+        let full = self.adapter.parse_event(data);
+        check(&mut self.template, data, &full);
+        self.said.push(match &full {
+            Ok(ev) => format!("{:?}", seen(ev)),
+            Err(_) => "unparsed".to_owned(),
+        });
+        std::ops::ControlFlow::Continue(())
     }
 }
 
@@ -346,5 +442,87 @@ mod tests {
             let refs: Vec<&str> = events.iter().map(String::as_str).collect();
             check(ApiKind::OpenAiChat, &refs);
         }
+
+        /// A stream of framed events of every kind (the kept shape with any text, line ends
+        /// LF, CRLF and CR, a comment, a `data:` without its space, an event over two lines,
+        /// the last events), read in any pieces: taken with whole frames it says, event by
+        /// event, what the parser says with every event parsed in full, and every frame is
+        /// what the parser alone makes of its bytes.
+        #[test]
+        fn whole_frames_say_what_the_parser_says(
+            parts in proptest::collection::vec((0u8..8, ".{0,5}"), 1..40),
+            mut splits in proptest::collection::vec(0usize..4000, 0..8),
+        ) {
+            let stream: String = parts.iter().map(|(shape, text)| frame_of(*shape, text)).collect();
+            let bytes = stream.as_bytes();
+            splits.push(bytes.len());
+            splits.sort_unstable();
+            let a = ApiKind::OpenAiChat.adapter();
+            let mut taken = Checked::new(a.as_ref());
+            let mut full = Vec::new();
+            for whole in [true, false] {
+                let mut p = crate::client::sse::SseParser::default();
+                let mut last = 0;
+                for &s in &splits {
+                    let piece = &bytes[last..s.min(bytes.len()).max(last)];
+                    last += piece.len();
+                    if whole {
+                        let _ = p.feed(piece, &mut taken);
+                    } else {
+                        let _ = p.feed(piece, &mut |d: &[u8]| {
+                            full.push(match a.parse_event(d) {
+                                Ok(ev) => format!("{:?}", seen(&ev)),
+                                Err(_) => "unparsed".to_owned(),
+                            });
+                            std::ops::ControlFlow::Continue(())
+                        });
+                    }
+                }
+            }
+            proptest::prop_assert_eq!(&taken.said, &full);
+        }
+    }
+
+    /// One framed event of the stream `whole_frames_say_what_the_parser_says` builds.
+    fn frame_of(shape: u8, text: &str) -> String {
+        let t = serde_json::to_string(text).unwrap();
+        let ev = |t: &str, finish: &str| {
+            format!(
+                r#"{{"id":"c","choices":[{{"index":0,"delta":{{"content":{t}}},"finish_reason":{finish}}}]}}"#
+            )
+        };
+        match shape {
+            0 | 1 => format!("data: {}\n\n", ev(&t, "null")),
+            2 => format!("data: {}\r\n\r\n", ev(&t, "null")),
+            3 => format!("data: {}\r\r", ev(&t, "null")),
+            4 => format!(": keep-alive\ndata:{}\n\n", ev(&t, "null")),
+            5 => format!("data: {}\ndata: {}\n\n", ev(&t, "null"), ev(&t, "null")),
+            6 => format!("data: {}\n\n", ev(&t, "\"stop\"")),
+            _ => "data: [DONE]\n\n".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_kept_shape_takes_whole_frames_and_nothing_else() {
+        let a = ApiKind::OpenAiChat.adapter();
+        let mut c = Checked::new(a.as_ref());
+        let texts = ["Hello", " world", "", " é", "a\\nb", " again", " \\\"q\\\""];
+        let stream: String = std::iter::once(frame_of(0, "role"))
+            .chain(texts.iter().map(|t| frame_of(0, t)))
+            .chain([
+                frame_of(2, "crlf"),
+                frame_of(3, "cr"),
+                frame_of(6, "end"),
+                frame_of(7, ""),
+            ])
+            .collect();
+        let mut p = crate::client::sse::SseParser::default();
+        let _ = p.feed(stream.as_bytes(), &mut c);
+        // The first event teaches the shape. Taken whole: "Hello", " world", " é", " again"
+        // and the CRLF frame. Parsed by the parser: the empty text, the escapes (which teach
+        // nothing, so the shape stays), the CR-framed event (then read by the shortcut), the
+        // finish reason and `[DONE]`.
+        assert_eq!(c.said.len(), 12);
+        assert_eq!(c.frames, 5);
     }
 }
