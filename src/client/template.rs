@@ -85,9 +85,29 @@ impl Template {
         let (head, tail) = (&self.bytes[..start], &self.bytes[end..]);
         let rest = bytes.strip_prefix(DATA)?.strip_prefix(head)?;
         // A plain body has no quote: the first one is the text's end, where the tail starts
-        // (the tail's first byte is the closing quote).
-        let len = memchr::memchr(b'"', rest).filter(|&n| n > 0)?;
-        let text = plain_string_body(&rest[..len])?;
+        // (the tail's first byte is the closing quote). A token's text is a few bytes, so one
+        // pass finds it and checks it (a vectorised search then a check cost more).
+        let mut len = 0;
+        let mut ascii = true;
+        loop {
+            match *rest.get(len)? {
+                b'"' => break,
+                b'\\' | 0..0x20 => return None,
+                0x80.. => ascii = false,
+                _ => {}
+            }
+            len += 1;
+        }
+        if len == 0 {
+            return None;
+        }
+        let body = &rest[..len];
+        let text = if ascii {
+            // SAFETY: every byte is ASCII (checked just above), and ASCII is valid UTF-8.
+            unsafe { std::str::from_utf8_unchecked(body) }
+        } else {
+            std::str::from_utf8(body).ok()?
+        };
         let after = rest[len..].strip_prefix(tail)?;
         let blank = if after.starts_with(b"\n\n") {
             2
