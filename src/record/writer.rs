@@ -235,8 +235,19 @@ fn write_all(
                 Some(format!("in flight when the run stopped, its verdict decided ({why})").into());
         }
         buf.0.clear();
+        // The chunks are written last and straight (`Chunks::write_json`), not through serde.
+        let chunks = std::mem::take(&mut rec.chunks);
         serde_json::to_writer(&mut buf, &rec).map_err(std::io::Error::other)?;
         let line = &mut buf.0;
+        if !chunks.is_empty() {
+            // A record is a JSON object: its chunks go in before its closing brace.
+            debug_assert_eq!(line.last(), Some(&b'}'));
+            line.pop();
+            line.extend_from_slice(b",\"chunks\":");
+            chunks.write_json(line);
+            line.push(b'}');
+        }
+        rec.chunks = chunks;
         // A secret a server echoed (a 401 body quoting the key) never reaches the file, nor
         // an observer's message: they see the record as written.
         if crate::secrets::any()
@@ -261,9 +272,15 @@ fn write_all(
 mod tests {
     use super::*;
 
+    /// A record; every other one with chunks (written apart from the rest of the record).
     fn record(i: u64) -> Record {
+        let chunks = if i % 2 == 1 {
+            format!(r#","chunks":{{"at_us":{i},"gaps_us":[0,{i},-1],"tokens":[[1,2],[3,2]]}}"#)
+        } else {
+            String::new()
+        };
         serde_json::from_str(&format!(
-            r#"{{"index":{i},"phase":"steady","request_id":"r-{i}","input_tokens_planned":1,"output_tokens_planned":1,"client_output_tokens":1,"outcome":"ok"}}"#
+            r#"{{"index":{i},"phase":"steady","request_id":"r-{i}","input_tokens_planned":1,"output_tokens_planned":1,"client_output_tokens":1,"outcome":"ok"{chunks}}}"#
         ))
         .unwrap()
     }
@@ -310,7 +327,8 @@ mod tests {
         until_lines(&path, 5002);
         drop(tx);
         assert_eq!(writer.join().unwrap().unwrap(), 5002);
+        // Each record reads back as it was sent, chunks and all, in order.
         let read = crate::record::read_jsonl(&path).unwrap();
-        assert!(read.iter().enumerate().all(|(i, r)| r.index == i as u64));
+        assert!(read.iter().enumerate().all(|(i, r)| *r == record(i as u64)));
     }
 }
