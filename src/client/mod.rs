@@ -915,8 +915,12 @@ impl Client {
                 }
                 None => {
                     // A last JSON line without its line end is still an event.
-                    let _ =
-                        parser.finish(&mut |data: &[u8]| self.on_event(data, now, rec, &mut state));
+                    let _ = parser.finish(&mut Taker {
+                        client: self,
+                        now,
+                        rec,
+                        st: &mut state,
+                    });
                     if let Some((class, msg)) = state.failure.take() {
                         return rec.fail(class, msg, now);
                     }

@@ -72,7 +72,9 @@ impl Template {
         {
             return None;
         }
-        let text = plain_string_body(&data[head.len()..data.len() - tail.len()])?;
+        let body = &data[head.len()..data.len() - tail.len()];
+        // The whole body, with no quote in it, is plain.
+        let text = plain_prefix(body).filter(|t| t.len() == body.len())?;
         self.misses = 0;
         Some((text, part))
     }
@@ -90,29 +92,10 @@ impl Template {
         let (head, tail) = (&self.bytes[..start], &self.bytes[end..]);
         let rest = bytes.strip_prefix(head)?;
         // A plain body has no quote: the first one is the text's end, where the tail starts
-        // (the tail's first byte is the closing quote). A token's text is a few bytes, so one
-        // pass finds it and checks it (a vectorised search then a check cost more).
-        let mut len = 0;
-        let mut ascii = true;
-        loop {
-            match *rest.get(len)? {
-                b'"' => break,
-                b'\\' | 0..0x20 => return None,
-                0x80.. => ascii = false,
-                _ => {}
-            }
-            len += 1;
-        }
-        if len == 0 {
-            return None;
-        }
-        let body = &rest[..len];
-        let text = if ascii {
-            // SAFETY: every byte is ASCII (checked just above), and ASCII is valid UTF-8.
-            unsafe { std::str::from_utf8_unchecked(body) }
-        } else {
-            std::str::from_utf8(body).ok()?
-        };
+        // (the tail's first byte is the closing quote). Running into the read's end instead
+        // is an event not yet whole.
+        let text = plain_prefix(rest).filter(|t| !t.is_empty() && t.len() < rest.len())?;
+        let len = text.len();
         let after = rest[len..].strip_prefix(tail)?;
         let blank = if after.starts_with(b"\n\n") {
             2
@@ -166,20 +149,26 @@ impl Template {
     }
 }
 
-/// `body` as text when it is a JSON string's body that reads as itself: no quote, no
-/// backslash, no control character, valid UTF-8.
-fn plain_string_body(body: &[u8]) -> Option<&str> {
-    // One pass for the usual token, printable ASCII; `from_utf8`'s own setup cost more than
-    // the check on a token of a few bytes.
-    if body
-        .iter()
-        .all(|&b| (0x20..0x80).contains(&b) && b != b'"' && b != b'\\')
-    {
+/// The plain JSON string body at the start of `bytes`: up to its first quote (or its end) when
+/// no backslash or control character comes before, and those bytes are valid UTF-8. Such a
+/// body reads as itself. One pass: a token's text is a few bytes, where a vectorised search and
+/// `from_utf8`'s own setup cost more than the check.
+fn plain_prefix(bytes: &[u8]) -> Option<&str> {
+    let mut len = 0;
+    let mut ascii = true;
+    while let Some(&b) = bytes.get(len) {
+        match b {
+            b'"' => break,
+            b'\\' | 0..0x20 => return None,
+            0x80.. => ascii = false,
+            _ => {}
+        }
+        len += 1;
+    }
+    let body = &bytes[..len];
+    if ascii {
         // SAFETY: every byte is ASCII (checked just above), and ASCII is valid UTF-8.
         return Some(unsafe { std::str::from_utf8_unchecked(body) });
-    }
-    if body.iter().any(|&b| b == b'"' || b == b'\\' || b < 0x20) {
-        return None;
     }
     std::str::from_utf8(body).ok()
 }
