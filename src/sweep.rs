@@ -836,6 +836,12 @@ fn capacity_lines(d: &mut crate::report::Doc, r: &SweepResult, c: &Capacity) {
     } else if c.client_limited {
         d.line("The client fell behind its schedule at a failing rate (dispatch lag): the answer may be the client's limit, not the server's.");
     }
+    if !c.retried_for_client.is_empty() {
+        d.line(format!(
+            "Run twice: {}, where the first run's client fell behind its schedule while the server met the SLO. A rate is taken as the client's limit only when that happens again (a lone late wake-up is not).",
+            crate::arrival::edge::rates_in_words(&c.retried_for_client)
+        ));
+    }
 }
 
 /// The efficiency of each point, when any has a figure: tokens/s per user against SLO-meeting
@@ -1214,6 +1220,10 @@ pub struct Capacity {
     /// and every rate below it would measure the client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by_client_at: Option<f64>,
+    /// Rates run again because the first time only the client fell behind (the server met
+    /// the SLO): a lone late wake-up is not the client's limit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retried_for_client: Vec<f64>,
 }
 
 impl Capacity {
@@ -1277,6 +1287,7 @@ impl PointOutcome {
             supported: supported_capacity(s),
             client_behind: s.validity.client_behind,
             slo_met: s.steady.slo.as_ref().is_some_and(|x| x.pass),
+            overloaded: s.validity.overload.is_some(),
         }
     }
 }
@@ -1314,6 +1325,7 @@ where
         tried: s.tried,
         client_limited: s.client_limited,
         stopped_by_client_at: s.stopped_by_client_at,
+        retried_for_client: s.retried_for_client,
     })
 }
 
@@ -1354,8 +1366,8 @@ mod capacity_tests {
     }
 
     /// A client that cannot keep up above 15 req/s with a server good to 37: a point where
-    /// the SLO is met but the client fell behind ends the search; one where the SLO is missed
-    /// as well (the server may be the cause) does not.
+    /// the SLO is met but the client fell behind, twice at its rate, ends the search; one
+    /// where the SLO is missed as well (the server may be the cause) does not.
     #[tokio::test]
     async fn a_point_only_the_client_failed_ends_the_search() {
         let (truth, client) = (37.0, 15.0);
@@ -1364,13 +1376,18 @@ mod capacity_tests {
             supported: r <= truth && r <= client,
             client_behind: r > client,
             slo_met: r <= truth,
+            overloaded: false,
         };
         let c = search_capacity(5.0, 0.05, 20, |r| async move { Ok(Some(outcome(r))) })
             .await
             .unwrap();
-        // 5 and 10 pass, 20 is the client's: stop, with 10 as the capacity measured.
-        assert_eq!(c.tried, [(5.0, true), (10.0, true), (20.0, false)]);
+        // 5 and 10 pass, 20 is the client's, again: stop, with 10 as the capacity measured.
+        assert_eq!(
+            c.tried,
+            [(5.0, true), (10.0, true), (20.0, false), (20.0, false)]
+        );
         assert_eq!(c.stopped_by_client_at, Some(20.0));
+        assert_eq!(c.retried_for_client, [20.0]);
         assert_eq!((c.capacity_rps, c.failed_at_rps), (Some(10.0), Some(20.0)));
         assert!(c.client_limited);
         // From above the server's limit (the SLO missed too) it halves on, then stops where
@@ -1378,8 +1395,57 @@ mod capacity_tests {
         let c = search_capacity(80.0, 0.05, 20, |r| async move { Ok(Some(outcome(r))) })
             .await
             .unwrap();
-        assert_eq!(c.tried, [(80.0, false), (40.0, false), (20.0, false)]);
+        assert_eq!(
+            c.tried,
+            [(80.0, false), (40.0, false), (20.0, false), (20.0, false)]
+        );
         assert_eq!(c.stopped_by_client_at, Some(20.0));
         assert_eq!(c.capacity_rps, None);
+        // A budget that ends on such a point stops there, not on a retry it cannot run.
+        let c = search_capacity(5.0, 0.05, 3, |r| async move { Ok(Some(outcome(r))) })
+            .await
+            .unwrap();
+        assert_eq!(c.tried, [(5.0, true), (10.0, true), (20.0, false)]);
+        assert_eq!(c.stopped_by_client_at, Some(20.0));
+    }
+
+    /// A lone late wake-up: the client fell behind once at 20 req/s (the SLO met), kept its
+    /// schedule when 20 ran again, and the search went on to the server's limit.
+    #[tokio::test]
+    async fn a_point_the_client_fell_behind_once_is_run_again_and_the_search_goes_on() {
+        let truth = 37.0;
+        let tries = std::sync::Arc::new(std::sync::Mutex::new(0));
+        let c = search_capacity(5.0, 0.05, 20, |r| {
+            let tries = tries.clone();
+            async move {
+                let mut n = tries.lock().unwrap();
+                *n += 1;
+                let hiccup = r == 20.0 && *n == 3;
+                Ok(Some(PointOutcome {
+                    passed: r <= truth && !hiccup,
+                    supported: r <= truth && !hiccup,
+                    client_behind: hiccup,
+                    slo_met: r <= truth,
+                    overloaded: false,
+                }))
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            &c.tried[..5],
+            [
+                (5.0, true),
+                (10.0, true),
+                (20.0, false),
+                (20.0, true),
+                (40.0, false)
+            ]
+        );
+        assert_eq!(c.retried_for_client, [20.0]);
+        assert_eq!(c.stopped_by_client_at, None);
+        assert!(!c.client_limited);
+        let (lo, hi) = (c.capacity_rps.unwrap(), c.failed_at_rps.unwrap());
+        assert!(lo <= truth && hi > truth && (hi - lo) / hi <= 0.05, "{c:?}");
     }
 }

@@ -22,6 +22,7 @@ pub fn step_outcome(r: &StageResult) -> Option<PointOutcome> {
         supported: slo.verdict == SloVerdict::Met && r.validity.is_valid(),
         client_behind: r.validity.client_behind,
         slo_met: slo.pass,
+        overloaded: r.validity.overload.is_some(),
     })
 }
 
@@ -62,20 +63,20 @@ impl EdgeResult {
         }
         out += &match (s.capacity_rps, s.failed_at_rps) {
             (Some(l), Some(h)) => format!(
-                "SLA edge {l:.2} req/s: the highest step that met the SLO; the lowest that missed it ran at {h:.2} req/s (bracket {:.1}%)",
+                "SLA edge {l:.2} req/s: the highest step that passed; the lowest that failed ran at {h:.2} req/s (bracket {:.1}%)",
                 s.resolution.unwrap_or(0.0) * 100.0
             ),
             (Some(l), None) if self.cut_short => {
-                format!("every step met the SLO, up to {l:.2} req/s: the edge lies above it")
+                format!("every step passed, up to {l:.2} req/s: the edge lies above it")
             }
             (Some(l), None) => format!(
-                "every step met the SLO, up to {l:.2} req/s: the edge lies above it (raise the stage's rate or max_steps)"
+                "every step passed, up to {l:.2} req/s: the edge lies above it (raise the stage's rate or max_steps)"
             ),
-            (None, Some(h)) if self.cut_short => format!(
-                "no step met the SLO: the lowest, {h:.2} req/s, missed it, so the edge lies below"
-            ),
+            (None, Some(h)) if self.cut_short => {
+                format!("no step passed: the lowest, {h:.2} req/s, failed, so the edge lies below")
+            }
             (None, Some(h)) => format!(
-                "no step met the SLO: the lowest, {h:.2} req/s, missed it, so the edge lies below (lower the stage's rate)"
+                "no step passed: the lowest, {h:.2} req/s, failed, so the edge lies below (lower the stage's rate)"
             ),
             (None, None) => {
                 "no step was judged: the run ended before its first step finished".to_owned()
@@ -96,10 +97,25 @@ impl EdgeResult {
         }
         if let Some(r) = s.stopped_by_client_at {
             out += &format!(
-                "; the search stopped at {r:.2} req/s, where the SLO held but the client fell behind its schedule: the answer is the client's limit, not the server's"
+                "; the search stopped at {r:.2} req/s, where the SLO held but the client fell behind its schedule{}: the answer is the client's limit, not the server's",
+                if s.retried_for_client.contains(&r) {
+                    " twice"
+                } else {
+                    ""
+                }
             );
         } else if s.client_limited {
             out += "; a step near it was INVALID for the client's lag: the answer may be the client's limit";
+        }
+        let again: Vec<f64> = (s.retried_for_client.iter())
+            .copied()
+            .filter(|&r| s.stopped_by_client_at != Some(r))
+            .collect();
+        if !again.is_empty() {
+            out += &format!(
+                "; {} ran again after only the client fell behind (a lone late wake-up is not the client's limit)",
+                crate::arrival::edge::rates_in_words(&again)
+            );
         }
         if self.budget_spent {
             out += &format!(

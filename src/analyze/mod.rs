@@ -289,7 +289,8 @@ pub struct Summary {
     /// A load program (`[[load.stage]]`): each stage's own result, in program order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<Vec<stages::StageResult>>,
-    /// An edge search (`shape = "edge"`): the highest rate whose step met the SLO, bracketed.
+    /// An edge search (`shape = "edge"`): the highest rate whose step passed (met the SLO
+    /// and VALID), bracketed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edge: Option<edge::EdgeResult>,
     /// Energy, cost and per-accelerator figures over the steady window, each absent with its
