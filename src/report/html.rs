@@ -180,7 +180,14 @@ fn program_verdicts(s: &Summary, stages: &[crate::analyze::stages::StageResult])
                         .as_ref()
                         .map_or(String::new(), |d| format!("TTFT p99 {}", ms(d.p99))),
                 },
-                pass: k.slo.as_ref().map(|x| x.verdict.met() && valid),
+                // A step that met its SLO but is INVALID neither meets nor misses it: its
+                // value says INVALID, and a "✗ misses" beside a TTFT under the SLO read as a
+                // miss.
+                pass: k
+                    .slo
+                    .as_ref()
+                    .map(|x| x.verdict.met())
+                    .filter(|&met| valid || !met),
             }
         })
         .collect();
