@@ -85,11 +85,12 @@ pub fn rates_in_words(rates: &[f64]) -> String {
 /// `resolution` (relative) or `max` rates have been tried.
 ///
 /// A rate that fails only because the client fell behind its schedule, the server meeting the
-/// SLO with no queue growing all run, is tried once more, and failing so again ends the search there: every lower rate would
-/// find the client's limit, not the server's (on a machine waking its threads milliseconds
-/// late, a search went on halving to 2 req/s, each point minutes long). Once more, because a
-/// lone late wake-up is not the client's limit: on an idle 2-core VM a 6 ms sleep took 13 ms
-/// about once in 2,000 arrivals, and in an 80-request step that one request is its p99.
+/// SLO with no queue growing all run, is tried once more, and failing so again ends the search
+/// there: every lower rate would find the client's limit, not the server's (on a machine
+/// waking its threads milliseconds late, a search went on halving to 2 req/s, each point
+/// minutes long). Once more, because a lone late wake-up is not the client's limit: on an idle
+/// 2-core VM a 6 ms sleep took 13 ms about once in 2,000 arrivals, and in an 80-request step
+/// that one request is its p99.
 #[derive(Debug, Clone)]
 pub struct Bracket {
     resolution: f64,
