@@ -839,7 +839,7 @@ fn capacity_lines(d: &mut crate::report::Doc, r: &SweepResult, c: &Capacity) {
     if !c.retried_for_client.is_empty() {
         d.line(format!(
             "Run twice: {}, where the first run's client fell behind its schedule while the server met the SLO. A rate is taken as the client's limit only when that happens again (a lone late wake-up is not).",
-            crate::arrival::edge::rates_in_words(&c.retried_for_client)
+            crate::analyze::edge::rates_in_words(&c.retried_for_client)
         ));
     }
 }

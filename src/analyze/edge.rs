@@ -114,7 +114,7 @@ impl EdgeResult {
         if !again.is_empty() {
             out += &format!(
                 "; {} ran again after only the client fell behind (a lone late wake-up is not the client's limit)",
-                crate::arrival::edge::rates_in_words(&again)
+                rates_in_words(&again)
             );
         }
         if self.budget_spent {
@@ -135,6 +135,16 @@ impl EdgeResult {
             .map(|(r, ok)| format!("{} {}", num_rps(*r), if *ok { "✓" } else { "✗" }))
             .collect::<Vec<_>>()
             .join(" → ")
+    }
+}
+
+/// Rates as a list in words: `20.00 req/s`, `20.00 and 40.00 req/s`.
+pub fn rates_in_words(rates: &[f64]) -> String {
+    let r: Vec<String> = rates.iter().map(|r| format!("{r:.2}")).collect();
+    match r.split_last() {
+        Some((last, [])) => format!("{last} req/s"),
+        Some((last, rest)) => format!("{} and {last} req/s", rest.join(", ")),
+        None => String::new(),
     }
 }
 

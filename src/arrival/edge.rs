@@ -70,16 +70,6 @@ pub struct Searched {
     pub retried_for_client: Vec<f64>,
 }
 
-/// Rates as a list in words: `20.00 req/s`, `20.00 and 40.00 req/s`.
-pub fn rates_in_words(rates: &[f64]) -> String {
-    let r: Vec<String> = rates.iter().map(|r| format!("{r:.2}")).collect();
-    match r.split_last() {
-        Some((last, [])) => format!("{last} req/s"),
-        Some((last, rest)) => format!("{} and {last} req/s", rest.join(", ")),
-        None => String::new(),
-    }
-}
-
 /// Brackets then bisects the rate at which a pass turns to a fail: doubling (or halving) from
 /// `start` until the outcome flips, then halving the bracket until it is narrower than
 /// `resolution` (relative) or `max` rates have been tried.
