@@ -580,6 +580,12 @@ impl Client {
     }
 
     /// The text is collected as it arrives.
+    /// A chunk of answer text counts as one token and no answer is kept (a session's or a
+    /// task's).
+    fn counts_chunks(&self) -> bool {
+        !self.answers && self.counting == ClientTokenCount::Chunks
+    }
+
     fn collects_text(&self) -> bool {
         self.keep != KeepOutput::Nothing || self.recount
     }
@@ -1250,16 +1256,48 @@ struct Taker<'a> {
 }
 
 impl sse::Events for Taker<'_> {
-    /// An event of the kept shape, taken whole from the read (see `Template::frame`).
-    fn whole(&mut self, bytes: &[u8]) -> Option<usize> {
-        let (n, text, part) = self.st.template.frame(bytes)?;
-        self.client
-            .on_shaped(text, part, self.now, self.rec, self.st);
-        Some(n)
+    /// Events of the kept shape, taken whole from the read (see `Template::frame`). Answer text
+    /// after the first token, when no answer is kept and a chunk counts as one token, is the
+    /// same chunk at the same instant each time: such events in a row are pushed at once
+    /// (`Chunks::push_many`), their text kept as [`Client::on_text`] keeps it; the rest go
+    /// through `on_text` one by one, in order.
+    fn whole(&mut self, bytes: &[u8]) -> usize {
+        let by_chunk = self.client.counts_chunks();
+        let (mut taken, mut pending) = (0, 0);
+        while let Some((n, text, part)) = self.st.template.frame(&bytes[taken..]) {
+            taken += n;
+            if by_chunk && part == template::Part::Text && self.rec.first_token_us.is_some() {
+                // Kept (for the quality check or a recount) exactly when `on_text` keeps it:
+                // its first token made the text.
+                if let Some(t) = &mut self.st.text {
+                    t.push_str(text);
+                    self.st.chunk_bytes.push(text.len() as u32);
+                }
+                pending += 1;
+                continue;
+            }
+            self.counted(std::mem::take(&mut pending));
+            self.client
+                .on_shaped(text, part, self.now, self.rec, self.st);
+        }
+        self.counted(pending);
+        taken
     }
 
     fn event(&mut self, data: &[u8]) -> ControlFlow<()> {
         self.client.on_event(data, self.now, self.rec, self.st)
+    }
+}
+
+impl Taker<'_> {
+    /// `n` chunks of answer text, a token each, after the first token, their text kept
+    /// already: what [`Client::on_text`] makes of them one by one.
+    fn counted(&mut self, n: u32) {
+        if n > 0 {
+            self.st.understood = true;
+            self.rec.chunks.push_many(self.now, 1, n);
+            self.rec.client_output_tokens += n;
+        }
     }
 }
 
@@ -1602,6 +1640,74 @@ mod tests {
             ))
         } else {
             client
+        }
+    }
+
+    /// A stream's events taken together from one read (whole frames, the answer's text pushed
+    /// as one run of chunks) make the same chunks, counts and kept text as the same bytes
+    /// arriving a byte at a time (each event through the parser and `on_text`), with and
+    /// without the text kept for a recount.
+    #[test]
+    fn events_taken_together_make_what_they_make_one_at_a_time() {
+        let ev = |text: &str, finish: &str| {
+            format!(
+                "data: {{\"id\":\"c\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{}}},\"finish_reason\":{finish}}}]}}\n\n",
+                serde_json::to_string(text).unwrap()
+            )
+        };
+        let mut stream: String = [
+            "", "Hi", " a", " bb", " é", "x\"y", " c", " d", "日本", " e",
+        ]
+        .iter()
+        .map(|t| ev(t, "null"))
+        .collect();
+        stream.push_str(&ev(" f", "\"length\""));
+        stream.push_str("data: [DONE]\n\n");
+        for recount in [false, true] {
+            let http = http_pool(
+                DEFAULT_KEEP_ALIVE,
+                &[],
+                &Default::default(),
+                &ConnectLog::default(),
+            );
+            let client = Client::new(
+                http.unwrap(),
+                "http://127.0.0.1:9",
+                None,
+                crate::api::ApiKind::OpenAiChat.adapter(),
+                ClientTokenCount::Chunks,
+                Duration::from_secs(5),
+                true,
+                Instant::now(),
+            )
+            .recount(recount);
+            let take = |pieces: Vec<&[u8]>| {
+                let mut rec = Record::planned(&planned_request(), crate::plan::Phase::Steady, "");
+                let mut st = StreamState::default();
+                let mut parser = SseParser::for_framing(client.adapter.framing());
+                for piece in pieces {
+                    let mut taker = Taker {
+                        client: &client,
+                        now: 10,
+                        rec: &mut rec,
+                        st: &mut st,
+                    };
+                    let _ = parser.feed(piece, &mut taker);
+                }
+                let chunks: Vec<(u64, u32)> = rec.chunks.iter().collect();
+                (
+                    chunks,
+                    rec.client_output_tokens,
+                    st.text,
+                    st.chunk_bytes,
+                    st.done,
+                )
+            };
+            let together = take(vec![stream.as_bytes()]);
+            let apart = take(stream.as_bytes().chunks(1).collect());
+            assert_eq!(together, apart, "recount {recount}");
+            assert_eq!((together.0.len(), together.1, together.4), (10, 10, true));
+            assert_eq!(together.2.is_some(), recount);
         }
     }
 

@@ -49,14 +49,14 @@ impl std::fmt::Display for TooLarge {
 
 /// Where a parser's events go.
 pub trait Events {
-    /// An event at the start of `bytes` taken whole, its `data:` line and its blank line, by a
-    /// receiver that knows what its events look like, without the parser's line search: how
-    /// many bytes it was. Asked at each line's start while nothing is gathered (SSE framing
-    /// only); it must take only what the parser would hand over as one event and nothing else
-    /// (`template::Template::frame` is checked against the parser by the tests and the fuzz
-    /// target). `None` (the default): the parser reads on.
-    fn whole(&mut self, _bytes: &[u8]) -> Option<usize> {
-        None
+    /// Events at the start of `bytes` taken whole, each its `data:` line and its blank line, by
+    /// a receiver that knows what its events look like, without the parser's line search: how
+    /// many bytes they were. Asked at each line's start while nothing is gathered (SSE framing
+    /// only); it must take only whole events, each what the parser would hand over as one event,
+    /// and nothing else (`template::Template::frame` is checked against the parser by the tests
+    /// and the fuzz target). 0 (the default): the parser reads on.
+    fn whole(&mut self, _bytes: &[u8]) -> usize {
+        0
     }
 
     /// A complete event's data.
@@ -139,9 +139,7 @@ impl SseParser {
             // A line's start with nothing gathered: the receiver may take a whole event it
             // knows, with no search for its line end.
             if self.line.is_empty() && !self.has_data && !self.lines {
-                while let Some(n) = on_event.whole(bytes) {
-                    bytes = &bytes[n..];
-                }
+                bytes = &bytes[on_event.whole(bytes)..];
             }
             // memchr's vectorised search: a byte-at-a-time scan of every body was a third of
             // a core at 8,000 responses a second.

@@ -154,7 +154,32 @@ impl Template {
 /// body reads as itself. One pass: a token's text is a few bytes, where a vectorised search and
 /// `from_utf8`'s own setup cost more than the check.
 fn plain_prefix(bytes: &[u8]) -> Option<&str> {
+    // Eight bytes at a time while there are eight (a frame's tail follows its text, so there
+    // are): the first byte that is a quote, a backslash, a control character or not ASCII is
+    // found with word arithmetic (the "has a zero byte" test, whose lowest flag is exact), and
+    // a text of plain ASCII up to a quote is taken at once. Anything else goes byte by byte
+    // below. A byte at a time was a third of the work of taking a whole frame.
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGH;
     let mut len = 0;
+    while let Some(word) = bytes.get(len..len + 8) {
+        let w = u64::from_le_bytes(word.try_into().unwrap_or_default());
+        let special = zero(w ^ (ONES * u64::from(b'"')))
+            | zero(w ^ (ONES * u64::from(b'\\')))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH)
+            | (w & HIGH);
+        if special == 0 {
+            len += 8;
+            continue;
+        }
+        let at = len + special.trailing_zeros() as usize / 8;
+        if bytes[at] == b'"' {
+            // SAFETY: every byte before `at` is ASCII (no flag below it), which is UTF-8.
+            return Some(unsafe { std::str::from_utf8_unchecked(&bytes[..at]) });
+        }
+        break;
+    }
     let mut ascii = true;
     while let Some(&b) = bytes.get(len) {
         match b {
@@ -234,7 +259,30 @@ impl<'a> Checked<'a> {
 }
 
 impl crate::client::sse::Events for Checked<'_> {
-    fn whole(&mut self, bytes: &[u8]) -> Option<usize> {
+    fn whole(&mut self, bytes: &[u8]) -> usize {
+        let mut taken = 0;
+        while let Some(n) = self.frame(&bytes[taken..]) {
+            taken += n;
+        }
+        taken
+    }
+
+    fn event(&mut self, data: &[u8]) -> std::ops::ControlFlow<()> {
+        assert!(data.len() <= crate::client::sse::MAX_EVENT);
+        self.data_bytes += data.len();
+        let full = self.adapter.parse_event(data);
+        check(&mut self.template, data, &full);
+        self.said.push(match &full {
+            Ok(ev) => format!("{:?}", seen(ev)),
+            Err(_) => "unparsed".to_owned(),
+        });
+        std::ops::ControlFlow::Continue(())
+    }
+}
+
+impl Checked<'_> {
+    /// One whole frame at the start of `bytes`, checked: its length.
+    fn frame(&mut self, bytes: &[u8]) -> Option<usize> {
         let (n, text, part) = self.template.frame(bytes)?;
         let mut alone = crate::client::sse::SseParser::default();
         let mut events = Vec::new();
@@ -256,18 +304,6 @@ impl crate::client::sse::Events for Checked<'_> {
         self.frames += 1;
         self.data_bytes += events[0].len();
         Some(n)
-    }
-
-    fn event(&mut self, data: &[u8]) -> std::ops::ControlFlow<()> {
-        assert!(data.len() <= crate::client::sse::MAX_EVENT);
-        self.data_bytes += data.len();
-        let full = self.adapter.parse_event(data);
-        check(&mut self.template, data, &full);
-        self.said.push(match &full {
-            Ok(ev) => format!("{:?}", seen(ev)),
-            Err(_) => "unparsed".to_owned(),
-        });
-        std::ops::ControlFlow::Continue(())
     }
 }
 
@@ -436,6 +472,31 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Eight bytes at a time say what one at a time says, on any bytes (quotes,
+        /// backslashes, control bytes, UTF-8 and not, anywhere in the word).
+        #[test]
+        fn a_plain_prefix_is_found_the_same_a_word_at_a_time(
+            bytes in proptest::collection::vec(proptest::sample::select(
+                vec![b'a', b' ', b'"', b'\\', 0x00, 0x1f, 0x7f, 0x80, 0xc3, 0xa9, 0xff]), 0..40)
+        ) {
+            let mut len = 0;
+            let mut ascii = true;
+            let byte_by_byte = loop {
+                match bytes.get(len) {
+                    None | Some(b'"') => break if ascii {
+                        Some(std::str::from_utf8(&bytes[..len]).unwrap())
+                    } else {
+                        std::str::from_utf8(&bytes[..len]).ok()
+                    },
+                    Some(b'\\' | 0..0x20) => break None,
+                    Some(0x80..) => ascii = false,
+                    _ => {}
+                }
+                len += 1;
+            };
+            proptest::prop_assert_eq!(plain_prefix(&bytes), byte_by_byte);
+        }
+
         /// Any text (escapes, quotes, control characters, non-ASCII, empty) in any order of
         /// answer, reasoning and last events: the shortcut and the parser never disagree.
         #[test]

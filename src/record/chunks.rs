@@ -201,6 +201,40 @@ impl Chunks {
         }
     }
 
+    /// Appends `count` chunks that arrived together at `at_us` (at most `i64::MAX`), each
+    /// carrying `tokens`: what `count` calls of [`push`](Self::push) make, with the gaps after
+    /// the first (all zero, whose code and bytes are zero bytes) written at once. The events of
+    /// one read arrive together: pushing them one at a time was a tenth of the client's work
+    /// per event at its ceiling.
+    pub fn push_many(&mut self, at_us: u64, tokens: u32, count: u32) {
+        if count == 0 {
+            return;
+        }
+        self.push(at_us, tokens);
+        let rest = count - 1;
+        if rest == 0 {
+            return;
+        }
+        // Gap k (from 0) opens a group, a control byte and then its own, when k % 4 is 0.
+        let (first, end) = (self.len - 1, self.len - 1 + rest);
+        let opened = end.div_ceil(4) - first.div_ceil(4);
+        self.gaps
+            .resize(self.gaps.len() + (rest + opened) as usize, 0);
+        // `back`: the bytes after the last group's control byte, which is the group of gap
+        // `end - 1`; its gaps from the group's first, each a byte, are the zeros just written
+        // (or, when no group opened, those of the group before plus them).
+        self.back = if opened > 0 {
+            ((end - 1) % 4 + 1) as u8
+        } else {
+            self.back + rest as u8
+        };
+        self.len += rest;
+        // `push` just made the last run this one's.
+        if let Some((_, n)) = self.runs.last_mut() {
+            *n += rest;
+        }
+    }
+
     /// Makes room for `n` more chunks that arrive close together (a gap under 256 µs takes a
     /// byte and a quarter).
     pub fn reserve(&mut self, n: usize) {
@@ -552,6 +586,41 @@ impl<'de> Visitor<'de> for ChunksVisitor {
 #[cfg(test)]
 mod tests {
     use super::Chunks;
+
+    /// `push_many` is `push` that many times, after any chunks before it (gaps of every width,
+    /// in order or not) and before any after it.
+    #[test]
+    fn many_at_once_are_the_same_as_one_at_a_time() {
+        let before: [&[(u64, u32)]; 5] = [
+            &[],
+            &[(10, 1)],
+            &[(10, 1), (20, 1), (300, 2)],
+            &[(10, 1), (70_000, 1), (70_001, 1), (5, 1)],
+            &[(10, 2), (11, 2), (12, 2), (13, 2), (14, 2), (20_000_000, 1)],
+        ];
+        for b in before {
+            for count in 0..11 {
+                for tokens in [1, 2] {
+                    let (mut one, mut many): (Chunks, Chunks) =
+                        (b.iter().copied().collect(), b.iter().copied().collect());
+                    let at = b.last().map_or(7, |c| c.0 + 3);
+                    for _ in 0..count {
+                        one.push(at, tokens);
+                    }
+                    many.push_many(at, tokens, count);
+                    for (t, k) in [(at + 300, 1), (at + 301, 1), (at + 70_000, 2)] {
+                        one.push(t, k);
+                        many.push(t, k);
+                    }
+                    assert!(one == many, "{b:?} then {count} of {tokens}");
+                    assert_eq!(
+                        many.iter().collect::<Vec<_>>(),
+                        one.iter().collect::<Vec<_>>()
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn holds_every_time_and_count_exactly_and_round_trips_both_formats() {
