@@ -1101,10 +1101,8 @@ impl Client {
         }
         let parts = [reasoning, answer];
         if self.collects_text() {
-            let text = st.text.get_or_insert_with(String::new);
-            let before = text.len();
-            parts.iter().flatten().for_each(|p| text.push_str(p));
-            st.chunk_bytes.push((text.len() - before) as u32);
+            st.text.get_or_insert_with(String::new);
+            st.keep_text(parts.iter().flatten().copied());
         }
         // A chunk of reasoning and answer text counts as one chunk.
         let n = match self.counting {
@@ -1247,6 +1245,18 @@ struct StreamState {
     template: template::Template,
 }
 
+impl StreamState {
+    /// A chunk's text (its parts, in order) added to the kept text, and its length in bytes to
+    /// `chunk_bytes`, when the text is kept.
+    fn keep_text<'a>(&mut self, parts: impl IntoIterator<Item = &'a str>) {
+        if let Some(text) = &mut self.text {
+            let before = text.len();
+            parts.into_iter().for_each(|p| text.push_str(p));
+            self.chunk_bytes.push((text.len() - before) as u32);
+        }
+    }
+}
+
 /// A stream's events as one read hands them over, all arriving at `now`.
 struct Taker<'a> {
     client: &'a Client,
@@ -1269,10 +1279,7 @@ impl sse::Events for Taker<'_> {
             if by_chunk && part == template::Part::Text && self.rec.first_token_us.is_some() {
                 // Kept (for the quality check or a recount) exactly when `on_text` keeps it:
                 // its first token made the text.
-                if let Some(t) = &mut self.st.text {
-                    t.push_str(text);
-                    self.st.chunk_bytes.push(text.len() as u32);
-                }
+                self.st.keep_text([text]);
                 pending += 1;
                 continue;
             }
