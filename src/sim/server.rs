@@ -321,6 +321,7 @@ fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
         };
         let start = l.step_start(resumed_from_idle);
         l.admit_arrived(start);
+        l.reap_gone(start);
         let Some(step) = l.engine.step(start, &mut l.events) else {
             continue;
         };
@@ -359,6 +360,8 @@ struct EngineLoop {
     last_end: Option<f64>,
     last_dur: f64,
     finished_ok: u64,
+    /// When the requests were last checked for a client gone (s, the engine's clock).
+    reaped_at: f64,
 }
 
 impl EngineLoop {
@@ -377,6 +380,7 @@ impl EngineLoop {
             last_end: None,
             last_dur: 0.0,
             finished_ok: 0,
+            reaped_at: 0.0,
         }
     }
 
@@ -454,6 +458,43 @@ impl EngineLoop {
         }
     }
 
+    /// Aborts every request whose client has gone (its answer's receiver dropped: the
+    /// connection closed), waiting or running, as vLLM aborts a request whose client
+    /// disconnected and llama.cpp frees its slot: a client that stops early leaves the server
+    /// idle, not serving a queue nobody reads. A request still running is also caught when its
+    /// next chunk finds nobody ([`EngineLoop::deliver`]); this catches the waiting ones, at most
+    /// every [`REAP_EVERY_S`] of the engine's clock.
+    fn reap_gone(&mut self, t: f64) {
+        if t - self.reaped_at < REAP_EVERY_S {
+            return;
+        }
+        self.reaped_at = t;
+        self.gone.extend(
+            self.replies
+                .iter()
+                .filter(|(_, tx)| tx.is_closed())
+                .map(|(id, _)| *id),
+        );
+        if !self.gone.is_empty() {
+            self.abort_gone(t);
+            // `/metrics` reads the queue without them at once: the engine may now be idle, with
+            // no step to publish after.
+            self.publish();
+        }
+    }
+
+    /// Aborts the requests in `gone`, their ground truth finished `ClientGone` at `t`.
+    fn abort_gone(&mut self, t: f64) {
+        for id in self.gone.drain(..) {
+            self.engine.abort(id);
+            self.replies.remove(&id);
+            if let Some(g) = self.ledger.finish(id, t, SimOutcome::ClientGone) {
+                self.queue_obs.extend(g.queue_us.map(|q| q as f64 / 1e6));
+                self.shared.record(g);
+            }
+        }
+    }
+
     /// What happens as the step starts: admissions and rejections.
     fn at_step_start(&mut self, start: f64) {
         for ev in &self.events {
@@ -517,14 +558,7 @@ impl EngineLoop {
                 _ => {}
             }
         }
-        for id in self.gone.drain(..) {
-            self.engine.abort(id);
-            self.replies.remove(&id);
-            if let Some(g) = self.ledger.finish(id, t, SimOutcome::ClientGone) {
-                self.queue_obs.extend(g.queue_us.map(|q| q as f64 / 1e6));
-                self.shared.record(g);
-            }
-        }
+        self.abort_gone(t);
     }
 
     /// Tells the step's finished requests they are done.
@@ -550,6 +584,9 @@ impl EngineLoop {
         }
     }
 }
+
+/// How often the engine looks for requests whose client has gone (s of its clock).
+const REAP_EVERY_S: f64 = 0.05;
 
 fn error_response(status: StatusCode, message: &str) -> Response {
     let body = serde_json::json!({
