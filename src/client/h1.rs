@@ -95,6 +95,26 @@ pub struct Connection {
     body: Body,
     /// The last answer's head allows another request on this connection.
     keep_alive: bool,
+    /// A request was written and its answer not yet read to its end: dropped so (a request
+    /// cancelled, timed out, or its stream broken), the connection is aborted, not closed.
+    pending: bool,
+}
+
+impl Drop for Connection {
+    /// A connection dropped in the middle of an exchange is reset (`SO_LINGER` 0: an RST, not
+    /// a FIN). A server then drops the request at once: one that had not yet accepted the
+    /// connection reads a reset instead of a whole request it would serve to nobody. llama.cpp
+    /// (four HTTP threads) still served the ~190 requests a stopped run had left in its accept
+    /// queue, slots busy over 30 s after goodput exited, when they were closed with a FIN.
+    fn drop(&mut self) {
+        if self.pending {
+            let tcp = match &self.io {
+                tokio_util::either::Either::Left(tcp) => tcp,
+                tokio_util::either::Either::Right(tls) => tls.get_ref().0,
+            };
+            let _ = tcp.set_zero_linger();
+        }
+    }
 }
 
 impl Connection {
@@ -105,6 +125,7 @@ impl Connection {
             read_size: FIRST_READ,
             body: Body::End,
             keep_alive: true,
+            pending: false,
         }
     }
 
@@ -112,6 +133,7 @@ impl Connection {
     /// says whether any byte of an answer had arrived.
     pub async fn request(&mut self, request: &[u8]) -> Result<Head, (Error, bool)> {
         debug_assert!(self.reusable());
+        self.pending = true;
         let write = async {
             self.io.write_all(request).await?;
             self.io.flush().await
@@ -139,13 +161,17 @@ impl Connection {
         loop {
             match self.step() {
                 Ok(Some(data)) => return Some(Ok(data)),
-                Ok(None) if self.body == Body::End => return None,
+                Ok(None) if self.body == Body::End => {
+                    self.pending = false;
+                    return None;
+                }
                 Ok(None) => {}
                 Err(e) => return Some(Err(e)),
             }
             match self.fill().await {
                 Ok(0) if self.body == Body::ToClose => {
                     self.body = Body::End;
+                    self.pending = false;
                     return None;
                 }
                 Ok(0) => return Some(Err(Error::Closed)),
@@ -422,6 +448,58 @@ mod tests {
             Connection::new(Io::Left(client.unwrap())),
             server.unwrap().0,
         )
+    }
+
+    /// A request dropped before its answer is whole (cancelled, timed out) resets its
+    /// connection: a server that had not yet accepted it reads a reset, not a request it would
+    /// serve to nobody. One whose answer was read to its end closes as usual.
+    #[tokio::test]
+    async fn a_connection_dropped_mid_exchange_is_reset_and_a_finished_one_closed() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // In the listener's backlog, not yet accepted: the request is written, no answer read.
+        let mut c = Connection::new(Io::Left(TcpStream::connect(addr).await.unwrap()));
+        let asked = tokio::time::timeout(
+            std::time::Duration::from_millis(100),
+            c.request(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n"),
+        )
+        .await;
+        assert!(asked.is_err(), "no answer was coming");
+        drop(c);
+        let (mut server, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 256];
+        let mut read = Ok(0);
+        // What the server reads: a reset (or, had the request arrived whole first, the request
+        // and then a reset) — never the request and a clean end.
+        for _ in 0..2 {
+            read = server.read(&mut buf).await;
+            if read.is_err() {
+                break;
+            }
+        }
+        assert_eq!(
+            read.map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::ConnectionReset)
+        );
+        // A finished exchange closes cleanly.
+        let (mut c, mut server) = connection().await;
+        let answer = tokio::spawn(async move {
+            let mut buf = [0u8; 256];
+            let _ = server.read(&mut buf).await;
+            server
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .await
+                .unwrap();
+            server
+        });
+        c.request(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        assert_eq!(&c.next_data().await.unwrap().unwrap()[..], b"ok");
+        assert!(c.next_data().await.is_none());
+        drop(c);
+        let mut server = answer.await.unwrap();
+        assert_eq!(server.read(&mut buf).await.unwrap(), 0, "a clean end");
     }
 
     /// Feeds `raw` to the head parser and the body's framing `piece` bytes at a time, as reads
