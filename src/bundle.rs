@@ -275,6 +275,8 @@ impl Bundle {
         let segments: Vec<crate::record::SegmentFacts> =
             serde_json::from_value(environment["live"]["segments"].clone()).unwrap_or_default();
         let decided = command["decided"].as_str();
+        let load_end: Option<crate::driver::guard::LoadEnd> =
+            serde_json::from_value(command["load_end"].clone()).ok();
         let spans =
             crate::otlp::read(&self.path(crate::otlp::SPANS)).map_err(anyhow::Error::msg)?;
         let context = Context {
@@ -282,6 +284,7 @@ impl Bundle {
             interrupted,
             stopped: stopped.as_deref(),
             decided,
+            load_end: load_end.as_ref(),
             timeline: timeline.as_ref(),
             facts: facts.as_ref(),
             scrapes: &scrapes,

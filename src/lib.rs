@@ -60,7 +60,7 @@ pub(crate) mod command;
 pub mod compare;
 pub mod contract;
 pub(crate) mod demo;
-pub(crate) mod driver;
+pub mod driver;
 pub mod env;
 pub mod export;
 #[doc(hidden)]

@@ -28,6 +28,7 @@ use crate::record::{Outcome, Record};
 use crate::sim::SimServer;
 use crate::workload::Inputs;
 
+pub mod size;
 mod traces;
 
 /// How to run, beyond the contract.
@@ -109,8 +110,9 @@ impl Observer for FailFast {
     fn observe(&mut self, rec: &Record) {
         match rec.outcome {
             Outcome::Connect => self.connect_streak += 1,
-            // The overload being measured, or the run stopping: neither says the server is down.
-            Outcome::ClientDropped | Outcome::Interrupted => return,
+            // The overload being measured, or the run stopping (interrupted, or cut off by a
+            // stop of its own): none says the server is down.
+            Outcome::ClientDropped | Outcome::Interrupted | Outcome::Abandoned => return,
             o => {
                 self.connect_streak = 0;
                 self.reached += 1;
@@ -208,7 +210,13 @@ pub async fn run(
 
     let contract = Arc::new(contract);
     let load_started = Instant::now();
-    let (mut records, outcome, aborted, decided) = load(
+    let Loaded {
+        mut records,
+        outcome,
+        aborted,
+        decided,
+        guard,
+    } = load(
         target.clone(),
         &contract,
         &inputs,
@@ -219,6 +227,7 @@ pub async fn run(
         (started, start_us),
     )
     .await?;
+    let load_end = left_as_found(&target, &records, guard, &outcome, (started, &opts)).await;
     // The connections the load opened (before the recount opens any of its own).
     environment["client_http"]["connections"] = connects.summary(load_started);
     let spans = traces::finish(
@@ -240,14 +249,8 @@ pub async fn run(
         bundle.write_json(ENVIRONMENT, &environment)?;
     }
     stop_launched(launched.take(), timeline.as_mut(), &bundle).await?;
-    // A run that stopped itself, its verdict decided, was not interrupted (unless a signal
-    // came as well).
-    let interrupted = outcome.interrupted && (decided.is_none() || opts.signal.get().is_some());
-    let signal = opts.signal.get().copied().filter(|_| interrupted);
-    let stopped = aborted
-        .clone()
-        .or_else(|| signal.map(|s| format!("interrupted by {s}")));
-    say_how_the_load_ended(&opts, decided.as_deref(), outcome.built_late);
+    let (interrupted, signal, stopped) =
+        how_it_ended(&outcome, (&decided, &load_end, &aborted), &opts);
     let (scrapes, telemetry, pages) = scraped(&bundle, &environment, &opts);
     let context = crate::analyze::Context {
         telemetry: &telemetry,
@@ -256,6 +259,7 @@ pub async fn run(
         interrupted,
         stopped: stopped.as_deref(),
         decided: decided.as_deref(),
+        load_end: (!load_end.is_empty()).then_some(&load_end),
         timeline: timeline.as_ref(),
         facts: Some(&facts),
         scrapes: &scrapes,
@@ -270,7 +274,7 @@ pub async fn run(
         interrupted,
         &aborted,
         signal,
-        &decided,
+        (&decided, &load_end),
     );
     bundle.write_json("command.json", &ended)?;
     traces::export_client_spans(&contract, &records, started, opts.watch.as_ref()).await;
@@ -392,12 +396,44 @@ fn what_the_load_did(
     }
 }
 
-/// What the user should hear of how the load ended: stopped once decided, prompts built late.
-fn say_how_the_load_ended(opts: &RunOptions, decided: Option<&str>, built_late: u64) {
+/// Whether the run was interrupted, by which signal, and why it stopped before its plan's end
+/// (a signal, or it gave up); and the user told how the load ended. A run that stopped
+/// itself, its verdict decided or its server behind, was not interrupted (unless a signal came
+/// as well).
+fn how_it_ended(
+    outcome: &crate::driver::DriveOutcome,
+    (decided, load_end, aborted): (
+        &Option<String>,
+        &crate::driver::guard::LoadEnd,
+        &Option<String>,
+    ),
+    opts: &RunOptions,
+) -> (bool, Option<&'static str>, Option<String>) {
+    let stopped_itself = decided.is_some() || load_end.guard.is_some();
+    let interrupted = outcome.interrupted && (!stopped_itself || opts.signal.get().is_some());
+    let signal = opts.signal.get().copied().filter(|_| interrupted);
+    let stopped = aborted
+        .clone()
+        .or_else(|| signal.map(|s| format!("interrupted by {s}")));
+    say_how_the_load_ended(opts, decided.as_deref(), load_end, outcome.built_late);
+    (interrupted, signal, stopped)
+}
+
+/// What the user should hear of how the load ended: stopped once decided or by the progress
+/// guard, requests cancelled and how the server was left, the drain cut, prompts built late.
+fn say_how_the_load_ended(
+    opts: &RunOptions,
+    decided: Option<&str>,
+    load_end: &crate::driver::guard::LoadEnd,
+    built_late: u64,
+) {
     if let Some(why) = decided {
         opts.watch.note(&format!(
             "stopped once the verdict was decided: {why}; the requests still in flight are counted as misses (measurement.stop_when_decided = false runs the plan to its end)"
         ));
+    }
+    if let Some(line) = crate::report::left_as_found(load_end) {
+        opts.watch.note(&line);
     }
     if built_late > 0 {
         opts.watch.warn(&format!(
@@ -486,7 +522,7 @@ impl<'a> CommandRecord<'a> {
         };
         bundle.write_json(
             "command.json",
-            &command.json(None, false, &None, None, &None),
+            &command.json(None, false, &None, None, (&None, &Default::default())),
         )?;
         Ok(command)
     }
@@ -497,7 +533,7 @@ impl<'a> CommandRecord<'a> {
         interrupted: bool,
         aborted: &Option<String>,
         signal: Option<&str>,
-        decided: &Option<String>,
+        (decided, load_end): (&Option<String>, &crate::driver::guard::LoadEnd),
     ) -> serde_json::Value {
         json!({
             "argv": self.opts.argv,
@@ -510,6 +546,7 @@ impl<'a> CommandRecord<'a> {
             "signal": signal,
             "aborted": aborted,
             "decided": decided,
+            "load_end": (!load_end.is_empty()).then_some(load_end),
             "prediction_sha256": self.prediction_sha256,
         })
     }
@@ -909,10 +946,29 @@ async fn count_outputs(
     Ok(Some(done))
 }
 
+/// What the load did: every record, how the driving went, and why it stopped early when it
+/// did (it gave up, its verdict was decided, the progress guard stopped it).
+struct Loaded {
+    records: Vec<Record>,
+    outcome: crate::driver::DriveOutcome,
+    aborted: Option<String>,
+    decided: Option<String>,
+    guard: Option<crate::driver::guard::GuardStop>,
+}
+
+/// The stops a load makes of its own accord, each set once: its verdict decided, the progress
+/// guard's evidence, and why the requests such a stop cut off are misses (`abandoned`), set
+/// by whichever came first.
+#[derive(Default, Clone)]
+struct SelfStops {
+    decided: Arc<std::sync::OnceLock<String>>,
+    guarded: Arc<std::sync::OnceLock<crate::driver::guard::GuardStop>>,
+    abandon: Arc<std::sync::OnceLock<String>>,
+}
+
 /// The load: the client and driver built, the collector writing `requests.jsonl` (and telling
 /// the progress view and the until-stable rule), then cold-start requests, priming, the
-/// driven load and the quality probes, in that order. Returns every record, how the driving
-/// went and why the run was stopped early, if it was.
+/// driven load (watched by the progress guard) and the quality probes, in that order.
 #[allow(clippy::too_many_arguments)]
 async fn load(
     t: Target,
@@ -923,74 +979,35 @@ async fn load(
     scrapers: Vec<Scraper>,
     cancel: &CancellationToken,
     (started, start_us): (Instant, Option<u64>),
-) -> anyhow::Result<(
-    Vec<Record>,
-    crate::driver::DriveOutcome,
-    Option<String>,
-    Option<String>,
-)> {
+) -> anyhow::Result<Loaded> {
     // Giving up ends this run only: a sweep's next point, or the next repeat, still runs
     // (a signal, on the caller's token, still ends them all).
     let cancel = &cancel.child_token();
     // A decided run stops its load only: the quality probes after it still run.
     let load_cancel = cancel.child_token();
-    let decided = Arc::new(std::sync::OnceLock::<String>::new());
+    let stops = SelfStops::default();
     let plan = Arc::new(Plan::new(contract, inputs));
-    // An open-loop run that may stop once decided notes its requests' first tokens as they
-    // come (the driver drops each as it ends).
-    // A load program's overload in one stage (a burst) is what it measures, and the stages
-    // after it still have their answers to give: it runs to its end.
-    let decides = contract.measurement.stop_when_decided
-        && contract.load.is_open()
-        && contract.load.stage.is_empty()
-        && contract.workload.sessions.is_none()
-        && opts.live.as_ref().and_then(|b| b.control()).is_none();
-    let first_tokens = crate::client::FirstTokens::default();
-    let model = t.model.clone();
-    let client = load_client(t, contract, started, decides.then(|| first_tokens.clone()));
-    let client = Arc::new(client);
-    let run_id = traces::run_id(bundle);
-    let stable = Arc::new(AtomicBool::new(false));
-    let driver = Arc::new(Driver {
-        client,
-        contract: contract.clone(),
-        plan: plan.clone(),
-        model,
-        traces: contract
-            .measurement
-            .propagates_traces()
-            .then(|| crate::otlp::TraceIds::new(&run_id)),
-        run_id,
-        stable: stable.clone(),
-        known: Arc::new(AtomicBool::new(false)),
-        follow_ups: std::sync::OnceLock::new(),
-        start_us,
-        control: opts.live.as_ref().and_then(|b| b.control().cloned()),
-        realtime: opts.wake_latency_hold,
-        window: crate::driver::WindowMarks::new(scrapers.iter().map(Scraper::marker).collect()),
-        pending: Mutex::new(Default::default()),
-        first_tokens,
-    });
+    // The progress guard watches every load but a live demo's (whose load the keys change).
+    let guard = crate::driver::guard::Guard::of(contract)
+        .filter(|_| opts.live.as_ref().and_then(|b| b.control()).is_none());
+    let book = guard
+        .as_ref()
+        .map(|_| Arc::new(crate::client::flights::Flights::default()));
+    let driver = load_driver(
+        t,
+        contract,
+        &plan,
+        (bundle, opts, &scrapers),
+        book.clone(),
+        (started, start_us),
+    );
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let live: LiveView = Arc::new(Mutex::new(Live::default()));
     let aborted = Arc::new(Mutex::new(None::<String>));
+    let stable = driver.stable.clone();
     let observers = record_observers(contract, opts, &driver, &live, cancel, &aborted, stable);
-    // When the first record could not be written (`command.json` `write_failed_utc`).
-    let failed_at = Arc::new(std::sync::OnceLock::<jiff::Timestamp>::new());
-    let writer = {
-        let (path, decided) = (bundle.path(REQUESTS), decided.clone());
-        // A record that cannot be written stops the run there and then.
-        let (stop, why, at) = (cancel.clone(), aborted.clone(), failed_at.clone());
-        let failed = move |msg: String| {
-            let _ = at.set(jiff::Timestamp::now());
-            why.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert(msg);
-            stop.cancel();
-        };
-        tokio::task::spawn_blocking(move || write_records(&path, rx, observers, &decided, &failed))
-    };
+    let (writer, failed_at) = collector(bundle, rx, observers, &stops, (cancel, &aborted));
     let done = CancellationToken::new();
     let monitor = tokio::spawn(monitor(
         live.clone(),
@@ -1010,32 +1027,24 @@ async fn load(
         .sequential(PRIME_INDEX, plan.priming(), Phase::Warmup, &tx, cancel)
         .await;
     let probe_tx = tx.clone();
-    let decider = decides.then(|| {
-        tokio::spawn(decide(
-            driver.clone(),
-            bundle.path(REQUESTS),
-            decided.clone(),
-            load_cancel.clone(),
-            done.clone(),
-        ))
-    });
-    let outcome = driver.clone().drive(tx, load_cancel.clone()).await;
-    if let Some(d) = decider {
-        d.abort();
-    }
+    let watched = guard.zip(book);
+    let outcome = drive_watched(&driver, bundle, watched, &stops, (tx, &load_cancel, &done)).await;
     if let Some(b) = &opts.live {
         b.end();
     }
-    // Quality probes: after the load, one at a time, the same prompts in every run.
-    driver
-        .sequential(
-            PROBE_INDEX,
-            plan.probe_requests(),
-            Phase::Quality,
-            &probe_tx,
-            cancel,
-        )
-        .await;
+    // Quality probes: after the load, one at a time, the same prompts in every run; none to a
+    // server the guard found behind (they would only wait in its queue, and it is shared).
+    if stops.guarded.get().is_none() {
+        driver
+            .sequential(
+                PROBE_INDEX,
+                plan.probe_requests(),
+                Phase::Quality,
+                &probe_tx,
+                cancel,
+            )
+            .await;
+    }
     drop(probe_tx);
     for s in scrapers {
         s.finish()
@@ -1056,7 +1065,149 @@ async fn load(
         .unwrap_or_else(|p| p.into_inner())
         .clone()
         .or(outcome.failed.clone());
-    Ok((records, outcome, aborted, decided.get().cloned()))
+    Ok(Loaded {
+        records,
+        outcome,
+        aborted,
+        decided: stops.decided.get().cloned(),
+        guard: stops.guarded.get().cloned(),
+    })
+}
+
+/// The load's driver: its client (noting first tokens when the run may stop once decided,
+/// and telling `book` of every request when the progress guard watches), the plan, the
+/// trace ids, and the marks of the steady window for the scrapers.
+fn load_driver(
+    t: Target,
+    contract: &Arc<Contract>,
+    plan: &Arc<Plan>,
+    (bundle, opts, scrapers): (&Bundle, &RunOptions, &[Scraper]),
+    book: Option<Arc<crate::client::flights::Flights>>,
+    (started, start_us): (Instant, Option<u64>),
+) -> Arc<Driver> {
+    let first_tokens = crate::client::FirstTokens::default();
+    let model = t.model.clone();
+    let control = opts.live.as_ref().and_then(|b| b.control().cloned());
+    let noted = decides(contract, control.is_some()).then(|| first_tokens.clone());
+    let client = load_client(t, contract, started, noted);
+    let client = match book {
+        Some(b) => client.flights(b),
+        None => client,
+    };
+    let run_id = traces::run_id(bundle);
+    Arc::new(Driver {
+        client: Arc::new(client),
+        contract: contract.clone(),
+        plan: plan.clone(),
+        model,
+        traces: contract
+            .measurement
+            .propagates_traces()
+            .then(|| crate::otlp::TraceIds::new(&run_id)),
+        run_id,
+        stable: Arc::new(AtomicBool::new(false)),
+        known: Arc::new(AtomicBool::new(false)),
+        follow_ups: std::sync::OnceLock::new(),
+        start_us,
+        control,
+        realtime: opts.wake_latency_hold,
+        window: crate::driver::WindowMarks::new(scrapers.iter().map(Scraper::marker).collect()),
+        pending: Mutex::new(Default::default()),
+        first_tokens,
+    })
+}
+
+/// Whether the run may stop once its verdict is decided: an open loop of single requests
+/// (sessions are the guard's), not a load program (its overload in one stage, a burst, is what
+/// it measures, and the stages after it still have their answers to give), not a live demo.
+fn decides(contract: &Contract, live_control: bool) -> bool {
+    contract.measurement.stop_when_decided
+        && contract.load.is_open()
+        && contract.load.stage.is_empty()
+        && contract.workload.sessions.is_none()
+        && !live_control
+}
+
+/// The collector: writes every record to `requests.jsonl` as it comes (the self-stops' cut-off
+/// requests as `abandoned`) and tells the observers. A record that cannot be written stops
+/// the run there and then, and says when (`command.json` `write_failed_utc`).
+fn collector(
+    bundle: &Bundle,
+    rx: tokio::sync::mpsc::UnboundedReceiver<Record>,
+    observers: Vec<Box<dyn Observer>>,
+    stops: &SelfStops,
+    (cancel, aborted): (&CancellationToken, &Arc<Mutex<Option<String>>>),
+) -> (
+    tokio::task::JoinHandle<std::io::Result<u64>>,
+    Arc<std::sync::OnceLock<jiff::Timestamp>>,
+) {
+    let failed_at = Arc::new(std::sync::OnceLock::<jiff::Timestamp>::new());
+    let (path, abandon) = (bundle.path(REQUESTS), stops.abandon.clone());
+    let (stop, why, at) = (cancel.clone(), aborted.clone(), failed_at.clone());
+    let failed = move |msg: String| {
+        let _ = at.set(jiff::Timestamp::now());
+        why.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(msg);
+        stop.cancel();
+    };
+    let writer =
+        tokio::task::spawn_blocking(move || write_records(&path, rx, observers, &abandon, &failed));
+    (writer, failed_at)
+}
+
+/// The driven load, watched by the rule that stops a decided run and by the progress guard
+/// (`watched`: its rules and the client's book of requests in flight); either stops the load
+/// (`load_cancel`) and says why in `stops`.
+async fn drive_watched(
+    driver: &Arc<Driver>,
+    bundle: &Bundle,
+    watched: Option<(
+        crate::driver::guard::Guard,
+        Arc<crate::client::flights::Flights>,
+    )>,
+    stops: &SelfStops,
+    (tx, load_cancel, done): (
+        tokio::sync::mpsc::UnboundedSender<Record>,
+        &CancellationToken,
+        &CancellationToken,
+    ),
+) -> crate::driver::DriveOutcome {
+    let decider = decides(&driver.contract, driver.control.is_some()).then(|| {
+        tokio::spawn(decide(
+            driver.clone(),
+            bundle.path(REQUESTS),
+            stops.clone(),
+            load_cancel.clone(),
+            done.clone(),
+        ))
+    });
+    let over = CancellationToken::new();
+    let watcher = watched.map(|(g, book)| {
+        let client = driver.client.clone();
+        let began = client.now_us();
+        let (stops, stop) = (stops.clone(), load_cancel.clone());
+        let fired = move |s: &crate::driver::guard::GuardStop| {
+            let why = format!(
+                "in flight when the progress guard stopped the load: {}",
+                s.short()
+            );
+            if stops.abandon.set(why).is_ok() {
+                let _ = stops.guarded.set(s.clone());
+                stop.cancel();
+            }
+        };
+        tokio::spawn(g.watch(book, move || client.now_us(), began, fired, over.clone()))
+    });
+    let outcome = driver.clone().drive(tx, load_cancel.clone()).await;
+    if let Some(d) = decider {
+        d.abort();
+    }
+    over.cancel();
+    if let Some(w) = watcher {
+        let _ = w.await;
+    }
+    outcome
 }
 
 /// The load's client: the target's load pools, its credentials per request, and what the
@@ -1175,7 +1326,7 @@ fn note_aborted(bundle: &Bundle, why: &str, write_failed: Option<jiff::Timestamp
 async fn decide(
     driver: Arc<Driver>,
     path: std::path::PathBuf,
-    decided: Arc<std::sync::OnceLock<String>>,
+    stops: SelfStops,
     cancel: CancellationToken,
     done: CancellationToken,
 ) {
@@ -1216,13 +1367,101 @@ async fn decide(
         .ok()
         .flatten();
         if let Some(why) = verdict {
-            let _ = decided.set(why);
-            cancel.cancel();
+            let cut = format!("in flight when the run stopped, its verdict decided ({why})");
+            if stops.abandon.set(cut).is_ok() {
+                let _ = stops.decided.set(why);
+                cancel.cancel();
+            }
             return;
         }
         pause = pause.max(began.elapsed() * 10);
     }
 }
+
+/// How the load left the server: after an early stop (the guard, a decided verdict, a signal,
+/// a failure), the requests it cancelled in flight and how long the server took to be idle
+/// again by its own metrics ([`until_idle`]); the progress guard's evidence; the drain's cut.
+async fn left_as_found(
+    t: &Target,
+    records: &[Record],
+    guard: Option<crate::driver::guard::GuardStop>,
+    outcome: &crate::driver::DriveOutcome,
+    (started, opts): (Instant, &RunOptions),
+) -> crate::driver::guard::LoadEnd {
+    let cancelled = records
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Interrupted | Outcome::Abandoned))
+        .count() as u64;
+    if let Some(g) = &guard {
+        opts.watch.note(&format!(
+            "the progress guard stopped the load {:.1} s in ({}): nothing more was sent (docs/guide/safety.md)",
+            g.at_s,
+            g.short()
+        ));
+    }
+    let server_idle = match cancelled {
+        0 => None,
+        n => {
+            opts.watch.note(&format!(
+                "{n} requests in flight were cancelled (their connections closed): waiting for the server to be idle again"
+            ));
+            Some(until_idle(t, started).await)
+        }
+    };
+    crate::driver::guard::LoadEnd {
+        guard,
+        cancelled_in_flight: cancelled,
+        server_idle,
+        drain_cut: outcome.drain_cut,
+    }
+}
+
+/// How long the server took to read no request running or waiting on its own `/metrics`
+/// (vLLM's, SGLang's, TGI's, llama.cpp's names; the simulator's are vLLM's), asked every
+/// [`IDLE_EVERY`] for at most [`IDLE_WAIT`]; a server that publishes none of them cannot say.
+async fn until_idle(t: &Target, started: Instant) -> crate::driver::guard::ServerIdle {
+    use crate::driver::guard::ServerIdle;
+    let url = format!("{}/metrics", t.base);
+    let from = Instant::now();
+    loop {
+        let scrape =
+            crate::env::prom::scrape_once(&t.http, &url, t.api_key.as_deref(), started).await;
+        let busy = match scrape {
+            Ok(s) => crate::analyze::server::busy(&s),
+            Err(e) => return ServerIdle::Unknown { why: e },
+        };
+        let Some((engine, running, waiting)) = busy else {
+            return ServerIdle::Unknown {
+                why: format!(
+                    "{url} publishes no running or waiting requests goodput reads (vLLM's, SGLang's, TGI's or llama.cpp's)"
+                ),
+            };
+        };
+        let source = format!("{engine} running and waiting requests on {url}");
+        let s = from.elapsed().as_secs_f64();
+        if running <= 0.0 && waiting <= 0.0 {
+            return ServerIdle::After { s, source };
+        }
+        if from.elapsed() >= IDLE_WAIT {
+            return ServerIdle::NotWithin {
+                s,
+                running,
+                waiting,
+                source,
+            };
+        }
+        tokio::time::sleep(IDLE_EVERY).await;
+    }
+}
+
+/// The longest goodput waits for a server to be idle after it cancelled requests.
+const IDLE_WAIT: Duration = Duration::from_secs(15);
+
+/// How often it asks meanwhile. Not more often: llama.cpp cancels the requests of closed
+/// connections between the requests it serves, and a `/metrics` every 250 ms slowed that to
+/// four every six seconds (nearly 400 still queued after 30 s), where once a second it
+/// cleared 430 in six (`tests/real_engine.rs`, 2026-12-06).
+const IDLE_EVERY: Duration = Duration::from_secs(1);
 
 /// Whether the client's own count is the model's tokens: words on the embedded simulator,
 /// whose tokenizer is words.

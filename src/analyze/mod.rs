@@ -250,6 +250,10 @@ pub struct Summary {
     /// (`abandoned`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided: Option<String>,
+    /// How the load ended beyond its plan: the progress guard's stop and its evidence, the
+    /// requests cancelled in flight and when the server was idle again, the drain's cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_end: Option<crate::driver::guard::LoadEnd>,
     /// The cold-start test, when the contract asked for one: its own result, never averaged in.
     pub cold_start: Option<ColdStartResult>,
     pub warmup: WarmupResult,
@@ -1103,6 +1107,8 @@ pub struct Context<'a> {
     /// The run stopped itself once its verdict was decided (`measurement.stop_when_decided`):
     /// why (`command.json` `decided`).
     pub decided: Option<&'a str>,
+    /// How the load ended beyond its plan (`command.json` `load_end`).
+    pub load_end: Option<&'a crate::driver::guard::LoadEnd>,
     /// The launch timeline of a cold-start test (`cold_start.json`).
     pub timeline: Option<&'a Timeline>,
     /// The target's facts, discovered and declared (`environment.json`). `None`: the declared
@@ -1183,6 +1189,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 interrupted,
                 stopped,
                 decided,
+                guard: cx.load_end.and_then(|l| l.guard.as_ref()),
             },
             &beyond,
         );
@@ -1223,6 +1230,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             interrupted,
             stopped: stopped.map(str::to_owned),
             decided: decided.map(str::to_owned),
+            load_end: cx.load_end.cloned(),
             cold_start,
             warmup,
             phases,

@@ -111,6 +111,16 @@ pub struct ServerSide {
     pub queue_time: Option<QueueTime>,
 }
 
+/// The requests a scrape says the server is running and holding waiting, by the first engine
+/// whose names it publishes: (engine, running, waiting).
+pub fn busy(s: &Scrape) -> Option<(&'static str, f64, f64)> {
+    ENGINES.iter().find_map(|e| {
+        let running = total(s, e.running)?;
+        let waiting = total(s, e.waiting)?;
+        Some((e.engine, running, waiting))
+    })
+}
+
 /// Sum of every series of one metric (across label sets) in a scrape.
 fn total(s: &Scrape, name: &str) -> Option<f64> {
     let mut found = None;

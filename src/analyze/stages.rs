@@ -248,6 +248,7 @@ fn one(
             interrupted: false,
             stopped: None,
             decided: None,
+            guard: None,
         },
     );
     if stage.shape == Shape::Ramp {

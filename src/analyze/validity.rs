@@ -23,6 +23,8 @@ pub(super) struct ValidityInputs<'a> {
     /// Why the run stopped once decided: the overload it established while requests were in
     /// flight, which the records it kept (those requests abandoned) can no longer show.
     pub(super) decided: Option<&'a str>,
+    /// The progress guard stopped the load, and its evidence.
+    pub(super) guard: Option<&'a crate::driver::guard::GuardStop>,
 }
 
 /// Why the client fell behind its open-loop schedule, when its p99 dispatch lag passed the
@@ -96,6 +98,11 @@ pub(super) fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
             ));
         }
         (overload, kept_up) = load_kept(c, v, &mut reasons);
+    } else if let Some(g) = v.guard {
+        reasons.push(format!(
+            "the server fell behind and the progress guard stopped the load: {} (lower load.concurrency; docs/guide/safety.md)",
+            g.why()
+        ));
     }
     // A sample too small for a claim is not a fault of the measurement: each claim carries its
     // own support (`claims`; the SLO's verdict), so validity is about the measurement alone.
@@ -131,7 +138,14 @@ fn load_kept(
     // run's start is a ramp: no rate shortfall can be told from it either.
     let ramping = overload.is_none().then(|| still_ramping(c, v)).flatten();
     // `None`: nothing to judge by (no window, no achieved rate or no latencies).
-    let why = if let (None, Some(why)) = (&overload, v.decided) {
+    let why = if let Some(g) = v.guard {
+        // The load stopped where the server fell behind: what the guard saw is the evidence
+        // (the kept records, its requests cancelled, cannot show the queue it stopped).
+        Some(Err(format!(
+            "offered load above what the server sustains, the progress guard stopped the load on it: {} (lower load.rate, or find the capacity with `goodput sweep --capacity`)",
+            g.why()
+        )))
+    } else if let (None, Some(why)) = (&overload, v.decided) {
         // The verdict the run stopped on, established with its requests in flight counted
         // where they stood; the kept records alone (those requests abandoned) may not show it.
         Some(Err(format!(
@@ -311,6 +325,7 @@ pub fn decided(
             interrupted: false,
             stopped: None,
             decided: None,
+            guard: None,
         },
     )?;
     Some(format!(

@@ -7,6 +7,7 @@
 //! (`template`), one token count and one push; nothing is shared across requests.
 
 pub mod direct;
+pub mod flights;
 pub mod h1;
 mod pinned;
 pub(crate) mod sse;
@@ -52,6 +53,8 @@ pub struct Client {
     answers: bool,
     /// Requests sent and not yet finished, for the live view.
     in_flight: std::sync::atomic::AtomicU64,
+    /// The load's requests in flight as the progress guard reads them (`driver::guard`).
+    flights: Option<Arc<flights::Flights>>,
     /// When each request in flight got its first token, by plan index, when a run under way
     /// asks (the rule that stops a decided run); the driver removes a request when it ends.
     first_tokens: Option<FirstTokens>,
@@ -489,6 +492,7 @@ impl Client {
             answers: false,
             first_tokens: None,
             in_flight: std::sync::atomic::AtomicU64::new(0),
+            flights: None,
             class_headers: std::collections::HashMap::new(),
             credentials: HeaderMap::new(),
         }
@@ -579,6 +583,12 @@ impl Client {
         self
     }
 
+    /// Tells `book` of every request from its send to its end (the progress guard's view).
+    pub fn flights(mut self, book: Arc<flights::Flights>) -> Client {
+        self.flights = Some(book);
+        self
+    }
+
     /// The text is collected as it arrives.
     /// A chunk of answer text counts as one token and no answer is kept (a session's or a
     /// task's).
@@ -656,6 +666,7 @@ impl Client {
             timeout,
             cancelled,
             deadline_us,
+            flight: self.flights.as_deref().map(|f| Flight::enter(f, sent)),
         };
         // Boxed: waiting for the head holds the request (and a connection's making) in 1.4 KB
         // that a future in place would keep for as long as the answer streams.
@@ -666,6 +677,11 @@ impl Client {
             return;
         };
         self.read_body(resp, &url, rec, &mut ends).await;
+        if let Some(f) = &mut ends.flight
+            && rec.is_ok()
+        {
+            f.ticket.ok_at = rec.end_us;
+        }
     }
 
     /// Sends the request (again at once if a stale pooled connection swallowed it; to each
@@ -921,12 +937,7 @@ impl Client {
                 }
                 None => {
                     // A last JSON line without its line end is still an event.
-                    let _ = parser.finish(&mut Taker {
-                        client: self,
-                        now,
-                        rec,
-                        st: &mut state,
-                    });
+                    let _ = parser.finish(&mut Taker::new(self, now, rec, &mut state));
                     if let Some((class, msg)) = state.failure.take() {
                         return rec.fail(class, msg, now);
                     }
@@ -946,17 +957,12 @@ impl Client {
                     now,
                 );
             }
-            if !self.stream {
+            if self.stream {
+                let _ = parser.feed(&bytes, &mut Taker::new(self, now, rec, &mut state));
+            } else {
                 state.whole.extend_from_slice(&bytes);
-                continue;
             }
-            let mut taker = Taker {
-                client: self,
-                now,
-                rec,
-                st: &mut state,
-            };
-            let _ = parser.feed(&bytes, &mut taker);
+            ends.answered(now, rec);
             if let Some(why) = parser.too_large() {
                 return rec.fail(Outcome::TooLarge, format!("{why} from {url}"), now);
             }
@@ -1222,6 +1228,44 @@ struct Ends<'t, 'c> {
     timeout: std::pin::Pin<&'t mut tokio::time::Sleep>,
     cancelled: std::pin::Pin<&'t mut tokio_util::sync::WaitForCancellationFuture<'c>>,
     deadline_us: u64,
+    /// The request's place in the progress guard's book, when the client keeps one.
+    flight: Option<Flight<'c>>,
+}
+
+impl Ends<'_, '_> {
+    /// Bytes of the answer arrived at `now`: the book hears of the progress, and of the first
+    /// token once the record has it.
+    #[inline]
+    fn answered(&mut self, now: u64, rec: &Record) {
+        if let Some(f) = &mut self.flight {
+            f.book.progress(now);
+            if let Some(at) = rec.first_token_us {
+                f.book.first_token(&mut f.ticket, at);
+            }
+        }
+    }
+}
+
+/// A request in the progress guard's book while it lives: it leaves when dropped, however the
+/// request ends (a request future dropped mid-stream too).
+struct Flight<'b> {
+    book: &'b flights::Flights,
+    ticket: flights::Ticket,
+}
+
+impl<'b> Flight<'b> {
+    fn enter(book: &'b flights::Flights, now: u64) -> Flight<'b> {
+        Flight {
+            book,
+            ticket: book.enter(now),
+        }
+    }
+}
+
+impl Drop for Flight<'_> {
+    fn drop(&mut self) {
+        self.book.leave(&self.ticket);
+    }
 }
 
 #[derive(Default)]
@@ -1263,6 +1307,18 @@ struct Taker<'a> {
     now: u64,
     rec: &'a mut Record,
     st: &'a mut StreamState,
+}
+
+impl<'a> Taker<'a> {
+    #[inline]
+    fn new(client: &'a Client, now: u64, rec: &'a mut Record, st: &'a mut StreamState) -> Self {
+        Taker {
+            client,
+            now,
+            rec,
+            st,
+        }
+    }
 }
 
 impl sse::Events for Taker<'_> {

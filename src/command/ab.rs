@@ -141,7 +141,7 @@ pub async fn ab(args: AbArgs) -> anyhow::Result<Done> {
     }
     let (bundle, r) = crate::ab::ab(side_a, side_b, &o).await?;
     let status = if r.interrupted {
-        exit_code(true, false)
+        exit_code(true, super::signals::SelfStop::No)
     } else if fail_on == Some(AbGate::Worse) && r.worse() {
         ExitCode::from(EXIT_B_WORSE)
     } else {

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
 
 use super::plan::sample_plan;
-use super::signals::{cancel_on_signals, exit_code};
+use super::signals::{SelfStop, cancel_on_signals, exit_code};
 use super::watch::watched;
 use super::{Done, OutputArgs, Overrides, Shown, read_contract};
 use crate::contract;
@@ -166,7 +166,7 @@ pub async fn run(a: RunArgs) -> anyhow::Result<Done> {
     let status = explain_failure(&r).map(|gave_up| {
         after.extend(gave_up);
         let (code, failed) = gates.exit(
-            exit_code(r.summary.interrupted, r.aborted.is_some()),
+            exit_code(r.summary.interrupted, SelfStop::of(&r)),
             &[&r.summary],
             &r.bundle.dir,
         );
@@ -314,7 +314,11 @@ async fn repeat_set(
     let (status, after) = gates.exit(
         exit_code(
             results.iter().any(|r| r.summary.interrupted),
-            results.iter().any(|r| r.aborted.is_some()),
+            results
+                .iter()
+                .map(SelfStop::of)
+                .find(|s| *s != SelfStop::No)
+                .unwrap_or(SelfStop::No),
         ),
         &summaries,
         &parent.dir,
@@ -348,6 +352,14 @@ fn explain_failure(r: &crate::run::RunResult) -> anyhow::Result<Option<String>> 
             .find_map(|x| x.error.clone())
             .unwrap_or_default()
     };
+    if let Some(g) = r.summary.load_end.as_ref().and_then(|l| l.guard.as_ref()) {
+        // Stopped on its own: the server fell behind. Said on stderr, with exit status 9.
+        return Ok(Some(format!(
+            "goodput: the progress guard stopped the load: {}. The bundle is kept at {}",
+            g.why(),
+            r.bundle.dir.display()
+        )));
+    }
     if let Some(why) = &r.aborted {
         // Stopped on its own: the target failed. Said on stderr, with exit status 3.
         let first = first();

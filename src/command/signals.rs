@@ -71,12 +71,46 @@ fn signal_exit(name: &str) -> u8 {
 /// that reached it failed, or it stopped answering).
 const EXIT_GAVE_UP: u8 = 3;
 
-/// 128 + the signal when one interrupted the run, [`EXIT_GAVE_UP`] when it gave up, else
-/// success.
-pub(crate) fn exit_code(interrupted: bool, gave_up: bool) -> ExitCode {
+/// Exit status when the progress guard stopped the load: the server fell hopelessly behind
+/// (docs/guide/safety.md).
+pub(crate) const EXIT_GUARD: u8 = 9;
+
+/// How a run stopped on its own, for its exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SelfStop {
+    /// It did not (or only once its verdict was decided, which is a result).
+    No,
+    /// It gave up: the target failed.
+    GaveUp,
+    /// The progress guard stopped it.
+    Guard,
+}
+
+impl SelfStop {
+    /// How `r` stopped on its own.
+    pub(crate) fn of(r: &crate::run::RunResult) -> SelfStop {
+        if r.aborted.is_some() {
+            SelfStop::GaveUp
+        } else if r
+            .summary
+            .load_end
+            .as_ref()
+            .is_some_and(|l| l.guard.is_some())
+        {
+            SelfStop::Guard
+        } else {
+            SelfStop::No
+        }
+    }
+}
+
+/// 128 + the signal when one interrupted the run, [`EXIT_GAVE_UP`] when it gave up,
+/// [`EXIT_GUARD`] when the progress guard stopped it, else success.
+pub(crate) fn exit_code(interrupted: bool, stopped: SelfStop) -> ExitCode {
     match CAUGHT.get() {
         Some(name) if interrupted => ExitCode::from(signal_exit(name)),
-        _ if gave_up => ExitCode::from(EXIT_GAVE_UP),
+        _ if stopped == SelfStop::GaveUp => ExitCode::from(EXIT_GAVE_UP),
+        _ if stopped == SelfStop::Guard => ExitCode::from(EXIT_GUARD),
         _ if interrupted => ExitCode::from(signal_exit("SIGINT")),
         _ => ExitCode::SUCCESS,
     }

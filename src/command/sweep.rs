@@ -91,7 +91,7 @@ pub async fn sweep(a: SweepArgs) -> anyhow::Result<Done> {
         let vary = crate::sweep::Vary::parse(&vary)?;
         crate::sweep::sweep(&path, &src, &vary, &o).await?
     };
-    let status = Ok(exit_code(r.interrupted, false));
+    let status = Ok(exit_code(r.interrupted, super::signals::SelfStop::No));
     let shown = SweepShown {
         result: r,
         bundle: bundle.dir.clone(),

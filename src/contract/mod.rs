@@ -4,7 +4,7 @@
 //! fingerprints its axes. It must not touch the network or the clock.
 
 pub mod classes;
-pub(crate) mod edit;
+pub mod edit;
 pub mod prediction;
 pub(crate) mod source;
 pub mod stages;
@@ -961,6 +961,11 @@ pub struct Measurement {
     /// program (`[[load.stage]]`) always runs to its end: its later stages are answers too.
     #[serde(default = "default_true")]
     pub stop_when_decided: bool,
+    /// `[measurement.guard]`: the progress guard, on by default: the load stops once the
+    /// server has fallen hopelessly behind (docs/guide/safety.md). Written out, and part of the
+    /// measurement fingerprint, only when it is not the default.
+    #[serde(default, skip_serializing_if = "Guard::is_default")]
+    pub guard: Guard,
     /// `[measurement.stop]`: end the measured phase once the answer is known (precision, a
     /// conclusive verdict) rather than at the last planned request; `load.requests` (or
     /// `duration`) is then the budget.
@@ -971,6 +976,37 @@ pub struct Measurement {
     /// is received. Not part of any fingerprint: it does not change the load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traces: Option<Traces>,
+}
+
+/// `[measurement.guard]`: when the load stops on its own because the server has fallen
+/// hopelessly behind (`driver::guard` keeps the rules; docs/guide/safety.md states them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Guard {
+    /// `false`: the load runs its plan whatever the server does (refused on an open loop that
+    /// nothing else bounds: see `Contract::guarded_against_floods`).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The longest the oldest request may wait for its first token while more wait than the
+    /// server has served at once, and the longest the server may send nothing while requests
+    /// are in flight. Absent: derived as the run goes (`driver::guard::Bound`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait: Option<Seconds>,
+}
+
+impl Default for Guard {
+    fn default() -> Self {
+        Guard {
+            enabled: true,
+            max_wait: None,
+        }
+    }
+}
+
+impl Guard {
+    pub fn is_default(&self) -> bool {
+        *self == Guard::default()
+    }
 }
 
 impl Measurement {
@@ -1121,7 +1157,7 @@ fn default_input() -> LengthDist {
 fn default_output() -> LengthDist {
     LengthDist::Fixed { value: 128 }
 }
-const DEFAULT_IN_FLIGHT: u32 = 4096;
+pub const DEFAULT_IN_FLIGHT: u32 = 4096;
 fn default_window() -> u32 {
     20
 }
@@ -1258,6 +1294,7 @@ impl Default for Measurement {
             confidence: default_confidence(),
             server_metrics_interval: default_scrape(),
             stop_when_decided: true,
+            guard: Guard::default(),
             stop: None,
             traces: None,
         }

@@ -910,6 +910,8 @@ impl Contract {
     /// `[measurement]` and `[quality]`, and the client's token count by target.
     fn measurement_and_quality(&mut self) -> Result<(), Problem> {
         self.stop_when_known()?;
+        guard(&self.measurement.guard, self.target.timeout.seconds())?;
+        self.guarded_against_floods()?;
         let m = &mut self.measurement;
         if !(m.max_dispatch_lag_ms.0.is_finite() && m.max_dispatch_lag_ms.0 > 0.0) {
             return problem("measurement.max_dispatch_lag_ms", "must be > 0");
@@ -983,7 +985,66 @@ impl Contract {
     }
 }
 
+/// `[measurement.guard]`: a bound the guard can use, below the request timeout.
+fn guard(g: &super::Guard, timeout_s: f64) -> Result<(), Problem> {
+    let Some(w) = g.max_wait else {
+        return Ok(());
+    };
+    let key = "measurement.guard.max_wait";
+    let s = w.seconds();
+    if !g.enabled {
+        return problem(
+            key,
+            "is set, but the guard is off (measurement.guard.enabled = false): remove one",
+        );
+    }
+    if !(s.is_finite() && s >= MIN_GUARD_WAIT_S) {
+        return problem(
+            key,
+            format!(
+                "= {s} s: must be at least {MIN_GUARD_WAIT_S} s (the guard looks four times a second, and a loaded server's TTFT wanders by more than that)"
+            ),
+        );
+    }
+    if s > timeout_s {
+        return problem(
+            key,
+            format!(
+                "= {s} s: more than target.timeout ({timeout_s} s): every request would time out before it had waited that long; lower it, or raise target.timeout"
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The shortest `measurement.guard.max_wait` accepted, seconds.
+const MIN_GUARD_WAIT_S: f64 = 1.0;
+
 impl Contract {
+    /// An open loop sends on whatever the server does: with the guard and the decided stop
+    /// both off, only `load.max_in_flight` bounds what a server that cannot keep up is left
+    /// holding, so one of the three must be set.
+    fn guarded_against_floods(&self) -> Result<(), Problem> {
+        let m = &self.measurement;
+        if m.guard.enabled || m.stop_when_decided || !self.load.is_open() {
+            return Ok(());
+        }
+        if self
+            .load
+            .max_in_flight
+            .is_some_and(|n| n < super::DEFAULT_IN_FLIGHT)
+        {
+            return Ok(());
+        }
+        problem(
+            "measurement.guard.enabled",
+            format!(
+                "= false with measurement.stop_when_decided = false leaves nothing to stop this open loop when the server cannot keep up: it would send every arrival of its plan whatever the server does, and leave it holding them. Keep either on, or bound what is in flight with load.max_in_flight below {} (arrivals over it are counted as client-dropped)",
+                super::DEFAULT_IN_FLIGHT
+            ),
+        )
+    }
+
     /// `target.urls` and `target.spread`: base URLs like `target.url`, each once; `url`, when
     /// written, is the first of them (the resolved contract writes it so).
     fn replicas(&mut self) -> Result<(), Problem> {

@@ -30,6 +30,7 @@ use crate::contract::Contract;
 use crate::plan::{ArrivalGen, Phase, Phaser, Plan, PlannedRequest, Scheduled, SessionPlan};
 use crate::record::{Outcome, Record};
 
+pub mod guard;
 pub mod live;
 mod task;
 
@@ -50,6 +51,8 @@ pub struct DriveOutcome {
     pub failed: Option<String>,
     /// How the open-loop dispatch thread was scheduled; `None` for other load models.
     pub dispatch_thread: Option<Priority>,
+    /// The drain reached its bound ([`guard::drain_bound`]) and stopped sending.
+    pub drain_cut: Option<guard::DrainCut>,
 }
 
 /// How a thread that keeps the schedule was scheduled ([`PreciseSleeps`]).
@@ -431,6 +434,7 @@ impl Driver {
         let steady_sent = Arc::new(AtomicBool::new(false));
         let drain_over = CancellationToken::new();
         let mut phaser = Phaser::new(self.plan.rules());
+        let mut drain = DrainCount::default();
         let (_precise, scheduled) = PreciseSleeps::on_this_thread(self.realtime);
         out.dispatch_thread = Some(scheduled);
         let epoch = self.client.epoch();
@@ -454,6 +458,7 @@ impl Driver {
             if last_steady {
                 steady_sent.store(true, Ordering::Release);
             }
+            drain.note(phase, last_steady, || in_flight.load(Ordering::Acquire));
             if phase == Phase::Drain {
                 self.window.end();
             }
@@ -477,6 +482,10 @@ impl Driver {
                 break;
             }
             let woke = self.client.now_us();
+            if let Err(cut) = drain.admit(phase, woke) {
+                out.drain_cut = Some(cut);
+                break;
+            }
             let mut rec = self.record(&planned, phase);
             rec.intended_us = Some(at);
             rec.dispatched_us = Some(woke);
@@ -641,6 +650,8 @@ impl Driver {
             phaser: Mutex::new(Phaser::new(self.plan.rules())),
             steady_in_flight: AtomicU64::new(0),
             dispatched: AtomicU64::new(0),
+            drained: AtomicU64::new(0),
+            drain_cut: Mutex::new(None),
         });
         let tracker = TaskTracker::new();
         for _ in 0..users {
@@ -655,6 +666,7 @@ impl Driver {
             dispatched: shared.dispatched.load(Ordering::Acquire),
             dropped: 0,
             interrupted: cancel.is_cancelled(),
+            drain_cut: *shared.drain_cut.lock().unwrap_or_else(|p| p.into_inner()),
             ..DriveOutcome::default()
         }
     }
@@ -684,6 +696,21 @@ impl Driver {
                 self.window.end();
             }
             if phase == Phase::Drain && st.steady_in_flight.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            // The drain keeps the users going at most twice round (what is in flight at the
+            // steady phase's end is the users).
+            let users = u64::from(self.contract.load.concurrency().max(1));
+            let bound = guard::drain_bound(users);
+            if phase == Phase::Drain && st.drained.fetch_add(1, Ordering::AcqRel) >= bound {
+                st.drain_cut
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(guard::DrainCut {
+                        bound,
+                        in_flight_at_steady_end: users,
+                        at_us: self.client.now_us(),
+                    });
                 return;
             }
             let steady = phase == Phase::Steady;
@@ -729,6 +756,43 @@ impl Driver {
             self.client.execute(body, &mut rec, cancel).await;
             let _ = tx.send(rec);
         }
+    }
+}
+
+/// The open loop's drain: the arrivals it sent, and the most it may send
+/// ([`guard::drain_bound`] of what was in flight when the last steady request was sent).
+#[derive(Debug, Default)]
+struct DrainCount {
+    sent: u64,
+    /// The bound and what was in flight it rests on.
+    bound: Option<(u64, u64)>,
+}
+
+impl DrainCount {
+    /// The schedule labelled an arrival `phase`: the bound is set with the last steady one
+    /// (a duration-bound steady phase: with the first drain one), from what is in flight.
+    fn note(&mut self, phase: Phase, last_steady: bool, in_flight: impl Fn() -> u32) {
+        if (last_steady || phase == Phase::Drain) && self.bound.is_none() {
+            let n = u64::from(in_flight());
+            self.bound = Some((guard::drain_bound(n), n));
+        }
+    }
+
+    /// Whether an arrival labelled `phase` may go at `now`: every one but a drain arrival past
+    /// the bound, which ends the drain there.
+    fn admit(&mut self, phase: Phase, now: u64) -> Result<(), guard::DrainCut> {
+        if phase != Phase::Drain {
+            return Ok(());
+        }
+        if let Some((bound, base)) = self.bound.filter(|(b, _)| self.sent >= *b) {
+            return Err(guard::DrainCut {
+                bound,
+                in_flight_at_steady_end: base,
+                at_us: now,
+            });
+        }
+        self.sent += 1;
+        Ok(())
     }
 }
 
@@ -860,6 +924,9 @@ struct ClosedState {
     phaser: Mutex<Phaser>,
     steady_in_flight: AtomicU64,
     dispatched: AtomicU64,
+    /// Drain requests sent, and when the drain reached its bound.
+    drained: AtomicU64,
+    drain_cut: Mutex<Option<guard::DrainCut>>,
 }
 
 #[cfg(test)]

@@ -301,6 +301,26 @@ impl Target {
     }
 }
 
+/// One scrape of `url` now (an untagged page, timed on `epoch`), outside any scraper.
+pub async fn scrape_once(
+    http: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+    epoch: Instant,
+) -> Result<Scrape, String> {
+    Target {
+        http: http.clone(),
+        endpoint: Endpoint {
+            url: url.to_owned(),
+            key: key.map(str::to_owned),
+            tagged: false,
+        },
+        epoch,
+    }
+    .scrape("after")
+    .await
+}
+
 /// The largest `/metrics` page read: vLLM's is about 100 KB.
 const MAX_SCRAPE_BYTES: usize = 16 << 20;
 

@@ -84,8 +84,9 @@ impl Observer for Stability {
 /// Writes records until every sender is gone; returns how many it wrote. None is kept: the
 /// file is the run's memory (read back when the load is over), so a run's memory does not
 /// grow with its length. Blocking: run it on its own thread (`std::thread::spawn` or
-/// `spawn_blocking`). Once `decided` holds why the run stopped itself (its verdict decided), a
-/// request that stop cut off is written `abandoned` (a miss), not `interrupted`.
+/// `spawn_blocking`). Once `abandon` holds why the run stopped itself (its verdict decided, or
+/// the progress guard), a request that stop cut off is written `abandoned` (a miss) with that
+/// as its error, not `interrupted`.
 ///
 /// A write that fails (a full disk, a removed directory, any I/O error) calls `failed` at
 /// once, so the run stops within the record, not at the end of its schedule; the file is
@@ -94,10 +95,10 @@ pub fn write_records(
     path: &Path,
     rx: UnboundedReceiver<Record>,
     observers: Vec<Box<dyn Observer>>,
-    decided: &std::sync::OnceLock<String>,
+    abandon: &std::sync::OnceLock<String>,
     failed: &(dyn Fn(String) + Send + Sync),
 ) -> std::io::Result<u64> {
-    let r = write_all(path, rx, observers, decided);
+    let r = write_all(path, rx, observers, abandon);
     if let Err(e) = &r {
         let why = format!(
             "{} could not be written ({e}): the run stopped at once; the records written before are kept",
@@ -215,7 +216,7 @@ fn write_all(
     path: &Path,
     mut rx: UnboundedReceiver<Record>,
     mut observers: Vec<Box<dyn Observer>>,
-    decided: &std::sync::OnceLock<String>,
+    abandon: &std::sync::OnceLock<String>,
 ) -> std::io::Result<u64> {
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -228,11 +229,10 @@ fn write_all(
     let mut gather = Gather::default();
     while let Some(mut rec) = gather.next(&mut rx, &mut out)? {
         if rec.outcome == crate::record::Outcome::Interrupted
-            && let Some(why) = decided.get()
+            && let Some(why) = abandon.get()
         {
             rec.outcome = crate::record::Outcome::Abandoned;
-            rec.error =
-                Some(format!("in flight when the run stopped, its verdict decided ({why})").into());
+            rec.error = Some(why.as_str().into());
         }
         buf.0.clear();
         // The chunks are written last and straight (`Chunks::write_json`), not through serde.

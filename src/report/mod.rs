@@ -607,7 +607,52 @@ fn details(d: &mut Doc, s: &Summary, verbose: bool) {
     }
 }
 
-fn failures_and_start(d: &mut Doc, s: &Summary) {
+/// What an early stop left the server with, and the drain's cut, in one line; `None` when the
+/// load ended as planned.
+pub fn left_as_found(l: &crate::driver::guard::LoadEnd) -> Option<String> {
+    use crate::driver::guard::ServerIdle;
+    let mut parts = Vec::new();
+    if l.cancelled_in_flight > 0 {
+        let idle = match &l.server_idle {
+            Some(ServerIdle::After { s, source }) => {
+                format!("the server was idle {s:.1} s later ({source})")
+            }
+            Some(ServerIdle::NotWithin {
+                s,
+                running,
+                waiting,
+                source,
+            }) => format!(
+                "the server was NOT idle {s:.0} s later: {running:.0} running, {waiting:.0} waiting ({source}); it may be serving requests nobody reads"
+            ),
+            Some(ServerIdle::Unknown { why }) => {
+                format!("whether the server went idle is unknown: {why}")
+            }
+            None => "the server was not asked whether it went idle".to_owned(),
+        };
+        parts.push(format!(
+            "{} requests in flight when the load stopped were cancelled (their connections closed); {idle}",
+            l.cancelled_in_flight
+        ));
+    }
+    if let Some(c) = &l.drain_cut {
+        parts.push(format!(
+            "the drain stopped at its bound of {} arrivals (twice the {} in flight when the last steady request was sent, at least 16): steady requests still in flight then finished under a lighter load",
+            c.bound, c.in_flight_at_steady_end
+        ));
+    }
+    (!parts.is_empty()).then(|| {
+        let mut line = parts.join("; ");
+        if let Some(first) = line.get(..1) {
+            line = first.to_uppercase() + &line[1..];
+        }
+        line + "."
+    })
+}
+
+/// How the run ended before its plan did: stopped early, decided, stopped by the progress
+/// guard, what that left the server with, and what was never sent.
+fn early_end(d: &mut Doc, s: &Summary) {
     let st = &s.steady;
     if let Some(why) = &s.stopped {
         d.warn(format!("Stopped early: {why}."));
@@ -617,6 +662,16 @@ fn failures_and_start(d: &mut Doc, s: &Summary) {
         d.warn(format!(
             "Stopped once its verdict was decided: {why}. The drain was cut short; the steady requests then in flight ({abandoned}) count as misses (abandoned), and the latency rows leave out what they would have added (the slowest requests): read them as lower bounds. measurement.stop_when_decided = false runs the plan to its end."
         ));
+    }
+    let load_end = s.load_end.clone().unwrap_or_default();
+    if let Some(g) = &load_end.guard {
+        d.warn(format!(
+            "Stopped by the progress guard: {}. Nothing more was sent; the requests then in flight were cancelled and count as misses (abandoned), so the latency rows are lower bounds. measurement.guard sets its bound (docs/guide/safety.md).",
+            g.why()
+        ));
+    }
+    if let Some(line) = left_as_found(&load_end) {
+        d.line(line);
     }
     // planned = ok + failed + not sent, for every phase a count bounds.
     let unsent: Vec<String> = s
@@ -628,11 +683,17 @@ fn failures_and_start(d: &mut Doc, s: &Summary) {
         })
         .collect();
     if !unsent.is_empty() {
-        d.warn(format!(
-            "Not sent (the run ended first): {}.",
-            unsent.join(", ")
-        ));
+        let first = match load_end.guard {
+            Some(_) => "the progress guard stopped the load first",
+            None => "the run ended first",
+        };
+        d.warn(format!("Not sent ({first}): {}.", unsent.join(", ")));
     }
+}
+
+fn failures_and_start(d: &mut Doc, s: &Summary) {
+    let st = &s.steady;
+    early_end(d, s);
     if !st.errors.is_empty() {
         let e: Vec<String> = st.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
         d.line(format!(
