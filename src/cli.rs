@@ -88,7 +88,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let done = match cli.command {
         Command::Run(a) => command::run::run(a).await?,
         Command::Compare(a) => command::compare::compare(a)?,
-        Command::Init(a) => command::init::init(a)?,
+        Command::Init(a) => command::init::init(a).await?,
         Command::Plan(a) => command::plan::plan(a)?,
         Command::Report(a) => command::report::report(a)?,
         Command::Sweep(a) => command::sweep::sweep(a).await?,
