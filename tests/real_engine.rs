@@ -815,3 +815,151 @@ async fn llamacpp_ab_of_two_and_four_slots_decides_within_its_budget() {
     assert!(differs.contains(&"target.facts.slots 2 → 4"), "{differs:?}");
     assert_eq!(j["null_check"], false);
 }
+
+/// Runs the goodput binary in `dir`; its output.
+fn goodput_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// Polls llama.cpp's `/slots` (once a second, up to `within`: asked more often, llama.cpp
+/// clears the requests of closed connections far more slowly) until no slot is processing;
+/// how long that took.
+async fn slots_idle_within(base: &str, within: std::time::Duration) -> std::time::Duration {
+    let http = common::http();
+    let from = std::time::Instant::now();
+    loop {
+        let slots: serde_json::Value = http
+            .get(format!("{base}/slots"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let busy = slots
+            .as_array()
+            .expect("/slots lists the slots")
+            .iter()
+            .filter(|s| s["is_processing"] == true)
+            .count();
+        if busy == 0 {
+            return from.elapsed();
+        }
+        assert!(
+            from.elapsed() < within,
+            "{busy} slots still processing {within:?} after goodput exited: {slots}"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+/// Issue #69 on llama.cpp: `goodput init --url` sizes the template to the server from a few
+/// probes, and `goodput run` of the file it wrote finishes without a timeout, VALID or with
+/// an honest overload verdict. The template as it was (20 req/s, far past four slots on one
+/// CPU thread) is stopped by the progress guard within seconds of its bound, exit 9, and
+/// afterwards no slot is processing (`/slots`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
+async fn llamacpp_init_sizes_the_run_and_the_guard_stops_an_overload_leaving_the_slots_idle() {
+    let engine = Started::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (d, url) = (dir.path().to_owned(), engine.0.clone());
+    // Twenty steady requests of short prompts keep CI short (a 256-token prompt takes 1.5 s of
+    // prefill on one CPU thread); the rate, warm-up and SLO are init's.
+    let (init, run) = tokio::task::spawn_blocking(move || {
+        let init = goodput_in(
+            &d,
+            &[
+                "init",
+                "my.toml",
+                "--url",
+                &url,
+                "--requests",
+                "20",
+                "--set",
+                "workload.input_tokens={ dist = \"fixed\", value = 48 }",
+                "--set",
+                "workload.output_tokens={ dist = \"uniform\", min = 16, max = 32 }",
+            ],
+        );
+        let run = goodput_in(&d, &["run", "my.toml", "--out", "runs", "-q"]);
+        (init, run)
+    })
+    .await
+    .unwrap();
+    let said = String::from_utf8_lossy(&init.stdout);
+    assert!(
+        init.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    eprintln!("{said}");
+    let c = goodput::contract::load(&dir.path().join("my.toml")).unwrap();
+    assert!(
+        c.load.rate() > 0.0 && c.load.rate() < 20.0,
+        "sized: {}",
+        c.load.rate()
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    let b = std::fs::read_dir(dir.path().join("runs/chat-poisson"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let loaded = goodput::bundle::Bundle::load(&b).unwrap();
+    let timeouts = loaded
+        .records
+        .iter()
+        .filter(|x| x.outcome == goodput::record::Outcome::Timeout)
+        .count();
+    assert_eq!(timeouts, 0, "{err}");
+    assert_eq!(
+        loaded.summary.load_end, None,
+        "{:?}",
+        loaded.summary.load_end
+    );
+    let v = &loaded.summary.validity;
+    eprintln!("sized run: {:?} {:?}", v.verdict, v.reasons);
+    assert!(
+        v.is_valid()
+            || v.reasons
+                .iter()
+                .any(|r| r.contains("overload") || r.contains("client fell behind")),
+        "{:?}",
+        v.reasons
+    );
+
+    // The template unsized: 20 req/s against four slots.
+    let (d, url) = (dir.path().to_owned(), engine.0.clone());
+    let (over, took) = tokio::task::spawn_blocking(move || {
+        let init = goodput_in(&d, &["init", "over.toml", "--url", &url, "--no-probe"]);
+        assert!(init.status.success());
+        let from = std::time::Instant::now();
+        let out = goodput_in(&d, &["run", "over.toml", "--out", "over", "-q"]);
+        (out, from.elapsed())
+    })
+    .await
+    .unwrap();
+    let idle = slots_idle_within(&engine.0, std::time::Duration::from_secs(30)).await;
+    let err = String::from_utf8_lossy(&over.stderr);
+    eprintln!("overload: {took:?}, slots idle {idle:?} after; {err}");
+    assert_eq!(over.status.code(), Some(9), "{err}");
+    let b = std::fs::read_dir(dir.path().join("over/chat-poisson"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let loaded = goodput::bundle::Bundle::load(&b).unwrap();
+    let end = loaded.summary.load_end.clone().expect("a load end");
+    let g = end.guard.clone().expect("the guard stopped it");
+    assert!(g.at_s <= g.bound_s + 10.0, "{g:?}");
+    assert!(end.cancelled_in_flight > 0, "{end:?}");
+    eprintln!("{end:?}");
+}

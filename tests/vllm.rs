@@ -735,3 +735,85 @@ fn vllm_spans_join_every_request_and_name_the_queue_when_overloaded() {
     eprintln!("vLLM TTFT p99 tail: {p99:?}");
     assert_eq!(p99.dominant, "queue", "{p99:?}");
 }
+
+/// Issue #69 on vLLM: the template as `goodput init --no-probe` writes it (20 req/s of
+/// 256-token prompts, far past four sequences on this CPU) is stopped by the progress guard
+/// within seconds of its bound (exit 9), and once goodput has exited vLLM runs and holds no
+/// request within a bounded time: it aborted the requests whose connections goodput closed.
+#[test]
+#[ignore = "needs vLLM (scripts/vllm.sh install); .ci/run runs it"]
+fn vllm_overload_is_stopped_by_the_guard_and_leaves_the_server_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let init = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["init", "over.toml", "--no-probe", "--url", server()])
+        .args(["--model", "gemma-3-270m"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let from = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["run", "over.toml", "--out", "runs", "-q"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let took = from.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{took:?}: {err}");
+    assert_eq!(out.status.code(), Some(9), "{err}");
+    // Idle by vLLM's own gauges, within 30 s of goodput's exit.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let http = common::http();
+    let idle_from = std::time::Instant::now();
+    loop {
+        let text = rt.block_on(async {
+            http.get(format!("{}/metrics", server()))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        });
+        let parsed = goodput::env::prom::parse(&text).unwrap();
+        let sum = |name: &str| -> f64 {
+            parsed
+                .iter()
+                .filter(|(n, _, _)| n == name)
+                .map(|(_, _, v)| v)
+                .sum()
+        };
+        let (running, waiting) = (
+            sum("vllm:num_requests_running"),
+            sum("vllm:num_requests_waiting"),
+        );
+        if running == 0.0 && waiting == 0.0 {
+            eprintln!("vLLM idle {:?} after goodput exited", idle_from.elapsed());
+            break;
+        }
+        assert!(
+            idle_from.elapsed() < std::time::Duration::from_secs(30),
+            "vLLM still runs {running} and holds {waiting} 30 s after goodput exited"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    let b = std::fs::read_dir(dir.path().join("runs/chat-poisson"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let loaded = goodput::bundle::Bundle::load(&b).unwrap();
+    let end = loaded.summary.load_end.clone().expect("a load end");
+    let g = end.guard.clone().expect("the guard stopped it");
+    eprintln!("{end:?}");
+    assert!(g.at_s <= g.bound_s + 10.0, "{g:?}");
+    assert!(end.cancelled_in_flight > 0, "{end:?}");
+}

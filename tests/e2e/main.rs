@@ -21,6 +21,7 @@ mod export;
 mod faults;
 mod fuzz_replay;
 mod gates;
+mod guard;
 mod history;
 mod hostile;
 mod html;
