@@ -24,15 +24,65 @@ static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 /// is redacted everywhere even when written literally in a contract, and it is not sent on to
 /// another origin when a redirect is followed (as curl and browsers drop them).
 pub fn is_credential_header(name: &str) -> bool {
-    [
+    is_credential_name(name)
+}
+
+/// Whether a name (a header's, a flag's, a span attribute's, a JSON key's) says it holds a
+/// credential. Its words are split at dashes, underscores, dots and spaces: one of secret,
+/// password, passwd, auth, authorization, cookie, credential(s), apikey anywhere, or `key` /
+/// `token` as the last word unless a counting word comes before it (`time_to_first_token`,
+/// `cache.key` and `max_tokens` are figures, not credentials). `x-api-key`, `api_key`,
+/// `--hf-token`, `Ocp-Apim-Subscription-Key` and `http.request.header.authorization` are;
+/// `--tokenizer` and `x-request-id` are not.
+pub fn is_credential_name(name: &str) -> bool {
+    const ANYWHERE: [&str; 9] = [
+        "apikey",
+        "secret",
+        "password",
+        "passwd",
+        "auth",
         "authorization",
-        "proxy-authorization",
-        "x-api-key",
-        "api-key",
         "cookie",
-    ]
-    .iter()
-    .any(|c| name.eq_ignore_ascii_case(c))
+        "credential",
+        "credentials",
+    ];
+    // Words before `key` or `token` that make it a figure or an index, not a credential.
+    const COUNTING: [&str; 20] = [
+        "first", "last", "next", "per", "input", "output", "prompt", "completion", "generated",
+        "max", "min", "num", "total", "cache", "cached", "partition", "sort", "routing", "hash",
+        "idempotency",
+    ];
+    let words: Vec<&str> = name
+        .split(['-', '_', '.', ' '])
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words
+        .iter()
+        .any(|w| ANYWHERE.iter().any(|c| w.eq_ignore_ascii_case(c)))
+    {
+        return true;
+    }
+    match words.as_slice() {
+        [.., before, last] if ["key", "token"].iter().any(|c| last.eq_ignore_ascii_case(c)) => {
+            !COUNTING.iter().any(|c| before.eq_ignore_ascii_case(c))
+        }
+        [only] => ["key", "token"].iter().any(|c| only.eq_ignore_ascii_case(c)),
+        _ => false,
+    }
+}
+
+/// A value as any file keeps it, under `name`: [`MASK`] whole when the name says it holds a
+/// credential; else with a URL's password masked and every registered secret redacted. The one
+/// rule the span store, the importer and the record writer share.
+pub fn scrub<'a>(name: &str, value: &'a str) -> Cow<'a, str> {
+    if is_credential_name(name) {
+        return Cow::Borrowed(MASK);
+    }
+    let url = url_without_password(value);
+    match redact(&url) {
+        Cow::Borrowed(_) if url == value => Cow::Borrowed(value),
+        r => Cow::Owned(r.into_owned()),
+    }
 }
 
 /// Registers a secret (ignored when shorter than [`MIN_LEN`]); longer ones are matched first.
@@ -81,7 +131,7 @@ pub fn any() -> bool {
     !SECRETS.read().unwrap_or_else(|p| p.into_inner()).is_empty()
 }
 
-/// A URL with its password replaced by [`MASK`] (the user name kept).
+/// A URL with its password replaced by [`MASK`] (the user name kept); any other text as it is.
 pub fn url_without_password(url: &str) -> String {
     match userinfo(url) {
         Some((_, pass)) if !pass.is_empty() => {
@@ -127,6 +177,46 @@ fn percent_decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_that_hold_credentials_are_told_from_those_that_do_not() {
+        for yes in [
+            "Authorization",
+            "x-api-key",
+            "api_key",
+            "hf-token",
+            "X-Auth-Token",
+            "http.request.header.authorization",
+            "Cookie",
+            "client_secret",
+            "token",
+            "--hf-token",
+            "Ocp-Apim-Subscription-Key",
+            "Private-Token",
+        ] {
+            assert!(is_credential_name(yes), "{yes}");
+        }
+        for no in [
+            "max_tokens",
+            "tokenizer",
+            "x-request-id",
+            "traceparent",
+            "gen_ai.usage.input_tokens",
+            "content-type",
+            "gen_ai.latency.time_to_first_token",
+            "cache.key",
+            "inter_token_latency",
+            "Idempotency-Key",
+        ] {
+            assert!(!is_credential_name(no), "{no}");
+        }
+        assert_eq!(scrub("api_key", "sk-1"), MASK);
+        assert_eq!(
+            scrub("url.full", "http://u:pw@h:1/x"),
+            "http://u:[redacted]@h:1/x"
+        );
+        assert_eq!(scrub("name", "plain"), "plain");
+    }
 
     #[test]
     fn a_url_password_is_masked_and_registered_with_its_basic_credential() {

@@ -260,8 +260,37 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// Text made safe for one line of a TOML comment (or any one-line note a file keeps): every
+/// control character is written as an escape (`\n`, `\r`, `\t`, `\u{7f}`), since a newline
+/// would end the comment and make the rest of the text live TOML. Also says whether any was.
+pub fn one_line(s: &str) -> (std::borrow::Cow<'_, str>, bool) {
+    if !s.chars().any(char::is_control) {
+        return (std::borrow::Cow::Borrowed(s), false);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    (std::borrow::Cow::Owned(out), true)
+}
+
 #[cfg(test)]
 mod url_tests {
+    #[test]
+    fn one_line_escapes_every_control_character_and_says_so() {
+        let (t, e) = super::one_line("a\nb = 1\r\t\u{7f}\u{85}é");
+        assert!(e);
+        assert_eq!(t, "a\\nb = 1\\r\\t\\u{7f}\\u{85}é");
+        assert!(!t.chars().any(char::is_control));
+        assert_eq!(super::one_line("plain"), ("plain".into(), false));
+    }
+
     #[test]
     fn authority_leaves_out_user_password_path_and_query() {
         assert_eq!(

@@ -104,16 +104,21 @@ fn their_result(
             path.display()
         );
     }
-    let shown = path.display();
+    // A file's name and what the file says go into comments one line each (`text::one_line`):
+    // a newline in either would make the rest live TOML.
+    let path_text = path.display().to_string();
+    let (shown, _) = crate::text::one_line(&path_text);
+    let (format_line, _) = crate::text::one_line(&format);
     let mut comment = format!(
-        "#\n# Their result: {shown} ({format}). After `goodput run`, put the two side by side:\n#   goodput compare {shown} BUNDLE\n"
+        "#\n# Their result: {shown} ({format_line}). After `goodput run`, put the two side by side:\n#   goodput compare {shown} BUNDLE\n"
     );
     let mut notes = vec![format!(
         "note: their result {shown} ({format}): after `goodput run`, `goodput compare {shown} BUNDLE` puts each of its figures beside ours"
     )];
     for d in &differs {
         comment.push_str(&format!(
-            "#   their result differs from this command: {d}\n"
+            "#   their result differs from this command: {}\n",
+            crate::text::one_line(d).0
         ));
         notes.push(format!(
             "warning: {shown} was not run with this command: {d}"

@@ -509,7 +509,7 @@ fn target(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
         true => f.from("url"),
         false => "AIPerf's default --url http://localhost:8000".into(),
     };
-    d.str("target", "url", &url, from);
+    d.url(&url, from);
     if urls.len() > 1 {
         d.annotate(format!("--url given {} URLs: AIPerf spreads requests over them round-robin; this contract targets the first (goodput's [[load.shard]] runs a client per target)", urls.len()));
     }
@@ -567,7 +567,6 @@ fn headers(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
     let Some(g) = f.get("header") else {
         return Ok(());
     };
-    let mut pairs = Vec::new();
     for h in &g.values {
         let kv: Vec<(String, String)> = match serde_json::from_str::<Value>(h) {
             Ok(Value::Object(m)) => m
@@ -584,25 +583,8 @@ fn headers(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
             },
         };
         for (k, v) in kv {
-            if k.eq_ignore_ascii_case("authorization") {
-                d.secret(&v);
-                d.annotate("--header Authorization: a credential is not written into the contract; set target.api_key_env (or a header from an environment variable, docs/guide/limits-and-secrets.md)");
-                continue;
-            }
-            pairs.push(format!(
-                "{} = {}",
-                super::toml_string(&k),
-                super::toml_string(&v)
-            ));
+            d.header(&k, &v, "--header");
         }
-    }
-    if !pairs.is_empty() {
-        d.set(
-            "target.request",
-            "headers",
-            format!("{{ {} }}", pairs.join(", ")),
-            f.from("header"),
-        );
     }
     Ok(())
 }

@@ -182,7 +182,7 @@ fn target(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
     // GuideLLM strips a trailing `/v1` and adds the route itself, as goodput does.
     let url = url.trim_end_matches('/');
     let url = url.strip_suffix("/v1").unwrap_or(url);
-    d.str("target", "url", url, f.from("target"));
+    d.url(url, f.from("target"));
     match f.text("backend").unwrap_or("openai_http") {
         "openai_http" => {}
         "vllm_python" => {
@@ -247,22 +247,10 @@ fn backend_kwargs(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
                     d.body(body, &format!("{from} extras.body"));
                 }
                 if let Some(h) = v["headers"].as_object() {
-                    let pairs: Vec<String> = h
-                        .iter()
-                        .map(|(k, v)| {
-                            format!(
-                                "{} = {}",
-                                super::toml_string(k),
-                                super::toml_string(v.as_str().unwrap_or_default())
-                            )
-                        })
-                        .collect();
-                    d.set(
-                        "target.request",
-                        "headers",
-                        format!("{{ {} }}", pairs.join(", ")),
-                        format!("{from} extras.headers"),
-                    );
+                    for (k, v) in h {
+                        let v = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+                        d.header(k, &v, &format!("{from} extras.headers"));
+                    }
                 }
             }
             "stream" if v == &Value::Bool(false) => {

@@ -24,6 +24,9 @@ pub struct Imported {
     /// The breaks (flags that map only approximately or not at all), one sentence each: the
     /// import prints them.
     pub breaks: Vec<String>,
+    /// The keys the contract sets, dotted (`target.url`): the flags' mapping, and nothing a
+    /// value's text could add (the property test holds the contract's keys to these).
+    pub keys: Vec<String>,
 }
 
 /// A refused command line; the message names the flag.
@@ -49,6 +52,17 @@ struct Draft {
     /// Credentials the command carried: masked wherever the contract or a note would repeat
     /// them (the echoed command line, a value's origin).
     secrets: Vec<String>,
+    /// Headers every request carries (`[target.request] headers`): name, what is written
+    /// for it, and the flag it came from.
+    headers: Vec<(String, Header, String)>,
+}
+
+/// What the contract holds for a header: its value, or the environment variable that holds a
+/// credential's.
+#[derive(Debug, Clone, PartialEq)]
+enum Header {
+    Value(String),
+    Env(String),
 }
 
 impl Draft {
@@ -99,8 +113,9 @@ impl Draft {
 
     /// The contract, checked by goodput's own parser: an import never hands over a contract
     /// that `goodput run` would refuse.
-    fn finish(self, command: &str) -> Result<Imported, ImportError> {
-        let imported = self.render(command);
+    fn finish(mut self, command: &str) -> Result<Imported, ImportError> {
+        self.set_headers();
+        let imported = self.render(command)?;
         crate::contract::parse(&imported.contract, std::path::Path::new("imported.toml"))
             .map_err(|e| ImportError(format!("the imported contract does not validate: {e:#}")))?;
         Ok(imported)
@@ -111,6 +126,110 @@ impl Draft {
         if !s.is_empty() {
             self.secrets.push(s.to_owned());
         }
+    }
+
+    /// The target's URL, from `from`. A user and password in it are a credential: the URL is
+    /// written without them, and the request's `Authorization` header comes from a variable
+    /// the user sets (`Basic` of them).
+    fn url(&mut self, url: &str, from: String) {
+        let Ok(mut parsed) = reqwest::Url::parse(url) else {
+            return self.str("target", "url", url, from);
+        };
+        if parsed.username().is_empty() && parsed.password().is_none() {
+            return self.str("target", "url", url, from);
+        }
+        let userinfo = match parsed.password() {
+            Some(p) => format!("{}:{p}", parsed.username()),
+            None => parsed.username().to_owned(),
+        };
+        self.secret(&userinfo);
+        if let Some(p) = parsed.password() {
+            self.secret(p);
+        }
+        let _ = parsed.set_username("");
+        let _ = parsed.set_password(None);
+        let bare = parsed.as_str().trim_end_matches('/').to_owned();
+        self.str("target", "url", &bare, from.clone());
+        let var = "TARGET_AUTHORIZATION";
+        self.headers.push((
+            "Authorization".to_owned(),
+            Header::Env(var.to_owned()),
+            from,
+        ));
+        self.annotate(format!(
+            "the URL's user and password are not written: export {var}='Basic <base64 of user:password>' (sent as the Authorization header, to the target only)"
+        ));
+    }
+
+    /// A header every request carries, from `from`. A credential (`Authorization`, a key, a
+    /// cookie, a token) is never written: the contract reads it from an environment variable
+    /// named after it, and the note says which to set. Headers goodput sets itself are not
+    /// sent.
+    fn header(&mut self, name: &str, value: &str, from: &str) {
+        let lower = name.to_ascii_lowercase();
+        if ["x-request-id", "traceparent"].contains(&lower.as_str()) {
+            self.annotate(format!("{from} {name}: goodput sets it itself (to join its records with the server's), so it is not sent"));
+            return;
+        }
+        if crate::secrets::is_credential_header(name) {
+            self.secret(value);
+            let var = env_var_for(name);
+            self.annotate(format!(
+                "{from} {name}: a credential is not written into the contract; it is read from ${var} (export {var}='<the value>')"
+            ));
+            self.headers
+                .push((name.to_owned(), Header::Env(var), from.to_owned()));
+            return;
+        }
+        self.headers.push((
+            name.to_owned(),
+            Header::Value(value.to_owned()),
+            from.to_owned(),
+        ));
+    }
+
+    /// `[target.request] headers`, from every header gathered, as one inline table the TOML
+    /// library writes (names quoted as it must).
+    fn set_headers(&mut self) {
+        if self.headers.is_empty() {
+            return;
+        }
+        let keyed = self
+            .sections
+            .iter()
+            .any(|(s, v)| *s == "target" && v.iter().any(|x| x.key == "api_key_env"));
+        let mut table = toml_edit::InlineTable::new();
+        let mut from: Vec<String> = Vec::new();
+        for (name, h, f) in std::mem::take(&mut self.headers) {
+            // The API key is sent as the Authorization header: one credential per request.
+            if keyed && name.eq_ignore_ascii_case("authorization") {
+                self.annotate(format!(
+                    "{f}: Authorization is the API key's (target.api_key_env), so this one is not sent"
+                ));
+                continue;
+            }
+            let v: toml_edit::Value = match h {
+                Header::Value(v) => v.into(),
+                Header::Env(var) => {
+                    let mut t = toml_edit::InlineTable::new();
+                    t.insert("env", var.into());
+                    t.into()
+                }
+            };
+            table.insert(&name, v);
+            if !from.contains(&f) {
+                from.push(f);
+            }
+        }
+        if table.is_empty() {
+            return;
+        }
+        self.set(
+            "target.request",
+            "headers",
+            table.to_string(),
+            from.join("; "),
+        );
     }
 
     /// An API key the command carried: goodput reads keys from the environment only, so the
@@ -164,7 +283,52 @@ impl Draft {
         }
     }
 
-    fn render(self, command: &str) -> Imported {
+    /// The contract's text. No text from outside becomes structure: every value is one TOML
+    /// value (parsed and written again by the TOML library, else the import is refused), keys
+    /// and sections are the draft's own, and every comment is one line (`text::one_line`: a
+    /// control character, a newline above all, is written as an escape, and a note says so).
+    /// Credentials are masked (`***`) wherever the command line or a note would repeat them.
+    fn render(mut self, command: &str) -> Result<Imported, ImportError> {
+        let secrets = std::mem::take(&mut self.secrets);
+        let mask = |s: &str| {
+            secrets
+                .iter()
+                .fold(s.to_owned(), |s, secret| s.replace(secret.as_str(), "***"))
+        };
+        let escaped = std::cell::Cell::new(false);
+        let line = |s: &str| {
+            let masked = mask(s);
+            let (t, e) = crate::text::one_line(&masked);
+            escaped.set(escaped.get() | e);
+            t.into_owned()
+        };
+        let mut body = String::new();
+        let mut keys = Vec::new();
+        for (section, values) in &self.sections {
+            let _ = writeln!(body);
+            if !section.is_empty() {
+                let _ = writeln!(body, "[{section}]");
+            }
+            for v in values {
+                let value = one_value(&v.toml).ok_or_else(|| {
+                    ImportError(format!(
+                        "{}: `{}` is not one TOML value; nothing was written",
+                        line(&v.from),
+                        line(&v.toml)
+                    ))
+                })?;
+                let _ = writeln!(body, "{} = {}  # {}", v.key, mask(&value), line(&v.from));
+                keys.push(match section.is_empty() {
+                    true => v.key.to_owned(),
+                    false => format!("{section}.{}", v.key),
+                });
+            }
+        }
+        let command = line(command);
+        let mut breaks: Vec<String> = self.breaks.iter().map(|b| line(b)).collect();
+        if escaped.get() {
+            breaks.push("the command line holds control characters (a newline, a tab): this file's comments show them escaped (\\n), as a comment cannot hold one".to_owned());
+        }
         let mut out = String::new();
         let _ = writeln!(out, "# Imported by `goodput import` from {}:", self.tool);
         let _ = writeln!(out, "#   {command}");
@@ -172,32 +336,47 @@ impl Draft {
             out,
             "# Each value says the flag it came from (or the tool's default)."
         );
-        if !self.breaks.is_empty() {
+        if !breaks.is_empty() {
             let _ = writeln!(out, "#\n# Where the two tools differ:");
-            for b in &self.breaks {
-                for (k, line) in wrap(b, 92).iter().enumerate() {
-                    let _ = writeln!(out, "# {} {line}", if k == 0 { "-" } else { " " });
+            for b in &breaks {
+                for (k, l) in wrap(b, 92).iter().enumerate() {
+                    let _ = writeln!(out, "# {} {l}", if k == 0 { "-" } else { " " });
                 }
             }
         }
-        for (section, values) in &self.sections {
-            let _ = writeln!(out);
-            if !section.is_empty() {
-                let _ = writeln!(out, "[{section}]");
-            }
-            for v in values {
-                let _ = writeln!(out, "{} = {}  # {}", v.key, v.toml, v.from);
-            }
-        }
-        let mask = |s: &str| {
-            self.secrets
-                .iter()
-                .fold(s.to_owned(), |s, secret| s.replace(secret.as_str(), "***"))
-        };
-        Imported {
-            contract: mask(&out),
-            breaks: self.breaks.iter().map(|b| mask(b)).collect(),
-        }
+        out.push_str(&body);
+        Ok(Imported {
+            contract: out,
+            breaks,
+            keys,
+        })
+    }
+}
+
+/// `text` as one TOML value, written again by the TOML library; `None` when it is not exactly
+/// one value (a newline and a key after it, a second value).
+fn one_value(text: &str) -> Option<String> {
+    let mut v: toml_edit::Value = text.parse().ok()?;
+    v.decor_mut().clear();
+    let out = v.to_string();
+    // Written on one line: a multi-line string or array would be a value still, but the
+    // comment after it must stay on the value's own last line.
+    (!out.contains('\n')).then_some(out)
+}
+
+/// The environment variable a credential header is read from: its name in capitals, every
+/// other character an underscore (`X-Api-Key` → `X_API_KEY`).
+fn env_var_for(header: &str) -> String {
+    let v: String = header
+        .chars()
+        .map(|c| match c.is_ascii_alphanumeric() {
+            true => c.to_ascii_uppercase(),
+            false => '_',
+        })
+        .collect();
+    match v.chars().next() {
+        Some(c) if c.is_ascii_alphabetic() => v,
+        _ => format!("H_{v}"),
     }
 }
 
@@ -224,15 +403,82 @@ fn wrap(s: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// A command line as the shell would show it (arguments with spaces quoted).
+/// A command line as the shell would show it (arguments with spaces quoted), every credential
+/// in it masked (`masked`): the contract echoes it.
 fn shown(args: &[String]) -> String {
+    let mut after_secret_flag = false;
     args.iter()
-        .map(|a| match a.contains(char::is_whitespace) || a.is_empty() {
-            true => format!("'{a}'"),
-            false => a.clone(),
+        .map(|a| {
+            let a = match after_secret_flag {
+                true => "***".to_owned(),
+                false => masked(a),
+            };
+            after_secret_flag = credential_flag(&a);
+            match a.contains(char::is_whitespace) || a.is_empty() {
+                true => format!("'{a}'"),
+                false => a,
+            }
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// A flag that takes a credential as its value (`--api-key`, `--hf-token`, `--password`).
+fn credential_flag(arg: &str) -> bool {
+    let Some(name) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
+        return false;
+    };
+    !name.contains('=') && crate::secrets::is_credential_name(name)
+}
+
+/// One argument with its credentials masked: a URL's user and password, the value of
+/// `NAME=VALUE` or `NAME:VALUE` under a credential's name (and of `--flag=VALUE`), and in
+/// JSON, every value under a credential's key.
+fn masked(arg: &str) -> String {
+    if let Ok(mut v) = serde_json::from_str::<serde_json::Value>(arg)
+        && v.is_object()
+    {
+        mask_json(&mut v);
+        return v.to_string();
+    }
+    if let Some(flag) = arg.strip_prefix("--")
+        && let Some((name, _)) = flag.split_once('=')
+        && crate::secrets::is_credential_name(name)
+    {
+        return format!("--{name}=***");
+    }
+    if let Ok(mut u) = reqwest::Url::parse(arg)
+        && (!u.username().is_empty() || u.password().is_some())
+    {
+        let _ = u.set_username("***");
+        let _ = u.set_password(None);
+        return u.to_string().trim_end_matches('/').to_owned();
+    }
+    for sep in ['=', ':'] {
+        if let Some((name, _)) = arg.split_once(sep)
+            && !name.is_empty()
+            && !name.contains("//")
+            && crate::secrets::is_credential_name(name.trim())
+        {
+            return format!("{name}{sep}***");
+        }
+    }
+    arg.to_owned()
+}
+
+fn mask_json(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                match crate::secrets::is_credential_name(k) && !x.is_object() {
+                    true => *x = "***".into(),
+                    false => mask_json(x),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(mask_json),
+        _ => {}
+    }
 }
 
 /// The tool a command line is for, by its first words, when it is one goodput knows.
@@ -269,6 +515,288 @@ fn spread(mean: f64, stdev: Option<f64>, min: Option<f64>, max: Option<f64>) -> 
                 true => format!("{{ dist = \"fixed\", value = {lo} }}"),
                 false => format!("{{ dist = \"uniform\", min = {lo}, max = {hi} }}"),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    /// The keys a contract's text sets, dotted, tables walked and values not (an inline table
+    /// is one value).
+    fn keys_of(text: &str) -> std::collections::BTreeSet<String> {
+        fn walk(t: &toml_edit::Table, at: &str, out: &mut std::collections::BTreeSet<String>) {
+            for (k, item) in t.iter() {
+                let path = match at.is_empty() {
+                    true => k.to_owned(),
+                    false => format!("{at}.{k}"),
+                };
+                match item {
+                    toml_edit::Item::Table(t) => walk(t, &path, out),
+                    _ => {
+                        out.insert(path);
+                    }
+                }
+            }
+        }
+        let doc: toml_edit::DocumentMut = text.parse().unwrap();
+        let mut out = std::collections::BTreeSet::new();
+        walk(doc.as_table(), "", &mut out);
+        out
+    }
+
+    fn import(tool: usize, args: &[String]) -> Result<super::Imported, super::ImportError> {
+        match tool {
+            0 => super::vllm_bench::import(args),
+            1 => super::guidellm::import(args),
+            _ => super::aiperf::import(args),
+        }
+    }
+
+    /// Flags of each tool that take text, and what every command needs to import at all.
+    const TEXT_FLAGS: [(&[&str], &[&str]); 3] = [
+        (
+            &[
+                "--model",
+                "--base-url",
+                "--label",
+                "--header",
+                "--served-model-name",
+                "--extra-body",
+                "--endpoint",
+                "--metadata",
+                "--backend",
+                "--host",
+            ],
+            &[
+                "vllm",
+                "bench",
+                "serve",
+                "--request-rate",
+                "4",
+                "--num-prompts",
+                "5",
+            ],
+        ),
+        (
+            &[
+                "--model",
+                "--target",
+                "--backend-kwargs",
+                "--processor",
+                "--data",
+                "--output-path",
+            ],
+            &[
+                "guidellm",
+                "benchmark",
+                "--target",
+                "http://127.0.0.1:8000",
+                "--profile",
+                "poisson",
+                "--rate",
+                "4",
+                "--max-requests",
+                "5",
+                "--data",
+                "prompt_tokens=8,output_tokens=4",
+            ],
+        ),
+        (
+            &[
+                "-m",
+                "--url",
+                "--header",
+                "--extra-inputs",
+                "--endpoint",
+                "--api-key",
+            ],
+            &[
+                "aiperf",
+                "profile",
+                "--request-rate",
+                "4",
+                "--request-count",
+                "5",
+            ],
+        ),
+    ];
+
+    /// What an argument may try to smuggle in after a line end.
+    const INJECTED: [&str; 7] = [
+        "",
+        "cold_start = { launch = [\"sh\", \"-c\", \"id > PWNED\"] }",
+        "[cold_start]\nlaunch = [\"sh\"]",
+        "description = \"x\"",
+        "[slo]\nttft_ms = 1",
+        "seed = 99",
+        "\"quoted\" = ']'",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+        /// Issue #70: no text from outside becomes structure. Any command line, its values of
+        /// any bytes (newlines, quotes, `]`, `=`, `#`), imports to a contract whose keys are
+        /// exactly those its flags map to, or to a refusal.
+        #[test]
+        fn any_command_line_imports_to_its_own_keys_or_is_refused(
+            tool in 0usize..3,
+            picks in proptest::collection::vec(
+                (
+                    0usize..10,
+                    "[a-z][a-z0-9\"'\\[\\]=#{}:/@\\\\ .,-]{0,20}",
+                    "[a-z0-9\n\r\t\"'\\[\\]=#{}:/@\\\\ .,-]{0,40}",
+                    0usize..INJECTED.len(),
+                    0usize..3,
+                ),
+                0..4,
+            ),
+        ) {
+            let (flags, base) = TEXT_FLAGS[tool];
+            let mut args: Vec<String> = base.iter().map(|s| (*s).to_owned()).collect();
+            for (f, text, bytes, k, how) in picks {
+                args.push(flags[f % flags.len()].to_owned());
+                // Any bytes, or text and then, after a line end, TOML that would be live: a
+                // key goodput reads, a table, the launch of a command.
+                let nl = ["\n", "\r\n", "\r"][how];
+                args.push(match k {
+                    0 => bytes,
+                    _ => format!("{text}{nl}{}{nl}#", INJECTED[k]),
+                });
+            }
+            let imported = import(tool, &args);
+            // The command before the picks imports: what the picks add is what is tested.
+            prop_assert!(import(tool, &args[..base.len()]).is_ok());
+            if let Ok(imp) = imported {
+                let want: std::collections::BTreeSet<String> = imp.keys.iter().cloned().collect();
+                prop_assert_eq!(keys_of(&imp.contract), want, "{}", imp.contract);
+                let c = crate::contract::parse(&imp.contract, std::path::Path::new("i.toml"));
+                prop_assert!(c.is_ok(), "{:?}\n{}", c.err(), imp.contract);
+                prop_assert!(c.unwrap().cold_start.is_none());
+            }
+        }
+    }
+
+    /// The issue's command: a newline in `--label` made the rest of it a live launch command.
+    #[test]
+    fn a_newline_in_an_argument_stays_in_its_comment() {
+        let args: Vec<String> = [
+            "vllm",
+            "bench",
+            "serve",
+            "--model",
+            "m",
+            "--base-url",
+            "http://127.0.0.1:18402",
+            "--request-rate",
+            "4",
+            "--num-prompts",
+            "5",
+            "--label",
+            "x\ncold_start = { launch = [\"sh\",\"-c\",\"id > PWNED\"] }\n#",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let imp = super::vllm_bench::import(&args).unwrap();
+        let c = crate::contract::parse(&imp.contract, std::path::Path::new("i.toml")).unwrap();
+        assert!(c.cold_start.is_none(), "{}", imp.contract);
+        assert!(
+            imp.contract.lines().all(|l| !l.starts_with("cold_start")),
+            "{}",
+            imp.contract
+        );
+        assert!(
+            imp.contract.contains("--label 'x\\ncold_start"),
+            "{}",
+            imp.contract
+        );
+        assert!(imp.breaks.iter().any(|b| b.contains("control characters")));
+    }
+
+    /// Issue #70: credentials are references, never values: a URL's password, a credential
+    /// header, a key in the kwargs; the echoed command masks them.
+    #[test]
+    fn credentials_become_environment_references_and_are_masked_where_echoed() {
+        let v = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let cases = [
+            (
+                0,
+                v(&[
+                    "vllm",
+                    "bench",
+                    "serve",
+                    "--model",
+                    "m",
+                    "--base-url",
+                    "http://user:PASSw0rd@127.0.0.1:8000",
+                    "--request-rate",
+                    "4",
+                    "--header",
+                    "X-Api-Key=sk-12345678",
+                ]),
+                vec!["PASSw0rd", "sk-12345678"],
+                vec!["TARGET_AUTHORIZATION", "X_API_KEY"],
+            ),
+            (
+                1,
+                v(&[
+                    "guidellm",
+                    "benchmark",
+                    "--target",
+                    "http://127.0.0.1:8000",
+                    "--profile",
+                    "poisson",
+                    "--rate",
+                    "4",
+                    "--max-requests",
+                    "5",
+                    "--data",
+                    "prompt_tokens=8,output_tokens=4",
+                    "--backend-kwargs",
+                    r#"{"api_key":"sk-ABCDEFGH","extras":{"headers":{"Authorization":"Bearer sk-QWERTYUI","Cookie":"s=ZXCVBNMA"}}}"#,
+                ]),
+                vec!["sk-ABCDEFGH", "sk-QWERTYUI", "ZXCVBNMA"],
+                vec!["OPENAI_API_KEY", "AUTHORIZATION", "COOKIE"],
+            ),
+            (
+                2,
+                v(&[
+                    "aiperf",
+                    "profile",
+                    "--url",
+                    "http://u:Secret99@localhost:8000",
+                    "--request-rate",
+                    "4",
+                    "--header",
+                    "Cookie:sid=LKJHGFDS",
+                    "--api-key",
+                    "sk-POIUYTRE",
+                ]),
+                vec!["Secret99", "sid=LKJHGFDS", "LKJHGFDS", "sk-POIUYTRE"],
+                vec!["TARGET_AUTHORIZATION", "COOKIE", "OPENAI_API_KEY"],
+            ),
+        ];
+        for (tool, args, secrets, vars) in cases {
+            let imp = import(tool, &args).unwrap();
+            for s in &secrets {
+                assert!(!imp.contract.contains(s), "{s} written:\n{}", imp.contract);
+                assert!(
+                    imp.breaks.iter().all(|b| !b.contains(s)),
+                    "{s}: {:?}",
+                    imp.breaks
+                );
+            }
+            for var in &vars {
+                assert!(imp.contract.contains(var), "{var}:\n{}", imp.contract);
+            }
+            let c = crate::contract::parse(&imp.contract, std::path::Path::new("i.toml")).unwrap();
+            assert!(
+                c.target.url.as_deref().is_some_and(|u| !u.contains('@')),
+                "{:?}",
+                c.target.url
+            );
         }
     }
 }

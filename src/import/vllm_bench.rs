@@ -216,7 +216,7 @@ fn target(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
             )
         }
     };
-    d.str("target", "url", &url.0, url.1);
+    d.url(&url.0, url.1);
     let endpoint = f.text("endpoint").unwrap_or("/v1/completions");
     let api = match endpoint {
         "/v1/completions" => "openai-completions",
@@ -259,38 +259,17 @@ fn target(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
     Ok(())
 }
 
-/// `--header KEY=VALUE …`: sent with every request, but for the headers goodput sets.
+/// `--header KEY=VALUE …`: sent with every request, but for the headers goodput sets; a
+/// credential from an environment variable (`Draft::header`).
 fn headers(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
     if let Some(g) = f.get("header") {
-        let mut pairs = Vec::new();
         for h in &g.values {
             let Some((k, v)) = h.split_once('=') else {
                 return Err(ImportError(format!(
                     "`--header {h}`: a header is KEY=VALUE"
                 )));
             };
-            if k.eq_ignore_ascii_case("authorization") {
-                d.secret(v);
-                d.annotate("--header Authorization: a credential is not written into the contract; set target.api_key_env (vLLM reads OPENAI_API_KEY too)");
-                continue;
-            }
-            if ["x-request-id", "traceparent"].contains(&k.to_ascii_lowercase().as_str()) {
-                d.annotate(format!("--header {k}: goodput sets it itself (to join its records with the server's), so it is not sent"));
-                continue;
-            }
-            pairs.push(format!(
-                "{} = {}",
-                super::toml_string(k),
-                super::toml_string(v)
-            ));
-        }
-        if !pairs.is_empty() {
-            d.set(
-                "target.request",
-                "headers",
-                format!("{{ {} }}", pairs.join(", ")),
-                f.from("header"),
-            );
+            d.header(k, v, "--header");
         }
     }
     Ok(())
