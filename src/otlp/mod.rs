@@ -186,14 +186,35 @@ impl SpanRecord {
     }
 }
 
-/// An attribute's value, masked when its key names a credential header (an instrumentation
-/// that records request headers: `http.request.header.authorization`).
+/// An attribute's value as the span store keeps it (`secrets::scrub`): masked whole when its
+/// key names a credential (`http.request.header.authorization`, `api_key`), a URL's password
+/// masked (`url.full`), every registered secret redacted, in nested values too.
 fn masked(key: &str, value: Option<&proto::AnyValue>) -> serde_json::Value {
-    let last = key.rsplit('.').next().unwrap_or(key);
     match value {
-        _ if crate::secrets::is_credential_header(last) => crate::secrets::MASK.into(),
-        Some(v) => json_of(v),
+        _ if crate::secrets::is_credential_name(key) => crate::secrets::MASK.into(),
+        Some(v) => scrubbed(key, json_of(v)),
         None => serde_json::Value::Null,
+    }
+}
+
+/// `v` under `key`, its strings scrubbed, and a nested list's values under their own keys.
+fn scrubbed(key: &str, v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        J::String(s) => J::String(crate::secrets::scrub(key, &s).into_owned()),
+        J::Array(a) => J::Array(a.into_iter().map(|x| scrubbed(key, x)).collect()),
+        J::Object(m) => J::Object(
+            m.into_iter()
+                .map(|(k, x)| {
+                    let x = match crate::secrets::is_credential_name(&k) {
+                        true => crate::secrets::MASK.into(),
+                        false => scrubbed(&k, x),
+                    };
+                    (k, x)
+                })
+                .collect(),
+        ),
+        other => other,
     }
 }
 
@@ -341,6 +362,58 @@ mod tests {
             None
         );
         assert_eq!(parse_traceparent("00-abc-01"), None);
+    }
+
+    /// Issue #70: a span's URL attribute kept its password and an `api_key` attribute its key,
+    /// verbatim in `spans.jsonl`; the store keeps neither (nested values too).
+    #[test]
+    fn the_span_store_keeps_no_credential() {
+        let span = proto::Span {
+            trace_id: vec![7; 16],
+            span_id: vec![1; 8],
+            name: "POST".into(),
+            attributes: vec![
+                proto::kv(
+                    "url.full",
+                    proto::Value::String("http://user:Pw0rd123@10.0.0.1:8000/v1".into()),
+                ),
+                proto::kv("api_key", proto::Value::String("sk-abcdef123".into())),
+                proto::kv(
+                    "http.request.header.x-auth-token",
+                    proto::Value::String("tok-999999".into()),
+                ),
+                proto::kv(
+                    "nested",
+                    proto::Value::KvList(proto::KeyValueList {
+                        values: vec![proto::kv(
+                            "client_secret",
+                            proto::Value::String("cs-77777777".into()),
+                        )],
+                    }),
+                ),
+                proto::kv("gen_ai.usage.input_tokens", proto::Value::Int(12)),
+            ],
+            ..Default::default()
+        };
+        let req = proto::ExportTraceServiceRequest {
+            resource_spans: vec![proto::ResourceSpans {
+                resource: None,
+                scope_spans: vec![proto::ScopeSpans {
+                    scope: None,
+                    spans: vec![span],
+                }],
+            }],
+        };
+        let spans = SpanRecord::all_of(req, 0, 0);
+        let line = serde_json::to_string(&spans[0]).unwrap();
+        for secret in ["Pw0rd123", "sk-abcdef123", "tok-999999", "cs-77777777"] {
+            assert!(!line.contains(secret), "{secret} kept: {line}");
+        }
+        assert_eq!(
+            spans[0].attributes["url.full"],
+            "http://user:[redacted]@10.0.0.1:8000/v1"
+        );
+        assert_eq!(spans[0].attributes["gen_ai.usage.input_tokens"], 12);
     }
 
     #[test]
