@@ -217,9 +217,23 @@ impl Bundle {
     pub fn load(dir: &Path) -> anyhow::Result<Loaded> {
         let bundle = Bundle::open(dir)?;
         let (contract, inputs) = crate::workload::load(&bundle.path(CONTRACT))?;
-        let (records, warning) =
+        let (mut records, warning) =
             crate::record::read_jsonl_noted(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
         let command = read_json(&bundle.path("command.json"))?.unwrap_or_default();
+        let mut warnings: Vec<String> = warning.into_iter().collect();
+        // Records a full disk kept elsewhere (`command.json` `lost_records.kept_at`): they are
+        // the run's as much as the file's are.
+        let lost: Option<crate::record::writer::Lost> =
+            serde_json::from_value(command["lost_records"].clone()).ok();
+        if let Some(at) = lost.as_ref().and_then(|l| l.kept_at.as_ref()) {
+            match crate::record::read_jsonl_noted(at) {
+                Ok((more, _)) => records.extend(more),
+                Err(e) => warnings.push(format!(
+                    "the records a failed write kept in {} cannot be read: {e}",
+                    at.display()
+                )),
+            }
+        }
         let summary = bundle.summarize(&contract, &inputs, &records, &command)?;
         Ok(Loaded {
             bundle,
@@ -228,7 +242,7 @@ impl Bundle {
             records,
             command,
             summary,
-            warnings: warning.into_iter().collect(),
+            warnings,
         })
     }
 
@@ -275,6 +289,8 @@ impl Bundle {
         let segments: Vec<crate::record::SegmentFacts> =
             serde_json::from_value(environment["live"]["segments"].clone()).unwrap_or_default();
         let decided = command["decided"].as_str();
+        let lost: Option<crate::record::writer::Lost> =
+            serde_json::from_value(command["lost_records"].clone()).ok();
         let load_end: Option<crate::driver::guard::LoadEnd> =
             serde_json::from_value(command["load_end"].clone()).ok();
         let spans =
@@ -285,6 +301,7 @@ impl Bundle {
             stopped: stopped.as_deref(),
             decided,
             load_end: load_end.as_ref(),
+            lost: lost.as_ref(),
             timeline: timeline.as_ref(),
             facts: facts.as_ref(),
             scrapes: &scrapes,

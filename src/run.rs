@@ -260,6 +260,7 @@ pub async fn run(
         stopped: stopped.as_deref(),
         decided: decided.as_deref(),
         load_end: (!load_end.is_empty()).then_some(&load_end),
+        lost: None,
         timeline: timeline.as_ref(),
         facts: Some(&facts),
         scrapes: &scrapes,
@@ -1051,9 +1052,15 @@ async fn load(
             .await
             .context("writing metrics.jsonl or telemetry.jsonl")?;
     }
-    if let Err(e) = writer.await.context("record writer stopped")? {
-        note_aborted(bundle, &e.to_string(), failed_at.get().copied());
-        return Err(e.into());
+    if let Err(crate::record::writer::WriteFailed { error, lost }) =
+        writer.await.context("record writer stopped")?
+    {
+        note_aborted(bundle, &error.to_string(), failed_at.get().copied(), &lost);
+        let said = lost.said();
+        return Err(match said.is_empty() {
+            true => error.into(),
+            false => anyhow::anyhow!("{error}; {said}"),
+        });
     }
     // The records as written (secrets redacted), read back: the run kept none in memory.
     let (records, _) =
@@ -1138,7 +1145,7 @@ fn collector(
     stops: &SelfStops,
     (cancel, aborted): (&CancellationToken, &Arc<Mutex<Option<String>>>),
 ) -> (
-    tokio::task::JoinHandle<std::io::Result<u64>>,
+    tokio::task::JoinHandle<Result<u64, crate::record::writer::WriteFailed>>,
     Arc<std::sync::OnceLock<jiff::Timestamp>>,
 ) {
     let failed_at = Arc::new(std::sync::OnceLock::<jiff::Timestamp>::new());
@@ -1303,7 +1310,12 @@ fn record_observers(
 
 /// Why the run ended, kept in `command.json` where `report` looks for it (when the disk still
 /// takes that much: this is the path of a run that could not write its records).
-fn note_aborted(bundle: &Bundle, why: &str, write_failed: Option<jiff::Timestamp>) {
+fn note_aborted(
+    bundle: &Bundle,
+    why: &str,
+    write_failed: Option<jiff::Timestamp>,
+    lost: &crate::record::writer::Lost,
+) {
     let mut command = crate::bundle::read_json(&bundle.path("command.json"))
         .ok()
         .flatten()
@@ -1314,6 +1326,10 @@ fn note_aborted(bundle: &Bundle, why: &str, write_failed: Option<jiff::Timestamp
     command["aborted_utc"] = jiff::Timestamp::now().to_string().into();
     if let Some(t) = write_failed {
         command["write_failed_utc"] = t.to_string().into();
+    }
+    // The records that did not reach requests.jsonl: where they went, or what was lost.
+    if lost.records > 0 {
+        command["lost_records"] = serde_json::to_value(lost).unwrap_or_default();
     }
     let _ = bundle.write_json("command.json", &command);
 }

@@ -254,6 +254,10 @@ pub struct Summary {
     /// requests cancelled in flight and when the server was idle again, the drain's cut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_end: Option<crate::driver::guard::LoadEnd>,
+    /// Records of finished requests a failed write could not put in `requests.jsonl`: where
+    /// they were kept, or how many were lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_records: Option<crate::record::writer::Lost>,
     /// The cold-start test, when the contract asked for one: its own result, never averaged in.
     pub cold_start: Option<ColdStartResult>,
     pub warmup: WarmupResult,
@@ -1109,6 +1113,9 @@ pub struct Context<'a> {
     pub decided: Option<&'a str>,
     /// How the load ended beyond its plan (`command.json` `load_end`).
     pub load_end: Option<&'a crate::driver::guard::LoadEnd>,
+    /// Records of finished requests a failed write could not put in `requests.jsonl`
+    /// (`command.json` `lost_records`): the ones lost are not "not sent".
+    pub lost: Option<&'a crate::record::writer::Lost>,
     /// The launch timeline of a cold-start test (`cold_start.json`).
     pub timeline: Option<&'a Timeline>,
     /// The target's facts, discovered and declared (`environment.json`). `None`: the declared
@@ -1139,7 +1146,8 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
     let workload = cx.workload.unwrap_or(&none);
     let origin = c.measurement.latency_origin;
     let source = c.measurement.output_tokens;
-    let by_phase = ByPhase::new(c, records, workload);
+    let mut by_phase = ByPhase::new(c, records, workload);
+    by_phase.lost = cx.lost.map(|l| l.lost_by_phase.clone()).unwrap_or_default();
     let steady_recs: &[&Record] = by_phase.of(Phase::Steady);
     // The phases' distributions (a pass over every chunk) on a second core while this one
     // derives the rest, when there are enough records for it to matter.
@@ -1231,6 +1239,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
             stopped: stopped.map(str::to_owned),
             decided: decided.map(str::to_owned),
             load_end: cx.load_end.cloned(),
+            lost_records: cx.lost.cloned(),
             cold_start,
             warmup,
             phases,
@@ -1332,6 +1341,8 @@ struct ByPhase<'a> {
     c: &'a Contract,
     records: BTreeMap<Phase, Vec<&'a Record>>,
     planned: BTreeMap<Phase, u64>,
+    /// Records lost to a failed write, by phase name: sent, so not "not sent".
+    lost: BTreeMap<String, u64>,
 }
 
 impl<'a> ByPhase<'a> {
@@ -1344,6 +1355,7 @@ impl<'a> ByPhase<'a> {
             c,
             records: by_phase,
             planned: crate::plan::Plan::new(c, workload).planned_by_phase(),
+            lost: BTreeMap::new(),
         }
     }
 
@@ -1351,11 +1363,13 @@ impl<'a> ByPhase<'a> {
         self.records.get(&p).map_or(&[][..], Vec::as_slice)
     }
 
-    /// A phase's figures with its planned and not-sent counts.
+    /// A phase's figures with its planned and not-sent counts (requests sent whose records
+    /// were lost were sent: they are not "not sent").
     fn account(&self, p: &Phase, mut st: PhaseStats) -> PhaseStats {
         if let Some(&n) = self.planned.get(p) {
+            let lost = self.lost.get(p.as_str()).copied().unwrap_or(0);
             st.planned = Some(n);
-            st.not_sent = Some(n.saturating_sub(st.requests));
+            st.not_sent = Some(n.saturating_sub(st.requests + lost));
         }
         st
     }

@@ -6,7 +6,7 @@ pub mod chunks;
 pub mod recount;
 #[doc(hidden)]
 pub mod synth;
-pub(crate) mod writer;
+pub mod writer;
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

@@ -90,26 +90,284 @@ impl Observer for Stability {
 ///
 /// A write that fails (a full disk, a removed directory, any I/O error) calls `failed` at
 /// once, so the run stops within the record, not at the end of its schedule; the file is
-/// cut back to its last whole line, and the error returned names it.
+/// cut back to its last whole line. Every record not yet on disk then (those of the batch the
+/// failed write held) and every record of a request that finishes after it is still kept
+/// ([`Lost`]): appended once the load is over if the file takes it then, else written to a
+/// file of their own in the system's temporary directory, else counted (by phase, with their
+/// indices). The error names the file and says where they went.
 pub fn write_records(
     path: &Path,
-    rx: UnboundedReceiver<Record>,
+    mut rx: UnboundedReceiver<Record>,
     observers: Vec<Box<dyn Observer>>,
     abandon: &std::sync::OnceLock<String>,
     failed: &(dyn Fn(String) + Send + Sync),
-) -> std::io::Result<u64> {
-    let r = write_all(path, rx, observers, abandon);
-    if let Err(e) = &r {
-        let why = format!(
-            "{} could not be written ({e}): the run stopped at once; the records written before are kept",
-            path.display()
-        );
-        failed(why.clone());
-        // A torn last line is cut off: what stays is every record written whole.
-        let _ = cut_to_last_line(path);
-        return Err(std::io::Error::new(e.kind(), why));
+) -> Result<u64, WriteFailed> {
+    let mut lines = match Lines::open(path) {
+        Ok(l) => l,
+        Err(e) => {
+            let why = failure(path, &e);
+            failed(why.clone());
+            return Err(WriteFailed {
+                error: std::io::Error::new(e.kind(), why),
+                lost: keep_after_failure(path, rx, abandon, Held::default()),
+            });
+        }
+    };
+    match write_all(&mut lines, &mut rx, observers, abandon) {
+        Ok(n) => Ok(n),
+        Err(e) => {
+            let why = failure(path, &e);
+            failed(why.clone());
+            let held = lines.unwritten();
+            Err(WriteFailed {
+                error: std::io::Error::new(e.kind(), why),
+                lost: keep_after_failure(path, rx, abandon, held),
+            })
+        }
     }
-    r
+}
+
+fn failure(path: &Path, e: &std::io::Error) -> String {
+    format!(
+        "{} could not be written ({e}): the run stopped at once; the records written before are kept",
+        path.display()
+    )
+}
+
+/// The collector could not write `requests.jsonl`: the error, and what became of the records
+/// it could not put there.
+#[derive(Debug)]
+pub struct WriteFailed {
+    pub error: std::io::Error,
+    pub lost: Lost,
+}
+
+/// Records of finished requests that did not reach `requests.jsonl` when a write failed
+/// (`command.json` `lost_records`): where they were kept, or how many were lost, by phase.
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct Lost {
+    /// Records that did not reach `requests.jsonl` in the run's own write.
+    pub records: u64,
+    /// They were appended to `requests.jsonl` once the load was over (the disk took them).
+    #[serde(default)]
+    pub appended_later: bool,
+    /// Else written here, a file of their own (JSON Lines, as `requests.jsonl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_at: Option<std::path::PathBuf>,
+    /// Else lost: how many of each phase, and their plan indices (the first [`MAX_INDICES`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub lost_by_phase: std::collections::BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_indices: Vec<u64>,
+}
+
+/// The most lost indices listed.
+pub const MAX_INDICES: usize = 1000;
+
+/// The most bytes of records held in memory after a failed write; past it, records are
+/// counted as lost.
+const MAX_HELD_BYTES: usize = 256 << 20;
+
+impl Lost {
+    /// Records counted lost, in all.
+    pub fn lost(&self) -> u64 {
+        self.lost_by_phase.values().sum()
+    }
+
+    /// Where the records went, in a few words.
+    pub fn said(&self) -> String {
+        let n = self.records;
+        let lost = self.lost();
+        let mut out = match (&self.kept_at, self.appended_later) {
+            (_, true) => format!(
+                "the {n} records not written then were appended to it once the load was over"
+            ),
+            (Some(p), _) => format!(
+                "the {} records not written then are kept in {} (`goodput report` reads them with the bundle)",
+                n - lost,
+                p.display()
+            ),
+            (None, _) => String::new(),
+        };
+        if lost > 0 {
+            if !out.is_empty() {
+                out.push_str("; ");
+            }
+            let by: Vec<String> = self
+                .lost_by_phase
+                .iter()
+                .map(|(p, k)| format!("{p} {k}"))
+                .collect();
+            out.push_str(&format!(
+                "{lost} records of finished requests could not be kept anywhere and are lost ({})",
+                by.join(", ")
+            ));
+        }
+        out
+    }
+}
+
+/// Lines not yet on disk: their bytes, and each one's plan index, phase and end in them.
+#[derive(Debug, Default)]
+struct Held {
+    bytes: Vec<u8>,
+    lines: Vec<(u64, crate::plan::Phase, usize)>,
+    /// Records past [`MAX_HELD_BYTES`], not held.
+    over: Vec<(u64, crate::plan::Phase)>,
+}
+
+impl Held {
+    fn push(&mut self, rec: &Record, line: &[u8]) {
+        if self.bytes.len() + line.len() > MAX_HELD_BYTES {
+            self.over.push((rec.index, rec.phase));
+            return;
+        }
+        self.bytes.extend_from_slice(line);
+        self.lines.push((rec.index, rec.phase, self.bytes.len()));
+    }
+}
+
+/// After a failed write: every record still to come is held (bounded), then all that were
+/// not written are appended to `path` if it takes them now, else written to a file in the
+/// temporary directory, else counted lost.
+fn keep_after_failure(
+    path: &Path,
+    mut rx: UnboundedReceiver<Record>,
+    abandon: &std::sync::OnceLock<String>,
+    mut held: Held,
+) -> Lost {
+    let mut buf = Line(Vec::new());
+    while let Some(mut rec) = rx.blocking_recv() {
+        abandoned(&mut rec, abandon);
+        if line_of(&mut rec, &mut buf).is_ok() {
+            held.push(&rec, &buf.0);
+        } else {
+            held.over.push((rec.index, rec.phase));
+        }
+    }
+    let mut lost = Lost {
+        records: (held.lines.len() + held.over.len()) as u64,
+        ..Lost::default()
+    };
+    if held.lines.is_empty() && held.over.is_empty() {
+        return lost;
+    }
+    let append = |to: &Path, create: bool| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .create(create)
+            .append(true)
+            .open(to)?;
+        f.write_all(&held.bytes)?;
+        f.sync_data()
+    };
+    let mut unkept: Vec<(u64, crate::plan::Phase)> = held.over.clone();
+    if !held.bytes.is_empty() {
+        if append(path, false).is_ok() {
+            lost.appended_later = true;
+        } else {
+            let _ = cut_to_last_line(path);
+            let name = path
+                .parent()
+                .and_then(Path::file_name)
+                .map_or("run".into(), |n| n.to_string_lossy().into_owned());
+            let spare =
+                std::env::temp_dir().join(format!("goodput-{name}-requests-after-failure.jsonl"));
+            match append(&spare, true) {
+                Ok(()) => lost.kept_at = Some(spare),
+                Err(_) => unkept.extend(held.lines.iter().map(|(i, p, _)| (*i, *p))),
+            }
+        }
+    }
+    for (i, p) in unkept {
+        *lost.lost_by_phase.entry(p.as_str().to_owned()).or_default() += 1;
+        if lost.lost_indices.len() < MAX_INDICES {
+            lost.lost_indices.push(i);
+        }
+    }
+    lost
+}
+
+/// The file and the batch of whole lines not yet written to it.
+struct Lines {
+    file: std::fs::File,
+    /// The file's length: whole lines up to here are on disk.
+    len: u64,
+    held: Held,
+}
+
+/// Bytes of lines gathered before they are written (what `BufWriter` held: 64 KiB).
+const BATCH: usize = 64 << 10;
+
+impl Lines {
+    fn open(path: &Path) -> std::io::Result<Lines> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        let len = file.metadata()?.len();
+        Ok(Lines {
+            file,
+            len,
+            held: Held::default(),
+        })
+    }
+
+    /// One record's whole line (its newline included).
+    fn push(&mut self, rec: &Record, line: &[u8]) -> std::io::Result<()> {
+        self.held.bytes.extend_from_slice(line);
+        self.held
+            .lines
+            .push((rec.index, rec.phase, self.held.bytes.len()));
+        if self.held.bytes.len() >= BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// The lines a failed write left unwritten: the batch's, past what reached the file whole
+    /// (the file is cut back to its last whole line first).
+    fn unwritten(&mut self) -> Held {
+        let mut held = std::mem::take(&mut self.held);
+        let on_disk = self
+            .file
+            .metadata()
+            .map_or(self.len, |m| m.len())
+            .saturating_sub(self.len) as usize;
+        // The file is cut to a line's end: lines that end within `on_disk` bytes made it.
+        let made = held.lines.partition_point(|(_, _, end)| *end <= on_disk);
+        let from = if made == 0 { 0 } else { held.lines[made - 1].2 };
+        held.bytes.drain(..from.min(held.bytes.len()));
+        held.lines.drain(..made);
+        for l in &mut held.lines {
+            l.2 -= from;
+        }
+        held
+    }
+}
+
+impl Write for Lines {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.held.bytes.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    /// The batch to the file in one write; what reached it whole is known after a failure.
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.held.bytes.is_empty() {
+            return Ok(());
+        }
+        let r = self.file.write_all(&self.held.bytes);
+        if r.is_err() {
+            let _ = self.file.sync_data();
+            return r;
+        }
+        self.len += self.held.bytes.len() as u64;
+        self.held.bytes.clear();
+        self.held.lines.clear();
+        Ok(())
+    }
 }
 
 /// A record's line as serde_json writes it: in pieces of a byte or a few (a comma, a gap's
@@ -212,53 +470,59 @@ fn cut_to_last_line(path: &Path) -> std::io::Result<()> {
     f.set_len(0)
 }
 
+/// A record cut off by the run's own stop, written `abandoned` with why.
+fn abandoned(rec: &mut Record, abandon: &std::sync::OnceLock<String>) {
+    if rec.outcome == crate::record::Outcome::Interrupted
+        && let Some(why) = abandon.get()
+    {
+        rec.outcome = crate::record::Outcome::Abandoned;
+        rec.error = Some(why.as_str().into());
+    }
+}
+
+/// A record's whole line (its newline included) in `buf`; the record as written (a secret a
+/// server echoed redacted, so an observer sees it as the file does).
+fn line_of(rec: &mut Record, buf: &mut Line) -> std::io::Result<()> {
+    buf.0.clear();
+    // The chunks are written last and straight (`Chunks::write_json`), not through serde.
+    let chunks = std::mem::take(&mut rec.chunks);
+    serde_json::to_writer(&mut *buf, &*rec).map_err(std::io::Error::other)?;
+    let line = &mut buf.0;
+    if !chunks.is_empty() {
+        // A record is a JSON object: its chunks go in before its closing brace.
+        debug_assert_eq!(line.last(), Some(&b'}'));
+        line.pop();
+        line.extend_from_slice(b",\"chunks\":");
+        chunks.write_json(line);
+        line.push(b'}');
+    }
+    rec.chunks = chunks;
+    // A secret a server echoed (a 401 body quoting the key) never reaches the file, nor
+    // an observer's message: they see the record as written.
+    if crate::secrets::any()
+        && let Ok(text) = std::str::from_utf8(line)
+        && let std::borrow::Cow::Owned(clean) = crate::secrets::redact(text)
+    {
+        *rec = serde_json::from_str(&clean).map_err(std::io::Error::other)?;
+        *line = clean.into_bytes();
+    }
+    line.push(b'\n');
+    Ok(())
+}
+
 fn write_all(
-    path: &Path,
-    mut rx: UnboundedReceiver<Record>,
+    out: &mut Lines,
+    rx: &mut UnboundedReceiver<Record>,
     mut observers: Vec<Box<dyn Observer>>,
     abandon: &std::sync::OnceLock<String>,
 ) -> std::io::Result<u64> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
-    // A batch at a time (see [`Gather`]): 8 KiB, the default, wrote every eighth record.
-    let mut out = std::io::BufWriter::with_capacity(64 << 10, file);
     let mut written = 0;
     let mut buf = Line(Vec::new());
     let mut gather = Gather::default();
-    while let Some(mut rec) = gather.next(&mut rx, &mut out)? {
-        if rec.outcome == crate::record::Outcome::Interrupted
-            && let Some(why) = abandon.get()
-        {
-            rec.outcome = crate::record::Outcome::Abandoned;
-            rec.error = Some(why.as_str().into());
-        }
-        buf.0.clear();
-        // The chunks are written last and straight (`Chunks::write_json`), not through serde.
-        let chunks = std::mem::take(&mut rec.chunks);
-        serde_json::to_writer(&mut buf, &rec).map_err(std::io::Error::other)?;
-        let line = &mut buf.0;
-        if !chunks.is_empty() {
-            // A record is a JSON object: its chunks go in before its closing brace.
-            debug_assert_eq!(line.last(), Some(&b'}'));
-            line.pop();
-            line.extend_from_slice(b",\"chunks\":");
-            chunks.write_json(line);
-            line.push(b'}');
-        }
-        rec.chunks = chunks;
-        // A secret a server echoed (a 401 body quoting the key) never reaches the file, nor
-        // an observer's message: they see the record as written.
-        if crate::secrets::any()
-            && let Ok(text) = std::str::from_utf8(line)
-            && let std::borrow::Cow::Owned(clean) = crate::secrets::redact(text)
-        {
-            rec = serde_json::from_str(&clean).map_err(std::io::Error::other)?;
-            *line = clean.into_bytes();
-        }
-        out.write_all(line)?;
-        out.write_all(b"\n")?;
+    while let Some(mut rec) = gather.next(rx, out)? {
+        abandoned(&mut rec, abandon);
+        line_of(&mut rec, &mut buf)?;
+        out.push(&rec, &buf.0)?;
         for o in &mut observers {
             o.observe(&rec);
         }

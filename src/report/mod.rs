@@ -663,6 +663,12 @@ fn early_end(d: &mut Doc, s: &Summary) {
             "Stopped once its verdict was decided: {why}. The drain was cut short; the steady requests then in flight ({abandoned}) count as misses (abandoned), and the latency rows leave out what they would have added (the slowest requests): read them as lower bounds. measurement.stop_when_decided = false runs the plan to its end."
         ));
     }
+    if let Some(l) = &s.lost_records {
+        d.warn(format!(
+            "A write to requests.jsonl failed mid-run: {}.",
+            l.said()
+        ));
+    }
     let load_end = s.load_end.clone().unwrap_or_default();
     if let Some(g) = &load_end.guard {
         d.warn(format!(

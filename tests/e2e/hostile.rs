@@ -709,3 +709,88 @@ fn a_ca_file_that_is_a_device_is_refused_naming_the_key() {
         "{err}"
     );
 }
+
+/// Issue #70, item 4: a full disk lost finished requests (the server completed 280, the bundle
+/// held 265) and called the ones lost "not sent". Every request the server received is now in
+/// the bundle or in the file the records after the failure were kept in, none is lost, and
+/// "not sent" is what was never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_keeps_every_finished_request_and_not_sent_is_what_was_not_sent() {
+    let server = sim(SimConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("c.toml"),
+        format!(
+            "name = \"full-truth\"\n[target]\nurl = \"{}\"\n[workload]\noutput_tokens = {{ dist = \"fixed\", value = 16 }}\n[load]\nkind = \"open\"\nrate = 20\nrequests = 600\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n[quality]\nmode = \"consistency\"\nkeep_text = true\nprobes = 0\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_goodput");
+    let script = format!(
+        "set -u; mount -t tmpfs -o size=64k tmpfs disk || exit 99; \
+         {bin} run c.toml -q --out disk/runs > run.out 2> run.err; echo $? > code; \
+         b=$(ls -d disk/runs/full-truth/*); basename $b > run_id; cp $b/requests.jsonl requests.jsonl; \
+         cp $b/command.json command.json; \
+         {bin} report $b --format json > report.json 2> report.err; echo $? > report.code"
+    );
+    std::fs::create_dir(dir.path().join("disk")).unwrap();
+    let d = dir.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("unshare")
+            .args(["-m", "sh", "-c", &script])
+            .current_dir(&d)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap_or_default();
+    assert_ne!(out.status.code(), Some(99), "needs root to mount a tmpfs");
+    let err = common::unwrapped(&read("run.err"));
+    assert_eq!(read("code").trim(), "1", "{err}");
+    assert!(err.contains("could not be written"), "{err}");
+    let command: serde_json::Value = serde_json::from_str(&read("command.json")).unwrap();
+    let lost: goodput::record::writer::Lost =
+        serde_json::from_value(command["lost_records"].clone()).unwrap_or_default();
+    eprintln!("{err}\n{lost:?}");
+    // What the run kept: the bundle's records, and those kept apart after the failure.
+    let mut kept: Vec<goodput::record::Record> = read("requests.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    if let Some(at) = &lost.kept_at {
+        kept.extend(
+            std::fs::read_to_string(at)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<goodput::record::Record>(l).unwrap()),
+        );
+        let _ = std::fs::remove_file(at);
+    }
+    assert_eq!(lost.lost(), 0, "{lost:?}");
+    // Every request the server received (its ground truth) is in what the run kept.
+    let run_id = read("run_id").trim().to_owned();
+    let ids: std::collections::HashSet<&str> = kept.iter().map(|r| r.request_id.as_str()).collect();
+    let seen: Vec<String> = server
+        .ground_truth()
+        .into_iter()
+        .filter_map(|g| g.request_id)
+        .filter(|id| id.starts_with(&run_id))
+        .collect();
+    assert!(seen.len() > 20, "the server saw {}", seen.len());
+    let missing: Vec<&String> = seen
+        .iter()
+        .filter(|id| !ids.contains(id.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "received, not kept: {missing:?}");
+    // The report (which reads the kept file too) says not sent = planned − sent.
+    let report: serde_json::Value = serde_json::from_str(&read("report.json"))
+        .unwrap_or_else(|e| panic!("{e}: {}", read("report.err")));
+    let steady = &report["phases"]["steady"];
+    let sent = kept
+        .iter()
+        .filter(|r| r.phase == goodput::plan::Phase::Steady)
+        .count() as u64;
+    assert_eq!(steady["not_sent"], 600 - sent, "{steady}");
+}
