@@ -89,6 +89,16 @@ impl Bundle {
 
     /// Opens an existing bundle (for `report`).
     pub fn open(dir: &Path) -> io::Result<Bundle> {
+        if dir.exists() && !dir.is_dir() {
+            let why = match crate::text::regular_file(dir) {
+                Ok(_) => "a file".to_owned(),
+                Err(e) => e.to_string().replace(", not a file", ""),
+            };
+            return Err(io::Error::other(format!(
+                "{}: {why}, not a goodput bundle (a directory holding {CONTRACT} and {REQUESTS})",
+                dir.display()
+            )));
+        }
         for name in [REQUESTS, CONTRACT] {
             let path = dir.join(name);
             if path.exists() && !path.is_file() {
@@ -370,7 +380,52 @@ pub fn disagreements(
             ));
         }
     }
+    // Every other figure of the steady phase too (an edited median or throughput): field by
+    // field where the summary's schema is this build's.
+    if out.is_empty() && !older {
+        let mut at = Vec::new();
+        differing(
+            kept.pointer("/steady"),
+            now.pointer("/steady"),
+            "steady",
+            &mut at,
+        );
+        if let Some(first) = at.first() {
+            out.push(format!(
+                "inconsistent: summary.json's {first}{} differs from a recomputation from {REQUESTS} and {CONTRACT}",
+                match at.len() {
+                    1 => String::new(),
+                    n => format!(" (and {} more)", n - 1),
+                }
+            ));
+        }
+    }
     out
+}
+
+/// The dotted paths at which two JSON trees differ (numbers within [`same`]'s tolerance).
+fn differing(
+    a: Option<&serde_json::Value>,
+    b: Option<&serde_json::Value>,
+    at: &str,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    match (a, b) {
+        (Some(Value::Object(x)), Some(Value::Object(y))) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                differing(x.get(k), y.get(k), &format!("{at}.{k}"), out);
+            }
+        }
+        (Some(Value::Array(x)), Some(Value::Array(y))) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                differing(Some(p), Some(q), &format!("{at}[{i}]"), out);
+            }
+        }
+        (a, b) if !same(a, b) => out.push(at.to_owned()),
+        _ => {}
+    }
 }
 
 /// Two JSON values alike, numbers within a relative 1e-9 (a float written and read back).

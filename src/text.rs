@@ -161,19 +161,42 @@ fn open_capped(
     limit: u64,
 ) -> std::io::Result<std::io::Take<std::fs::File>> {
     use std::io::Read;
+    regular_file(path)?;
     let f = std::fs::File::open(path)?;
+    // Checked again on what was opened: the path may have been swapped in between.
     let meta = f.metadata()?;
-    {
-        use std::os::unix::fs::FileTypeExt;
-        let t = meta.file_type();
-        if t.is_char_device() || t.is_block_device() || t.is_socket() {
-            return Err(std::io::Error::other("a device, not a file"));
-        }
+    if !meta.is_file() {
+        return Err(not_a_file(&meta));
     }
     if meta.len() > limit {
         return Err(too_large(limit));
     }
     Ok(f.take(limit + 1))
+}
+
+/// The metadata of `path` (through symlinks) when it is a regular file; else an error saying
+/// what it is. Checked before opening: opening a named pipe waits for a writer without end,
+/// and a device such as `/dev/zero` reads without end.
+pub fn regular_file(path: &std::path::Path) -> std::io::Result<std::fs::Metadata> {
+    let meta = std::fs::metadata(path)?;
+    match meta.is_file() {
+        true => Ok(meta),
+        false => Err(not_a_file(&meta)),
+    }
+}
+
+fn not_a_file(meta: &std::fs::Metadata) -> std::io::Error {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    std::io::Error::other(if t.is_dir() {
+        "a directory, not a file"
+    } else if t.is_fifo() {
+        "a named pipe (FIFO), not a file"
+    } else if t.is_socket() {
+        "a socket, not a file"
+    } else {
+        "a device, not a file"
+    })
 }
 
 /// Each non-blank line of a file of at most `limit` bytes, read one at a time (only one line

@@ -624,7 +624,7 @@ impl Client {
         // A quality probe keeps its text whatever the setting: probes are few, and compare
         // measures token agreement from them.
         if self.keep == KeepOutput::Text || rec.is_probe() {
-            rec.output_text = Some(text.into());
+            rec.output_text = Some(kept_text(text).into());
         }
     }
 
@@ -1367,6 +1367,22 @@ impl Taker<'_> {
 /// The most bytes one response may carry (streamed or not): past it the request fails as
 /// `too_large`. A 128k-token answer streamed as OpenAI chunks is about 30 MB.
 pub const MAX_RESPONSE_BYTES: usize = 64 << 20;
+
+/// The most of an answer's text a record keeps (its digest is of the whole): a record stays
+/// within the line a bundle's reader takes ([`crate::record::MAX_LINE_BYTES`]).
+pub const MAX_KEPT_TEXT: usize = 32 << 20;
+
+/// `text` cut at [`MAX_KEPT_TEXT`] bytes, at a character's start.
+fn kept_text(text: &str) -> &str {
+    if text.len() <= MAX_KEPT_TEXT {
+        return text;
+    }
+    let mut at = MAX_KEPT_TEXT;
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    &text[..at]
+}
 
 /// The most chunks a stream makes room for when its first one arrives (then it grows as
 /// vectors do).

@@ -125,8 +125,11 @@ impl Shown for CompareShown {
 }
 
 /// A file that is not a bundle's own (`summary.json`, `contract.toml`): another tool's result.
+/// Anything but a directory counts, so that a pipe or a device is refused as what it is (by
+/// the capped reader) rather than called "not a goodput bundle".
 fn is_peer_result(p: &std::path::Path) -> bool {
-    p.is_file()
+    p.exists()
+        && !p.is_dir()
         && !p
             .file_name()
             .is_some_and(|n| n == "summary.json" || n == "contract.toml" || n == "requests.jsonl")

@@ -71,6 +71,31 @@ impl std::fmt::Display for Store {
     }
 }
 
+/// How long connecting to a PostgreSQL store may take, its startup exchange included.
+const PG_CONNECT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long one operation on a PostgreSQL store (a migration, an add, a read) may take: each
+/// is a few statements on a few rows; a server that stops answering is named, never waited
+/// for without end.
+const PG_OPERATION: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `op` on a PostgreSQL store, bounded by [`PG_OPERATION`] (SQLite's waits are bounded by its
+/// busy timeout).
+async fn bounded<T>(
+    postgres: Option<String>,
+    op: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    let Some(url) = postgres else {
+        return op.await;
+    };
+    tokio::time::timeout(PG_OPERATION, op).await.map_err(|_| {
+        anyhow!(
+            "history store {url}: no answer within {} s",
+            PG_OPERATION.as_secs()
+        )
+    })?
+}
+
 fn is_postgres(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
@@ -85,24 +110,51 @@ impl Store {
             sqlite(Path::new(location), create)?
         };
         let name = store.to_string();
-        store
-            .migrate(create)
+        bounded(store.postgres(), store.migrate(create))
             .await
             .with_context(|| format!("history store {name}"))?;
         Ok(store)
+    }
+
+    /// The URL as shown, when the store is PostgreSQL's.
+    fn postgres(&self) -> Option<String> {
+        match self {
+            Store::Sqlite { .. } => None,
+            Store::Postgres { url, .. } => Some(url.clone()),
+        }
     }
 
     /// Brings the store to [`SCHEMA_VERSION`] under a lock (two processes opening one new
     /// store at once create it once).
     async fn migrate(&mut self, create: bool) -> anyhow::Result<()> {
         match self {
-            Store::Sqlite { db, path } => migrate_sqlite(db, path, create),
+            Store::Sqlite { db, path } => migrate_sqlite(db, path, create).map_err(|e| {
+                match e
+                    .downcast_ref::<rusqlite::Error>()
+                    .and_then(|e| e.sqlite_error_code())
+                {
+                    Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly) => {
+                        anyhow!(
+                            "cannot write in {} (permission denied or a read-only file system)",
+                            path.parent()
+                                .filter(|d| !d.as_os_str().is_empty())
+                                .unwrap_or(Path::new("."))
+                                .display()
+                        )
+                    }
+                    _ => e,
+                }
+            }),
             Store::Postgres { db, .. } => migrate_postgres(db, create).await,
         }
     }
 
     /// Adds the points in one transaction: all of them, or (on any error) none.
     pub async fn add(&mut self, points: &[Point]) -> anyhow::Result<Vec<Added>> {
+        bounded(self.postgres(), self.add_unbounded(points)).await
+    }
+
+    async fn add_unbounded(&mut self, points: &[Point]) -> anyhow::Result<Vec<Added>> {
         let now = jiff::Timestamp::now().to_string();
         let mut out = Vec::new();
         match self {
@@ -180,6 +232,10 @@ impl Store {
 
     /// Every point (of one series, when given), in the order they ran.
     pub async fn points(&mut self, series: Option<&str>) -> anyhow::Result<Vec<Point>> {
+        bounded(self.postgres(), self.points_unbounded(series)).await
+    }
+
+    async fn points_unbounded(&mut self, series: Option<&str>) -> anyhow::Result<Vec<Point>> {
         let name = self.to_string();
         let rows: Vec<(i64, String, String)> = match self {
             Store::Sqlite { db, .. } => {
@@ -362,8 +418,27 @@ fn sqlite(path: &Path, create: bool) -> anyhow::Result<Store> {
                 .with_context(|| format!("creating {} for the history store", dir.display()))?;
         }
     }
-    let db = rusqlite::Connection::open(path)
-        .with_context(|| format!("opening the history store {}", path.display()))?;
+    if path.exists() {
+        crate::text::regular_file(path)
+            .map_err(|e| anyhow!("history store {}: {e}", path.display()))?;
+    }
+    // SQLite's own words for a directory it may not write in are "unable to open database
+    // file" (code 14): say which directory and why.
+    let unwritable = |dir: &Path| {
+        anyhow!(
+            "history store {}: cannot write in {} (permission denied or a read-only file system); name a store in a directory you can write to",
+            path.display(),
+            dir.display()
+        )
+    };
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) => d.to_owned(),
+        None => PathBuf::from("."),
+    };
+    let db = rusqlite::Connection::open(path).map_err(|e| match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::CannotOpen) => unwritable(&dir),
+        _ => anyhow!("opening the history store {}: {e}", path.display()),
+    })?;
     // Another process adding at the same moment holds the write lock for milliseconds.
     db.busy_timeout(std::time::Duration::from_secs(30))?;
     // A file that is not SQLite is found on its first read: say so in words.
@@ -373,6 +448,9 @@ fn sqlite(path: &Path, create: bool) -> anyhow::Result<Store> {
                 "history store {} is not an SQLite database (damaged, or another kind of file)",
                 path.display()
             ),
+            Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly) => {
+                unwritable(&dir)
+            }
             _ => anyhow!("history store {}: {e}", path.display()),
         })?;
     Ok(Store::Sqlite {
@@ -400,7 +478,7 @@ async fn postgres(location: &str) -> anyhow::Result<Store> {
         config.password(pw);
     }
     if config.get_connect_timeout().is_none() {
-        config.connect_timeout(std::time::Duration::from_secs(10));
+        config.connect_timeout(PG_CONNECT);
     }
     if matches!(
         config.get_ssl_mode(),
@@ -410,7 +488,16 @@ async fn postgres(location: &str) -> anyhow::Result<Store> {
             "history store {shown}: sslmode=require is not supported yet (goodput connects to PostgreSQL without TLS); use a database on a trusted network or a tunnel"
         );
     }
-    let (db, conn) = config.connect(tokio_postgres::NoTls).await.map_err(|e| {
+    // The socket's connect timeout does not cover the startup exchange: a port that accepts
+    // and never answers would hold `connect` without end.
+    let connecting = tokio::time::timeout(PG_CONNECT, config.connect(tokio_postgres::NoTls));
+    let connected = connecting.await.map_err(|_| {
+        anyhow!(
+            "history store {shown}: no answer within {} s of connecting (is it a PostgreSQL server?)",
+            PG_CONNECT.as_secs()
+        )
+    })?;
+    let (db, conn) = connected.map_err(|e| {
         let why = crate::text::error_chain(&e);
         let hint = if why.contains("password") {
             " (the password is read from PGPASSWORD)"

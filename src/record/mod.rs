@@ -635,12 +635,9 @@ pub fn read_jsonl_noted(path: &std::path::Path) -> Result<(Vec<Record>, Option<S
     use std::io::{Read, Seek, SeekFrom};
     use std::sync::atomic::{AtomicUsize, Ordering};
     let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
-    let meta = std::fs::metadata(path).map_err(cannot)?;
-    // A symlink to a device reads as empty here (its length is 0), or without end: never a
-    // run's records.
-    if !meta.is_file() {
-        return Err(cannot(std::io::Error::other("a device, not a file")));
-    }
+    // A symlink to a device reads as empty here (its length is 0), or without end, and a
+    // named pipe waits for a writer: never a run's records.
+    let meta = crate::text::regular_file(path).map_err(cannot)?;
     let size = meta.len();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Blocks of about 16 MB, parsed by every core and joined in file order as they finish:
@@ -709,16 +706,17 @@ fn block_starts(
     size: u64,
     blocks: u64,
 ) -> std::io::Result<(Vec<u64>, bool)> {
-    use std::io::{BufRead, Read, Seek, SeekFrom};
+    use std::io::{Read, Seek, SeekFrom};
     // Each block starts at the beginning of a line: after the first newline at or past its share.
     let mut starts = vec![0u64];
     for j in 1..blocks {
         let at = j * size / blocks - 1;
         let mut f = std::fs::File::open(path)?;
         f.seek(SeekFrom::Start(at))?;
-        let mut skipped = Vec::new();
-        let n = std::io::BufReader::new(f).read_until(b'\n', &mut skipped)?;
-        starts.push((at + n as u64).max(*starts.last().expect("one")));
+        // At most a line's limit: a file with no newline for gigabytes is not scanned to its
+        // end once per block (the block before holds the too-long line, which is the error).
+        let n = skip_line(std::io::BufReader::new(f.take(MAX_LINE_BYTES + 1)))?;
+        starts.push((at + n).max(*starts.last().expect("one")));
     }
     starts.push(size);
     let ends_with_newline = size == 0 || {
@@ -729,6 +727,37 @@ fn block_starts(
         last[0] == b'\n'
     };
     Ok((starts, ends_with_newline))
+}
+
+/// The longest line of `requests.jsonl` read: a record keeps at most 32 MiB of an answer's text
+/// ([`crate::client::MAX_KEPT_TEXT`]) beside its timings; a longer line (a file of one 4 GiB
+/// line) is named, never read into memory whole. Under 64 MiB, so that the line's buffer,
+/// grown by doubling, stays within 64 MiB.
+pub const MAX_LINE_BYTES: u64 = 60 << 20;
+
+const TOO_LONG: &str = "a line longer than";
+
+/// Consumes one line (through its newline, or to the end); how many bytes. Nothing of it is
+/// held: a line may be gigabytes.
+fn skip_line(mut r: impl std::io::BufRead) -> std::io::Result<u64> {
+    let mut n = 0u64;
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(n);
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                r.consume(i + 1);
+                return Ok(n + i as u64 + 1);
+            }
+            None => {
+                let len = buf.len();
+                r.consume(len);
+                n += len as u64;
+            }
+        }
+    }
 }
 
 /// [`read_jsonl_noted`] of a text already read (`path` names it in messages).
@@ -759,13 +788,28 @@ fn parse_part(mut reader: impl std::io::BufRead) -> std::io::Result<Part> {
         lines: 0,
         bad: None,
     };
+    use std::io::{BufRead as _, Read as _};
     let mut line = Vec::new();
     loop {
         line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
+        if (&mut reader)
+            .take(MAX_LINE_BYTES + 1)
+            .read_until(b'\n', &mut line)?
+            == 0
+        {
             break;
         }
         part.lines += 1;
+        if line.len() as u64 > MAX_LINE_BYTES {
+            part.bad = Some((
+                part.lines,
+                format!(
+                    "{TOO_LONG} {}, more than any record goodput writes",
+                    crate::text::human_bytes(MAX_LINE_BYTES)
+                ),
+            ));
+            break;
+        }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
@@ -827,7 +871,8 @@ impl<'a> Joined<'a> {
         self.records.extend(p.records);
         self.lines += p.lines;
         if let Some((at, e)) = p.bad {
-            if at < p.lines || !self.cut_short {
+            // A line too long to be a record is no record cut short by a kill.
+            if at < p.lines || !self.cut_short || e.starts_with(TOO_LONG) {
                 return Err(format!("{path}:{}: not a request record: {e}", before + at));
             }
             self.bad_last = Some((before + at, e));
