@@ -139,6 +139,16 @@ impl Connection {
             self.io.flush().await
         };
         if let Err(e) = write.await {
+            // A server may answer before it has read the whole body, then close: an axum
+            // or hyper server refuses a body over its limit with 413 at once. The answer is
+            // in the receive queue before the reset that broke the write: read it.
+            use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+            if matches!(e.kind(), BrokenPipe | ConnectionReset)
+                && let Some(head) = self.early_answer().await
+            {
+                self.keep_alive = false;
+                return Ok(head);
+            }
             return Err((Error::Io(e), false));
         }
         loop {
@@ -152,6 +162,20 @@ impl Connection {
                 Ok(0) => return Err((Error::Closed, answered)),
                 Ok(_) => {}
                 Err(e) => return Err((Error::Io(e), answered)),
+            }
+        }
+    }
+
+    /// The head of an answer the server sent before its end of the connection, when one had
+    /// arrived; the connection is closed, so every read ends.
+    async fn early_answer(&mut self) -> Option<Head> {
+        loop {
+            if let Ok(Some(head)) = self.parse_head() {
+                return Some(head);
+            }
+            match self.fill().await {
+                Ok(1..) => {}
+                _ => return None,
             }
         }
     }
