@@ -87,8 +87,13 @@ pub struct Stated {
 #[derive(Debug, Clone, Default)]
 pub struct Statement {
     pub figures: Vec<Stated>,
+    /// Figures the result has that are not finite, non-negative numbers, by field (`NaN`).
+    pub left_out: Vec<String>,
     /// The settings the result records, to hold against the run's contract: (what, value).
     pub load: Vec<(&'static str, String)>,
+    /// Settings the result has that are absurd, negative, non-finite or of the wrong type:
+    /// the workload cannot be known to be the same.
+    pub unreadable: Vec<String>,
     /// Which of several benchmarks in the file was taken, when it held several.
     pub picked: Option<String>,
     /// The tool's duration starts one arrival gap before its first send (vLLM: its clock
@@ -129,6 +134,8 @@ pub struct Beside {
     pub differs: Vec<String>,
     /// Differences a row alone does not explain: their token counts, the schedule's draw.
     pub explained: Vec<String>,
+    /// Their figures that are not numbers (NaN, negative, text), left out of the table.
+    pub left_out: Vec<String>,
 }
 
 /// Reads `theirs` (a peer tool's result) and the bundle `ours`, and puts them side by side.
@@ -193,6 +200,7 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
         picked: statement.picked.clone(),
         definitions,
         differs: differs(&statement, c, Some(steady.len())),
+        left_out: statement.left_out.clone(),
         explained: explain(&statement, &rows_of(&rows), open.then_some((ok, draw))),
         rows,
     })
@@ -201,7 +209,7 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
 /// Another tool's result file: its JSON, and the format of [`super::peers::PEERS`] that reads
 /// it.
 fn read_peer(path: &Path) -> anyhow::Result<(Value, &'static dyn super::peers::PeerFormat)> {
-    let text = crate::text::read_capped_string(path, crate::text::MAX_FILE_BYTES)
+    let text = crate::text::read_capped_string(path, super::MAX_PEER_BYTES)
         .with_context(|| format!("reading {}", path.display()))?;
     let v = super::peer_value(path, &text)?;
     match super::peers::PEERS.iter().find(|p| p.recognises(&v)) {
@@ -222,13 +230,33 @@ fn stated(
     peer: &dyn super::peers::PeerFormat,
     c: &crate::contract::Contract,
 ) -> anyhow::Result<Statement> {
-    peer.stated(v, c).with_context(|| {
+    let st = peer.stated(v, c).with_context(|| {
         format!(
             "{}: a {} has no figures goodput can put beside a run",
             path.display(),
             peer.name()
         )
-    })
+    })?;
+    if st.figures.is_empty() {
+        bail!(
+            "{}: a {} with no figure that is a number{}: nothing to put beside a run",
+            path.display(),
+            peer.name(),
+            match st.left_out.is_empty() {
+                true => String::new(),
+                false => format!(" ({})", first_few(&st.left_out)),
+            }
+        );
+    }
+    Ok(st)
+}
+
+/// The first few of a list, and how many more.
+fn first_few(xs: &[String]) -> String {
+    match xs.len() {
+        0..=4 => xs.join(", "),
+        n => format!("{}, and {} more", xs[..4].join(", "), n - 4),
+    }
 }
 
 /// (kind, theirs, ours by their definition) of each figure, for `explain`.
@@ -445,7 +473,7 @@ pub fn differs(
     c: &crate::contract::Contract,
     steady: Option<usize>,
 ) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = st.unreadable.clone();
     for (what, theirs) in &st.load {
         let ours = match *what {
             "model" => c.target.model.clone(),
@@ -478,17 +506,6 @@ pub fn differs(
         }
     }
     out
-}
-
-/// A figure of a JSON document, when it is a finite number.
-pub(super) fn figure(v: &Value, name: &'static str, kind: Kind, stat: Stat) -> Option<Stated> {
-    let value = v.as_f64().filter(|x| x.is_finite())?;
-    Some(Stated {
-        name,
-        kind,
-        stat,
-        value,
-    })
 }
 
 impl Beside {
@@ -545,6 +562,12 @@ impl Beside {
             ],
             rows,
         );
+        if !self.left_out.is_empty() {
+            d.warn(format!(
+                "Their figures that are not numbers, left out of the table: {}.",
+                self.left_out.join(", ")
+            ));
+        }
         for e in &self.explained {
             d.line(e.clone());
         }
@@ -573,5 +596,12 @@ pub fn check_result(
 ) -> anyhow::Result<(String, Vec<String>)> {
     let (v, peer) = read_peer(path)?;
     let st = stated(path, &v, peer, c)?;
-    Ok((peer.name().to_owned(), differs(&st, c, None)))
+    let mut out = differs(&st, c, None);
+    if !st.left_out.is_empty() {
+        out.push(format!(
+            "figures that are not numbers: {}",
+            first_few(&st.left_out)
+        ));
+    }
+    Ok((peer.name().to_owned(), out))
 }

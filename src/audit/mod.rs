@@ -115,16 +115,22 @@ pub fn audit(path: &Path) -> anyhow::Result<Audit> {
     {
         return audit_dir(dir);
     }
-    let text = crate::text::read_capped_string(path, crate::text::MAX_FILE_BYTES)
+    let text = crate::text::read_capped_string(path, MAX_PEER_BYTES)
         .with_context(|| format!("reading {}", path.display()))?;
     peer_result(path, &text)
 }
+
+/// The largest result file of another tool read: its JSON is held as a tree, about three times
+/// the file's size (a 300 MB file cost 824 MB). vLLM's result with every request's timings for
+/// 10,000 prompts is about 10 MB.
+pub const MAX_PEER_BYTES: u64 = 64 << 20;
 
 /// Another tool's result file as JSON: a document, or JSON Lines as an array of its lines
 /// (`path` names the file in messages).
 pub(crate) fn peer_value(path: &Path, text: &str) -> anyhow::Result<Value> {
     // Python's json module writes NaN and ±Infinity (a statistic of no samples), which JSON
-    // has no word for: read as absent, and said.
+    // has no word for: read as the strings "NaN", "Infinity", "-Infinity" (no figure, and
+    // named where a figure was expected), and said.
     let text = match python_specials(text) {
         Some((_, clean)) => std::borrow::Cow::Owned(clean),
         None => std::borrow::Cow::Borrowed(text),
@@ -157,7 +163,7 @@ pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
             a.peer_efficiency();
             if specials > 0 {
                 a.limits.push(format!(
-                    "{specials} value(s) are NaN or Infinity (Python's json module writes them for a statistic of no samples): read as absent"
+                    "{specials} value(s) are NaN or Infinity (Python's json module writes them for a statistic of no samples): read as no figure"
                 ));
             }
             let absurd = absurd_numbers(&v);
@@ -175,8 +181,8 @@ pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
     }
 }
 
-/// `text` with every `NaN`, `Infinity` and `-Infinity` outside a string replaced by `null`,
-/// and how many there were; `None` when there are none. Hand-written: the JSON parsers of the
+/// `text` with every `NaN`, `Infinity` and `-Infinity` outside a string quoted (a JSON
+/// string), and how many there were; `None` when there are none. Hand-written: the JSON parsers of the
 /// field reject these words, as the standard says, and the scan needs only a string's quotes
 /// and escapes.
 fn python_specials(text: &str) -> Option<(usize, String)> {
@@ -197,7 +203,9 @@ fn python_specials(text: &str) -> Option<(usize, String)> {
             .into_iter()
             .find(|w| rest.starts_with(w))
         {
-            out.push_str("null");
+            out.push('"');
+            out.push_str(word);
+            out.push('"');
             rest = &rest[word.len()..];
             n += 1;
             continue;
@@ -545,7 +553,10 @@ mod tests {
         assert_eq!(python_specials(r#"{"a": "NaN", "b": 1}"#), None);
         assert_eq!(
             python_specials(r#"{"a": -Infinity, "b": [NaN, "x\"NaN"]}"#).unwrap(),
-            (2, r#"{"a": null, "b": [null, "x\"NaN"]}"#.to_owned())
+            (
+                2,
+                r#"{"a": "-Infinity", "b": ["NaN", "x\"NaN"]}"#.to_owned()
+            )
         );
         let mut v = v;
         v["mean_ttft_ms"] = serde_json::json!(-5.0);

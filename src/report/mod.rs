@@ -124,6 +124,9 @@ pub fn wrap(text: &str, width: usize) -> String {
 pub fn num(x: f64) -> String {
     if !x.is_finite() {
         "—".to_owned()
+    } else if x.abs() >= 1e15 {
+        // No figure of a run is this large; a file's absurd value is shown in a sane width.
+        format!("{x:.3e}")
     } else if x.abs() >= 100.0 {
         format!("{x:.0}")
     } else if x.abs() >= 10.0 {

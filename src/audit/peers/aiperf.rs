@@ -8,8 +8,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{
-    Audit, PeerFormat, QUALITY_MISSING, distribution, field, num, one, reasoning_ttft_unknown,
-    server_unknown, slo_axis,
+    Audit, Gathered, PeerFormat, QUALITY_MISSING, distribution, field, num, one,
+    reasoning_ttft_unknown, server_unknown, slo_axis,
 };
 use crate::audit::beside::{Kind, Stat, Statement};
 
@@ -33,7 +33,7 @@ impl PeerFormat for Aiperf {
     }
 
     fn stated(&self, v: &Value, _c: &crate::contract::Contract) -> Option<Statement> {
-        let mut figures = Vec::new();
+        let mut figures = Gathered::default();
         for (name, kind, key) in [
             ("TTFT", Kind::Ttft, "time_to_first_token"),
             ("ITL", Kind::PerRequestGap, "inter_token_latency"),
@@ -79,31 +79,17 @@ impl PeerFormat for Aiperf {
             one(&mut figures, v, f, at, 1.0);
         }
         let cfg = &v["input_config"];
-        let mut load = Vec::new();
-        if let Some(m) = cfg.pointer("/models/items/0/name").and_then(Value::as_str) {
-            load.push(("model", m.to_owned()));
-        }
+        figures.model(cfg, "/models/items/0/name");
         let phases = cfg["phases"]
             .as_array()
             .map(Vec::as_slice)
             .unwrap_or_default();
         if let Some(p) = phases.iter().find(|p| p["kind"] == "profiling") {
-            if let Some(n) = p["requests"].as_u64() {
-                load.push(("requests", n.to_string()));
-            }
-            if let Some(r) = p["rate"].as_f64() {
-                load.push(("rate", crate::report::num(r)));
-            }
-            if let Some(c) = p["concurrency"].as_u64() {
-                load.push(("concurrency", c.to_string()));
-            }
+            figures.count("requests", p, "/requests", 1);
+            figures.rate(p, "/rate", false);
+            figures.count("concurrency", p, "/concurrency", 1);
         }
-        Some(Statement {
-            figures,
-            load,
-            lead_gap: false,
-            picked: None,
-        })
+        Some(figures.into_statement(false, None))
     }
 
     fn grade(&self, path: &Path, v: &Value) -> anyhow::Result<Audit> {

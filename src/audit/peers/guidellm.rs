@@ -6,7 +6,8 @@ use anyhow::bail;
 use serde_json::Value;
 
 use super::{
-    Audit, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown, slo_axis,
+    Audit, Gathered, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown,
+    slo_axis,
 };
 use crate::audit::beside::{Kind, Stat, Statement};
 use crate::contract::{Contract, LoadModel};
@@ -36,7 +37,7 @@ impl PeerFormat for Guidellm {
         let benches = v["benchmarks"].as_array()?;
         let (i, b) = pick(benches, c)?;
         let m = &b["metrics"];
-        let mut figures = Vec::new();
+        let mut figures = Gathered::default();
         for (name, kind, key, scale) in [
             ("TTFT", Kind::Ttft, "time_to_first_token_ms", 1.0),
             ("TPOT", Kind::TpotWithFirst, "time_per_output_token_ms", 1.0),
@@ -83,32 +84,21 @@ impl PeerFormat for Guidellm {
             one(&mut figures, m, f, at, 1.0);
         }
         let s = &b["config"]["strategy"];
-        let mut load = Vec::new();
-        let model = v["args"]["model"]
-            .as_str()
-            .or(b["config"]["backend"]["model"].as_str());
-        if let Some(model) = model {
-            load.push(("model", model.to_owned()));
+        match super::present(v, "/args/model") {
+            Some(_) => figures.model(v, "/args/model"),
+            None => figures.model(b, "/config/backend/model"),
         }
-        if let Some(r) = s["rate"].as_f64() {
-            load.push(("rate", crate::report::num(r)));
-        }
-        if let Some(n) = s["streams"].as_u64() {
-            load.push(("concurrency", n.to_string()));
-        }
-        Some(Statement {
-            figures,
-            load,
-            lead_gap: false,
-            picked: (benches.len() > 1).then(|| {
-                format!(
-                    "benchmark {} of {} ({}), the one whose strategy matches the run's load",
-                    i + 1,
-                    benches.len(),
-                    s["type_"].as_str().unwrap_or("?")
-                )
-            }),
-        })
+        figures.rate(s, "/rate", false);
+        figures.count("concurrency", s, "/streams", 1);
+        let picked = (benches.len() > 1).then(|| {
+            format!(
+                "benchmark {} of {} ({}), the one whose strategy matches the run's load",
+                i + 1,
+                benches.len(),
+                s["type_"].as_str().unwrap_or("?")
+            )
+        });
+        Some(figures.into_statement(false, picked))
     }
 }
 

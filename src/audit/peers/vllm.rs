@@ -6,7 +6,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{
-    Audit, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown, slo_axis,
+    Audit, Gathered, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown,
+    slo_axis,
 };
 use crate::audit::beside::{Kind, Stat, Statement};
 
@@ -33,7 +34,7 @@ impl PeerFormat for Vllm {
     }
 
     fn stated(&self, v: &Value, _c: &crate::contract::Contract) -> Option<Statement> {
-        let mut figures = Vec::new();
+        let mut figures = Gathered::default();
         for (name, kind, key) in [
             ("TTFT", Kind::Ttft, "ttft"),
             ("TPOT", Kind::PerRequestGap, "tpot"),
@@ -82,29 +83,16 @@ impl PeerFormat for Vllm {
                 1.0 / n,
             ),
         ] {
-            one(&mut figures, v, f, at, scale);
+            // Per-request token counts need a count of requests to divide by.
+            if scale.is_finite() {
+                one(&mut figures, v, f, at, scale);
+            }
         }
-        let mut load = Vec::new();
-        if let Some(m) = v["model_id"].as_str() {
-            load.push(("model", m.to_owned()));
-        }
-        if let Some(n) = v["num_prompts"].as_u64() {
-            load.push(("requests", n.to_string()));
-        }
-        match &v["request_rate"] {
-            Value::String(s) => load.push(("rate", s.clone())),
-            Value::Number(n) => load.push(("rate", n.to_string())),
-            _ => {}
-        }
-        if let Some(c) = v["max_concurrency"].as_u64() {
-            load.push(("concurrency", c.to_string()));
-        }
-        Some(Statement {
-            figures,
-            load,
-            lead_gap: true,
-            picked: None,
-        })
+        figures.model(v, "/model_id");
+        figures.count("requests", v, "/num_prompts", 1);
+        figures.rate(v, "/request_rate", true);
+        figures.count("concurrency", v, "/max_concurrency", 1);
+        Some(figures.into_statement(true, None))
     }
 }
 
