@@ -597,6 +597,10 @@ fn is_zero_u32(n: &u32) -> bool {
 /// The most turns a session may have.
 pub const MAX_TURNS: u32 = 256;
 
+/// The longest a run's measured phase, its warm-up or one stage may last, s: a week (a soak
+/// test's longest). A bound beyond it is a typo that would hold a server without end.
+pub const MAX_DURATION_S: f64 = 7.0 * 24.0 * 3600.0;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PromptSource {
@@ -1031,9 +1035,10 @@ pub struct Traces {
     /// the wait ends as soon as every finished request's span has come.
     #[serde(default = "default_traces_wait")]
     pub wait: Seconds,
-    /// The most spans kept (the rest are counted).
-    #[serde(default = "default_max_spans")]
-    pub max_spans: u64,
+    /// The most spans kept (the rest are counted); unset, sized to the run's requests
+    /// ([`Traces::span_bound`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_spans: Option<u64>,
     /// How far a server time may exceed the client's view of the same request before the
     /// request is flagged (the server cannot see more of a request than its client).
     #[serde(default = "default_traces_tolerance")]
@@ -1050,9 +1055,41 @@ pub struct Traces {
 fn default_traces_wait() -> Seconds {
     Seconds(15.0)
 }
-fn default_max_spans() -> u64 {
-    1_000_000
+impl Traces {
+    /// The most spans a run keeps: `max_spans` when set; else room for
+    /// [`SPANS_PER_REQUEST`] spans per request the contract plans (and 10,000 more), at most
+    /// [`MAX_SPANS`]. An engine sends one to a few spans a request; a server that sends far
+    /// more on the run's traces must not fill the disk (200,000 spans were 313 MB).
+    pub fn span_bound(&self, load: &Load, warmup: &Warmup) -> u64 {
+        if let Some(n) = self.max_spans {
+            return n;
+        }
+        let steady = match (load.requests(), load.duration(), load.rate) {
+            (Some(n), _, _) => Some(n as f64),
+            (None, Some(d), Some(r)) if load.kind == Some(LoadModel::Open) => Some(d.seconds() * r),
+            (None, None, _) if !load.stage.is_empty() => load
+                .stage
+                .iter()
+                .map(|s| s.expected_requests())
+                .sum::<Option<f64>>(),
+            _ => None,
+        };
+        match steady {
+            Some(n) if n.is_finite() => {
+                let planned = n + warmup.requests as f64;
+                ((planned * SPANS_PER_REQUEST as f64) as u64 + 10_000).min(MAX_SPANS)
+            }
+            _ => MAX_SPANS,
+        }
+    }
 }
+
+/// Spans kept per planned request when `max_spans` is unset.
+pub const SPANS_PER_REQUEST: u64 = 16;
+
+/// The most spans kept when `max_spans` is unset and the run's request count is not known
+/// ahead (a closed loop bound by its duration).
+pub const MAX_SPANS: u64 = 1_000_000;
 fn default_traces_tolerance() -> Millis {
     Millis(5.0)
 }

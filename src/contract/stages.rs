@@ -364,6 +364,14 @@ fn bound(k: usize, s: &Stage) -> Result<(), Problem> {
             &key(k, "duration"),
             format!("= {}: an empty stage (must be > 0)", d.0),
         ),
+        (Some(d), None) if d.seconds() > super::MAX_DURATION_S => problem(
+            &key(k, "duration"),
+            format!(
+                "= {} s; at most {} s (a week)",
+                d.seconds(),
+                super::MAX_DURATION_S
+            ),
+        ),
         (None, Some(0)) => problem(&key(k, "requests"), "= 0: an empty stage (must be >= 1)"),
         (None, Some(_)) if matches!(s.shape, Shape::Ramp | Shape::Step) => problem(
             &key(k, "requests"),

@@ -65,11 +65,67 @@ impl TaskFormat {
 }
 
 /// A count of tokens or milliseconds: a number, or a length distribution drawn per task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Amount {
     Fixed(u32),
     Dist(LengthDist),
+}
+
+/// Read by hand rather than by `#[serde(untagged)]`, whose only error is "data did not match
+/// any variant of untagged enum Amount": a number that is not a whole one in range says so,
+/// and a distribution's own error (an unknown `dist`, a missing `max`) comes through.
+impl<'de> Deserialize<'de> for Amount {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Amount, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Amount;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a whole number from 0 to 4294967295, or a distribution ({ dist = \"uniform\", min = …, max = … })",
+                )
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Amount, E> {
+                u32::try_from(v).map(Amount::Fixed).map_err(|_| {
+                    E::custom(format!(
+                        "{v} is more than 4294967295, the largest amount a node may hold"
+                    ))
+                })
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Amount, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!(
+                        "{v} is negative: a count of tokens or milliseconds is 0 or more"
+                    ))),
+                }
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Amount, E> {
+                match v {
+                    v if v.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&v) => {
+                        Ok(Amount::Fixed(v as u32))
+                    }
+                    v if v.is_nan() => Err(E::custom("NaN is not a count")),
+                    v if v < 0.0 => Err(E::custom(format!(
+                        "{v} is negative: a count of tokens or milliseconds is 0 or more"
+                    ))),
+                    v if v.is_finite() && v.fract() != 0.0 && v < f64::from(u32::MAX) => {
+                        Err(E::custom(format!(
+                            "{v} is not a whole number of tokens or milliseconds"
+                        )))
+                    }
+                    v => Err(E::custom(format!(
+                        "{v} is more than 4294967295, the largest amount a node may hold"
+                    ))),
+                }
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<Amount, A::Error> {
+                LengthDist::deserialize(serde::de::value::MapAccessDeserializer::new(m))
+                    .map(Amount::Dist)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl Amount {
@@ -505,8 +561,31 @@ fn lengths(
         Some(a) => Some(check(written, "think_ms", a.dist())?),
         None => None,
     };
+    // Waits are bounded as a session's think time is: a run that waits out a day never ends.
+    let waits = [
+        ("think_ms", think_ms.as_ref()),
+        ("latency_ms", (!model).then_some(&output)),
+    ];
+    for (field, d) in waits {
+        if let Some(d) = d
+            && most(d) > MAX_WAIT_MS
+        {
+            return bad(
+                written,
+                field,
+                format!(
+                    "allows {} ms; at most {MAX_WAIT_MS} ms (an hour): a run that waits longer may never end",
+                    most(d)
+                ),
+            );
+        }
+    }
     Ok((input, output, think_ms))
 }
+
+/// The longest a node may wait, ms: a tool's latency or a think time (as
+/// `workload.sessions.think_ms`).
+pub const MAX_WAIT_MS: u32 = 3_600_000;
 
 /// A length a node may draw: a whole-number distribution whose largest value is known (a
 /// node's prompt must be bounded to be checked against the context).

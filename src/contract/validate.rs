@@ -785,6 +785,16 @@ impl Contract {
             (_, Some(d)) if !(d.0.is_finite() && d.0 > 0.0) => {
                 return problem("load.duration", "must be > 0");
             }
+            (_, Some(d)) if d.seconds() > super::MAX_DURATION_S => {
+                return problem(
+                    "load.duration",
+                    format!(
+                        "is {} s; at most {} s (a week): split a longer soak into runs",
+                        d.seconds(),
+                        super::MAX_DURATION_S
+                    ),
+                );
+            }
             _ => {}
         }
         if self.warmup.requests > 0 && self.warmup.duration.is_some() {
@@ -797,6 +807,18 @@ impl Contract {
             && !(d.0.is_finite() && d.0 >= 0.0)
         {
             return problem("warmup.duration", "must be >= 0");
+        }
+        if let Some(d) = self.warmup.duration
+            && d.seconds() > super::MAX_DURATION_S
+        {
+            return problem(
+                "warmup.duration",
+                format!(
+                    "is {} s; at most {} s (a week)",
+                    d.seconds(),
+                    super::MAX_DURATION_S
+                ),
+            );
         }
         if let Some(u) = &self.warmup.until_stable {
             if u.window == 0 {
@@ -1559,7 +1581,7 @@ fn traces(t: &crate::contract::Traces) -> Result<(), Problem> {
     if !(t.tolerance_ms.0.is_finite() && t.tolerance_ms.0 >= 0.0) {
         return problem("measurement.traces.tolerance_ms", "must be >= 0");
     }
-    if t.max_spans == 0 {
+    if t.max_spans == Some(0) {
         return problem("measurement.traces.max_spans", "must be at least 1");
     }
     if let Err(e) = t.export_protocol.parse::<crate::otlp::export::Protocol>() {

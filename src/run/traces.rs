@@ -32,7 +32,8 @@ pub(super) async fn listen(
     let addr = addr
         .parse()
         .with_context(|| format!("measurement.traces.listen = \"{addr}\""))?;
-    Receiver::start(addr, started, t.max_spans)
+    let bound = t.span_bound(&contract.load, &contract.warmup);
+    Receiver::start(addr, started, bound)
         .await
         .map(Some)
         .map_err(anyhow::Error::msg)
