@@ -48,8 +48,25 @@ pub fn is_credential_name(name: &str) -> bool {
     ];
     // Words before `key` or `token` that make it a figure or an index, not a credential.
     const COUNTING: [&str; 20] = [
-        "first", "last", "next", "per", "input", "output", "prompt", "completion", "generated",
-        "max", "min", "num", "total", "cache", "cached", "partition", "sort", "routing", "hash",
+        "first",
+        "last",
+        "next",
+        "per",
+        "input",
+        "output",
+        "prompt",
+        "completion",
+        "generated",
+        "max",
+        "min",
+        "num",
+        "total",
+        "cache",
+        "cached",
+        "partition",
+        "sort",
+        "routing",
+        "hash",
         "idempotency",
     ];
     let words: Vec<&str> = name
@@ -63,10 +80,16 @@ pub fn is_credential_name(name: &str) -> bool {
         return true;
     }
     match words.as_slice() {
-        [.., before, last] if ["key", "token"].iter().any(|c| last.eq_ignore_ascii_case(c)) => {
+        [.., before, last]
+            if ["key", "token"]
+                .iter()
+                .any(|c| last.eq_ignore_ascii_case(c)) =>
+        {
             !COUNTING.iter().any(|c| before.eq_ignore_ascii_case(c))
         }
-        [only] => ["key", "token"].iter().any(|c| only.eq_ignore_ascii_case(c)),
+        [only] => ["key", "token"]
+            .iter()
+            .any(|c| only.eq_ignore_ascii_case(c)),
         _ => false,
     }
 }

@@ -279,6 +279,9 @@ pub struct ServerTiming {
 
 /// The span attributes [`ServerTiming`] reads.
 pub const ATTR_QUEUE: &str = "gen_ai.latency.time_in_queue";
+/// The longest server time a span may state, s: a day (a request's own timeout is far less).
+pub const MAX_SERVER_TIME_S: f64 = 86_400.0;
+
 pub const ATTR_TTFT: &str = "gen_ai.latency.time_to_first_token";
 pub const ATTR_PREFILL: &str = "gen_ai.latency.time_in_model_prefill";
 pub const ATTR_DECODE: &str = "gen_ai.latency.time_in_model_decode";
@@ -292,12 +295,18 @@ impl ServerTiming {
     /// The timing a span states; `None` when it states neither a TTFT nor an end-to-end time
     /// (not a request span).
     pub fn of(span: &SpanRecord) -> Option<ServerTiming> {
+        // A time that is negative, not finite or longer than a day is no request's: left out
+        // rather than made a headline ("queue 1000000000 ms").
+        let time = |key: &str| {
+            span.number(key)
+                .filter(|x| x.is_finite() && (0.0..=MAX_SERVER_TIME_S).contains(x))
+        };
         let t = ServerTiming {
-            queue_s: span.number(ATTR_QUEUE),
-            ttft_s: span.number(ATTR_TTFT),
-            prefill_s: span.number(ATTR_PREFILL),
-            decode_s: span.number(ATTR_DECODE),
-            e2e_s: span.number(ATTR_E2E),
+            queue_s: time(ATTR_QUEUE),
+            ttft_s: time(ATTR_TTFT),
+            prefill_s: time(ATTR_PREFILL),
+            decode_s: time(ATTR_DECODE),
+            e2e_s: time(ATTR_E2E),
         };
         (t.ttft_s.is_some() || t.e2e_s.is_some()).then_some(t)
     }
