@@ -140,7 +140,7 @@ fn gauge(scrapes: &[&Scrape], names: &[&str]) -> Option<Gauge> {
         .iter()
         .filter_map(|s| {
             let v = names.iter().find_map(|n| total(s, n))?;
-            Some((v, s.thinned.unwrap_or(1) as f64))
+            Some((v, s.thinned.filter(|&n| n > 0).unwrap_or(1) as f64))
         })
         .collect();
     if values.is_empty() {

@@ -31,6 +31,8 @@ pub struct Scrape {
     pub series: BTreeMap<String, f64>,
     /// Set on a scrape `during` the load once its file passed half its budget
     /// ([`FILE_BUDGET`]): from this scrape on, one interval's tick in this many was scraped.
+    /// 0 on the first scrape after the periodic ones stopped, the rest of the budget kept for
+    /// the edges.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinned: Option<u64>,
 }
@@ -334,18 +336,26 @@ pub const FILE_BUDGET: u64 = 64 << 20;
 
 /// The thinning of one file's periodic scrapes (see [`FILE_BUDGET`]).
 struct Thinning {
+    /// Bytes written to the file, every scrape counted (the edges' too).
     written: u64,
+    /// The most bytes one tick wrote (all its pages).
+    largest: u64,
     /// One tick in this many is scraped.
     every: u64,
     ticks: u64,
+    /// The periodic scrapes stopped: what is left of the budget is the edges' (the steady
+    /// window's two and the after scrape), each as large as the largest tick so far.
+    stopped: bool,
 }
 
 impl Thinning {
     fn new() -> Self {
         Thinning {
             written: 0,
+            largest: 0,
             every: 1,
             ticks: 0,
+            stopped: false,
         }
     }
 
@@ -353,13 +363,17 @@ impl Thinning {
     fn take(&mut self) -> bool {
         let t = self.ticks;
         self.ticks += 1;
-        self.written < FILE_BUDGET && t % self.every == 0
+        if self.written + 4 * self.largest > FILE_BUDGET {
+            self.stopped = true;
+        }
+        !self.stopped && t % self.every == 0
     }
 
-    /// `n` more bytes written: past `1 − 1/(2·every)` of the budget, ticks are thinned twice
-    /// as much, so each halving of the rate has half the room of the one before.
+    /// `n` more bytes written by one tick: past `1 − 1/(2·every)` of the budget, ticks are
+    /// thinned twice as much, so each halving of the rate has half the room of the one before.
     fn wrote(&mut self, n: u64) {
         self.written += n;
+        self.largest = self.largest.max(n);
         while self.every < 1 << 40 && self.written >= FILE_BUDGET - FILE_BUDGET / (2 * self.every) {
             self.every *= 2;
         }
@@ -441,9 +455,10 @@ impl Scraper {
             return (None, absent);
         }
         // The file and the first scrapes in it, or why not (then no page is scraped).
+        let mut before_bytes = 0;
         let opened = std::fs::File::create(path).and_then(|mut f| {
             for s in &firsts {
-                append(&mut f, s)?;
+                before_bytes += append(&mut f, s)?;
             }
             Ok(f)
         });
@@ -471,6 +486,9 @@ impl Scraper {
                     futures_util::future::join_all(targets.iter().map(move |t| t.scrape(when)))
                 };
                 let mut thinning = Thinning::new();
+                // The first scrapes (before the run) count toward the budget too.
+                thinning.wrote(before_bytes);
+                let mut told = false;
                 loop {
                     let when = tokio::select! {
                         // A mark first: it times a window's edge.
@@ -483,17 +501,23 @@ impl Scraper {
                         continue;
                     }
                     // A scrape that fails mid-run is skipped: the gap shows in t_s.
+                    let mut tick = 0;
                     for mut s in all(when).await.into_iter().flatten() {
                         if when == "during" && thinning.every > 1 {
                             s.thinned = Some(thinning.every);
                         }
-                        let n = append(&mut file, &s)?;
-                        if when == "during" {
-                            thinning.wrote(n);
+                        // The first scrape after the periodic ones stopped says so.
+                        if thinning.stopped && !std::mem::replace(&mut told, true) {
+                            s.thinned = Some(0);
                         }
+                        tick += append(&mut file, &s)?;
                     }
+                    thinning.wrote(tick);
                 }
-                for s in all("after").await.into_iter().flatten() {
+                for mut s in all("after").await.into_iter().flatten() {
+                    if thinning.stopped && !std::mem::replace(&mut told, true) {
+                        s.thinned = Some(0);
+                    }
                     append(&mut file, &s)?;
                 }
                 file.flush()
@@ -540,14 +564,29 @@ pub fn read(path: &Path) -> Result<Vec<Scrape>, String> {
 /// What a report must say of thinned scrapes (see [`FILE_BUDGET`]): from when, and to what,
 /// for the file `name` holding `scrapes`.
 pub fn thinning_warning(name: &str, scrapes: &[Scrape]) -> Option<String> {
-    let first = scrapes.iter().find(|s| s.thinned.is_some())?;
-    let last = scrapes.iter().rfind(|s| s.thinned.is_some())?;
+    let budget = crate::text::human_bytes(FILE_BUDGET);
+    let thinned = |s: &&Scrape| s.thinned.is_some_and(|n| n > 0);
+    let stopped = scrapes
+        .iter()
+        .find(|s| s.thinned == Some(0))
+        .map(|s| {
+            format!(
+                "; its scrapes during the load stopped before {:.1} s, the rest of the budget kept for the steady window's edges and the after scrape (pages of this size leave room for few)",
+                s.t_s
+            )
+        });
+    let Some(first) = scrapes.iter().find(thinned) else {
+        return stopped.map(|w| {
+            format!("{name} reached its {budget} budget{w}; server figures averaged over the load rest on fewer scrapes")
+        });
+    };
+    let last = scrapes.iter().rfind(thinned)?;
     Some(format!(
-        "{name} passed half its {} budget {:.1} s into the run: from then on its scrapes during the load were thinned, to one interval in {} by the last one kept, at {:.1} s (the steady window's edges, before and after were all kept); server figures averaged over the load rest on fewer scrapes",
-        crate::text::human_bytes(FILE_BUDGET),
+        "{name} passed half its {budget} budget {:.1} s into the run: from then on its scrapes during the load were thinned, to one interval in {} by the last one kept, at {:.1} s (the steady window's edges, before and after were all kept){}; server figures averaged over the load rest on fewer scrapes",
         first.t_s,
         last.thinned.unwrap_or(1),
-        last.t_s
+        last.t_s,
+        stopped.unwrap_or_default()
     ))
 }
 
@@ -667,14 +706,16 @@ mod tests {
                 t.wrote(line);
             }
         }
-        assert!(t.written <= FILE_BUDGET + line, "{} bytes", t.written);
+        // Room is left for the edge scrapes (three of a tick's size, and one more).
+        assert!(t.written + 3 * line <= FILE_BUDGET, "{} bytes", t.written);
+        assert!(t.stopped);
         // Unthinned until half the budget: the first ~1,100 ticks all kept.
         let half = FILE_BUDGET / 2 / line;
         assert_eq!(kept[..half as usize], (0..half).collect::<Vec<_>>()[..]);
-        // Kept scrapes reach three hours in, each stretch sparser than the one before.
+        // Kept scrapes reach hours in, each stretch sparser than the one before.
         let last = *kept.last().unwrap();
-        assert!(last > 3 * 3600, "the last kept scrape is at tick {last}");
-        assert!(t.every >= 1024, "thinned to 1 in {}", t.every);
+        assert!(last > 2 * 3600, "the last kept scrape is at tick {last}");
+        assert!(t.every >= 512, "thinned to 1 in {}", t.every);
         // A short run is never thinned.
         let mut short = Thinning::new();
         for _ in 0..600 {
