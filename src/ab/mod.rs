@@ -602,7 +602,9 @@ fn settle(r: &mut AbResult, started: Instant) {
         Overall::Undecided
     };
     let mde = format!("{}%", crate::report::num(r.design.mde * 100.0));
-    let still = if r.pairs < r.design.max_pairs && !r.interrupted {
+    let still = if r.interrupted {
+        "when interrupted"
+    } else if r.pairs < r.design.max_pairs {
         "so far"
     } else {
         "at the budget"

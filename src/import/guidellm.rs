@@ -457,7 +457,14 @@ fn load(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
     let first = rates.first().copied();
     let rfrom = f.from("rate");
     match profile {
-        "synchronous" => closed(d, 1.0, format!("{pfrom}: one request at a time")),
+        "synchronous" => {
+            closed(d, 1.0, format!("{pfrom}: one request at a time"));
+            if !rates.is_empty() {
+                d.annotate(format!(
+                    "{rfrom}: dropped: a synchronous profile has no rate (one request at a time, each sent when the last answer ends); for a rate, use --profile constant or poisson"
+                ));
+            }
+        }
         "concurrent" => {
             let n = first.ok_or_else(|| {
                 ImportError("`--profile concurrent` needs --rate (the number of streams)".into())
