@@ -12,7 +12,7 @@
 # once fixed, where `cargo nextest run` (tests/e2e/fuzz_replay.rs) replays it on every CI run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(sse event contract dataset trace peer_result records prom)
+targets=(sse event contract dataset trace peer_result records prom import spans)
 install() {
     rustup toolchain list | grep -q nightly || { echo "fuzzing needs the nightly toolchain" >&2; exit 1; }
     command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz

@@ -127,3 +127,61 @@ pub fn records(data: &[u8]) {
         let _ = crate::report::document(&s).terminal();
     }
 }
+
+/// A command line of each peer tool through `goodput import` (the first byte picks the tool;
+/// the rest, split at NUL bytes, is its argv): refused, or imported to a contract whose keys
+/// are exactly its flags' (`import::check_imported`), never one whose text became structure.
+pub fn import(data: &[u8]) {
+    let Some((&tool, rest)) = data.split_first() else {
+        return;
+    };
+    let head: &[&str] = match tool % 3 {
+        0 => &["vllm", "bench", "serve"],
+        1 => &["guidellm", "benchmark"],
+        _ => &["aiperf", "profile"],
+    };
+    let mut args: Vec<String> = head.iter().map(|s| (*s).to_owned()).collect();
+    args.extend(
+        rest.split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned()),
+    );
+    let imported = match tool % 3 {
+        0 => crate::import::vllm_bench::import(&args),
+        1 => crate::import::guidellm::import(&args),
+        _ => crate::import::aiperf::import(&args),
+    };
+    if let Ok(imp) = imported
+        && let Err(e) = crate::import::check_imported(&imp)
+    {
+        panic!("{e}");
+    }
+}
+
+/// An OTLP export (protobuf, as the HTTP receiver takes it; the same message gRPC frames)
+/// through the span store: decoded, every span kept as the store keeps it (attributes scrubbed
+/// of credentials, values cut) and its server timing read; a span line must never hold a
+/// credential attribute's value.
+pub fn spans(data: &[u8]) {
+    use prost::Message as _;
+    let Ok(req) = crate::otlp::proto::ExportTraceServiceRequest::decode(data) else {
+        return;
+    };
+    for span in crate::otlp::SpanRecord::all_of(req, 1_000_000_000, 0) {
+        let line = serde_json::to_string(&span).expect("a span writes as JSON");
+        let _ = crate::otlp::ServerTiming::of(&span);
+        for (k, v) in &span.attributes {
+            if crate::secrets::is_credential_name(k) {
+                assert_eq!(v, crate::secrets::MASK, "{line}");
+            }
+        }
+        if let Some(t) = crate::otlp::ServerTiming::of(&span) {
+            for x in [t.queue_s, t.ttft_s, t.prefill_s, t.decode_s, t.e2e_s]
+                .into_iter()
+                .flatten()
+            {
+                assert!(x.is_finite() && x >= 0.0, "{line}");
+            }
+        }
+    }
+}

@@ -519,33 +519,52 @@ fn spread(mean: f64, stdev: Option<f64>, min: Option<f64>, max: Option<f64>) -> 
     }
 }
 
+/// The dotted keys a contract's text sets (`target.url`).
+pub fn keys_of(text: &str) -> std::collections::BTreeSet<String> {
+    fn walk(t: &toml_edit::Table, at: &str, out: &mut std::collections::BTreeSet<String>) {
+        for (k, item) in t.iter() {
+            let path = match at.is_empty() {
+                true => k.to_owned(),
+                false => format!("{at}.{k}"),
+            };
+            match item {
+                toml_edit::Item::Table(t) => walk(t, &path, out),
+                _ => {
+                    out.insert(path);
+                }
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    if let Ok(doc) = text.parse::<toml_edit::DocumentMut>() {
+        walk(doc.as_table(), "", &mut out);
+    }
+    out
+}
+
+/// What every import must hold (the property test's and the fuzz target's check): the
+/// contract's keys are exactly those its flags map to, it parses as a contract, and it
+/// launches nothing.
+pub fn check_imported(imp: &Imported) -> Result<(), String> {
+    let want: std::collections::BTreeSet<String> = imp.keys.iter().cloned().collect();
+    let got = keys_of(&imp.contract);
+    if got != want {
+        return Err(format!("keys {got:?}, mapped {want:?}\n{}", imp.contract));
+    }
+    let c = crate::contract::parse(&imp.contract, std::path::Path::new("i.toml"))
+        .map_err(|e| format!("{e}\n{}", imp.contract))?;
+    if c.cold_start.is_some() {
+        return Err(format!("a cold_start launch\n{}", imp.contract));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
     /// The keys a contract's text sets, dotted, tables walked and values not (an inline table
     /// is one value).
-    fn keys_of(text: &str) -> std::collections::BTreeSet<String> {
-        fn walk(t: &toml_edit::Table, at: &str, out: &mut std::collections::BTreeSet<String>) {
-            for (k, item) in t.iter() {
-                let path = match at.is_empty() {
-                    true => k.to_owned(),
-                    false => format!("{at}.{k}"),
-                };
-                match item {
-                    toml_edit::Item::Table(t) => walk(t, &path, out),
-                    _ => {
-                        out.insert(path);
-                    }
-                }
-            }
-        }
-        let doc: toml_edit::DocumentMut = text.parse().unwrap();
-        let mut out = std::collections::BTreeSet::new();
-        walk(doc.as_table(), "", &mut out);
-        out
-    }
-
     fn import(tool: usize, args: &[String]) -> Result<super::Imported, super::ImportError> {
         match tool {
             0 => super::vllm_bench::import(args),
@@ -670,7 +689,7 @@ mod tests {
             prop_assert!(import(tool, &args[..base.len()]).is_ok());
             if let Ok(imp) = imported {
                 let want: std::collections::BTreeSet<String> = imp.keys.iter().cloned().collect();
-                prop_assert_eq!(keys_of(&imp.contract), want, "{}", imp.contract);
+                prop_assert_eq!(super::keys_of(&imp.contract), want, "{}", imp.contract);
                 let c = crate::contract::parse(&imp.contract, std::path::Path::new("i.toml"));
                 prop_assert!(c.is_ok(), "{:?}\n{}", c.err(), imp.contract);
                 prop_assert!(c.unwrap().cold_start.is_none());

@@ -9,7 +9,7 @@ use rand::{RngExt, SeedableRng};
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 8] = [
+const TARGETS: [(&str, Target); 10] = [
     ("sse", goodput::fuzz::sse),
     ("event", goodput::fuzz::event),
     ("contract", goodput::fuzz::contract),
@@ -18,6 +18,8 @@ const TARGETS: [(&str, Target); 8] = [
     ("peer_result", goodput::fuzz::peer_result),
     ("records", goodput::fuzz::records),
     ("prom", goodput::fuzz::prom),
+    ("import", goodput::fuzz::import),
+    ("spans", goodput::fuzz::spans),
 ];
 
 fn files(dir: &Path) -> Vec<Vec<u8>> {
