@@ -11,6 +11,7 @@ mod common;
 mod ab;
 mod agents;
 mod architecture;
+mod bounded;
 mod classes;
 mod coldstart;
 mod compare;
