@@ -934,3 +934,74 @@ pub fn html_page(r: &AbResult) -> String {
     d.blocks.extend(doc.blocks.into_iter().skip(1));
     crate::report::format::html::wrap(&format!("goodput ab · {} vs {}", r.a, r.b), &d)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #70: an A/B run interrupted with metrics still open said "undecided at the
+    /// budget", a budget it never reached.
+    #[test]
+    fn an_interrupted_run_is_undecided_when_interrupted_not_at_the_budget() {
+        let block = |pair: usize, side: &str, x: f64| BlockFigures {
+            pair,
+            side: side.into(),
+            at_s: pair as f64,
+            requests: 50,
+            ok: 50,
+            valid: true,
+            window_s: 10.0,
+            values: vec![Some(x)],
+            bundle: PathBuf::new(),
+        };
+        let mut r = AbResult {
+            a: "a.toml".into(),
+            b: "b.toml".into(),
+            differs: vec!["load.rate 4 → 5".into()],
+            null_check: false,
+            design: Design {
+                confidence: 0.95,
+                power: 0.8,
+                mde: 0.05,
+                metrics: 1,
+                min_pairs: 2,
+                max_pairs: 40,
+                look_every: 2,
+            },
+            block: "50 requests".into(),
+            metrics: vec![Metric {
+                name: "TTFT p50".into(),
+                unit: "ms".into(),
+                better: Better::Lower,
+                kind: Kind::Percentile {
+                    latency: Latency::Ttft,
+                    p: 50.0,
+                },
+            }],
+            // Noisy and alike: nothing decided after four pairs.
+            blocks: (1..=4)
+                .flat_map(|p| {
+                    let wobble = if p % 2 == 0 { 1.3 } else { 0.7 };
+                    [block(p, "A", 100.0), block(p, "B", 100.0 * wobble)]
+                })
+                .collect(),
+            verdicts: Vec::new(),
+            overall: Overall::None,
+            sentence: String::new(),
+            pairs: 4,
+            interrupted: true,
+            elapsed_s: 0.0,
+            notes: Vec::new(),
+        };
+        settle(&mut r, Instant::now());
+        assert_eq!(r.overall, Overall::Undecided, "{}", r.sentence);
+        assert!(
+            r.sentence.contains("undecided when interrupted"),
+            "{}",
+            r.sentence
+        );
+        r.interrupted = false;
+        settle(&mut r, Instant::now());
+        assert!(r.sentence.contains("undecided so far"), "{}", r.sentence);
+    }
+}

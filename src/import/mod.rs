@@ -327,7 +327,7 @@ impl Draft {
         let command = line(command);
         let mut breaks: Vec<String> = self.breaks.iter().map(|b| line(b)).collect();
         if escaped.get() {
-            breaks.push("the command line holds control characters (a newline, a tab): this file's comments show them escaped (\\n), as a comment cannot hold one".to_owned());
+            breaks.push("the command line holds control characters (newlines, tabs or others): this file's comments show them escaped (\\n, \\t), as a comment cannot hold one and stay a comment".to_owned());
         }
         let mut out = String::new();
         let _ = writeln!(out, "# Imported by `goodput import` from {}:", self.tool);
