@@ -709,14 +709,22 @@ fn block_starts(
     use std::io::{Read, Seek, SeekFrom};
     // Each block starts at the beginning of a line: after the first newline at or past its share.
     let mut starts = vec![0u64];
+    let mut too_long = false;
     for j in 1..blocks {
         let at = j * size / blocks - 1;
+        let last = *starts.last().expect("one");
+        // A block whose share the line before it overran is empty; past a line too long to be
+        // a record nothing more is scanned (the block holding it is the error): a file with no
+        // newline for gigabytes is read one line's limit, not once per block.
+        if too_long || at < last {
+            starts.push(last);
+            continue;
+        }
         let mut f = std::fs::File::open(path)?;
         f.seek(SeekFrom::Start(at))?;
-        // At most a line's limit: a file with no newline for gigabytes is not scanned to its
-        // end once per block (the block before holds the too-long line, which is the error).
         let n = skip_line(std::io::BufReader::new(f.take(MAX_LINE_BYTES + 1)))?;
-        starts.push((at + n).max(*starts.last().expect("one")));
+        too_long = n > MAX_LINE_BYTES;
+        starts.push(at + n);
     }
     starts.push(size);
     let ends_with_newline = size == 0 || {
