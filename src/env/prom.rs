@@ -346,6 +346,8 @@ struct Thinning {
     /// The periodic scrapes stopped: what is left of the budget is the edges' (the steady
     /// window's two and the after scrape), each as large as the largest tick so far.
     stopped: bool,
+    /// A scrape written since they stopped says so.
+    told: bool,
 }
 
 impl Thinning {
@@ -356,6 +358,18 @@ impl Thinning {
             every: 1,
             ticks: 0,
             stopped: false,
+            told: false,
+        }
+    }
+
+    /// Marks a scrape about to be written: a periodic one with the thinning in force, and
+    /// the first one after the periodic scrapes stopped with 0.
+    fn mark(&mut self, s: &mut Scrape) {
+        if s.when == "during" && self.every > 1 {
+            s.thinned = Some(self.every);
+        }
+        if self.stopped && !std::mem::replace(&mut self.told, true) {
+            s.thinned = Some(0);
         }
     }
 
@@ -488,7 +502,6 @@ impl Scraper {
                 let mut thinning = Thinning::new();
                 // The first scrapes (before the run) count toward the budget too.
                 thinning.wrote(before_bytes);
-                let mut told = false;
                 loop {
                     let when = tokio::select! {
                         // A mark first: it times a window's edge.
@@ -503,21 +516,13 @@ impl Scraper {
                     // A scrape that fails mid-run is skipped: the gap shows in t_s.
                     let mut tick = 0;
                     for mut s in all(when).await.into_iter().flatten() {
-                        if when == "during" && thinning.every > 1 {
-                            s.thinned = Some(thinning.every);
-                        }
-                        // The first scrape after the periodic ones stopped says so.
-                        if thinning.stopped && !std::mem::replace(&mut told, true) {
-                            s.thinned = Some(0);
-                        }
+                        thinning.mark(&mut s);
                         tick += append(&mut file, &s)?;
                     }
                     thinning.wrote(tick);
                 }
                 for mut s in all("after").await.into_iter().flatten() {
-                    if thinning.stopped && !std::mem::replace(&mut told, true) {
-                        s.thinned = Some(0);
-                    }
+                    thinning.mark(&mut s);
                     append(&mut file, &s)?;
                 }
                 file.flush()

@@ -724,7 +724,9 @@ fn block_starts(
         f.seek(SeekFrom::Start(at))?;
         let n = skip_line(std::io::BufReader::new(f.take(MAX_LINE_BYTES + 1)))?;
         too_long = n > MAX_LINE_BYTES;
-        starts.push(at + n);
+        // The block before runs to the end then: only it reads the long line (to its limit),
+        // not every block after it as well.
+        starts.push(if too_long { size } else { at + n });
     }
     starts.push(size);
     let ends_with_newline = size == 0 || {
