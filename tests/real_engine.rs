@@ -13,6 +13,12 @@ use std::process::Command;
 
 use goodput::plan::Phase;
 
+/// The machine's two cores, shared: every test holds it to read, the overload test alone holds
+/// it to write. Its overload (a server of its own driven past its capacity) once starved a
+/// test running beside it until the progress guard rightly stopped that run (a request waited
+/// 30 s for its first token at 1 req/s).
+static CPU: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 fn script(args: &[&str]) -> String {
     let root = env!("CARGO_MANIFEST_DIR");
     let out = Command::new(format!("{root}/scripts/real-engine.sh"))
@@ -83,6 +89,7 @@ probes = 4
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
 async fn llamacpp_streaming_chat_open_loop_with_cold_start() {
+    let _cpu = CPU.read().await;
     let python = script(&["python"]);
     let model = script(&["model"]);
     let dir = tempfile::tempdir().unwrap();
@@ -176,6 +183,7 @@ async fn llamacpp_streaming_chat_open_loop_with_cold_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
 async fn llamacpp_slots_batch_concurrent_completions_in_the_servers_own_tokens() {
+    let _cpu = CPU.read().await;
     let dir = tempfile::tempdir().unwrap();
     // Lengths in Gemma's tokens, with no tokenizer.json: counted through llama.cpp's /tokenize.
     let text = contract(
@@ -289,6 +297,7 @@ impl Drop for Started {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
 async fn llamacpp_two_cold_runs_share_no_cache_and_compare_without_a_quality_refusal() {
+    let _cpu = CPU.read().await;
     let engine = Started::new();
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
@@ -396,6 +405,7 @@ probes = 4
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
 async fn llamacpp_messages_and_responses_count_tokens_as_chat_does() {
+    let _cpu = CPU.read().await;
     let engine = Started::new();
     let dir = tempfile::tempdir().unwrap();
     let mut added = Vec::new();
@@ -473,6 +483,7 @@ server_metrics_interval = 0
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
 async fn llamacpp_reuses_a_sessions_history_on_its_second_turn() {
+    let _cpu = CPU.read().await;
     let engine = Started::new();
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
@@ -532,6 +543,7 @@ server_metrics_interval = 0
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
 async fn llamacpp_finds_a_tasks_history_cached_on_its_second_call() {
+    let _cpu = CPU.read().await;
     let engine = Started::new();
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
@@ -638,6 +650,7 @@ mode = "none"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
 async fn llamacpp_capacity_on_small_points_answers_with_its_support() {
+    let _cpu = CPU.read().await;
     let engine = Started::new();
     let dir = tempfile::tempdir().unwrap();
     let text = small(
@@ -697,6 +710,7 @@ async fn llamacpp_capacity_on_small_points_answers_with_its_support() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
 async fn llamacpp_compare_names_the_slots_that_differ() {
+    let _cpu = CPU.read().await;
     let (four, two) = (Started::with_slots(Some(4)), Started::with_slots(Some(2)));
     let dir = tempfile::tempdir().unwrap();
     let run = |url: &str| {
@@ -740,6 +754,7 @@ async fn llamacpp_compare_names_the_slots_that_differ() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
 async fn llamacpp_ab_of_two_and_four_slots_decides_within_its_budget() {
+    let _cpu = CPU.read().await;
     let (two, four) = (Started::with_slots(Some(2)), Started::with_slots(Some(4)));
     let dir = tempfile::tempdir().unwrap();
     let contract = |url: &str| {
@@ -865,6 +880,7 @@ async fn slots_idle_within(base: &str, within: std::time::Duration) -> std::time
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
 async fn llamacpp_init_sizes_the_run_and_the_guard_stops_an_overload_leaving_the_slots_idle() {
+    let _cpu = CPU.write().await;
     let engine = Started::new();
     let dir = tempfile::tempdir().unwrap();
     let (d, url) = (dir.path().to_owned(), engine.0.clone());
