@@ -32,6 +32,24 @@ fn bundle_copy(dir: &Path, name: &str) -> PathBuf {
     to
 }
 
+/// A bundle of a few requests against the embedded simulator, under `dir/runs/tiny`.
+fn tiny_bundle(dir: &Path) -> PathBuf {
+    std::fs::write(
+        dir.join("c.toml"),
+        "name = \"tiny\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 4 }\n[load]\nkind = \"open\"\nrate = 50\nrequests = 5\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n[quality]\nmode = \"none\"\n",
+    )
+    .unwrap();
+    let out = goodput(&["run", "c.toml", "-q", "--out", "runs"], dir);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let b = std::fs::read_dir(dir.join("runs/tiny"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    b
+}
+
 fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
     // SAFETY: a valid NUL-terminated path.
@@ -131,20 +149,7 @@ fn a_history_store_that_never_answers_is_named_within_seconds() {
 #[test]
 fn a_store_that_is_a_device_or_cannot_be_written_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    // A bundle to add: a few requests against the embedded simulator.
-    std::fs::write(
-        dir.path().join("c.toml"),
-        "name = \"tiny\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 4 }\n[load]\nkind = \"open\"\nrate = 50\nrequests = 5\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n[quality]\nmode = \"none\"\n",
-    )
-    .unwrap();
-    let out = goodput(&["run", "c.toml", "-q", "--out", "runs"], dir.path());
-    assert!(out.status.success(), "{}", stderr(&out));
-    let b = std::fs::read_dir(dir.path().join("runs/tiny"))
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path();
+    let b = tiny_bundle(dir.path());
     let out = goodput(&["history", "show", "--store", "/dev/zero"], dir.path());
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -351,19 +356,7 @@ fn waits_are_capped_and_amounts_say_what_is_wrong() {
 #[test]
 fn history_refuses_a_bundle_whose_summary_was_edited() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("c.toml"),
-        "name = \"tiny\"\n[workload]\noutput_tokens = { dist = \"fixed\", value = 4 }\n[load]\nkind = \"open\"\nrate = 50\nrequests = 5\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n[quality]\nmode = \"none\"\n",
-    )
-    .unwrap();
-    let out = goodput(&["run", "c.toml", "-q", "--out", "runs"], dir.path());
-    assert!(out.status.success(), "{}", stderr(&out));
-    let b = std::fs::read_dir(dir.path().join("runs/tiny"))
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path();
+    let b = tiny_bundle(dir.path());
     let path = b.join("summary.json");
     let mut s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
