@@ -41,13 +41,12 @@ fn tiny_bundle(dir: &Path) -> PathBuf {
     .unwrap();
     let out = goodput(&["run", "c.toml", "-q", "--out", "runs"], dir);
     assert!(out.status.success(), "{}", stderr(&out));
-    let b = std::fs::read_dir(dir.join("runs/tiny"))
+    std::fs::read_dir(dir.join("runs/tiny"))
         .unwrap()
         .flatten()
         .next()
         .unwrap()
-        .path();
-    b
+        .path()
 }
 
 fn mkfifo(path: &Path) {
