@@ -334,6 +334,45 @@ pub fn claims_words(claims: &[Claim], fmt: impl Fn(f64) -> String + Copy) -> Str
     }
 }
 
+/// The one claim rule every command applies to a percentile: a sample of `n` requests supports
+/// a claim about its `p`th percentile at `confidence` when the order statistic that bounds it
+/// from above exists (MLPerf's early-stopping count with no miss: p99 at 99% needs 459). A
+/// difference between two samples' percentiles is claimed only when both support it.
+pub fn supports_percentile(n: u64, p: f64, confidence: f64) -> bool {
+    n > 0 && n >= min_requests_for(p, 0, confidence)
+}
+
+/// The highest reported percentile (p50 … p99.9) a sample of `n` requests supports at
+/// `confidence` ([`supports_percentile`]); `None` when it supports none, not even the median.
+pub fn strongest_percentile(n: u64, confidence: f64) -> Option<f64> {
+    PERCENTILES
+        .iter()
+        .map(|(p, _)| *p)
+        .filter(|p| supports_percentile(n, *p, confidence))
+        .next_back()
+}
+
+/// Why a percentile claim is not made, in the words every command uses: "p99 needs 459
+/// requests a side at 99% confidence, has 20 and 20; p90 is the highest both support".
+/// `have`: each sample's size (one for a run, two for a comparison).
+pub fn unsupported_words(p: f64, have: &[u64], confidence: f64) -> String {
+    let least = have.iter().copied().min().unwrap_or(0);
+    let counts: Vec<String> = have.iter().map(u64::to_string).collect();
+    format!(
+        "{} needs {} requests{} at {} confidence, has {}; {}",
+        pname(p),
+        needs(min_requests_for(p, 0, confidence)),
+        if have.len() > 1 { " a side" } else { "" },
+        percent(confidence),
+        counts.join(" and "),
+        match strongest_percentile(least, confidence) {
+            Some(q) if have.len() > 1 => format!("{} is the highest both support", pname(q)),
+            Some(q) => format!("{} is the highest it supports", pname(q)),
+            None => "too few for any percentile claim".to_owned(),
+        }
+    )
+}
+
 /// A needed count in words (`u64::MAX`: no sample can).
 pub fn needs(n: u64) -> String {
     if n == u64::MAX {

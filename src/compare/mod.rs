@@ -262,6 +262,11 @@ pub struct MetricComparison {
     /// (b − a) / |a|, percent.
     pub change_pct: Option<f64>,
     pub verdict: MetricVerdict,
+    /// For a percentile row whose samples do not support a claim about that percentile at the
+    /// contract's confidence (`analyze::claims::supports_percentile`): why, with what it needs
+    /// and the highest percentile both sides support. The verdict is then `no claim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<String>,
 }
 
 crate::analyze::verdict! {
@@ -282,6 +287,9 @@ crate::analyze::verdict! {
         NotEnoughData => "not enough data",
         /// Better, but the outputs differ: not called a win.
         NotAWin => "not a win: quality not held constant",
+        /// A percentile the samples are too small to support (`unsupported` says what it
+        /// needs): the difference is shown, no claim is made.
+        NoClaim => "no claim: sample too small",
     }
 }
 
@@ -349,7 +357,11 @@ pub fn compare_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> 
                 )),
                 _ => None,
             };
-            judge(h.name(), h.lower_is_better(), &va, &vb, per, noise)
+            let m = judge(h.name(), h.lower_is_better(), &va, &vb, per, noise);
+            match h.latency() {
+                Some((_, p)) => held_to_support(m, p, a, b, Slice::All),
+                None => m,
+            }
         })
         .collect();
     out.extend(efficiency_metrics(a, b, noise));
@@ -412,14 +424,19 @@ fn stage_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> {
             if va.is_empty() && vb.is_empty() {
                 continue;
             }
-            out.push(judge(
+            let m = judge(
                 &format!("stage {name}: {metric}"),
                 lower_better,
                 &va,
                 &vb,
                 per,
                 noise,
-            ));
+            );
+            out.push(if metric == "ttft_p99_ms" {
+                held_to_support(m, 99.0, a, b, slice)
+            } else {
+                m
+            });
         }
     }
     out
@@ -481,14 +498,19 @@ fn class_metrics(a: &Side, b: &Side, noise: f64) -> Vec<MetricComparison> {
                 )),
                 None => None,
             };
-            out.push(judge(
+            let m = judge(
                 &format!("{name}: {metric}"),
                 metric.ends_with("_ms"),
                 &of(a, f),
                 &of(b, f),
                 per,
                 noise,
-            ));
+            );
+            out.push(if metric.ends_with("_p99_ms") {
+                held_to_support(m, 99.0, a, b, Slice::Class(name))
+            } else {
+                m
+            });
         }
     }
     out
@@ -638,7 +660,48 @@ fn judge(
         ci95: ci,
         method: method.to_owned(),
         verdict,
+        unsupported: None,
     }
+}
+
+/// The requests a percentile of one slice rests on, in the side's smallest run (each run's
+/// percentile is a value compared): its steady requests, failures among them (they are misses,
+/// as `run` counts them), those the user cancelled left out.
+fn sample_size(side: &Side, of: Slice) -> u64 {
+    side.runs
+        .iter()
+        .map(|(_, recs)| {
+            recs.iter()
+                .filter(|r| r.phase == Phase::Steady && of.holds(r))
+                .filter(|r| r.outcome != crate::record::Outcome::Interrupted)
+                .count() as u64
+        })
+        .min()
+        .unwrap_or(0)
+}
+
+/// A percentile row held to the claim rule `run` applies
+/// ([`crate::analyze::claims::supports_percentile`]): when either side's sample is too small
+/// to support its `p`th percentile at the contract's confidence, the difference is shown and no
+/// better or worse is claimed.
+fn held_to_support(
+    mut m: MetricComparison,
+    p: f64,
+    a: &Side,
+    b: &Side,
+    of: Slice,
+) -> MetricComparison {
+    use crate::analyze::claims::{supports_percentile, unsupported_words};
+    let conf = a.contract.measurement.confidence;
+    let have = [sample_size(a, of), sample_size(b, of)];
+    if m.verdict == MetricVerdict::NotEnoughData
+        || have.iter().all(|n| supports_percentile(*n, p, conf))
+    {
+        return m;
+    }
+    m.verdict = MetricVerdict::NoClaim;
+    m.unsupported = Some(unsupported_words(p, &have, conf));
+    m
 }
 
 /// A baseline compared with one other result.
@@ -1018,6 +1081,19 @@ pub fn document(cs: &[Comparison]) -> crate::report::Doc {
             GuardStatus::Unchecked => format!("Quality unchecked: {}.", g.detail),
         });
         metrics_table(&mut d, c);
+        // Rows held back for the same reason are named together, the reason said once.
+        let mut held: Vec<(&str, Vec<&str>)> = Vec::new();
+        for m in &c.metrics {
+            if let Some(why) = m.unsupported.as_deref() {
+                match held.iter_mut().find(|(w, _)| *w == why) {
+                    Some((_, rows)) => rows.push(&m.metric),
+                    None => held.push((why, vec![&m.metric])),
+                }
+            }
+        }
+        for (why, rows) in held {
+            d.line(format!("No claim on {}: {why}.", rows.join(", ")));
+        }
         d.line(format!(
             "Better or worse: the 95% interval excludes 0 and the change is over the noise band of ±{}% (--noise); an interval that excludes 0 with a smaller change is significant, but within the noise band.",
             (c.noise * 1000.0).round() / 10.0

@@ -267,3 +267,63 @@ async fn compare_with_labels_percent_change_and_facts_not_text() {
         "{text}"
     );
 }
+
+/// Issue #71: two 20-request bundles make no p99 claim, however far apart their tails (a 4×
+/// slower prefill), and say what p99 needs; their median, which 20 requests support, still
+/// gets its verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_requests_a_side_make_no_p99_claim_and_say_what_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |prefill: u32| {
+        let src = format!(
+            "name = \"tiny\"\n[target.simulator]\ndecode_base_ms = 2\nprefill_tokens_per_s = {prefill}\n\
+             [workload]\ninput_tokens = {{ dist = \"fixed\", value = 400 }}\noutput_tokens = {{ dist = \"fixed\", value = 4 }}\n\
+             [load]\nmodel = \"open\"\nrate = 10\nrequests = 20\n"
+        );
+        let opts = RunOptions {
+            out_root: dir.path().to_owned(),
+            watch: std::sync::Arc::new(goodput::run::Silent),
+            argv: vec![],
+            overrides: Vec::new(),
+            bundle_dir: None,
+            wake_latency_hold: true,
+            signal: Default::default(),
+            live: None,
+            simulator: None,
+        };
+        let c = contract::parse(&src, Path::new("t.toml")).unwrap();
+        goodput::run::run(c, Default::default(), opts, CancellationToken::new())
+    };
+    let a = run(20_000).await.unwrap().bundle.dir;
+    let b = run(5_000).await.unwrap().bundle.dir;
+    let c = compare(&load_side(&a).unwrap(), &load_side(&b).unwrap(), 0.05);
+    assert!(c.refused.is_empty(), "{:?}", c.refused);
+    let row = |name: &str| c.metrics.iter().find(|m| m.metric == name).unwrap().clone();
+    for name in ["ttft_p99_ms", "tpot_p99_ms", "e2e_p99_ms"] {
+        let m = row(name);
+        assert_eq!(m.verdict, goodput::compare::MetricVerdict::NoClaim, "{m:?}");
+        let why = m.unsupported.unwrap();
+        assert!(
+            why.contains("p99 needs 459 requests a side at 99% confidence, has 20 and 20")
+                && why.contains("p50 is the highest both support"),
+            "{why}"
+        );
+    }
+    // 20 ms against 80 ms of prefill: the median's difference is claimed.
+    assert_eq!(
+        row("ttft_p50_ms").verdict,
+        "worse",
+        "{:?}",
+        row("ttft_p50_ms")
+    );
+    // The terminal says it once, naming the rows.
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["compare", a.to_str().unwrap(), b.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("No claim on ttft_p99_ms, tpot_p99_ms, e2e_p99_ms: p99 needs 459"),
+        "{text}"
+    );
+}
