@@ -73,6 +73,13 @@ pub struct SweepPoint {
     pub tpot_p50_ms: Option<f64>,
     pub tpot_p99_ms: Option<f64>,
     pub e2e_p99_ms: Option<f64>,
+    /// The SLO's percentile, when the contract has an SLO: `slo_metrics` are at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_percentile: Option<f64>,
+    /// Each metric the SLO names at the SLO's percentile, with its median and its bound: the
+    /// figures the point's verdict is about (p90 for `slo.percentile = 90`, not p99).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo_metrics: Vec<PointMetric>,
     pub output_tokens_per_s: Option<f64>,
     pub attainment: Option<f64>,
     pub goodput_rps: Option<f64>,
@@ -96,6 +103,10 @@ pub struct SweepPoint {
     /// SLO claim needs.
     #[serde(default)]
     pub confirmation: bool,
+    /// A passing point a capacity search's confirmation (a larger run at its rate) failed: it
+    /// fails from then on, in every table, the frontier and the answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refuted: bool,
     /// Why the point fails the capacity rule, first reason only; absent when it passes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fails_because: Option<String>,
@@ -126,6 +137,83 @@ pub struct SweepPoint {
     pub pareto: bool,
 }
 
+/// One SLO metric of a sweep point: its median and its value at the SLO's percentile (failures
+/// count as misses, as the verdict counts them; absent when the percentile falls on a failed
+/// request), against its bound.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PointMetric {
+    pub metric: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_ms: Option<f64>,
+    pub threshold_ms: f64,
+}
+
+impl PointMetric {
+    /// Each metric the summary's SLO judged, with its median from the steady distributions.
+    fn of(s: &Summary) -> (Option<f64>, Vec<PointMetric>) {
+        let Some(slo) = s.steady.slo.as_ref() else {
+            return (None, Vec::new());
+        };
+        let st = &s.steady.stats;
+        let each = slo
+            .per_metric
+            .iter()
+            .map(|m| PointMetric {
+                metric: m.metric.clone(),
+                p50_ms: match m.metric.as_str() {
+                    "ttft" => st.ttft_ms.as_ref(),
+                    "tpot" => st.tpot_ms.as_ref(),
+                    "e2e" => st.e2e_ms.as_ref(),
+                    "ttfo" => st.ttfo_ms.as_ref(),
+                    _ => None,
+                }
+                .map(|d| d.p50),
+                value_ms: m.value_ms,
+                threshold_ms: m.threshold_ms,
+            })
+            .collect();
+        (Some(slo.percentile), each)
+    }
+
+    /// Its name at a percentile: "TTFT p90".
+    fn name(&self, p: f64) -> String {
+        format!(
+            "{} {}",
+            self.metric.to_uppercase(),
+            crate::analyze::claims::pname(p)
+        )
+    }
+}
+
+/// The latency figures a point is shown by: each SLO metric's median and value at the SLO's
+/// percentile (with its bound), else TTFT p50 and p99, TPOT p99 and E2E p99. Names and values,
+/// for the table's columns and the point's line alike.
+fn latency_cells(p: &SweepPoint) -> Vec<(String, Option<f64>)> {
+    match p.slo_percentile {
+        Some(q) if !p.slo_metrics.is_empty() => p
+            .slo_metrics
+            .iter()
+            .flat_map(|m| {
+                [
+                    (format!("{} p50", m.metric.to_uppercase()), m.p50_ms),
+                    (
+                        format!("{} (≤ {})", m.name(q), crate::report::num(m.threshold_ms)),
+                        m.value_ms,
+                    ),
+                ]
+            })
+            .collect(),
+        _ => vec![
+            ("TTFT p50".into(), p.ttft_p50_ms),
+            ("TTFT p99".into(), p.ttft_p99_ms),
+            ("TPOT p99".into(), p.tpot_p99_ms),
+            ("E2E p99".into(), p.e2e_p99_ms),
+        ],
+    }
+}
+
 /// The first reason a run fails the capacity rule: a missed SLO threshold or attainment,
 /// else its first validity reason.
 fn fails_because(s: &Summary) -> Option<String> {
@@ -152,7 +240,10 @@ impl SweepPoint {
             x.as_ref().map(f)
         };
         let eff = |k: &str| s.efficiency.as_ref().and_then(|e| e.value(k));
+        let (slo_percentile, slo_metrics) = PointMetric::of(s);
         SweepPoint {
+            slo_percentile,
+            slo_metrics,
             value: value.to_owned(),
             bundle: bundle.dir.clone(),
             offered_rps: st.throughput.offered_rps,
@@ -175,6 +266,7 @@ impl SweepPoint {
             steady_requests: st.stats.requests,
             interrupted: s.interrupted,
             confirmation: false,
+            refuted: false,
             fails_because: fails_because(s),
             client_limited: s
                 .validity
@@ -223,7 +315,11 @@ fn frontier_y(points: &[SweepPoint]) -> (fn(&SweepPoint) -> Option<f64>, &'stati
 /// accelerator when known).
 pub fn mark_pareto(points: &mut [SweepPoint]) {
     let (y, _) = frontier_y(points);
-    let xy: Vec<Option<(f64, f64)>> = points.iter().map(|p| p.tps_per_user.zip(y(p))).collect();
+    // A refuted point failed its confirmation: it is no point of the frontier.
+    let xy: Vec<Option<(f64, f64)>> = points
+        .iter()
+        .map(|p| p.tps_per_user.zip(y(p)).filter(|_| !p.refuted))
+        .collect();
     for (p, on) in points
         .iter_mut()
         .zip(crate::analyze::efficiency::pareto(&xy))
@@ -350,13 +446,37 @@ fn capacity_needs(base: &Contract) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The point the search ran at `rate`.
+/// A rate as a point's value is written (and compared: a bisected rate has more decimals).
+fn rate_value(rate: f64) -> String {
+    format!("{rate:.4}")
+}
+
+/// The points the search ran at `rate`, in the order run.
+fn points_at(points: &[SweepPoint], rate: f64) -> impl Iterator<Item = &SweepPoint> {
+    let value = rate_value(rate);
+    points.iter().filter(move |p| p.value == value)
+}
+
+/// The point a capacity answer at `rate` rests on: its confirmation when that passed, else the
+/// last passing run at that rate.
+fn answer_at(points: &[SweepPoint], rate: f64) -> Option<&SweepPoint> {
+    let at: Vec<&SweepPoint> = points_at(points, rate).collect();
+    at.iter()
+        .rev()
+        .find(|p| p.confirmation && passes(p))
+        .or_else(|| at.iter().rev().find(|p| passes(p)))
+        .copied()
+}
+
+/// The point that failed at `rate`: a refuting confirmation, else the last run there.
+fn failed_at(points: &[SweepPoint], rate: f64) -> Option<&SweepPoint> {
+    let at: Vec<&SweepPoint> = points_at(points, rate).collect();
+    at.iter().rev().find(|p| !passes(p)).or(at.last()).copied()
+}
+
+/// The point the search ran at `rate` (its last run there).
 fn point_at(points: &[SweepPoint], rate: f64) -> Option<&SweepPoint> {
-    points.iter().find(|p| {
-        p.value
-            .parse::<f64>()
-            .is_ok_and(|v| (v - rate).abs() < 1e-9)
-    })
+    points_at(points, rate).last()
 }
 
 /// A capacity point's rate, from its value as written.
@@ -386,48 +506,88 @@ pub async fn capacity(
     let parent = Bundle::create(out_root, &base)
         .with_context(|| format!("creating a bundle under {}", out_root.display()))?;
     parent.write("contract.toml", src)?;
-    let points = std::sync::Mutex::new(Vec::<SweepPoint>::new());
-    let cap = search_capacity(base.load.rate(), resolution, max_runs, |rate| {
-        let (parent, points, cancel) = (&parent, &points, cancel.clone());
-        async move {
+    let mut points = Vec::<SweepPoint>::new();
+    let mut bracket = crate::arrival::edge::Bracket::new(base.load.rate(), resolution, max_runs);
+    let (mut confirmation, mut unconfirmed, mut refuted) = (None, None, Vec::new());
+    'search: loop {
+        while let Some(rate) = bracket.next_rate() {
             if cancel.is_cancelled() {
-                return Ok(None);
+                break 'search;
             }
-            let value = format!("{rate:.4}");
-            let text = set_key(src, "load.rate", &value).map_err(anyhow::Error::msg)?;
-            let (c, inputs) = crate::workload::parse(&text, path)?;
-            let n = points.lock().unwrap_or_else(|p| p.into_inner()).len();
-            let r = run_point(parent, n + 1, c, inputs, o).await?;
-            let s = &r.summary;
-            // The point in flight when the search was interrupted is kept, as measured.
-            let point = SweepPoint::of(&value, &r.bundle, s);
-            o.watch.line(&point_line(n + 1, "load.rate", &point));
-            points.lock().unwrap_or_else(|p| p.into_inner()).push(point);
-            // A signal ends the search; a point that gave up (its target failed) fails.
+            let r = run_at(&parent, &mut points, path, src, &base, rate, None, o).await?;
+            // A signal ends the search (the point in flight is kept, as measured); a point
+            // that gave up (its target failed) fails.
             if cancel.is_cancelled() {
-                return Ok(None);
+                break 'search;
             }
-            Ok(Some(PointOutcome::of(s)))
+            bracket.observe(rate, PointOutcome::of(&r.summary));
         }
-    })
-    .await?;
-    let mut cap = cap;
-    cap.confidence = base.measurement.confidence;
-    if !cancel.is_cancelled() {
-        confirm(
-            &mut cap,
-            &base,
-            path,
-            src,
-            confirm_within,
-            &parent,
-            &points,
-            o,
-        )
-        .await?;
+        // The answer, confirmed with the requests its claim needs when it is only indicated.
+        let found = bracket.result();
+        let Some(rate) = found.capacity_rps else {
+            break;
+        };
+        if found.supported_rps == Some(rate) {
+            break;
+        }
+        if confirmation.is_some() && bracket.runs_left() == 0 {
+            unconfirmed = Some(format!(
+                "the run budget (--max-runs {max_runs}) was spent after a confirmation refuted a faster rate"
+            ));
+            break;
+        }
+        let n = match confirmation_size(&points, rate, &base, confirm_within) {
+            Ok(n) => n,
+            Err(why) => {
+                unconfirmed = Some(why);
+                break;
+            }
+        };
+        let r = run_at(&parent, &mut points, path, src, &base, rate, Some(n), o).await?;
+        let passed = passes_capacity(&r.summary);
+        confirmation = Some(Confirmation {
+            rate,
+            requests: n,
+            verdict: r.summary.steady.slo.as_ref().map(|x| x.verdict),
+            passed,
+        });
+        if r.summary.interrupted || cancel.is_cancelled() {
+            break;
+        }
+        if passed {
+            bracket.confirmed(rate, supported_capacity(&r.summary));
+            break;
+        }
+        // Refuted: the smaller run's pass was the sample's luck. That point fails from now on,
+        // and the search goes on below it within its budget, confirming its new answer.
+        for p in points
+            .iter_mut()
+            .filter(|p| p.value == rate_value(rate) && !p.confirmation)
+        {
+            p.refuted = true;
+        }
+        refuted.push(rate);
+        bracket.refute(rate);
+        o.watch.note(&match bracket.next_rate() {
+            Some(next) => format!(
+                "{rate:.2} req/s is refuted by its confirmation: the search goes on below it, at {next:.2} req/s ({} of {max_runs} runs left)",
+                bracket.runs_left()
+            ),
+            None => format!(
+                "{rate:.2} req/s is refuted by its confirmation: the answer is the highest passing rate below it ({} of {max_runs} runs left)",
+                bracket.runs_left()
+            ),
+        });
     }
+    let mut cap = Capacity::of(bracket.result());
+    cap.confirmation = confirmation;
+    cap.unconfirmed = unconfirmed;
+    cap.refuted = refuted;
+    cap.confidence = base.measurement.confidence;
+    cap.resolution_asked = resolution;
+    cap.max_runs = max_runs;
+    cap.answer(&points, base.workload.seed);
     cap.rule = contract_capacity_rule(&base);
-    let mut points = points.into_inner().unwrap_or_else(|p| p.into_inner());
     points.sort_by(|a, b| rate_of(a).total_cmp(&rate_of(b)));
     mark_pareto(&mut points);
     let result = SweepResult {
@@ -548,10 +708,22 @@ fn human_duration(d: std::time::Duration) -> String {
     }
 }
 
+/// A point's name in a table: its value, marked when it is a confirmation.
+fn point_name(p: &SweepPoint) -> String {
+    if p.confirmation {
+        format!("{} (confirmation)", p.value)
+    } else {
+        p.value.clone()
+    }
+}
+
 /// The SLO cell of a sweep's table: the verdict with its support, or `interrupted`.
 fn slo_cell(p: &SweepPoint) -> String {
     if p.interrupted {
         return "interrupted".to_owned();
+    }
+    if p.refuted {
+        return "refuted by its confirmation".to_owned();
     }
     match (p.slo_verdict, p.slo_met) {
         (Some(v), _) => v.short().to_owned(),
@@ -564,8 +736,22 @@ fn slo_cell(p: &SweepPoint) -> String {
 /// One finished point as a line, printed as the sweep goes (the table is the end's).
 pub fn point_line(n: usize, key: &str, p: &SweepPoint) -> String {
     let f = |x: Option<f64>| x.map_or("—".to_owned(), crate::report::num);
+    // The SLO's percentile of each metric it names (a median only in the table); else p99.
+    let latency: Vec<String> = latency_cells(p)
+        .into_iter()
+        .filter(|(name, _)| !name.ends_with(" p50"))
+        .map(|(name, v)| {
+            format!(
+                "{name} {}",
+                v.map_or("—".to_owned(), |v| format!(
+                    "{} ms",
+                    crate::report::num(v)
+                ))
+            )
+        })
+        .collect();
     format!(
-        "point {n}{}: {key} {} · offered {} achieved {} req/s · TTFT p99 {} ms · attainment {} on {} steady · SLO {} · {}",
+        "point {n}{}: {key} {} · offered {} achieved {} req/s · {} · attainment {} on {} steady · SLO {} · {}",
         if p.confirmation {
             " (confirmation)"
         } else {
@@ -574,7 +760,7 @@ pub fn point_line(n: usize, key: &str, p: &SweepPoint) -> String {
         p.value,
         f(p.offered_rps),
         f(p.achieved_rps),
-        f(p.ttft_p99_ms),
+        latency.join(" · "),
         p.attainment
             .map_or("—".to_owned(), |a| format!("{:.1}%", a * 100.0)),
         p.steady_requests,
@@ -614,11 +800,11 @@ fn support_size(s: &Summary, c: &Contract) -> Option<u64> {
     }
 }
 
-/// The summary of the point the sweep ran at `rate`, as its bundle keeps it.
-fn summary_at(points: &std::sync::Mutex<Vec<SweepPoint>>, rate: f64) -> Option<Summary> {
-    let at =
-        point_at(&points.lock().unwrap_or_else(|p| p.into_inner()), rate).map(|p| p.bundle.clone());
-    at.and_then(|b| crate::bundle::read_json(&b.join(crate::bundle::SUMMARY)).ok()?)
+/// The summary of the last point the sweep ran at `rate`, as its bundle keeps it.
+fn summary_at(points: &[SweepPoint], rate: f64) -> Option<Summary> {
+    let at = point_at(points, rate)?;
+    crate::bundle::read_json(&at.bundle.join(crate::bundle::SUMMARY))
+        .ok()?
         .and_then(|t| serde_json::from_value::<Summary>(t).ok())
 }
 
@@ -644,82 +830,63 @@ fn confirmation_text(
     .map_err(anyhow::Error::msg)
 }
 
-/// Confirms an indicated capacity: one run at the passing rate with the requests its claim
-/// needs, when it fits `within` at that rate. A supported pass makes the answer supported; a
-/// miss moves the bracket's top down to it (the capacity is the next passing rate, indicated).
-#[allow(clippy::too_many_arguments)]
-async fn confirm(
-    cap: &mut Capacity,
+/// The steady requests a confirmation of the indicated capacity at `rate` needs (from the miss
+/// rates its passing point showed), or why none is run: no size can support it, or the run
+/// takes longer than `within` at that rate.
+fn confirmation_size(
+    points: &[SweepPoint],
+    rate: f64,
     base: &Contract,
-    path: &Path,
-    src: &str,
     within: std::time::Duration,
-    parent: &Bundle,
-    points: &std::sync::Mutex<Vec<SweepPoint>>,
-    o: &SweepOptions,
-) -> anyhow::Result<()> {
-    let Some(rate) = cap.capacity_rps else {
-        return Ok(());
-    };
-    if cap.supported_rps == Some(rate) {
-        return Ok(());
-    }
+) -> Result<u64, String> {
     let Some(summary) = summary_at(points, rate) else {
-        return Ok(());
+        return Err(format!("the run at {rate:.2} req/s left no summary"));
     };
     let Some(n) = support_size(&summary, base) else {
-        cap.unconfirmed = Some(format!(
+        return Err(format!(
             "{rate:.2} req/s passed with a miss rate too close to the SLO's limit for any run to support it"
         ));
-        return Ok(());
     };
-    let warm = base.warmup.requests;
-    let seconds = (n + warm) as f64 / rate;
+    let seconds = (n + base.warmup.requests) as f64 / rate;
     if seconds > within.as_secs_f64() {
-        cap.unconfirmed = Some(format!(
+        return Err(format!(
             "supporting {rate:.2} req/s needs about {n} steady requests, {} at that rate, more than --confirm-within {}",
             human_duration(std::time::Duration::from_secs_f64(seconds)),
             human_duration(within)
         ));
-        return Ok(());
     }
-    let value = format!("{rate:.4}");
-    let text = confirmation_text(src, base, &value, n, rate)?;
+    Ok(n)
+}
+
+/// Runs one point of a capacity search at `rate` (with `confirm` steady requests: a
+/// confirmation), as point `n` of the parent bundle: its own arrival draw (`workload.seed` +
+/// its index, so no answer rests on one draw), printed as it finishes and kept.
+#[allow(clippy::too_many_arguments)]
+async fn run_at(
+    parent: &Bundle,
+    points: &mut Vec<SweepPoint>,
+    path: &Path,
+    src: &str,
+    base: &Contract,
+    rate: f64,
+    confirm: Option<u64>,
+    o: &SweepOptions,
+) -> anyhow::Result<crate::run::RunResult> {
+    let value = rate_value(rate);
+    let n = points.len() + 1;
+    let text = match confirm {
+        Some(k) => confirmation_text(src, base, &value, k, rate)?,
+        None => set_key(src, "load.rate", &value).map_err(anyhow::Error::msg)?,
+    };
+    let seed = base.workload.seed.wrapping_add(n as u64 - 1);
+    let text = set_key(&text, "workload.seed", &seed.to_string()).map_err(anyhow::Error::msg)?;
     let (c, inputs) = crate::workload::parse(&text, path)?;
-    let k = points.lock().unwrap_or_else(|p| p.into_inner()).len();
-    let r = run_point(parent, k + 1, c, inputs, o).await?;
+    let r = run_point(parent, n, c, inputs, o).await?;
     let mut point = SweepPoint::of(&value, &r.bundle, &r.summary);
-    point.confirmation = true;
-    o.watch.line(&point_line(k + 1, "load.rate", &point));
-    points.lock().unwrap_or_else(|p| p.into_inner()).push(point);
-    let passed = passes_capacity(&r.summary);
-    cap.confirmation = Some(Confirmation {
-        rate,
-        requests: n,
-        verdict: r.summary.steady.slo.as_ref().map(|x| x.verdict),
-        passed,
-    });
-    if r.summary.interrupted {
-        return Ok(());
-    }
-    cap.tried.push((rate, passed));
-    if supported_capacity(&r.summary) {
-        cap.supported_rps = Some(rate);
-    } else if !passed {
-        // The bracket's top moves down to the rate that failed on the larger sample.
-        cap.failed_at_rps = Some(cap.failed_at_rps.map_or(rate, |h| h.min(rate)));
-        cap.capacity_rps = cap
-            .tried
-            .iter()
-            .filter(|(r, p)| *p && *r < rate)
-            .map(|(r, _)| *r)
-            .reduce(f64::max);
-        cap.resolution = cap
-            .capacity_rps
-            .zip(cap.failed_at_rps)
-            .map(|(l, h)| (h - l) / h);
-    }
-    Ok(())
+    point.confirmation = confirm.is_some();
+    o.watch.line(&point_line(n, "load.rate", &point));
+    points.push(point);
+    Ok(r)
 }
 
 /// `sweep.json`, `sweep.md` and `sweep.html` in the parent bundle.
@@ -735,47 +902,47 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
     d.h(format!("goodput sweep · {} · {}", r.contract, r.vary.key));
     let f = |x: Option<f64>| x.map_or("—".to_owned(), crate::report::num);
     let pct = |x: Option<f64>| x.map_or("—".to_owned(), |v| format!("{:.1}%", v * 100.0));
+    // The columns are those of a point that has the SLO's figures (every point of a sweep has
+    // the same SLO); a point without them (interrupted before its verdict) shows dashes.
+    let model = r
+        .points
+        .iter()
+        .find(|p| !p.slo_metrics.is_empty())
+        .or(r.points.first());
+    let latency: Vec<String> = model.map_or_else(Vec::new, |p| {
+        latency_cells(p).into_iter().map(|(name, _)| name).collect()
+    });
+    let by_slo = model.is_some_and(|p| !p.slo_metrics.is_empty());
     let rows = r
         .points
         .iter()
         .map(|p| {
-            vec![
-                if p.confirmation {
-                    format!("{} (confirmation)", p.value)
-                } else {
-                    p.value.clone()
-                },
-                f(p.offered_rps),
-                f(p.achieved_rps),
-                f(p.ttft_p50_ms),
-                f(p.ttft_p99_ms),
-                f(p.tpot_p99_ms),
-                f(p.e2e_p99_ms),
+            let mut row = vec![point_name(p), f(p.offered_rps), f(p.achieved_rps)];
+            if by_slo && p.slo_metrics.is_empty() {
+                row.extend(latency.iter().map(|_| "—".to_owned()));
+            } else {
+                row.extend(latency_cells(p).into_iter().map(|(_, v)| f(v)));
+            }
+            row.extend([
                 f(p.output_tokens_per_s),
                 pct(p.attainment),
                 f(p.goodput_rps),
                 slo_cell(p),
                 p.validity.to_string(),
-            ]
+            ]);
+            row
         })
         .collect();
-    d.table(
-        &[
-            r.vary.key.as_str(),
-            "offered req/s",
-            "achieved req/s",
-            "TTFT p50",
-            "TTFT p99",
-            "TPOT p99",
-            "E2E p99",
-            "output tok/s",
-            "attainment",
-            "goodput req/s",
-            "SLO",
-            "validity",
-        ],
-        rows,
-    );
+    let mut head = vec![r.vary.key.as_str(), "offered req/s", "achieved req/s"];
+    head.extend(latency.iter().map(String::as_str));
+    head.extend([
+        "output tok/s",
+        "attainment",
+        "goodput req/s",
+        "SLO",
+        "validity",
+    ]);
+    d.table(&head, rows);
     d.line("Latency in ms, steady phase of each point; every point's bundle holds its raw records and full report.");
     frontier_table(&mut d, r);
     if let Some(c) = &r.capacity {
@@ -790,28 +957,40 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
 /// The capacity search's answer: its rule, the bracket with its last passing and first failing
 /// points, and whether the client's limit stopped it.
 fn capacity_lines(d: &mut crate::report::Doc, r: &SweepResult, c: &Capacity) {
-    let at = |rate: f64| point_at(&r.points, rate);
     let why = |rate: f64| {
-        at(rate)
-            .and_then(|p| p.fails_because.clone())
+        failed_at(&r.points, rate)
+            .and_then(|p| {
+                if p.refuted {
+                    Some("refuted by its confirmation".to_owned())
+                } else {
+                    p.fails_because.clone()
+                }
+            })
             .unwrap_or_else(|| "failed".to_owned())
     };
-    let achieved = |rate: f64| {
-        at(rate)
-            .and_then(|p| p.achieved_rps)
-            .map_or(String::new(), |a| format!(", achieved {a:.2}"))
+    let rates = |p: Option<&SweepPoint>| {
+        let f =
+            |x: Option<f64>, what: &str| x.map_or(String::new(), |a| format!(", {what} {a:.2}"));
+        p.map_or(String::new(), |p| {
+            format!(
+                "{}{}",
+                f(p.offered_rps, "offered"),
+                f(p.achieved_rps, "achieved")
+            )
+        })
     };
     if !c.rule.is_empty() {
         d.line(format!("Capacity rule: {}.", c.rule));
     }
     d.line(match (c.capacity_rps, c.failed_at_rps) {
         (Some(lo), Some(hi)) => format!(
-            "Capacity at the SLO: {}{lo:.2} req/s, {}. Last passing point {lo:.2} req/s (SLO met, VALID{}); first failing point {hi:.2} req/s ({}{}) — bracket {:.1}% wide after {} runs.",
+            "Capacity at the SLO: {}{}, {}. Last passing point {lo:.2} req/s (SLO met, VALID{}); first failing point {hi:.2} req/s ({}{}) — bracket {:.1}% wide after {} runs.",
             if c.stopped_by_client_at.is_some() { "at least " } else { "" },
+            c.answer_words().unwrap_or_default(),
             c.support_words(lo),
-            achieved(lo),
+            rates(answer_at(&r.points, lo)),
             why(hi),
-            achieved(hi),
+            rates(failed_at(&r.points, hi)),
             (hi - lo) / hi * 100.0,
             c.tried.len()
         ),
@@ -828,6 +1007,17 @@ fn capacity_lines(d: &mut crate::report::Doc, r: &SweepResult, c: &Capacity) {
         ),
         (None, None) => "No run finished.".to_owned(),
     });
+    for rate in &c.refuted {
+        d.warn(format!(
+            "Refuted: {rate:.2} req/s passed on its point's sample, then failed its confirmation (a larger run at that rate); it counts as failing everywhere, and the search went on below it."
+        ));
+    }
+    if let Some(short) = c.short_of_resolution() {
+        d.warn(format!("Not at the resolution asked: {short}."));
+    }
+    if c.capacity_rps.is_some() && !c.arrivals.is_empty() {
+        d.line(format!("Arrivals: {}.", c.arrivals));
+    }
     if let Some(at) = c.stopped_by_client_at {
         d.warn(format!(
             "The search stopped at {at:.2} req/s: the server met the SLO there, but the client fell behind its schedule (dispatch lag), so the run is INVALID, and lower rates would find only the client's limit. The server's capacity is likely above {at:.2} req/s and is not measured ({}). A client machine that keeps the schedule (or several, `load.shard`) measures further.",
@@ -859,12 +1049,17 @@ fn frontier_table(d: &mut crate::report::Doc, r: &SweepResult) {
         .iter()
         .map(|p| {
             vec![
-                p.value.clone(),
+                point_name(p),
                 g(p.tps_per_user),
                 g(y(p)),
                 g(p.joules_per_output_token),
                 g(p.cost_per_m_slo_output_tokens),
-                if p.pareto { "✓ frontier" } else { "" }.to_owned(),
+                match (p.pareto, p.refuted) {
+                    (_, true) => "refuted",
+                    (true, false) => "✓ frontier",
+                    (false, false) => "",
+                }
+                .to_owned(),
             ]
         })
         .collect();
@@ -912,7 +1107,7 @@ pub fn html_page(r: &SweepResult) -> String {
 
 /// A point that meets the SLO and is VALID.
 fn passes(p: &&SweepPoint) -> bool {
-    p.slo_met == Some(true) && p.validity == crate::analyze::ValidityVerdict::Valid
+    p.slo_met == Some(true) && p.validity == crate::analyze::ValidityVerdict::Valid && !p.refuted
 }
 
 /// The banner's words: the capacity found and its rule, or how many points pass.
@@ -926,11 +1121,13 @@ fn banner_lines(r: &SweepResult, met: usize) -> Vec<String> {
             (None, Some(b)) if c.stopped_by_client_at.is_some() => format!(
                 "CAPACITY NOT MEASURED: the client fell behind at {b:.2} req/s, where the server met the SLO"
             ),
-            (Some(a), Some(b)) if c.supported_rps == Some(a) => {
-                format!("CAPACITY {a:.2} req/s, supported: passes at {a:.2}, fails at {b:.2}")
-            }
+            (Some(a), Some(b)) if c.supported_rps == Some(a) => format!(
+                "CAPACITY {}, supported: passes at {a:.2}, fails at {b:.2}",
+                c.answer_words().unwrap_or_default()
+            ),
             (Some(a), Some(b)) => format!(
-                "CAPACITY {a:.2} req/s, indicated only: passes at {a:.2} on too few requests to support it, fails at {b:.2}"
+                "CAPACITY {}, indicated only: passes at {a:.2} on too few requests to support it, fails at {b:.2}",
+                c.answer_words().unwrap_or_default()
             ),
             (Some(a), None) => format!("CAPACITY at least {a:.2} req/s: no rate tried failed"),
             (None, Some(b)) => format!("NO CAPACITY: even {b:.2} req/s, the lowest tried, fails"),
@@ -947,6 +1144,12 @@ fn banner_lines(r: &SweepResult, met: usize) -> Vec<String> {
         lines.push(format!("Rule: {}", c.rule));
         if let Some(a) = c.capacity_rps {
             lines.push(format!("At {a:.2} req/s: {}.", c.support_words(a)));
+        }
+        for rate in &c.refuted {
+            lines.push(format!("{rate:.2} req/s passed on its point, then failed its confirmation: refuted, it counts as failing."));
+        }
+        if let Some(short) = c.short_of_resolution() {
+            lines.push(format!("Not at the resolution asked: {short}."));
         }
         if let Some(at) = c.stopped_by_client_at {
             lines.push(format!("The search stopped at {at:.2} req/s, where the server met the SLO but the client fell behind its schedule: the server's capacity is not measured above it (ringed points)."));
@@ -965,9 +1168,11 @@ fn tiles(r: &SweepResult) -> Vec<crate::report::html::Tile> {
     if let Some(c) = cap {
         tiles.push(Tile {
             name: "capacity (highest rate meeting the SLO, VALID)".into(),
-            value: c
-                .capacity_rps
-                .map_or("—".into(), |a| format!("{a:.2} req/s")),
+            value: match (c.offered_rps, c.capacity_rps) {
+                (Some(o), _) => format!("{o:.2} req/s offered"),
+                (None, Some(a)) => format!("{a:.2} req/s"),
+                (None, None) => "—".into(),
+            },
             detail: format!(
                 "{}{}",
                 match c.capacity_rps {
@@ -1049,10 +1254,45 @@ fn load_figures(d: &mut crate::report::Doc, r: &SweepResult) {
         "offered req/s (or the varied value)",
         "ms",
     )
-    .line("TTFT p50", pts(|p| p.ttft_p50_ms))
-    .line("TTFT p99", pts(|p| p.ttft_p99_ms))
-    .mark(limited(|p| p.ttft_p99_ms), "client fell behind (ringed)")
-    .line("TPOT p99", pts(|p| p.tpot_p99_ms));
+    .line("TTFT p50", pts(|p| p.ttft_p50_ms));
+    // The SLO's percentile of each metric it names (what the verdicts are about), else p99.
+    let named: Vec<(String, Vec<(f64, f64)>, Vec<(f64, f64)>)> =
+        match r.points.iter().find(|p| !p.slo_metrics.is_empty()) {
+            Some(m) => m
+                .slo_metrics
+                .iter()
+                .map(|k| {
+                    let q = m.slo_percentile.unwrap_or(99.0);
+                    let at = |p: &SweepPoint| {
+                        Some((
+                            x(p)?,
+                            p.slo_metrics
+                                .iter()
+                                .find(|j| j.metric == k.metric)?
+                                .value_ms?,
+                        ))
+                    };
+                    let mut all: Vec<(f64, f64)> = r.points.iter().filter_map(at).collect();
+                    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    let ringed = r.points.iter().filter(|p| p.client_limited).filter_map(at);
+                    (k.name(q), all, ringed.collect())
+                })
+                .collect(),
+            None => vec![
+                (
+                    "TTFT p99".into(),
+                    pts(|p| p.ttft_p99_ms),
+                    limited(|p| p.ttft_p99_ms),
+                ),
+                ("TPOT p99".into(), pts(|p| p.tpot_p99_ms), Vec::new()),
+            ],
+        };
+    for (i, (name, line, ringed)) in named.into_iter().enumerate() {
+        lat = lat.line(&name, line);
+        if i == 0 {
+            lat = lat.mark(ringed, "client fell behind (ringed)");
+        }
+    }
     if let Some((t, pct)) = slo_ttft {
         lat = lat.hline(t, &format!("TTFT SLO p{pct} ≤ {t} ms"));
     }
@@ -1224,9 +1464,98 @@ pub struct Capacity {
     /// the SLO): a lone late wake-up is not the client's limit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retried_for_client: Vec<f64>,
+    /// Passing rates a confirmation failed: each fails from then on, and the search went on
+    /// below it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refuted: Vec<f64>,
+    /// The bracket width asked (`--resolution`) and the runs allowed (`--max-runs`).
+    #[serde(default)]
+    pub resolution_asked: f64,
+    #[serde(default)]
+    pub max_runs: usize,
+    /// The answer as measured: the rate the point it rests on offered (its confirmation's when
+    /// that passed) and achieved. `capacity_rps` is the nominal `load.rate` asked of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_rps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_rps: Option<f64>,
+    /// The rate the first failing point offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_offered_rps: Option<f64>,
+    /// What the offered rate rests on, in words: each point's own arrival draw.
+    #[serde(default)]
+    pub arrivals: String,
 }
 
 impl Capacity {
+    /// A search's end, before its confirmation and its answer's figures.
+    pub fn of(s: crate::arrival::edge::Searched) -> Capacity {
+        Capacity {
+            rule: String::new(),
+            capacity_rps: s.capacity_rps,
+            supported_rps: s.supported_rps,
+            confirmation: None,
+            unconfirmed: None,
+            confidence: 0.99,
+            failed_at_rps: s.failed_at_rps,
+            resolution: s.resolution,
+            tried: s.tried,
+            client_limited: s.client_limited,
+            stopped_by_client_at: s.stopped_by_client_at,
+            retried_for_client: s.retried_for_client,
+            refuted: Vec::new(),
+            resolution_asked: 0.0,
+            max_runs: 0,
+            offered_rps: None,
+            achieved_rps: None,
+            failed_offered_rps: None,
+            arrivals: String::new(),
+        }
+    }
+
+    /// The answer's measured figures, from the points it rests on.
+    fn answer(&mut self, points: &[SweepPoint], seed: u64) {
+        let at = self.capacity_rps.and_then(|r| answer_at(points, r));
+        self.offered_rps = at.and_then(|p| p.offered_rps);
+        self.achieved_rps = at.and_then(|p| p.achieved_rps);
+        self.failed_offered_rps = self
+            .failed_at_rps
+            .and_then(|r| failed_at(points, r))
+            .and_then(|p| p.offered_rps);
+        self.arrivals = format!(
+            "each point drew its own arrivals (workload.seed {seed}, {}, … by point), so the answer rests on more than one draw; a Poisson point offers its nominal rate only on average, and the capacity is the rate its passing point offered",
+            seed.wrapping_add(1)
+        );
+    }
+
+    /// "offered 0.87 req/s (achieved 0.86; nominal load.rate 1.00)", or the nominal rate alone
+    /// when the point has no offered rate.
+    pub fn answer_words(&self) -> Option<String> {
+        let nominal = self.capacity_rps?;
+        Some(match self.offered_rps {
+            Some(o) => format!(
+                "offered {o:.2} req/s ({}nominal load.rate {nominal:.2})",
+                self.achieved_rps
+                    .map_or(String::new(), |a| format!("achieved {a:.2}; "))
+            ),
+            None => format!("{nominal:.2} req/s (nominal load.rate)"),
+        })
+    }
+
+    /// How far the final bracket misses the resolution asked, when the budget ended first.
+    pub fn short_of_resolution(&self) -> Option<String> {
+        let (w, asked) = (self.resolution?, self.resolution_asked);
+        (asked > 0.0 && w > asked + 1e-9).then(|| {
+            format!(
+                "the run budget (--max-runs {}) ended with the bracket {:.1}% wide, {:.1} points wider than the --resolution {:.1}% asked",
+                self.max_runs,
+                w * 100.0,
+                (w - asked) * 100.0,
+                asked * 100.0
+            )
+        })
+    }
+
     /// How strongly the answer at `rate` is known: "supported at 99% confidence" (and by
     /// which run), or "indicated only" with why it was not confirmed or how its confirmation
     /// came out.
@@ -1256,7 +1585,8 @@ impl Capacity {
                 k.requests,
                 k.verdict.map_or("unfinished", |v| v.short())
             );
-        } else if let Some(why) = &self.unconfirmed {
+        }
+        if let Some(why) = &self.unconfirmed {
             out += &format!("; not confirmed: {why}");
         }
         if let Some(s) = self.supported_rps {
@@ -1312,21 +1642,7 @@ where
         };
         bracket.observe(rate, p);
     }
-    let s = bracket.result();
-    Ok(Capacity {
-        rule: String::new(),
-        capacity_rps: s.capacity_rps,
-        supported_rps: s.supported_rps,
-        confirmation: None,
-        unconfirmed: None,
-        confidence: 0.99,
-        failed_at_rps: s.failed_at_rps,
-        resolution: s.resolution,
-        tried: s.tried,
-        client_limited: s.client_limited,
-        stopped_by_client_at: s.stopped_by_client_at,
-        retried_for_client: s.retried_for_client,
-    })
+    Ok(Capacity::of(bracket.result()))
 }
 
 #[cfg(test)]

@@ -241,6 +241,15 @@ pub struct NotYet {
     pub percentile: f64,
     /// Requests it needs with the failures seen so far (`u64::MAX`: none can, p100).
     pub needs: u64,
+    /// The failures seen so far (each a miss), and what it would need with none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub needs_with_none: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The strongest claim of one metric's sorted sample (failures as +∞). `asked`: the SLO's
@@ -271,6 +280,8 @@ pub fn strongest(metric: &str, sorted: &[f64], asked: f64, confidence: f64) -> C
     .then(|| NotYet {
         percentile: asked,
         needs: min_requests_for(asked, failed, confidence),
+        failed,
+        needs_with_none: min_requests_for(asked, 0, confidence),
     });
     Claim {
         metric: metric.to_owned(),
@@ -308,10 +319,9 @@ impl Claim {
     pub fn not_yet_words(&self) -> Option<String> {
         self.not_yet.as_ref().map(|n| {
             format!(
-                "{} not yet: needs {}, has {}",
+                "{} not yet: {}",
                 pname(n.percentile),
-                needs(n.needs),
-                self.requests
+                needs_words(n.needs, n.failed, n.needs_with_none, self.requests)
             )
         })
     }
@@ -370,6 +380,21 @@ pub fn unsupported_words(p: f64, have: &[u64], confidence: f64) -> String {
             Some(q) => format!("{} is the highest it supports", pname(q)),
             None => "too few for any percentile claim".to_owned(),
         }
+    )
+}
+
+/// What a supported claim of "at least `share` meet" needs, in the words every command uses:
+/// "needs 459 requests, has 200", or, when misses raise it, "needs 662 requests with the 1
+/// miss seen (459 with none), has 454", so two needs on one screen say why they differ.
+pub fn needs_words(needed: u64, misses: u64, with_none: u64, has: u64) -> String {
+    if misses == 0 || needed == with_none {
+        return format!("needs {} requests, has {has}", needs(needed));
+    }
+    format!(
+        "needs {} requests with the {misses} miss{} seen ({} with none), has {has}",
+        needs(needed),
+        if misses == 1 { "" } else { "es" },
+        needs(with_none)
     )
 }
 

@@ -920,22 +920,22 @@ impl SloResult {
         let same = open
             .windows(2)
             .all(|w| (w[0].needed, w[0].requests) == (w[1].needed, w[1].requests));
+        let none = crate::stats::min_requests_for(self.percentile, 0, self.confidence);
+        let words = |m: &SloMetric| claims::needs_words(m.needed, m.misses, none, m.requests);
         let mut parts: Vec<String> = if same && open.len() > 1 {
             vec![format!(
-                "{} needs {}, has {}",
+                "{} {}",
                 claims::pname(self.percentile),
-                claims::needs(open[0].needed),
-                open[0].requests
+                words(open[0])
             )]
         } else {
             open.iter()
                 .map(|m| {
                     format!(
-                        "{} {} needs {}, has {}",
+                        "{} {} {}",
                         m.metric.to_uppercase(),
                         claims::pname(self.percentile),
-                        claims::needs(m.needed),
-                        m.requests
+                        words(m)
                     )
                 })
                 .collect()
@@ -949,11 +949,20 @@ impl SloResult {
         if self.attainment_verdict == SloVerdict::MetIndicated
             && open.iter().all(|m| m.needed < attainment_needs)
         {
+            let misses = self.counted - self.met.min(self.counted);
             parts.push(format!(
-                "attainment {:.0}% needs {}, has {}",
+                "attainment {:.0}% {}",
                 self.attainment_target * 100.0,
-                claims::needs(attainment_needs),
-                self.counted
+                claims::needs_words(
+                    attainment_needs,
+                    misses,
+                    crate::stats::min_requests_for_share(
+                        self.attainment_target,
+                        0,
+                        self.confidence
+                    ),
+                    self.counted
+                )
             ));
         }
         Some(parts.join("; "))

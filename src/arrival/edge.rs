@@ -149,6 +149,46 @@ impl Bracket {
         };
     }
 
+    /// A passing rate refuted by a larger run at it (a capacity's confirmation, which counts
+    /// as a run): it fails from now on, the bracket's top comes down to it, its bottom to the
+    /// highest rate below it that passed, and the search goes on toward the resolution while
+    /// runs remain.
+    pub fn refute(&mut self, rate: f64) {
+        for t in self.tried.iter_mut().filter(|t| (t.0 - rate).abs() < 1e-9) {
+            t.1 = false;
+        }
+        self.tried.push((rate, false));
+        let below = |r: f64| r < rate - 1e-9;
+        self.hi = Some(self.hi.map_or(rate, |h| h.min(rate)));
+        self.lo = self
+            .tried
+            .iter()
+            .filter(|(r, p)| *p && below(*r))
+            .map(|(r, _)| *r)
+            .reduce(f64::max);
+        self.supported = self.supported.filter(|s| below(*s));
+        self.next = match (self.lo, self.hi) {
+            _ if self.tried.len() >= self.max => None,
+            (None, Some(h)) => Some(h / 2.0),
+            (Some(l), Some(h)) if (h - l) / h > self.resolution => Some((l + h) / 2.0),
+            _ => None,
+        };
+    }
+
+    /// A passing rate whose larger run (a confirmation, which counts as a run) passed too,
+    /// supporting the pass or not.
+    pub fn confirmed(&mut self, rate: f64, supported: bool) {
+        self.tried.push((rate, true));
+        if supported {
+            self.supported = Some(self.supported.map_or(rate, |s| s.max(rate)));
+        }
+    }
+
+    /// Runs left in the budget.
+    pub fn runs_left(&self) -> usize {
+        self.max.saturating_sub(self.tried.len())
+    }
+
     pub fn result(&self) -> Searched {
         Searched {
             capacity_rps: self.lo,
@@ -514,6 +554,48 @@ mod tests {
         let r = b.result();
         assert!(r.retried_for_client.is_empty() && r.stopped_by_client_at.is_none());
         assert!(r.client_limited, "{r:?}");
+    }
+
+    /// Issue #71: a pass its confirmation refutes fails from then on (every entry at its rate),
+    /// the bracket's top comes down to it, and the search goes on toward the resolution with
+    /// the runs left; a refutation with none left ends it, the bracket as wide as it is.
+    #[test]
+    fn a_refuted_pass_fails_and_the_search_goes_on_below_it() {
+        let mut b = Bracket::new(1.0, 0.1, 8);
+        for (rate, passed) in [(1.0, true), (2.0, false), (1.5, false), (1.25, true)] {
+            assert_eq!(b.next_rate(), Some(rate));
+            b.observe(
+                rate,
+                PointOutcome {
+                    supported: false,
+                    ..PointOutcome::passed(passed)
+                },
+            );
+        }
+        // 1.25–1.5 is 16.7% wide: one more bisection at 1.375 was next.
+        assert_eq!(b.next_rate(), Some(1.375));
+        b.refute(1.25);
+        let r = b.result();
+        assert_eq!((r.capacity_rps, r.failed_at_rps), (Some(1.0), Some(1.25)));
+        assert!(
+            r.tried.iter().filter(|t| t.0 == 1.25).all(|t| !t.1),
+            "{r:?}"
+        );
+        assert_eq!(b.runs_left(), 3);
+        // 1.0–1.25 is 20% wide, 10% asked: the search goes on at 1.125.
+        assert_eq!(b.next_rate(), Some(1.125));
+        b.observe(1.125, PointOutcome::passed(true));
+        assert_eq!(b.result().capacity_rps, Some(1.125));
+        assert_eq!(b.next_rate(), None, "1.125–1.25 is within 10%");
+        b.confirmed(1.125, true);
+        assert_eq!(b.result().supported_rps, Some(1.125));
+
+        let mut tight = Bracket::new(1.0, 0.01, 3);
+        tight.observe(1.0, PointOutcome::passed(true));
+        tight.observe(2.0, PointOutcome::passed(false));
+        tight.refute(1.0);
+        assert_eq!(tight.next_rate(), None, "no run left");
+        assert_eq!(tight.result().capacity_rps, None);
     }
 
     /// The schedule holds each step's rate until the collector posts its verdict, waits for

@@ -372,9 +372,13 @@ fn slo_metric_tiles(s: &Summary, x: &crate::analyze::SloResult, tiles: &mut Vec<
                 .upper_ms
                 .map_or(String::new(), |u| format!(" · ≤ {} at {conf}", ms(u))),
             SloVerdict::MetIndicated => format!(
-                " · not yet supported at {conf}: needs {}, has {}",
-                crate::analyze::claims::needs(m.needed),
-                m.requests
+                " · not yet supported at {conf}: {}",
+                crate::analyze::claims::needs_words(
+                    m.needed,
+                    m.misses,
+                    crate::stats::min_requests_for(x.percentile, 0, x.confidence),
+                    m.requests
+                )
             ),
             SloVerdict::Missed => m.lower_ms.map_or_else(
                 || format!(" · conclusive at {conf}"),
@@ -390,7 +394,7 @@ fn slo_metric_tiles(s: &Summary, x: &crate::analyze::SloResult, tiles: &mut Vec<
             ),
             value: match m.value_ms {
                 Some(v) => ms(v),
-                None if m.misses > 0 => "failed".into(),
+                None if m.misses > 0 => "a failed request".into(),
                 None => "—".into(),
             },
             detail: format!(

@@ -299,6 +299,20 @@ fn slo_value(m: &crate::analyze::SloMetric, unit: &str) -> String {
     }
 }
 
+/// An SLO metric whose percentile falls on a failed request (it has no value: a failure is a
+/// miss of every threshold), in words that say what failed: "TTFT p99 is a failed request (3
+/// of 20 failed or over 500 ms)".
+fn failed_words(m: &crate::analyze::SloMetric, percentile: f64, unit: &str) -> String {
+    format!(
+        "{} {} is a failed request ({} of {} failed or over {}{unit})",
+        m.metric.to_uppercase(),
+        crate::analyze::claims::pname(percentile),
+        m.misses,
+        m.requests,
+        num(m.threshold_ms)
+    )
+}
+
 /// Each SLO metric at its percentile against its threshold, in words: "TTFT p99 114 ms ≤ 300 ms
 /// ✓", with "(indicated)" when the sample does not settle it at the contract's confidence
 /// (`unit` after each number; empty where a table's heading gives it).
@@ -306,6 +320,9 @@ fn slo_metrics(slo: &crate::analyze::SloResult, unit: &str) -> Vec<String> {
     slo.per_metric
         .iter()
         .map(|m| {
+            if m.value_ms.is_none() && m.misses > 0 {
+                return format!("{} ✗", failed_words(m, slo.percentile, unit));
+            }
             format!(
                 "{} {} {} ≤ {}{unit} {}{}",
                 m.metric.to_uppercase(),
@@ -337,6 +354,13 @@ pub fn slo_miss(slo: &crate::analyze::SloResult) -> Option<String> {
         }
     };
     if let Some(m) = slo.per_metric.iter().find(|m| !m.pass) {
+        if m.value_ms.is_none() && m.misses > 0 {
+            return Some(format!(
+                "{}{}",
+                failed_words(m, slo.percentile, " ms"),
+                how(m.verdict)
+            ));
+        }
         return Some(format!(
             "{} {} {} > {} ms{}",
             m.metric.to_uppercase(),

@@ -72,7 +72,15 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
             .find(|(t, _)| (t - rate).abs() < 1e-3)
             .unwrap()
             .1;
-        assert_eq!(passed, goodput::sweep::passes_capacity(&s), "{p:?}");
+        // A pass its confirmation refuted fails from then on.
+        assert_eq!(
+            passed,
+            goodput::sweep::passes_capacity(&s) && !p.refuted,
+            "{p:?}"
+        );
+        if p.refuted {
+            continue;
+        }
         assert_eq!(
             passed,
             s.steady.slo.as_ref().unwrap().pass && s.validity.verdict == "VALID"
@@ -89,20 +97,64 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
         "{md}"
     );
 
-    // The same search, on the discrete-event clock, judged by the same function.
-    let truth = goodput::sweep::search_capacity(30.0, 0.02, 16, |rate| async move {
-        let c = with_rate(CAPACITY, rate);
-        let recs = common::des_records(&c, 40);
-        let s = summarize(&c, &recs, &Context::default());
-        Ok(Some(goodput::sweep::PointOutcome::passed(
-            goodput::sweep::passes_capacity(&s),
-        )))
-    })
-    .await
-    .unwrap();
-    let t = truth.capacity_rps.unwrap();
+    // Issue #71: the answer is the rate its passing point offered, not the nominal rate asked
+    // of it (a Poisson draw offers the nominal only on average), and each point drew its own
+    // arrivals.
+    let answer = r
+        .points
+        .iter()
+        .rfind(|p| p.value == format!("{lo:.4}") && p.slo_met == Some(true))
+        .unwrap();
+    assert_eq!(c.offered_rps, answer.offered_rps, "{c:?}");
+    assert!(
+        md.contains(&format!(
+            "Capacity at the SLO: offered {:.2} req/s",
+            c.offered_rps.unwrap()
+        )),
+        "{md}"
+    );
+    assert!(
+        md.contains("each point drew its own arrivals (workload.seed 4, 5, … by point)"),
+        "{md}"
+    );
+    let seeds: std::collections::BTreeSet<u64> = r
+        .points
+        .iter()
+        .map(|p| {
+            let t = std::fs::read_to_string(p.bundle.join("contract.toml")).unwrap();
+            goodput::contract::parse(&t, Path::new("c.toml"))
+                .unwrap()
+                .workload
+                .seed
+        })
+        .collect();
+    assert_eq!(seeds.len(), r.points.len(), "one draw per point: {seeds:?}");
+    let lo = c.offered_rps.unwrap();
+
+    // The same search, on the discrete-event clock, judged by the same function, over ten
+    // arrival draws (seeds): the capacity of the server, not of one draw.
+    let mut each = Vec::new();
+    for seed in 0..10u64 {
+        let src = CAPACITY.replace("seed = 4", &format!("seed = {seed}"));
+        let truth = goodput::sweep::search_capacity(30.0, 0.02, 16, |rate| {
+            let src = src.clone();
+            async move {
+                let c = with_rate(&src, rate);
+                let recs = common::des_records(&c, 40);
+                let s = summarize(&c, &recs, &Context::default());
+                Ok(Some(goodput::sweep::PointOutcome::passed(
+                    goodput::sweep::passes_capacity(&s),
+                )))
+            }
+        })
+        .await
+        .unwrap();
+        each.push(truth.capacity_rps.unwrap());
+    }
+    each.sort_by(f64::total_cmp);
+    let t = (each[4] + each[5]) / 2.0;
     eprintln!(
-        "client {lo:.2}–{hi:.2} req/s; simulator {t:.2}; tried {:?}",
+        "client offered {lo:.2} (nominal bracket to {hi:.2}) req/s; simulator median {t:.2} of {each:?}; tried {:?}",
         c.tried
     );
     // A point the client could not keep on schedule is INVALID, and rightly fails: on a
@@ -149,9 +201,7 @@ async fn an_indicated_capacity_on_small_points_lies_near_the_simulators() {
     assert_eq!(c.supported_rps, None, "{c:?}");
     let md = std::fs::read_to_string(parent.path("sweep.md")).unwrap();
     assert!(
-        md.contains(&format!(
-            "Capacity at the SLO: {lo:.2} req/s, indicated only"
-        )),
+        md.contains(&format!("nominal load.rate {lo:.2}), indicated only")),
         "{md}"
     );
     assert!(md.contains("not confirmed"), "{md}");
@@ -718,4 +768,128 @@ async fn thirty_requests_at_half_a_request_per_second_through_the_client_are_val
         "{v:?}"
     );
     assert!(v.overload.is_none(), "{v:?}");
+}
+
+/// Issue #71: a point that passes on its small sample and whose confirmation fails is a
+/// failing point everywhere (its SLO cell, the frontier, the answer), and the search goes on
+/// below it within its budget. The simulator slows 40× once 100 requests have arrived: no
+/// 80-request point (60 steady, 20 warm-up) meets it, every confirmation (hundreds) does.
+#[test]
+fn a_pass_its_confirmation_refutes_fails_everywhere_and_the_search_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("refute.toml");
+    let src = CAPACITY
+        .replace("percentile = 90", "percentile = 99")
+        .replace("requests = 150", "requests = 60")
+        .replace("value = 400", "value = 100")
+        .replace("rate = 30", "rate = 60")
+        .replace("[quality]\nmode = \"consistency\"\nprobes = 4\n", "")
+        // The guard stops an overloaded point after 2 s of waiting, not 10.
+        + "[measurement.guard]\nmax_wait = \"2s\"\n[target.simulator.faults]\nslow_after_requests = 100\nslow_factor = 40\n";
+    std::fs::write(&path, &src).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args([
+            "sweep",
+            "--capacity",
+            "--max-runs",
+            "6",
+            "--confirm-within",
+            "1m",
+        ])
+        .arg(&path)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let parent = std::fs::read_dir(dir.path().join("runs/cap"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(parent.join("sweep.json")).unwrap()).unwrap();
+    let cap = &json["capacity"];
+    let points = json["points"].as_array().unwrap();
+    let Some(refuted) = cap["refuted"]
+        .as_array()
+        .and_then(|r| r.first())
+        .and_then(|r| r.as_f64())
+    else {
+        // No pass to confirm (the machine kept every point from passing): nothing refuted.
+        assert!(cap["capacity_rps"].is_null(), "{cap}");
+        return;
+    };
+    let at = |p: &serde_json::Value| p["value"].as_str().unwrap().parse::<f64>().unwrap();
+    // The refuted point fails everywhere: marked, off the frontier, its cell says why.
+    let original: Vec<&serde_json::Value> = points
+        .iter()
+        .filter(|p| (at(p) - refuted).abs() < 1e-3 && p["confirmation"] != true)
+        .collect();
+    assert!(!original.is_empty());
+    for p in &original {
+        assert_eq!(p["refuted"], true, "{p}");
+        assert_eq!(p["pareto"], false, "{p}");
+    }
+    assert!(
+        cap["capacity_rps"].as_f64().is_none_or(|c| c < refuted),
+        "{cap}"
+    );
+    assert!(
+        cap["tried"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| (t[0].as_f64().unwrap() - refuted).abs() < 1e-3)
+            .all(|t| t[1] == false),
+        "{cap}"
+    );
+    let md = std::fs::read_to_string(parent.join("sweep.md")).unwrap();
+    assert!(md.contains("refuted by its confirmation"), "{md}");
+    assert!(
+        md.contains(&format!(
+            "Refuted: {refuted:.2} req/s passed on its point's sample"
+        )),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(parent.join("sweep.html")).unwrap();
+    assert!(
+        html.contains("failed its confirmation: refuted"),
+        "the banner says so"
+    );
+    // The search went on: a point ran after the refuting confirmation (in run order), below
+    // the refuted rate, or the budget was spent and the answer says by how much it misses.
+    let order = |p: &serde_json::Value| {
+        std::path::Path::new(p["bundle"].as_str().unwrap())
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+    let refuting = points
+        .iter()
+        .filter(|p| p["confirmation"] == true && (at(p) - refuted).abs() < 1e-3)
+        .map(order)
+        .min()
+        .unwrap();
+    let after: Vec<f64> = points
+        .iter()
+        .filter(|p| order(p) > refuting && p["confirmation"] != true)
+        .map(at)
+        .collect();
+    let spent = cap["tried"].as_array().unwrap().len() >= 6;
+    assert!(
+        after.iter().any(|r| *r < refuted) || spent,
+        "after {refuting}: {after:?}; {cap}"
+    );
+    if cap["resolution"].as_f64().is_some_and(|w| w > 0.05 + 1e-9) {
+        assert!(
+            md.contains(
+                "Not at the resolution asked: the run budget (--max-runs 6) ended with the bracket"
+            ),
+            "{md}"
+        );
+    }
+    assert!(err.contains("is refuted by its confirmation: the"), "{err}");
 }
