@@ -186,6 +186,16 @@ fn status(h: &History, fail_on: Option<FailOn>) -> (anyhow::Result<ExitCode>, Ve
         Some(FailOn::Regression) => h.regressions(),
         None => Vec::new(),
     };
+    let never = match fail_on {
+        Some(FailOn::Regression) => h.unjudgeable(),
+        None => Vec::new(),
+    };
+    if bad.is_empty() && !never.is_empty() {
+        return (
+            Ok(ExitCode::from(EXIT_UNJUDGEABLE)),
+            unjudgeable_lines(never),
+        );
+    }
     if bad.is_empty() {
         (Ok(ExitCode::SUCCESS), Vec::new())
     } else {
@@ -196,6 +206,20 @@ fn status(h: &History, fail_on: Option<FailOn>) -> (anyhow::Result<ExitCode>, Ve
                 .collect(),
         )
     }
+}
+
+/// The exit status of `--fail-on regression` over a series it can never judge (its newest
+/// point is directional): a gate that would pass forever is a failure, named.
+pub const EXIT_UNJUDGEABLE: u8 = 11;
+
+/// Each series `--fail-on regression` cannot judge, and what would make it judgeable.
+pub fn unjudgeable_lines(never: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = never
+        .into_iter()
+        .map(|n| format!("--fail-on regression cannot judge (exit {EXIT_UNJUDGEABLE}): {n}"))
+        .collect();
+    out.push("Each reason names the key that fixes it: a [quality] mode (\"consistency\" or \"reference\"), an [slo], or the facts the server does not say, declared in [target.declared] (engine_revision, model_revision, hardware, precision). Points added before the fix stay directional; the series is judged from its first comparable points.".to_owned());
+    out
 }
 
 /// The history shown, with its status.

@@ -145,6 +145,9 @@ pub async fn run(a: RunArgs) -> anyhow::Result<Done> {
             "--fail-on regression needs --history STORE: a run is judged against the runs before it"
         );
     }
+    if regression {
+        never_judged(&c)?;
+    }
     let gates = Gates::check(fail_on, baseline, &c)?;
     let cancel = cancel_on_signals("the records in flight");
     if c.repeat.runs > 1 {
@@ -185,6 +188,28 @@ pub async fn run(a: RunArgs) -> anyhow::Result<Done> {
     Ok(done)
 }
 
+/// `--fail-on regression` refused before the run when the contract alone makes every point
+/// it adds directional (no SLO, or no quality check): such points are shown and never judged,
+/// so the gate could never fail. What the server may still say (its revisions) is judged after
+/// the run ([`crate::history::History::unjudgeable`]).
+fn never_judged(c: &crate::contract::Contract) -> anyhow::Result<()> {
+    let mut why = Vec::new();
+    if !c.has_slo() {
+        why.push("no [slo] (goodput is undefined without one): add [slo] with a threshold, e.g. ttft_ms = 500");
+    }
+    if c.target.api.capabilities().generates && c.quality.mode == crate::contract::QualityMode::None
+    {
+        why.push("no quality check ([quality] mode = \"none\"): set [quality] mode = \"consistency\" (outputs compared run to run) or \"reference\"");
+    }
+    if why.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "--fail-on regression can never judge this contract's runs: every point it adds to the history is directional (shown, never used to decide), so the gate would pass forever. {}",
+        why.join("; ")
+    )
+}
+
 /// `--history STORE`: the bundle added, how its series stands said on stderr; with
 /// `--fail-on regression`, exit 10 when it starts a change for the worse (and nothing else
 /// failed first).
@@ -220,6 +245,10 @@ async fn with_history(
             "fail-on regression (exit 10): the run starts a change for the worse in its series"
                 .into(),
         );
+    } else if regression && !h.unjudgeable().is_empty() {
+        done.status = Ok(ExitCode::from(super::history::EXIT_UNJUDGEABLE));
+        done.after
+            .extend(super::history::unjudgeable_lines(h.unjudgeable()));
     }
     Ok(())
 }

@@ -230,6 +230,28 @@ impl History {
             .collect()
     }
 
+    /// `--fail-on regression` that can never judge: the series whose newest point is
+    /// directional (VALID, but its contract or facts are incomplete), with what makes it so.
+    /// Each such point is shown and never used to decide, so a gate over them would pass
+    /// forever; an INVALID point is a measurement's failure, not the series', and is left to
+    /// `--fail-on invalid`.
+    pub fn unjudgeable(&self) -> Vec<String> {
+        self.series
+            .iter()
+            .filter_map(|s| {
+                let p = s.points.last()?;
+                (p.valid && !p.comparable).then(|| {
+                    format!(
+                        "series {} ({}): the newest point is directional, so no point like it is ever judged: {}",
+                        s.key,
+                        s.name,
+                        p.missing.join("; ")
+                    )
+                })
+            })
+            .collect()
+    }
+
     pub fn document(&self) -> Doc {
         let mut d = Doc::default();
         d.h(format!("goodput history · {}", self.store));

@@ -658,3 +658,63 @@ fn bad_stores_and_bundles_are_named_and_nothing_stored_changes() {
         "{err}"
     );
 }
+
+/// Issue #71: `--fail-on regression` over points that are never judged would pass forever.
+/// A contract that makes every point directional (here: no quality check) is refused before
+/// its run, naming the key that fixes it; a directional point added with the gate (by `history
+/// add`) fails it with exit 11 and the reason, rather than exiting 0.
+#[test]
+fn the_regression_gate_refuses_a_series_it_can_never_judge() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("h.sqlite").display().to_string();
+    let no_quality = "[quality]\nmode = \"none\"\n";
+    let contract = dir.path().join("directional.toml");
+    let text = text_at(12.0, 1, 40).replace("[quality]\nmode = \"consistency\"\nprobes = 2\n", "");
+    std::fs::write(&contract, format!("{text}{no_quality}")).unwrap();
+    let runs = dir.path().join("runs");
+    let (code, _, err) = goodput(&[
+        "run",
+        "-q",
+        contract.to_str().unwrap(),
+        "--out",
+        runs.to_str().unwrap(),
+        "--history",
+        &store,
+        "--fail-on",
+        "regression",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--fail-on regression can never judge this contract's runs")
+            && err.contains("set [quality] mode = \"consistency\""),
+        "{err}"
+    );
+    assert!(bundles(&runs).is_empty(), "refused before the run");
+
+    // The same contract run without the gate, then added with it: exit 11, the reason named.
+    let (code, _, err) = goodput(&[
+        "run",
+        "-q",
+        contract.to_str().unwrap(),
+        "--out",
+        runs.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let b = bundles(&runs).pop().unwrap();
+    let (code, out, err) = goodput(&[
+        "history",
+        "add",
+        b.to_str().unwrap(),
+        "--store",
+        &store,
+        "--fail-on",
+        "regression",
+    ]);
+    assert_eq!(code, 11, "{out}{err}");
+    assert!(
+        err.contains("--fail-on regression cannot judge (exit 11)")
+            && err.contains("the newest point is directional")
+            && err.contains("no quality check"),
+        "{err}"
+    );
+}
