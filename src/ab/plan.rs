@@ -11,7 +11,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::stats::{Design, pairs_needed};
+use super::stats::{Design, pairs_needed, pairs_to_detect};
 use super::{AbOptions, Metric, Sample, Side, figure};
 use crate::bundle::Bundle;
 
@@ -30,6 +30,11 @@ pub struct PlanRow {
     pub spread: [Option<f64>; 2],
     /// Pairs needed to decide it within ± the MDE (`None`: beyond 2,000 pairs, or no figure).
     pub pairs: Option<usize>,
+    /// When the pilot's difference is beyond the MDE and beyond the blocks' own spread (twice
+    /// the paired difference's): the pairs that detect a difference that large, which decide
+    /// the metric (better or worse) if the pilot's difference is real.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs_if_real: Option<usize>,
     /// The smallest difference (relative to A) the budget's pairs detect.
     pub at_budget: Option<f64>,
 }
@@ -39,6 +44,12 @@ pub struct PlanRow {
 pub struct AbPlan {
     pub a: String,
     pub b: String,
+    /// A against itself (no contract field and no target fact differs), else an A/B.
+    #[serde(default)]
+    pub null_check: bool,
+    /// Every field in which B differs from A, the targets' own facts included.
+    #[serde(default)]
+    pub differs: Vec<String>,
     pub design: Design,
     pub rows: Vec<PlanRow>,
     /// Seconds the pilot's two blocks took, each.
@@ -86,11 +97,21 @@ pub async fn plan(a: Side, b: Side, o: &AbOptions) -> anyhow::Result<AbPlan> {
     let parent = Bundle::create(&o.out_root, &a.contract)?;
     let started = Instant::now();
     let mut samples = Vec::new();
+    let mut targets = Vec::new();
     for (i, s) in [&a, &b].into_iter().enumerate() {
         let sim = super::simulator(s).await?;
-        let (block, sample, _) =
+        let (block, sample, target) =
             super::one_block(s, i, 1, sim.as_ref(), (&parent, &metrics, started), o).await?;
         samples.push((block, sample));
+        targets.push(target);
+    }
+    // What the targets said of themselves, as `ab` adds after its first pair: two servers at
+    // two URLs, one with more slots, are an A/B the contracts do not show.
+    let mut differs = differs;
+    if let [Some(x), Some(y)] = &targets[..] {
+        for (k, p, q) in crate::compare::target_facts_diff(x, y) {
+            differs.push(format!("{k} {p} → {q}"));
+        }
     }
     let block_s = started.elapsed().as_secs_f64() / 2.0;
     let rows = rows(&design, &metrics, &samples);
@@ -102,26 +123,63 @@ pub async fn plan(a: Side, b: Side, o: &AbOptions) -> anyhow::Result<AbPlan> {
         .map(|p| 2 * p);
     let budget = 2 * design.max_pairs;
     let mde = crate::report::num(design.mde * 100.0);
-    let sentence = match blocks {
-        Some(n) if n <= budget => format!(
-            "{n} blocks (about {:.0} min) decide every metric within ±{mde}%: the budget of {budget} blocks is enough",
-            n as f64 * block_s / 60.0
-        ),
+    // A metric is decided by whichever comes first: its difference detected, or its
+    // equivalence within ± the MDE shown. If the pilot's differences are real, that is the
+    // sooner of the two for each metric.
+    let if_real = rows
+        .iter()
+        .map(|r| match (r.pairs_if_real, r.pairs) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        })
+        .collect::<Option<Vec<usize>>>()
+        .and_then(|v| v.into_iter().max())
+        .map(|p| 2 * p)
+        .filter(|_| rows.iter().any(|r| r.pairs_if_real.is_some()));
+    let minutes = |n: usize| n as f64 * block_s / 60.0;
+    let sentence = match if_real {
         Some(n) => format!(
-            "{n} blocks (about {:.0} min) decide every metric within ±{mde}%; the budget of {budget} blocks is not enough, so expect \"undecided at the budget\" on some: give --max-blocks {n}, or a larger --mde, or longer blocks",
-            n as f64 * block_s / 60.0
+            "the pilot shows differences beyond ±{mde}% ({}): if they are real, {n} blocks (about {:.0} min) decide every metric, the budget being {budget}; {}",
+            rows.iter()
+                .filter(|r| r.pairs_if_real.is_some())
+                .map(|r| r.metric.name.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
+            minutes(n),
+            match blocks {
+                Some(e) => format!(
+                    "if B equals A within ±{mde}%, showing so takes {e} blocks (about {:.0} min)",
+                    minutes(e)
+                ),
+                None => format!(
+                    "if B equals A, showing it within ±{mde}% takes more than {LIMIT} pairs of these blocks"
+                ),
+            }
         ),
-        None => format!(
-            "some metric cannot be decided within ±{mde}% in {LIMIT} pairs of these blocks: give a larger --mde, or longer blocks"
-        ),
+        None => String::new(),
+    };
+    let sentence = if !sentence.is_empty() {
+        sentence
+    } else {
+        match blocks {
+            Some(n) if n <= budget => format!(
+                "{n} blocks (about {:.0} min) decide every metric within ±{mde}%: the budget of {budget} blocks is enough",
+                n as f64 * block_s / 60.0
+            ),
+            Some(n) => format!(
+                "{n} blocks (about {:.0} min) decide every metric within ±{mde}%; the budget of {budget} blocks is not enough, so expect \"undecided at the budget\" on some: give --max-blocks {n}, or a larger --mde, or longer blocks",
+                n as f64 * block_s / 60.0
+            ),
+            None => format!(
+                "some metric cannot be decided within ±{mde}% in {LIMIT} pairs of these blocks: give a larger --mde, or longer blocks"
+            ),
+        }
     };
     let result = AbPlan {
         a: a.label.clone(),
-        b: if differs.is_empty() {
-            format!("{} (null check)", b.label)
-        } else {
-            b.label.clone()
-        },
+        b: b.label.clone(),
+        null_check: differs.is_empty(),
+        differs,
         design,
         rows,
         block_s,
@@ -154,6 +212,14 @@ fn rows(
             let pairs = sd
                 .zip(a)
                 .and_then(|(sd, a)| pairs_needed(design, sd, a, LIMIT));
+            let pairs_if_real = match (sd, a, b) {
+                (Some(sd), Some(a), Some(b))
+                    if (b - a).abs() > design.mde * a.abs() && (b - a).abs() > 2.0 * sd =>
+                {
+                    pairs_to_detect(design, sd, (b - a).abs(), LIMIT)
+                }
+                _ => None,
+            };
             let at_budget = sd
                 .zip(a)
                 .filter(|(_, a)| *a != 0.0)
@@ -164,6 +230,7 @@ fn rows(
                 b,
                 spread,
                 pairs,
+                pairs_if_real,
                 at_budget,
             }
         })
@@ -173,7 +240,20 @@ fn rows(
 /// The plan as a document.
 pub fn document(p: &AbPlan) -> crate::report::Doc {
     let mut d = crate::report::Doc::default();
-    d.h(format!("goodput ab --plan · {} vs {}", p.a, p.b));
+    d.h(format!(
+        "goodput ab --plan · {} · {} vs {}",
+        if p.null_check { "null check" } else { "A/B" },
+        p.a,
+        p.b
+    ));
+    if p.null_check {
+        d.line("A null check: B is A (no contract field and no target fact differs), so the test must find no difference.");
+    } else {
+        d.line(format!(
+            "A/B: B differs from A in {}.",
+            p.differs.join("; ")
+        ));
+    }
     d.line(format!("Plan: {}.", p.sentence));
     let f = |x: Option<f64>| x.map_or("—".to_owned(), crate::report::num);
     let rows = p
@@ -185,6 +265,7 @@ pub fn document(p: &AbPlan) -> crate::report::Doc {
                 f(r.a),
                 f(r.b),
                 format!("{} / {}", f(r.spread[0]), f(r.spread[1])),
+                r.pairs_if_real.map_or("—".into(), |n| (2 * n).to_string()),
                 r.pairs.map_or("> 4000".into(), |n| (2 * n).to_string()),
                 r.at_budget
                     .map_or("—".into(), |x| format!("{:.1}%", x * 100.0)),
@@ -197,7 +278,8 @@ pub fn document(p: &AbPlan) -> crate::report::Doc {
             "A (pilot)",
             "B (pilot)",
             "spread of a block (A / B)",
-            "blocks needed",
+            "blocks if the pilot's difference is real",
+            "blocks to show no difference beyond the MDE",
             "detectable at the budget",
         ],
         rows,

@@ -221,7 +221,14 @@ pub fn finished(d: &Design, verdicts: &[Verdict], pairs: usize) -> bool {
 /// budget (in look steps) whose last look detects `mde × mean_a` at the design's power.
 /// `None` beyond `limit` pairs.
 pub fn pairs_needed(d: &Design, sd_diff: f64, mean_a: f64, limit: usize) -> Option<usize> {
-    let want = d.mde * mean_a.abs();
+    pairs_to_detect(d, sd_diff, d.mde * mean_a.abs(), limit)
+}
+
+/// The smallest budget (in look steps) whose last look detects a difference of `want` (in
+/// the metric's units) at the design's power, given the paired difference's standard
+/// deviation: [`pairs_needed`] for the MDE, and for a difference a pilot showed. `None` beyond
+/// `limit` pairs.
+pub fn pairs_to_detect(d: &Design, sd_diff: f64, want: f64, limit: usize) -> Option<usize> {
     let mut n = d.min_pairs.max(2);
     while n <= limit {
         if detectable_at_budget(&Design { max_pairs: n, ..*d }, sd_diff) <= want {

@@ -347,6 +347,52 @@ fn the_plan_says_how_many_blocks_the_mde_needs_and_whether_the_budget_reaches_it
     assert!(j5["blocks"].as_u64().is_some(), "{j5:#}");
 }
 
+/// Issue #71: the plan of an A/B (decode 12 → 24 ms, a 100% TPOT effect) is labelled an A/B,
+/// not a null check, and plans for the effect the pilot shows: a bounded number of blocks if
+/// it is real, beside what showing equivalence within the MDE would take.
+#[test]
+fn the_plan_of_an_ab_with_a_large_pilot_effect_plans_for_it_and_says_ab() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("a.toml"), text(12.0, 1, "")).unwrap();
+    std::fs::write(d.join("b.toml"), text(24.0, 1, "")).unwrap();
+    let (j, out) = ab(d, &["a.toml", "b.toml", "--plan", "--mde", "2%"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(j["null_check"], false, "{j:#}");
+    assert!(
+        j["b"].as_str().is_some_and(|b| !b.contains("null check")),
+        "{j:#}"
+    );
+    let tpot = j["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"]["name"] == "TPOT p50")
+        .unwrap();
+    let real = tpot["pairs_if_real"]
+        .as_u64()
+        .expect("TPOT's effect is planned for");
+    assert!(
+        real <= 20,
+        "a 100% effect is detected in a few pairs: {tpot:#}"
+    );
+    let sentence = j["sentence"].as_str().unwrap();
+    assert!(sentence.contains("if they are real"), "{sentence}");
+    // The human page says A/B, and which field differs.
+    let out = Command::new(BIN)
+        .args([
+            "ab", "a.toml", "b.toml", "--plan", "--mde", "2%", "--out", "runs",
+        ])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("goodput ab --plan · A/B ·"), "{text}");
+    assert!(text.contains("decode_base_ms"), "{text}");
+    assert!(!text.contains("null check"), "{text}");
+}
+
 /// The verdict's rates through the binary on the embedded simulator over 20 seeds: with a known
 /// effect (decode 12 vs 13 ms) and with none (A against itself), each seed's blocks judged both
 /// stopping early (the run's own rule, replayed on the blocks as they came) and with one look at
