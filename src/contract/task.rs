@@ -149,7 +149,7 @@ pub enum NodeKind {
 }
 
 impl NodeKind {
-    fn is_model(&self) -> bool {
+    pub fn is_model(&self) -> bool {
         *self == NodeKind::Model
     }
 

@@ -1300,10 +1300,112 @@ impl Plan {
             if let Some(rps) = t.and_then(|t| t.rps) {
                 r.stage_rps = Some(rps);
             }
+            if !self.tasks.is_empty() {
+                self.task_lines(i, &r, &mut out);
+                continue;
+            }
+            if let Some(session) = self.session(i) {
+                self.session_lines(i, &r, &session, &mut out);
+                continue;
+            }
             out.push_str(&serde_json::to_string(&r).unwrap_or_default());
             out.push('\n');
         }
         out
+    }
+
+    /// One line per node of task `i` (an arrival of a `[workload.task]` contract), in the
+    /// graph's order: a model call as the request it sends (its own new tokens; what it
+    /// continues is the run's), a tool as its latency and result. Only a root node's send
+    /// time is known before the run: the others start once their inputs have answered, after
+    /// their think time.
+    fn task_lines(&self, i: u64, arrival: &PlannedRequest, out: &mut String) {
+        let (Some(graph), Some(shape)) = (self.graph_of(i), self.task(i)) else {
+            return;
+        };
+        for (k, node) in graph.nodes.iter().enumerate() {
+            let mut line = serde_json::Map::new();
+            line.insert("task".into(), i.into());
+            line.insert("node".into(), node.name.clone().into());
+            line.insert(
+                "kind".into(),
+                format!("{:?}", node.kind).to_lowercase().into(),
+            );
+            line.insert(
+                "phase".into(),
+                serde_json::to_value(arrival.phase).unwrap_or_default(),
+            );
+            line.insert(
+                "after".into(),
+                node.after
+                    .iter()
+                    .map(|a| graph.nodes[*a as usize].name.clone())
+                    .collect::<Vec<_>>()
+                    .into(),
+            );
+            line.insert("think_ms".into(), shape.think_ms[k].into());
+            match (node.after.is_empty(), arrival.intended_us) {
+                (true, Some(at)) => {
+                    line.insert(
+                        "intended_us".into(),
+                        (at + u64::from(shape.think_ms[k]) * 1000).into(),
+                    );
+                }
+                _ => {
+                    line.insert(
+                        "starts".into(),
+                        "when its inputs have answered, after its think time".into(),
+                    );
+                }
+            }
+            if node.kind.is_model() {
+                let r = self.node(i, k as u32);
+                line.insert("index".into(), r.index.into());
+                line.insert("input_tokens".into(), r.input_tokens.into());
+                line.insert("output_tokens".into(), r.output_tokens.into());
+                if let Some(m) = &r.model {
+                    line.insert("model".into(), m.clone().into());
+                }
+                line.insert("prompt".into(), r.prompt.into());
+            } else {
+                line.insert("tool_ms".into(), shape.tool_ms[k].into());
+                line.insert("result_tokens".into(), shape.result_tokens[k].into());
+            }
+            out.push_str(&serde_json::Value::Object(line).to_string());
+            out.push('\n');
+        }
+    }
+
+    /// One line per turn of session `i` (an arrival of a `[workload.sessions]` contract): its
+    /// first turn at the arrival, each follow-up after the answer before it and its think time.
+    fn session_lines(&self, i: u64, first: &PlannedRequest, s: &SessionPlan, out: &mut String) {
+        for t in 0..s.turns {
+            let mut r = if t == 0 {
+                first.clone()
+            } else {
+                self.turn(i, t)
+            };
+            r.phase = first.phase;
+            let mut line = match serde_json::to_value(&r) {
+                Ok(serde_json::Value::Object(m)) => m,
+                _ => continue,
+            };
+            line.insert("session".into(), i.into());
+            line.insert("turn".into(), t.into());
+            if t > 0 {
+                line.remove("intended_us");
+                line.insert(
+                    "think_ms".into(),
+                    s.think_ms.get(t as usize - 1).copied().unwrap_or(0).into(),
+                );
+                line.insert(
+                    "starts".into(),
+                    "after the answer to the turn before, and its think time".into(),
+                );
+            }
+            out.push_str(&serde_json::Value::Object(line).to_string());
+            out.push('\n');
+        }
     }
 }
 

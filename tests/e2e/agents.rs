@@ -299,3 +299,53 @@ async fn a_slow_client_slips_its_later_calls_and_the_run_says_so() {
     let report = goodput::report::document(&r.summary).terminal();
     assert!(report.contains("slip p50"), "{report}");
 }
+
+/// Issue #71: `goodput plan` of the agent example lists what the run will send: every task's
+/// nodes in its graph's order (6 model calls with their own lengths, 3 tools), not one request
+/// of the default 64/48 tokens per task; only a root's send time is known before the run.
+#[test]
+fn plan_of_the_agent_example_lists_its_node_calls() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["plan", "examples/agent.toml"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // 4 warm-up and 40 steady tasks of 9 nodes each.
+    assert_eq!(lines.len(), 44 * 9);
+    let first: Vec<&serde_json::Value> = lines.iter().filter(|l| l["task"] == 0).collect();
+    let names: Vec<&str> = first.iter().map(|l| l["node"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "plan", "search_1", "search_2", "search_3", "read_1", "read_2", "read_3", "join",
+            "answer"
+        ]
+    );
+    let by = |n: &str| first.iter().find(|l| l["node"] == n).unwrap();
+    assert_eq!(
+        (
+            by("plan")["input_tokens"].as_u64(),
+            by("plan")["output_tokens"].as_u64()
+        ),
+        (Some(300), Some(80))
+    );
+    assert_eq!(by("answer")["output_tokens"], 120);
+    assert_eq!(by("answer")["think_ms"], 50);
+    assert_eq!(by("search_1")["kind"], "tool");
+    assert_eq!(by("search_1")["result_tokens"], 200);
+    assert!((100..=400).contains(&by("search_1")["tool_ms"].as_u64().unwrap()));
+    assert_eq!(by("plan")["intended_us"], 0);
+    assert!(by("join")["intended_us"].is_null() && by("join")["starts"].is_string());
+    let calls = lines.iter().filter(|l| l["kind"] == "model").count();
+    assert_eq!(calls, 44 * 6);
+}
