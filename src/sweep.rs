@@ -506,18 +506,61 @@ pub async fn capacity(
     let parent = Bundle::create(out_root, &base)
         .with_context(|| format!("creating a bundle under {}", out_root.display()))?;
     parent.write("contract.toml", src)?;
+    let at = At {
+        parent: &parent,
+        path,
+        src,
+        base: &base,
+        o,
+    };
+    let (mut cap, mut points) = search(&at, resolution, max_runs, confirm_within).await?;
+    cap.rule = contract_capacity_rule(&base);
+    points.sort_by(|a, b| rate_of(a).total_cmp(&rate_of(b)));
+    mark_pareto(&mut points);
+    let result = SweepResult {
+        contract: base.name.clone(),
+        vary: Vary {
+            key: "load.rate".into(),
+            values: points.iter().map(|p| p.value.clone()).collect(),
+        },
+        interrupted: cancel.is_cancelled(),
+        capacity: Some(cap),
+        points,
+    };
+    write_sweep(&parent, &result)?;
+    Ok((parent, result))
+}
+
+/// What every run of a capacity search shares: the parent bundle, the contract (its path, text
+/// and parsed form) and the sweep's options.
+struct At<'a> {
+    parent: &'a Bundle,
+    path: &'a Path,
+    src: &'a str,
+    base: &'a Contract,
+    o: &'a SweepOptions,
+}
+
+/// The capacity search: bracket then bisect, confirm an indicated answer, and when a
+/// confirmation refutes it, go on below it within the budget. Its answer and every point run.
+async fn search(
+    at: &At<'_>,
+    resolution: f64,
+    max_runs: usize,
+    confirm_within: std::time::Duration,
+) -> anyhow::Result<(Capacity, Vec<SweepPoint>)> {
     let mut points = Vec::<SweepPoint>::new();
-    let mut bracket = crate::arrival::edge::Bracket::new(base.load.rate(), resolution, max_runs);
+    let mut bracket = crate::arrival::edge::Bracket::new(at.base.load.rate(), resolution, max_runs);
     let (mut confirmation, mut unconfirmed, mut refuted) = (None, None, Vec::new());
     'search: loop {
         while let Some(rate) = bracket.next_rate() {
-            if cancel.is_cancelled() {
+            if at.o.cancel.is_cancelled() {
                 break 'search;
             }
-            let r = run_at(&parent, &mut points, path, src, &base, rate, None, o).await?;
+            let r = at.run(&mut points, rate, None).await?;
             // A signal ends the search (the point in flight is kept, as measured); a point
             // that gave up (its target failed) fails.
-            if cancel.is_cancelled() {
+            if at.o.cancel.is_cancelled() {
                 break 'search;
             }
             bracket.observe(rate, PointOutcome::of(&r.summary));
@@ -536,14 +579,14 @@ pub async fn capacity(
             ));
             break;
         }
-        let n = match confirmation_size(&points, rate, &base, confirm_within) {
+        let n = match confirmation_size(&points, rate, at.base, confirm_within) {
             Ok(n) => n,
             Err(why) => {
                 unconfirmed = Some(why);
                 break;
             }
         };
-        let r = run_at(&parent, &mut points, path, src, &base, rate, Some(n), o).await?;
+        let r = at.run(&mut points, rate, Some(n)).await?;
         let passed = passes_capacity(&r.summary);
         confirmation = Some(Confirmation {
             rate,
@@ -551,7 +594,7 @@ pub async fn capacity(
             verdict: r.summary.steady.slo.as_ref().map(|x| x.verdict),
             passed,
         });
-        if r.summary.interrupted || cancel.is_cancelled() {
+        if r.summary.interrupted || at.o.cancel.is_cancelled() {
             break;
         }
         if passed {
@@ -568,7 +611,7 @@ pub async fn capacity(
         }
         refuted.push(rate);
         bracket.refute(rate);
-        o.watch.note(&match bracket.next_rate() {
+        at.o.watch.note(&match bracket.next_rate() {
             Some(next) => format!(
                 "{rate:.2} req/s is refuted by its confirmation: the search goes on below it, at {next:.2} req/s ({} of {max_runs} runs left)",
                 bracket.runs_left()
@@ -583,25 +626,11 @@ pub async fn capacity(
     cap.confirmation = confirmation;
     cap.unconfirmed = unconfirmed;
     cap.refuted = refuted;
-    cap.confidence = base.measurement.confidence;
+    cap.confidence = at.base.measurement.confidence;
     cap.resolution_asked = resolution;
     cap.max_runs = max_runs;
-    cap.answer(&points, base.workload.seed);
-    cap.rule = contract_capacity_rule(&base);
-    points.sort_by(|a, b| rate_of(a).total_cmp(&rate_of(b)));
-    mark_pareto(&mut points);
-    let result = SweepResult {
-        contract: base.name.clone(),
-        vary: Vary {
-            key: "load.rate".into(),
-            values: points.iter().map(|p| p.value.clone()).collect(),
-        },
-        interrupted: cancel.is_cancelled(),
-        capacity: Some(cap),
-        points,
-    };
-    write_sweep(&parent, &result)?;
-    Ok((parent, result))
+    cap.answer(&points, at.base.workload.seed);
+    Ok((cap, points))
 }
 
 /// The rule a capacity answer is held to: the contract's SLO, or every class's own.
@@ -858,35 +887,34 @@ fn confirmation_size(
     Ok(n)
 }
 
-/// Runs one point of a capacity search at `rate` (with `confirm` steady requests: a
-/// confirmation), as point `n` of the parent bundle: its own arrival draw (`workload.seed` +
-/// its index, so no answer rests on one draw), printed as it finishes and kept.
-#[allow(clippy::too_many_arguments)]
-async fn run_at(
-    parent: &Bundle,
-    points: &mut Vec<SweepPoint>,
-    path: &Path,
-    src: &str,
-    base: &Contract,
-    rate: f64,
-    confirm: Option<u64>,
-    o: &SweepOptions,
-) -> anyhow::Result<crate::run::RunResult> {
-    let value = rate_value(rate);
-    let n = points.len() + 1;
-    let text = match confirm {
-        Some(k) => confirmation_text(src, base, &value, k, rate)?,
-        None => set_key(src, "load.rate", &value).map_err(anyhow::Error::msg)?,
-    };
-    let seed = base.workload.seed.wrapping_add(n as u64 - 1);
-    let text = set_key(&text, "workload.seed", &seed.to_string()).map_err(anyhow::Error::msg)?;
-    let (c, inputs) = crate::workload::parse(&text, path)?;
-    let r = run_point(parent, n, c, inputs, o).await?;
-    let mut point = SweepPoint::of(&value, &r.bundle, &r.summary);
-    point.confirmation = confirm.is_some();
-    o.watch.line(&point_line(n, "load.rate", &point));
-    points.push(point);
-    Ok(r)
+impl At<'_> {
+    /// Runs one point of the search at `rate` (with `confirm` steady requests: a
+    /// confirmation), as the next point of the parent bundle: its own arrival draw
+    /// (`workload.seed` + its index, so no answer rests on one draw), printed as it finishes
+    /// and kept.
+    async fn run(
+        &self,
+        points: &mut Vec<SweepPoint>,
+        rate: f64,
+        confirm: Option<u64>,
+    ) -> anyhow::Result<crate::run::RunResult> {
+        let value = rate_value(rate);
+        let n = points.len() + 1;
+        let text = match confirm {
+            Some(k) => confirmation_text(self.src, self.base, &value, k, rate)?,
+            None => set_key(self.src, "load.rate", &value).map_err(anyhow::Error::msg)?,
+        };
+        let seed = self.base.workload.seed.wrapping_add(n as u64 - 1);
+        let text =
+            set_key(&text, "workload.seed", &seed.to_string()).map_err(anyhow::Error::msg)?;
+        let (c, inputs) = crate::workload::parse(&text, self.path)?;
+        let r = run_point(self.parent, n, c, inputs, self.o).await?;
+        let mut point = SweepPoint::of(&value, &r.bundle, &r.summary);
+        point.confirmation = confirm.is_some();
+        self.o.watch.line(&point_line(n, "load.rate", &point));
+        points.push(point);
+        Ok(r)
+    }
 }
 
 /// `sweep.json`, `sweep.md` and `sweep.html` in the parent bundle.
@@ -1219,6 +1247,40 @@ fn tiles(r: &SweepResult) -> Vec<crate::report::html::Tile> {
 
 /// Latency at percentile, and throughput and goodput, against the offered load: the SLO's
 /// line, the capacity's bracket shaded, the points where the client fell behind ringed.
+/// The latency lines of a sweep's chart against offered load: the SLO's percentile of each
+/// metric it names (what the verdicts are about), else TTFT and TPOT p99; each with its points
+/// and those where the client fell behind (ringed).
+type Line = (String, Vec<(f64, f64)>, Vec<(f64, f64)>);
+fn latency_lines(r: &SweepResult) -> Vec<Line> {
+    let x = |p: &SweepPoint| p.offered_rps.or_else(|| p.value.parse().ok());
+    let series = |name: String, f: &dyn Fn(&SweepPoint) -> Option<f64>| -> Line {
+        let at = |p: &SweepPoint| Some((x(p)?, f(p)?));
+        let mut all: Vec<(f64, f64)> = r.points.iter().filter_map(at).collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let ringed = r.points.iter().filter(|p| p.client_limited).filter_map(at);
+        (name, all, ringed.collect())
+    };
+    match r.points.iter().find(|p| !p.slo_metrics.is_empty()) {
+        Some(m) => m
+            .slo_metrics
+            .iter()
+            .map(|k| {
+                let of = |p: &SweepPoint| {
+                    p.slo_metrics
+                        .iter()
+                        .find(|j| j.metric == k.metric)?
+                        .value_ms
+                };
+                series(k.name(m.slo_percentile.unwrap_or(99.0)), &of)
+            })
+            .collect(),
+        None => vec![
+            series("TTFT p99".into(), &|p| p.ttft_p99_ms),
+            series("TPOT p99".into(), &|p| p.tpot_p99_ms),
+        ],
+    }
+}
+
 fn load_figures(d: &mut crate::report::Doc, r: &SweepResult) {
     let cap = r.capacity.as_ref();
     let x = |p: &SweepPoint| p.offered_rps.or_else(|| p.value.parse().ok());
@@ -1255,38 +1317,7 @@ fn load_figures(d: &mut crate::report::Doc, r: &SweepResult) {
         "ms",
     )
     .line("TTFT p50", pts(|p| p.ttft_p50_ms));
-    // The SLO's percentile of each metric it names (what the verdicts are about), else p99.
-    let named: Vec<(String, Vec<(f64, f64)>, Vec<(f64, f64)>)> =
-        match r.points.iter().find(|p| !p.slo_metrics.is_empty()) {
-            Some(m) => m
-                .slo_metrics
-                .iter()
-                .map(|k| {
-                    let q = m.slo_percentile.unwrap_or(99.0);
-                    let at = |p: &SweepPoint| {
-                        Some((
-                            x(p)?,
-                            p.slo_metrics
-                                .iter()
-                                .find(|j| j.metric == k.metric)?
-                                .value_ms?,
-                        ))
-                    };
-                    let mut all: Vec<(f64, f64)> = r.points.iter().filter_map(at).collect();
-                    all.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    let ringed = r.points.iter().filter(|p| p.client_limited).filter_map(at);
-                    (k.name(q), all, ringed.collect())
-                })
-                .collect(),
-            None => vec![
-                (
-                    "TTFT p99".into(),
-                    pts(|p| p.ttft_p99_ms),
-                    limited(|p| p.ttft_p99_ms),
-                ),
-                ("TPOT p99".into(), pts(|p| p.tpot_p99_ms), Vec::new()),
-            ],
-        };
+    let named = latency_lines(r);
     for (i, (name, line, ringed)) in named.into_iter().enumerate() {
         lat = lat.line(&name, line);
         if i == 0 {

@@ -121,6 +121,27 @@ pub async fn plan(a: Side, b: Side, o: &AbOptions) -> anyhow::Result<AbPlan> {
         .collect::<Option<Vec<usize>>>()
         .and_then(|v| v.into_iter().max())
         .map(|p| 2 * p);
+    let sentence = sentence(&design, &rows, blocks, block_s);
+    let result = AbPlan {
+        a: a.label.clone(),
+        b: b.label.clone(),
+        null_check: differs.is_empty(),
+        differs,
+        design,
+        rows,
+        block_s,
+        blocks,
+        sentence,
+        bundle: parent.dir.clone(),
+    };
+    parent.write_json("ab-plan.json", &result)?;
+    Ok(result)
+}
+
+/// The plan in one sentence: the blocks every metric needs if the pilot's differences are real
+/// (when it shows any beyond the MDE) beside those equivalence within ± the MDE needs, and
+/// whether the budget reaches them.
+fn sentence(design: &Design, rows: &[PlanRow], blocks: Option<usize>, block_s: f64) -> String {
     let budget = 2 * design.max_pairs;
     let mde = crate::report::num(design.mde * 100.0);
     // A metric is decided by whichever comes first: its difference detected, or its
@@ -158,7 +179,7 @@ pub async fn plan(a: Side, b: Side, o: &AbOptions) -> anyhow::Result<AbPlan> {
         ),
         None => String::new(),
     };
-    let sentence = if !sentence.is_empty() {
+    if !sentence.is_empty() {
         sentence
     } else {
         match blocks {
@@ -174,21 +195,7 @@ pub async fn plan(a: Side, b: Side, o: &AbOptions) -> anyhow::Result<AbPlan> {
                 "some metric cannot be decided within ±{mde}% in {LIMIT} pairs of these blocks: give a larger --mde, or longer blocks"
             ),
         }
-    };
-    let result = AbPlan {
-        a: a.label.clone(),
-        b: b.label.clone(),
-        null_check: differs.is_empty(),
-        differs,
-        design,
-        rows,
-        block_s,
-        blocks,
-        sentence,
-        bundle: parent.dir.clone(),
-    };
-    parent.write_json("ab-plan.json", &result)?;
-    Ok(result)
+    }
 }
 
 /// Each metric's plan from the pilot pair's blocks.

@@ -292,7 +292,7 @@ pub fn strongest(metric: &str, sorted: &[f64], asked: f64, confidence: f64) -> C
 }
 
 impl Claim {
-    /// "TTFT p95 ≤ 180 ms (point 150 ms); p99 not yet: needs 459, has 200".
+    /// "TTFT p95 ≤ 180 ms (point 150 ms); p99 not yet: needs 459 requests, has 200".
     pub fn words(&self, fmt: impl Fn(f64) -> String) -> String {
         match self.not_yet_words() {
             Some(n) => format!("{}; {n}", self.supported_words(fmt)),
@@ -315,7 +315,7 @@ impl Claim {
         }
     }
 
-    /// "p99 not yet: needs 459, has 200" (`None` when the asked percentile is supported).
+    /// "p99 not yet: needs 459 requests, has 200" (`None` when the asked percentile is supported).
     pub fn not_yet_words(&self) -> Option<String> {
         self.not_yet.as_ref().map(|n| {
             format!(
@@ -358,8 +358,7 @@ pub fn strongest_percentile(n: u64, confidence: f64) -> Option<f64> {
     PERCENTILES
         .iter()
         .map(|(p, _)| *p)
-        .filter(|p| supports_percentile(n, *p, confidence))
-        .next_back()
+        .rfind(|p| supports_percentile(n, *p, confidence))
 }
 
 /// Why a percentile claim is not made, in the words every command uses: "p99 needs 459
@@ -631,7 +630,7 @@ mod tests {
         assert_eq!(
             c.words(|x| format!("{x} ms")),
             format!(
-                "TTFT p50 ≤ {} ms (point 20.5 ms); p99 not yet: needs 459, has 40",
+                "TTFT p50 ≤ {} ms (point 20.5 ms); p99 not yet: needs 459 requests, has 40",
                 c.supported.as_ref().unwrap().bound_ms
             )
         );

@@ -381,7 +381,7 @@ pub fn slo_miss(slo: &crate::analyze::SloResult) -> Option<String> {
 }
 
 /// The SLO's verdict in words for a report's first lines: "met, supported at 99% confidence",
-/// "met, not yet supported at 99% confidence (TTFT p99 needs 459, has 200)", "NOT met,
+/// "met, not yet supported at 99% confidence (TTFT p99 needs 459 requests, has 200)", "NOT met,
 /// conclusive …"; an INVALID run's pass is not supported whatever its sample.
 pub fn slo_verdict_words(slo: &crate::analyze::SloResult, valid: bool) -> String {
     use crate::analyze::SloVerdict;

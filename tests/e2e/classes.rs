@@ -257,21 +257,33 @@ async fn capacity_with_classes_names_the_limiting_class_and_matches_the_simulato
     assert!(why.starts_with("class `"), "{why}");
     assert!(md.contains(why), "{md}");
 
-    let truth = goodput::sweep::search_capacity(20.0, 0.02, 16, |rate| async move {
-        let text = goodput::sweep::set_key(CAPACITY, "load.rate", &format!("{rate:.4}")).unwrap();
-        let c = goodput::contract::parse(&text, Path::new("cap.toml")).unwrap();
-        let s = summarize(&c, &common::des_records(&c, 40), &Context::default());
-        Ok(Some(goodput::sweep::PointOutcome::passed(
-            goodput::sweep::passes_capacity(&s),
-        )))
-    })
-    .await
-    .unwrap();
-    let t = truth.capacity_rps.unwrap();
-    // Which class limits on the simulator's clock, just above its capacity.
+    // Each point of the search drew its own arrivals (issue #71): the simulator's capacity is
+    // the median over ten draws of the same search on its discrete-event clock, and the
+    // client's answer the rate its passing point offered.
+    let mut each = Vec::new();
+    for seed in 0..10u64 {
+        let truth = goodput::sweep::search_capacity(20.0, 0.02, 16, |rate| async move {
+            let text =
+                goodput::sweep::set_key(CAPACITY, "load.rate", &format!("{rate:.4}")).unwrap();
+            let text = goodput::sweep::set_key(&text, "workload.seed", &seed.to_string()).unwrap();
+            let c = goodput::contract::parse(&text, Path::new("cap.toml")).unwrap();
+            let s = summarize(&c, &common::des_records(&c, 40), &Context::default());
+            Ok(Some(goodput::sweep::PointOutcome::passed(
+                goodput::sweep::passes_capacity(&s),
+            )))
+        })
+        .await
+        .unwrap();
+        each.push(truth.capacity_rps.unwrap());
+    }
+    each.sort_by(f64::total_cmp);
+    let t = (each[4] + each[5]) / 2.0;
+    let lo = c.offered_rps.unwrap_or(lo);
+    // Which class limits on the simulator's clock, just above its capacity (every draw's).
     let above = {
         let text =
-            goodput::sweep::set_key(CAPACITY, "load.rate", &format!("{:.4}", t * 1.08)).unwrap();
+            goodput::sweep::set_key(CAPACITY, "load.rate", &format!("{:.4}", each[9] * 1.08))
+                .unwrap();
         let c = goodput::contract::parse(&text, Path::new("cap.toml")).unwrap();
         let s = summarize(&c, &common::des_records(&c, 40), &Context::default());
         goodput::analyze::classes::limiting(s.classes.as_ref().unwrap()).map(|k| k.name.clone())
@@ -280,7 +292,10 @@ async fn capacity_with_classes_names_the_limiting_class_and_matches_the_simulato
         "client {lo:.2}–{hi:.2} req/s ({why}); simulator {t:.2}, limited by {above:?}; tried {:?}",
         c.tried
     );
-    assert!((lo - t).abs() / t <= 0.10, "client {lo} vs simulator {t}");
+    assert!(
+        (lo - t).abs() / t <= 0.15,
+        "client {lo} vs simulator {t} ({each:?})"
+    );
     if let Some(name) = above {
         assert!(why.contains(&format!("`{name}`")), "{why} vs {name}");
     }

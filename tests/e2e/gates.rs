@@ -102,7 +102,7 @@ fn each_gate_has_its_exit_status_and_the_first_failing_one_wins() {
         (
             &["--fail-on", "invalid,slo", "--requests", "10"],
             8,
-            "fail-on slo (exit 8): the SLO is met, but not yet supported at 99% confidence: TTFT p90 needs 44, has 10",
+            "fail-on slo (exit 8): the SLO is met, but not yet supported at 99% confidence: TTFT p90 needs 44 requests, has 10",
         ),
         (
             &["--fail-on", "prediction", "--predict", "ttft_p50<=0.01ms"],

@@ -96,7 +96,9 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
     let slo = s.steady.slo.as_ref().unwrap();
     assert_eq!(slo.verdict, goodput::analyze::SloVerdict::MetIndicated);
     assert!(
-        slo.not_yet().unwrap().contains("needs 459, has 80"),
+        slo.not_yet()
+            .unwrap()
+            .contains("needs 459 requests, has 80"),
         "{:?}",
         slo.not_yet()
     );
@@ -1048,8 +1050,10 @@ fn a_repeat_set_shows_each_run_and_reports_again() {
     // 10 requests cannot support p99: each run says so (not INVALID: the measurement is
     // sound), and the prediction failed in each.
     assert_eq!(
-        text.matches("  SLO met, not yet supported at 99% confidence (TTFT p99 needs 459, has 10)")
-            .count(),
+        text.matches(
+            "  SLO met, not yet supported at 99% confidence (TTFT p99 needs 459 requests, has 10)"
+        )
+        .count(),
         2,
         "{text}"
     );

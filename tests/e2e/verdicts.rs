@@ -52,7 +52,9 @@ async fn two_hundred_clean_requests_are_valid_and_p99_is_not_yet_supported() {
         .replace("\n  ", " ");
     assert!(text.contains("Validity: VALID"), "{text}");
     assert!(
-        text.contains("SLO met, not yet supported at 99% confidence (p99 needs 459, has 200)"),
+        text.contains(
+            "SLO met, not yet supported at 99% confidence (p99 needs 459 requests, has 200)"
+        ),
         "{text}"
     );
     assert!(!text.contains("INVALID"), "{text}");
@@ -65,7 +67,10 @@ async fn two_hundred_clean_requests_are_valid_and_p99_is_not_yet_supported() {
         text.contains("Supported at 99% confidence: TTFT p95 ≤ "),
         "{text}"
     );
-    assert!(text.contains("; p99 not yet: needs 459, has 200"), "{text}");
+    assert!(
+        text.contains("; p99 not yet: needs 459 requests, has 200"),
+        "{text}"
+    );
 }
 
 /// 500 requests, most over the TTFT threshold: a conclusive miss, and `--fail-on invalid,slo`
