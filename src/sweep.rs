@@ -601,26 +601,8 @@ async fn search(
             bracket.confirmed(rate, supported_capacity(&r.summary));
             break;
         }
-        // Refuted: the smaller run's pass was the sample's luck. That point fails from now on,
-        // and the search goes on below it within its budget, confirming its new answer.
-        for p in points
-            .iter_mut()
-            .filter(|p| p.value == rate_value(rate) && !p.confirmation)
-        {
-            p.refuted = true;
-        }
         refuted.push(rate);
-        bracket.refute(rate);
-        at.o.watch.note(&match bracket.next_rate() {
-            Some(next) => format!(
-                "{rate:.2} req/s is refuted by its confirmation: the search goes on below it, at {next:.2} req/s ({} of {max_runs} runs left)",
-                bracket.runs_left()
-            ),
-            None => format!(
-                "{rate:.2} req/s is refuted by its confirmation: the answer is the highest passing rate below it ({} of {max_runs} runs left)",
-                bracket.runs_left()
-            ),
-        });
+        refute(&mut points, &mut bracket, rate, at.o, max_runs);
     }
     let mut cap = Capacity::of(bracket.result());
     cap.confirmation = confirmation;
@@ -631,6 +613,35 @@ async fn search(
     cap.max_runs = max_runs;
     cap.answer(&points, at.base.workload.seed);
     Ok((cap, points))
+}
+
+/// A pass its confirmation failed: the smaller run's pass was the sample's luck. Its points
+/// fail from now on, and the search goes on below it within its budget, confirming its new
+/// answer; said as it happens.
+fn refute(
+    points: &mut [SweepPoint],
+    bracket: &mut crate::arrival::edge::Bracket,
+    rate: f64,
+    o: &SweepOptions,
+    max_runs: usize,
+) {
+    for p in points
+        .iter_mut()
+        .filter(|p| p.value == rate_value(rate) && !p.confirmation)
+    {
+        p.refuted = true;
+    }
+    bracket.refute(rate);
+    o.watch.note(&match bracket.next_rate() {
+        Some(next) => format!(
+            "{rate:.2} req/s is refuted by its confirmation: the search goes on below it, at {next:.2} req/s ({} of {max_runs} runs left)",
+            bracket.runs_left()
+        ),
+        None => format!(
+            "{rate:.2} req/s is refuted by its confirmation: the answer is the highest passing rate below it ({} of {max_runs} runs left)",
+            bracket.runs_left()
+        ),
+    });
 }
 
 /// The rule a capacity answer is held to: the contract's SLO, or every class's own.
@@ -879,7 +890,7 @@ fn confirmation_size(
     let seconds = (n + base.warmup.requests) as f64 / rate;
     if seconds > within.as_secs_f64() {
         return Err(format!(
-            "supporting {rate:.2} req/s needs about {n} steady requests, {} at that rate, more than --confirm-within {}",
+            "supporting {rate:.2} req/s needs about {n} steady requests (sized for the miss rate its point showed, at least a quarter of the SLO's allowance: more than the no-miss minimum), {} at that rate, more than --confirm-within {}",
             human_duration(std::time::Duration::from_secs_f64(seconds)),
             human_duration(within)
         ));
@@ -1611,7 +1622,7 @@ impl Capacity {
         );
         if let Some(k) = &self.confirmation {
             out += &format!(
-                "; the confirmation at {:.2} req/s ({} steady requests) came out {}",
+                "; the confirmation at {:.2} req/s ({} steady requests, sized for the miss rate its point showed) came out {}",
                 k.rate,
                 k.requests,
                 k.verdict.map_or("unfinished", |v| v.short())
