@@ -1348,9 +1348,18 @@ fn load_figures(d: &mut crate::report::Doc, r: &SweepResult) {
     .line("goodput (met every threshold)", pts(|p| p.goodput_rps))
     .mark(limited(|p| p.goodput_rps), "client fell behind (ringed)");
     if let Some(c) = cap {
-        match (c.capacity_rps, c.failed_at_rps) {
+        // The charts' x axis is the offered rate: the bracket is drawn where its points
+        // offered (the nominal rates where a point has no offered rate).
+        let (a, b) = match (c.offered_rps, c.failed_offered_rps) {
+            (Some(x), Some(y)) if x < y => (Some(x), Some(y)),
+            (Some(x), None) if c.failed_at_rps.is_none() => (Some(x), None),
+            // Two draws can cross (the passing point offering more than the failing one):
+            // the bracket is then the nominal rates'.
+            _ => (c.capacity_rps, c.failed_at_rps),
+        };
+        match (a, b) {
             (Some(a), Some(b)) => {
-                let name = format!("capacity bracket {a:.1}–{b:.1} req/s");
+                let name = format!("capacity bracket {a:.1}–{b:.1} req/s offered");
                 lat = lat.band(a, b, &name);
                 good = good.band(a, b, &name);
             }
@@ -1387,20 +1396,28 @@ fn frontier_figures(d: &mut crate::report::Doc, r: &SweepResult) {
         if xy.iter().flatten().count() == 0 {
             continue;
         }
+        // A refuted point is drawn (labelled) but is no candidate for the frontier.
+        let candidates: Vec<Option<(f64, f64)>> = r
+            .points
+            .iter()
+            .zip(&xy)
+            .map(|(p, q)| q.filter(|_| !p.refuted))
+            .collect();
         if !drawn {
             d.h("Efficiency frontier (SLO-meeting throughput only)");
             drawn = true;
         }
-        let optimal = crate::analyze::efficiency::pareto(&xy);
+        let optimal = crate::analyze::efficiency::pareto(&candidates);
         let all: Vec<(f64, f64, String)> = r
             .points
             .iter()
             .zip(&xy)
             .filter_map(|(p, q)| {
                 // A point whose run cannot support its claims says so beside it.
-                let label = match p.validity {
-                    crate::analyze::ValidityVerdict::Valid => p.value.clone(),
-                    _ => format!("{} (INVALID)", p.value),
+                let label = match (p.validity, p.refuted) {
+                    (_, true) => format!("{} (refuted)", p.value),
+                    (crate::analyze::ValidityVerdict::Valid, false) => point_name(p),
+                    _ => format!("{} (INVALID)", point_name(p)),
                 };
                 q.map(|(a, b)| (a, b, label))
             })
