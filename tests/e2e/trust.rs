@@ -88,6 +88,29 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
     }
     let md = std::fs::read_to_string(parent.path("sweep.md")).unwrap();
     assert!(md.contains("Capacity rule: the highest offered rate whose run meets the SLO (TTFT p90 ≤ 150 ms and attainment ≥ 80%) and is VALID"), "{md}");
+    // Issue #71: the SLO is at p90, so every format shows TTFT p90 (and its median), not p99:
+    // the table, the point lines, sweep.json and the chart.
+    assert!(
+        md.contains("TTFT p90 (≤ 150)") && md.contains("TTFT p50"),
+        "{md}"
+    );
+    assert!(!md.contains("TTFT p99"), "{md}");
+    let line = goodput::sweep::point_line(1, "load.rate", &r.points[0]);
+    assert!(
+        line.contains("TTFT p90 (≤ 150)") && !line.contains("p99"),
+        "{line}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(parent.path("sweep.json")).unwrap()).unwrap();
+    let first = &json["points"][0];
+    assert_eq!(first["slo_percentile"], 90.0, "{first}");
+    assert_eq!(first["slo_metrics"][0]["metric"], "ttft", "{first}");
+    assert!(first["slo_metrics"][0]["value_ms"].is_number(), "{first}");
+    let html = std::fs::read_to_string(parent.path("sweep.html")).unwrap();
+    assert!(
+        html.contains("TTFT p90"),
+        "the chart draws the SLO's percentile"
+    );
     assert!(
         md.contains(&format!("Last passing point {lo:.2} req/s")),
         "{md}"
