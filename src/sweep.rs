@@ -1348,16 +1348,7 @@ fn load_figures(d: &mut crate::report::Doc, r: &SweepResult) {
     .line("goodput (met every threshold)", pts(|p| p.goodput_rps))
     .mark(limited(|p| p.goodput_rps), "client fell behind (ringed)");
     if let Some(c) = cap {
-        // The charts' x axis is the offered rate: the bracket is drawn where its points
-        // offered (the nominal rates where a point has no offered rate).
-        let (a, b) = match (c.offered_rps, c.failed_offered_rps) {
-            (Some(x), Some(y)) if x < y => (Some(x), Some(y)),
-            (Some(x), None) if c.failed_at_rps.is_none() => (Some(x), None),
-            // Two draws can cross (the passing point offering more than the failing one):
-            // the bracket is then the nominal rates'.
-            _ => (c.capacity_rps, c.failed_at_rps),
-        };
-        match (a, b) {
+        match c.drawn_bracket() {
             (Some(a), Some(b)) => {
                 let name = format!("capacity bracket {a:.1}–{b:.1} req/s offered");
                 lat = lat.band(a, b, &name);
@@ -1599,6 +1590,17 @@ impl Capacity {
             ),
             None => format!("{nominal:.2} req/s (nominal load.rate)"),
         })
+    }
+
+    /// The bracket as a chart against offered load draws it: where its points offered (the
+    /// nominal rates where a point has no offered rate, or where two draws cross, the passing
+    /// point offering more than the failing one).
+    fn drawn_bracket(&self) -> (Option<f64>, Option<f64>) {
+        match (self.offered_rps, self.failed_offered_rps) {
+            (Some(x), Some(y)) if x < y => (Some(x), Some(y)),
+            (Some(x), None) if self.failed_at_rps.is_none() => (Some(x), None),
+            _ => (self.capacity_rps, self.failed_at_rps),
+        }
     }
 
     /// How far the final bracket misses the resolution asked, when the budget ended first.
