@@ -162,14 +162,7 @@ impl PointMetric {
             .iter()
             .map(|m| PointMetric {
                 metric: m.metric.clone(),
-                p50_ms: match m.metric.as_str() {
-                    "ttft" => st.ttft_ms.as_ref(),
-                    "tpot" => st.tpot_ms.as_ref(),
-                    "e2e" => st.e2e_ms.as_ref(),
-                    "ttfo" => st.ttfo_ms.as_ref(),
-                    _ => None,
-                }
-                .map(|d| d.p50),
+                p50_ms: st.dist(&m.metric).map(|d| d.p50),
                 value_ms: m.value_ms,
                 threshold_ms: m.threshold_ms,
             })

@@ -677,6 +677,19 @@ pub struct PhaseStats {
     pub output_tokens: Option<Dist>,
 }
 
+impl PhaseStats {
+    /// The distribution of an SLO metric by its name (`ttft`, `tpot`, `e2e`, `ttfo`).
+    pub fn dist(&self, metric: &str) -> Option<&Dist> {
+        match metric {
+            "ttft" => self.ttft_ms.as_ref(),
+            "tpot" => self.tpot_ms.as_ref(),
+            "e2e" => self.e2e_ms.as_ref(),
+            "ttfo" => self.ttfo_ms.as_ref(),
+            _ => None,
+        }
+    }
+}
+
 /// The steady-state result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Steady {

@@ -353,13 +353,7 @@ fn slo_metric_tiles(s: &Summary, x: &crate::analyze::SloResult, tiles: &mut Vec<
     use crate::analyze::SloVerdict;
     let st = &s.steady.stats;
     for m in &x.per_metric {
-        let dist = match m.metric.as_str() {
-            "ttft" => st.ttft_ms.as_ref(),
-            "tpot" => st.tpot_ms.as_ref(),
-            "e2e" => st.e2e_ms.as_ref(),
-            "ttfo" => st.ttfo_ms.as_ref(),
-            _ => None,
-        };
+        let dist = st.dist(&m.metric);
         let ci = dist.and_then(|d| {
             let k = crate::stats::PERCENTILES
                 .iter()
