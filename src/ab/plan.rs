@@ -158,8 +158,8 @@ fn sentence(design: &Design, rows: &[PlanRow], blocks: Option<usize>, block_s: f
         .map(|p| 2 * p)
         .filter(|_| rows.iter().any(|r| r.pairs_if_real.is_some()));
     let minutes = |n: usize| n as f64 * block_s / 60.0;
-    let sentence = match if_real {
-        Some(n) => format!(
+    if let Some(n) = if_real {
+        return format!(
             "the pilot shows differences beyond ±{mde}% ({}): if they are real, {n} blocks (about {:.0} min) decide every metric, the budget being {budget}; {}",
             rows.iter()
                 .filter(|r| r.pairs_if_real.is_some())
@@ -176,25 +176,20 @@ fn sentence(design: &Design, rows: &[PlanRow], blocks: Option<usize>, block_s: f
                     "if B equals A, showing it within ±{mde}% takes more than {LIMIT} pairs of these blocks"
                 ),
             }
+        );
+    }
+    match blocks {
+        Some(n) if n <= budget => format!(
+            "{n} blocks (about {:.0} min) decide every metric within ±{mde}%: the budget of {budget} blocks is enough",
+            minutes(n)
         ),
-        None => String::new(),
-    };
-    if !sentence.is_empty() {
-        sentence
-    } else {
-        match blocks {
-            Some(n) if n <= budget => format!(
-                "{n} blocks (about {:.0} min) decide every metric within ±{mde}%: the budget of {budget} blocks is enough",
-                n as f64 * block_s / 60.0
-            ),
-            Some(n) => format!(
-                "{n} blocks (about {:.0} min) decide every metric within ±{mde}%; the budget of {budget} blocks is not enough, so expect \"undecided at the budget\" on some: give --max-blocks {n}, or a larger --mde, or longer blocks",
-                n as f64 * block_s / 60.0
-            ),
-            None => format!(
-                "some metric cannot be decided within ±{mde}% in {LIMIT} pairs of these blocks: give a larger --mde, or longer blocks"
-            ),
-        }
+        Some(n) => format!(
+            "{n} blocks (about {:.0} min) decide every metric within ±{mde}%; the budget of {budget} blocks is not enough, so expect \"undecided at the budget\" on some: give --max-blocks {n}, or a larger --mde, or longer blocks",
+            minutes(n)
+        ),
+        None => format!(
+            "some metric cannot be decided within ±{mde}% in {LIMIT} pairs of these blocks: give a larger --mde, or longer blocks"
+        ),
     }
 }
 

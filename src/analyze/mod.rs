@@ -1962,6 +1962,34 @@ fn arrivals(c: &Contract) -> &'static str {
     }
 }
 
+/// What makes every result of a contract directional, whatever the server says: each gap with
+/// the change that closes it (none for an API whose outputs goodput cannot check). `grade`
+/// lists them; `run --fail-on regression` refuses a contract that has any before its run.
+pub fn contract_gaps(c: &Contract) -> Vec<(String, Option<&'static str>)> {
+    let mut gaps = Vec::new();
+    if !c.has_slo() {
+        gaps.push((
+            "no SLO: goodput undefined".to_owned(),
+            Some("add [slo] with a threshold, e.g. ttft_ms = 500"),
+        ));
+    }
+    if !c.target.api.capabilities().generates {
+        gaps.push((
+            format!(
+                "no quality check: api = \"{}\" returns vectors, which goodput neither compares nor scores",
+                c.target.api.name()
+            ),
+            None,
+        ));
+    } else if c.quality.mode == crate::contract::QualityMode::None {
+        gaps.push((
+            "no quality check: outputs are neither kept for comparison nor scored ([quality] mode = \"none\")".to_owned(),
+            Some("set [quality] mode = \"consistency\" (outputs compared run to run) or \"reference\""),
+        ));
+    }
+    gaps
+}
+
 /// Comparable when the contract and the facts it depends on are complete; else directional.
 fn grade(c: &Contract, records: &[Record], facts: &Facts) -> Grade {
     let mut missing = Vec::new();
@@ -1999,20 +2027,7 @@ fn grade(c: &Contract, records: &[Record], facts: &Facts) -> Grade {
     {
         missing.push("output length neither enforced nor reported by the server".to_owned());
     }
-    if !c.has_slo() {
-        missing.push("no SLO: goodput undefined".to_owned());
-    }
-    if !c.target.api.capabilities().generates {
-        missing.push(format!(
-            "no quality check: api = \"{}\" returns vectors, which goodput neither compares nor scores",
-            c.target.api.name()
-        ));
-    } else if c.quality.mode == crate::contract::QualityMode::None {
-        missing.push(
-            "no quality check: outputs are neither kept for comparison nor scored ([quality] mode = \"none\")"
-                .to_owned(),
-        );
-    }
+    missing.extend(contract_gaps(c).into_iter().map(|(why, _)| why));
     Grade {
         verdict: GradeVerdict::of(&missing),
         missing,

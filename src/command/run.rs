@@ -193,14 +193,13 @@ pub async fn run(a: RunArgs) -> anyhow::Result<Done> {
 /// so the gate could never fail. What the server may still say (its revisions) is judged after
 /// the run ([`crate::history::History::unjudgeable`]).
 fn never_judged(c: &crate::contract::Contract) -> anyhow::Result<()> {
-    let mut why = Vec::new();
-    if !c.has_slo() {
-        why.push("no [slo] (goodput is undefined without one): add [slo] with a threshold, e.g. ttft_ms = 500");
-    }
-    if c.target.api.capabilities().generates && c.quality.mode == crate::contract::QualityMode::None
-    {
-        why.push("no quality check ([quality] mode = \"none\"): set [quality] mode = \"consistency\" (outputs compared run to run) or \"reference\"");
-    }
+    let why: Vec<String> = crate::analyze::contract_gaps(c)
+        .into_iter()
+        .map(|(gap, fix)| match fix {
+            Some(fix) => format!("{gap}: {fix}"),
+            None => format!("{gap} (no key makes such runs judgeable)"),
+        })
+        .collect();
     if why.is_empty() {
         return Ok(());
     }
@@ -245,10 +244,12 @@ async fn with_history(
             "fail-on regression (exit 10): the run starts a change for the worse in its series"
                 .into(),
         );
-    } else if regression && !h.unjudgeable().is_empty() {
-        done.status = Ok(ExitCode::from(super::history::EXIT_UNJUDGEABLE));
-        done.after
-            .extend(super::history::unjudgeable_lines(h.unjudgeable()));
+    } else if regression {
+        let never = h.unjudgeable();
+        if !never.is_empty() {
+            done.status = Ok(ExitCode::from(super::history::EXIT_UNJUDGEABLE));
+            done.after.extend(super::history::unjudgeable_lines(never));
+        }
     }
     Ok(())
 }

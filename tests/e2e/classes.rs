@@ -260,23 +260,7 @@ async fn capacity_with_classes_names_the_limiting_class_and_matches_the_simulato
     // Each point of the search drew its own arrivals (issue #71): the simulator's capacity is
     // the median over ten draws of the same search on its discrete-event clock, and the
     // client's answer the rate its passing point offered.
-    let mut each = Vec::new();
-    for seed in 0..10u64 {
-        let truth = goodput::sweep::search_capacity(20.0, 0.02, 16, |rate| async move {
-            let text =
-                goodput::sweep::set_key(CAPACITY, "load.rate", &format!("{rate:.4}")).unwrap();
-            let text = goodput::sweep::set_key(&text, "workload.seed", &seed.to_string()).unwrap();
-            let c = goodput::contract::parse(&text, Path::new("cap.toml")).unwrap();
-            let s = summarize(&c, &common::des_records(&c, 40), &Context::default());
-            Ok(Some(goodput::sweep::PointOutcome::passed(
-                goodput::sweep::passes_capacity(&s),
-            )))
-        })
-        .await
-        .unwrap();
-        each.push(truth.capacity_rps.unwrap());
-    }
-    each.sort_by(f64::total_cmp);
+    let each = common::des_capacities(CAPACITY, 20.0, 0..10).await;
     let t = (each[4] + each[5]) / 2.0;
     let lo = c.offered_rps.unwrap_or(lo);
     // Which class limits on the simulator's clock, just above its capacity (every draw's).

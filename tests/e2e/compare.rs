@@ -280,22 +280,13 @@ async fn twenty_requests_a_side_make_no_p99_claim_and_say_what_it_needs() {
              [workload]\ninput_tokens = {{ dist = \"fixed\", value = 400 }}\noutput_tokens = {{ dist = \"fixed\", value = 4 }}\n\
              [load]\nmodel = \"open\"\nrate = 10\nrequests = 20\n"
         );
-        let opts = RunOptions {
-            out_root: dir.path().to_owned(),
-            watch: std::sync::Arc::new(goodput::run::Silent),
-            argv: vec![],
-            overrides: Vec::new(),
-            bundle_dir: None,
-            wake_latency_hold: true,
-            signal: Default::default(),
-            live: None,
-            simulator: None,
-        };
-        let c = contract::parse(&src, Path::new("t.toml")).unwrap();
-        goodput::run::run(c, Default::default(), opts, CancellationToken::new())
+        common::run_in(
+            contract::parse(&src, Path::new("t.toml")).unwrap(),
+            dir.path(),
+        )
     };
-    let a = run(20_000).await.unwrap().bundle.dir;
-    let b = run(5_000).await.unwrap().bundle.dir;
+    let a = run(20_000).await.bundle.dir;
+    let b = run(5_000).await.bundle.dir;
     let c = compare(&load_side(&a).unwrap(), &load_side(&b).unwrap(), 0.05);
     assert!(c.refused.is_empty(), "{:?}", c.refused);
     let row = |name: &str| c.metrics.iter().find(|m| m.metric == name).unwrap().clone();

@@ -156,25 +156,7 @@ async fn capacity_is_the_highest_valid_rate_that_meets_the_percentile_thresholds
 
     // The same search, on the discrete-event clock, judged by the same function, over ten
     // arrival draws (seeds): the capacity of the server, not of one draw.
-    let mut each = Vec::new();
-    for seed in 0..10u64 {
-        let src = CAPACITY.replace("seed = 4", &format!("seed = {seed}"));
-        let truth = goodput::sweep::search_capacity(30.0, 0.02, 16, |rate| {
-            let src = src.clone();
-            async move {
-                let c = with_rate(&src, rate);
-                let recs = common::des_records(&c, 40);
-                let s = summarize(&c, &recs, &Context::default());
-                Ok(Some(goodput::sweep::PointOutcome::passed(
-                    goodput::sweep::passes_capacity(&s),
-                )))
-            }
-        })
-        .await
-        .unwrap();
-        each.push(truth.capacity_rps.unwrap());
-    }
-    each.sort_by(f64::total_cmp);
+    let each = common::des_capacities(CAPACITY, 30.0, 0..10).await;
     let t = (each[4] + each[5]) / 2.0;
     eprintln!(
         "client offered {lo:.2} (nominal bracket to {hi:.2}) req/s; simulator median {t:.2} of {each:?}; tried {:?}",
@@ -228,21 +210,8 @@ async fn an_indicated_capacity_on_small_points_lies_near_the_simulators() {
         "{md}"
     );
     assert!(md.contains("not confirmed"), "{md}");
-    let src2 = src.clone();
-    let truth = goodput::sweep::search_capacity(30.0, 0.02, 16, |rate| {
-        let src = src2.clone();
-        async move {
-            let c = with_rate(&src, rate);
-            let recs = common::des_records(&c, 40);
-            let s = summarize(&c, &recs, &Context::default());
-            Ok(Some(goodput::sweep::PointOutcome::passed(
-                goodput::sweep::passes_capacity(&s),
-            )))
-        }
-    })
-    .await
-    .unwrap();
-    let t = truth.capacity_rps.unwrap();
+    // The contract's own draw (seed 4), as its points drew theirs before issue #71.
+    let t = common::des_capacities(&src, 30.0, 4..5).await[0];
     eprintln!(
         "client {lo:.2} req/s (indicated); simulator {t:.2}; tried {:?}",
         c.tried

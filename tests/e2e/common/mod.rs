@@ -558,3 +558,28 @@ pub fn assert_own_memory_within_bound() {
         HOSTILE_RSS_BYTES >> 20
     );
 }
+
+/// The capacity search on the simulator's discrete-event clock, judged by the rule the client's
+/// search applies (`passes_capacity`), from `start` req/s, once per arrival draw
+/// (`workload.seed` = each of `seeds`): each draw's capacity, sorted.
+pub async fn des_capacities(src: &str, start: f64, seeds: std::ops::Range<u64>) -> Vec<f64> {
+    let mut each = Vec::new();
+    for seed in seeds {
+        let src = goodput::sweep::set_key(src, "workload.seed", &seed.to_string()).unwrap();
+        let truth = goodput::sweep::search_capacity(start, 0.02, 16, |rate| {
+            let text = goodput::sweep::set_key(&src, "load.rate", &format!("{rate:.4}")).unwrap();
+            async move {
+                let c = goodput::contract::parse(&text, std::path::Path::new("cap.toml")).unwrap();
+                let s = goodput::analyze::summarize(&c, &des_records(&c, 40), &Default::default());
+                Ok(Some(goodput::sweep::PointOutcome::passed(
+                    goodput::sweep::passes_capacity(&s),
+                )))
+            }
+        })
+        .await
+        .unwrap();
+        each.push(truth.capacity_rps.unwrap());
+    }
+    each.sort_by(f64::total_cmp);
+    each
+}
