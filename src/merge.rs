@@ -227,6 +227,7 @@ fn command(parts: &[Part], argv: &[String]) -> Value {
         "interrupted": all("interrupted").any(|v| v.as_bool() == Some(true)),
         "signal": all("signal").find(|v| !v.is_null()),
         "aborted": parts.iter().find_map(|p| p.command["aborted"].as_str().map(|a| format!("shard {}: {a}", p.shard))),
+        "records": crate::record::Kept::of_all(parts.iter().map(|p| &p.command)),
     })
 }
 

@@ -549,6 +549,7 @@ impl<'a> CommandRecord<'a> {
             "decided": decided,
             "load_end": (!load_end.is_empty()).then_some(load_end),
             "prediction_sha256": self.prediction_sha256,
+            "records": crate::record::Kept::THIS_BUILD,
         })
     }
 }

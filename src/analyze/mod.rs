@@ -2062,6 +2062,7 @@ mod tests {
             first_token_us: chunks.first().map(|c| at + c.0),
             end_us: Some(at + end),
             chunks: chunks.iter().map(|(t, n)| (at + t, *n)).collect(),
+            bare_us: Vec::new(),
             input_tokens_planned: 100,
             output_tokens_planned: usage.unwrap_or(client),
             usage_prompt_tokens: Some(100),

@@ -436,6 +436,9 @@ pub struct StreamEvent<'a> {
     /// This event ends the answer, as SSE's `[DONE]` does for OpenAI's APIs (Anthropic's
     /// `message_stop`, the Responses API's `response.completed`, Ollama's `"done": true`).
     pub done: bool,
+    /// The event carries a choice (OpenAI's `choices[0]`), text or not: what vLLM's benchmark
+    /// client counts as a token's arrival ([`crate::record::Record::bare_us`]).
+    pub choice: bool,
 }
 
 impl StreamEvent<'_> {

@@ -120,6 +120,7 @@ impl Adapter for OpenAi {
             ..StreamEvent::default()
         };
         if let Some(choice) = c.choices.and_then(|v| v.0) {
+            ev.choice = true;
             ev.finish_reason = choice.finish_reason;
             match (choice.delta.or(choice.message), choice.text) {
                 (Some(d), _) => {

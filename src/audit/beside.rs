@@ -12,10 +12,17 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::analyze::request_metrics;
-use crate::contract::{LatencyOrigin, LoadModel};
+use crate::contract::{LatencyOrigin, LoadModel, TokenSource};
 use crate::plan::Phase;
 use crate::record::Record;
 use crate::stats::Dist;
+
+mod ours;
+
+/// How vLLM's client ends TTFT, in the words `audit` and `compare` use (the guide's import
+/// page says the same; a test reads both).
+pub const TTFT_BY_CHOICES: &str =
+    "TTFT to the first event with a choice, a role-only chunk included";
 
 /// What a metric is, by definition (the same definition under different names: vLLM's TPOT
 /// and AIPerf's ITL are both `PerRequestGap`).
@@ -43,6 +50,20 @@ pub enum Kind {
     Completed,
 }
 
+/// Which of a stream's events the other tool's client takes as a token's arrival.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Events {
+    /// Chunks that carry generated text (goodput's own rule).
+    #[default]
+    Text,
+    /// Every event with a choice, text or not (vLLM 0.32's `bench serve`, `openai` and
+    /// `openai-chat` backends): the first, a role-only chunk included, ends TTFT; every later
+    /// one, a finish chunk with an empty delta included, makes an ITL gap and moves the
+    /// request's end (E2EL), which TPOT divides.
+    Choices,
+}
+
 /// A statistic of a distribution.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub enum Stat {
@@ -61,6 +82,21 @@ impl Stat {
             Stat::P50 => d.p50,
             Stat::P90 => d.p90,
             Stat::P99 => d.p99,
+        }
+    }
+    /// The statistic of raw values (reordered), as [`Dist`] computes it.
+    fn of_values(self, v: &mut [f64]) -> f64 {
+        match self {
+            Stat::Mean | Stat::Value => v.iter().sum::<f64>() / v.len().max(1) as f64,
+            Stat::P50 | Stat::P90 | Stat::P99 => {
+                v.sort_unstable_by(f64::total_cmp);
+                let p = match self {
+                    Stat::P50 => 50.0,
+                    Stat::P90 => 90.0,
+                    _ => 99.0,
+                };
+                crate::stats::percentile_sorted(v, p).unwrap_or(f64::NAN)
+            }
         }
     }
     fn word(self) -> &'static str {
@@ -99,6 +135,29 @@ pub struct Statement {
     /// The tool's duration starts one arrival gap before its first send (vLLM: its clock
     /// starts, then it waits the first gap), so its throughput divides by that gap too.
     pub lead_gap: bool,
+    /// Which events its client counts as tokens' arrivals.
+    pub events: Events,
+    /// Its per-request values where the file keeps them (vLLM's `--save-detailed`): per kind,
+    /// one unit per successful request in the order sent (a request's values: one, or its
+    /// gaps), for the noise on each row.
+    pub samples: Vec<(Kind, Vec<Vec<f64>>)>,
+    /// The rate its requests were sent at, as measured (vLLM's `start_times`), req/s.
+    pub sent_rps: Option<(f64, usize)>,
+}
+
+/// How a row reads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Within the band it is judged in (the tolerance, or a throughput's schedule draw).
+    Agrees,
+    /// Outside it, but the 95% interval of the difference reaches into it: the two sides'
+    /// own request-to-request spread covers the gap.
+    WithinNoise,
+    /// Outside it, and (where both sides kept per-request values) the whole interval is too.
+    Differs,
+    /// Nothing to judge (no figure of ours, or theirs is 0).
+    Unjudged,
 }
 
 /// One row of the side-by-side.
@@ -116,7 +175,28 @@ pub struct Row {
     /// The relative band it was judged within: the tolerance, or wider where the figure is
     /// the open-loop schedule's own draw (a throughput).
     pub within: f64,
+    /// `diff` within `within`.
     pub agrees: Option<bool>,
+    /// The 95% interval of `diff` (moving-block bootstrap over both sides' requests,
+    /// [`crate::stats::block_bootstrap_ci`]), when both sides kept per-request values.
+    pub noise: Option<[f64; 2]>,
+    pub verdict: Verdict,
+    /// Why it reads as it does, where that is known (the offered loads differ, their TTFT ends
+    /// at a role-only chunk, only point values to judge).
+    pub reason: Option<String>,
+}
+
+/// The load each side offered: the rate its requests were sent at, as measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Offered {
+    pub theirs_rps: f64,
+    pub ours_rps: f64,
+    /// (ours − theirs) / theirs.
+    pub diff: f64,
+    /// Two standard deviations of that difference from the arrivals' own draw (a Poisson
+    /// count's: 2·√(1/n₁ + 1/n₂)).
+    pub band: f64,
+    pub differs: bool,
 }
 
 /// The side-by-side.
@@ -127,6 +207,9 @@ pub struct Beside {
     pub ours: PathBuf,
     pub tolerance: f64,
     pub picked: Option<String>,
+    /// Which events their client counts as tokens' arrivals.
+    pub events: Events,
+    pub offered: Option<Offered>,
     pub rows: Vec<Row>,
     /// Per kind present: (metric, their definition, goodput's).
     pub definitions: Vec<(String, String, String)>,
@@ -145,21 +228,27 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
         crate::bundle::Bundle::load(ours).with_context(|| format!("loading {}", ours.display()))?;
     let statement = stated(theirs, &v, peer, &loaded.contract)?;
     let c = &loaded.contract;
-    let steady: Vec<&Record> = loaded
+    let mut steady: Vec<&Record> = loaded
         .records
         .iter()
         .filter(|r| r.phase == Phase::Steady)
         .collect();
+    steady.sort_by_key(|r| r.sent_us.unwrap_or(u64::MAX));
+    let ok: Vec<&Record> = steady.iter().copied().filter(|r| r.is_ok()).collect();
     let open = c.load.kind == Some(LoadModel::Open);
     // An open loop's throughput is its schedule's: n Poisson arrivals span a time whose
     // relative standard deviation is 1/√n, so two runs' throughputs differ by that much
     // without any difference in the server.
-    let ok = steady.iter().filter(|r| r.is_ok()).count().max(1) as f64;
-    let draw = 2.0 / ok.sqrt();
+    let n_ok = ok.len().max(1) as f64;
+    let draw = 2.0 / n_ok.sqrt();
     let lead_s = match (statement.lead_gap, c.load.rate) {
         (true, Some(r)) if open && r > 0.0 => 1.0 / r,
         _ => 0.0,
     };
+    let kept = crate::record::Kept::of(&loaded.command).choice_events;
+    let events = statement.events;
+    let offered = offered(&statement, &steady);
+    let source = c.measurement.output_tokens;
     let rows: Vec<Row> = statement
         .figures
         .iter()
@@ -170,10 +259,29 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
             } else {
                 tolerance
             };
-            let ours_by_theirs = recompute(&steady, c, f.kind, lead_s).map(|d| f.stat.of(&d));
+            let our_units = ours::units(&ok, source, f.kind, events);
+            let ours_by_theirs = match &our_units {
+                Some(u) => Dist::of(u.iter().flatten().copied().collect()),
+                None => recompute(&ok, source, f.kind, lead_s),
+            }
+            .map(|d| f.stat.of(&d));
             let diff = ours_by_theirs
                 .filter(|_| f.value.abs() > 1e-9)
                 .map(|o| (o - f.value) / f.value);
+            let their_units = statement
+                .samples
+                .iter()
+                .find(|(k, _)| *k == f.kind)
+                .map(|(_, u)| u);
+            let noise = match (&our_units, their_units, diff) {
+                (Some(o), Some(t), Some(_)) => {
+                    let stat = f.stat;
+                    crate::stats::block_bootstrap_ci(t, o, &move |v| stat.of_values(v))
+                        .map(|[lo, hi]| [lo / f.value, hi / f.value])
+                }
+                _ => None,
+            };
+            let verdict = judge(diff, within, noise);
             Row {
                 metric: label(f),
                 theirs: f.value,
@@ -182,28 +290,127 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
                 diff,
                 within,
                 agrees: diff.map(|d| d.abs() <= within),
+                noise,
+                verdict,
+                reason: None,
             }
         })
         .collect();
     let mut definitions: Vec<(String, String, String)> = Vec::new();
     for f in &statement.figures {
         if !definitions.iter().any(|(n, _, _)| n == f.name) {
-            let (t, o) = definition(f.kind, c.measurement.latency_origin, statement.lead_gap);
-            definitions.push((f.name.to_owned(), t.to_owned(), o));
+            let (t, o) = definition(f.kind, c.measurement.latency_origin, &statement);
+            definitions.push((f.name.to_owned(), t, o));
         }
     }
-    Ok(Beside {
+    let mut b = Beside {
         theirs: theirs.to_owned(),
         format: peer.name().to_owned(),
         ours: ours.to_owned(),
         tolerance,
         picked: statement.picked.clone(),
+        events,
+        offered,
         definitions,
         differs: differs(&statement, c, Some(steady.len())),
         left_out: statement.left_out.clone(),
-        explained: explain(&statement, &rows_of(&rows), open.then_some((ok, draw))),
+        explained: explain(&statement, &rows_of(&rows), open.then_some((n_ok, draw))),
         rows,
+    };
+    b.reasons(&statement, &ok, kept);
+    Ok(b)
+}
+
+/// A row's verdict: within its band, else within the noise when the interval of the
+/// difference reaches into the band, else differs.
+fn judge(diff: Option<f64>, within: f64, noise: Option<[f64; 2]>) -> Verdict {
+    match (diff, noise) {
+        (None, _) => Verdict::Unjudged,
+        (Some(d), _) if d.abs() <= within => Verdict::Agrees,
+        (Some(_), Some([lo, hi])) if lo <= within && hi >= -within => Verdict::WithinNoise,
+        _ => Verdict::Differs,
+    }
+}
+
+/// The rate each side sent at, when theirs is known: theirs as their file measured it, ours
+/// over the steady requests' sends.
+fn offered(st: &Statement, steady: &[&Record]) -> Option<Offered> {
+    let (theirs_rps, n_theirs) = st.sent_rps?;
+    let sent: Vec<u64> = steady.iter().filter_map(|r| r.sent_us).collect();
+    let (first, last) = (*sent.first()?, *sent.last()?);
+    (sent.len() > 1 && last > first).then_some(())?;
+    let ours_rps = (sent.len() - 1) as f64 / ((last - first) as f64 / 1e6);
+    let diff = (ours_rps - theirs_rps) / theirs_rps;
+    let band = 2.0 * (1.0 / n_theirs as f64 + 1.0 / sent.len() as f64).sqrt();
+    Some(Offered {
+        theirs_rps,
+        ours_rps,
+        diff,
+        band,
+        differs: diff.abs() > band,
     })
+}
+
+impl Beside {
+    /// A row's verdict in the table's words.
+    fn verdict_words(&self, r: &Row) -> String {
+        match r.verdict {
+            Verdict::Agrees if r.within > self.tolerance => {
+                format!("agrees (±{:.0}%)", r.within * 100.0)
+            }
+            Verdict::Agrees => "agrees".into(),
+            Verdict::WithinNoise => "within noise".into(),
+            Verdict::Differs => "DIFFERS".into(),
+            Verdict::Unjudged => "–".into(),
+        }
+    }
+
+    /// Each row's reason, where one is known.
+    fn reasons(&mut self, st: &Statement, ok: &[&Record], kept: bool) {
+        let latency = |k: Kind| {
+            matches!(
+                k,
+                Kind::Ttft | Kind::E2e | Kind::PerRequestGap | Kind::TpotWithFirst | Kind::ChunkGap
+            )
+        };
+        let timing = |k: Kind| latency(k) && k != Kind::TpotWithFirst;
+        let lead = ours::role_lead(ok).filter(|(lead, ttft)| *lead > 1.0 && *lead > 0.1 * ttft);
+        let no_samples = st.samples.is_empty();
+        for (row, f) in self.rows.iter_mut().zip(&st.figures) {
+            let mut why: Vec<String> = Vec::new();
+            let off = row.verdict == Verdict::Differs;
+            if off
+                && latency(f.kind)
+                && let Some(o) = self.offered.as_ref().filter(|o| o.differs)
+            {
+                why.push(format!(
+                    "the offered loads differ (theirs {} req/s, ours {})",
+                    crate::report::num(o.theirs_rps),
+                    crate::report::num(o.ours_rps)
+                ));
+            }
+            if f.kind == Kind::Ttft
+                && st.events == Events::Choices
+                && let Some((lead, _)) = lead
+            {
+                why.push(format!(
+                    "their TTFT ends at the role-only chunk, which this server sends {} ms before the first token (median), before its prefill",
+                    crate::report::num(lead)
+                ));
+            }
+            if st.events == Events::Choices && !kept && timing(f.kind) {
+                why.push(
+                    "this bundle predates goodput keeping role-only and finish chunks: recomputed from text chunks alone".into(),
+                );
+            }
+            if no_samples && latency(f.kind) && row.verdict != Verdict::Unjudged {
+                why.push(
+                    "judged on point values alone: their file keeps no per-request values".into(),
+                );
+            }
+            row.reason = (!why.is_empty()).then(|| why.join("; "));
+        }
+    }
 }
 
 /// Another tool's result file: its JSON, and the format of [`super::peers::PEERS`] that reads
@@ -336,12 +543,21 @@ fn label(f: &Stated) -> String {
 
 /// The two definitions of a kind: the other tool's, and goodput's figure in the "ours"
 /// column.
-fn definition(k: Kind, origin: LatencyOrigin, lead_gap: bool) -> (&'static str, String) {
+fn definition(k: Kind, origin: LatencyOrigin, st: &Statement) -> (String, String) {
     let from = origin.phrase();
-    match k {
+    let choices = st.events == Events::Choices;
+    let (theirs, ours): (&str, String) = match k {
+        Kind::Ttft if choices => (
+            "from each request's actual send to its first event with a choice, a role-only chunk included",
+            format!("from {from} to the first chunk with text; recomputed from the actual send to the first event with a choice"),
+        ),
         Kind::Ttft => (
             "from each request's actual send to its first token",
             format!("from {from}; recomputed from the actual send"),
+        ),
+        Kind::PerRequestGap if choices => (
+            "(E2E − TTFT) / (output tokens − 1), per request, both ends at events with a choice",
+            "goodput's TPOT: (E2E − TTFT) / the tokens after the first chunk (equal when each chunk carries one token); recomputed between the first and last events with a choice".into(),
         ),
         Kind::PerRequestGap => (
             "(E2E − TTFT) / (output tokens − 1), per request",
@@ -351,15 +567,23 @@ fn definition(k: Kind, origin: LatencyOrigin, lead_gap: bool) -> (&'static str, 
             "E2E / output tokens, per request: the first token's wait included",
             "goodput's TPOT: (E2E − TTFT) / the tokens after the first chunk; recomputed as E2E / tokens".into(),
         ),
+        Kind::ChunkGap if choices => (
+            "every gap between events with a choice, pooled, a role-only or finish chunk with no text included",
+            "goodput's ITL per token: each gap shared among its chunk's tokens; recomputed between every event with a choice".into(),
+        ),
         Kind::ChunkGap => (
             "every gap between chunks, pooled, a chunk counted as one token",
             "goodput's ITL per token: each gap shared among its chunk's tokens; recomputed per chunk".into(),
+        ),
+        Kind::E2e if choices => (
+            "from each request's actual send to its last event with a choice (the usage chunk after it not counted)",
+            format!("from {from} to the end of the stream; recomputed from the actual send to the last event with a choice"),
         ),
         Kind::E2e => (
             "from each request's actual send to its last token",
             format!("from {from}; recomputed from the actual send"),
         ),
-        Kind::RequestsPerS | Kind::OutputTokensPerS if lead_gap => (
+        Kind::RequestsPerS | Kind::OutputTokensPerS if st.lead_gap => (
             if k == Kind::RequestsPerS {
                 "completed requests / the benchmark's duration, from its start (one arrival gap before the first send) to the last answer; vLLM scales its drawn gaps so the last request leaves at exactly num_prompts / rate, so this is near the rate by construction"
             } else {
@@ -383,7 +607,8 @@ fn definition(k: Kind, origin: LatencyOrigin, lead_gap: bool) -> (&'static str, 
             "requests that succeeded",
             "steady requests that succeeded (warm-up apart)".into(),
         ),
-    }
+    };
+    (theirs.to_owned(), ours)
 }
 
 /// goodput's own figure for a kind, from the summary.
@@ -402,22 +627,10 @@ fn own(s: &crate::analyze::Steady, k: Kind, stat: Stat) -> Option<f64> {
     }
 }
 
-/// goodput's steady records, recomputed with the other tool's definition of a kind.
-fn recompute(
-    steady: &[&Record],
-    c: &crate::contract::Contract,
-    k: Kind,
-    lead_s: f64,
-) -> Option<Dist> {
-    let source = c.measurement.output_tokens;
-    let ok: Vec<&Record> = steady.iter().copied().filter(|r| r.is_ok()).collect();
-    let per = |f: &dyn Fn(&crate::analyze::RequestMetrics) -> Option<f64>| {
-        Dist::of(
-            ok.iter()
-                .filter_map(|r| f(&request_metrics(r, LatencyOrigin::Sent, source)))
-                .collect(),
-        )
-    };
+/// goodput's successful steady records' figure of a kind that is not per request (a
+/// throughput, a count), by the other tool's definition: over the first send to the last
+/// answer, `lead_s` before it included where their clock starts one gap early.
+fn recompute(ok: &[&Record], source: TokenSource, k: Kind, lead_s: f64) -> Option<Dist> {
     let span_s = || {
         let first = ok.iter().filter_map(|r| r.sent_us).min()?;
         let last = ok.iter().filter_map(|r| r.end_us).max()?;
@@ -425,29 +638,6 @@ fn recompute(
     };
     let one = |x: f64| Dist::of(vec![x]);
     match k {
-        Kind::Ttft => per(&|m| m.ttft_ms()),
-        Kind::E2e => per(&|m| m.e2e_ms()),
-        Kind::PerRequestGap => per(&|m| {
-            let n = f64::from(m.output_tokens);
-            (n > 1.0).then_some(())?;
-            Some((m.e2e_ms()? - m.ttft_ms()?) / (n - 1.0))
-        }),
-        Kind::TpotWithFirst => per(&|m| {
-            let n = f64::from(m.output_tokens);
-            (n > 0.0).then_some(())?;
-            Some(m.e2e_ms()? / n)
-        }),
-        Kind::ChunkGap => Dist::of(
-            ok.iter()
-                .flat_map(|r| {
-                    let times: Vec<u64> = r.chunks.iter().map(|(at, _)| at).collect();
-                    times
-                        .windows(2)
-                        .map(|w| w[1].saturating_sub(w[0]) as f64 / 1e3)
-                        .collect::<Vec<_>>()
-                })
-                .collect(),
-        ),
         Kind::RequestsPerS => one(ok.len() as f64 / span_s()?),
         Kind::OutputTokensPerS => {
             let tokens: f64 = ok
@@ -456,13 +646,8 @@ fn recompute(
                 .sum();
             one(tokens / span_s()?)
         }
-        Kind::InputTokens => Dist::of(
-            ok.iter()
-                .filter_map(|r| r.usage_prompt_tokens.map(f64::from))
-                .collect(),
-        ),
-        Kind::OutputTokens => per(&|m| Some(f64::from(m.output_tokens))),
         Kind::Completed => one(ok.len() as f64),
+        _ => None,
     }
 }
 
@@ -531,6 +716,21 @@ impl Beside {
                 self.differs.join("; ")
             ));
         }
+        if let Some(o) = &self.offered {
+            let says = format!(
+                "Offered load: theirs sent {} req/s, ours {} ({:+.1}%; the arrivals' own draw spans ±{:.0}%).",
+                crate::report::num(o.theirs_rps),
+                crate::report::num(o.ours_rps),
+                o.diff * 100.0,
+                o.band * 100.0
+            );
+            match o.differs {
+                true => d.warn(format!(
+                    "{says} The loads differ: a latency row that differs may say more of the load than of either tool (`goodput import` can draw vLLM's arrivals: load.arrival_total = \"pinned\")."
+                )),
+                false => d.line(says),
+            }
+        }
         let n = |x: Option<f64>| x.map_or("–".to_owned(), crate::report::num);
         let rows = self
             .rows
@@ -542,12 +742,10 @@ impl Beside {
                     n(r.ours_by_theirs),
                     n(r.ours),
                     r.diff.map_or("–".into(), |x| format!("{:+.1}%", x * 100.0)),
-                    match (r.agrees, r.within > self.tolerance) {
-                        (Some(true), false) => "agrees".into(),
-                        (Some(true), true) => format!("agrees (±{:.0}%)", r.within * 100.0),
-                        (Some(false), _) => "DIFFERS".into(),
-                        (None, _) => "–".into(),
-                    },
+                    r.noise.map_or("–".into(), |[lo, hi]| {
+                        format!("{:+.0}% … {:+.0}%", lo * 100.0, hi * 100.0)
+                    }),
+                    self.verdict_words(r),
                 ]
             })
             .collect();
@@ -558,10 +756,19 @@ impl Beside {
                 "ours, their definition",
                 "ours, goodput's definition",
                 "ours − theirs",
+                "95% interval",
                 "verdict",
             ],
             rows,
         );
+        for r in self.rows.iter().filter(|r| r.reason.is_some()) {
+            d.line(format!(
+                "{} ({}): {}.",
+                r.metric,
+                self.verdict_words(r),
+                r.reason.as_deref().unwrap_or_default()
+            ));
+        }
         if !self.left_out.is_empty() {
             d.warn(format!(
                 "Their figures that are not numbers, left out of the table: {}.",
@@ -575,12 +782,15 @@ impl Beside {
         for (name, theirs, ours) in &self.definitions {
             d.line(format!("{name}: theirs {theirs}; ours {ours}."));
         }
-        let differing = self.rows.iter().filter(|r| r.agrees == Some(false)).count();
+        let count = |v: Verdict| self.rows.iter().filter(|r| r.verdict == v).count();
+        let differing = count(Verdict::Differs);
         d.toned(
             crate::report::Tone::warn_if(differing > 0),
             format!(
-                "Agrees: goodput's records, recomputed with their definition, within ±{}% of their figure (--tolerance); {differing} of {} figures differ by more. A tail (p99) rests on few requests and moves most between runs.",
+                "Agrees: goodput's records, recomputed with their definition, within ±{}% of their figure (--tolerance). Within noise: further off, but the 95% interval of the difference (a moving-block bootstrap over both sides' requests, where both kept them) reaches into that band. {} agree, {} within noise, {differing} differ, of {} figures. A tail (p99) rests on few requests and moves most between runs.",
                 (self.tolerance * 1000.0).round() / 10.0,
+                count(Verdict::Agrees),
+                count(Verdict::WithinNoise),
                 self.rows.len()
             ),
         );

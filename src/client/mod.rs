@@ -1065,6 +1065,8 @@ impl Client {
         let answer = ev.text.as_deref().filter(|t| !t.is_empty());
         if reasoning.is_some() || answer.is_some() {
             self.on_text(reasoning, answer, now, rec, st);
+        } else if ev.choice {
+            rec.bare_us.push(now);
         }
         // The API's last event ends the stream once what it carries is taken.
         if ev.done {

@@ -55,6 +55,13 @@ pub struct Record {
     /// encoded ([`Chunks`]).
     #[serde(default, skip_serializing_if = "Chunks::is_empty")]
     pub chunks: Chunks,
+    /// Arrival µs of every event that carried a choice but no text (OpenAI's role-only first
+    /// chunk, a finish chunk with an empty delta, an empty `content` for a special token): not
+    /// tokens, but events another tool's client counts (vLLM's benchmark starts TTFT at the
+    /// first event with a choice and takes an ITL gap at every one after it), kept so that its
+    /// definitions can be recomputed exactly. Usually none, one or two a request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bare_us: Vec<u64>,
     /// Prompt length as sent, in the workload tokenizer's tokens (see the summary's lengths).
     pub input_tokens_planned: u32,
     /// Output length the plan asked for (`max_tokens`).
@@ -522,6 +529,9 @@ impl Record {
         {
             *t = t.saturating_add(by_us);
         }
+        for t in &mut self.bare_us {
+            *t = t.saturating_add(by_us);
+        }
         self.chunks.shift(by_us);
     }
 
@@ -538,6 +548,7 @@ impl Record {
             first_token_us: None,
             end_us: None,
             chunks: Chunks::new(),
+            bare_us: Vec::new(),
             input_tokens_planned: p.input_tokens,
             output_tokens_planned: p.output_tokens,
             usage_prompt_tokens: None,
@@ -912,6 +923,38 @@ impl<'a> Joined<'a> {
             ));
         }
         Ok((self.records, warning))
+    }
+}
+
+/// What this build's records keep beyond what every build's did, as `command.json` states it
+/// (`records`): a reader that recomputes another tool's definitions from them knows whether
+/// what it needs was recorded, rather than taking its absence for none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kept {
+    /// Every event with a choice but no text is in [`Record::bare_us`].
+    #[serde(default)]
+    pub choice_events: bool,
+}
+
+impl Kept {
+    /// What this build keeps.
+    pub const THIS_BUILD: Kept = Kept {
+        choice_events: true,
+    };
+
+    /// What a bundle's `command.json` says its records keep (nothing, for a bundle of a build
+    /// before it said).
+    pub fn of(command: &serde_json::Value) -> Kept {
+        serde_json::from_value(command["records"].clone()).unwrap_or_default()
+    }
+
+    /// What every one of several runs' records keep (a merge of shards).
+    pub fn of_all<'a>(commands: impl IntoIterator<Item = &'a serde_json::Value>) -> Kept {
+        let mut all = commands.into_iter().map(Kept::of);
+        let first = all.next().unwrap_or_default();
+        all.fold(first, |a, b| Kept {
+            choice_events: a.choice_events && b.choice_events,
+        })
     }
 }
 

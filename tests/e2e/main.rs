@@ -12,6 +12,7 @@ mod ab;
 mod agents;
 mod architecture;
 mod bounded;
+mod bridge;
 mod classes;
 mod coldstart;
 mod compare;

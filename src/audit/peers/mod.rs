@@ -63,6 +63,7 @@ impl Gathered {
             unreadable: self.unreadable,
             lead_gap,
             picked,
+            ..Statement::default()
         }
     }
 

@@ -9,7 +9,7 @@ use super::{
     Audit, Gathered, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown,
     slo_axis,
 };
-use crate::audit::beside::{Kind, Stat, Statement};
+use crate::audit::beside::{Events, Kind, Stat, Statement};
 
 /// The format.
 pub struct Vllm;
@@ -92,8 +92,105 @@ impl PeerFormat for Vllm {
         figures.count("requests", v, "/num_prompts", 1);
         figures.rate(v, "/request_rate", true);
         figures.count("concurrency", v, "/max_concurrency", 1);
-        Some(figures.into_statement(true, None))
+        let mut st = figures.into_statement(true, None);
+        // vLLM 0.32's completions and chat clients take every event with a choice as a token's
+        // arrival (`benchmarks/lib/endpoint_request_func.py`); its other clients are not read
+        // beyond their text.
+        let backend = v["backend"].as_str().or(v["endpoint_type"].as_str());
+        if matches!(backend, Some("vllm" | "openai" | "openai-chat")) {
+            st.events = Events::Choices;
+        }
+        st.samples = detailed(v);
+        st.sent_rps = sent_rate(v);
+        Some(st)
     }
+}
+
+/// The per-request values a `--save-detailed` result keeps, per kind, one unit per successful
+/// request in the order sent: TTFT (`ttfts`), E2EL (TTFT and the request's `itls` summed, as
+/// vLLM's latency is its last counted event), TPOT ((E2EL − TTFT) / (`output_lens` − 1)), the
+/// ITL gaps, and the token counts. A request succeeded when its `errors` entry is empty. Empty
+/// when the file keeps no per-request times or they do not line up.
+fn detailed(v: &Value) -> Vec<(Kind, Vec<Vec<f64>>)> {
+    let list = |k: &str| v[k].as_array();
+    let (Some(ttfts), Some(itls), Some(outs)) = (list("ttfts"), list("itls"), list("output_lens"))
+    else {
+        return Vec::new();
+    };
+    let n = ttfts.len();
+    if n == 0 || itls.len() != n || outs.len() != n {
+        return Vec::new();
+    }
+    let ins = list("input_lens").filter(|l| l.len() == n);
+    let errors = list("errors").filter(|l| l.len() == n);
+    let starts = list("start_times").filter(|l| l.len() == n);
+    let mut order: Vec<usize> = (0..n)
+        .filter(|&i| errors.is_none_or(|e| e[i].as_str().is_none_or(str::is_empty)))
+        .filter(|&i| ttfts[i].as_f64().is_some_and(|t| t.is_finite() && t > 0.0))
+        .collect();
+    if let Some(starts) = starts {
+        order.sort_by(|&a, &b| {
+            let at = |i: usize| starts[i].as_f64().unwrap_or(f64::INFINITY);
+            at(a).total_cmp(&at(b))
+        });
+    }
+    let kinds = [
+        Kind::Ttft,
+        Kind::E2e,
+        Kind::PerRequestGap,
+        Kind::ChunkGap,
+        Kind::OutputTokens,
+        Kind::InputTokens,
+    ];
+    kinds
+        .into_iter()
+        .filter(|k| *k != Kind::InputTokens || ins.is_some())
+        .map(|k| {
+            let units = order
+                .iter()
+                .map(|&i| {
+                    let ttft = ttfts[i].as_f64().unwrap_or(0.0) * 1e3;
+                    let gaps: Vec<f64> = itls[i]
+                        .as_array()
+                        .map(|g| {
+                            g.iter()
+                                .filter_map(Value::as_f64)
+                                .map(|x| x * 1e3)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let out = outs[i].as_f64().unwrap_or(0.0);
+                    let after: f64 = gaps.iter().sum();
+                    match k {
+                        Kind::Ttft => vec![ttft],
+                        Kind::E2e => vec![ttft + after],
+                        Kind::PerRequestGap if out > 1.0 => vec![after / (out - 1.0)],
+                        Kind::ChunkGap => gaps,
+                        Kind::OutputTokens => vec![out],
+                        Kind::InputTokens => ins
+                            .and_then(|l| l[i].as_f64())
+                            .map_or_else(Vec::new, |x| vec![x]),
+                        _ => Vec::new(),
+                    }
+                })
+                .collect();
+            (k, units)
+        })
+        .collect()
+}
+
+/// The rate its requests were sent at, from `start_times` (the client's clock at each send):
+/// (requests − 1) over the first to the last send, and how many.
+fn sent_rate(v: &Value) -> Option<(f64, usize)> {
+    let mut starts: Vec<f64> = v["start_times"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_f64)
+        .collect();
+    starts.sort_by(f64::total_cmp);
+    let (first, last) = (*starts.first()?, *starts.last()?);
+    (starts.len() > 1 && last > first)
+        .then(|| ((starts.len() - 1) as f64 / (last - first), starts.len()))
 }
 
 /// Metadata keys a `--metadata KEY=VALUE` may add to a vLLM result, per fact we look for.
@@ -272,7 +369,10 @@ fn recorded_slo_and_run(a: &mut Audit, v: &Value) {
     );
     a.axis(
         "measurement",
-        "latency from the actual send; TTFT to the first non-empty chunk; percentiles as saved",
+        format!(
+            "latency from the actual send; {}; percentiles as saved",
+            crate::audit::beside::TTFT_BY_CHOICES
+        ),
     );
     a.missing.push(QUALITY_MISSING.into());
     if let Some(failed) = v["failed"].as_u64().filter(|f| *f > 0) {
@@ -308,19 +408,9 @@ fn recorded(v: &Value) -> String {
     if errors > 0 {
         parts.push(format!("{errors} error messages kept"));
     }
-    let mut starts: Vec<f64> = v["start_times"]
-        .as_array()
-        .map(|s| s.iter().filter_map(Value::as_f64).collect())
-        .unwrap_or_default();
-    starts.sort_by(f64::total_cmp);
-    if let (Some(first), Some(last)) = (starts.first(), starts.last())
-        && starts.len() > 1
-        && last > first
-    {
+    if let Some((rps, n)) = sent_rate(v) {
         parts.push(format!(
-            "sent at {:.2} req/s as measured (start_times of {})",
-            (starts.len() - 1) as f64 / (last - first),
-            starts.len()
+            "sent at {rps:.2} req/s as measured (start_times of {n})"
         ));
     }
     if let Some(c) = v["max_concurrent_requests"].as_u64() {

@@ -8,7 +8,7 @@ use crate::report::{Block, Doc, Tone};
 const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1400px;margin:1.2em auto;padding:0 1em;color:#222}\
 h1{font-size:1.5em;margin:.3em 0}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;margin:.5em 0;display:block;overflow-x:auto;max-width:100%}td,th{padding:2px 10px;border-bottom:1px solid #eee;text-align:right}\
-td:first-child,th:first-child{text-align:left}h1,h2,p,div{overflow-wrap:anywhere}p.warn{color:#a33}\
+td:first-child,th:first-child{text-align:left}h1,h2,p,div{overflow-wrap:anywhere}p.warn{color:#a33}td.flag{color:#a33;font-weight:700;background:#fdf2f2}\
 .figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,420px),1fr));gap:18px 22px;margin:.6em 0}\
 figure{margin:0;min-width:0}svg.chart{width:100%;height:auto;background:#fff;display:block}\
 .ftitle{font-weight:600;font-size:13px;margin-bottom:2px}.tick{font-size:11px;fill:#555}.axislabel{font-size:11px;fill:#333}.point-label{font-size:10px;fill:#333}circle.mark{stroke-width:2}\
@@ -25,6 +25,15 @@ line.grid{stroke:#eee}.axis,.tickmark{stroke:#888}.series{stroke-width:1.8}\
 .tile .name{font-size:12px;color:#555;overflow-wrap:anywhere}.tile .value{font-size:1.35em;font-weight:700}.tile .detail{font-size:12px;color:#444}.tile .mark{font-weight:700}\
 details{margin:.6em 0}summary{cursor:pointer;font-weight:600}\
 @media print{body{max-width:none}.figs{grid-template-columns:repeat(2,1fr)}figure{break-inside:avoid}details{display:block}}";
+
+/// The verdicts a table cell shouts in the terminal report, which the page marks too.
+const FLAGS: [&str; 4] = ["DIFFERS", "INVALID", "REGRESSED", "REGRESSION"];
+
+/// Whether a table cell is a verdict every reader must see: it starts with one of [`FLAGS`].
+fn flagged(cell: &str) -> bool {
+    let word: &str = cell.split([' ', '(', ',', ':']).next().unwrap_or("");
+    FLAGS.contains(&word)
+}
 
 /// A document as a self-contained page.
 pub fn wrap(title: &str, d: &Doc) -> String {
@@ -72,7 +81,8 @@ pub fn doc(d: &Doc) -> String {
                 for r in rows {
                     out.push_str("<tr>");
                     for c in r {
-                        let _ = write!(out, "<td>{}</td>", esc(c));
+                        let class = if flagged(c) { " class=\"flag\"" } else { "" };
+                        let _ = write!(out, "<td{class}>{}</td>", esc(c));
                     }
                     out.push_str("</tr>");
                 }
