@@ -178,45 +178,62 @@ pub fn bootstrap_ci(
     ))
 }
 
-/// Moving-block bootstrap 95% interval of stat(b) − stat(a), where each side is a series of
-/// units in the order they happened (a request: its one value, or its many gaps, pooled by
-/// `stat`). Each resample draws blocks of ⌈n^⅓⌉ consecutive units with replacement until it
-/// holds n (Künsch 1989; the n^⅓ rule of Hall, Horowitz and Jing 1995): requests that queued
-/// behind one another move together, as they do from one run to the next, where resampling
-/// single requests would call a queue's spell of slow answers independent evidence and the
-/// interval too narrow. Resampling whole requests keeps a request's gaps together. The
-/// resamples fall from 1,000 as the values grow (down to 100 past 200,000 values a side), so a
-/// large bundle costs seconds, not minutes; a fixed seed makes the interval repeatable.
-/// `None` when either side has no value.
-pub fn block_bootstrap_ci(
-    a: &[Vec<f64>],
-    b: &[Vec<f64>],
+/// The busy periods of a series of requests in the order sent, each `(send, end)`: a request
+/// sent before every earlier one had ended joins their period; one sent after starts the next.
+/// Returned as the index at which each period starts.
+pub fn busy_periods(spans: &[(f64, f64)]) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut busy_until = f64::NEG_INFINITY;
+    for (i, &(send, end)) in spans.iter().enumerate() {
+        if send >= busy_until {
+            starts.push(i);
+        }
+        busy_until = busy_until.max(end);
+    }
+    starts
+}
+
+/// Regenerative bootstrap 95% interval of stat(b) − stat(a), each side a series of units in the
+/// order sent (a request: its one value, or its many gaps, pooled by `stat`) cut into busy
+/// periods at `a_cuts` and `b_cuts` (the index each starts at, [`busy_periods`]). A queue
+/// forgets its past each time it empties, so its busy periods are independent (Athreya and
+/// Fuh 1992): each resample draws whole periods with replacement until it holds as many
+/// requests as the side, and requests that queued behind one another move together, as they do
+/// from one run to the next. Resampling single requests would take a slow spell of a queue for
+/// independent evidence, and a run near saturation moves by far more between runs than that
+/// says. `None` when either side has no value or fewer than `min_periods` periods: one long
+/// queue says nothing of how another run's would go. The resamples fall from 1,000 as the
+/// values grow (down to 100 past 200,000 values a side); a fixed seed makes them repeatable.
+pub fn regenerative_ci(
+    (a, a_cuts): (&[Vec<f64>], &[usize]),
+    (b, b_cuts): (&[Vec<f64>], &[usize]),
     stat: &dyn Fn(&mut [f64]) -> f64,
+    min_periods: usize,
 ) -> Option<[f64; 2]> {
     let values = |s: &[Vec<f64>]| s.iter().map(Vec::len).sum::<usize>();
-    let most = values(a).max(values(b));
-    if values(a) == 0 || values(b) == 0 {
+    if values(a) == 0 || values(b) == 0 || a_cuts.len() < min_periods || b_cuts.len() < min_periods
+    {
         return None;
     }
+    let most = values(a).max(values(b));
     let resamples = (20_000_000 / most.max(1)).clamp(100, 1000);
     let mut rng = ChaCha8Rng::seed_from_u64(0x0006_00d9_u64);
     let mut buf = Vec::with_capacity(most * 2);
-    let mut draw = |units: &[Vec<f64>], buf: &mut Vec<f64>| -> f64 {
-        let n = units.len();
-        let block = (n as f64).cbrt().ceil().max(1.0) as usize;
+    let mut draw = |units: &[Vec<f64>], cuts: &[usize], buf: &mut Vec<f64>| -> f64 {
         buf.clear();
         let mut taken = 0;
-        while taken < n {
-            let start = (rand::Rng::next_u64(&mut rng) % (n - block + 1) as u64) as usize;
-            for u in &units[start..(start + block).min(start + n - taken)] {
+        while taken < units.len() {
+            let k = (rand::Rng::next_u64(&mut rng) % cuts.len() as u64) as usize;
+            let end = cuts.get(k + 1).copied().unwrap_or(units.len());
+            for u in &units[cuts[k]..end] {
                 buf.extend_from_slice(u);
             }
-            taken += block;
+            taken += end - cuts[k];
         }
         if buf.is_empty() { f64::NAN } else { stat(buf) }
     };
     let mut diffs: Vec<f64> = (0..resamples)
-        .map(|_| draw(b, &mut buf) - draw(a, &mut buf))
+        .map(|_| draw(b, b_cuts, &mut buf) - draw(a, a_cuts, &mut buf))
         .filter(|d| d.is_finite())
         .collect();
     diffs.sort_by(f64::total_cmp);

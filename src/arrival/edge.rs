@@ -427,6 +427,7 @@ impl EdgeRun {
             rate: 1.0,
             shape: spec.burstiness,
             trace_us: Default::default(),
+            pinned: None,
         });
         let last = process.next_us(rng).unwrap_or(0);
         let bracket = Bracket::new(spec.start_rps, spec.resolution, spec.max_steps as usize);

@@ -9,6 +9,7 @@
 pub(crate) mod constant;
 pub(crate) mod edge;
 pub(crate) mod gamma;
+pub(crate) mod pinned;
 pub(crate) mod poisson;
 pub(crate) mod program;
 pub(crate) mod trace;
@@ -44,6 +45,9 @@ pub struct Params {
     pub shape: f64,
     /// Trace replay offsets, µs.
     pub trace_us: Arc<Vec<u64>>,
+    /// `load.pin_total`: the arrivals (warm-up and measured) whose drawn gaps are scaled to
+    /// end at their count / rate ([`pinned::Pinned`]).
+    pub pinned: Option<u64>,
 }
 
 /// One arrival process, drawing from the run's seeded arrival stream.
@@ -55,6 +59,13 @@ pub trait Process: Send + std::fmt::Debug {
 impl Arrival {
     /// A fresh process of this kind: its first arrival is the run's first request.
     pub fn process(self, p: &Params) -> Box<dyn Process> {
+        if let Some(n) = p.pinned {
+            let free = Params {
+                pinned: None,
+                ..p.clone()
+            };
+            return Box::new(pinned::Pinned::new(self.process(&free), n, p.rate));
+        }
         match self {
             Arrival::Poisson => Box::new(poisson::Poisson::new(p)),
             Arrival::Constant => Box::new(constant::Constant::new(p)),

@@ -61,6 +61,7 @@ impl Leg {
             rate: 1.0,
             shape: self.burstiness,
             trace_us: Default::default(),
+            pinned: None,
         })
     }
 }

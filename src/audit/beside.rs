@@ -141,6 +141,9 @@ pub struct Statement {
     /// one unit per successful request in the order sent (a request's values: one, or its
     /// gaps), for the noise on each row.
     pub samples: Vec<(Kind, Vec<Vec<f64>>)>,
+    /// Each of those requests' send and end, s on its own clock (empty when not kept): its
+    /// busy periods, which the noise resamples.
+    pub sample_spans: Vec<(f64, f64)>,
     /// The rate its requests were sent at, as measured (vLLM's `start_times`), req/s.
     pub sent_rps: Option<(f64, usize)>,
 }
@@ -156,9 +159,17 @@ pub enum Verdict {
     WithinNoise,
     /// Outside it, and (where both sides kept per-request values) the whole interval is too.
     Differs,
+    /// Outside it, and no interval to judge by though both sides kept their requests: one of
+    /// the runs emptied its queue too seldom ([`MIN_PERIODS`]) for its requests to say how
+    /// another run would go.
+    CannotTell,
     /// Nothing to judge (no figure of ours, or theirs is 0).
     Unjudged,
 }
+
+/// The fewest busy periods a side needs for its requests to estimate a row's noise: fewer,
+/// and the run is one or a few long queues whose latency depends on the whole draw.
+pub const MIN_PERIODS: usize = 8;
 
 /// One row of the side-by-side.
 #[derive(Debug, Clone, Serialize)]
@@ -210,6 +221,9 @@ pub struct Beside {
     /// Which events their client counts as tokens' arrivals.
     pub events: Events,
     pub offered: Option<Offered>,
+    /// How often each run's queue emptied (busy periods: theirs, when they kept their
+    /// requests' times, and ours), which the noise resamples.
+    pub busy_periods: (Option<usize>, usize),
     pub rows: Vec<Row>,
     /// Per kind present: (metric, their definition, goodput's).
     pub definitions: Vec<(String, String, String)>,
@@ -249,6 +263,9 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
     let events = statement.events;
     let offered = offered(&statement, &steady);
     let source = c.measurement.output_tokens;
+    let spans = |r: &Record| Some((r.sent_us? as f64, r.end_us? as f64));
+    let our_cuts = crate::stats::busy_periods(&ok.iter().filter_map(|r| spans(r)).collect::<Vec<_>>());
+    let their_cuts = crate::stats::busy_periods(&statement.sample_spans);
     let rows: Vec<Row> = statement
         .figures
         .iter()
@@ -276,12 +293,21 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
             let noise = match (&our_units, their_units, diff) {
                 (Some(o), Some(t), Some(_)) => {
                     let stat = f.stat;
-                    crate::stats::block_bootstrap_ci(t, o, &move |v| stat.of_values(v))
-                        .map(|[lo, hi]| [lo / f.value, hi / f.value])
+                    crate::stats::regenerative_ci(
+                        (t, &their_cuts),
+                        (o, &our_cuts),
+                        &move |v| stat.of_values(v),
+                        MIN_PERIODS,
+                    )
+                    .map(|[lo, hi]| [lo / f.value, hi / f.value])
                 }
                 _ => None,
             };
-            let verdict = judge(diff, within, noise);
+            let one_queue = their_units.is_some() && our_units.is_some() && noise.is_none();
+            let verdict = match judge(diff, within, noise) {
+                Verdict::Differs if one_queue => Verdict::CannotTell,
+                v => v,
+            };
             Row {
                 metric: label(f),
                 theirs: f.value,
@@ -311,6 +337,10 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
         picked: statement.picked.clone(),
         events,
         offered,
+        busy_periods: (
+            (!statement.sample_spans.is_empty()).then_some(their_cuts.len()),
+            our_cuts.len(),
+        ),
         definitions,
         differs: differs(&statement, c, Some(steady.len())),
         left_out: statement.left_out.clone(),
@@ -361,6 +391,7 @@ impl Beside {
             Verdict::Agrees => "agrees".into(),
             Verdict::WithinNoise => "within noise".into(),
             Verdict::Differs => "DIFFERS".into(),
+            Verdict::CannotTell => "cannot tell".into(),
             Verdict::Unjudged => "–".into(),
         }
     }
@@ -402,6 +433,13 @@ impl Beside {
                 why.push(
                     "this bundle predates goodput keeping role-only and finish chunks: recomputed from text chunks alone".into(),
                 );
+            }
+            if row.verdict == Verdict::CannotTell {
+                why.push(format!(
+                    "the queue emptied {} times in their run and {} in ours, and a row's noise needs {MIN_PERIODS} a side: a run that is one long queue says little of how the next goes (fewer requests in flight: a lower rate)",
+                    self.busy_periods.0.map_or("an unknown number of".into(), |n| n.to_string()),
+                    self.busy_periods.1
+                ));
             }
             if no_samples && latency(f.kind) && row.verdict != Verdict::Unjudged {
                 why.push(
@@ -761,13 +799,20 @@ impl Beside {
             ],
             rows,
         );
-        for r in self.rows.iter().filter(|r| r.reason.is_some()) {
-            d.line(format!(
-                "{} ({}): {}.",
-                r.metric,
-                self.verdict_words(r),
-                r.reason.as_deref().unwrap_or_default()
-            ));
+        // Each reason once, after the rows it explains.
+        let mut reasons: Vec<(&str, Vec<String>)> = Vec::new();
+        for r in &self.rows {
+            let Some(why) = r.reason.as_deref() else {
+                continue;
+            };
+            let row = format!("{} ({})", r.metric, self.verdict_words(r));
+            match reasons.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, rows)) => rows.push(row),
+                None => reasons.push((why, vec![row])),
+            }
+        }
+        for (why, rows) in reasons {
+            d.line(format!("{}: {why}.", rows.join(", ")));
         }
         if !self.left_out.is_empty() {
             d.warn(format!(

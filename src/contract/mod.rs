@@ -690,6 +690,12 @@ pub struct Load {
     /// Open loop, gamma arrivals: shape (1 = Poisson; < 1 burstier, > 1 smoother).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burstiness: Option<f64>,
+    /// Open loop, Poisson or gamma arrivals of a number of requests: their drawn gaps scaled
+    /// together so the last is sent at (warm-up + measured requests) / rate, as vLLM's `bench
+    /// serve` draws them (its offered rate is then the rate exactly; the gaps are no longer
+    /// independent). `goodput import vllm-bench` sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin_total: Option<bool>,
     /// Open loop: most requests in flight; a scheduled request beyond it is client-dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<u32>,

@@ -1510,6 +1510,20 @@ fn rate_arrivals(l: &mut Load) -> Result<(), Problem> {
         }
     }
     l.arrival.get_or_insert(Arrival::Poisson);
+    if l.pin_total == Some(true) {
+        if !matches!(l.arrival, Some(Arrival::Poisson | Arrival::Gamma)) {
+            return problem(
+                "load.pin_total",
+                "applies to Poisson or gamma arrivals (it scales their drawn gaps)",
+            );
+        }
+        if l.requests.is_none() || l.duration.is_some() || !l.stage.is_empty() {
+            return problem(
+                "load.pin_total",
+                "needs load.requests, and no load.duration or [[load.stage]]: it scales the gaps of a known number of requests at one rate",
+            );
+        }
+    }
     Ok(())
 }
 

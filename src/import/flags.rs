@@ -137,8 +137,10 @@ impl Spec {
     /// The flags of a command line, checked against the flag set and its value types.
     /// The flags of a command line, named in messages as `tool`; a help request is refused.
     pub fn read(&self, args: &[String], tool: &'static str) -> Result<Flags, ImportError> {
+        let given = self.parse(args)?;
         let f = Flags {
-            given: self.parse(args)?,
+            read: std::cell::RefCell::new(vec![false; given.len()]),
+            given,
             tool,
         };
         if f.has("help") {
@@ -205,11 +207,27 @@ pub(super) struct Flags {
     pub given: Vec<Given>,
     /// The tool's name, for "the tool's default" comments.
     pub tool: &'static str,
+    /// Which of `given` an importer has looked at.
+    read: std::cell::RefCell<Vec<bool>>,
 }
 
 impl Flags {
     pub fn get(&self, name: &str) -> Option<&Given> {
-        self.given.iter().find(|g| g.name == name)
+        let i = self.given.iter().position(|g| g.name == name)?;
+        if let Some(r) = self.read.borrow_mut().get_mut(i) {
+            *r = true;
+        }
+        self.given.get(i)
+    }
+    /// The flags given that no importer looked at, as given: each is "not mapped".
+    pub fn unread(&self) -> Vec<&Given> {
+        let read = self.read.borrow();
+        self.given
+            .iter()
+            .zip(read.iter())
+            .filter(|(_, r)| !**r)
+            .map(|(g, _)| g)
+            .collect()
     }
     pub fn has(&self, name: &str) -> bool {
         self.get(name).is_some()

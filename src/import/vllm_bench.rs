@@ -200,6 +200,13 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
     load(&f, &mut d)?;
     slo(&f, &mut d)?;
     unmeasured(&f, &mut d);
+    // Every flag given that nothing above read, named: nothing is dropped unsaid.
+    for g in f.unread() {
+        d.annotate(format!(
+            "{}: not mapped; goodput reads nothing of it (its run is as if it were not given)",
+            g.shown
+        ));
+    }
     d.annotate("TPOT: vLLM's is (E2E − TTFT) / (output tokens − 1) per request; goodput's divides by the tokens after the first chunk, the same when each chunk carries one token (docs/guide/measurement.md).");
     d.finish(&format!("vllm bench serve {}", super::shown(rest)))
 }
@@ -637,7 +644,15 @@ fn open(f: &Flags, d: &mut Draft, rate: f64, concurrency: Option<f64>) -> Result
         d.set("load", "burstiness", format!("{b}"), f.from("burstiness"));
     }
     if !f.has("ramp-up-strategy") {
-        d.annotate(format!("--request-rate {rate}: vLLM scales its drawn gaps so the last request leaves at exactly --num-prompts / rate (arrivals conditioned on their total, so its throughput is near the rate by construction); goodput draws the arrival process as it is, so a run's span varies by about ±2/√n between seeds"));
+        d.set(
+            "load",
+            "pin_total",
+            "true".into(),
+            format!(
+                "{}: vLLM scales its drawn gaps so the last request leaves at exactly --num-prompts / rate, and so does goodput with this key (unset, its arrivals are the process as drawn, and a run's offered rate varies by about ±2/√n between seeds)",
+                f.from("request-rate")
+            ),
+        );
     }
     if let Some(c) = concurrency {
         d.annotate(format!("--max-concurrency {c} with --request-rate {rate}: vLLM holds a request back until one of its {c} slots frees, so past that point its schedule slips (partly closed loop) and latency counts from the late send. goodput keeps the schedule and counts from the intended send; load.max_in_flight would drop requests past {c} rather than delay them, so it is not set."));

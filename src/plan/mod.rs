@@ -655,6 +655,9 @@ impl Plan {
                 rate: c.load.rate(),
                 shape: c.load.burstiness(),
                 trace_us: std::sync::Arc::new(trace_us),
+                pinned: (c.load.pin_total == Some(true))
+                    .then(|| c.load.requests.map(|n| n + c.warmup.requests))
+                    .flatten(),
             };
             (c.load.arrival(), params)
         });

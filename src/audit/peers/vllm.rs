@@ -100,7 +100,7 @@ impl PeerFormat for Vllm {
         if matches!(backend, Some("vllm" | "openai" | "openai-chat")) {
             st.events = Events::Choices;
         }
-        st.samples = detailed(v);
+        (st.samples, st.sample_spans) = detailed(v);
         st.sent_rps = sent_rate(v);
         Some(st)
     }
@@ -110,16 +110,17 @@ impl PeerFormat for Vllm {
 /// request in the order sent: TTFT (`ttfts`), E2EL (TTFT and the request's `itls` summed, as
 /// vLLM's latency is its last counted event), TPOT ((E2EL − TTFT) / (`output_lens` − 1)), the
 /// ITL gaps, and the token counts. A request succeeded when its `errors` entry is empty. Empty
-/// when the file keeps no per-request times or they do not line up.
-fn detailed(v: &Value) -> Vec<(Kind, Vec<Vec<f64>>)> {
+/// when the file keeps no per-request times or they do not line up. Beside them, each
+/// request's send and end (s, its clock), where `start_times` are kept.
+fn detailed(v: &Value) -> (Vec<(Kind, Vec<Vec<f64>>)>, Vec<(f64, f64)>) {
     let list = |k: &str| v[k].as_array();
     let (Some(ttfts), Some(itls), Some(outs)) = (list("ttfts"), list("itls"), list("output_lens"))
     else {
-        return Vec::new();
+        return Default::default();
     };
     let n = ttfts.len();
     if n == 0 || itls.len() != n || outs.len() != n {
-        return Vec::new();
+        return Default::default();
     }
     let ins = list("input_lens").filter(|l| l.len() == n);
     let errors = list("errors").filter(|l| l.len() == n);
@@ -142,7 +143,22 @@ fn detailed(v: &Value) -> Vec<(Kind, Vec<Vec<f64>>)> {
         Kind::OutputTokens,
         Kind::InputTokens,
     ];
-    kinds
+    let gaps_s = |i: usize| -> f64 {
+        itls[i]
+            .as_array()
+            .map_or(0.0, |g| g.iter().filter_map(Value::as_f64).sum())
+    };
+    let spans = match starts {
+        Some(starts) => order
+            .iter()
+            .filter_map(|&i| {
+                let at = starts[i].as_f64()?;
+                Some((at, at + ttfts[i].as_f64()? + gaps_s(i)))
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let samples = kinds
         .into_iter()
         .filter(|k| *k != Kind::InputTokens || ins.is_some())
         .map(|k| {
@@ -176,7 +192,8 @@ fn detailed(v: &Value) -> Vec<(Kind, Vec<Vec<f64>>)> {
                 .collect();
             (k, units)
         })
-        .collect()
+        .collect();
+    (samples, spans)
 }
 
 /// The rate its requests were sent at, from `start_times` (the client's clock at each send):
