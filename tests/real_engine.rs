@@ -6,6 +6,8 @@
 
 #[path = "e2e/common/mod.rs"]
 mod common;
+#[path = "peer_bench/mod.rs"]
+mod peer_bench;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -1003,4 +1005,61 @@ async fn llamacpp_init_sizes_the_run_and_the_guard_stops_an_overload_leaving_the
     assert!(g.at_s <= g.bound_s + 10.0, "{g:?}");
     assert!(end.cancelled_in_flight > 0, "{end:?}");
     eprintln!("{end:?}");
+}
+
+/// Issue #72 on llama.cpp: `vllm bench serve --save-detailed` (vLLM's CLI from
+/// `scripts/vllm.sh`), chat and completions, then `goodput run` of its import on the same
+/// server and `goodput compare`: vLLM's client's rule (llama.cpp's role-only first chunk and
+/// its finish chunk each an event) is the one recomputed, each record keeps those chunks, and
+/// every row is judged ([`peer_bench::assert_bridged`]). 12 requests a side at 1 req/s, 24 prompt
+/// and 8 answer tokens: about 15 s a run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine and vLLM's CLI (scripts/real-engine.sh, scripts/vllm.sh install)"]
+async fn llamacpp_vllm_bench_serve_and_its_import_agree_row_by_row() {
+    let _cpu = CPU.read().await;
+    let vllm = {
+        let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/vllm.sh"))
+            .arg("python")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let python = String::from_utf8(out.stdout).unwrap();
+        Path::new(python.trim()).with_file_name("vllm")
+    };
+    let tokenizer = {
+        let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/vllm.sh"))
+            .arg("model")
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let server = Started::new();
+    let dir = tempfile::tempdir().unwrap();
+    for (backend, endpoint) in [
+        ("openai-chat", "/v1/chat/completions"),
+        ("openai", "/v1/completions"),
+    ] {
+        let bench = peer_bench::Bench {
+            vllm: &vllm,
+            base: &server.0,
+            model: "gemma-3-270m",
+            tokenizer: &tokenizer,
+            backend,
+            endpoint,
+            prompts: 12,
+            rate: 1.0,
+        };
+        let (_, _, _, bundle) = bench.round_trip(dir.path());
+        // llama.cpp's chat stream has a role-only first chunk and a finish chunk: both kept.
+        let records = std::fs::read_to_string(bundle.join("requests.jsonl")).unwrap();
+        let bare = records
+            .lines()
+            .filter(|l| l.contains("\"bare_us\""))
+            .count();
+        assert!(bare > 0, "{backend}: no record kept an event without text");
+    }
 }

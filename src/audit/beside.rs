@@ -50,6 +50,9 @@ pub enum Kind {
     Completed,
 }
 
+/// Per kind, one unit per request in the order sent (a request's values: one, or its gaps).
+pub type Samples = Vec<(Kind, Vec<Vec<f64>>)>;
+
 /// Which of a stream's events the other tool's client takes as a token's arrival.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -140,7 +143,7 @@ pub struct Statement {
     /// Its per-request values where the file keeps them (vLLM's `--save-detailed`): per kind,
     /// one unit per successful request in the order sent (a request's values: one, or its
     /// gaps), for the noise on each row.
-    pub samples: Vec<(Kind, Vec<Vec<f64>>)>,
+    pub samples: Samples,
     /// Each of those requests' send and end, s on its own clock (empty when not kept): its
     /// busy periods, which the noise resamples.
     pub sample_spans: Vec<(f64, f64)>,
@@ -263,9 +266,15 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
     let events = statement.events;
     let offered = offered(&statement, &steady);
     let source = c.measurement.output_tokens;
-    let spans = |r: &Record| Some((r.sent_us? as f64, r.end_us? as f64));
-    let our_cuts = crate::stats::busy_periods(&ok.iter().filter_map(|r| spans(r)).collect::<Vec<_>>());
-    let their_cuts = crate::stats::busy_periods(&statement.sample_spans);
+    let (their_cuts, our_cuts) = busy(&statement, &ok);
+    let side = Sides {
+        ok: &ok,
+        source,
+        events,
+        lead_s,
+        cuts: (&their_cuts, &our_cuts),
+        samples: &statement.samples,
+    };
     let rows: Vec<Row> = statement
         .figures
         .iter()
@@ -276,59 +285,12 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
             } else {
                 tolerance
             };
-            let our_units = ours::units(&ok, source, f.kind, events);
-            let ours_by_theirs = match &our_units {
-                Some(u) => Dist::of(u.iter().flatten().copied().collect()),
-                None => recompute(&ok, source, f.kind, lead_s),
-            }
-            .map(|d| f.stat.of(&d));
-            let diff = ours_by_theirs
-                .filter(|_| f.value.abs() > 1e-9)
-                .map(|o| (o - f.value) / f.value);
-            let their_units = statement
-                .samples
-                .iter()
-                .find(|(k, _)| *k == f.kind)
-                .map(|(_, u)| u);
-            let noise = match (&our_units, their_units, diff) {
-                (Some(o), Some(t), Some(_)) => {
-                    let stat = f.stat;
-                    crate::stats::regenerative_ci(
-                        (t, &their_cuts),
-                        (o, &our_cuts),
-                        &move |v| stat.of_values(v),
-                        MIN_PERIODS,
-                    )
-                    .map(|[lo, hi]| [lo / f.value, hi / f.value])
-                }
-                _ => None,
-            };
-            let one_queue = their_units.is_some() && our_units.is_some() && noise.is_none();
-            let verdict = match judge(diff, within, noise) {
-                Verdict::Differs if one_queue => Verdict::CannotTell,
-                v => v,
-            };
-            Row {
-                metric: label(f),
-                theirs: f.value,
-                ours_by_theirs,
-                ours: own(&loaded.summary.steady, f.kind, f.stat),
-                diff,
-                within,
-                agrees: diff.map(|d| d.abs() <= within),
-                noise,
-                verdict,
-                reason: None,
-            }
+            let mut row = side.row(f, within);
+            row.ours = own(&loaded.summary.steady, f.kind, f.stat);
+            row
         })
         .collect();
-    let mut definitions: Vec<(String, String, String)> = Vec::new();
-    for f in &statement.figures {
-        if !definitions.iter().any(|(n, _, _)| n == f.name) {
-            let (t, o) = definition(f.kind, c.measurement.latency_origin, &statement);
-            definitions.push((f.name.to_owned(), t, o));
-        }
-    }
+    let definitions = definitions(&statement, c.measurement.latency_origin);
     let mut b = Beside {
         theirs: theirs.to_owned(),
         format: peer.name().to_owned(),
@@ -338,7 +300,7 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
         events,
         offered,
         busy_periods: (
-            (!statement.sample_spans.is_empty()).then_some(their_cuts.len()),
+            (!statement.samples.is_empty()).then_some(their_cuts.len()),
             our_cuts.len(),
         ),
         definitions,
@@ -347,8 +309,99 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
         explained: explain(&statement, &rows_of(&rows), open.then_some((n_ok, draw))),
         rows,
     };
+    if !statement.samples.is_empty() && statement.sample_spans.is_empty() {
+        b.explained.push("Their file keeps per-request values but not when each was sent (start_times): its requests are resampled one by one, which understates the noise of a run whose requests queued.".into());
+    }
     b.reasons(&statement, &ok, kept);
     Ok(b)
+}
+
+/// Per metric their result states, once: (its name, their definition, goodput's).
+fn definitions(st: &Statement, origin: LatencyOrigin) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = Vec::new();
+    for f in &st.figures {
+        if !out.iter().any(|(n, _, _)| n == f.name) {
+            let (t, o) = definition(f.kind, origin, st);
+            out.push((f.name.to_owned(), t, o));
+        }
+    }
+    out
+}
+
+/// Where each side's busy periods start (theirs, ours): theirs from the send and end times
+/// their file kept, each request one period when it kept none.
+fn busy(st: &Statement, ok: &[&Record]) -> (Vec<usize>, Vec<usize>) {
+    let spans: Vec<(f64, f64)> = ok
+        .iter()
+        .filter_map(|r| Some((r.sent_us? as f64, r.end_us? as f64)))
+        .collect();
+    let theirs = match st.sample_spans.is_empty() {
+        true => (0..st.samples.first().map_or(0, |(_, u)| u.len())).collect(),
+        false => crate::stats::busy_periods(&st.sample_spans),
+    };
+    (theirs, crate::stats::busy_periods(&spans))
+}
+
+/// Both sides' requests, as a row's figure and noise need them.
+struct Sides<'a> {
+    /// goodput's successful steady requests, in the order sent.
+    ok: &'a [&'a Record],
+    source: TokenSource,
+    events: Events,
+    lead_s: f64,
+    /// Where each side's busy periods start: theirs, ours.
+    cuts: (&'a [usize], &'a [usize]),
+    samples: &'a Samples,
+}
+
+impl Sides<'_> {
+    /// The row of their figure `f`, judged within `within` (goodput's own figure left out).
+    fn row(&self, f: &Stated, within: f64) -> Row {
+        let our_units = ours::units(self.ok, self.source, f.kind, self.events);
+        let ours_by_theirs = match &our_units {
+            Some(u) => Dist::of(u.iter().flatten().copied().collect()),
+            None => recompute(self.ok, self.source, f.kind, self.lead_s),
+        }
+        .map(|d| f.stat.of(&d));
+        let diff = ours_by_theirs
+            .filter(|_| f.value.abs() > 1e-9)
+            .map(|o| (o - f.value) / f.value);
+        let their_units = self
+            .samples
+            .iter()
+            .find(|(k, _)| *k == f.kind)
+            .map(|(_, u)| u);
+        let noise = match (&our_units, their_units, diff) {
+            (Some(o), Some(t), Some(_)) => {
+                let stat = f.stat;
+                crate::stats::regenerative_ci(
+                    (t, self.cuts.0),
+                    (o, self.cuts.1),
+                    &move |v| stat.of_values(v),
+                    MIN_PERIODS,
+                )
+                .map(|[lo, hi]| [lo / f.value, hi / f.value])
+            }
+            _ => None,
+        };
+        let one_queue = their_units.is_some() && our_units.is_some() && noise.is_none();
+        let verdict = match judge(diff, within, noise) {
+            Verdict::Differs if one_queue => Verdict::CannotTell,
+            v => v,
+        };
+        Row {
+            metric: label(f),
+            theirs: f.value,
+            ours_by_theirs,
+            ours: None,
+            diff,
+            within,
+            agrees: diff.map(|d| d.abs() <= within),
+            noise,
+            verdict,
+            reason: None,
+        }
+    }
 }
 
 /// A row's verdict: within its band, else within the noise when the interval of the
@@ -382,6 +435,43 @@ fn offered(st: &Statement, steady: &[&Record]) -> Option<Offered> {
 }
 
 impl Beside {
+    /// The load each side offered, above the table.
+    fn offered_lines(&self, d: &mut crate::report::Doc) {
+        if let Some(o) = &self.offered {
+            let says = format!(
+                "Offered load: theirs sent {} req/s, ours {} ({:+.1}%; the arrivals' own draw spans ±{:.0}%).",
+                crate::report::num(o.theirs_rps),
+                crate::report::num(o.ours_rps),
+                o.diff * 100.0,
+                o.band * 100.0
+            );
+            match o.differs {
+            true => d.warn(format!(
+                "{says} The loads differ: a latency row that differs may say more of the load than of either tool (load.pin_total = true draws vLLM's arrivals; `goodput import vllm-bench` sets it)."
+            )),
+            false => d.line(says),
+        }
+        }
+    }
+
+    /// Each reason once, after the rows it explains.
+    fn reason_lines(&self, d: &mut crate::report::Doc) {
+        let mut reasons: Vec<(&str, Vec<String>)> = Vec::new();
+        for r in &self.rows {
+            let Some(why) = r.reason.as_deref() else {
+                continue;
+            };
+            let row = format!("{} ({})", r.metric, self.verdict_words(r));
+            match reasons.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, rows)) => rows.push(row),
+                None => reasons.push((why, vec![row])),
+            }
+        }
+        for (why, rows) in reasons {
+            d.line(format!("{}: {why}.", rows.join(", ")));
+        }
+    }
+
     /// A row's verdict in the table's words.
     fn verdict_words(&self, r: &Row) -> String {
         match r.verdict {
@@ -754,21 +844,7 @@ impl Beside {
                 self.differs.join("; ")
             ));
         }
-        if let Some(o) = &self.offered {
-            let says = format!(
-                "Offered load: theirs sent {} req/s, ours {} ({:+.1}%; the arrivals' own draw spans ±{:.0}%).",
-                crate::report::num(o.theirs_rps),
-                crate::report::num(o.ours_rps),
-                o.diff * 100.0,
-                o.band * 100.0
-            );
-            match o.differs {
-                true => d.warn(format!(
-                    "{says} The loads differ: a latency row that differs may say more of the load than of either tool (`goodput import` can draw vLLM's arrivals: load.arrival_total = \"pinned\")."
-                )),
-                false => d.line(says),
-            }
-        }
+        self.offered_lines(&mut d);
         let n = |x: Option<f64>| x.map_or("–".to_owned(), crate::report::num);
         let rows = self
             .rows
@@ -799,21 +875,7 @@ impl Beside {
             ],
             rows,
         );
-        // Each reason once, after the rows it explains.
-        let mut reasons: Vec<(&str, Vec<String>)> = Vec::new();
-        for r in &self.rows {
-            let Some(why) = r.reason.as_deref() else {
-                continue;
-            };
-            let row = format!("{} ({})", r.metric, self.verdict_words(r));
-            match reasons.iter_mut().find(|(w, _)| *w == why) {
-                Some((_, rows)) => rows.push(row),
-                None => reasons.push((why, vec![row])),
-            }
-        }
-        for (why, rows) in reasons {
-            d.line(format!("{}: {why}.", rows.join(", ")));
-        }
+        self.reason_lines(&mut d);
         if !self.left_out.is_empty() {
             d.warn(format!(
                 "Their figures that are not numbers, left out of the table: {}.",

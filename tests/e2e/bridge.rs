@@ -126,3 +126,76 @@ async fn recorded_streams_keep_the_events_vllms_client_counts() {
         assert_eq!(command["records"]["choice_events"], true, "{command}");
     }
 }
+
+/// The definitions `audit` and `compare` give for vLLM's figures are the guide's, word for
+/// word (docs/guide/import.md), and a `--save-detailed` result too small to estimate its noise
+/// says so rather than reading DIFFERS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_and_compare_state_the_guides_definitions() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let guide: String = std::fs::read_to_string(root.join("docs/guide/import.md"))
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let theirs = root.join("tests/fixtures/audit/vllm-bench-serve-detailed.json");
+    let bin = || std::process::Command::new(env!("CARGO_BIN_EXE_goodput"));
+    let audit = bin().arg("audit").arg(&theirs).output().unwrap();
+    let text = common::unwrapped(&String::from_utf8_lossy(&audit.stdout));
+    assert!(audit.status.success(), "{text}");
+    let said = goodput::audit::beside::TTFT_BY_CHOICES;
+    assert!(
+        text.contains(said),
+        "the audit does not say `{said}`:\n{text}"
+    );
+    assert!(guide.contains(said), "the guide does not say `{said}`");
+    // A run of the fixture's shape on the simulator, and the fixture beside it.
+    let sim = common::sim(goodput::sim::SimConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let c = common::parse(&format!(
+        "[target]\nurl = \"http://{}\"\napi = \"openai-completions\"\n[load]\nkind = \"open\"\nrate = 4\nrequests = 4\npin_total = true\n",
+        sim.addr()
+    ));
+    let r = common::run_in(c, dir.path()).await;
+    let out = bin()
+        .arg("compare")
+        .arg(&theirs)
+        .arg(&r.bundle.dir)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let b: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(b["events"], "choices", "{b}");
+    for (name, theirs, _) in b["definitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d[0].as_str().unwrap(), d[1].as_str().unwrap(), ()))
+    {
+        if ["TTFT", "TPOT", "ITL", "E2EL"].contains(&name) {
+            assert!(
+                guide.contains(&format!("| {name} | {theirs} |")),
+                "the guide's table does not define {name} as compare does: `{theirs}`"
+            );
+        }
+    }
+    let ttft = b["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "TTFT median (ms)")
+        .unwrap();
+    // Four requests a side cannot estimate their own noise: a difference beyond the tolerance
+    // reads "cannot tell", never DIFFERS, and says why.
+    assert_eq!(ttft["verdict"], "cannot_tell", "{ttft}");
+    assert!(
+        ttft["reason"].to_string().contains("needs 8 a side"),
+        "{ttft}"
+    );
+    assert!(b["explained"].to_string().contains("start_times"), "{b}");
+}

@@ -9,7 +9,7 @@ use super::{
     Audit, Gathered, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown,
     slo_axis,
 };
-use crate::audit::beside::{Events, Kind, Stat, Statement};
+use crate::audit::beside::{Events, Kind, Samples, Stat, Statement};
 
 /// The format.
 pub struct Vllm;
@@ -112,7 +112,7 @@ impl PeerFormat for Vllm {
 /// ITL gaps, and the token counts. A request succeeded when its `errors` entry is empty. Empty
 /// when the file keeps no per-request times or they do not line up. Beside them, each
 /// request's send and end (s, its clock), where `start_times` are kept.
-fn detailed(v: &Value) -> (Vec<(Kind, Vec<Vec<f64>>)>, Vec<(f64, f64)>) {
+fn detailed(v: &Value) -> (Samples, Vec<(f64, f64)>) {
     let list = |k: &str| v[k].as_array();
     let (Some(ttfts), Some(itls), Some(outs)) = (list("ttfts"), list("itls"), list("output_lens"))
     else {
@@ -165,7 +165,6 @@ fn detailed(v: &Value) -> (Vec<(Kind, Vec<Vec<f64>>)>, Vec<(f64, f64)>) {
             let units = order
                 .iter()
                 .map(|&i| {
-                    let ttft = ttfts[i].as_f64().unwrap_or(0.0) * 1e3;
                     let gaps: Vec<f64> = itls[i]
                         .as_array()
                         .map(|g| {
@@ -175,25 +174,30 @@ fn detailed(v: &Value) -> (Vec<(Kind, Vec<Vec<f64>>)>, Vec<(f64, f64)>) {
                                 .collect()
                         })
                         .unwrap_or_default();
-                    let out = outs[i].as_f64().unwrap_or(0.0);
-                    let after: f64 = gaps.iter().sum();
-                    match k {
-                        Kind::Ttft => vec![ttft],
-                        Kind::E2e => vec![ttft + after],
-                        Kind::PerRequestGap if out > 1.0 => vec![after / (out - 1.0)],
-                        Kind::ChunkGap => gaps,
-                        Kind::OutputTokens => vec![out],
-                        Kind::InputTokens => ins
-                            .and_then(|l| l[i].as_f64())
-                            .map_or_else(Vec::new, |x| vec![x]),
-                        _ => Vec::new(),
-                    }
+                    let ttft = ttfts[i].as_f64().unwrap_or(0.0) * 1e3;
+                    let input = ins.and_then(|l| l[i].as_f64());
+                    unit(k, ttft, gaps, outs[i].as_f64().unwrap_or(0.0), input)
                 })
                 .collect();
             (k, units)
         })
         .collect();
     (samples, spans)
+}
+
+/// One request's values of kind `k` by vLLM's rule, from its TTFT and ITL gaps (ms), its
+/// output length and its input length.
+fn unit(k: Kind, ttft: f64, gaps: Vec<f64>, out: f64, input: Option<f64>) -> Vec<f64> {
+    let after: f64 = gaps.iter().sum();
+    match k {
+        Kind::Ttft => vec![ttft],
+        Kind::E2e => vec![ttft + after],
+        Kind::PerRequestGap if out > 1.0 => vec![after / (out - 1.0)],
+        Kind::ChunkGap => gaps,
+        Kind::OutputTokens => vec![out],
+        Kind::InputTokens => input.into_iter().collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The rate its requests were sent at, from `start_times` (the client's clock at each send):
