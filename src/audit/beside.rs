@@ -166,6 +166,10 @@ pub enum Verdict {
     /// the runs emptied its queue too seldom ([`MIN_PERIODS`]) for its requests to say how
     /// another run would go.
     CannotTell,
+    /// A percentile neither side's sample supports at the contract's confidence (the claim
+    /// rule of `run` and `compare`, [`crate::analyze::claims::supports_percentile`]): the
+    /// difference is shown, nothing is claimed.
+    NoClaim,
     /// Nothing to judge (no figure of ours, or theirs is 0).
     Unjudged,
 }
@@ -191,8 +195,8 @@ pub struct Row {
     pub within: f64,
     /// `diff` within `within`.
     pub agrees: Option<bool>,
-    /// The 95% interval of `diff` (moving-block bootstrap over both sides' requests,
-    /// [`crate::stats::block_bootstrap_ci`]), when both sides kept per-request values.
+    /// The 95% interval of `diff` (regenerative bootstrap over both sides' busy periods,
+    /// [`crate::stats::regenerative_ci`]), when both sides kept per-request values.
     pub noise: Option<[f64; 2]>,
     pub verdict: Verdict,
     /// Why it reads as it does, where that is known (the offered loads differ, their TTFT ends
@@ -274,6 +278,11 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
         lead_s,
         cuts: (&their_cuts, &our_cuts),
         samples: &statement.samples,
+        support: (
+            their_count(&statement),
+            ok.len() as u64,
+            c.measurement.confidence,
+        ),
     };
     let rows: Vec<Row> = statement
         .figures
@@ -309,9 +318,6 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
         explained: explain(&statement, &rows_of(&rows), open.then_some((n_ok, draw))),
         rows,
     };
-    if !statement.samples.is_empty() && statement.sample_spans.is_empty() {
-        b.explained.push("Their file keeps per-request values but not when each was sent (start_times): its requests are resampled one by one, which understates the noise of a run whose requests queued.".into());
-    }
     b.reasons(&statement, &ok, kept);
     Ok(b)
 }
@@ -326,6 +332,14 @@ fn definitions(st: &Statement, origin: LatencyOrigin) -> Vec<(String, String, St
         }
     }
     out
+}
+
+/// The requests their result says completed, when it says.
+fn their_count(st: &Statement) -> Option<u64> {
+    st.figures
+        .iter()
+        .find(|f| f.kind == Kind::Completed)
+        .map(|f| f.value as u64)
 }
 
 /// Where each side's busy periods start (theirs, ours): theirs from the send and end times
@@ -352,6 +366,9 @@ struct Sides<'a> {
     /// Where each side's busy periods start: theirs, ours.
     cuts: (&'a [usize], &'a [usize]),
     samples: &'a Samples,
+    /// Requests each side measured (theirs where their result says), and the confidence a
+    /// percentile's claim needs.
+    support: (Option<u64>, u64, f64),
 }
 
 impl Sides<'_> {
@@ -385,7 +402,10 @@ impl Sides<'_> {
             _ => None,
         };
         let one_queue = their_units.is_some() && our_units.is_some() && noise.is_none();
+        let unsupported = self.unsupported(f);
         let verdict = match judge(diff, within, noise) {
+            Verdict::Unjudged => Verdict::Unjudged,
+            _ if unsupported.is_some() => Verdict::NoClaim,
             Verdict::Differs if one_queue => Verdict::CannotTell,
             v => v,
         };
@@ -399,8 +419,24 @@ impl Sides<'_> {
             agrees: diff.map(|d| d.abs() <= within),
             noise,
             verdict,
-            reason: None,
+            reason: unsupported,
         }
+    }
+
+    /// Why a percentile row claims nothing, when its sample is too small on either side.
+    fn unsupported(&self, f: &Stated) -> Option<String> {
+        let p = match f.stat {
+            Stat::P50 => 50.0,
+            Stat::P90 => 90.0,
+            Stat::P99 => 99.0,
+            Stat::Mean | Stat::Value => return None,
+        };
+        let (theirs, ours, confidence) = self.support;
+        let have: Vec<u64> = theirs.into_iter().chain([ours]).collect();
+        let supported = have
+            .iter()
+            .all(|n| crate::analyze::claims::supports_percentile(*n, p, confidence));
+        (!supported).then(|| crate::analyze::claims::unsupported_words(p, &have, confidence))
     }
 }
 
@@ -435,6 +471,23 @@ fn offered(st: &Statement, steady: &[&Record]) -> Option<Offered> {
 }
 
 impl Beside {
+    /// What the verdicts mean, and how many of each.
+    fn footer(&self, d: &mut crate::report::Doc) {
+        let count = |v: Verdict| self.rows.iter().filter(|r| r.verdict == v).count();
+        let differing = count(Verdict::Differs);
+        d.toned(
+            crate::report::Tone::warn_if(differing > 0),
+            format!(
+                "Agrees: goodput's records, recomputed with their definition, within ±{}% of their figure (--tolerance). Within noise: further off, but the 95% interval of the difference (a regenerative bootstrap over both sides' busy periods, where both kept their requests) reaches into that band. {} agree, {} within noise, {differing} differ, {} claim nothing (too few requests for the percentile, or too few busy periods to judge), of {} figures.",
+                (self.tolerance * 1000.0).round() / 10.0,
+                count(Verdict::Agrees),
+                count(Verdict::WithinNoise),
+                count(Verdict::NoClaim) + count(Verdict::CannotTell),
+                self.rows.len()
+            ),
+        );
+    }
+
     /// The load each side offered, above the table.
     fn offered_lines(&self, d: &mut crate::report::Doc) {
         if let Some(o) = &self.offered {
@@ -482,6 +535,7 @@ impl Beside {
             Verdict::WithinNoise => "within noise".into(),
             Verdict::Differs => "DIFFERS".into(),
             Verdict::CannotTell => "cannot tell".into(),
+            Verdict::NoClaim => "no claim: sample too small".into(),
             Verdict::Unjudged => "–".into(),
         }
     }
@@ -496,9 +550,20 @@ impl Beside {
         };
         let timing = |k: Kind| latency(k) && k != Kind::TpotWithFirst;
         let lead = ours::role_lead(ok).filter(|(lead, ttft)| *lead > 1.0 && *lead > 0.1 * ttft);
+        // Prompt tokens the server says it served from its cache, of all, over our requests:
+        // a cold run when under 5%.
+        let cold = {
+            let (cached, prompt) = ok.iter().fold((0u64, 0u64), |(c, p), r| {
+                match (r.usage_cached_tokens, r.usage_prompt_tokens) {
+                    (Some(x), Some(y)) => (c + u64::from(x), p + u64::from(y)),
+                    _ => (c, p),
+                }
+            });
+            (prompt > 0 && (cached as f64) < 0.05 * prompt as f64).then_some((cached, prompt))
+        };
         let no_samples = st.samples.is_empty();
         for (row, f) in self.rows.iter_mut().zip(&st.figures) {
-            let mut why: Vec<String> = Vec::new();
+            let mut why: Vec<String> = row.reason.take().into_iter().collect();
             let off = row.verdict == Verdict::Differs;
             if off
                 && latency(f.kind)
@@ -517,6 +582,15 @@ impl Beside {
                 why.push(format!(
                     "their TTFT ends at the role-only chunk, which this server sends {} ms before the first token (median), before its prefill",
                     crate::report::num(lead)
+                ));
+            }
+            if off
+                && matches!(f.kind, Kind::Ttft | Kind::E2e)
+                && row.diff.is_some_and(|d| d > 0.0)
+                && let Some((cached, prompt)) = cold
+            {
+                why.push(format!(
+                    "goodput's prompts met a cold cache ({cached} of {prompt} prompt tokens served from the server's cache: a per-run nonce), and theirs may not have: vllm bench sends the same prompts for one --seed, so a run after another of that seed on one server finds them cached"
                 ));
             }
             if st.events == Events::Choices && !kept && timing(f.kind) {
@@ -644,6 +718,9 @@ fn explain(
             ));
         }
         out.push(line);
+    }
+    if !st.samples.is_empty() && st.sample_spans.is_empty() {
+        out.push("Their file keeps per-request values but not when each was sent (start_times): its requests are resampled one by one, which understates the noise of a run whose requests queued.".into());
     }
     if let Some((n, draw)) = open {
         out.push(format!(
@@ -889,18 +966,7 @@ impl Beside {
         for (name, theirs, ours) in &self.definitions {
             d.line(format!("{name}: theirs {theirs}; ours {ours}."));
         }
-        let count = |v: Verdict| self.rows.iter().filter(|r| r.verdict == v).count();
-        let differing = count(Verdict::Differs);
-        d.toned(
-            crate::report::Tone::warn_if(differing > 0),
-            format!(
-                "Agrees: goodput's records, recomputed with their definition, within ±{}% of their figure (--tolerance). Within noise: further off, but the 95% interval of the difference (a moving-block bootstrap over both sides' requests, where both kept them) reaches into that band. {} agree, {} within noise, {differing} differ, of {} figures. A tail (p99) rests on few requests and moves most between runs.",
-                (self.tolerance * 1000.0).round() / 10.0,
-                count(Verdict::Agrees),
-                count(Verdict::WithinNoise),
-                self.rows.len()
-            ),
-        );
+        self.footer(&mut d);
         d
     }
 }

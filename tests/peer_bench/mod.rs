@@ -189,11 +189,14 @@ pub fn assert_bridged(b: &serde_json::Value, shown: &str) {
     for r in b["rows"].as_array().unwrap() {
         let v = r["verdict"].as_str().unwrap();
         assert!(
-            matches!(v, "agrees" | "within_noise" | "differs" | "cannot_tell"),
+            matches!(
+                v,
+                "agrees" | "within_noise" | "differs" | "cannot_tell" | "no_claim"
+            ),
             "{} reads {v}:\n{shown}",
             r["metric"]
         );
-        if v == "cannot_tell" {
+        if matches!(v, "cannot_tell" | "no_claim") {
             assert!(
                 !r["reason"].is_null(),
                 "{}: no reason\n{shown}",
