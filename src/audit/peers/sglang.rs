@@ -9,8 +9,10 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{
-    Audit, PeerFormat, QUALITY_MISSING, num, reasoning_ttft_unknown, server_unknown, slo_axis,
+    Audit, Gathered, PeerFormat, QUALITY_MISSING, num, one, reasoning_ttft_unknown, server_unknown,
+    slo_axis,
 };
+use crate::audit::beside::{Kind, Stat, Statement};
 
 /// The format.
 pub struct Sglang;
@@ -38,6 +40,89 @@ impl PeerFormat for Sglang {
             Value::Array(lines) => !lines.is_empty() && lines.iter().all(is_run),
             v => is_run(v),
         }
+    }
+
+    /// SGLang's client (`bench_serving.py`, `sglang-oai`) takes a chunk as a token only when
+    /// its text is not empty: goodput's own rule. A file of several runs is read at the one
+    /// whose rate is the run's (else its last), and says which.
+    fn stated(&self, v: &Value, c: &crate::contract::Contract) -> Option<Statement> {
+        let runs: Vec<&Value> = match v {
+            Value::Array(lines) => lines.iter().collect(),
+            v => vec![v],
+        };
+        let rate = c.load.rate.filter(|_| c.load.is_open());
+        let same = |r: &&Value| match (&r["request_rate"], rate) {
+            (Value::Number(n), Some(x)) => n.as_f64().is_some_and(|y| (y - x).abs() < 1e-9),
+            (Value::String(s), None) => s == "inf",
+            _ => false,
+        };
+        let (i, run) = runs
+            .iter()
+            .enumerate()
+            .find(|(_, r)| same(r))
+            .or(runs.iter().enumerate().next_back())?;
+        let mut g = Gathered::default();
+        for (name, kind, key) in [
+            ("TTFT", Kind::Ttft, "ttft_ms"),
+            ("TPOT", Kind::PerRequestGap, "tpot_ms"),
+            ("ITL", Kind::ChunkGap, "itl_ms"),
+            ("E2E latency", Kind::E2e, "e2e_latency_ms"),
+        ] {
+            for (stat, word) in [
+                (Stat::Mean, "mean"),
+                (Stat::P50, "median"),
+                (Stat::P99, "p99"),
+            ] {
+                one(
+                    &mut g,
+                    run,
+                    (name, kind, stat),
+                    &format!("/{word}_{key}"),
+                    1.0,
+                );
+            }
+        }
+        one(
+            &mut g,
+            run,
+            ("request throughput", Kind::RequestsPerS, Stat::Value),
+            "/request_throughput",
+            1.0,
+        );
+        one(
+            &mut g,
+            run,
+            ("output throughput", Kind::OutputTokensPerS, Stat::Value),
+            "/output_throughput",
+            1.0,
+        );
+        one(
+            &mut g,
+            run,
+            ("completed", Kind::Completed, Stat::Value),
+            "/completed",
+            1.0,
+        );
+        if let Some(n) = run["completed"].as_f64().filter(|n| *n > 0.0) {
+            one(
+                &mut g,
+                run,
+                ("output tokens per request", Kind::OutputTokens, Stat::Mean),
+                "/total_output_tokens",
+                1.0 / n,
+            );
+            one(
+                &mut g,
+                run,
+                ("input tokens per request", Kind::InputTokens, Stat::Mean),
+                "/total_input_tokens",
+                1.0 / n,
+            );
+        }
+        g.rate(run, "/request_rate", true);
+        g.count("concurrency", run, "/max_concurrency", 1);
+        let picked = (runs.len() > 1).then(|| format!("line {} of {}", i + 1, runs.len()));
+        Some(g.into_statement(false, picked))
     }
 
     fn grade(&self, path: &Path, v: &Value) -> anyhow::Result<Audit> {
