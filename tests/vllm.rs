@@ -586,7 +586,7 @@ fn vllm_bench_serve_side_by_side_and_audited() {
     for says in [
         "TTFT: theirs from each request's actual send",
         "TPOT: theirs (E2E − TTFT) / (output tokens − 1)",
-        "ITL: theirs every gap between chunks, pooled",
+        "ITL: theirs every gap between events with a choice, pooled",
         "E2EL: theirs from each request's actual send",
         "request throughput: theirs completed requests",
     ] {
