@@ -26,6 +26,7 @@ pub mod audit;
 pub mod compare;
 pub mod demo;
 pub mod export;
+pub mod gates;
 pub mod history;
 pub mod import;
 pub mod init;

@@ -49,7 +49,7 @@ pub struct RunArgs {
     /// regression (10, with --history). The first failing in that order sets the status;
     /// stderr names every failing gate and why.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "GATES")]
-    fail_on: Vec<crate::run::Gate>,
+    fail_on: Vec<crate::command::gates::Gate>,
     /// A bundle or repeat set whose outputs `--fail-on quality` holds this run's against (by
     /// the baseline's [quality] tolerances, as `compare` does).
     #[arg(long, value_name = "BUNDLE")]
@@ -137,7 +137,7 @@ pub async fn run(a: RunArgs) -> anyhow::Result<Done> {
     let mut options = output.run_options();
     options.overrides = said;
     run_flags(&mut c, cold_start, predict, repeats)?;
-    let regression = fail_on.contains(&crate::run::Gate::Regression);
+    let regression = fail_on.contains(&crate::command::gates::Gate::Regression);
     let thresholds = crate::history::Thresholds::parse(&regression_threshold)?;
     let history = history.map(|store| (store, thresholds));
     if regression && history.is_none() {
@@ -426,17 +426,17 @@ fn explain_failure(r: &crate::run::RunResult) -> anyhow::Result<Option<String>> 
 /// that could never pass is a mistake in the command), and the baseline for `quality`, loaded
 /// before the run too.
 struct Gates {
-    gates: Vec<crate::run::Gate>,
+    gates: Vec<crate::command::gates::Gate>,
     baseline: Option<crate::compare::Side>,
 }
 
 impl Gates {
     fn check(
-        gates: Vec<crate::run::Gate>,
+        gates: Vec<crate::command::gates::Gate>,
         baseline: Option<PathBuf>,
         c: &contract::Contract,
     ) -> anyhow::Result<Gates> {
-        use crate::run::Gate;
+        use crate::command::gates::Gate;
         if gates.contains(&Gate::Slo) && !c.has_slo() {
             bail!("--fail-on slo: the contract has no [slo] thresholds to meet");
         }
@@ -481,7 +481,7 @@ impl Gates {
                     consistency: None,
                 },
             });
-        let failed = crate::run::failed_gates(&self.gates, runs, quality.as_ref());
+        let failed = crate::command::gates::failed_gates(&self.gates, runs, quality.as_ref());
         let said = failed
             .iter()
             .map(|f| {

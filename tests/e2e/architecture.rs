@@ -52,10 +52,43 @@ fn module_of(file: &Path) -> String {
     parts.join("::")
 }
 
-/// Non-test code without comments: the file up to its `#[cfg(test)]` module.
+/// The file without its `#[cfg(test)]` items, every line after them kept (code may follow a
+/// test module). Read in rustfmt's layout, which CI holds every file to: an item's closing
+/// brace is the first later line that is its first line's indentation followed by `}`.
+fn without_tests(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut kept = Vec::with_capacity(lines.len());
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() != "#[cfg(test)]" {
+            kept.push(lines[i]);
+            i += 1;
+            continue;
+        }
+        // The item the attribute covers: past further attributes to its first line.
+        let mut start = i + 1;
+        while start < lines.len() && lines[start].trim_start().starts_with("#[") {
+            start += 1;
+        }
+        let Some(first) = lines.get(start) else {
+            break;
+        };
+        let indent = &first[..first.len() - first.trim_start().len()];
+        i = if first.trim_end().ends_with(';') {
+            start + 1
+        } else {
+            let close = format!("{indent}}}");
+            (start + 1..lines.len())
+                .find(|&j| lines[j] == close)
+                .map_or(lines.len(), |j| j + 1)
+        };
+    }
+    kept.join("\n")
+}
+
+/// Non-test code without comments.
 fn code(text: &str) -> String {
-    let end = text.find("#[cfg(test)]\nmod ").unwrap_or(text.len());
-    text[..end]
+    without_tests(text)
         .lines()
         .map(|l| match l.find("//") {
             // A `//` inside a string (a URL) is kept: only a line's comment tail goes.
@@ -206,7 +239,7 @@ fn the_architecture_document_lists_the_same_layers() {
 #[test]
 fn the_checker_reads_grouped_paths() {
     let paths = crate_paths(&code(
-        "use crate::{analyze::{Summary, stats::Dist}, report};\n// crate::cli\nfn f() { crate::run::run(); }\n#[cfg(test)]\nmod tests { use crate::sweep; }",
+        "use crate::{analyze::{Summary, stats::Dist}, report};\n// crate::cli\nfn f() { crate::run::run(); }\n#[cfg(test)]\nmod tests {\n    use crate::sweep;\n}\nfn g() { crate::ab::go(); }",
     ));
     let joined: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
     assert!(
@@ -219,6 +252,8 @@ fn the_checker_reads_grouped_paths() {
     );
     assert!(joined.contains(&"report".to_owned()), "{joined:?}");
     assert!(joined.contains(&"run::run".to_owned()), "{joined:?}");
+    // Code after a test module is still read (#73: `failed_gates` hid there).
+    assert!(joined.contains(&"ab::go".to_owned()), "{joined:?}");
     assert!(
         !joined
             .iter()
@@ -235,9 +270,8 @@ fn function_lengths() -> Vec<(usize, String)> {
     rust_files(&Path::new(ROOT).join("src"), &mut files);
     let mut out = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
-        let end = text.find("#[cfg(test)]\nmod ").unwrap_or(text.len());
-        let lines: Vec<&str> = text[..end].lines().collect();
+        let text = without_tests(&std::fs::read_to_string(&file).unwrap());
+        let lines: Vec<&str> = text.lines().collect();
         let mut i = 0;
         while i < lines.len() {
             let line = lines[i];
@@ -291,6 +325,90 @@ fn function_lengths() -> Vec<(usize, String)> {
 /// discrete-event loop). The count may only fall: lower the bound as functions are split. The list of every function of 80 lines or more is printed on every
 /// run (`.config/nextest.toml` shows it).
 const MOST_OVER_80: usize = 7;
+
+/// The same lengths read by a Rust parser (syn), independently of the line reader above: from
+/// the `fn` keyword's line to the body's closing brace's, for every function, method and trait
+/// default outside `#[cfg(test)]` items.
+fn function_lengths_parsed() -> Vec<(usize, String)> {
+    use syn::visit::Visit;
+    struct Lengths {
+        module: String,
+        out: Vec<(usize, String)>,
+    }
+    fn is_test(attrs: &[syn::Attribute]) -> bool {
+        attrs.iter().any(|a| {
+            a.path().is_ident("cfg")
+                && a.meta
+                    .require_list()
+                    .is_ok_and(|l| l.tokens.to_string() == "test")
+        })
+    }
+    impl Lengths {
+        fn push(&mut self, sig: &syn::Signature, body: &syn::Block) {
+            let from = sig.fn_token.span.start().line;
+            let to = body.brace_token.span.close().end().line;
+            self.out
+                .push((to - from + 1, format!("{}::{}", self.module, sig.ident)));
+        }
+    }
+    impl<'ast> Visit<'ast> for Lengths {
+        fn visit_item(&mut self, i: &'ast syn::Item) {
+            let attrs = match i {
+                syn::Item::Mod(m) => &m.attrs,
+                syn::Item::Fn(f) => &f.attrs,
+                syn::Item::Impl(m) => &m.attrs,
+                syn::Item::Trait(t) => &t.attrs,
+                _ => return syn::visit::visit_item(self, i),
+            };
+            if !is_test(attrs) {
+                syn::visit::visit_item(self, i);
+            }
+        }
+        fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+            self.push(&f.sig, &f.block);
+            syn::visit::visit_item_fn(self, f);
+        }
+        fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+            if !is_test(&f.attrs) {
+                self.push(&f.sig, &f.block);
+                syn::visit::visit_impl_item_fn(self, f);
+            }
+        }
+        fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+            if let Some(body) = &f.default {
+                self.push(&f.sig, body);
+            }
+            syn::visit::visit_trait_item_fn(self, f);
+        }
+    }
+    let mut files = Vec::new();
+    rust_files(&Path::new(ROOT).join("src"), &mut files);
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let parsed = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let mut v = Lengths {
+            module: module_of(&file),
+            out: Vec::new(),
+        };
+        v.visit_file(&parsed);
+        out.extend(v.out);
+    }
+    out.sort_by(|a, b| b.cmp(a));
+    out
+}
+
+/// The line reader and the parser agree on every long function (#73: the reader once stopped
+/// at a file's first test module and missed the code after it).
+#[test]
+fn two_readings_find_the_same_long_functions() {
+    let long = |v: Vec<(usize, String)>| -> Vec<(usize, String)> {
+        v.into_iter().filter(|(n, _)| *n >= 80).collect()
+    };
+    let (read, parsed) = (long(function_lengths()), long(function_lengths_parsed()));
+    assert!(!parsed.is_empty(), "the parser found no long function");
+    assert_eq!(read, parsed, "the line reader and syn disagree");
+}
 
 #[test]
 fn functions_stay_short() {
