@@ -12,11 +12,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
-use serde_json::{Value, json};
 
 use crate::analyze::Summary;
 use crate::analyze::shards::ShardFacts;
-use crate::bundle::{Bundle, CONTRACT, ENVIRONMENT, METRICS, REFERENCES, REQUESTS};
+use crate::bundle::{
+    Bundle, COMMAND, CONTRACT, CommandFile, ENVIRONMENT, EnvironmentFile, METRICS, REFERENCES,
+    REQUESTS,
+};
 use crate::contract::{Contract, Shard};
 use crate::record::Record;
 
@@ -28,8 +30,8 @@ struct Part {
     start_at: String,
     /// Where the schedule began on the shard's clock, µs.
     origin_us: u64,
-    environment: Value,
-    command: Value,
+    environment: EnvironmentFile,
+    command: CommandFile,
     records: Vec<Record>,
 }
 
@@ -41,14 +43,14 @@ pub struct Merged {
     pub warnings: Vec<String>,
 }
 
-fn read_json(path: &Path) -> anyhow::Result<Value> {
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
     crate::bundle::read_json(path)?.with_context(|| format!("{} is missing", path.display()))
 }
 
 fn read_part(dir: &Path) -> anyhow::Result<Part> {
     let bundle = Bundle::open(dir)?;
     let (contract, _) = crate::workload::load(&bundle.path(CONTRACT))?;
-    let environment = read_json(&bundle.path(ENVIRONMENT))?;
+    let environment: EnvironmentFile = read_json(&bundle.path(ENVIRONMENT))?;
     let (Some(shard), Some(start_at)) = (contract.load.shard(), contract.load.start_at.clone())
     else {
         bail!(
@@ -56,13 +58,13 @@ fn read_part(dir: &Path) -> anyhow::Result<Part> {
             dir.display()
         );
     };
-    let origin_us = environment["shard"]["origin_us"].as_u64().with_context(|| {
+    let origin_us = environment.shard.as_ref().and_then(|s| s.origin_us).with_context(|| {
         format!(
             "{}: environment.json has no shard.origin_us (the shard stopped before its start instant?)",
             dir.display()
         )
     })?;
-    let command = crate::bundle::read_json(&bundle.path("command.json"))?.unwrap_or_default();
+    let command: CommandFile = crate::bundle::read_json(&bundle.path(COMMAND))?.unwrap_or_default();
     let (records, warning) =
         crate::record::read_jsonl_noted(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
     if let Some(w) = warning {
@@ -170,12 +172,7 @@ fn check_records(parts: &[Part], allow_empty: bool) -> anyhow::Result<()> {
                 p.shard
             );
         }
-        let span_s = ["started_utc", "ended_utc"].map(|k| {
-            p.command[k]
-                .as_str()
-                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-        });
-        if let [Some(a), Some(b)] = span_s {
+        if let (Some(a), Some(b)) = (p.command.started_utc, p.command.ended_utc) {
             // The run's clock starts as the process does, before `started_utc`: a minute of
             // slack covers the probes and a slow start.
             let lasted_us = (b.duration_since(a).as_secs_f64().max(0.0) + 60.0) * 1e6;
@@ -213,22 +210,28 @@ fn check_records(parts: &[Part], allow_empty: bool) -> anyhow::Result<()> {
 
 /// The shards' `command.json`s as one: when the first started and the last ended, and whether
 /// any was interrupted or gave up (then the merged run was too).
-fn command(parts: &[Part], argv: &[String]) -> Value {
-    let all = |k: &'static str| parts.iter().map(move |p| &p.command[k]);
-    let ended = all("ended_utc")
-        .map(Value::as_str)
+fn command(parts: &[Part], argv: &[String]) -> CommandFile {
+    let ended = parts
+        .iter()
+        .map(|p| p.command.ended_utc)
         .collect::<Option<Vec<_>>>();
-    json!({
-        "argv": argv,
-        "merged_from": parts.iter().map(|p| p.dir.display().to_string()).collect::<Vec<_>>(),
-        "tool_version": env!("CARGO_PKG_VERSION"),
-        "started_utc": all("started_utc").filter_map(Value::as_str).min(),
-        "ended_utc": ended.and_then(|e| e.into_iter().max()),
-        "interrupted": all("interrupted").any(|v| v.as_bool() == Some(true)),
-        "signal": all("signal").find(|v| !v.is_null()),
-        "aborted": parts.iter().find_map(|p| p.command["aborted"].as_str().map(|a| format!("shard {}: {a}", p.shard))),
-        "records": crate::record::Kept::of_all(parts.iter().map(|p| &p.command)),
-    })
+    CommandFile {
+        argv: argv.to_vec(),
+        merged_from: Some(parts.iter().map(|p| p.dir.display().to_string()).collect()),
+        tool_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        started_utc: parts.iter().filter_map(|p| p.command.started_utc).min(),
+        ended_utc: ended.and_then(|e| e.into_iter().max()),
+        interrupted: parts.iter().any(|p| p.command.interrupted),
+        signal: parts.iter().find_map(|p| p.command.signal.clone()),
+        aborted: parts.iter().find_map(|p| {
+            p.command
+                .aborted
+                .as_ref()
+                .map(|a| format!("shard {}: {a}", p.shard))
+        }),
+        records: crate::record::Kept::of_all(parts.iter().map(|p| p.command.records)),
+        ..CommandFile::default()
+    }
 }
 
 /// The shard bundles `paths` name: a bundle as it is; a directory that is not one (a contract's
@@ -331,11 +334,11 @@ pub fn merge(
     bundle.rewrite_records(&records)?;
     // The target as shard 0 saw it (every shard probed the same one); each client's own facts
     // are under `shards`.
-    let mut environment = parts[0].environment.clone();
-    if let Some(e) = environment.as_object_mut() {
-        e.remove("shard");
-    }
-    environment["shards"] = serde_json::to_value(&shards)?;
+    let environment = EnvironmentFile {
+        shard: None,
+        shards,
+        ..parts[0].environment.clone()
+    };
     bundle.write_json(ENVIRONMENT, &environment)?;
     // The target's metrics as shard 0 scraped them, on the merged clock.
     let scrapes = shifted_scrapes(&parts[0], latest)?;
@@ -346,7 +349,7 @@ pub fn merge(
             .collect::<Result<_, _>>()?;
         bundle.write(METRICS, &(lines.join("\n") + "\n"))?;
     }
-    bundle.write_json("command.json", &command(&parts, argv))?;
+    bundle.write_json(COMMAND, &command(&parts, argv))?;
     // The summary as `goodput report` will recompute it: from the bundle alone.
     let l = Bundle::load(&bundle.dir)?;
     bundle.write_documents(&l.contract, &l.inputs, &l.summary, &l.records)?;
@@ -354,7 +357,7 @@ pub fn merge(
     // is merged, and the merged run counts as interrupted.
     let warnings = parts
         .iter()
-        .filter(|p| p.command["ended_utc"].is_null())
+        .filter(|p| p.command.ended_utc.is_none())
         .map(|p| {
             format!(
                 "shard {} ({}) has no end time: it is still running, or was killed; its records so far are merged and the run counts as interrupted (merge again once it has ended)",
@@ -386,10 +389,13 @@ fn shifted_records(parts: &[Part], latest: u64) -> (Vec<Record>, Vec<ShardFacts>
             index: p.shard.index,
             count: p.shard.count,
             start_at: p.start_at.clone(),
-            host: p.environment["client"]["hostname"]
-                .as_str()
-                .map(str::to_owned),
-            clock: p.environment["shard"]["clock"].clone(),
+            host: p.environment.probed.client.hostname.clone(),
+            clock: p
+                .environment
+                .shard
+                .as_ref()
+                .map(|s| s.clock.clone())
+                .unwrap_or_default(),
             bundle: Some(p.dir.display().to_string()),
             origin_us: Some(p.origin_us),
             shifted_us: Some(by),

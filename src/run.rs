@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::analyze::Summary;
 use crate::bundle::{
-    Bundle, COLD_START, CONTRACT, ENVIRONMENT, METRICS, PREDICTION, REFERENCES, REQUESTS, TELEMETRY,
+    Bundle, COLD_START, COMMAND, CONTRACT, CommandFile, ENVIRONMENT, EnvironmentFile, METRICS,
+    PREDICTION, REFERENCES, REQUESTS, TELEMETRY,
 };
 use crate::client::{Client, KeepOutput, http_pool};
 use crate::coldstart::Launched;
@@ -199,7 +200,13 @@ pub async fn run(
         api_key,
         model: contract.target.model.clone().unwrap_or_default(),
     };
-    let (facts, scraper, inputs, mut environment, start_us) = probed(
+    let ProbedTarget {
+        facts,
+        scrapers: scraper,
+        inputs,
+        mut environment,
+        start_us,
+    } = probed(
         &target,
         &contract,
         (inputs, models, version),
@@ -229,7 +236,9 @@ pub async fn run(
     .await?;
     let load_end = left_as_found(&target, &records, guard, &outcome, (started, &opts)).await;
     // The connections the load opened (before the recount opens any of its own).
-    environment["client_http"]["connections"] = connects.summary(load_started);
+    if let Some(http) = environment.client_http.as_mut() {
+        http.connections = Some(connects.summary(load_started));
+    }
     let spans = traces::finish(
         receiver,
         &contract,
@@ -245,7 +254,7 @@ pub async fn run(
     if let Some(r) =
         count_outputs(&target, &contract, &inputs, &mut records, &bundle, &cancel).await?
     {
-        environment["output_count"] = json!(r);
+        environment.output_count = Some(r);
         bundle.write_json(ENVIRONMENT, &environment)?;
     }
     stop_launched(launched.take(), timeline.as_mut(), &bundle).await?;
@@ -267,17 +276,17 @@ pub async fn run(
         shards: &[],
         segments: &segments,
         spans: &spans,
-        traces: environment.get("traces"),
+        traces: environment.traces.as_ref(),
     };
     let summary = bundle.write_results(&contract, &context, &records, prediction)?;
-    let ended = command.json(
+    let ended = command.file(
         Some(jiff::Timestamp::now()),
         interrupted,
         &aborted,
         signal,
         (&decided, &load_end),
     );
-    bundle.write_json("command.json", &ended)?;
+    bundle.write_json(COMMAND, &ended)?;
     traces::export_client_spans(&contract, &records, started, opts.watch.as_ref()).await;
     drop(sim);
     Ok(RunResult {
@@ -288,6 +297,17 @@ pub async fn run(
     })
 }
 
+/// What the run knows before its load: the target's facts, its scrapers started, the inputs
+/// (recounted in the target's tokens where the contract asks), `environment.json` as written,
+/// and a shard's schedule origin.
+struct ProbedTarget {
+    facts: Facts,
+    scrapers: Vec<Scraper>,
+    inputs: Inputs,
+    environment: EnvironmentFile,
+    start_us: Option<u64>,
+}
+
 /// The target probed before the load (`environment`), the client's wake-up latency and, for a
 /// shard, its schedule origin (`shard_origin`), written to `environment.json`.
 async fn probed(
@@ -296,8 +316,8 @@ async fn probed(
     (inputs, models, version): (Inputs, serde_json::Value, serde_json::Value),
     (bundle, started, start_at, wake): (&Bundle, Instant, Option<jiff::Timestamp>, &WakeLatency),
     (cancel, opts): (&CancellationToken, &RunOptions),
-) -> anyhow::Result<(Facts, Vec<Scraper>, Inputs, serde_json::Value, Option<u64>)> {
-    let (facts, scraper, inputs, mut environment) = unless_cancelled(
+) -> anyhow::Result<ProbedTarget> {
+    let (facts, scrapers, inputs, mut environment) = unless_cancelled(
         cancel,
         &opts.signal,
         "probing the target",
@@ -312,7 +332,7 @@ async fn probed(
         ),
     )
     .await?;
-    environment["client_wake_latency"] = wake.status.clone();
+    environment.client_wake_latency = Some(wake.status.clone());
     let start_us = shard_origin(
         contract,
         start_at,
@@ -323,7 +343,13 @@ async fn probed(
     )
     .await?;
     bundle.write_json(ENVIRONMENT, &environment)?;
-    Ok((facts, scraper, inputs, environment, start_us))
+    Ok(ProbedTarget {
+        facts,
+        scrapers,
+        inputs,
+        environment,
+        start_us,
+    })
 }
 
 /// A shard's schedule origin on the run's clock (its common start instant, still ahead), with
@@ -334,7 +360,7 @@ async fn shard_origin(
     target: &Target,
     (cancel, opts): (&CancellationToken, &RunOptions),
     started: Instant,
-    environment: &mut serde_json::Value,
+    environment: &mut EnvironmentFile,
 ) -> anyhow::Result<Option<u64>> {
     Ok(match (contract.load.shard(), start_at) {
         (Some(shard), Some(at)) => {
@@ -354,15 +380,14 @@ async fn shard_origin(
                 "shard {shard}: the schedule starts at {at} (in {:.1} s)",
                 ahead.as_secs_f64()
             ));
-            environment["shard"] = json!({
-                "shard": shard.to_string(),
-                "index": shard.index,
-                "count": shard.count,
-                // The plan every shard of the run shares.
-                "plan_fingerprint": contract.unsharded().fingerprints().short(),
-                "start_at": at.to_string(),
-                "origin_us": origin_us,
-                "clock": clock,
+            environment.shard = Some(crate::bundle::ShardEnvironment {
+                shard: shard.to_string(),
+                index: shard.index,
+                count: shard.count,
+                plan_fingerprint: contract.unsharded().fingerprints().short(),
+                start_at: at.to_string(),
+                origin_us: Some(origin_us),
+                clock: serde_json::to_value(clock)?,
             });
             Some(origin_us)
         }
@@ -375,21 +400,24 @@ async fn shard_origin(
 fn what_the_load_did(
     outcome: &crate::driver::DriveOutcome,
     opts: &RunOptions,
-    environment: &mut serde_json::Value,
+    environment: &mut EnvironmentFile,
 ) -> Vec<crate::record::SegmentFacts> {
-    if let Some(p) = &outcome.dispatch_thread {
-        environment["client_wake_latency"]["dispatch_thread"] = match p {
+    if let (Some(p), Some(wake)) = (
+        &outcome.dispatch_thread,
+        environment.client_wake_latency.as_mut(),
+    ) {
+        wake.dispatch_thread = Some(match p {
             crate::driver::Priority::RealTime => json!({ "policy": "SCHED_FIFO", "priority": 1 }),
             crate::driver::Priority::Normal(why) => json!({ "policy": "normal", "why": why }),
-        };
+        });
     }
     match opts.live.as_ref().and_then(|b| b.control()) {
         Some(k) => {
             let segments = k.segments();
-            environment["live"] = json!({
-                "capacity_rps": k.capacity_rps,
-                "e2e_alone_s": k.e2e_alone_s,
-                "segments": segments,
+            environment.live = Some(crate::bundle::Live {
+                capacity_rps: k.capacity_rps,
+                e2e_alone_s: k.e2e_alone_s,
+                segments: segments.clone(),
             });
             segments
         }
@@ -448,7 +476,7 @@ fn say_how_the_load_ended(
 /// told, never silently.
 fn scraped(
     bundle: &Bundle,
-    environment: &serde_json::Value,
+    environment: &EnvironmentFile,
     opts: &RunOptions,
 ) -> (
     Vec<crate::env::prom::Scrape>,
@@ -462,9 +490,11 @@ fn scraped(
             Vec::new()
         })
     };
-    let pages =
-        serde_json::from_value(environment["telemetry"]["endpoints"].clone()).unwrap_or_default();
-    (read(METRICS), read(TELEMETRY), pages)
+    (
+        read(METRICS),
+        read(TELEMETRY),
+        environment.telemetry_pages().to_vec(),
+    )
 }
 
 /// Every file the contract names (with its SHA-256) is there.
@@ -522,35 +552,36 @@ impl<'a> CommandRecord<'a> {
             prediction_sha256: prediction_sha256.cloned(),
         };
         bundle.write_json(
-            "command.json",
-            &command.json(None, false, &None, None, (&None, &Default::default())),
+            COMMAND,
+            &command.file(None, false, &None, None, (&None, &Default::default())),
         )?;
         Ok(command)
     }
 
-    fn json(
+    fn file(
         &self,
         end: Option<jiff::Timestamp>,
         interrupted: bool,
         aborted: &Option<String>,
         signal: Option<&str>,
         (decided, load_end): (&Option<String>, &crate::driver::guard::LoadEnd),
-    ) -> serde_json::Value {
-        json!({
-            "argv": self.opts.argv,
-            "overrides": self.opts.overrides,
-            "cwd": std::env::current_dir().ok(),
-            "tool_version": env!("CARGO_PKG_VERSION"),
-            "started_utc": self.started_utc.to_string(),
-            "ended_utc": end.map(|e| e.to_string()),
-            "interrupted": interrupted,
-            "signal": signal,
-            "aborted": aborted,
-            "decided": decided,
-            "load_end": (!load_end.is_empty()).then_some(load_end),
-            "prediction_sha256": self.prediction_sha256,
-            "records": crate::record::Kept::THIS_BUILD,
-        })
+    ) -> CommandFile {
+        CommandFile {
+            argv: self.opts.argv.clone(),
+            overrides: self.opts.overrides.clone(),
+            cwd: std::env::current_dir().ok(),
+            tool_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+            started_utc: Some(self.started_utc),
+            ended_utc: end,
+            interrupted,
+            signal: signal.map(str::to_owned),
+            aborted: aborted.clone(),
+            decided: decided.clone(),
+            load_end: (!load_end.is_empty()).then(|| load_end.clone()),
+            prediction_sha256: self.prediction_sha256.clone(),
+            records: crate::record::Kept::THIS_BUILD,
+            ..CommandFile::default()
+        }
     }
 }
 
@@ -737,7 +768,7 @@ async fn environment(
     bundle: &Bundle,
     started: Instant,
     watch: &dyn Watch,
-) -> anyhow::Result<(Facts, Vec<Scraper>, Inputs, serde_json::Value)> {
+) -> anyhow::Result<(Facts, Vec<Scraper>, Inputs, EnvironmentFile)> {
     // Every engine's documented metadata endpoint, kept verbatim (absent ones say why), and
     // the facts they state, resolved against the declared ones.
     let probes = crate::env::probe_engines(
@@ -755,13 +786,15 @@ async fn environment(
     probes.extend(crate::env::this_host(&client_host, &network));
     probes.extend(crate::env::hash_model_file(&probes, &network).await);
     let facts = Facts::resolve(&contract.target.declared, &probes);
-    let mut environment =
-        crate::env::document(contract, &t.base, client_host, probes, &facts, network);
+    let mut environment = EnvironmentFile {
+        probed: crate::env::document(contract, &t.base, client_host, probes, &facts, network),
+        ..EnvironmentFile::default()
+    };
     // `tokenizer = "server"`: lengths in the target's own tokens, measured before the load.
     if contract.workload.server_tokenizer() {
         let (recounted, kept) = server_lengths(t, contract, &inputs, watch).await?;
         inputs = recounted;
-        environment["tokenizer"] = kept;
+        environment.tokenizer = Some(kept);
     }
     // The server's own metrics, scraped before, during and after the load.
     let every = contract.measurement.server_metrics_interval.0;
@@ -778,18 +811,19 @@ async fn environment(
     } else {
         Err("off (measurement.server_metrics_interval = 0)".to_owned())
     };
-    environment["client_http"] = crate::client::http_pool_settings(
+    environment.client_http = Some(crate::client::http_pool_settings(
         Duration::from_secs_f64(contract.target.keep_alive.seconds()),
         &contract.target.tls,
-    );
-    environment["server_metrics"] = match &scraper {
-        Ok(_) => json!({ "endpoint": "/metrics", "file": METRICS }),
-        Err(why) => json!({ "endpoint": "/metrics", "absent": why }),
-    };
+    ));
+    environment.server_metrics = Some(crate::bundle::ServerMetrics {
+        endpoint: "/metrics".to_owned(),
+        file: scraper.as_ref().ok().map(|_| METRICS.to_owned()),
+        absent: scraper.as_ref().err().cloned(),
+    });
     let mut scrapers: Vec<Scraper> = scraper.into_iter().collect();
     if let Some((telemetry, status)) = telemetry(t, contract, bundle, started, watch).await {
         scrapers.extend(telemetry);
-        environment["telemetry"] = status;
+        environment.telemetry = Some(status);
     }
     Ok((facts, scrapers, inputs, environment))
 }
@@ -842,7 +876,7 @@ async fn telemetry(
     bundle: &Bundle,
     started: Instant,
     watch: &dyn Watch,
-) -> Option<(Option<Scraper>, serde_json::Value)> {
+) -> Option<(Option<Scraper>, crate::bundle::Telemetry)> {
     let tel = &contract.target.telemetry;
     if tel.urls.is_empty() {
         return None;
@@ -889,21 +923,18 @@ async fn telemetry(
             if names.len() > shown.len() { format!(" and {} more", names.len() - shown.len()) } else { String::new() }
         ));
     }
-    let endpoints: Vec<serde_json::Value> = urls
+    let endpoints = urls
         .iter()
-        .map(|u| {
-            let shown = crate::analyze::without_userinfo(u);
-            match absent.iter().find(|a| &a.0 == u) {
-                Some((_, why)) => json!({ "url": shown, "absent": why }),
-                None => json!({ "url": shown }),
-            }
+        .map(|u| crate::analyze::efficiency::PageStatus {
+            url: crate::analyze::without_userinfo(u),
+            absent: absent.iter().find(|a| &a.0 == u).map(|a| a.1.clone()),
         })
         .collect();
-    let status = json!({
-        "file": scraper.as_ref().map(|_| TELEMETRY),
-        "interval_s": tel.every_s(),
-        "endpoints": endpoints,
-    });
+    let status = crate::bundle::Telemetry {
+        file: scraper.as_ref().map(|_| TELEMETRY.to_owned()),
+        interval_s: tel.every_s(),
+        endpoints,
+    };
     Some((scraper, status))
 }
 
@@ -1317,22 +1348,20 @@ fn note_aborted(
     write_failed: Option<jiff::Timestamp>,
     lost: &crate::record::writer::Lost,
 ) {
-    let mut command = crate::bundle::read_json(&bundle.path("command.json"))
+    let mut command: CommandFile = crate::bundle::read_json(&bundle.path(COMMAND))
         .ok()
         .flatten()
-        .unwrap_or_else(|| serde_json::json!({}));
-    command["aborted"] = why.into();
+        .unwrap_or_default();
+    command.aborted = Some(why.to_owned());
     // When the load had stopped and everything it started had ended, and when the first
     // record could not be written: the gap is how long the run went on after it.
-    command["aborted_utc"] = jiff::Timestamp::now().to_string().into();
-    if let Some(t) = write_failed {
-        command["write_failed_utc"] = t.to_string().into();
-    }
+    command.aborted_utc = Some(jiff::Timestamp::now());
+    command.write_failed_utc = write_failed;
     // The records that did not reach requests.jsonl: where they went, or what was lost.
     if lost.records > 0 {
-        command["lost_records"] = serde_json::to_value(lost).unwrap_or_default();
+        command.lost_records = Some(lost.clone());
     }
-    let _ = bundle.write_json("command.json", &command);
+    let _ = bundle.write_json(COMMAND, &command);
 }
 
 /// Stops an open-loop run once its verdict is decided (`analyze::decided`): from the moment

@@ -1156,7 +1156,7 @@ pub struct Context<'a> {
     /// The engine's spans of the run's requests (`spans.jsonl`), and what the receiver saw
     /// (`environment.json` `traces`).
     pub spans: &'a [crate::otlp::SpanRecord],
-    pub traces: Option<&'a serde_json::Value>,
+    pub traces: Option<&'a crate::otlp::receiver::TracesStatus>,
 }
 
 /// Computes the summary of a run from its records and what else the bundle keeps.

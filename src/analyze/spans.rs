@@ -186,7 +186,7 @@ pub fn summarize(
     c: &Contract,
     steady: &[&Record],
     spans: &[SpanRecord],
-    traces: Option<&serde_json::Value>,
+    traces: Option<&crate::otlp::receiver::TracesStatus>,
 ) -> Option<ServerSpans> {
     let t = c.measurement.traces.as_ref();
     if spans.is_empty() && t.and_then(|t| t.listen.as_ref()).is_none() {
@@ -371,24 +371,23 @@ fn timeline(j: &Joined) -> Option<Timeline> {
 }
 
 /// Why no steady request was joined to a span.
-fn why_none(out: &ServerSpans, traces: Option<&serde_json::Value>, spans: &[SpanRecord]) -> String {
-    let receiver = traces.and_then(|t| t.get("receiver"));
-    let n = |k: &str| receiver.and_then(|r| r[k].as_u64()).unwrap_or(0);
-    let address = receiver
-        .and_then(|r| r["address"].as_str())
-        .unwrap_or("the receiver's address");
+fn why_none(
+    out: &ServerSpans,
+    traces: Option<&crate::otlp::receiver::TracesStatus>,
+    spans: &[SpanRecord],
+) -> String {
+    let receiver = traces.and_then(|t| t.receiver.as_ref());
+    let refused = receiver.map_or(0, |r| r.refused);
+    let other_traces = receiver.map_or(0, |r| r.other_traces);
+    let address = receiver.map_or("the receiver's address", |r| r.address.as_str());
     if out.requests == 0 {
         return "no steady request finished with a trace id (measurement.traces.propagate = false, or every request failed)".into();
     }
-    if n("refused") > 0 {
+    if refused > 0 {
         let reason = receiver
-            .and_then(|r| r["reasons"][0].as_str())
-            .unwrap_or("")
-            .to_owned();
-        return format!(
-            "the engine's exports were refused ({} of them): {reason}",
-            n("refused")
-        );
+            .and_then(|r| r.reasons.first())
+            .map_or("", String::as_str);
+        return format!("the engine's exports were refused ({refused} of them): {reason}");
     }
     if !spans.is_empty() {
         return format!(
@@ -396,10 +395,9 @@ fn why_none(out: &ServerSpans, traces: Option<&serde_json::Value>, spans: &[Span
             spans.len()
         );
     }
-    if n("other_traces") > 0 {
+    if other_traces > 0 {
         return format!(
-            "{} spans came, none of this run's traces: the engine did not continue the traceparent goodput sent (does it read it?)",
-            n("other_traces")
+            "{other_traces} spans came, none of this run's traces: the engine did not continue the traceparent goodput sent (does it read it?)"
         );
     }
     format!(

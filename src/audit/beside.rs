@@ -266,7 +266,7 @@ pub fn beside(theirs: &Path, ours: &Path, tolerance: f64) -> anyhow::Result<Besi
         (true, Some(r)) if open && r > 0.0 => 1.0 / r,
         _ => 0.0,
     };
-    let kept = crate::record::Kept::of(&loaded.command).choice_events;
+    let kept = loaded.command.records.choice_events;
     let events = statement.events;
     let offered = offered(&statement, &steady);
     let source = c.measurement.output_tokens;

@@ -375,7 +375,7 @@ fn bundle(dir: &Path, a: &mut Audit) -> anyhow::Result<()> {
         }
     }
     // What the bundle says it was must be what its raw records say.
-    match crate::bundle::read_json(&bundle.path(SUMMARY))? {
+    match crate::bundle::read_json::<serde_json::Value>(&bundle.path(SUMMARY))? {
         None => a
             .missing
             .push("summary.json absent: the run never finished writing".into()),

@@ -368,23 +368,40 @@ const TCP_NODELAY: bool = true;
 
 /// How [`http_pool`] connects, for `environment.json` (`client_http`): connection reuse is part of
 /// what a latency includes.
-pub fn http_pool_settings(keep_alive: Duration, tls: &crate::contract::Tls) -> serde_json::Value {
+pub fn http_pool_settings(keep_alive: Duration, tls: &crate::contract::Tls) -> PoolSettings {
     let trust = match (&tls.ca_file, tls.insecure) {
         (_, true) => "NOT VERIFIED (target.tls.insecure)".to_owned(),
         (Some(f), false) => format!("the platform's store and {}", f.display()),
         (None, false) => "the platform's store".to_owned(),
     };
-    serde_json::json!({
-        "http": "HTTP/1.1",
+    PoolSettings {
+        http: "HTTP/1.1".to_owned(),
         // Which pool sends the load's requests (`Client::direct`; probes and scrapes always
         // go through reqwest).
-        "load_requests": "on goodput's own HTTP/1.1 connections and pool (src/client/h1.rs, src/client/direct.rs), over rustls for https://; probes and scrapes through reqwest",
-        "tls": format!("rustls (ring); certificates trusted: {trust}"),
-        "keep_alive_idle_s": keep_alive.as_secs_f64(),
-        "tcp_nodelay": TCP_NODELAY,
-        "proxy": "none", // `no_proxy()` above
-        "redirects": "not followed unless target.follow_redirects; each recorded",
-    })
+        load_requests: "on goodput's own HTTP/1.1 connections and pool (src/client/h1.rs, src/client/direct.rs), over rustls for https://; probes and scrapes through reqwest".to_owned(),
+        tls: format!("rustls (ring); certificates trusted: {trust}"),
+        keep_alive_idle_s: keep_alive.as_secs_f64(),
+        tcp_nodelay: TCP_NODELAY,
+        proxy: "none".to_owned(), // `no_proxy()` above
+        redirects: "not followed unless target.follow_redirects; each recorded".to_owned(),
+        connections: None,
+    }
+}
+
+/// The client's HTTP settings as `environment.json` keeps them (`client_http`), with how its
+/// connections went during the load ([`Connects::summary`]).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct PoolSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections: Option<serde_json::Value>,
+    pub http: String,
+    pub keep_alive_idle_s: f64,
+    pub load_requests: String,
+    pub proxy: String,
+    pub redirects: String,
+    pub tcp_nodelay: bool,
+    pub tls: String,
 }
 
 /// One endpoint, worked out once: parsing the URL of every request was 2% of the client's CPU.

@@ -8,8 +8,28 @@ use serde_json::{Value, json};
 
 use crate::contract::Contract;
 
+/// The client host, as `environment.json` keeps it (`client`). Fields in the file's key order.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Host {
+    pub arch: String,
+    pub cpu_model: Option<String>,
+    pub cpus: Option<usize>,
+    /// The git revision goodput was built from (`-dirty`: with changes to its sources).
+    pub git_revision: String,
+    /// `nvidia-smi`'s answer ([`gpus`]), or why there is none.
+    pub gpus: Value,
+    pub hostname: Option<String>,
+    pub kernel: Option<String>,
+    pub memory_bytes: Option<u64>,
+    pub os: String,
+    pub rustc: String,
+    pub tool: String,
+    pub tool_version: String,
+}
+
 /// Client-host facts read from the OS (Linux `/proc` where available).
-pub fn host() -> Value {
+pub fn host() -> Host {
     let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned());
     let cpu_model = read("/proc/cpuinfo").and_then(|s| {
         s.lines()
@@ -23,20 +43,20 @@ pub fn host() -> Value {
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse::<u64>().ok())
     });
-    json!({
-        "os": std::env::consts::OS,
-        "arch": std::env::consts::ARCH,
-        "kernel": read("/proc/sys/kernel/osrelease"),
-        "hostname": read("/proc/sys/kernel/hostname"),
-        "cpu_model": cpu_model,
-        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
-        "memory_bytes": mem_kib.map(|k| k * 1024),
-        "tool": "goodput",
-        "tool_version": env!("CARGO_PKG_VERSION"),
-        "git_revision": env!("GOODPUT_GIT_REV"),
-        "rustc": env!("GOODPUT_RUSTC"),
-        "gpus": gpus(),
-    })
+    Host {
+        os: std::env::consts::OS.to_owned(),
+        arch: std::env::consts::ARCH.to_owned(),
+        kernel: read("/proc/sys/kernel/osrelease"),
+        hostname: read("/proc/sys/kernel/hostname"),
+        cpu_model,
+        cpus: std::thread::available_parallelism().map(|n| n.get()).ok(),
+        memory_bytes: mem_kib.map(|k| k * 1024),
+        tool: "goodput".to_owned(),
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        git_revision: env!("GOODPUT_GIT_REV").to_owned(),
+        rustc: env!("GOODPUT_RUSTC").to_owned(),
+        gpus: gpus(),
+    }
 }
 
 /// Local GPUs as `nvidia-smi` reports them; its absence is recorded, not an error.
@@ -180,11 +200,11 @@ pub async fn network_path(base: &str) -> Value {
 
 /// A loopback target runs on this host: its hardware is this host's, kept as evidence beside the
 /// probes (CPU, core count, memory, GPUs).
-pub fn this_host(client: &Value, network: &Value) -> Option<Value> {
+pub fn this_host(client: &Host, network: &Value) -> Option<Value> {
     (network["path"] == "loopback").then(|| {
         json!({ "endpoint": "this host", "method": "loopback", "status": 200, "answer": {
-            "cpu_model": client["cpu_model"], "cpus": client["cpus"],
-            "memory_bytes": client["memory_bytes"], "gpus": client["gpus"]["devices"],
+            "cpu_model": client.cpu_model, "cpus": client.cpus,
+            "memory_bytes": client.memory_bytes, "gpus": client.gpus["devices"],
         }})
     })
 }
@@ -305,33 +325,50 @@ pub fn served_models(models_probe: &Value) -> Vec<String> {
     out
 }
 
-/// The whole `environment.json`.
+/// What a run knows of its target and its own host before the load: `environment.json`'s
+/// part that this module writes (the rest is the run's, `bundle::EnvironmentFile`). The probes
+/// are the engines' answers verbatim; `network` and `target` are documents for the reader,
+/// never read back.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Probed {
+    /// The graded facts no probe stated.
+    pub absent: Vec<String>,
+    pub client: Host,
+    /// The facts as resolved when the run probed (a reader resolves them again).
+    pub facts: facts::Facts,
+    pub network: Value,
+    pub probes: Vec<Value>,
+    pub target: Value,
+}
+
+/// The probed part of `environment.json`.
 pub fn document(
     c: &Contract,
     base: &str,
-    client: Value,
+    client: Host,
     probes: Vec<Value>,
     facts: &facts::Facts,
     network: Value,
-) -> Value {
-    let absent: Vec<&str> = facts::GRADED
+) -> Probed {
+    let absent = facts::GRADED
         .iter()
         .filter(|(k, _)| facts.get(k).is_none())
-        .map(|(_, name)| *name)
+        .map(|(_, name)| (*name).to_owned())
         .collect();
-    json!({
-        "client": client,
-        "network": network,
-        "target": {
+    Probed {
+        client,
+        network,
+        target: json!({
             "kind": if c.embedded() { "embedded simulator" } else { "external" },
             "url": base,
             "api": c.target.api,
             "model": c.target.model,
             "declared": c.target.declared,
             "simulator": c.target.simulator,
-        },
-        "facts": facts,
-        "absent": absent,
-        "probes": probes,
-    })
+        }),
+        facts: facts.clone(),
+        absent,
+        probes,
+    }
 }

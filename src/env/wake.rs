@@ -16,7 +16,7 @@
 use std::fs::File;
 use std::io::Write;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const DEVICE: &str = "/dev/cpu_dma_latency";
 
@@ -26,7 +26,25 @@ pub struct WakeLatency {
     /// The open device is the request: dropping it withdraws the request.
     _open: Option<File>,
     /// What `environment.json` keeps about it.
-    pub status: Value,
+    pub status: WakeStatus,
+}
+
+/// The request for idle CPUs that wake at once, as `environment.json` keeps it
+/// (`client_wake_latency`), with the dispatch thread's priority during the load.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct WakeStatus {
+    /// The dispatch thread's scheduling policy, once the load ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatch_thread: Option<Value>,
+    pub held: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_us: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    /// Why it is not held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 impl WakeLatency {
@@ -41,7 +59,12 @@ impl WakeLatency {
         match held {
             Ok(f) => WakeLatency {
                 _open: Some(f),
-                status: json!({ "held": true, "max_us": 0, "via": DEVICE }),
+                status: WakeStatus {
+                    held: true,
+                    max_us: Some(0),
+                    via: Some(DEVICE.to_owned()),
+                    ..WakeStatus::default()
+                },
             },
             Err(e) => WakeLatency::not_held(format!("{DEVICE}: {e}")),
         }
@@ -55,7 +78,11 @@ impl WakeLatency {
     fn not_held(why: String) -> WakeLatency {
         WakeLatency {
             _open: None,
-            status: json!({ "held": false, "why": why }),
+            status: WakeStatus {
+                held: false,
+                why: Some(why),
+                ..WakeStatus::default()
+            },
         }
     }
 }
@@ -77,14 +104,14 @@ mod tests {
     fn holds_zero_where_the_kernel_takes_the_request_and_says_why_not_elsewhere() {
         let w = WakeLatency::hold();
         if File::options().write(true).open(DEVICE).is_ok() {
-            assert_eq!(w.status["held"], json!(true));
+            assert!(w.status.held);
             // The request is in force: the machine-wide limit is now 0 µs.
             assert_eq!(limit(), Some(0));
         } else {
-            assert_eq!(w.status["held"], json!(false));
-            assert!(w.status["why"].as_str().unwrap().contains(DEVICE));
+            assert!(!w.status.held);
+            assert!(w.status.why.as_deref().unwrap().contains(DEVICE));
         }
         let d = WakeLatency::declined();
-        assert!(d._open.is_none() && d.status["held"] == json!(false));
+        assert!(d._open.is_none() && !d.status.held);
     }
 }

@@ -270,12 +270,13 @@ pub fn point(dir: &Path) -> anyhow::Result<Point> {
     }
     let l =
         crate::bundle::Bundle::load(&abs).with_context(|| format!("loading {}", dir.display()))?;
-    let kept = crate::bundle::read_json(&abs.join(crate::bundle::SUMMARY))?.with_context(|| {
-        format!(
-            "{}: refused: no summary.json (the run never finished writing it)",
-            dir.display()
-        )
-    })?;
+    let kept = crate::bundle::read_json::<serde_json::Value>(&abs.join(crate::bundle::SUMMARY))?
+        .with_context(|| {
+            format!(
+                "{}: refused: no summary.json (the run never finished writing it)",
+                dir.display()
+            )
+        })?;
     let now = serde_json::to_value(&l.summary)?;
     let older = kept["schema_version"].as_u64() != Some(u64::from(l.summary.schema_version));
     let wrong = crate::bundle::disagreements(&kept, &now, older);
@@ -286,16 +287,12 @@ pub fn point(dir: &Path) -> anyhow::Result<Point> {
             wrong.join("; ")
         );
     }
-    let started_utc = l.command["started_utc"]
-        .as_str()
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-        .map(utc)
-        .with_context(|| {
-            format!(
-                "{}: refused: command.json does not say when the run started (started_utc)",
-                dir.display()
-            )
-        })?;
+    let started_utc = l.command.started_utc.map(utc).with_context(|| {
+        format!(
+            "{}: refused: command.json does not say when the run started (started_utc)",
+            dir.display()
+        )
+    })?;
     Ok(of_loaded(&l, &abs, bundle_id(&abs)?, started_utc))
 }
 
@@ -329,7 +326,7 @@ pub fn of_loaded(
         abs,
         bundle_id,
         started_utc,
-        &l.command,
+        &l.command.argv,
     )
 }
 
@@ -340,7 +337,7 @@ pub fn of_summary(
     abs: &Path,
     bundle_id: String,
     started_utc: String,
-    command: &serde_json::Value,
+    argv: &[String],
 ) -> Point {
     let mut target = BTreeMap::new();
     let [(axis, v), ..] = c.axes();
@@ -363,14 +360,7 @@ pub fn of_summary(
         fingerprints: s.fingerprints.clone(),
         confidence: c.measurement.confidence,
         figures: figures(s),
-        command: command["argv"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        command: argv.to_vec(),
         tool_version: s.tool_version.clone(),
     }
 }
@@ -382,7 +372,7 @@ fn bundle_id(dir: &Path) -> anyhow::Result<String> {
     let mut h = sha2::Sha256::new();
     for name in [
         crate::bundle::CONTRACT,
-        "command.json",
+        crate::bundle::COMMAND,
         crate::bundle::REQUESTS,
     ] {
         let path = dir.join(name);

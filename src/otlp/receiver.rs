@@ -62,6 +62,24 @@ pub struct ReceiverStats {
     pub write_error: Option<String>,
 }
 
+/// What a run says of its traces after the load (`environment.json` `traces`): whether it
+/// propagated trace context and, when it listened for the engine's spans, what came.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TracesStatus {
+    /// Every finished request's span came before the wait ran out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub every_span_came: Option<bool>,
+    /// The bundle's file of spans.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    pub propagate: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<ReceiverStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waited_s: Option<f64>,
+}
+
 /// Where spans go: held until the bundle exists, then its file.
 enum Sink {
     Held(Vec<SpanRecord>),

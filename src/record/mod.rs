@@ -942,15 +942,9 @@ impl Kept {
         choice_events: true,
     };
 
-    /// What a bundle's `command.json` says its records keep (nothing, for a bundle of a build
-    /// before it said).
-    pub fn of(command: &serde_json::Value) -> Kept {
-        serde_json::from_value(command["records"].clone()).unwrap_or_default()
-    }
-
     /// What every one of several runs' records keep (a merge of shards).
-    pub fn of_all<'a>(commands: impl IntoIterator<Item = &'a serde_json::Value>) -> Kept {
-        let mut all = commands.into_iter().map(Kept::of);
+    pub fn of_all(kept: impl IntoIterator<Item = Kept>) -> Kept {
+        let mut all = kept.into_iter();
         let first = all.next().unwrap_or_default();
         all.fold(first, |a, b| Kept {
             choice_events: a.choice_events && b.choice_events,

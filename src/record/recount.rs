@@ -41,7 +41,8 @@ impl Counter<'_> {
 }
 
 /// How the recount went, for `environment.json`.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Recounted {
     /// The source, in words.
     pub counter: String,

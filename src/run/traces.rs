@@ -6,7 +6,6 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::Watch;
@@ -15,7 +14,7 @@ use crate::contract::Contract;
 use crate::otlp::SPANS;
 use crate::otlp::export::{self, Protocol};
 use crate::otlp::proto::{self, Value, kv};
-use crate::otlp::receiver::Receiver;
+use crate::otlp::receiver::{Receiver, TracesStatus};
 use crate::record::Record;
 
 /// The receiver, listening, when the contract asks for one.
@@ -65,12 +64,15 @@ pub(super) async fn finish(
     receiver: Option<Receiver>,
     contract: &Contract,
     records: &[Record],
-    environment: &mut serde_json::Value,
+    environment: &mut crate::bundle::EnvironmentFile,
     bundle: &Bundle,
     (opts, cancel): (&super::RunOptions, &CancellationToken),
 ) -> anyhow::Result<Vec<crate::otlp::SpanRecord>> {
     let Some(r) = receiver else {
-        environment["traces"] = json!({ "propagate": contract.measurement.propagates_traces() });
+        environment.traces = Some(TracesStatus {
+            propagate: contract.measurement.propagates_traces(),
+            ..TracesStatus::default()
+        });
         return Ok(Vec::new());
     };
     let wait = contract
@@ -93,12 +95,12 @@ pub(super) async fn finish(
         .wait_for(&expected, Duration::from_secs_f64(wait), cancel)
         .await;
     let stats = r.finish().await;
-    environment["traces"] = json!({
-        "propagate": contract.measurement.propagates_traces(),
-        "receiver": stats,
-        "file": SPANS,
-        "waited_s": waited.elapsed().as_secs_f64(),
-        "every_span_came": all,
+    environment.traces = Some(TracesStatus {
+        propagate: contract.measurement.propagates_traces(),
+        receiver: Some(stats),
+        file: Some(SPANS.to_owned()),
+        waited_s: Some(waited.elapsed().as_secs_f64()),
+        every_span_came: Some(all),
     });
     bundle.write_json(super::ENVIRONMENT, environment)?;
     crate::otlp::read(&bundle.path(SPANS)).map_err(anyhow::Error::msg)

@@ -41,7 +41,7 @@ fn des_point(decode: f64, seed: u64, k: usize) -> Point {
         Path::new("/nowhere"),
         format!("des-{seed}"),
         format!("2026-12-{:02}T00:00:00Z", k + 1),
-        &serde_json::Value::Null,
+        &[],
     );
     p.series = "des".into();
     p

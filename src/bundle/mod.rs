@@ -17,6 +17,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
+mod files;
+
+pub use files::{
+    COMMAND, CommandFile, EnvironmentFile, Live, ServerMetrics, ShardEnvironment, Telemetry,
+};
+
 use crate::analyze::{Context, Summary, summarize};
 use crate::contract::Contract;
 use crate::env::facts::Facts;
@@ -213,8 +219,8 @@ pub struct Loaded {
     /// reference set; a dataset or tokenizer named by path may be gone: `inputs.missing`).
     pub inputs: Inputs,
     pub records: Vec<Record>,
-    /// `command.json` (`Null` when absent).
-    pub command: serde_json::Value,
+    /// `command.json` (empty when absent).
+    pub command: CommandFile,
     pub summary: Summary,
     /// What reading it noticed that the reader should see (a record cut short by a kill).
     pub warnings: Vec<String>,
@@ -229,13 +235,15 @@ impl Bundle {
         let (contract, inputs) = crate::workload::load(&bundle.path(CONTRACT))?;
         let (mut records, warning) =
             crate::record::read_jsonl_noted(&bundle.path(REQUESTS)).map_err(anyhow::Error::msg)?;
-        let command = read_json(&bundle.path("command.json"))?.unwrap_or_default();
+        let command: CommandFile = read_json(&bundle.path(COMMAND))?.unwrap_or_default();
         let mut warnings: Vec<String> = warning.into_iter().collect();
         // Records a full disk kept elsewhere (`command.json` `lost_records.kept_at`): they are
         // the run's as much as the file's are.
-        let lost: Option<crate::record::writer::Lost> =
-            serde_json::from_value(command["lost_records"].clone()).ok();
-        if let Some(at) = lost.as_ref().and_then(|l| l.kept_at.as_ref()) {
+        if let Some(at) = command
+            .lost_records
+            .as_ref()
+            .and_then(|l| l.kept_at.as_ref())
+        {
             match crate::record::read_jsonl_noted(at) {
                 Ok((more, _)) => records.extend(more),
                 Err(e) => warnings.push(format!(
@@ -261,72 +269,47 @@ impl Bundle {
         contract: &Contract,
         inputs: &Inputs,
         records: &[Record],
-        command: &serde_json::Value,
+        command: &CommandFile,
     ) -> anyhow::Result<Summary> {
-        // A run killed outright (no Ctrl-C: SIGKILL, out of memory, power) never wrote its end
-        // time: it was interrupted too, and its requests in flight were lost with it.
-        let interrupted = command["interrupted"].as_bool().unwrap_or(false)
-            || command.get("started_utc").is_some() && command["ended_utc"].is_null();
-        let timeline = read_json(&self.path(COLD_START))?
-            .map(serde_json::from_value::<crate::analyze::Timeline>)
-            .transpose()
-            .with_context(|| format!("reading {}", self.path(COLD_START).display()))?;
-        let environment = read_json(&self.path(ENVIRONMENT))?.unwrap_or_default();
+        let timeline = read_json::<crate::analyze::Timeline>(&self.path(COLD_START))?;
+        let environment: EnvironmentFile = read_json(&self.path(ENVIRONMENT))?.unwrap_or_default();
         // Facts are re-derived, not trusted: the probes' verbatim answers against the
         // contract's declarations as they stand now.
-        let probes = environment["probes"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let facts = Some(Facts::resolve(&contract.target.declared, &probes));
+        let facts = Some(Facts::resolve(
+            &contract.target.declared,
+            &environment.probed.probes,
+        ));
         let scrapes =
             crate::env::prom::read_present(&self.path(METRICS)).map_err(anyhow::Error::msg)?;
         let telemetry =
             crate::env::prom::read_present(&self.path(TELEMETRY)).map_err(anyhow::Error::msg)?;
-        let pages: Vec<crate::analyze::efficiency::PageStatus> =
-            serde_json::from_value(environment["telemetry"]["endpoints"].clone())
-                .unwrap_or_default();
-        // Why it ended early, as the run wrote it (a kill leaves neither).
-        let stopped = command["aborted"].as_str().map(str::to_owned).or_else(|| {
-            command["signal"]
-                .as_str()
-                .map(|s| format!("interrupted by {s}"))
-        });
-        // A run merged from shards: what it keeps of each client.
-        let shards: Vec<crate::analyze::shards::ShardFacts> =
-            serde_json::from_value(environment["shards"].clone()).unwrap_or_default();
-        // A live demo: what each segment of its load was.
-        let segments: Vec<crate::record::SegmentFacts> =
-            serde_json::from_value(environment["live"]["segments"].clone()).unwrap_or_default();
-        let decided = command["decided"].as_str();
-        let lost: Option<crate::record::writer::Lost> =
-            serde_json::from_value(command["lost_records"].clone()).ok();
-        let load_end: Option<crate::driver::guard::LoadEnd> =
-            serde_json::from_value(command["load_end"].clone()).ok();
+        let stopped = command.stopped();
         let spans =
             crate::otlp::read(&self.path(crate::otlp::SPANS)).map_err(anyhow::Error::msg)?;
         let context = Context {
             workload: Some(inputs),
-            interrupted,
+            interrupted: command.interrupted(),
             stopped: stopped.as_deref(),
-            decided,
-            load_end: load_end.as_ref(),
-            lost: lost.as_ref(),
+            decided: command.decided.as_deref(),
+            load_end: command.load_end.as_ref(),
+            lost: command.lost_records.as_ref(),
             timeline: timeline.as_ref(),
             facts: facts.as_ref(),
             scrapes: &scrapes,
             telemetry: &telemetry,
-            telemetry_pages: &pages,
-            shards: &shards,
-            segments: &segments,
+            telemetry_pages: environment.telemetry_pages(),
+            // A run merged from shards: what it keeps of each client.
+            shards: &environment.shards,
+            // A live demo: what each segment of its load was.
+            segments: environment.segments(),
             spans: &spans,
-            traces: environment.get("traces"),
+            traces: environment.traces.as_ref(),
         };
         let mut summary = summarize(contract, records, &context);
         if let Ok(bytes) = crate::text::read_capped(&self.path(PREDICTION), MAX_BUNDLE_JSON_BYTES) {
             let p: crate::contract::prediction::Prediction = serde_json::from_slice(&bytes)
                 .with_context(|| format!("reading {}", self.path(PREDICTION).display()))?;
-            let verified = command["prediction_sha256"].as_str()
+            let verified = command.prediction_sha256.as_deref()
                 == Some(crate::contract::prediction::hash(&bytes).as_str());
             summary.predictions = Some(crate::analyze::predict::check(&p, &summary, verified));
         }
@@ -338,18 +321,24 @@ impl Bundle {
 /// `command.json`, `cold_start.json`): a summary of a million requests is well under a MiB.
 pub const MAX_BUNDLE_JSON_BYTES: u64 = 64 << 20;
 
-/// A bundle's JSON document: `None` when the file is absent (a run killed early wrote fewer),
-/// an error naming the file when it cannot be read (a device, past the limit, not JSON) — never
+/// A bundle's JSON document, as `T` (a typed file, or `serde_json::Value`): `None` when the
+/// file is absent (a run killed early wrote fewer), an error naming the file, line and column
+/// when it cannot be read (a device, past the limit, not JSON, a key of the wrong type) — never
 /// taken as empty.
-pub fn read_json(path: &Path) -> anyhow::Result<Option<serde_json::Value>> {
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<Option<T>> {
     if !path.exists() && path.symlink_metadata().is_err() {
         return Ok(None);
     }
     let text = crate::text::read_capped_string(path, MAX_BUNDLE_JSON_BYTES)
         .with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text)
-        .map(Some)
-        .with_context(|| format!("reading {}: not JSON", path.display()))
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        let what = if e.is_syntax() || e.is_eof() {
+            "not JSON"
+        } else {
+            "not as goodput writes it"
+        };
+        anyhow::anyhow!("reading {}: {what} ({e})", path.display())
+    })
 }
 
 /// Where `summary.json` (as the run wrote it) disagrees with the summary recomputed from the
