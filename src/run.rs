@@ -200,13 +200,7 @@ pub async fn run(
         api_key,
         model: contract.target.model.clone().unwrap_or_default(),
     };
-    let ProbedTarget {
-        facts,
-        scrapers: scraper,
-        inputs,
-        mut environment,
-        start_us,
-    } = probed(
+    let before = probed(
         &target,
         &contract,
         (inputs, models, version),
@@ -214,6 +208,7 @@ pub async fn run(
         (&cancel, &opts),
     )
     .await?;
+    let (inputs, mut environment) = (before.inputs, before.environment);
 
     let contract = Arc::new(contract);
     let load_started = Instant::now();
@@ -229,9 +224,9 @@ pub async fn run(
         &inputs,
         &bundle,
         &opts,
-        scraper,
+        before.scrapers,
         &cancel,
-        (started, start_us),
+        (started, before.start_us),
     )
     .await?;
     let load_end = left_as_found(&target, &records, guard, &outcome, (started, &opts)).await;
@@ -271,7 +266,7 @@ pub async fn run(
         load_end: (!load_end.is_empty()).then_some(&load_end),
         lost: None,
         timeline: timeline.as_ref(),
-        facts: Some(&facts),
+        facts: Some(&before.facts),
         scrapes: &scrapes,
         shards: &[],
         segments: &segments,

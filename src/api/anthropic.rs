@@ -183,9 +183,10 @@ impl Adapter for Messages {
         super::encode(b, spec)
     }
 
-    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
-        let e: Event<'a> = super::json::parse(data)
-            .map_err(|e| format!("event is not a Messages API event: {e}"))?;
+    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, super::EventError> {
+        let e: Event<'a> = super::json::parse(data).map_err(|e| {
+            super::EventError::Malformed(format!("event is not a Messages API event: {e}"))
+        })?;
         if let Some(err) = e.error {
             return Err(super::server_error(&err));
         }
@@ -293,7 +294,7 @@ mod tests {
             )
             .unwrap_err();
         assert!(
-            err.starts_with("server error") && err.contains("Overloaded"),
+            matches!(&err, super::super::EventError::Server(e) if e.contains("Overloaded")),
             "{err}"
         );
     }

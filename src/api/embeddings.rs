@@ -60,14 +60,17 @@ impl Adapter for Embeddings {
         super::encode(b, spec)
     }
 
-    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
-        let b: Body<'a> = super::json::parse(data)
-            .map_err(|e| format!("body is not an embeddings response: {e}"))?;
+    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, super::EventError> {
+        let b: Body<'a> = super::json::parse(data).map_err(|e| {
+            super::EventError::Malformed(format!("body is not an embeddings response: {e}"))
+        })?;
         if let Some(err) = b.error {
             return Err(super::server_error(&err));
         }
         if b.data.as_ref().is_none_or(Vec::is_empty) {
-            return Err("the embeddings response holds no `data` (no vector came back)".into());
+            return Err(super::EventError::Malformed(
+                "the embeddings response holds no `data` (no vector came back)".into(),
+            ));
         }
         Ok(StreamEvent {
             id: b.id,

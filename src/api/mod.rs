@@ -175,24 +175,24 @@ impl ApiKind {
 
     /// Whether this API can send what a workload asks: `Err` says what it cannot (for the
     /// caller to locate in its file).
-    pub fn check(self, needs_messages: bool) -> Result<(), String> {
+    pub fn check(self, needs_messages: bool) -> Result<(), CannotSend> {
         let can = self.capabilities();
         if needs_messages && !can.messages {
-            return Err(format!(
+            return Err(CannotSend(format!(
                 "has `messages`, which only {} can send",
                 Self::kinds_that(|c| c.messages)
-            ));
+            )));
         }
         Ok(())
     }
 
     /// Whether this API can send `batch` inputs per request.
-    pub fn check_batch(self, batch: u32) -> Result<(), String> {
+    pub fn check_batch(self, batch: u32) -> Result<(), CannotSend> {
         if batch > 1 && !self.capabilities().batches {
-            return Err(format!(
+            return Err(CannotSend(format!(
                 "is {batch}, but only {} sends several inputs per request",
                 Self::kinds_that(|c| c.batches)
-            ));
+            )));
         }
         Ok(())
     }
@@ -478,9 +478,8 @@ pub trait Adapter: Send + Sync {
     /// The JSON request body.
     fn body(&self, spec: &RequestSpec<'_>) -> Vec<u8>;
     /// Parses one stream event's data (an SSE event's or a JSON line), or a whole non-streamed
-    /// body. SSE's `[DONE]` never reaches it. An `Err` that starts with "server error" is the
-    /// server's own error inside the stream.
-    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String>;
+    /// body. SSE's `[DONE]` never reaches it.
+    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, EventError>;
 }
 
 /// Text that carries tokens: `None` when absent or empty (role-only and closing events).
@@ -493,9 +492,27 @@ pub(crate) fn gathered(t: String) -> Option<Cow<'static, str>> {
     (!t.is_empty()).then_some(Cow::Owned(t))
 }
 
-/// An error object inside a stream or body, as the message every adapter gives for it.
-pub(crate) fn server_error(e: &serde_json::Value) -> String {
-    format!("server error in stream: {e}")
+/// What an API cannot send that a workload asks of it, in words the caller places after the
+/// key it locates.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CannotSend(pub String);
+
+/// Why an adapter could not take an event: the record's outcome follows the variant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    /// The server's own error object inside the stream or body (its JSON text): the request
+    /// failed at the server.
+    #[error("server error in stream: {0}")]
+    Server(String),
+    /// Not this API's format (another API's stream, a truncated or garbled event).
+    #[error("{0}")]
+    Malformed(String),
+}
+
+/// An error object inside a stream or body.
+pub(crate) fn server_error(e: &serde_json::Value) -> EventError {
+    EventError::Server(e.to_string())
 }
 
 fn one() -> f64 {
@@ -542,7 +559,10 @@ mod tests {
             assert_eq!(serde_json::to_value(k).unwrap(), k.name().as_str(), "{k:?}");
         }
         assert_eq!(
-            ApiKind::OpenAiCompletions.check(true).unwrap_err(),
+            ApiKind::OpenAiCompletions
+                .check(true)
+                .unwrap_err()
+                .to_string(),
             "has `messages`, which only api = \"openai-chat\" or api = \"openai-responses\" or api = \"anthropic-messages\" or api = \"ollama-chat\" can send"
         );
         assert!(ApiKind::OpenAiChat.check_batch(2).is_err());

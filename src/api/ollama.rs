@@ -84,9 +84,10 @@ impl Adapter for Chat {
         super::encode(b, spec)
     }
 
-    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
-        let l: Line<'a> = super::json::parse(data)
-            .map_err(|e| format!("line is not an Ollama chat response: {e}"))?;
+    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, super::EventError> {
+        let l: Line<'a> = super::json::parse(data).map_err(|e| {
+            super::EventError::Malformed(format!("line is not an Ollama chat response: {e}"))
+        })?;
         if let Some(err) = l.error {
             return Err(super::server_error(&err));
         }
@@ -134,10 +135,9 @@ mod tests {
         let u = end.usage.unwrap();
         assert_eq!((u.prompt_tokens, u.completion_tokens), (Some(26), Some(8)));
         assert_eq!(end.finish_reason.as_deref(), Some("length"));
-        assert!(
-            a.parse_event(br#"{"error":"model 'x' not found"}"#)
-                .unwrap_err()
-                .starts_with("server error")
-        );
+        assert!(matches!(
+            a.parse_event(br#"{"error":"model 'x' not found"}"#),
+            Err(crate::api::EventError::Server(_))
+        ));
     }
 }

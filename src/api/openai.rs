@@ -107,9 +107,10 @@ impl Adapter for OpenAi {
         self.body_value(spec)
     }
 
-    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
-        let c: Chunk<'a> = super::json::parse(data)
-            .map_err(|e| format!("event is not a completion chunk: {e}"))?;
+    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, super::EventError> {
+        let c: Chunk<'a> = super::json::parse(data).map_err(|e| {
+            super::EventError::Malformed(format!("event is not a completion chunk: {e}"))
+        })?;
         if let Some(err) = c.error {
             return Err(super::server_error(&err));
         }
@@ -302,12 +303,14 @@ mod tests {
             text(a, r#"{"choices":[{"text":"abc","finish_reason":null}]}"#).as_deref(),
             Some("abc")
         );
-        assert!(
-            a.parse_event(br#"{"error":{"message":"boom"}}"#)
-                .unwrap_err()
-                .contains("boom")
-        );
-        assert!(a.parse_event(b"{not json").is_err());
+        assert!(matches!(
+            a.parse_event(br#"{"error":{"message":"boom"}}"#),
+            Err(crate::api::EventError::Server(e)) if e.contains("boom")
+        ));
+        assert!(matches!(
+            a.parse_event(b"{not json"),
+            Err(crate::api::EventError::Malformed(_))
+        ));
     }
 
     #[test]

@@ -190,9 +190,10 @@ impl Adapter for Responses {
         super::encode(b, spec)
     }
 
-    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
-        let e: Event<'a> = super::json::parse(data)
-            .map_err(|e| format!("event is not a Responses API event: {e}"))?;
+    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, super::EventError> {
+        let e: Event<'a> = super::json::parse(data).map_err(|e| {
+            super::EventError::Malformed(format!("event is not a Responses API event: {e}"))
+        })?;
         let mut ev = StreamEvent::default();
         match e.kind.as_deref() {
             Some("response.output_text.delta") => ev.text = super::non_empty(e.delta),
@@ -225,8 +226,11 @@ impl Adapter for Responses {
             }
             // A whole answer (not streamed).
             None if e.object.as_deref() == Some("response") => {
-                let mut whole: Response<'a> = super::json::parse(data)
-                    .map_err(|e| format!("body is not a Responses API response: {e}"))?;
+                let mut whole: Response<'a> = super::json::parse(data).map_err(|e| {
+                    super::EventError::Malformed(format!(
+                        "body is not a Responses API response: {e}"
+                    ))
+                })?;
                 if let Some(err) = whole.error.take().filter(|e| !e.is_null()) {
                     return Err(super::server_error(&err));
                 }
@@ -309,7 +313,7 @@ mod tests {
             r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"boom"}}}"#,
         ] {
             let e = Responses.parse_event(bad.as_bytes()).unwrap_err();
-            assert!(e.starts_with("server error"), "{e}");
+            assert!(matches!(e, crate::api::EventError::Server(_)), "{e}");
         }
     }
 

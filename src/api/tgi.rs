@@ -85,9 +85,10 @@ impl Adapter for Generate {
         super::encode(json!({ "inputs": spec.prompt, "parameters": p }), spec)
     }
 
-    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, String> {
-        let e: Event<'a> = super::json::parse(data)
-            .map_err(|e| format!("event is not a TGI stream event: {e}"))?;
+    fn parse_event<'a>(&self, data: &'a [u8]) -> Result<StreamEvent<'a>, super::EventError> {
+        let e: Event<'a> = super::json::parse(data).map_err(|e| {
+            super::EventError::Malformed(format!("event is not a TGI stream event: {e}"))
+        })?;
         if let Some(err) = e.error {
             return Err(super::server_error(&err));
         }
@@ -132,7 +133,7 @@ mod tests {
             .parse_event(br#"{"error":"Input validation error: `inputs` must have less than 4096 tokens","error_type":"validation"}"#)
             .unwrap_err();
         assert!(
-            e.starts_with("server error") && e.contains("validation"),
+            matches!(&e, crate::api::EventError::Server(m) if m.contains("validation")),
             "{e}"
         );
         let whole = a

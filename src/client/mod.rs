@@ -1049,10 +1049,10 @@ impl Client {
                 st.template.learn(data, &ev);
                 ev
             }
-            Err(msg) => {
-                let class = failure_class(&msg);
+            Err(e) => {
+                let class = failure_class(&e);
                 let shown = snippet(data);
-                st.failure = Some((class, format!("{msg}; event: {shown}")));
+                st.failure = Some((class, format!("{e}; event: {shown}")));
                 return ControlFlow::Break(());
             }
         };
@@ -1186,7 +1186,7 @@ impl Client {
                 rec.client_output_tokens = text.as_deref().map_or(0, |t| self.count(t));
                 self.finished(rec, text, Vec::new());
             }
-            Err(msg) => rec.fail(failure_class(&msg), msg, now),
+            Err(e) => rec.fail(failure_class(&e), e.to_string(), now),
         }
     }
 
@@ -1219,11 +1219,10 @@ fn foreign_stream(st: &mut StreamState, from: &str) -> Option<String> {
 
 /// The class of an answer an adapter could not take: the server's own error, or not the API's
 /// format.
-fn failure_class(msg: &str) -> Outcome {
-    if msg.starts_with("server error") {
-        Outcome::StreamError
-    } else {
-        Outcome::Malformed
+fn failure_class(e: &crate::api::EventError) -> Outcome {
+    match e {
+        crate::api::EventError::Server(_) => Outcome::StreamError,
+        crate::api::EventError::Malformed(_) => Outcome::Malformed,
     }
 }
 

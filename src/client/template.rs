@@ -213,7 +213,11 @@ fn seen<'e>(ev: &'e StreamEvent<'_>) -> impl PartialEq + std::fmt::Debug + 'e {
 /// The shortcut checked against a full parse of the same event (`full`): panics when they
 /// disagree on anything the client takes. Learns as the client does. For the tests and the
 /// fuzz target; returns whether the shortcut applied.
-pub(crate) fn check(t: &mut Template, data: &[u8], full: &Result<StreamEvent<'_>, String>) -> bool {
+pub(crate) fn check(
+    t: &mut Template,
+    data: &[u8],
+    full: &Result<StreamEvent<'_>, crate::api::EventError>,
+) -> bool {
     match t.read(data) {
         Some((text, part)) => {
             let ev = part.event(text);

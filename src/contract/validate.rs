@@ -51,7 +51,7 @@ impl Contract {
             return problem("workload.batch", "must be at least 1");
         }
         if let Err(msg) = api.check_batch(w.batch) {
-            return problem("workload.batch", msg);
+            return problem("workload.batch", msg.to_string());
         }
         if !can.generates && self.quality.mode != QualityMode::None {
             return problem(
