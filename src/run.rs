@@ -222,10 +222,12 @@ pub async fn run(
         target.clone(),
         &contract,
         &inputs,
-        &bundle,
-        &opts,
         before.scrapers,
-        &cancel,
+        Where {
+            bundle: &bundle,
+            opts: &opts,
+            cancel: &cancel,
+        },
         (started, before.start_us),
     )
     .await?;
@@ -290,6 +292,15 @@ pub async fn run(
         records,
         aborted,
     })
+}
+
+/// Where a stage of the run writes and answers to: its bundle, the run's options (the watch,
+/// the live view) and its cancellation.
+#[derive(Clone, Copy)]
+struct Where<'a> {
+    bundle: &'a Bundle,
+    opts: &'a RunOptions,
+    cancel: &'a CancellationToken,
 }
 
 /// What the run knows before its load: the target's facts, its scrapers started, the inputs
@@ -804,7 +815,9 @@ async fn environment(
         )
         .await
     } else {
-        Err("off (measurement.server_metrics_interval = 0)".to_owned())
+        Err(crate::env::Unavailable::Off(
+            "off (measurement.server_metrics_interval = 0)".to_owned(),
+        ))
     };
     environment.client_http = Some(crate::client::http_pool_settings(
         Duration::from_secs_f64(contract.target.keep_alive.seconds()),
@@ -813,7 +826,7 @@ async fn environment(
     environment.server_metrics = Some(crate::bundle::ServerMetrics {
         endpoint: "/metrics".to_owned(),
         file: scraper.as_ref().ok().map(|_| METRICS.to_owned()),
-        absent: scraper.as_ref().err().cloned(),
+        absent: scraper.as_ref().err().map(ToString::to_string),
     });
     let mut scrapers: Vec<Scraper> = scraper.into_iter().collect();
     if let Some((telemetry, status)) = telemetry(t, contract, bundle, started, watch).await {
@@ -922,7 +935,7 @@ async fn telemetry(
         .iter()
         .map(|u| crate::analyze::efficiency::PageStatus {
             url: crate::analyze::without_userinfo(u),
-            absent: absent.iter().find(|a| &a.0 == u).map(|a| a.1.clone()),
+            absent: absent.iter().find(|a| &a.0 == u).map(|a| a.1.to_string()),
         })
         .collect();
     let status = crate::bundle::Telemetry {
@@ -997,15 +1010,16 @@ struct SelfStops {
 /// The load: the client and driver built, the collector writing `requests.jsonl` (and telling
 /// the progress view and the until-stable rule), then cold-start requests, priming, the
 /// driven load (watched by the progress guard) and the quality probes, in that order.
-#[allow(clippy::too_many_arguments)]
 async fn load(
     t: Target,
     contract: &Arc<Contract>,
     inputs: &Inputs,
-    bundle: &Bundle,
-    opts: &RunOptions,
     scrapers: Vec<Scraper>,
-    cancel: &CancellationToken,
+    Where {
+        bundle,
+        opts,
+        cancel,
+    }: Where<'_>,
     (started, start_us): (Instant, Option<u64>),
 ) -> anyhow::Result<Loaded> {
     // Giving up ends this run only: a sweep's next point, or the next repeat, still runs
@@ -1263,13 +1277,15 @@ fn load_client(
         &t.base,
         t.api_key,
         contract.target.api.adapter(),
+        Duration::from_secs_f64(contract.target.timeout.seconds()),
+        contract.workload.stream,
+        started,
+    )
+    .counting(
         contract
             .measurement
             .client_token_count
             .unwrap_or(ClientTokenCount::Chunks),
-        Duration::from_secs_f64(contract.target.timeout.seconds()),
-        contract.workload.stream,
-        started,
     )
     .direct(t.direct)
     .credentials(&t.credentials)
@@ -1469,7 +1485,9 @@ async fn until_idle(t: &Target, started: Instant) -> crate::driver::guard::Serve
             crate::env::prom::scrape_once(&t.http, &url, t.api_key.as_deref(), started).await;
         let busy = match scrape {
             Ok(s) => crate::analyze::server::busy(&s),
-            Err(e) => return ServerIdle::Unknown { why: e },
+            Err(e) => {
+                return ServerIdle::Unknown { why: e.to_string() };
+            }
         };
         let Some((engine, running, waiting)) = busy else {
             return ServerIdle::Unknown {

@@ -40,6 +40,12 @@ const DRAIN_WAIT: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub struct Direct(Arc<Pool>);
 
+/// Why the TLS client configuration could not be built (a CA file that does not read), kept
+/// once and given to every connection that needs it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+struct TlsSetup(String);
+
 struct Pool {
     keep_alive: Duration,
     /// Sent with every request that does not set the header itself.
@@ -47,7 +53,7 @@ struct Pool {
     /// What https connections trust; their connector is made at the first (loading the
     /// platform's certificates costs a plain-HTTP run a third of its start-up instructions).
     trust: crate::contract::Tls,
-    tls: std::sync::OnceLock<Result<tokio_rustls::TlsConnector, String>>,
+    tls: std::sync::OnceLock<Result<tokio_rustls::TlsConnector, TlsSetup>>,
     connects: ConnectLog,
     /// Idle connections by `scheme://host:port`, the most recently used last.
     idle: Mutex<HashMap<Arc<str>, Vec<Idle>>>,
@@ -257,7 +263,7 @@ impl Direct {
         let connector = self.0.tls.get_or_init(|| {
             super::tls_config(&self.0.trust)
                 .map(tokio_rustls::TlsConnector::from)
-                .map_err(|e| crate::text::error_chain(&*e))
+                .map_err(|e| TlsSetup(crate::text::error_chain(&*e)))
         });
         let connector = connector
             .as_ref()

@@ -479,13 +479,12 @@ pub fn micros_since(epoch: Instant) -> u64 {
 }
 
 impl Client {
-    #[allow(clippy::too_many_arguments)]
+    /// A client that counts tokens by chunk until told otherwise ([`Client::counting`]).
     pub fn new(
         http: reqwest::Client,
         base_url: &str,
         api_key: Option<String>,
         adapter: Box<dyn Adapter>,
-        counting: ClientTokenCount,
         timeout: Duration,
         stream: bool,
         epoch: Instant,
@@ -499,7 +498,7 @@ impl Client {
             fixed_headers: fixed_headers(adapter.as_ref()),
             auth: api_key.and_then(|k| auth_header(&k, adapter.auth())),
             adapter,
-            counting,
+            counting: ClientTokenCount::Chunks,
             timeout,
             stream,
             epoch,
@@ -513,6 +512,13 @@ impl Client {
             class_headers: std::collections::HashMap::new(),
             credentials: HeaderMap::new(),
         }
+    }
+
+    /// How the client counts output tokens as the stream arrives
+    /// (`measurement.client_token_count`).
+    pub fn counting(mut self, counting: ClientTokenCount) -> Client {
+        self.counting = counting;
+        self
     }
 
     /// The `[target.request]` headers the pools were built without (name, value, secret):
@@ -1723,7 +1729,6 @@ mod tests {
             url,
             Some("k".into()),
             crate::api::ApiKind::OpenAiCompletions.adapter(),
-            ClientTokenCount::Chunks,
             Duration::from_secs(5),
             false,
             Instant::now(),
@@ -1772,7 +1777,6 @@ mod tests {
                 "http://127.0.0.1:9",
                 None,
                 crate::api::ApiKind::OpenAiChat.adapter(),
-                ClientTokenCount::Chunks,
                 Duration::from_secs(5),
                 true,
                 Instant::now(),

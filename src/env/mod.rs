@@ -254,22 +254,41 @@ pub async fn probe(http: &reqwest::Client, base: &str, path: &str, key: Option<&
     answer(path, "GET", req).await
 }
 
+/// Why something the target (or a file the run wrote) should have told goodput is not known:
+/// the one error of this module's scrapes, counts and reads. Every message names the URL (and
+/// the status or cause) or the file (and line); the variant says which kind of failure it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// No answer, an HTTP error status, or an answer cut at its limit.
+    #[error("{0}")]
+    Unanswered(String),
+    /// An answer, or a line of a file, not in the shape it should have.
+    #[error("{0}")]
+    Malformed(String),
+    /// A file that could not be created, opened or read.
+    #[error("{0}")]
+    File(String),
+    /// Turned off by the contract.
+    #[error("{0}")]
+    Off(String),
+}
+
 /// The most of a probe's answer kept, bytes: metadata endpoints answer in kilobytes.
 pub const MAX_PROBE_BYTES: usize = 1 << 20;
 
 /// A response's body, read up to `limit` bytes (the rest is not read): what a server sends
 /// cannot grow the client. The error says it was cut.
-pub async fn body_capped(r: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
+pub async fn body_capped(r: reqwest::Response, limit: usize) -> Result<Vec<u8>, Unavailable> {
     use futures_util::StreamExt;
     let mut out = Vec::new();
     let mut s = r.bytes_stream();
     while let Some(b) = s.next().await {
-        let b = b.map_err(|e| crate::text::error_chain(&e))?;
+        let b = b.map_err(|e| Unavailable::Unanswered(crate::text::error_chain(&e)))?;
         if out.len() + b.len() > limit {
-            return Err(format!(
+            return Err(Unavailable::Unanswered(format!(
                 "the answer passed {}, the limit for it",
                 crate::text::human_bytes(limit as u64)
-            ));
+            )));
         }
         out.extend_from_slice(&b);
     }
@@ -286,7 +305,7 @@ async fn answer(path: &str, method: &str, req: reqwest::RequestBuilder) -> Value
             let text = match body_capped(r, MAX_PROBE_BYTES).await {
                 Ok(b) => String::from_utf8_lossy(&b).into_owned(),
                 Err(why) => {
-                    return json!({ "endpoint": path, "method": method, "status": status, "absent": why });
+                    return json!({ "endpoint": path, "method": method, "status": status, "absent": why.to_string() });
                 }
             };
             let body = serde_json::from_str::<Value>(&text)

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use super::Unavailable;
+
 /// One scrape as kept in `metrics.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scrape {
@@ -130,14 +132,16 @@ pub type Sample = (String, Vec<(String, String)>, f64);
 /// with `\w+` and so drops every `vllm:`/`sglang:`/`llamacpp:` series (the colon is legal in the
 /// format and is what these engines use), and splits label values on commas. The grammar is
 /// small: `name[{label="escaped value",…}] value [timestamp]`, `#` lines are comments.
-pub fn parse(text: &str) -> Result<Vec<Sample>, String> {
+pub fn parse(text: &str) -> Result<Vec<Sample>, Unavailable> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let err = |what: &str| format!("line {}: {what}: `{}`", i + 1, truncate(line));
+        let err = |what: &str| {
+            Unavailable::Malformed(format!("line {}: {what}: `{}`", i + 1, truncate(line)))
+        };
         let name_end = line
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
             .unwrap_or(line.len());
@@ -260,21 +264,27 @@ struct Target {
 }
 
 impl Target {
-    async fn scrape(&self, when: &str) -> Result<Scrape, String> {
+    async fn scrape(&self, when: &str) -> Result<Scrape, Unavailable> {
         let url = &self.endpoint.url;
         let mut req = self.http.get(url).timeout(Duration::from_secs(5));
         if let Some(k) = &self.endpoint.key {
             req = req.bearer_auth(k);
         }
         let sent = self.epoch.elapsed().as_secs_f64();
-        let resp = req.send().await.map_err(|e| crate::text::error_chain(&e))?;
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| Unavailable::Unanswered(crate::text::error_chain(&e)))?;
         let status = resp.status();
         if !status.is_success() {
-            return Err(format!("{url} answered HTTP {}", status.as_u16()));
+            return Err(Unavailable::Unanswered(format!(
+                "{url} answered HTTP {}",
+                status.as_u16()
+            )));
         }
         let body = super::body_capped(resp, MAX_SCRAPE_BYTES)
             .await
-            .map_err(|e| format!("{url}: {e}"))?;
+            .map_err(|e| Unavailable::Unanswered(format!("{url}: {e}")))?;
         // A tagged (telemetry) page is timed at the middle of its round trip: the exporter
         // read its counters somewhere inside it, and energy is interpolated on these times.
         let t_s = match self.endpoint.tagged {
@@ -282,7 +292,7 @@ impl Target {
             false => sent,
         };
         let text = String::from_utf8_lossy(&body);
-        let parsed = parse(&text).map_err(|e| format!("{url}: {e}"))?;
+        let parsed = parse(&text).map_err(|e| Unavailable::Malformed(format!("{url}: {e}")))?;
         let mut series = BTreeMap::new();
         for (name, labels, value) in parsed {
             if when == "during" && name.ends_with("_bucket") {
@@ -309,7 +319,7 @@ pub async fn scrape_once(
     url: &str,
     key: Option<&str>,
     epoch: Instant,
-) -> Result<Scrape, String> {
+) -> Result<Scrape, Unavailable> {
     Target {
         http: http.clone(),
         endpoint: Endpoint {
@@ -400,7 +410,7 @@ async fn first_scrapes(
     http: reqwest::Client,
     endpoints: Vec<Endpoint>,
     epoch: Instant,
-) -> (Vec<Target>, Vec<Scrape>, Vec<(String, String)>) {
+) -> (Vec<Target>, Vec<Scrape>, Vec<(String, Unavailable)>) {
     let mut targets = Vec::new();
     let mut firsts = Vec::new();
     let mut absent = Vec::new();
@@ -413,7 +423,7 @@ async fn first_scrapes(
         match target.scrape("before").await {
             Ok(s) if s.series.is_empty() => absent.push((
                 target.endpoint.url.clone(),
-                format!("{} lists no series", target.endpoint.url),
+                Unavailable::Malformed(format!("{} lists no series", target.endpoint.url)),
             )),
             Ok(s) => {
                 firsts.push(s);
@@ -444,7 +454,7 @@ impl Scraper {
         interval: Duration,
         epoch: Instant,
         path: &Path,
-    ) -> Result<Scraper, String> {
+    ) -> Result<Scraper, Unavailable> {
         let endpoint = Endpoint {
             url: format!("{}/metrics", base.trim_end_matches('/')),
             key,
@@ -452,7 +462,12 @@ impl Scraper {
         };
         let (scraper, mut absent) =
             Scraper::start_all(http, vec![endpoint], interval, epoch, path).await;
-        scraper.ok_or_else(|| absent.pop().map(|a| a.1).unwrap_or_default())
+        scraper.ok_or_else(|| {
+            absent.pop().map_or_else(
+                || Unavailable::Unanswered("no page answered".to_owned()),
+                |a| a.1,
+            )
+        })
     }
 
     /// Takes each page's `before` scrape and scrapes those that answered every `interval`.
@@ -463,7 +478,7 @@ impl Scraper {
         interval: Duration,
         epoch: Instant,
         path: &Path,
-    ) -> (Option<Scraper>, Vec<(String, String)>) {
+    ) -> (Option<Scraper>, Vec<(String, Unavailable)>) {
         let (targets, firsts, mut absent) = first_scrapes(http, endpoints, epoch).await;
         if targets.is_empty() {
             return (None, absent);
@@ -479,7 +494,7 @@ impl Scraper {
         let mut file = match opened {
             Ok(f) => f,
             Err(e) => {
-                let why = format!("{}: {e}", path.display());
+                let why = Unavailable::File(format!("{}: {e}", path.display()));
                 absent.extend(
                     targets
                         .iter()
@@ -546,7 +561,7 @@ impl Scraper {
 /// Reads `metrics.jsonl`.
 /// The scrapes of a file that may not exist (a run that scraped nothing has none): none then,
 /// and any other failure named with the file and line.
-pub fn read_present(path: &Path) -> Result<Vec<Scrape>, String> {
+pub fn read_present(path: &Path) -> Result<Vec<Scrape>, Unavailable> {
     if path.exists() {
         read(path)
     } else {
@@ -554,7 +569,7 @@ pub fn read_present(path: &Path) -> Result<Vec<Scrape>, String> {
     }
 }
 
-pub fn read(path: &Path) -> Result<Vec<Scrape>, String> {
+pub fn read(path: &Path) -> Result<Vec<Scrape>, Unavailable> {
     // Capped like every file goodput reads, and read a line at a time: a symlink to a device,
     // or a file past the limit, is an error naming it, never memory without bound, and only
     // the scrapes are held, never the file's text beside them.
@@ -562,7 +577,8 @@ pub fn read(path: &Path) -> Result<Vec<Scrape>, String> {
     crate::text::each_line_capped(path, crate::text::MAX_FILE_BYTES, |l| {
         out.push(serde_json::from_str(l).map_err(|e| e.to_string())?);
         Ok(())
-    })?;
+    })
+    .map_err(Unavailable::File)?;
     Ok(out)
 }
 
@@ -636,7 +652,7 @@ mod tests {
         assert_eq!(back[0].series["d"], 2.5);
         assert!(back[1].series["a"].is_nan());
         std::fs::write(&path, r#"{"t_s":2,"when":"after","series":{"a":"lots"}}"#).unwrap();
-        let err = read(&path).unwrap_err();
+        let err = read(&path).unwrap_err().to_string();
         assert!(
             err.contains("metrics.jsonl:1") && err.contains("lots"),
             "{err}"
@@ -673,9 +689,9 @@ mod tests {
 
     #[test]
     fn malformed_lines_name_their_line() {
-        let e = parse("ok 1\nbad{le=\"1\" 2\n").unwrap_err();
+        let e = parse("ok 1\nbad{le=\"1\" 2\n").unwrap_err().to_string();
         assert!(e.starts_with("line 2:"), "{e}");
-        let e = parse("ok 1\nok2 one\n").unwrap_err();
+        let e = parse("ok 1\nok2 one\n").unwrap_err().to_string();
         assert!(e.contains("line 2: value is not a number"), "{e}");
     }
 

@@ -15,6 +15,8 @@ use crate::contract::{Contract, LengthDist};
 use crate::text::WORDS;
 use crate::workload::{Inputs, Sources, Tokenizer};
 
+use super::Unavailable;
+
 /// The largest `/tokenize` answer read: the token ids of a 1M-token prompt are about 8 MB.
 const MAX_TOKENIZE_BYTES: usize = 64 << 20;
 
@@ -43,7 +45,7 @@ impl ServerCounter {
         base: &str,
         model: &str,
         api_key: Option<&str>,
-    ) -> Result<ServerCounter, String> {
+    ) -> Result<ServerCounter, Unavailable> {
         let c = ServerCounter {
             http,
             url: format!("{}/tokenize", base.trim_end_matches('/')),
@@ -59,7 +61,7 @@ impl ServerCounter {
     }
 
     /// Tokens in `text`, without the special tokens a server adds where it can be told not to.
-    pub async fn count(&self, text: &str) -> Result<u32, String> {
+    pub async fn count(&self, text: &str) -> Result<u32, Unavailable> {
         let body = json!({
             "model": self.model, "prompt": text, "add_special_tokens": false,
             "content": text, "add_special": false,
@@ -69,29 +71,31 @@ impl ServerCounter {
         if let Some(a) = &self.auth {
             req = req.header(reqwest::header::AUTHORIZATION, a);
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| format!("POST {}: {}", self.url, crate::text::error_chain(&e)))?;
+        let url = &self.url;
+        let resp = req.send().await.map_err(|e| {
+            Unavailable::Unanswered(format!("POST {url}: {}", crate::text::error_chain(&e)))
+        })?;
         let status = resp.status();
         if !status.is_success() {
-            return Err(format!("POST {}: HTTP {}", self.url, status.as_u16()));
+            return Err(Unavailable::Unanswered(format!(
+                "POST {url}: HTTP {}",
+                status.as_u16()
+            )));
         }
         let body = super::body_capped(resp, MAX_TOKENIZE_BYTES)
             .await
-            .map_err(|e| format!("POST {}: {e}", self.url))?;
+            .map_err(|e| Unavailable::Unanswered(format!("POST {url}: {e}")))?;
         let v: Value = serde_json::from_slice(&body)
-            .map_err(|e| format!("POST {}: answer is not JSON: {e}", self.url))?;
+            .map_err(|e| Unavailable::Malformed(format!("POST {url}: answer is not JSON: {e}")))?;
         parse_count(&v).ok_or_else(|| {
-            format!(
-                "POST {}: unrecognised answer (expected \"count\", \"tokens\" or a list)",
-                self.url
-            )
+            Unavailable::Malformed(format!(
+                "POST {url}: unrecognised answer (expected \"count\", \"tokens\" or a list)"
+            ))
         })
     }
 
     /// The word-cost table of [`WORDS`] on this target.
-    pub async fn table(&self) -> Result<Tokenizer, String> {
+    pub async fn table(&self) -> Result<Tokenizer, Unavailable> {
         let base = self.count("the").await?;
         let mut first = Vec::with_capacity(WORDS.len());
         let mut cost = Vec::with_capacity(WORDS.len());
@@ -99,7 +103,7 @@ impl ServerCounter {
             first.push(self.count(w).await?);
             cost.push(self.count(&format!("the {w}")).await?.saturating_sub(base));
         }
-        Tokenizer::table(first, cost)
+        Tokenizer::table(first, cost).map_err(Unavailable::Malformed)
     }
 }
 
@@ -109,7 +113,7 @@ impl ServerCounter {
 async fn count_pairs<'a>(
     counter: &ServerCounter,
     pairs: impl Iterator<Item = (&'a String, &'a Option<String>)>,
-) -> Result<Vec<(u32, Option<u32>)>, String> {
+) -> Result<Vec<(u32, Option<u32>)>, Unavailable> {
     use futures_util::{StreamExt, TryStreamExt};
     futures_util::stream::iter(pairs)
         .map(|(text, answer)| async move {
@@ -118,7 +122,7 @@ async fn count_pairs<'a>(
                 Some(a) => Some(counter.count(a).await?.max(1)),
                 None => None,
             };
-            Ok::<_, String>((input, output))
+            Ok::<_, Unavailable>((input, output))
         })
         .buffered(RECOUNT_IN_FLIGHT)
         .try_collect()
@@ -131,7 +135,7 @@ pub async fn recount(
     counter: &ServerCounter,
     c: &Contract,
     old: &Inputs,
-) -> Result<Inputs, String> {
+) -> Result<Inputs, Unavailable> {
     let table = counter.table().await?;
     let mut prompts = old.prompts.clone();
     let counts = count_pairs(counter, old.prompts.iter().map(|p| (&p.prompt, &p.answer))).await?;
@@ -175,7 +179,7 @@ pub async fn check(
     counter: &ServerCounter,
     table: &Tokenizer,
     prompts: impl Iterator<Item = (u64, String, u32)>,
-) -> Result<Value, String> {
+) -> Result<Value, Unavailable> {
     let (first, cost) = match table {
         Tokenizer::Table { first, cost, .. } => (first.clone(), cost.clone()),
         _ => (Vec::new(), Vec::new()),

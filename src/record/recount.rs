@@ -91,7 +91,11 @@ pub async fn recount(
                 })
                 .collect();
             futures_util::stream::iter(jobs)
-                .map(|(text, bytes, rc)| async move { by_server(s, &text, &bytes, rc).await })
+                .map(|(text, bytes, rc)| async move {
+                    by_server(s, &text, &bytes, rc)
+                        .await
+                        .map_err(|e| e.to_string())
+                })
                 .buffered(IN_FLIGHT)
                 .collect()
                 .await
@@ -170,7 +174,7 @@ async fn by_server(
     text: &str,
     bytes: &[u32],
     reasoning_chunks: usize,
-) -> Result<Vec<u32>, String> {
+) -> Result<Vec<u32>, crate::env::Unavailable> {
     let total = s.count(text).await?;
     let n = bytes.len();
     if n <= 1 {

@@ -171,7 +171,6 @@ pub async fn probe(c: &Contract, inputs: &Inputs, say: &dyn Fn(&str)) -> anyhow:
         &base,
         api_key,
         c.target.api.adapter(),
-        crate::contract::ClientTokenCount::Chunks,
         PROBE_TIMEOUT.min(Duration::from_secs_f64(c.target.timeout.seconds())),
         c.workload.stream,
         Instant::now(),

@@ -437,3 +437,36 @@ fn functions_stay_short() {
         long.len()
     );
 }
+
+/// The seams stay typed (#73): no `Result<_, String>` in the API adapters, the client or the
+/// target's facts and scrapes (their failures are enums the caller matches, not prefixes it
+/// reads), no bundle document read or written by string key, and no argument list too long for
+/// clippy's limit.
+#[test]
+fn the_seams_stay_typed() {
+    let mut files = Vec::new();
+    rust_files(&Path::new(ROOT).join("src"), &mut files);
+    let mut found = Vec::new();
+    for file in &files {
+        let module = module_of(file);
+        let text = code(&std::fs::read_to_string(file).unwrap());
+        let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let typed_errors = ["api", "client", "env"]
+            .iter()
+            .any(|m| module == *m || module.starts_with(&format!("{m}::")));
+        if typed_errors && flat.contains(", String>") && flat.contains("Result<") {
+            for line in text
+                .lines()
+                .filter(|l| l.contains("Result<") && l.contains(", String>"))
+            {
+                found.push(format!("{module}: {}", line.trim()));
+            }
+        }
+        for key in ["environment[\"", "command[\"", "too_many_arguments"] {
+            for line in text.lines().filter(|l| l.contains(key)) {
+                found.push(format!("{module}: {}", line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "untyped seams:\n{}", found.join("\n"));
+}
