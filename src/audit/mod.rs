@@ -17,6 +17,7 @@ use crate::analyze::GradeVerdict;
 
 pub mod beside;
 pub mod peers;
+pub mod statement;
 use crate::bundle::{CONTRACT, REQUESTS, SUMMARY};
 pub use peers::PeerFormat;
 

@@ -11,7 +11,7 @@ use super::{
     Audit, Gathered, PeerFormat, QUALITY_MISSING, distribution, field, num, one,
     reasoning_ttft_unknown, server_unknown, slo_axis,
 };
-use crate::audit::beside::{Kind, Stat, Statement};
+use crate::audit::statement::{Kind, Stat, Statement};
 
 /// The format.
 pub struct Aiperf;

@@ -9,7 +9,7 @@ use super::{
     Audit, Gathered, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown,
     slo_axis,
 };
-use crate::audit::beside::{Kind, Stat, Statement};
+use crate::audit::statement::{Kind, Stat, Statement};
 use crate::contract::{Contract, LoadModel};
 
 /// The format.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::beside::{Kind, Stat, Stated, Statement};
+use super::statement::{Kind, Stat, Stated, Statement};
 use super::{Audit, QUALITY_MISSING, reasoning_ttft_unknown};
 use crate::contract::Contract;
 
