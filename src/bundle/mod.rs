@@ -331,14 +331,21 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<
     }
     let text = crate::text::read_capped_string(path, MAX_BUNDLE_JSON_BYTES)
         .with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).map(Some).map_err(|e| {
-        let what = if e.is_syntax() || e.is_eof() {
-            "not JSON"
-        } else {
-            "not as goodput writes it"
-        };
-        anyhow::anyhow!("reading {}: {what} ({e})", path.display())
-    })
+    let mut de = serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(&mut de)
+        .map(Some)
+        .map_err(|e| {
+            let key = e.path().to_string();
+            let e = e.inner();
+            if e.is_syntax() || e.is_eof() {
+                anyhow::anyhow!("reading {}: not JSON ({e})", path.display())
+            } else {
+                anyhow::anyhow!(
+                    "reading {}: key `{key}` is not as goodput writes it ({e})",
+                    path.display()
+                )
+            }
+        })
 }
 
 /// Where `summary.json` (as the run wrote it) disagrees with the summary recomputed from the
@@ -435,6 +442,22 @@ fn same(a: Option<&serde_json::Value>, b: Option<&serde_json::Value>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// #73: a typed bundle file with a value of the wrong type is an error naming the file,
+    /// the key, the line and the column, never an empty value.
+    #[test]
+    fn a_wrong_value_names_its_file_key_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(COMMAND);
+        std::fs::write(&path, "{\n  \"argv\": [],\n  \"started_utc\": 12\n}\n").unwrap();
+        let e = read_json::<CommandFile>(&path).unwrap_err().to_string();
+        for want in ["command.json", "`started_utc`", "line 3"] {
+            assert!(e.contains(want), "{want}: {e}");
+        }
+        std::fs::write(&path, "{ garbage").unwrap();
+        let e = read_json::<CommandFile>(&path).unwrap_err().to_string();
+        assert!(e.contains("command.json: not JSON"), "{e}");
+    }
 
     /// Issue #46: an OS error names where it happened ("File exists" alone does not).
     #[test]
