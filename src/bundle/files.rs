@@ -2,7 +2,9 @@
 //! and how it ended) and `environment.json` (what it knew of its target, its host and its load).
 //! Written and read only through these types, so a misspelt key cannot be an empty value; a
 //! field an older bundle lacks is an explicit `None` (or empty list), never a guess. Fields are
-//! declared in the files' key order (alphabetical, as `serde_json` wrote them untyped).
+//! declared in alphabetical order, the order `serde_json` wrote the untyped files in, so a
+//! run's `command.json` is byte for byte what it was; `environment.json` writes the probed part
+//! ([`crate::env::Probed`]) first, then the run's.
 
 use std::path::PathBuf;
 
