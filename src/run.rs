@@ -164,40 +164,27 @@ pub async fn run(
         not_past(at, "")?;
     }
     let receiver = traces::listen(&contract, started).await?;
-    let Reached {
-        http,
-        load_http,
-        credentials,
-        direct,
-        connects,
-        base,
-        api_key,
-        sim,
-        mut launched,
-        mut timeline,
-        bundle,
-    } = reach(&contract, &opts, (started, receiver.as_ref()), &cancel).await?;
-
+    let mut reached = reach(&contract, &opts, (started, receiver.as_ref()), &cancel).await?;
     let (models, version) = preflight_all(
-        &http,
-        &base,
-        api_key.as_deref(),
+        &reached.http,
+        &reached.base,
+        reached.api_key.as_deref(),
         &mut contract,
         (&cancel, &opts),
     )
     .await?;
     raise_open_file_limit();
 
-    let (bundle, prediction) = prepare_bundle(bundle, &opts, &mut contract)?;
+    let (bundle, prediction) = prepare_bundle(reached.bundle.take(), &opts, &mut contract)?;
     traces::attach(receiver.as_ref(), &bundle)?;
     let command = CommandRecord::started(&opts, prediction.as_ref().map(|(_, h)| h), &bundle)?;
     let target = Target {
-        http,
-        load_http,
-        credentials,
-        direct,
-        base,
-        api_key,
+        http: reached.http,
+        load_http: reached.load_http,
+        credentials: reached.credentials,
+        direct: reached.direct,
+        base: reached.base,
+        api_key: reached.api_key,
         model: contract.target.model.clone().unwrap_or_default(),
     };
     let before = probed(
@@ -234,7 +221,7 @@ pub async fn run(
     let load_end = left_as_found(&target, &records, guard, &outcome, (started, &opts)).await;
     // The connections the load opened (before the recount opens any of its own).
     if let Some(http) = environment.client_http.as_mut() {
-        http.connections = Some(connects.summary(load_started));
+        http.connections = Some(reached.connects.summary(load_started));
     }
     let spans = traces::finish(
         receiver,
@@ -254,7 +241,7 @@ pub async fn run(
         environment.output_count = Some(r);
         bundle.write_json(ENVIRONMENT, &environment)?;
     }
-    stop_launched(launched.take(), timeline.as_mut(), &bundle).await?;
+    stop_launched(reached.launched.take(), reached.timeline.as_mut(), &bundle).await?;
     let (interrupted, signal, stopped) =
         how_it_ended(&outcome, (&decided, &load_end, &aborted), &opts);
     let (scrapes, telemetry, pages) = scraped(&bundle, &environment, &opts);
@@ -267,7 +254,7 @@ pub async fn run(
         decided: decided.as_deref(),
         load_end: (!load_end.is_empty()).then_some(&load_end),
         lost: None,
-        timeline: timeline.as_ref(),
+        timeline: reached.timeline.as_ref(),
         facts: Some(&before.facts),
         scrapes: &scrapes,
         shards: &[],
@@ -285,7 +272,7 @@ pub async fn run(
     );
     bundle.write_json(COMMAND, &ended)?;
     traces::export_client_spans(&contract, &records, started, opts.watch.as_ref()).await;
-    drop(sim);
+    drop(reached.sim);
     Ok(RunResult {
         bundle,
         summary,

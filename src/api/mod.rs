@@ -437,7 +437,7 @@ pub struct StreamEvent<'a> {
     /// `message_stop`, the Responses API's `response.completed`, Ollama's `"done": true`).
     pub done: bool,
     /// The event carries a choice (OpenAI's `choices[0]`), text or not: what vLLM's benchmark
-    /// client counts as a token's arrival ([`crate::record::Record::bare_us`]).
+    /// client counts as a token's arrival (the record keeps each one's time in `bare_us`).
     pub choice: bool,
 }
 

@@ -751,7 +751,7 @@ fn block_starts(
 }
 
 /// The longest line of `requests.jsonl` read: a record keeps at most 32 MiB of an answer's text
-/// ([`crate::client::MAX_KEPT_TEXT`]) beside its timings; a longer line (a file of one 4 GiB
+/// (the client's `MAX_KEPT_TEXT`) beside its timings; a longer line (a file of one 4 GiB
 /// line) is named, never read into memory whole. Under 64 MiB, so that the line's buffer,
 /// grown by doubling, stays within 64 MiB.
 pub const MAX_LINE_BYTES: u64 = 60 << 20;
