@@ -109,7 +109,7 @@ pub fn prom(data: &[u8]) {
 /// Another tool's result file (vLLM `bench serve`, GuideLLM), as `goodput audit` reads it.
 pub fn peer_result(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    if let Ok(a) = crate::audit::peer_result(Path::new("fuzz.json"), &text) {
+    if let Ok(a) = crate::peers::result::peer_result(Path::new("fuzz.json"), &text) {
         let _ = a.document().terminal();
     }
 }
@@ -130,7 +130,7 @@ pub fn records(data: &[u8]) {
 
 /// A command line of each peer tool through `goodput import` (the first byte picks the tool;
 /// the rest, split at NUL bytes, is its argv): refused, or imported to a contract whose keys
-/// are exactly its flags' (`import::check_imported`), never one whose text became structure.
+/// are exactly its flags' (`peers::check_imported`), never one whose text became structure.
 pub fn import(data: &[u8]) {
     let Some((&tool, rest)) = data.split_first() else {
         return;
@@ -146,13 +146,9 @@ pub fn import(data: &[u8]) {
             .filter(|a| !a.is_empty())
             .map(|a| String::from_utf8_lossy(a).into_owned()),
     );
-    let imported = match tool % 3 {
-        0 => crate::import::vllm_bench::import(&args),
-        1 => crate::import::guidellm::import(&args),
-        _ => crate::import::aiperf::import(&args),
-    };
+    let imported = crate::peers::Tool::ALL[usize::from(tool) % 3].import(&args);
     if let Ok(imp) = imported
-        && let Err(e) = crate::import::check_imported(&imp)
+        && let Err(e) = crate::peers::check_imported(&imp)
     {
         panic!("{e}");
     }

@@ -28,16 +28,19 @@
 //! 10. `analyze` — summaries: distributions, SLO, goodput, validity, grade, quality, headline.
 //! 11. `coldstart`, `report` — the cold-start test; documents and output formats.
 //! 12. `bundle` — the bundle on disk, written and loaded.
-//! 13. `compare`, `audit`, `demo`, `merge`, `export`, `import` — comparisons; grading any result;
-//!     the open/closed demo; the shards of one run joined; a bundle's records as tables;
-//!     another benchmark's command line as a contract.
-//! 14. `live`, `history` — what a run shows while it runs: the dashboard's figures and drawing;
-//!     results over time: series of comparable bundles, change points, the results store.
-//! 15. `run` — one run (and repeats), wired together.
-//! 16. `sweep`, `ab` — one variable varied, and the capacity search; A against B, paired.
-//! 17. `command` — one module per command, each returning a typed result; `command::render`,
+//! 13. `compare`, `audit::graded`, `demo`, `merge`, `export` — comparisons; what grading a
+//!     result found; the open/closed demo; the shards of one run joined; a bundle's records as
+//!     tables.
+//! 14. `peers` — other benchmark tools, one module each: its command line as a contract, its
+//!     result read and graded with its own definitions, and put beside a run.
+//! 15. `audit`, `live`, `history` — grading any result (a bundle or a peer's file); what a run
+//!     shows while it runs: the dashboard's figures and drawing; results over time: series of
+//!     comparable bundles, change points, the results store.
+//! 16. `run` — one run (and repeats), wired together.
+//! 17. `sweep`, `ab` — one variable varied, and the capacity search; A against B, paired.
+//! 18. `command` — one module per command, each returning a typed result; `command::render`,
 //!     the one rendering seam, writes any result as text, Markdown, HTML or JSON.
-//! 18. `cli`, `fuzz` — the command line (parses, dispatches, hands the result to the seam); the
+//! 19. `cli`, `fuzz` — the command line (parses, dispatches, hands the result to the seam); the
 //!     parsers' entry points for the fuzz targets.
 //!
 //! # Public API
@@ -66,10 +69,10 @@ pub mod export;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod history;
-pub mod import;
 pub mod live;
 pub mod merge;
 pub mod otlp;
+pub mod peers;
 pub mod plan;
 pub mod quality;
 pub mod record;

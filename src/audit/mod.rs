@@ -1,5 +1,5 @@
 //! `goodput audit`: grades a result — this tool's bundle or repeat set, or another benchmark's
-//! result file (vLLM, SGLang, GuideLLM, AIPerf, inference-perf: see [`peers`]) — as
+//! result file (vLLM, SGLang, GuideLLM, AIPerf, inference-perf: see `crate::peers`) — as
 //! **comparable** or **directional**, and lists in plain words each fact it lacks or
 //! contradicts.
 //!
@@ -10,99 +10,12 @@
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use serde::Serialize;
-use serde_json::Value;
 
-use crate::analyze::GradeVerdict;
+pub mod graded;
+pub use graded::Audit;
 
-pub mod beside;
-pub mod peers;
-pub mod statement;
 use crate::bundle::{CONTRACT, REQUESTS, SUMMARY};
-pub use peers::PeerFormat;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Audit {
-    /// What was read.
-    pub path: String,
-    /// `goodput bundle`, `goodput repeat set`, `vLLM bench serve result`, `GuideLLM report`.
-    pub format: String,
-    pub verdict: GradeVerdict,
-    /// Facts absent or inconsistent: each one alone makes the result directional.
-    pub missing: Vec<String>,
-    /// What the result, even complete, cannot support.
-    pub limits: Vec<String>,
-    /// Facts an efficiency claim (energy per token, cost per token, per-accelerator
-    /// throughput) would need and the result lacks. They leave the speed figures' grade alone.
-    pub efficiency_missing: Vec<String>,
-    /// What the result states for each contract axis, in words.
-    pub axes: Vec<(String, String)>,
-}
-
-impl Audit {
-    fn new(path: &Path, format: &str) -> Audit {
-        Audit {
-            path: path.display().to_string(),
-            format: format.to_owned(),
-            verdict: GradeVerdict::Directional,
-            missing: Vec::new(),
-            limits: Vec::new(),
-            efficiency_missing: Vec::new(),
-            axes: Vec::new(),
-        }
-    }
-
-    fn axis(&mut self, name: &str, text: impl Into<String>) {
-        self.axes.push((name.to_owned(), text.into()));
-    }
-
-    fn done(mut self) -> Audit {
-        self.verdict = GradeVerdict::of(&self.missing);
-        self
-    }
-
-    pub fn document(&self) -> crate::report::Doc {
-        let mut d = crate::report::Doc::default();
-        d.h(format!("Audit · {}", self.path));
-        d.line(format!(
-            "{}: {}",
-            self.format,
-            self.verdict.as_str().to_uppercase()
-        ));
-        d.table(
-            &["axis", "what the result states"],
-            self.axes
-                .iter()
-                .map(|(a, t)| vec![a.clone(), t.clone()])
-                .collect(),
-        );
-        if self.missing.is_empty() {
-            d.line("Nothing missing: every fact the result depends on is stated.");
-        }
-        for m in &self.missing {
-            d.warn(format!("- missing: {m}"));
-        }
-        for l in &self.limits {
-            d.line(format!("- limit: {l}"));
-        }
-        if !self.efficiency_missing.is_empty() {
-            d.line("For efficiency claims (energy, cost, per accelerator), the result lacks:");
-            for m in &self.efficiency_missing {
-                d.warn(format!("- missing for efficiency: {m}"));
-            }
-        }
-        d
-    }
-
-    /// What another benchmark's result lacks for efficiency claims: it carries no energy
-    /// measurement and no price.
-    fn peer_efficiency(&mut self) {
-        self.efficiency_missing.extend([
-            "no energy measurement: the result carries no accelerator energy or power".to_owned(),
-            "no price: the result states no cost of the deployment".to_owned(),
-        ]);
-    }
-}
+use crate::peers::result::{MAX_PEER_BYTES, peer_result};
 
 /// Audits the result at `path` (a bundle or repeat-set directory, its `summary.json`, or a
 /// result file of another benchmark).
@@ -119,173 +32,6 @@ pub fn audit(path: &Path) -> anyhow::Result<Audit> {
     let text = crate::text::read_capped_string(path, MAX_PEER_BYTES)
         .with_context(|| format!("reading {}", path.display()))?;
     peer_result(path, &text)
-}
-
-/// The largest result file of another tool read: its JSON is held as a tree, about three times
-/// the file's size (a 300 MB file cost 824 MB). vLLM's result with every request's timings for
-/// 10,000 prompts is about 10 MB.
-pub const MAX_PEER_BYTES: u64 = 64 << 20;
-
-/// Another tool's result file as JSON: a document, or JSON Lines as an array of its lines
-/// (`path` names the file in messages).
-pub(crate) fn peer_value(path: &Path, text: &str) -> anyhow::Result<Value> {
-    // Python's json module writes NaN and ±Infinity (a statistic of no samples), which JSON
-    // has no word for: read as the strings "NaN", "Infinity", "-Infinity" (no figure, and
-    // named where a figure was expected), and said.
-    let text = match python_specials(text) {
-        Some((_, clean)) => std::borrow::Cow::Owned(clean),
-        None => std::borrow::Cow::Borrowed(text),
-    };
-    let text = text.as_ref();
-    let v = match serde_json::from_str::<Value>(text) {
-        Ok(v) => v,
-        Err(e) => match json_lines(text) {
-            Some(lines) => Value::Array(lines),
-            None => bail!(
-                "{}: unrecognised format: not JSON (line {}, column {}: {e}) nor JSON Lines; expected a goodput bundle directory or {}",
-                path.display(),
-                e.line(),
-                e.column(),
-                peers::expected()
-            ),
-        },
-    };
-    Ok(v)
-}
-
-/// Grades another tool's result file from its text (`path` names it in messages): a JSON
-/// document, or JSON Lines (one result a line, as SGLang's bench_serving appends them), read by
-/// the first of [`peers::PEERS`] that recognises it.
-pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
-    let specials = python_specials(text).map_or(0, |(n, _)| n);
-    let v = peer_value(path, text)?;
-    match peers::PEERS.iter().find(|p| p.recognises(&v)) {
-        Some(p) => p.grade(path, &v).map(|mut a| {
-            a.peer_efficiency();
-            if specials > 0 {
-                a.limits.push(format!(
-                    "{specials} value(s) are NaN or Infinity (Python's json module writes them for a statistic of no samples): read as no figure"
-                ));
-            }
-            let absurd = absurd_numbers(&v);
-            if !absurd.is_empty() {
-                a.missing.extend(absurd);
-                a = a.done();
-            }
-            a
-        }),
-        None => bail!(
-            "{}: unrecognised format: JSON, but none of {}",
-            path.display(),
-            peers::expected()
-        ),
-    }
-}
-
-/// `text` with every `NaN`, `Infinity` and `-Infinity` outside a string quoted (a JSON
-/// string), and how many there were; `None` when there are none. Hand-written: the JSON parsers of the
-/// field reject these words, as the standard says, and the scan needs only a string's quotes
-/// and escapes.
-fn python_specials(text: &str) -> Option<(usize, String)> {
-    let (mut out, mut n) = (String::with_capacity(text.len()), 0);
-    let (mut in_string, mut escaped) = (false, false);
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if in_string {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
-            }
-        } else if c == '"' {
-            in_string = true;
-        } else if let Some(word) = ["-Infinity", "Infinity", "NaN"]
-            .into_iter()
-            .find(|w| rest.starts_with(w))
-        {
-            out.push('"');
-            out.push_str(word);
-            out.push('"');
-            rest = &rest[word.len()..];
-            n += 1;
-            continue;
-        }
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    (n > 0).then_some((n, out))
-}
-
-/// Numbers in a peer's result that no run can produce: a negative time, rate or count, and a
-/// lower percentile above a higher one of the same metric (`p50_ttft_ms` over `p99_ttft_ms`).
-/// At most five are named.
-fn absurd_numbers(v: &Value) -> Vec<String> {
-    fn percentile(key: &str) -> Option<(f64, &str)> {
-        let rest = key.strip_prefix('p')?;
-        let (q, metric) = rest.split_once('_')?;
-        Some((q.parse().ok()?, metric))
-    }
-    fn walk(v: &Value, at: &str, out: &mut Vec<String>) {
-        match v {
-            Value::Object(o) => {
-                let mut ranked: Vec<(&str, f64, &str, f64)> = Vec::new();
-                for (k, x) in o {
-                    let path = if at.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{at}.{k}")
-                    };
-                    if let Some(n) = x.as_f64() {
-                        if n < 0.0 {
-                            out.push(format!(
-                                "`{path}` = {n}: no time, rate or count is negative; the file's numbers cannot be trusted"
-                            ));
-                        }
-                        if let Some((q, metric)) = percentile(k) {
-                            ranked.push((metric, q, k, n));
-                        }
-                    }
-                    walk(x, &path, out);
-                }
-                ranked.sort_by(|a, b| a.0.cmp(b.0).then(a.1.total_cmp(&b.1)));
-                for w in ranked.windows(2) {
-                    let (lo, hi) = (w[0], w[1]);
-                    if lo.0 == hi.0 && lo.3 > hi.3 {
-                        out.push(format!(
-                            "`{}` = {} is above `{}` = {}: a lower percentile cannot exceed a higher one; the file's numbers cannot be trusted",
-                            lo.2, lo.3, hi.2, hi.3
-                        ));
-                    }
-                }
-            }
-            Value::Array(a) => {
-                for (i, x) in a.iter().enumerate() {
-                    walk(x, &format!("{at}[{i}]"), out);
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    walk(v, "", &mut out);
-    out.truncate(5);
-    out
-}
-
-/// Every line of `text` (blank ones left out) as a JSON object, when there are two or more
-/// and each is one.
-fn json_lines(text: &str) -> Option<Vec<Value>> {
-    let lines: Vec<Value> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            serde_json::from_str::<Value>(l)
-                .ok()
-                .filter(Value::is_object)
-        })
-        .collect::<Option<_>>()?;
-    (lines.len() >= 2).then_some(lines)
 }
 
 fn audit_dir(dir: &Path) -> anyhow::Result<Audit> {
@@ -466,42 +212,12 @@ fn bundle(dir: &Path, a: &mut Audit) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Other tools' results carry speed figures only.
-const QUALITY_MISSING: &str =
-    "no quality check: no accuracy or output-consistency figure stands beside the speed figures";
-
-/// Model families that reason (think) before answering by default, as lower-case pieces of a
-/// model id. A peer result for one of them has a TTFT that cannot say whether it timed the first
-/// reasoning token or the first answer token: vLLM's bench and GuideLLM take the first
-/// non-empty chunk of either kind (GuideLLM #737, inference-perf #559), and neither records
-/// whether thinking was on or how many tokens were reasoning.
-const REASONING_FAMILIES: &[&str] = &[
-    "qwen3",
-    "qwq",
-    "deepseek-r1",
-    "r1-distill",
-    "gpt-oss",
-    "magistral",
-    "reasoning",
-    "thinking",
-    "glm-4.5",
-    "glm-4.6",
-    "minimax-m1",
-    "exaone-deep",
-];
-
-/// The measurement gap of a peer's TTFT on a reasoning model, when `model` names one.
-fn reasoning_ttft_unknown(model: &str, tool: &str) -> Option<String> {
-    let m = model.to_ascii_lowercase();
-    let family = REASONING_FAMILIES.iter().find(|f| m.contains(*f))?;
-    Some(format!(
-        "reasoning model (`{model}` is of a family that thinks before answering, `{family}`): {tool}'s TTFT is the first chunk of either kind and the result records neither whether thinking was on nor how many tokens were reasoning, so it cannot say whether TTFT timed the first thought or the first answer token (goodput reports both, as TTFT and TTFO)"
-    ))
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
+    use crate::peers::result::{QUALITY_MISSING, python_specials};
 
     fn fixture(name: &str) -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -652,7 +368,7 @@ mod tests {
         let e = audit(&junk).unwrap_err().to_string();
         assert!(e.contains("unrecognised format: JSON, but none of"), "{e}");
         // Every format is named, so the user knows what would have been read.
-        for p in peers::PEERS {
+        for p in crate::peers::PEERS {
             assert!(e.contains(p.needs()), "{e}");
         }
         let e = audit(dir.path()).unwrap_err().to_string();

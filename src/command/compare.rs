@@ -53,7 +53,7 @@ pub fn compare(a: CompareArgs) -> anyhow::Result<Done> {
         if !(tolerance > 0.0 && tolerance.is_finite()) {
             bail!("--tolerance must be > 0 (a fraction: 0.2 is ±20%)");
         }
-        let b = crate::audit::beside::beside(&bundles[0], &bundles[1], tolerance)?;
+        let b = crate::peers::beside::beside(&bundles[0], &bundles[1], tolerance)?;
         return Ok(Done::new(BesideShown(b), format.get(), false));
     }
     if labels.len() > bundles.len() {
@@ -136,7 +136,7 @@ fn is_peer_result(p: &std::path::Path) -> bool {
 }
 
 /// Another tool's result beside a goodput run.
-pub struct BesideShown(pub crate::audit::beside::Beside);
+pub struct BesideShown(pub crate::peers::beside::Beside);
 
 impl Shown for BesideShown {
     fn title(&self) -> String {

@@ -1,5 +1,5 @@
 //! `goodput import TOOL -- ARGS…`: another benchmark's command line as a goodput contract
-//! (`crate::import`), written to a file or printed; what differs between the two tools is
+//! (`crate::peers`), written to a file or printed; what differs between the two tools is
 //! said on stderr and in the contract's comments.
 
 use std::path::PathBuf;
@@ -7,18 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 
 use super::Done;
-
-/// The tools whose command lines goodput imports.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Tool {
-    /// `vllm bench serve` (vLLM 0.32.0's flags).
-    #[value(name = "vllm-bench")]
-    VllmBench,
-    /// `guidellm benchmark` (GuideLLM 0.6.1's flags).
-    Guidellm,
-    /// `aiperf profile` (AIPerf 0.13.0's flags).
-    Aiperf,
-}
+use crate::peers::Tool;
 
 // The arguments of `goodput import`.
 #[derive(Debug, clap::Args)]
@@ -49,11 +38,7 @@ pub fn import(a: ImportArgs) -> anyhow::Result<Done> {
         result,
         args,
     } = a;
-    let mut imported = match tool {
-        Tool::VllmBench => crate::import::vllm_bench::import(&args)?,
-        Tool::Guidellm => crate::import::guidellm::import(&args)?,
-        Tool::Aiperf => crate::import::aiperf::import(&args)?,
-    };
+    let mut imported = tool.import(&args)?;
     let mut notes: Vec<String> = imported
         .breaks
         .iter()
@@ -88,16 +73,12 @@ pub fn import(a: ImportArgs) -> anyhow::Result<Done> {
 fn their_result(
     tool: Tool,
     path: &std::path::Path,
-    imported: &mut crate::import::Imported,
+    imported: &mut crate::peers::Imported,
 ) -> anyhow::Result<Vec<String>> {
     let contract =
         crate::contract::parse(&imported.contract, std::path::Path::new("imported.toml"))?;
-    let (format, differs) = crate::audit::beside::check_result(path, &contract)?;
-    let expected = match tool {
-        Tool::VllmBench => "vLLM",
-        Tool::Guidellm => "GuideLLM",
-        Tool::Aiperf => "AIPerf",
-    };
+    let (format, differs) = crate::peers::beside::check_result(path, &contract)?;
+    let expected = tool.result_name();
     if !format.starts_with(expected) {
         bail!(
             "{}: a {format}, not a result of the {expected} command imported",

@@ -391,7 +391,7 @@ fn import_names_what_it_drops_and_what_it_cannot_read() {
     .iter()
     .map(|s| (*s).to_owned())
     .collect();
-    let i = goodput::import::guidellm::import(&args).unwrap();
+    let i = goodput::peers::guidellm::import(&args).unwrap();
     assert!(
         i.breaks
             .iter()
@@ -412,7 +412,7 @@ fn import_names_what_it_drops_and_what_it_cannot_read() {
     let c = common::parse(
         "name = \"x\"\n[load]\nkind = \"closed\"\nconcurrency = 16\nrequests = 200\n",
     );
-    let (_, differs) = goodput::audit::beside::check_result(&path, &c).unwrap();
+    let (_, differs) = goodput::peers::beside::check_result(&path, &c).unwrap();
     let all = differs.join("\n");
     assert!(
         all.contains("figures that are not numbers")

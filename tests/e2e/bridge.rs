@@ -143,7 +143,7 @@ async fn audit_and_compare_state_the_guides_definitions() {
     let audit = bin().arg("audit").arg(&theirs).output().unwrap();
     let text = common::unwrapped(&String::from_utf8_lossy(&audit.stdout));
     assert!(audit.status.success(), "{text}");
-    let said = goodput::audit::statement::TTFT_BY_CHOICES;
+    let said = goodput::peers::statement::TTFT_BY_CHOICES;
     assert!(
         text.contains(said),
         "the audit does not say `{said}`:\n{text}"

@@ -6,7 +6,7 @@
 use crate::common;
 
 use goodput::contract::{ApiKind, Contract};
-use goodput::import::vllm_bench::import;
+use goodput::peers::vllm_bench::import;
 
 /// A shell command line split into words: quotes group, a backslash-newline continues.
 pub(crate) fn words(line: &str) -> Vec<String> {

@@ -8,7 +8,7 @@
 use crate::common;
 use crate::import::words;
 
-use goodput::import::{ImportError, Imported};
+use goodput::peers::{ImportError, Imported};
 
 /// A value of the contract by dotted key (`load.kind`), or None.
 fn field(text: &str, key: &str) -> Option<toml::Value> {
@@ -45,11 +45,11 @@ fn check(
 }
 
 fn guidellm(line: &str, fields: &[(&str, Option<&str>)], breaks: &[&str]) -> Imported {
-    check(goodput::import::guidellm::import, line, fields, breaks)
+    check(goodput::peers::guidellm::import, line, fields, breaks)
 }
 
 fn aiperf(line: &str, fields: &[(&str, Option<&str>)], breaks: &[&str]) -> Imported {
-    check(goodput::import::aiperf::import, line, fields, breaks)
+    check(goodput::peers::aiperf::import, line, fields, breaks)
 }
 
 /// GuideLLM 0.6.1's README: the sweep, the constant rate, a Hugging Face dataset, a data file,
@@ -383,7 +383,7 @@ fn guidellm_specialised_examples_name_what_goodput_does_not_send() {
 #[test]
 fn bad_guidellm_lines_are_refused_naming_the_flag() {
     let err = |line: &str| {
-        goodput::import::guidellm::import(&words(line))
+        goodput::peers::guidellm::import(&words(line))
             .unwrap_err()
             .to_string()
     };
@@ -724,7 +724,7 @@ fn aiperf_trace_and_other_examples_name_what_differs() {
 #[test]
 fn bad_aiperf_lines_are_refused_naming_the_flag() {
     let err = |line: &str| {
-        goodput::import::aiperf::import(&words(line))
+        goodput::peers::aiperf::import(&words(line))
             .unwrap_err()
             .to_string()
     };
@@ -837,7 +837,7 @@ fn credentials_on_a_command_line_are_never_written() {
     );
     secretless(&i);
     let i = check(
-        goodput::import::vllm_bench::import,
+        goodput::peers::vllm_bench::import,
         "vllm bench serve --model m --header 'Authorization=Bearer sk-live-789' X-Team=infra",
         &[
             ("target.request.headers.X-Team", Some(r#""infra""#)),

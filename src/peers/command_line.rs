@@ -8,11 +8,6 @@
 //! GuideLLM 0.6.1) and `aiperf` (`aiperf profile`, AIPerf 0.13.0). `flags` reads a command
 //! line against such a table.
 
-pub mod aiperf;
-mod flags;
-pub mod guidellm;
-pub mod vllm_bench;
-
 use std::fmt::Write as _;
 
 /// A contract drafted from a command line, and what the import has to say about it.
@@ -36,7 +31,7 @@ pub struct ImportError(pub String);
 
 /// A value in the contract: TOML text, and the flag (or default) it came from.
 #[derive(Debug, Clone, PartialEq)]
-struct Value {
+pub(super) struct Value {
     key: &'static str,
     toml: String,
     from: String,
@@ -45,7 +40,7 @@ struct Value {
 /// The contract being drafted: its sections in order, each with its values; the header
 /// comment; the breaks.
 #[derive(Debug, Default)]
-struct Draft {
+pub(super) struct Draft {
     tool: String,
     sections: Vec<(&'static str, Vec<Value>)>,
     breaks: Vec<String>,
@@ -60,13 +55,13 @@ struct Draft {
 /// What the contract holds for a header: its value, or the environment variable that holds a
 /// credential's.
 #[derive(Debug, Clone, PartialEq)]
-enum Header {
+pub(super) enum Header {
     Value(String),
     Env(String),
 }
 
 impl Draft {
-    fn new(tool: &str) -> Draft {
+    pub(super) fn new(tool: &str) -> Draft {
         Draft {
             tool: tool.to_owned(),
             ..Default::default()
@@ -74,14 +69,14 @@ impl Draft {
     }
 
     /// A draft for `tool`'s command, its contract named `name`.
-    fn named(tool: &str, name: &str) -> Draft {
+    pub(super) fn named(tool: &str, name: &str) -> Draft {
         let mut d = Draft::new(tool);
         d.str("", "name", name, "goodput's name for the imported command");
         d
     }
 
     /// Sets `key` in `[section]` (a later set replaces an earlier one).
-    fn set(
+    pub(super) fn set(
         &mut self,
         section: &'static str,
         key: &'static str,
@@ -102,18 +97,24 @@ impl Draft {
         }
     }
 
-    fn str(&mut self, section: &'static str, key: &'static str, s: &str, from: impl Into<String>) {
+    pub(super) fn str(
+        &mut self,
+        section: &'static str,
+        key: &'static str,
+        s: &str,
+        from: impl Into<String>,
+    ) {
         self.set(section, key, toml_string(s), from);
     }
 
     /// A flag that maps only approximately, or not at all: what differs, what goodput does.
-    fn annotate(&mut self, s: impl Into<String>) {
+    pub(super) fn annotate(&mut self, s: impl Into<String>) {
         self.breaks.push(s.into());
     }
 
     /// The contract, checked by goodput's own parser: an import never hands over a contract
     /// that `goodput run` would refuse.
-    fn finish(mut self, command: &str) -> Result<Imported, ImportError> {
+    pub(super) fn finish(mut self, command: &str) -> Result<Imported, ImportError> {
         self.set_headers();
         let imported = self.render(command)?;
         crate::contract::parse(&imported.contract, std::path::Path::new("imported.toml"))
@@ -122,7 +123,7 @@ impl Draft {
     }
 
     /// A credential the command carried, never to be written.
-    fn secret(&mut self, s: &str) {
+    pub(super) fn secret(&mut self, s: &str) {
         if !s.is_empty() {
             self.secrets.push(s.to_owned());
         }
@@ -131,7 +132,7 @@ impl Draft {
     /// The target's URL, from `from`. A user and password in it are a credential: the URL is
     /// written without them, and the request's `Authorization` header comes from a variable
     /// the user sets (`Basic` of them).
-    fn url(&mut self, url: &str, from: String) {
+    pub(super) fn url(&mut self, url: &str, from: String) {
         let Ok(mut parsed) = reqwest::Url::parse(url) else {
             return self.str("target", "url", url, from);
         };
@@ -165,7 +166,7 @@ impl Draft {
     /// cookie, a token) is never written: the contract reads it from an environment variable
     /// named after it, and the note says which to set. Headers goodput sets itself are not
     /// sent.
-    fn header(&mut self, name: &str, value: &str, from: &str) {
+    pub(super) fn header(&mut self, name: &str, value: &str, from: &str) {
         let lower = name.to_ascii_lowercase();
         if ["x-request-id", "traceparent"].contains(&lower.as_str()) {
             self.annotate(format!("{from} {name}: goodput sets it itself (to join its records with the server's), so it is not sent"));
@@ -190,7 +191,7 @@ impl Draft {
 
     /// `[target.request] headers`, from every header gathered, as one inline table the TOML
     /// library writes (names quoted as it must).
-    fn set_headers(&mut self) {
+    pub(super) fn set_headers(&mut self) {
         if self.headers.is_empty() {
             return;
         }
@@ -234,7 +235,7 @@ impl Draft {
 
     /// An API key the command carried: goodput reads keys from the environment only, so the
     /// contract names the variable and the key itself is not written.
-    fn api_key(&mut self, from: &str) {
+    pub(super) fn api_key(&mut self, from: &str) {
         self.str(
             "target",
             "api_key_env",
@@ -245,7 +246,7 @@ impl Draft {
 
     /// Fields a command adds to every request body: sampling settings become
     /// `[workload.sampling]`, the rest `target.request.extra_body`.
-    fn body(&mut self, body: &serde_json::Map<String, serde_json::Value>, from: &str) {
+    pub(super) fn body(&mut self, body: &serde_json::Map<String, serde_json::Value>, from: &str) {
         let mut rest = serde_json::Map::new();
         for (k, v) in body {
             match (k.as_str(), v) {
@@ -288,7 +289,7 @@ impl Draft {
     /// and sections are the draft's own, and every comment is one line (`text::one_line`: a
     /// control character, a newline above all, is written as an escape, and a note says so).
     /// Credentials are masked (`***`) wherever the command line or a note would repeat them.
-    fn render(mut self, command: &str) -> Result<Imported, ImportError> {
+    pub(super) fn render(mut self, command: &str) -> Result<Imported, ImportError> {
         let secrets = std::mem::take(&mut self.secrets);
         let mask = |s: &str| {
             secrets
@@ -355,7 +356,7 @@ impl Draft {
 
 /// `text` as one TOML value, written again by the TOML library; `None` when it is not exactly
 /// one value (a newline and a key after it, a second value).
-fn one_value(text: &str) -> Option<String> {
+pub(super) fn one_value(text: &str) -> Option<String> {
     let mut v: toml_edit::Value = text.parse().ok()?;
     v.decor_mut().clear();
     let out = v.to_string();
@@ -366,7 +367,7 @@ fn one_value(text: &str) -> Option<String> {
 
 /// The environment variable a credential header is read from: its name in capitals, every
 /// other character an underscore (`X-Api-Key` → `X_API_KEY`).
-fn env_var_for(header: &str) -> String {
+pub(super) fn env_var_for(header: &str) -> String {
     let v: String = header
         .chars()
         .map(|c| match c.is_ascii_alphanumeric() {
@@ -381,12 +382,12 @@ fn env_var_for(header: &str) -> String {
 }
 
 /// A TOML basic string.
-fn toml_string(s: &str) -> String {
+pub(super) fn toml_string(s: &str) -> String {
     toml::Value::String(s.to_owned()).to_string()
 }
 
 /// Words wrapped at `width` characters.
-fn wrap(s: &str, width: usize) -> Vec<String> {
+pub(super) fn wrap(s: &str, width: usize) -> Vec<String> {
     let mut lines = vec![String::new()];
     for w in s.split_whitespace() {
         let last = lines.last_mut().map_or(0, |l| l.len());
@@ -405,7 +406,7 @@ fn wrap(s: &str, width: usize) -> Vec<String> {
 
 /// A command line as the shell would show it (arguments with spaces quoted), every credential
 /// in it masked (`masked`): the contract echoes it.
-fn shown(args: &[String]) -> String {
+pub(super) fn shown(args: &[String]) -> String {
     let mut after_secret_flag = false;
     args.iter()
         .map(|a| {
@@ -424,7 +425,7 @@ fn shown(args: &[String]) -> String {
 }
 
 /// A flag that takes a credential as its value (`--api-key`, `--hf-token`, `--password`).
-fn credential_flag(arg: &str) -> bool {
+pub(super) fn credential_flag(arg: &str) -> bool {
     let Some(name) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
         return false;
     };
@@ -434,7 +435,7 @@ fn credential_flag(arg: &str) -> bool {
 /// One argument with its credentials masked: a URL's user and password, the value of
 /// `NAME=VALUE` or `NAME:VALUE` under a credential's name (and of `--flag=VALUE`), and in
 /// JSON, every value under a credential's key.
-fn masked(arg: &str) -> String {
+pub(super) fn masked(arg: &str) -> String {
     if let Ok(mut v) = serde_json::from_str::<serde_json::Value>(arg)
         && v.is_object()
     {
@@ -466,7 +467,7 @@ fn masked(arg: &str) -> String {
     arg.to_owned()
 }
 
-fn mask_json(v: &mut serde_json::Value) {
+pub(super) fn mask_json(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Object(m) => {
             for (k, x) in m.iter_mut() {
@@ -482,7 +483,7 @@ fn mask_json(v: &mut serde_json::Value) {
 }
 
 /// The tool a command line is for, by its first words, when it is one goodput knows.
-fn other_tool(args: &[String]) -> Option<&'static str> {
+pub(super) fn other_tool(args: &[String]) -> Option<&'static str> {
     let first = args.first()?.rsplit('/').next()?.to_ascii_lowercase();
     match first.as_str() {
         "guidellm" => Some("guidellm"),
@@ -496,7 +497,7 @@ fn other_tool(args: &[String]) -> Option<&'static str> {
 /// A token length as GuideLLM and AIPerf draw one: normal around `mean` when a standard
 /// deviation is given (clamped to `min`/`max`), uniform over `min`..`max` when only they are,
 /// else fixed.
-fn spread(mean: f64, stdev: Option<f64>, min: Option<f64>, max: Option<f64>) -> String {
+pub(super) fn spread(mean: f64, stdev: Option<f64>, min: Option<f64>, max: Option<f64>) -> String {
     match (stdev.filter(|s| *s > 0.0), min, max) {
         (Some(sd), lo, hi) => {
             let mut s = format!("{{ dist = \"normal\", mean = {mean}, stddev = {sd}");
@@ -521,7 +522,11 @@ fn spread(mean: f64, stdev: Option<f64>, min: Option<f64>, max: Option<f64>) -> 
 
 /// The dotted keys a contract's text sets (`target.url`).
 pub fn keys_of(text: &str) -> std::collections::BTreeSet<String> {
-    fn walk(t: &toml_edit::Table, at: &str, out: &mut std::collections::BTreeSet<String>) {
+    pub(super) fn walk(
+        t: &toml_edit::Table,
+        at: &str,
+        out: &mut std::collections::BTreeSet<String>,
+    ) {
         for (k, item) in t.iter() {
             let path = match at.is_empty() {
                 true => k.to_owned(),
@@ -567,9 +572,9 @@ mod tests {
     /// is one value).
     fn import(tool: usize, args: &[String]) -> Result<super::Imported, super::ImportError> {
         match tool {
-            0 => super::vllm_bench::import(args),
-            1 => super::guidellm::import(args),
-            _ => super::aiperf::import(args),
+            0 => crate::peers::vllm_bench::import(args),
+            1 => crate::peers::guidellm::import(args),
+            _ => crate::peers::aiperf::import(args),
         }
     }
 
@@ -718,7 +723,7 @@ mod tests {
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
-        let imp = super::vllm_bench::import(&args).unwrap();
+        let imp = crate::peers::vllm_bench::import(&args).unwrap();
         let c = crate::contract::parse(&imp.contract, std::path::Path::new("i.toml")).unwrap();
         assert!(c.cold_start.is_none(), "{}", imp.contract);
         assert!(

@@ -2,15 +2,17 @@
 //! `vllm.benchmarks.serve.add_cli_args` builds at that version (its dataset flags included),
 //! with argparse's rules: `--flag value` or `--flag=value`, underscores read as dashes.
 
-use super::{Draft, ImportError, Imported};
+pub mod result;
+
+use crate::peers::command_line::{Draft, ImportError, Imported};
 
 /// The version whose flags this module knows.
 pub const VERSION: &str = "0.32.0";
 
-use super::flags::{Flags, Spec, Takes::*};
+use crate::peers::flags::{Flags, Spec, Takes::*};
 
 /// Every flag of `vllm bench serve` 0.32.0.
-const FLAGS: &[(&str, super::flags::Takes)] = &[
+const FLAGS: &[(&str, crate::peers::flags::Takes)] = &[
     ("help", Nothing),
     ("trust-remote-code", Nothing),
     ("seed", Int),
@@ -180,11 +182,11 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
             _ => {
                 return Err(ImportError(format!(
                     "`{}`: not a `vllm bench serve` command (goodput imports that one of vLLM's commands)",
-                    super::shown(&args[..args.len().min(3)])
+                    crate::peers::command_line::shown(&args[..args.len().min(3)])
                 )));
             }
         }
-    } else if let Some(tool) = super::other_tool(args) {
+    } else if let Some(tool) = crate::peers::command_line::other_tool(args) {
         return Err(ImportError(format!(
             "`{}`: a command of {tool}, not of vllm bench serve",
             args[0]
@@ -208,7 +210,10 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
         ));
     }
     d.annotate("TPOT: vLLM's is (E2E − TTFT) / (output tokens − 1) per request; goodput's divides by the tokens after the first chunk, the same when each chunk carries one token (docs/guide/measurement.md).");
-    d.finish(&format!("vllm bench serve {}", super::shown(rest)))
+    d.finish(&format!(
+        "vllm bench serve {}",
+        crate::peers::command_line::shown(rest)
+    ))
 }
 
 fn target(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {

@@ -4,10 +4,12 @@
 //! of a single-valued flag replacing an earlier one, `--data`, `--rate` and `--outputs`
 //! collecting every use.
 
+pub mod result;
+
 use serde_json::Value;
 
-use super::flags::{Flags, Spec, Takes, Takes::*};
-use super::{Draft, ImportError, Imported};
+use crate::peers::command_line::{Draft, ImportError, Imported};
+use crate::peers::flags::{Flags, Spec, Takes, Takes::*};
 
 /// The version whose flags this module knows.
 pub const VERSION: &str = "0.6.1";
@@ -133,7 +135,10 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
     load(&f, &mut d)?;
     unmeasured(&f, &mut d);
     d.annotate("TPOT: GuideLLM's time_per_output_token is E2E / output tokens, the first token's wait included; its inter_token_latency is (E2E − TTFT) / (tokens − 1). goodput's TPOT is the second kind, per token after the first chunk (docs/guide/measurement.md).");
-    d.finish(&format!("guidellm benchmark {}", super::shown(rest)))
+    d.finish(&format!(
+        "guidellm benchmark {}",
+        crate::peers::command_line::shown(rest)
+    ))
 }
 
 /// The arguments after `guidellm benchmark [run]`; another version's or tool's command is
@@ -149,11 +154,11 @@ fn strip_command(args: &[String]) -> Result<&[String], ImportError> {
             ))),
             _ => Err(ImportError(format!(
                 "`{}`: not a `guidellm benchmark` command (goodput imports that one of GuideLLM's commands)",
-                super::shown(&args[..args.len().min(2)])
+                crate::peers::command_line::shown(&args[..args.len().min(2)])
             ))),
         };
     }
-    match super::other_tool(args) {
+    match crate::peers::command_line::other_tool(args) {
         Some(tool) => Err(ImportError(format!(
             "`{}`: a command of {tool}, not of guidellm benchmark",
             args[0]
@@ -365,11 +370,11 @@ fn synthetic_lengths(
         // GuideLLM clamps a normal draw to ±5 standard deviations unless min/max are given.
         let lo = n(&format!("{what}_tokens_min")).or(sd.map(|s| (mean - 5.0 * s).max(1.0).round()));
         let hi = n(&format!("{what}_tokens_max")).or(sd.map(|s| (mean + 5.0 * s).round()));
-        let mut len = super::spread(mean, sd, lo, hi);
+        let mut len = crate::peers::command_line::spread(mean, sd, lo, hi);
         if key == "input_tokens" {
             if let Some(p) = n("prefix_tokens").filter(|p| *p > 0.0) {
                 // GuideLLM puts the prefix in front of prompt_tokens; goodput counts both.
-                len = super::vllm_bench::shift(&len, p);
+                len = crate::peers::vllm_bench::shift(&len, p);
                 d.str("workload", "prefix_cache", "shared", from.clone());
                 d.set(
                     "workload",

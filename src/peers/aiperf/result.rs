@@ -7,11 +7,12 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{
-    Audit, Gathered, PeerFormat, QUALITY_MISSING, distribution, field, num, one,
-    reasoning_ttft_unknown, server_unknown, slo_axis,
+use crate::audit::graded::Audit;
+use crate::peers::result::{
+    Gathered, PeerFormat, QUALITY_MISSING, distribution, field, num, one, reasoning_ttft_unknown,
+    server_unknown, slo_axis,
 };
-use crate::audit::statement::{Kind, Stat, Statement};
+use crate::peers::statement::{Kind, Stat, Statement};
 
 /// The format.
 pub struct Aiperf;

@@ -5,12 +5,12 @@ use std::path::Path;
 use anyhow::bail;
 use serde_json::Value;
 
-use super::{
-    Audit, Gathered, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown,
-    slo_axis,
-};
-use crate::audit::statement::{Kind, Stat, Statement};
+use crate::audit::graded::Audit;
 use crate::contract::{Contract, LoadModel};
+use crate::peers::result::{
+    Gathered, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown, slo_axis,
+};
+use crate::peers::statement::{Kind, Stat, Statement};
 
 /// The format.
 pub struct Guidellm;
@@ -84,7 +84,7 @@ impl PeerFormat for Guidellm {
             one(&mut figures, m, f, at, 1.0);
         }
         let s = &b["config"]["strategy"];
-        match super::present(v, "/args/model") {
+        match crate::peers::result::present(v, "/args/model") {
             Some(_) => figures.model(v, "/args/model"),
             None => figures.model(b, "/config/backend/model"),
         }

@@ -4,10 +4,12 @@
 //! word up to the next flag and collects its uses; `--no-…` exists only where AIPerf declares
 //! it.
 
+pub mod result;
+
 use serde_json::Value;
 
-use super::flags::{Flags, Spec, Takes, Takes::*};
-use super::{Draft, ImportError, Imported};
+use crate::peers::command_line::{Draft, ImportError, Imported};
+use crate::peers::flags::{Flags, Spec, Takes, Takes::*};
 
 /// The version whose flags this module knows.
 pub const VERSION: &str = "0.13.0";
@@ -456,7 +458,10 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
     slo(&f, &mut d)?;
     rest_named(&f, &mut d);
     d.annotate("ITL: AIPerf's inter_token_latency is (E2E − TTFT) / (output tokens − 1) per request; goodput's TPOT is the same wait divided by the tokens after the first chunk, equal when each chunk carries one token (docs/guide/measurement.md).");
-    d.finish(&format!("aiperf profile {}", super::shown(rest)))
+    d.finish(&format!(
+        "aiperf profile {}",
+        crate::peers::command_line::shown(rest)
+    ))
 }
 
 /// The arguments after `aiperf profile`; another command or tool is refused.
@@ -467,13 +472,13 @@ fn strip_command(args: &[String]) -> Result<&[String], ImportError> {
             Some("profile") => Ok(&args[2..]),
             _ => Err(ImportError(format!(
                 "`{}`: not an `aiperf profile` command (goodput imports that one of AIPerf's commands)",
-                super::shown(&args[..args.len().min(2)])
+                crate::peers::command_line::shown(&args[..args.len().min(2)])
             ))),
         },
         Some("genai-perf") => Err(ImportError(format!(
             "`genai-perf`: AIPerf's predecessor, whose flags differ; goodput imports AIPerf {VERSION}'s `aiperf profile`"
         ))),
-        _ => match super::other_tool(args) {
+        _ => match crate::peers::command_line::other_tool(args) {
             Some(tool) => Err(ImportError(format!(
                 "`{}`: a command of {tool}, not of aiperf profile",
                 args[0]
@@ -703,14 +708,14 @@ fn synthetic(
         None => (550.0, "AIPerf's default --isl 550".into()),
     };
     let sd = f.num("prompt-input-tokens-stddev");
-    let mut input = super::spread(isl, sd, None, None);
+    let mut input = crate::peers::command_line::spread(isl, sd, None, None);
     if let (Some(n), Some(len)) = (
         f.num("prompt-prefix-pool-size"),
         f.num("prompt-prefix-length"),
     ) {
         if n > 0.0 && len > 0.0 {
             // AIPerf puts a pooled prefix in front of each synthetic prompt; goodput counts both.
-            input = super::vllm_bench::shift(&input, len);
+            input = crate::peers::vllm_bench::shift(&input, len);
             let from = format!(
                 "{}, {}",
                 f.from("prompt-prefix-pool-size"),
@@ -738,7 +743,7 @@ fn synthetic(
             d.set(
                 "workload",
                 "output_tokens",
-                super::spread(osl, sd, None, None),
+                crate::peers::command_line::spread(osl, sd, None, None),
                 f.from("prompt-output-tokens-mean"),
             );
             if body.get("ignore_eos") != Some(&Value::Bool(true)) {

@@ -1,7 +1,7 @@
 //! What another tool's saved result states, in goodput's terms: each figure's kind (its
 //! definition), statistic and value, the settings it records and, where the file keeps them,
-//! its per-request values. Each peer reader (`audit::peers`) fills a [`Statement`]; the
-//! side-by-side (`audit::beside`) holds it against a goodput run.
+//! its per-request values. Each peer reader (`peers::vllm_bench::result`, …) fills a [`Statement`]; the
+//! side-by-side (`peers::beside`) holds it against a goodput run.
 
 use serde::Serialize;
 

@@ -5,11 +5,11 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{
-    Audit, Gathered, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown,
-    slo_axis,
+use crate::audit::graded::Audit;
+use crate::peers::result::{
+    Gathered, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown, slo_axis,
 };
-use crate::audit::statement::{Events, Kind, Samples, Stat, Statement};
+use crate::peers::statement::{Events, Kind, Samples, Stat, Statement};
 
 /// The format.
 pub struct Vllm;
@@ -392,7 +392,7 @@ fn recorded_slo_and_run(a: &mut Audit, v: &Value) {
         "measurement",
         format!(
             "latency from the actual send; {}; percentiles as saved",
-            crate::audit::statement::TTFT_BY_CHOICES
+            crate::peers::statement::TTFT_BY_CHOICES
         ),
     );
     a.missing.push(QUALITY_MISSING.into());

@@ -9,7 +9,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{Audit, PeerFormat, QUALITY_MISSING, field, num, server_unknown, slo_axis};
+use crate::audit::graded::Audit;
+use crate::peers::result::{PeerFormat, QUALITY_MISSING, field, num, server_unknown, slo_axis};
 
 /// The format.
 pub struct InferencePerf;

@@ -485,18 +485,18 @@ impl Beside {
     }
 }
 
-/// Another tool's result file: its JSON, and the format of [`super::peers::PEERS`] that reads
+/// Another tool's result file: its JSON, and the format of [`super::PEERS`] that reads
 /// it.
-fn read_peer(path: &Path) -> anyhow::Result<(Value, &'static dyn super::peers::PeerFormat)> {
-    let text = crate::text::read_capped_string(path, super::MAX_PEER_BYTES)
+fn read_peer(path: &Path) -> anyhow::Result<(Value, &'static dyn super::PeerFormat)> {
+    let text = crate::text::read_capped_string(path, super::result::MAX_PEER_BYTES)
         .with_context(|| format!("reading {}", path.display()))?;
-    let v = super::peer_value(path, &text)?;
-    match super::peers::PEERS.iter().find(|p| p.recognises(&v)) {
+    let v = super::result::peer_value(path, &text)?;
+    match super::PEERS.iter().find(|p| p.recognises(&v)) {
         Some(p) => Ok((v, *p)),
         None => bail!(
             "{}: not a result goodput reads; expected {}",
             path.display(),
-            super::peers::expected()
+            super::result::expected()
         ),
     }
 }
@@ -506,7 +506,7 @@ fn read_peer(path: &Path) -> anyhow::Result<(Value, &'static dyn super::peers::P
 fn stated(
     path: &Path,
     v: &Value,
-    peer: &dyn super::peers::PeerFormat,
+    peer: &dyn super::PeerFormat,
     c: &crate::contract::Contract,
 ) -> anyhow::Result<Statement> {
     let st = peer.stated(v, c).with_context(|| {
