@@ -109,7 +109,7 @@ pub fn prom(data: &[u8]) {
 /// Another tool's result file (vLLM `bench serve`, GuideLLM), as `goodput audit` reads it.
 pub fn peer_result(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    if let Ok(a) = crate::peers::result::peer_result(Path::new("fuzz.json"), &text) {
+    if let Ok(a) = crate::peers::peer_result(Path::new("fuzz.json"), &text) {
         let _ = a.document().terminal();
     }
 }

@@ -28,7 +28,7 @@
 //! 10. `analyze` — summaries: distributions, SLO, goodput, validity, grade, quality, headline.
 //! 11. `coldstart`, `report` — the cold-start test; documents and output formats.
 //! 12. `bundle` — the bundle on disk, written and loaded.
-//! 13. `compare`, `audit::graded`, `demo`, `merge`, `export` — comparisons; what grading a
+//! 13. `compare`, `graded`, `demo`, `merge`, `export` — comparisons; what grading a
 //!     result found; the open/closed demo; the shards of one run joined; a bundle's records as
 //!     tables.
 //! 14. `peers` — other benchmark tools, one module each: its command line as a contract, its
@@ -68,6 +68,7 @@ pub mod env;
 pub mod export;
 #[doc(hidden)]
 pub mod fuzz;
+pub(crate) mod graded;
 pub mod history;
 pub mod live;
 pub mod merge;

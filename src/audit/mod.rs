@@ -11,11 +11,10 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 
-pub mod graded;
-pub use graded::Audit;
+pub use crate::graded::Audit;
 
 use crate::bundle::{CONTRACT, REQUESTS, SUMMARY};
-use crate::peers::result::{MAX_PEER_BYTES, peer_result};
+use crate::peers::{MAX_PEER_BYTES, peer_result};
 
 /// Audits the result at `path` (a bundle or repeat-set directory, its `summary.json`, or a
 /// result file of another benchmark).

@@ -488,15 +488,15 @@ impl Beside {
 /// Another tool's result file: its JSON, and the format of [`super::PEERS`] that reads
 /// it.
 fn read_peer(path: &Path) -> anyhow::Result<(Value, &'static dyn super::PeerFormat)> {
-    let text = crate::text::read_capped_string(path, super::result::MAX_PEER_BYTES)
+    let text = crate::text::read_capped_string(path, super::MAX_PEER_BYTES)
         .with_context(|| format!("reading {}", path.display()))?;
-    let v = super::result::peer_value(path, &text)?;
+    let v = super::peer_value(path, &text)?;
     match super::PEERS.iter().find(|p| p.recognises(&v)) {
         Some(p) => Ok((v, *p)),
         None => bail!(
             "{}: not a result goodput reads; expected {}",
             path.display(),
-            super::result::expected()
+            super::expected()
         ),
     }
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::audit::graded::Audit;
+use crate::graded::Audit;
 use crate::peers::result::{PeerFormat, QUALITY_MISSING, field, num, server_unknown, slo_axis};
 
 /// The format.

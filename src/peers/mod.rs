@@ -29,7 +29,14 @@ pub mod statement;
 pub mod vllm_bench;
 
 pub use command_line::{ImportError, Imported, check_imported, keys_of};
-pub use result::{PEERS, PeerFormat};
+pub use result::PeerFormat;
+
+use std::path::Path;
+
+use anyhow::bail;
+use serde_json::Value;
+
+use crate::graded::Audit;
 
 /// The tools whose command lines goodput imports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -64,6 +71,91 @@ impl Tool {
             Tool::Guidellm => "GuideLLM",
             Tool::Aiperf => "AIPerf",
         }
+    }
+}
+
+/// Every format `goodput audit` reads, most specific first (vLLM's and SGLang's results share
+/// most keys; a vLLM result names its `model_id`).
+pub static PEERS: &[&dyn PeerFormat] = &[
+    &vllm_bench::result::Vllm,
+    &sglang::Sglang,
+    &guidellm::result::Guidellm,
+    &aiperf::result::Aiperf,
+    &inference_perf::InferencePerf,
+];
+
+/// Every format, as the "unrecognised format" message lists them.
+pub fn expected() -> String {
+    let n = PEERS.len();
+    PEERS
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match i {
+            0 => p.needs().to_owned(),
+            i if i + 1 == n => format!(" or {}", p.needs()),
+            _ => format!(", {}", p.needs()),
+        })
+        .collect()
+}
+
+/// The largest result file of another tool read: its JSON is held as a tree, about three times
+/// the file's size (a 300 MB file cost 824 MB). vLLM's result with every request's timings for
+/// 10,000 prompts is about 10 MB.
+pub const MAX_PEER_BYTES: u64 = 64 << 20;
+
+/// Another tool's result file as JSON: a document, or JSON Lines as an array of its lines
+/// (`path` names the file in messages).
+pub(crate) fn peer_value(path: &Path, text: &str) -> anyhow::Result<Value> {
+    // Python's json module writes NaN and ±Infinity (a statistic of no samples), which JSON
+    // has no word for: read as the strings "NaN", "Infinity", "-Infinity" (no figure, and
+    // named where a figure was expected), and said.
+    let text = match result::python_specials(text) {
+        Some((_, clean)) => std::borrow::Cow::Owned(clean),
+        None => std::borrow::Cow::Borrowed(text),
+    };
+    let text = text.as_ref();
+    let v = match serde_json::from_str::<Value>(text) {
+        Ok(v) => v,
+        Err(e) => match result::json_lines(text) {
+            Some(lines) => Value::Array(lines),
+            None => bail!(
+                "{}: unrecognised format: not JSON (line {}, column {}: {e}) nor JSON Lines; expected a goodput bundle directory or {}",
+                path.display(),
+                e.line(),
+                e.column(),
+                expected()
+            ),
+        },
+    };
+    Ok(v)
+}
+
+/// Grades another tool's result file from its text (`path` names it in messages): a JSON
+/// document, or JSON Lines (one result a line, as SGLang's bench_serving appends them), read by
+/// the first of [`PEERS`] that recognises it.
+pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
+    let specials = result::python_specials(text).map_or(0, |(n, _)| n);
+    let v = peer_value(path, text)?;
+    match PEERS.iter().find(|p| p.recognises(&v)) {
+        Some(p) => p.grade(path, &v).map(|mut a| {
+            a.peer_efficiency();
+            if specials > 0 {
+                a.limits.push(format!(
+                    "{specials} value(s) are NaN or Infinity (Python's json module writes them for a statistic of no samples): read as no figure"
+                ));
+            }
+            let absurd = result::absurd_numbers(&v);
+            if !absurd.is_empty() {
+                a.missing.extend(absurd);
+                a = a.done();
+            }
+            a
+        }),
+        None => bail!(
+            "{}: unrecognised format: JSON, but none of {}",
+            path.display(),
+            expected()
+        ),
     }
 }
 

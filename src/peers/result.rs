@@ -1,17 +1,17 @@
 //! Other benchmarks' result files: the seam every tool's reader implements ([`PeerFormat`]:
 //! recognise the format, grade it, state its figures), what the readers share (fields read
 //! and named when absent or absurd), and the list `goodput audit` and `goodput compare` try in
-//! order ([`PEERS`]), naming every format when none recognises a file. Each reader lives with
-//! its tool (`peers::vllm_bench::result`, `peers::sglang`, …).
+//! order (`peers::PEERS`, in the parent, so this file names no reader), naming every format when
+//! none recognises a file. Each reader lives with its tool (`peers::vllm_bench::result`,
+//! `peers::sglang`, …).
 
 use std::path::Path;
 
-use anyhow::bail;
 use serde_json::Value;
 
 use super::statement::{Kind, Stat, Stated, Statement};
-use crate::audit::graded::Audit;
 use crate::contract::Contract;
+use crate::graded::Audit;
 
 /// One result format of another tool.
 pub trait PeerFormat: Sync {
@@ -180,30 +180,6 @@ pub(super) fn distribution(
     }
 }
 
-/// Every format `goodput audit` reads, most specific first (vLLM's and SGLang's results share
-/// most keys; a vLLM result names its `model_id`).
-pub static PEERS: &[&dyn PeerFormat] = &[
-    &super::vllm_bench::result::Vllm,
-    &super::sglang::Sglang,
-    &super::guidellm::result::Guidellm,
-    &super::aiperf::result::Aiperf,
-    &super::inference_perf::InferencePerf,
-];
-
-/// Every format, as the "unrecognised format" message lists them.
-pub fn expected() -> String {
-    let n = PEERS.len();
-    PEERS
-        .iter()
-        .enumerate()
-        .map(|(i, p)| match i {
-            0 => p.needs().to_owned(),
-            i if i + 1 == n => format!(" or {}", p.needs()),
-            _ => format!(", {}", p.needs()),
-        })
-        .collect()
-}
-
 /// The facts about the server a peer format does not record (they live in the operator's
 /// head): each one missing, but for the engine and the hardware when the file names them.
 pub(super) fn server_unknown(a: &mut Audit, engine_named: bool, hardware_named: bool) {
@@ -258,67 +234,6 @@ pub(super) fn num(v: &Value) -> String {
     }
 }
 
-/// The largest result file of another tool read: its JSON is held as a tree, about three times
-/// the file's size (a 300 MB file cost 824 MB). vLLM's result with every request's timings for
-/// 10,000 prompts is about 10 MB.
-pub const MAX_PEER_BYTES: u64 = 64 << 20;
-
-/// Another tool's result file as JSON: a document, or JSON Lines as an array of its lines
-/// (`path` names the file in messages).
-pub(crate) fn peer_value(path: &Path, text: &str) -> anyhow::Result<Value> {
-    // Python's json module writes NaN and ±Infinity (a statistic of no samples), which JSON
-    // has no word for: read as the strings "NaN", "Infinity", "-Infinity" (no figure, and
-    // named where a figure was expected), and said.
-    let text = match python_specials(text) {
-        Some((_, clean)) => std::borrow::Cow::Owned(clean),
-        None => std::borrow::Cow::Borrowed(text),
-    };
-    let text = text.as_ref();
-    let v = match serde_json::from_str::<Value>(text) {
-        Ok(v) => v,
-        Err(e) => match json_lines(text) {
-            Some(lines) => Value::Array(lines),
-            None => bail!(
-                "{}: unrecognised format: not JSON (line {}, column {}: {e}) nor JSON Lines; expected a goodput bundle directory or {}",
-                path.display(),
-                e.line(),
-                e.column(),
-                expected()
-            ),
-        },
-    };
-    Ok(v)
-}
-
-/// Grades another tool's result file from its text (`path` names it in messages): a JSON
-/// document, or JSON Lines (one result a line, as SGLang's bench_serving appends them), read by
-/// the first of [`PEERS`] that recognises it.
-pub fn peer_result(path: &Path, text: &str) -> anyhow::Result<Audit> {
-    let specials = python_specials(text).map_or(0, |(n, _)| n);
-    let v = peer_value(path, text)?;
-    match PEERS.iter().find(|p| p.recognises(&v)) {
-        Some(p) => p.grade(path, &v).map(|mut a| {
-            a.peer_efficiency();
-            if specials > 0 {
-                a.limits.push(format!(
-                    "{specials} value(s) are NaN or Infinity (Python's json module writes them for a statistic of no samples): read as no figure"
-                ));
-            }
-            let absurd = absurd_numbers(&v);
-            if !absurd.is_empty() {
-                a.missing.extend(absurd);
-                a = a.done();
-            }
-            a
-        }),
-        None => bail!(
-            "{}: unrecognised format: JSON, but none of {}",
-            path.display(),
-            expected()
-        ),
-    }
-}
-
 /// `text` with every `NaN`, `Infinity` and `-Infinity` outside a string quoted (a JSON
 /// string), and how many there were; `None` when there are none. Hand-written: the JSON parsers of the
 /// field reject these words, as the standard says, and the scan needs only a string's quotes
@@ -357,7 +272,7 @@ pub(crate) fn python_specials(text: &str) -> Option<(usize, String)> {
 /// Numbers in a peer's result that no run can produce: a negative time, rate or count, and a
 /// lower percentile above a higher one of the same metric (`p50_ttft_ms` over `p99_ttft_ms`).
 /// At most five are named.
-fn absurd_numbers(v: &Value) -> Vec<String> {
+pub(super) fn absurd_numbers(v: &Value) -> Vec<String> {
     fn percentile(key: &str) -> Option<(f64, &str)> {
         let rest = key.strip_prefix('p')?;
         let (q, metric) = rest.split_once('_')?;
@@ -412,7 +327,7 @@ fn absurd_numbers(v: &Value) -> Vec<String> {
 
 /// Every line of `text` (blank ones left out) as a JSON object, when there are two or more
 /// and each is one.
-fn json_lines(text: &str) -> Option<Vec<Value>> {
+pub(super) fn json_lines(text: &str) -> Option<Vec<Value>> {
     let lines: Vec<Value> = text
         .lines()
         .filter(|l| !l.trim().is_empty())

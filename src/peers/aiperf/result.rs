@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::audit::graded::Audit;
+use crate::graded::Audit;
 use crate::peers::result::{
     Gathered, PeerFormat, QUALITY_MISSING, distribution, field, num, one, reasoning_ttft_unknown,
     server_unknown, slo_axis,

@@ -5,8 +5,8 @@ use std::path::Path;
 use anyhow::bail;
 use serde_json::Value;
 
-use crate::audit::graded::Audit;
 use crate::contract::{Contract, LoadModel};
+use crate::graded::Audit;
 use crate::peers::result::{
     Gathered, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown, slo_axis,
 };
