@@ -151,7 +151,7 @@ pub async fn probe(c: &Contract, inputs: &Inputs, say: &dyn Fn(&str)) -> anyhow:
         .to_owned();
     let secrets = crate::workload::environment::request_secrets(c)
         .map_err(|(key, msg)| anyhow::anyhow!("`{key}` {msg}"))?;
-    let (headers, api_key) = super::pool_credentials(c, &secrets);
+    let (headers, api_key) = super::reach::pool_credentials(c, &secrets);
     let keep_alive = Duration::from_secs_f64(c.target.keep_alive.seconds());
     let http = crate::client::http_pool(
         keep_alive,
@@ -177,7 +177,7 @@ pub async fn probe(c: &Contract, inputs: &Inputs, say: &dyn Fn(&str)) -> anyhow:
     );
     // Prompts of their own: a cache warm from an earlier probe (or run) would flatter TTFT.
     let mut fresh = c.clone();
-    fresh.workload.cache_nonce = Some(super::fresh_nonce());
+    fresh.workload.cache_nonce = Some(super::files::fresh_nonce());
     let prober = Prober {
         client,
         plan: Plan::new(&fresh, inputs),
