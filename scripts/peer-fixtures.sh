@@ -8,7 +8,8 @@
 #   scripts/peer-fixtures.sh            # needs the debug binary: cargo build
 #
 # - AIPerf 0.13.0 (PyPI): `aiperf profile` → profile_export_aiperf.json, trimmed to the keys the
-#   audit reads (the format's own keys, unchanged values).
+#   audit reads (the format's own keys, unchanged values), and its per-request
+#   profile_export.jsonl beside it, each record trimmed to the fields `compare` reads.
 # - SGLang: bench_serving.py from the sglang 0.4.6.post5 wheel, run as a script (newer releases
 #   import the whole server, torch included); two runs appended to one JSONL, as its users do.
 # - inference-perf needs Python >= 3.12 (this machine has 3.11): its fixture was written by hand
@@ -51,6 +52,19 @@ o = {k: d[k] for k in d if k in keep}
 o['input_config']['artifacts']['dir'] = 'artifacts/goodput-sim'
 o['run_info']['cli_command'] = o['run_info']['cli_command'].replace(sys.argv[3], 'artifacts/goodput-sim')
 json.dump(o, open(sys.argv[2], 'w'), indent=2)
+# The per-request export beside it, trimmed to what `goodput compare` reads of each record.
+meta = ['benchmark_phase', 'request_start_ns', 'request_end_ns', 'was_cancelled']
+metrics = ['time_to_first_token', 'request_latency', 'inter_token_latency',
+           'output_sequence_length', 'input_sequence_length']
+with open(sys.argv[3] + '/profile_export.jsonl') as f, \
+        open(sys.argv[2].rsplit('/', 1)[0] + '/profile_export.jsonl', 'w') as out:
+    for line in f:
+        r = json.loads(line)
+        t = {'metadata': {k: r['metadata'][k] for k in meta if k in r['metadata']},
+             'metrics': {k: r['metrics'][k] for k in metrics if k in r['metrics']}}
+        if r.get('error') is not None:
+            t['error'] = r['error']
+        out.write(json.dumps(t, separators=(',', ':')) + '\n')
 PY
 
 sgl="$("$HERE/scripts/pyvenv.sh" sglang-bench aiohttp numpy pandas requests tqdm transformers pillow)"

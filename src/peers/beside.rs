@@ -509,7 +509,7 @@ fn stated(
     peer: &dyn super::PeerFormat,
     c: &crate::contract::Contract,
 ) -> anyhow::Result<Statement> {
-    let st = peer.stated(v, c).with_context(|| {
+    let mut st = peer.stated(v, c).with_context(|| {
         format!(
             "{}: a {} has no figures goodput can put beside a run",
             path.display(),
@@ -527,6 +527,7 @@ fn stated(
             }
         );
     }
+    peer.per_request(path, &mut st)?;
     Ok(st)
 }
 
@@ -659,10 +660,10 @@ fn definition(k: Kind, origin: LatencyOrigin, st: &Statement) -> (String, String
             format!("from {from}; recomputed from the actual send"),
         ),
         Kind::RequestsPerS | Kind::OutputTokensPerS if st.lead_gap => (
-            if k == Kind::RequestsPerS {
-                "completed requests / the benchmark's duration, from its start (one arrival gap before the first send) to the last answer; vLLM scales its drawn gaps so the last request leaves at exactly num_prompts / rate, so this is near the rate by construction"
-            } else {
-                "output tokens / the benchmark's duration, from its start (one arrival gap before the first send) to the last answer"
+            match (k, st.pinned_total) {
+                (Kind::RequestsPerS, true) => "completed requests / the benchmark's duration, from its start (one arrival gap before the first send) to the last answer; vLLM scales its drawn gaps so the last request leaves at exactly num_prompts / rate, so this is near the rate by construction",
+                (Kind::RequestsPerS, false) => "completed requests / the benchmark's duration, from its start (one arrival gap before the first send) to the last answer",
+                _ => "output tokens / the benchmark's duration, from its start (one arrival gap before the first send) to the last answer",
             },
             "over the steady window; recomputed over one mean gap before the first send to the last answer".into(),
         ),

@@ -29,6 +29,13 @@ pub trait PeerFormat: Sync {
     fn stated(&self, _v: &Value, _c: &Contract) -> Option<Statement> {
         None
     }
+    /// The per-request values the tool keeps in a file of its own beside the result at `path`
+    /// (AIPerf's `profile_export.jsonl`), put into `st` for the noise on each row; nothing
+    /// when the format keeps them in the result itself or not at all. A file that is there
+    /// but unreadable is an error naming it and its line.
+    fn per_request(&self, _path: &Path, _st: &mut Statement) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 /// What a result states, gathered field by field: the figures that are numbers, and every

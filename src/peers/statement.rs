@@ -124,8 +124,12 @@ pub struct Statement {
     /// Which of several benchmarks in the file was taken, when it held several.
     pub picked: Option<String>,
     /// The tool's duration starts one arrival gap before its first send (vLLM: its clock
-    /// starts, then it waits the first gap), so its throughput divides by that gap too.
+    /// starts, then it waits the first gap; AIPerf: its profiling phase starts, then its rate
+    /// timer waits one interval), so its throughput divides by that gap too.
     pub lead_gap: bool,
+    /// The tool scales its drawn gaps so the last request leaves at exactly n / rate (vLLM's
+    /// rule), so its request throughput is near the rate by construction.
+    pub pinned_total: bool,
     /// Which events its client counts as tokens' arrivals.
     pub events: Events,
     /// Its per-request values where the file keeps them (vLLM's `--save-detailed`): per kind,

@@ -935,6 +935,51 @@ async fn their_result_is_checked_on_import_and_put_beside_the_run() {
     for k in ["TTFT", "ITL", "request latency", "request throughput"] {
         assert!(defs.contains(&format!("\"{k}\"")), "{defs}");
     }
+    // AIPerf 0.13 divides its throughput by its profiling phase's window, which opens one
+    // drawn gap before the first send: the definition says so (not vLLM's pinned total), and
+    // recomputed so, ours agrees within the schedule's draw.
+    let tput = row("request throughput (req/s)");
+    assert_eq!(tput["agrees"], true, "{tput}");
+    assert!(
+        defs.contains("one arrival gap before the first send") && !defs.contains("num_prompts"),
+        "{defs}"
+    );
+    // Its per-request export beside the result (profile_export.jsonl) gives the sent rate and
+    // each row's noise: the offered loads are put side by side, and no row is judged on point
+    // values alone.
+    assert!(b["offered"]["theirs_rps"].as_f64().unwrap() > 0.0, "{b}");
+    assert_eq!(b["busy_periods"][0].is_u64(), true, "{b}");
+    assert!(!b.to_string().contains("keeps no per-request values"), "{b}");
+    // A records file that is not AIPerf's names its file and line; one of another run (a
+    // different count) is refused too.
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    std::fs::copy(&theirs, broken.join("profile_export_aiperf.json")).unwrap();
+    let records = std::fs::read_to_string(fixtures.join("profile_export.jsonl")).unwrap();
+    let mut lines: Vec<&str> = records.lines().collect();
+    lines[2] = "{not json";
+    std::fs::write(broken.join("profile_export.jsonl"), lines.join("\n")).unwrap();
+    let compare_broken = || {
+        bin()
+            .arg("compare")
+            .arg(broken.join("profile_export_aiperf.json"))
+            .arg(&r.bundle.dir)
+            .output()
+            .unwrap()
+    };
+    let e = compare_broken();
+    assert_eq!(e.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&e.stderr);
+    assert!(said.contains("profile_export.jsonl:3"), "{said}");
+    let profiling = records
+        .lines()
+        .filter(|l| l.contains("\"profiling\""))
+        .skip(1)
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(broken.join("profile_export.jsonl"), profiling).unwrap();
+    let said = String::from_utf8_lossy(&compare_broken().stderr).into_owned();
+    assert!(said.contains("the records are of another run"), "{said}");
     // Refusals, each naming the file.
     let e = bin()
         .arg("compare")

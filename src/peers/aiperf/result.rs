@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use anyhow::Context as _;
 use serde_json::Value;
 
 use crate::graded::Audit;
@@ -18,6 +19,60 @@ use crate::peers::statement::{Kind, Stat, Statement};
 pub struct Aiperf;
 
 const NAME: &str = "AIPerf profile export";
+
+/// AIPerf's per-request export, written beside `profile_export_aiperf.json` in its artifact
+/// directory: one JSON object per request, `metadata` (phase, send time) and `metrics` (each
+/// `{value, unit}`).
+const RECORDS: &str = "profile_export.jsonl";
+
+/// One successful request of the profiling phase, from AIPerf's per-request export.
+struct Row {
+    /// `metadata.request_start_ns`, AIPerf's wall clock.
+    start_ns: f64,
+    ttft_ms: Option<f64>,
+    latency_ms: f64,
+    /// AIPerf's ITL: (request latency − TTFT) / (output sequence length − 1).
+    itl_ms: Option<f64>,
+    output: Option<f64>,
+    input: Option<f64>,
+}
+
+impl Row {
+    /// The request's row, unless it is of the warm-up, cancelled or failed (an error record,
+    /// or no latency: AIPerf computes none without a content response).
+    fn of(r: &Value) -> Option<Row> {
+        let m = &r["metadata"];
+        let ok = m["benchmark_phase"] == "profiling"
+            && m["was_cancelled"] != true
+            && r.get("error").is_none_or(Value::is_null);
+        let metric = |k: &str| {
+            r["metrics"][k]["value"]
+                .as_f64()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+        };
+        ok.then_some(())?;
+        Some(Row {
+            start_ns: m["request_start_ns"].as_f64()?,
+            ttft_ms: metric("time_to_first_token"),
+            latency_ms: metric("request_latency")?,
+            itl_ms: metric("inter_token_latency"),
+            output: metric("output_sequence_length"),
+            input: metric("input_sequence_length"),
+        })
+    }
+
+    /// The request's value of a kind AIPerf states per request.
+    fn value(&self, k: Kind) -> Option<f64> {
+        match k {
+            Kind::Ttft => self.ttft_ms,
+            Kind::E2e => Some(self.latency_ms),
+            Kind::PerRequestGap => self.itl_ms,
+            Kind::OutputTokens => self.output,
+            Kind::InputTokens => self.input,
+            _ => None,
+        }
+    }
+}
 
 impl PeerFormat for Aiperf {
     fn name(&self) -> &'static str {
@@ -85,12 +140,78 @@ impl PeerFormat for Aiperf {
             .as_array()
             .map(Vec::as_slice)
             .unwrap_or_default();
-        if let Some(p) = phases.iter().find(|p| p["kind"] == "profiling") {
+        let profiling = phases.iter().find(|p| p["kind"] == "profiling");
+        if let Some(p) = profiling {
             figures.count("requests", p, "/requests", 1);
             figures.rate(p, "/rate", false);
             figures.count("concurrency", p, "/concurrency", 1);
         }
-        Some(figures.into_statement(false, None))
+        // AIPerf 0.13 divides its throughputs by the profiling phase's window
+        // (`MetricResultsDict::observation_duration`: the phase's start to its last request's
+        // end), and its request-rate timer waits one drawn interval after the phase starts
+        // before the first send (`timing/strategies/request_rate.py`): one gap ahead, as
+        // vLLM's. A concurrency phase sends at once.
+        let paced = profiling.is_some_and(|p| p["rate"].as_f64().is_some_and(|r| r > 0.0));
+        Some(figures.into_statement(paced, None))
+    }
+
+    fn per_request(&self, path: &Path, st: &mut Statement) -> anyhow::Result<()> {
+        let file = path.with_file_name(RECORDS);
+        if !file.is_file() {
+            return Ok(());
+        }
+        let text = crate::text::read_capped_string(&file, crate::peers::MAX_PEER_BYTES)
+            .with_context(|| format!("reading {}", file.display()))?;
+        let mut rows = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let r: Value = serde_json::from_str(line).with_context(|| {
+                format!("{}:{}: not one of AIPerf's JSON records", file.display(), i + 1)
+            })?;
+            if let Some(row) = Row::of(&r) {
+                rows.push(row);
+            }
+        }
+        // The records must be this result's: AIPerf writes both files of one run into its
+        // artifact directory, so a count that differs means another run's file.
+        let stated = st
+            .figures
+            .iter()
+            .find(|f| f.kind == Kind::Completed)
+            .map(|f| f.value);
+        if stated.is_some_and(|n| n != rows.len() as f64) {
+            anyhow::bail!(
+                "{}: {} successful profiling requests, but {} states {}: the records are of another run (AIPerf writes both into one artifact directory)",
+                file.display(),
+                rows.len(),
+                path.display(),
+                stated.unwrap_or_default()
+            );
+        }
+        rows.sort_by(|a, b| a.start_ns.total_cmp(&b.start_ns));
+        st.samples = [
+            Kind::Ttft,
+            Kind::E2e,
+            Kind::PerRequestGap,
+            Kind::OutputTokens,
+            Kind::InputTokens,
+        ]
+        .into_iter()
+        .map(|k| (k, rows.iter().map(|r| r.value(k).into_iter().collect()).collect()))
+        .collect();
+        st.sample_spans = rows
+            .iter()
+            .map(|r| (r.start_ns / 1e9, r.start_ns / 1e9 + r.latency_ms / 1e3))
+            .collect();
+        if let (Some(first), Some(last)) = (rows.first(), rows.last())
+            && last.start_ns > first.start_ns
+        {
+            let n = rows.len();
+            st.sent_rps = Some(((n - 1) as f64 / ((last.start_ns - first.start_ns) / 1e9), n));
+        }
+        Ok(())
     }
 
     fn grade(&self, path: &Path, v: &Value) -> anyhow::Result<Audit> {

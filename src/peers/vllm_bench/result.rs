@@ -93,6 +93,7 @@ impl PeerFormat for Vllm {
         figures.rate(v, "/request_rate", true);
         figures.count("concurrency", v, "/max_concurrency", 1);
         let mut st = figures.into_statement(true, None);
+        st.pinned_total = true;
         // vLLM 0.32's completions and chat clients take every event with a choice as a token's
         // arrival (`benchmarks/lib/endpoint_request_func.py`); its other clients are not read
         // beyond their text.
