@@ -12,6 +12,8 @@
 #   profile_export.jsonl beside it, each record trimmed to the fields `compare` reads.
 # - SGLang: bench_serving.py from the sglang 0.4.6.post5 wheel, run as a script (newer releases
 #   import the whole server, torch included); two runs appended to one JSONL, as its users do.
+# - GuideLLM 0.6.1 (PyPI): `guidellm benchmark run --profile poisson` → guidellm-poisson.json, every
+#   request kept, trimmed to the fields goodput reads.
 # - inference-perf needs Python >= 3.12 (this machine has 3.11): its fixture was written by hand
 #   from the report schema in inference_perf/reportgen/base.py (summarize_requests).
 set -euo pipefail
@@ -79,4 +81,36 @@ for args in "--request-rate 8 --max-concurrency 16" "--request-rate 16"; do
         --random-range-ratio 1.0 --num-prompts 40 $args \
         --output-file "$OUT/sglang-bench-serving.jsonl" --disable-tqdm >/dev/null
 done
+# GuideLLM 0.6.1: a Poisson benchmark whose report keeps every request (`requests.successful`),
+# trimmed to the metrics and per-request fields the audit and `compare` read.
+gl="$("$HERE/scripts/pyvenv.sh" guidellm guidellm==0.6.1)"
+HF_HUB_OFFLINE=1 "$gl/guidellm" benchmark run --target http://127.0.0.1:18000 --model goodput-sim-8b \
+    --profile poisson --rate 8 --max-requests 40 --data prompt_tokens=128,output_tokens=32 \
+    --processor "$tok" --random-seed 42 --output-dir "$work/guidellm" --outputs benchmarks.json \
+    --disable-console-interactive >/dev/null
+python3 - "$work/guidellm/benchmarks.json" "$OUT/guidellm-poisson.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+per_request = ['request_start_time', 'request_end_time', 'request_latency', 'prompt_tokens',
+               'output_tokens', 'time_to_first_token_ms', 'time_per_output_token_ms',
+               'inter_token_latency_ms']
+metrics = ['request_totals', 'requests_per_second', 'output_tokens_per_second',
+           'request_latency', 'prompt_token_count', 'output_token_count',
+           'time_to_first_token_ms', 'time_per_output_token_ms', 'inter_token_latency_ms']
+out = {'metadata': d['metadata'], 'args': d['args'], 'benchmarks': []}
+for b in d['benchmarks']:
+    t = {k: b[k] for k in b if k not in ('metrics', 'requests', 'scheduler_metrics')}
+    t['metrics'] = {k: b['metrics'][k] for k in metrics if k in b['metrics']}
+    for m in t['metrics'].values():
+        for part in (m.values() if isinstance(m, dict) else []):
+            if isinstance(part, dict):
+                part.pop('pdf', None)
+    t['requests'] = {s: [{k: r[k] for k in per_request if k in r} for r in b['requests'].get(s) or []]
+                     for s in ('successful', 'incomplete', 'errored')}
+    t['requests']['total'] = b['requests'].get('total')
+    out['benchmarks'].append(t)
+out['args']['output_dir'] = 'artifacts/goodput-sim'
+out['args']['processor'] = 'tokenizer'
+json.dump(out, open(sys.argv[2], 'w'), indent=1)
+PY
 echo "fixtures written to $OUT"

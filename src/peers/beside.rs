@@ -85,6 +85,23 @@ pub struct Offered {
     /// count's: 2·√(1/n₁ + 1/n₂)).
     pub band: f64,
     pub differs: bool,
+    /// The rate their result says their command asked for, req/s, when it says one.
+    pub their_nominal_rps: Option<f64>,
+    /// Their tool's arrival rule is one goodput reproduces (`load.pin_total`: vLLM's).
+    pub reproducible: bool,
+    /// How many of their requests the sent rate is measured over.
+    pub their_count: usize,
+}
+
+impl Offered {
+    /// How far their sent rate is from the rate their own command asked for, when that is
+    /// further than the draw of their arrivals alone allows (2·√(1/n)): their client did not
+    /// keep its schedule, or drew it otherwise than it says.
+    pub fn theirs_off_nominal(&self) -> Option<f64> {
+        let nominal = self.their_nominal_rps.filter(|r| *r > 0.0)?;
+        let off = (self.theirs_rps - nominal) / nominal;
+        (off.abs() > 2.0 / (self.their_count.max(1) as f64).sqrt()).then_some(off)
+    }
 }
 
 /// The side-by-side.
@@ -258,12 +275,20 @@ impl Sides<'_> {
             .iter()
             .find(|(k, _)| *k == f.kind)
             .map(|(_, u)| u);
+        // A request's token count does not depend on the queue it met: lengths are resampled
+        // request by request; latencies by busy period, whose requests share their waits.
+        let length = matches!(f.kind, Kind::InputTokens | Kind::OutputTokens);
+        let each = |u: &Vec<Vec<f64>>| (0..u.len()).collect::<Vec<usize>>();
         let noise = match (&our_units, their_units, diff) {
             (Some(o), Some(t), Some(_)) => {
                 let stat = f.stat;
+                let (tc, oc) = match length {
+                    true => (each(t), each(o)),
+                    false => (self.cuts.0.to_vec(), self.cuts.1.to_vec()),
+                };
                 crate::stats::regenerative_ci(
-                    (t, self.cuts.0),
-                    (o, self.cuts.1),
+                    (t, &tc),
+                    (o, &oc),
                     &move |v| stat.of_values(v),
                     MIN_PERIODS,
                 )
@@ -331,12 +356,20 @@ fn offered(st: &Statement, steady: &[&Record]) -> Option<Offered> {
     let ours_rps = (sent.len() - 1) as f64 / ((last - first) as f64 / 1e6);
     let diff = (ours_rps - theirs_rps) / theirs_rps;
     let band = 2.0 * (1.0 / n_theirs as f64 + 1.0 / sent.len() as f64).sqrt();
+    let their_nominal_rps = st
+        .load
+        .iter()
+        .find(|(what, _)| *what == "rate")
+        .and_then(|(_, r)| r.parse().ok());
     Some(Offered {
         theirs_rps,
         ours_rps,
         diff,
         band,
         differs: diff.abs() > band,
+        their_nominal_rps,
+        reproducible: st.pinned_total,
+        their_count: n_theirs,
     })
 }
 
@@ -368,12 +401,21 @@ impl Beside {
                 o.diff * 100.0,
                 o.band * 100.0
             );
+            let advice = match (o.theirs_off_nominal(), o.their_nominal_rps) {
+                (Some(off), Some(nominal)) => format!(
+                    " Their client sent {:+.0}% off the {} req/s its command asked for, beyond its arrivals' own draw: their figures are of another load than their command names, and goodput, which keeps its schedule, cannot offer the same.",
+                    off * 100.0,
+                    crate::report::num(nominal)
+                ),
+                _ if o.reproducible => " load.pin_total = true draws vLLM's arrivals (`goodput import vllm-bench` sets it).".into(),
+                _ => String::new(),
+            };
             match o.differs {
-            true => d.warn(format!(
-                "{says} The loads differ: a latency row that differs may say more of the load than of either tool (load.pin_total = true draws vLLM's arrivals; `goodput import vllm-bench` sets it)."
-            )),
-            false => d.line(says),
-        }
+                true => d.warn(format!(
+                    "{says} The loads differ: a row that differs may say more of the load than of either tool.{advice}"
+                )),
+                false => d.line(says),
+            }
         }
     }
 
@@ -435,8 +477,9 @@ impl Beside {
         for (row, f) in self.rows.iter_mut().zip(&st.figures) {
             let mut why: Vec<String> = row.reason.take().into_iter().collect();
             let off = row.verdict == Verdict::Differs;
+            let throughput = matches!(f.kind, Kind::RequestsPerS | Kind::OutputTokensPerS);
             if off
-                && latency(f.kind)
+                && (latency(f.kind) || throughput)
                 && let Some(o) = self.offered.as_ref().filter(|o| o.differs)
             {
                 why.push(format!(
@@ -444,6 +487,11 @@ impl Beside {
                     crate::report::num(o.theirs_rps),
                     crate::report::num(o.ours_rps)
                 ));
+            }
+            if off && f.kind == Kind::InputTokens {
+                why.push(
+                    "their prompts are not the length ours are: another workload, so every latency row compares other requests (a tool that builds its prompts with a tokenizer other than the server's counts other tokens; the server's count is what it served)".into(),
+                );
             }
             if f.kind == Kind::Ttft
                 && st.events == Events::Choices

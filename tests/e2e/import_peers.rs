@@ -948,7 +948,7 @@ async fn their_result_is_checked_on_import_and_put_beside_the_run() {
     // each row's noise: the offered loads are put side by side, and no row is judged on point
     // values alone.
     assert!(b["offered"]["theirs_rps"].as_f64().unwrap() > 0.0, "{b}");
-    assert_eq!(b["busy_periods"][0].is_u64(), true, "{b}");
+    assert!(b["busy_periods"][0].is_u64(), "{b}");
     assert!(!b.to_string().contains("keeps no per-request values"), "{b}");
     // A records file that is not AIPerf's names its file and line; one of another run (a
     // different count) is refused too.
@@ -1032,4 +1032,102 @@ async fn their_result_is_checked_on_import_and_put_beside_the_run() {
         err.contains("not a result of the AIPerf command imported"),
         "{err}"
     );
+}
+
+/// GuideLLM 0.6.1's real report (Poisson at 8 req/s, 40 requests, every one kept; written against
+/// `goodput sim` by scripts/peer-fixtures.sh) beside a goodput run of its import: its
+/// per-request values give the load it offered and each row's noise, and compare names what
+/// it finds — GuideLLM's client sent far above the rate its command asked for, so the
+/// throughput rows differ for that reason, and its prompts (built with a tokenizer that is not
+/// the server's) are another length. The latencies the simulator fixes agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guidellm_per_request_report_is_put_beside_a_run_by_its_own_rules() {
+    let theirs = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/audit/guidellm-poisson.json");
+    let sim = common::sim(goodput::sim::SimConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("guidellm.toml");
+    let line = format!(
+        "guidellm benchmark run --target http://{} --model goodput-sim-8b --profile poisson --rate 8 \
+         --max-requests 40 --data prompt_tokens=128,output_tokens=32 --random-seed 42",
+        sim.addr()
+    );
+    let bin = || std::process::Command::new(env!("CARGO_BIN_EXE_goodput"));
+    let import = bin()
+        .args(["import", "guidellm", "--result"])
+        .arg(&theirs)
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .args(words(&line))
+        .output()
+        .unwrap();
+    let notes = String::from_utf8_lossy(&import.stderr);
+    assert!(import.status.success(), "{notes}");
+    let r = common::run_in(
+        common::parse(&std::fs::read_to_string(&out).unwrap()),
+        dir.path(),
+    )
+    .await;
+    let compare = |format: &str| {
+        let o = bin()
+            .arg("compare")
+            .arg(&theirs)
+            .arg(&r.bundle.dir)
+            .args(["--format", format])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let b: serde_json::Value = serde_json::from_str(&compare("json")).unwrap();
+    let row = |m: &str| {
+        b["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metric"] == m)
+            .unwrap_or_else(|| panic!("no row {m}: {b}"))
+            .clone()
+    };
+    // Their requests' send times: 40 in under 2 s, for a command that asked for 8 req/s.
+    let offered = &b["offered"];
+    assert!(offered["theirs_rps"].as_f64().unwrap() > 16.0, "{offered}");
+    assert_eq!(offered["their_nominal_rps"], 8.0, "{offered}");
+    assert_eq!(offered["differs"], true, "{offered}");
+    let text = compare("terminal");
+    assert!(
+        text.contains("off the 8.00 req/s its command asked for"),
+        "{text}"
+    );
+    assert!(!text.contains("pin_total"), "vLLM's advice on GuideLLM's result: {text}");
+    for m in ["requests per second (req/s)", "output tokens per second (tokens/s)"] {
+        let t = row(m);
+        assert_eq!(t["verdict"], "differs", "{t}");
+        assert!(
+            t["reason"].as_str().unwrap().contains("offered loads differ"),
+            "{t}"
+        );
+    }
+    // Lengths are judged request by request: their prompts were 36 of the server's tokens.
+    let prompt = row("prompt tokens mean (tokens)");
+    assert_eq!(prompt["verdict"], "differs", "{prompt}");
+    assert!(
+        prompt["reason"]
+            .as_str()
+            .unwrap()
+            .contains("their prompts are not the length ours are"),
+        "{prompt}"
+    );
+    assert_eq!(row("output tokens mean (tokens)")["verdict"], "agrees");
+    // What the simulator fixes (32 tokens at its decode rate) agrees by their definitions,
+    // each with an interval from both sides' requests.
+    for m in ["ITL median (ms)", "request latency median (ms)", "TPOT median (ms)"] {
+        let t = row(m);
+        assert!(
+            t["verdict"] == "agrees" || t["verdict"] == "within_noise",
+            "{t}"
+        );
+    }
+    assert!(b["busy_periods"][0].is_u64(), "{b}");
 }

@@ -98,8 +98,66 @@ impl PeerFormat for Guidellm {
                 s["type_"].as_str().unwrap_or("?")
             )
         });
-        Some(figures.into_statement(false, picked))
+        let mut st = figures.into_statement(false, picked);
+        per_request(b, &mut st);
+        Some(st)
     }
+}
+
+/// The per-request values a GuideLLM 0.6.1 benchmark keeps (`requests.successful`, each with
+/// its computed `time_to_first_token_ms`, `inter_token_latency_ms`, `time_per_output_token_ms`,
+/// `request_latency` in s, token counts, and `request_start_time`/`request_end_time`), per kind
+/// in the order sent, with each request's span and the rate they were sent at, into `st`. GuideLLM 0.6.1
+/// counts a token's arrival at each chunk with text (`token_iterations`), as goodput does, and
+/// divides its throughputs by its first send to its last answer (`start_requests_time` is the
+/// first request's start), so neither needs a rule of its own. Nothing when the report keeps
+/// a sample of its requests (`--sample-requests`) rather than all: a sample's busy periods are
+/// not the run's.
+fn per_request(b: &Value, st: &mut Statement) {
+    let Some(kept) = b["requests"]["successful"].as_array() else {
+        return;
+    };
+    let all = b["metrics"]["request_totals"]["successful"].as_u64();
+    if kept.is_empty() || all != Some(kept.len() as u64) {
+        return;
+    }
+    let num = |r: &Value, k: &str| r[k].as_f64().filter(|x| x.is_finite() && *x >= 0.0);
+    let mut rows: Vec<&Value> = kept
+        .iter()
+        .filter(|r| num(r, "request_start_time").is_some() && num(r, "request_end_time").is_some())
+        .collect();
+    rows.sort_by(|a, b| {
+        let at = |r: &Value| num(r, "request_start_time").unwrap_or(f64::INFINITY);
+        at(a).total_cmp(&at(b))
+    });
+    st.samples = [
+        (Kind::Ttft, "time_to_first_token_ms", 1.0),
+        (Kind::PerRequestGap, "inter_token_latency_ms", 1.0),
+        (Kind::TpotWithFirst, "time_per_output_token_ms", 1.0),
+        (Kind::E2e, "request_latency", 1000.0),
+        (Kind::InputTokens, "prompt_tokens", 1.0),
+        (Kind::OutputTokens, "output_tokens", 1.0),
+    ]
+    .into_iter()
+    .map(|(k, key, scale)| {
+        let units = rows
+            .iter()
+            .map(|r| num(r, key).map(|x| x * scale).into_iter().collect())
+            .collect();
+        (k, units)
+    })
+    .collect();
+    st.sample_spans = rows
+        .iter()
+        .filter_map(|r| Some((num(r, "request_start_time")?, num(r, "request_end_time")?)))
+        .collect();
+    let spans = &st.sample_spans;
+    st.sent_rps = match (spans.first(), spans.last()) {
+        (Some(f), Some(l)) if spans.len() > 1 && l.0 > f.0 => {
+            Some(((spans.len() - 1) as f64 / (l.0 - f.0), spans.len()))
+        }
+        _ => None,
+    };
 }
 
 /// The benchmark of a GuideLLM report whose strategy is the run's load (a sweep's file holds
