@@ -10,7 +10,10 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::graded::Audit;
-use crate::peers::result::{PeerFormat, QUALITY_MISSING, field, num, server_unknown, slo_axis};
+use crate::peers::result::{
+    Gathered, PeerFormat, QUALITY_MISSING, distribution, field, num, one, server_unknown, slo_axis,
+};
+use crate::peers::statement::{Kind, Stat, Statement};
 
 /// The format.
 pub struct InferencePerf;
@@ -34,6 +37,81 @@ impl PeerFormat for InferencePerf {
 
     fn recognises(&self, v: &Value) -> bool {
         v.get("load_summary").is_some() && v.get("successes").is_some()
+    }
+
+    /// Its figures by its own definitions, read from `inference_perf/reportgen/base.py`
+    /// (`summarize_requests`, main of 2026-12): a token arrives with each chunk that carries
+    /// text; TTFT to the first; `time_per_output_token` is (last token − first) / (output tokens
+    /// − 1), `normalized_time_per_output_token` is the request's latency / output tokens;
+    /// `inter_token_latency` pools the gaps between token times (a chunk of k tokens gives
+    /// k − 1 gaps of 0); throughputs divide by the first send to the last end of every request,
+    /// failed ones included; seconds throughout.
+    fn stated(&self, v: &Value, _c: &crate::contract::Contract) -> Option<Statement> {
+        let mut figures = Gathered::default();
+        for (name, kind, key) in [
+            ("TTFT", Kind::Ttft, "time_to_first_token"),
+            ("TPOT", Kind::PerRequestGap, "time_per_output_token"),
+            (
+                "normalized TPOT",
+                Kind::TpotWithFirst,
+                "normalized_time_per_output_token",
+            ),
+            ("ITL", Kind::ChunkGap, "inter_token_latency"),
+            ("request latency", Kind::E2e, "request_latency"),
+        ] {
+            let at = |s: Stat| {
+                let word = match s {
+                    Stat::P50 => "median",
+                    Stat::P90 => "p90",
+                    Stat::P99 => "p99",
+                    _ => "mean",
+                };
+                format!("/successes/latency/{key}/{word}")
+            };
+            distribution(&mut figures, v, (name, kind), at, 1000.0);
+        }
+        for (f, at) in [
+            (
+                ("requests per second", Kind::RequestsPerS, Stat::Value),
+                "/successes/throughput/requests_per_sec",
+            ),
+            (
+                (
+                    "output tokens per second",
+                    Kind::OutputTokensPerS,
+                    Stat::Value,
+                ),
+                "/successes/throughput/output_tokens_per_sec",
+            ),
+            (
+                ("prompt tokens", Kind::InputTokens, Stat::Mean),
+                "/successes/prompt_tokens/mean",
+            ),
+            (
+                ("output tokens", Kind::OutputTokens, Stat::Mean),
+                "/successes/output_tokens/mean",
+            ),
+            (
+                ("successful requests", Kind::Completed, Stat::Value),
+                "/successes/count",
+            ),
+        ] {
+            one(&mut figures, v, f, at, 1.0);
+        }
+        figures.count("requests", v, "/load_summary/count", 1);
+        figures.rate(v, "/load_summary/requested_rate", false);
+        figures.count("concurrency", v, "/load_summary/concurrency", 1);
+        let mut st = figures.into_statement(false, None);
+        // `achieved_rate` is its requests over the span of their sends.
+        let load = &v["load_summary"];
+        if let (Some(rate), Some(n)) = (load["achieved_rate"].as_f64(), load["count"].as_u64())
+            && rate.is_finite()
+            && rate > 0.0
+            && n > 1
+        {
+            st.sent_rps = Some((rate, n as usize));
+        }
+        Some(st)
     }
 
     fn grade(&self, path: &Path, v: &Value) -> anyhow::Result<Audit> {
@@ -144,5 +222,42 @@ fn load_axis(a: &mut Audit, load: &Value) {
             "requests went out up to {} ms late (schedule delay p99) and latency counts from the actual send: that much queueing in the client is hidden from the latency figures",
             ms(&load["schedule_delay"]["p99"])
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What compare reads of the report: each latency in ms by inference-perf's own kind, its
+    /// throughputs and counts, the rate it asked for and the rate it sent at.
+    #[test]
+    fn the_report_states_its_figures_by_its_own_definitions() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/audit/inference-perf-stage_0_lifecycle_metrics.json");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let c = crate::contract::parse(crate::contract::BUILTIN, Path::new("c.toml")).unwrap();
+        let st = InferencePerf.stated(&v, &c).unwrap();
+        let find = |kind: Kind, stat: Stat| {
+            st.figures
+                .iter()
+                .find(|f| f.kind == kind && f.stat == stat)
+                .map(|f| f.value)
+        };
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
+        assert!(close(find(Kind::Ttft, Stat::P50), 27.8));
+        assert!(close(find(Kind::PerRequestGap, Stat::P99), 13.65));
+        assert!(close(find(Kind::TpotWithFirst, Stat::Mean), 13.18));
+        assert!(close(find(Kind::ChunkGap, Stat::P90), 21.51));
+        assert!(close(find(Kind::E2e, Stat::P50), 417.6));
+        assert!(close(find(Kind::RequestsPerS, Stat::Value), 7.826));
+        assert!(close(find(Kind::Completed, Stat::Value), 238.0));
+        assert_eq!(st.sent_rps, Some((8.035, 240)));
+        assert!(
+            st.load.contains(&("rate", "8.00".to_owned())),
+            "{:?}",
+            st.load
+        );
+        assert!(!st.lead_gap);
     }
 }

@@ -949,7 +949,10 @@ async fn their_result_is_checked_on_import_and_put_beside_the_run() {
     // values alone.
     assert!(b["offered"]["theirs_rps"].as_f64().unwrap() > 0.0, "{b}");
     assert!(b["busy_periods"][0].is_u64(), "{b}");
-    assert!(!b.to_string().contains("keeps no per-request values"), "{b}");
+    assert!(
+        !b.to_string().contains("keeps no per-request values"),
+        "{b}"
+    );
     // A records file that is not AIPerf's names its file and line; one of another run (a
     // different count) is refused too.
     let broken = dir.path().join("broken");
@@ -1100,12 +1103,21 @@ async fn guidellm_per_request_report_is_put_beside_a_run_by_its_own_rules() {
         text.contains("off the 8.00 req/s its command asked for"),
         "{text}"
     );
-    assert!(!text.contains("pin_total"), "vLLM's advice on GuideLLM's result: {text}");
-    for m in ["requests per second (req/s)", "output tokens per second (tokens/s)"] {
+    assert!(
+        !text.contains("pin_total"),
+        "vLLM's advice on GuideLLM's result: {text}"
+    );
+    for m in [
+        "requests per second (req/s)",
+        "output tokens per second (tokens/s)",
+    ] {
         let t = row(m);
         assert_eq!(t["verdict"], "differs", "{t}");
         assert!(
-            t["reason"].as_str().unwrap().contains("offered loads differ"),
+            t["reason"]
+                .as_str()
+                .unwrap()
+                .contains("offered loads differ"),
             "{t}"
         );
     }
@@ -1122,7 +1134,11 @@ async fn guidellm_per_request_report_is_put_beside_a_run_by_its_own_rules() {
     assert_eq!(row("output tokens mean (tokens)")["verdict"], "agrees");
     // What the simulator fixes (32 tokens at its decode rate) agrees by their definitions,
     // each with an interval from both sides' requests.
-    for m in ["ITL median (ms)", "request latency median (ms)", "TPOT median (ms)"] {
+    for m in [
+        "ITL median (ms)",
+        "request latency median (ms)",
+        "TPOT median (ms)",
+    ] {
         let t = row(m);
         assert!(
             t["verdict"] == "agrees" || t["verdict"] == "within_noise",

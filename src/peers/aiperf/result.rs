@@ -168,7 +168,11 @@ impl PeerFormat for Aiperf {
                 continue;
             }
             let r: Value = serde_json::from_str(line).with_context(|| {
-                format!("{}:{}: not one of AIPerf's JSON records", file.display(), i + 1)
+                format!(
+                    "{}:{}: not one of AIPerf's JSON records",
+                    file.display(),
+                    i + 1
+                )
             })?;
             if let Some(row) = Row::of(&r) {
                 rows.push(row);
@@ -199,7 +203,14 @@ impl PeerFormat for Aiperf {
             Kind::InputTokens,
         ]
         .into_iter()
-        .map(|k| (k, rows.iter().map(|r| r.value(k).into_iter().collect()).collect()))
+        .map(|k| {
+            (
+                k,
+                rows.iter()
+                    .map(|r| r.value(k).into_iter().collect())
+                    .collect(),
+            )
+        })
         .collect();
         st.sample_spans = rows
             .iter()
