@@ -23,9 +23,87 @@ pub const GRADED: [(&str, &str); 5] = [
     ("precision", "precision"),
 ];
 
-/// Evidence that suggests a fact rather than states it: the host a loopback target runs on
-/// suggests its hardware, but a declaration (which GPU the engine uses) is more specific.
-const INFERRED: [&str; 1] = ["this host"];
+/// Where a probe's answer came from: an engine's metadata endpoint, or evidence the client
+/// gathered itself. Kept in `environment.json` by its name (`Endpoint::name`, the path for an
+/// endpoint), so the facts are read back from older bundles as they were written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// OpenAI-compatible `GET /v1/models` (vLLM adds `max_model_len`, `root`).
+    Models,
+    /// vLLM's `GET /version` (`{"version": "0.6.3"}`; the simulator adds its `engine`).
+    Version,
+    /// SGLang's `GET /get_server_info`.
+    ServerInfo,
+    /// SGLang's `GET /get_model_info`.
+    ModelInfo,
+    /// TGI's `GET /info`.
+    Info,
+    /// llama.cpp's `GET /props`.
+    Props,
+    /// The `…_info` series of the engine's `/metrics` page.
+    Metrics,
+    /// Ollama's `GET /api/version`.
+    OllamaVersion,
+    /// Ollama's `GET /api/tags`.
+    OllamaTags,
+    /// Ollama's `POST /api/show`.
+    OllamaShow,
+    /// Not an endpoint: a loopback target's hardware is this host's.
+    ThisHost,
+    /// Not an endpoint: the client's own SHA-256 of the model file a loopback server named.
+    ModelFile,
+}
+
+impl Endpoint {
+    pub const ALL: [Endpoint; 12] = [
+        Endpoint::Models,
+        Endpoint::Version,
+        Endpoint::ServerInfo,
+        Endpoint::ModelInfo,
+        Endpoint::Info,
+        Endpoint::Props,
+        Endpoint::Metrics,
+        Endpoint::OllamaVersion,
+        Endpoint::OllamaTags,
+        Endpoint::OllamaShow,
+        Endpoint::ThisHost,
+        Endpoint::ModelFile,
+    ];
+
+    /// Its name in a probe record: the path, or the evidence's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Endpoint::Models => "/v1/models",
+            Endpoint::Version => "/version",
+            Endpoint::ServerInfo => "/get_server_info",
+            Endpoint::ModelInfo => "/get_model_info",
+            Endpoint::Info => "/info",
+            Endpoint::Props => "/props",
+            Endpoint::Metrics => "/metrics",
+            Endpoint::OllamaVersion => "/api/version",
+            Endpoint::OllamaTags => "/api/tags",
+            Endpoint::OllamaShow => "/api/show",
+            Endpoint::ThisHost => "this host",
+            Endpoint::ModelFile => "model file",
+        }
+    }
+
+    /// The endpoint a probe record names, if goodput reads it.
+    pub fn named(name: &str) -> Option<Endpoint> {
+        Endpoint::ALL.into_iter().find(|e| e.name() == name)
+    }
+
+    /// Evidence that suggests a fact rather than states it: the host a loopback target runs on
+    /// suggests its hardware, but a declaration (which GPU the engine uses) is more specific.
+    fn inferred(self) -> bool {
+        self == Endpoint::ThisHost
+    }
+
+    /// A probe record of `self` names it.
+    pub fn is(self, probe: &Value) -> bool {
+        probe["endpoint"] == self.name()
+    }
+}
 
 /// One fact: its value, where it came from, and the declared value when that differs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,15 +144,19 @@ impl Facts {
             let Some(answer) = p.get("answer").filter(|_| p.get("absent").is_none()) else {
                 continue;
             };
-            let endpoint = p["endpoint"].as_str().unwrap_or_default();
+            let name = p["endpoint"].as_str().unwrap_or_default();
             let method = p["method"].as_str().unwrap_or("GET");
-            let source = format!("{method} {endpoint}");
-            if INFERRED.contains(&endpoint) {
+            let source = format!("{method} {name}");
+            // A probe goodput does not read (a newer bundle's) states nothing here.
+            let Some(endpoint) = Endpoint::named(name) else {
+                continue;
+            };
+            if endpoint.inferred() {
                 inferred.push(source.clone());
             }
             // vLLM's `/version` is `{"version": "0.6.3"}`: anything else that answers 2xx there
             // is noted, not guessed at.
-            if endpoint == "/version" && !answer["version"].is_string() {
+            if endpoint == Endpoint::Version && !answer["version"].is_string() {
                 let text = match answer {
                     Value::String(t) => t.clone(),
                     other => other.to_string(),
@@ -169,7 +251,7 @@ fn agree(a: &str, b: &str) -> bool {
 }
 
 /// The facts one endpoint's answer states.
-fn extract(endpoint: &str, a: &Value) -> Vec<(&'static str, String)> {
+fn extract(endpoint: Endpoint, a: &Value) -> Vec<(&'static str, String)> {
     let s = |v: &Value| match v {
         Value::String(s) if !s.is_empty() => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
@@ -182,7 +264,7 @@ fn extract(endpoint: &str, a: &Value) -> Vec<(&'static str, String)> {
         }
     };
     match endpoint {
-        "/v1/models" => {
+        Endpoint::Models => {
             let m = &a["data"][0];
             put("model", s(&m["id"]));
             put("max_model_len", s(&m["max_model_len"]));
@@ -197,11 +279,11 @@ fn extract(endpoint: &str, a: &Value) -> Vec<(&'static str, String)> {
             );
         }
         // vLLM answers `{"version": "0.6.3"}`; the simulator adds its own `engine`.
-        "/version" => {
+        Endpoint::Version => {
             put("engine", s(&a["engine"]));
             put("engine_revision", s(&a["version"]));
         }
-        "/get_server_info" => {
+        Endpoint::ServerInfo => {
             put("engine", Some("sglang".into()));
             put("engine_revision", s(&a["version"]));
             put("model", s(&a["model_path"]));
@@ -217,8 +299,8 @@ fn extract(endpoint: &str, a: &Value) -> Vec<(&'static str, String)> {
             );
             put("max_model_len", s(&a["context_length"]));
         }
-        "/get_model_info" => put("model", s(&a["model_path"])),
-        "/info" => {
+        Endpoint::ModelInfo => put("model", s(&a["model_path"])),
+        Endpoint::Info => {
             put("engine", Some("tgi".into()));
             put(
                 "engine_revision",
@@ -233,7 +315,7 @@ fn extract(endpoint: &str, a: &Value) -> Vec<(&'static str, String)> {
             put("device_type", s(&a["model_device_type"]));
             put("max_model_len", s(&a["max_total_tokens"]));
         }
-        "/props" => {
+        Endpoint::Props => {
             put("engine", Some("llama.cpp".into()));
             // A build without its number and commit (`b0-unknown`, as pip wheels report) does
             // not identify a revision; the declared one is kept instead.
@@ -250,7 +332,7 @@ fn extract(endpoint: &str, a: &Value) -> Vec<(&'static str, String)> {
             );
         }
         // Not an endpoint: a loopback target's hardware is this host's.
-        "this host" => {
+        Endpoint::ThisHost => {
             let gpus: Vec<String> = a["gpus"]
                 .as_array()
                 .map(|g| g.iter().filter_map(|d| s(&d["name"])).collect())
@@ -270,14 +352,14 @@ fn extract(endpoint: &str, a: &Value) -> Vec<(&'static str, String)> {
             );
         }
         // Not an endpoint: the client's own SHA-256 of the model file a loopback server named.
-        "model file" => {
+        Endpoint::ModelFile => {
             put(
                 "model_revision",
                 s(&a["sha256"]).map(|h| format!("sha256:{h}")),
             );
         }
         // The `…_info` series of the engine's `/metrics` page (`env::probe_metrics_info`).
-        "/metrics" => {
+        Endpoint::Metrics => {
             let c = &a["vllm:cache_config_info"];
             put("kv_cache_tokens", s(&c["kv_cache_size_tokens"]));
             put("kv_cache_bytes", s(&c["kv_cache_memory_bytes"]));
@@ -285,19 +367,18 @@ fn extract(endpoint: &str, a: &Value) -> Vec<(&'static str, String)> {
             put("kv_cache_dtype", s(&c["cache_dtype"]));
             put("prefix_caching", s(&c["enable_prefix_caching"]));
         }
-        "/api/version" => {
+        Endpoint::OllamaVersion => {
             put("engine", Some("ollama".into()));
             put("engine_revision", s(&a["version"]));
         }
-        "/api/tags" => {
+        Endpoint::OllamaTags => {
             put("model_revision", s(&a["models"][0]["digest"]));
         }
-        "/api/show" => {
+        Endpoint::OllamaShow => {
             let d = &a["details"];
             put("precision", s(&d["quantization_level"]));
             put("model_size", s(&d["parameter_size"]));
         }
-        _ => {}
     }
     out
 }
@@ -305,6 +386,20 @@ fn extract(endpoint: &str, a: &Value) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A probe record names its endpoint by a string in `environment.json`: every endpoint
+    /// reads back as itself, and a name goodput does not read states no fact.
+    #[test]
+    fn endpoints_read_back_by_their_names_and_unknown_ones_state_nothing() {
+        for e in Endpoint::ALL {
+            assert_eq!(Endpoint::named(e.name()), Some(e));
+        }
+        let other = json!({ "endpoint": "/v2/health", "status": 200, "answer": {"version": "9"} });
+        assert_eq!(
+            Facts::resolve(&Declared::default(), &[other]).facts.len(),
+            0
+        );
+    }
     use serde_json::json;
 
     fn probe(endpoint: &str, answer: Value) -> Value {

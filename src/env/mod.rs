@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::contract::Contract;
+pub use facts::Endpoint;
 
 /// The client host, as `environment.json` keeps it (`client`). Fields in the file's key order.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -94,14 +95,14 @@ pub(crate) mod wake;
 /// Metadata endpoints of the engines people benchmark, tried in turn after `/v1/models` and kept
 /// verbatim (documented by each engine): vLLM, SGLang, TGI, llama.cpp's server and Ollama.
 /// A probe that fails is recorded as absent, never fatal.
-pub const ENGINE_PROBES: [&str; 7] = [
-    "/version",
-    "/get_server_info",
-    "/get_model_info",
-    "/info",
-    "/props",
-    "/api/version",
-    "/api/tags",
+pub const ENGINE_PROBES: [Endpoint; 7] = [
+    Endpoint::Version,
+    Endpoint::ServerInfo,
+    Endpoint::ModelInfo,
+    Endpoint::Info,
+    Endpoint::Props,
+    Endpoint::OllamaVersion,
+    Endpoint::OllamaTags,
 ];
 
 /// Every engine probe after the preflight's `/v1/models` (and `/version`, when given in
@@ -113,16 +114,20 @@ pub async fn probe_engines(
     model: &str,
     mut done: Vec<Value>,
 ) -> Vec<Value> {
-    for path in ENGINE_PROBES {
-        if !done.iter().any(|p| p["endpoint"] == path) {
-            done.push(probe(http, base, path, key).await);
+    for endpoint in ENGINE_PROBES {
+        if !done.iter().any(|p| endpoint.is(p)) {
+            done.push(probe(http, base, endpoint, key).await);
         }
     }
     let ollama = done
         .iter()
-        .any(|p| p["endpoint"] == "/api/version" && p.get("absent").is_none());
+        .any(|p| Endpoint::OllamaVersion.is(p) && p.get("absent").is_none());
     if ollama {
-        let url = format!("{}/api/show", base.trim_end_matches('/'));
+        let url = format!(
+            "{}{}",
+            base.trim_end_matches('/'),
+            Endpoint::OllamaShow.name()
+        );
         let mut req = http
             .post(&url)
             .timeout(Duration::from_secs(5))
@@ -130,7 +135,7 @@ pub async fn probe_engines(
         if let Some(k) = key {
             req = req.bearer_auth(k);
         }
-        done.push(answer("/api/show", "POST", req).await);
+        done.push(answer(Endpoint::OllamaShow.name(), "POST", req).await);
     }
     done
 }
@@ -165,7 +170,7 @@ pub async fn probe_metrics_info(
         info.entry(name).or_insert(Value::Object(labels));
     }
     (!info.is_empty())
-        .then(|| json!({ "endpoint": "/metrics", "method": "GET", "status": 200, "answer": info }))
+        .then(|| json!({ "endpoint": Endpoint::Metrics.name(), "method": "GET", "status": 200, "answer": info }))
 }
 
 /// Where the target is relative to this client, and the TCP connect round trip to it (median
@@ -202,7 +207,7 @@ pub async fn network_path(base: &str) -> Value {
 /// probes (CPU, core count, memory, GPUs).
 pub fn this_host(client: &Host, network: &Value) -> Option<Value> {
     (network["path"] == "loopback").then(|| {
-        json!({ "endpoint": "this host", "method": "loopback", "status": 200, "answer": {
+        json!({ "endpoint": Endpoint::ThisHost.name(), "method": "loopback", "status": 200, "answer": {
             "cpu_model": client.cpu_model, "cpus": client.cpus,
             "memory_bytes": client.memory_bytes, "gpus": client.gpus["devices"],
         }})
@@ -220,13 +225,15 @@ pub async fn hash_model_file(probes: &[Value], network: &Value) -> Option<Value>
     }
     let path = probes
         .iter()
-        .find(|p| p["endpoint"] == "/props" && p.get("absent").is_none())?["answer"]["model_path"]
+        .find(|p| Endpoint::Props.is(p) && p.get("absent").is_none())?["answer"]["model_path"]
         .as_str()?
         .to_owned();
     let bytes = std::fs::metadata(&path).ok()?.len();
     if bytes > MAX_HASHED_MODEL_BYTES {
-        return Some(json!({ "endpoint": "model file", "method": "sha256",
-            "absent": format!("{path}: {bytes} bytes, above the {MAX_HASHED_MODEL_BYTES}-byte hashing limit") }));
+        return Some(
+            json!({ "endpoint": Endpoint::ModelFile.name(), "method": "sha256",
+            "absent": format!("{path}: {bytes} bytes, above the {MAX_HASHED_MODEL_BYTES}-byte hashing limit") }),
+        );
     }
     let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<(String, String)> {
         use sha2::{Digest, Sha256};
@@ -238,14 +245,24 @@ pub async fn hash_model_file(probes: &[Value], network: &Value) -> Option<Value>
     .await
     .ok()?;
     Some(match hashed {
-        Ok((path, sha)) => json!({ "endpoint": "model file", "method": "sha256", "status": 200,
-            "answer": { "path": path, "bytes": bytes, "sha256": sha } }),
-        Err(e) => json!({ "endpoint": "model file", "method": "sha256", "absent": e.to_string() }),
+        Ok((path, sha)) => {
+            json!({ "endpoint": Endpoint::ModelFile.name(), "method": "sha256", "status": 200,
+            "answer": { "path": path, "bytes": bytes, "sha256": sha } })
+        }
+        Err(e) => {
+            json!({ "endpoint": Endpoint::ModelFile.name(), "method": "sha256", "absent": e.to_string() })
+        }
     })
 }
 
 /// GETs `base + path`; the JSON (or text) answer, or why there was none.
-pub async fn probe(http: &reqwest::Client, base: &str, path: &str, key: Option<&str>) -> Value {
+pub async fn probe(
+    http: &reqwest::Client,
+    base: &str,
+    endpoint: Endpoint,
+    key: Option<&str>,
+) -> Value {
+    let path = endpoint.name();
     let url = format!("{}{path}", base.trim_end_matches('/'));
     let mut req = http.get(&url).timeout(Duration::from_secs(5));
     if let Some(k) = key {

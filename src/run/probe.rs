@@ -151,8 +151,9 @@ pub(super) async fn preflight(
     api_key: Option<&str>,
     contract: &mut Contract,
 ) -> anyhow::Result<(serde_json::Value, serde_json::Value)> {
-    let models = crate::env::probe(http, base, "/v1/models", api_key).await;
-    let version = crate::env::probe(http, base, "/version", api_key).await;
+    let models = crate::env::probe(http, base, crate::env::facts::Endpoint::Models, api_key).await;
+    let version =
+        crate::env::probe(http, base, crate::env::facts::Endpoint::Version, api_key).await;
     if models.get("status").is_none() {
         let why = models["absent"].as_str().unwrap_or("no answer");
         let hint = crate::client::tls_hint(why).map_or(String::new(), |h| format!(" — {h}"));

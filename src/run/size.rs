@@ -205,7 +205,7 @@ async fn ready(
 ) -> anyhow::Result<serde_json::Value> {
     let from = Instant::now();
     loop {
-        let models = crate::env::probe(http, base, "/v1/models", key).await;
+        let models = crate::env::probe(http, base, crate::env::facts::Endpoint::Models, key).await;
         if models.get("status").is_some() {
             return Ok(models);
         }

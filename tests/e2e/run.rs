@@ -135,7 +135,7 @@ async fn open_loop_poisson_run_keeps_a_complete_reproducible_bundle() {
         .map(|p| p["endpoint"].as_str().unwrap())
         .collect();
     let expected: Vec<&str> = std::iter::once("/v1/models")
-        .chain(goodput::env::ENGINE_PROBES)
+        .chain(goodput::env::ENGINE_PROBES.map(goodput::env::Endpoint::name))
         .chain(["this host"])
         .collect();
     assert_eq!(endpoints, expected);
