@@ -5,6 +5,7 @@
 //! measurement. Only the recomputed figure is judged against theirs, within a stated
 //! tolerance.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -278,13 +279,13 @@ impl Sides<'_> {
         // A request's token count does not depend on the queue it met: lengths are resampled
         // request by request; latencies by busy period, whose requests share their waits.
         let length = matches!(f.kind, Kind::InputTokens | Kind::OutputTokens);
-        let each = |u: &Vec<Vec<f64>>| (0..u.len()).collect::<Vec<usize>>();
+        let each = |u: &Vec<Vec<f64>>| Cow::Owned((0..u.len()).collect::<Vec<usize>>());
         let noise = match (&our_units, their_units, diff) {
             (Some(o), Some(t), Some(_)) => {
                 let stat = f.stat;
                 let (tc, oc) = match length {
                     true => (each(t), each(o)),
-                    false => (self.cuts.0.to_vec(), self.cuts.1.to_vec()),
+                    false => (Cow::Borrowed(self.cuts.0), Cow::Borrowed(self.cuts.1)),
                 };
                 crate::stats::regenerative_ci(
                     (t, &tc),

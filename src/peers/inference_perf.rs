@@ -59,16 +59,14 @@ impl PeerFormat for InferencePerf {
             ("ITL", Kind::ChunkGap, "inter_token_latency"),
             ("request latency", Kind::E2e, "request_latency"),
         ] {
-            let at = |s: Stat| {
-                let word = match s {
-                    Stat::P50 => "median",
-                    Stat::P90 => "p90",
-                    Stat::P99 => "p99",
-                    _ => "mean",
-                };
-                format!("/successes/latency/{key}/{word}")
-            };
-            distribution(&mut figures, v, (name, kind), at, 1000.0);
+            let at = |word: &str| format!("/successes/latency/{key}/{word}");
+            distribution(
+                &mut figures,
+                v,
+                (name, kind),
+                (["mean", "median", "p90", "p99"], at),
+                1000.0,
+            );
         }
         for (f, at) in [
             (

@@ -173,17 +173,24 @@ pub(super) fn one(
     }
 }
 
+/// How a format names a distribution's mean, median, p90 and p99 (`["mean", "median", "p90",
+/// "p99"]`), in that order.
+pub(super) type StatWords = [&'static str; 4];
+
 /// A distribution a result states: its mean, median, p90 and p99, each at the pointer `at`
-/// gives for it, when present.
+/// gives for the format's word for it (`words`), when present.
 pub(super) fn distribution(
     out: &mut Gathered,
     v: &Value,
     (name, kind): (&'static str, Kind),
-    at: impl Fn(Stat) -> String,
+    (words, at): (StatWords, impl Fn(&str) -> String),
     scale: f64,
 ) {
-    for stat in [Stat::Mean, Stat::P50, Stat::P90, Stat::P99] {
-        one(out, v, (name, kind, stat), &at(stat), scale);
+    for (stat, word) in [Stat::Mean, Stat::P50, Stat::P90, Stat::P99]
+        .into_iter()
+        .zip(words)
+    {
+        one(out, v, (name, kind, stat), &at(word), scale);
     }
 }
 

@@ -142,3 +142,14 @@ pub struct Statement {
     /// The rate its requests were sent at, as measured (vLLM's `start_times`), req/s.
     pub sent_rps: Option<(f64, usize)>,
 }
+
+/// The rate requests were sent at, from their send times (seconds on one clock, any order):
+/// (requests − 1) over the first to the last send, and how many; `None` for fewer than two
+/// sends or none apart.
+pub fn sent_rate(starts: impl IntoIterator<Item = f64>) -> Option<(f64, usize)> {
+    let mut starts: Vec<f64> = starts.into_iter().filter(|t| t.is_finite()).collect();
+    starts.sort_by(f64::total_cmp);
+    let (first, last) = (*starts.first()?, *starts.last()?);
+    (starts.len() > 1 && last > first)
+        .then(|| ((starts.len() - 1) as f64 / (last - first), starts.len()))
+}

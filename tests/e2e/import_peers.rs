@@ -906,15 +906,7 @@ async fn their_result_is_checked_on_import_and_put_beside_the_run() {
         String::from_utf8_lossy(&json.stderr)
     );
     let b: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    let row = |m: &str| {
-        b["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["metric"] == m)
-            .unwrap_or_else(|| panic!("no row {m}: {b}"))
-            .clone()
-    };
+    let row = |m: &str| beside_row(&b, m);
     // The same 40 requests of 128 prompt tokens; end-to-end latency has one definition in both
     // tools and the simulator's answers take the same time (32 tokens at its decode rate).
     assert_eq!(row("request count (requests)")["ours_by_theirs"], 40.0);
@@ -1084,15 +1076,7 @@ async fn guidellm_per_request_report_is_put_beside_a_run_by_its_own_rules() {
         String::from_utf8(o.stdout).unwrap()
     };
     let b: serde_json::Value = serde_json::from_str(&compare("json")).unwrap();
-    let row = |m: &str| {
-        b["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["metric"] == m)
-            .unwrap_or_else(|| panic!("no row {m}: {b}"))
-            .clone()
-    };
+    let row = |m: &str| beside_row(&b, m);
     // Their requests' send times: 40 in under 2 s, for a command that asked for 8 req/s.
     let offered = &b["offered"];
     assert!(offered["theirs_rps"].as_f64().unwrap() > 16.0, "{offered}");
@@ -1146,4 +1130,15 @@ async fn guidellm_per_request_report_is_put_beside_a_run_by_its_own_rules() {
         );
     }
     assert!(b["busy_periods"][0].is_u64(), "{b}");
+}
+
+/// The row of `metric` in `goodput compare THEIRS BUNDLE --format json`'s answer.
+fn beside_row(b: &serde_json::Value, metric: &str) -> serde_json::Value {
+    b["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == metric)
+        .unwrap_or_else(|| panic!("no row {metric}: {b}"))
+        .clone()
 }

@@ -13,7 +13,7 @@ use crate::peers::result::{
     Gathered, PeerFormat, QUALITY_MISSING, distribution, field, num, one, reasoning_ttft_unknown,
     server_unknown, slo_axis,
 };
-use crate::peers::statement::{Kind, Stat, Statement};
+use crate::peers::statement::{Kind, Stat, Statement, sent_rate};
 
 /// The format.
 pub struct Aiperf;
@@ -95,16 +95,14 @@ impl PeerFormat for Aiperf {
             ("ITL", Kind::PerRequestGap, "inter_token_latency"),
             ("request latency", Kind::E2e, "request_latency"),
         ] {
-            let at = |s: Stat| {
-                let word = match s {
-                    Stat::P50 => "p50",
-                    Stat::P90 => "p90",
-                    Stat::P99 => "p99",
-                    _ => "avg",
-                };
-                format!("/{key}/{word}")
-            };
-            distribution(&mut figures, v, (name, kind), at, 1.0);
+            let at = |word: &str| format!("/{key}/{word}");
+            distribution(
+                &mut figures,
+                v,
+                (name, kind),
+                (["avg", "p50", "p90", "p99"], at),
+                1.0,
+            );
         }
         for (f, at) in [
             (
@@ -216,12 +214,7 @@ impl PeerFormat for Aiperf {
             .iter()
             .map(|r| (r.start_ns / 1e9, r.start_ns / 1e9 + r.latency_ms / 1e3))
             .collect();
-        if let (Some(first), Some(last)) = (rows.first(), rows.last())
-            && last.start_ns > first.start_ns
-        {
-            let n = rows.len();
-            st.sent_rps = Some(((n - 1) as f64 / ((last.start_ns - first.start_ns) / 1e9), n));
-        }
+        st.sent_rps = sent_rate(st.sample_spans.iter().map(|s| s.0));
         Ok(())
     }
 

@@ -10,7 +10,7 @@ use crate::graded::Audit;
 use crate::peers::result::{
     Gathered, PeerFormat, QUALITY_MISSING, distribution, one, reasoning_ttft_unknown, slo_axis,
 };
-use crate::peers::statement::{Kind, Stat, Statement};
+use crate::peers::statement::{Kind, Stat, Statement, sent_rate};
 
 /// The format.
 pub struct Guidellm;
@@ -44,16 +44,14 @@ impl PeerFormat for Guidellm {
             ("ITL", Kind::PerRequestGap, "inter_token_latency_ms", 1.0),
             ("request latency", Kind::E2e, "request_latency", 1000.0),
         ] {
-            let at = |s: Stat| {
-                let word = match s {
-                    Stat::P50 => "median",
-                    Stat::P90 => "percentiles/p90",
-                    Stat::P99 => "percentiles/p99",
-                    _ => "mean",
-                };
-                format!("/{key}/successful/{word}")
-            };
-            distribution(&mut figures, m, (name, kind), at, scale);
+            let at = |word: &str| format!("/{key}/successful/{word}");
+            distribution(
+                &mut figures,
+                m,
+                (name, kind),
+                (["mean", "median", "percentiles/p90", "percentiles/p99"], at),
+                scale,
+            );
         }
         for (f, at) in [
             (
@@ -151,13 +149,7 @@ fn per_request(b: &Value, st: &mut Statement) {
         .iter()
         .filter_map(|r| Some((num(r, "request_start_time")?, num(r, "request_end_time")?)))
         .collect();
-    let spans = &st.sample_spans;
-    st.sent_rps = match (spans.first(), spans.last()) {
-        (Some(f), Some(l)) if spans.len() > 1 && l.0 > f.0 => {
-            Some(((spans.len() - 1) as f64 / (l.0 - f.0), spans.len()))
-        }
-        _ => None,
-    };
+    st.sent_rps = sent_rate(st.sample_spans.iter().map(|s| s.0));
 }
 
 /// The benchmark of a GuideLLM report whose strategy is the run's load (a sweep's file holds

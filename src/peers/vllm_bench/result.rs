@@ -41,16 +41,14 @@ impl PeerFormat for Vllm {
             ("ITL", Kind::ChunkGap, "itl"),
             ("E2EL", Kind::E2e, "e2el"),
         ] {
-            let at = |s: Stat| {
-                let word = match s {
-                    Stat::P50 => "median",
-                    Stat::P90 => "p90",
-                    Stat::P99 => "p99",
-                    _ => "mean",
-                };
-                format!("/{word}_{key}_ms")
-            };
-            distribution(&mut figures, v, (name, kind), at, 1.0);
+            let at = |word: &str| format!("/{word}_{key}_ms");
+            distribution(
+                &mut figures,
+                v,
+                (name, kind),
+                (["mean", "median", "p90", "p99"], at),
+                1.0,
+            );
         }
         let n = v["completed"]
             .as_f64()
@@ -199,20 +197,6 @@ fn unit(k: Kind, ttft: f64, gaps: Vec<f64>, out: f64, input: Option<f64>) -> Vec
         Kind::InputTokens => input.into_iter().collect(),
         _ => Vec::new(),
     }
-}
-
-/// The rate its requests were sent at, from `start_times` (the client's clock at each send):
-/// (requests − 1) over the first to the last send, and how many.
-fn sent_rate(v: &Value) -> Option<(f64, usize)> {
-    let mut starts: Vec<f64> = v["start_times"]
-        .as_array()?
-        .iter()
-        .filter_map(Value::as_f64)
-        .collect();
-    starts.sort_by(f64::total_cmp);
-    let (first, last) = (*starts.first()?, *starts.last()?);
-    (starts.len() > 1 && last > first)
-        .then(|| ((starts.len() - 1) as f64 / (last - first), starts.len()))
 }
 
 /// Metadata keys a `--metadata KEY=VALUE` may add to a vLLM result, per fact we look for.
@@ -449,4 +433,14 @@ fn recorded(v: &Value) -> String {
         parts.push("outputs kept per request (generated_texts)".to_owned());
     }
     parts.join(" · ")
+}
+
+/// The rate its requests were sent at, from `start_times` (the client's clock at each send).
+fn sent_rate(v: &Value) -> Option<(f64, usize)> {
+    crate::peers::statement::sent_rate(
+        v["start_times"]
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_f64),
+    )
 }
