@@ -19,15 +19,16 @@ use crate::bundle::{
     Bundle, COMMAND, CONTRACT, CommandFile, ENVIRONMENT, EnvironmentFile, METRICS, REFERENCES,
     REQUESTS,
 };
-use crate::contract::{Contract, Shard};
+use crate::contract::{Contract, Shard, Written};
 use crate::record::Record;
+use jiff::Timestamp;
 
 /// One shard's bundle, read.
 struct Part {
     dir: PathBuf,
     contract: Contract,
     shard: Shard,
-    start_at: String,
+    start_at: Written<Timestamp>,
     /// Where the schedule began on the shard's clock, µs.
     origin_us: u64,
     environment: EnvironmentFile,
@@ -100,13 +101,14 @@ fn check(mut parts: Vec<Part>) -> anyhow::Result<Vec<Part>> {
                 name.display()
             );
         }
-        if !same_instant(&p.start_at, &start) {
+        if p.start_at.get() != start.get() {
             bail!(
-                "{} (shard {}) started at {}, but {} at {start}: the shards of one run share their start instant",
+                "{} (shard {}) started at {}, but {} at {}: the shards of one run share their start instant",
                 p.dir.display(),
                 p.shard,
-                p.start_at,
-                name.display()
+                p.start_at.text(),
+                name.display(),
+                start.text()
             );
         }
         let differ: Vec<&str> = p
@@ -250,7 +252,7 @@ pub fn shard_bundles(paths: &[PathBuf], start_at: Option<&str>) -> anyhow::Resul
                 p.display()
             )
         })?;
-        let mut found: Vec<(String, PathBuf)> = Vec::new();
+        let mut found: Vec<(Written<Timestamp>, PathBuf)> = Vec::new();
         for e in entries {
             let dir = e?.path();
             if Bundle::open(&dir).is_err() {
@@ -268,43 +270,36 @@ pub fn shard_bundles(paths: &[PathBuf], start_at: Option<&str>) -> anyhow::Resul
                 found.push((at, dir));
             }
         }
-        let runs: std::collections::BTreeSet<&str> =
-            found.iter().map(|(a, _)| a.as_str()).collect();
-        let wanted = match (start_at, runs.len()) {
-            (Some(at), _) => at.to_owned(),
+        // One run per instant, however each shard's contract wrote it.
+        let runs: std::collections::BTreeMap<Timestamp, &str> =
+            found.iter().map(|(a, _)| (*a.get(), a.text())).collect();
+        let wanted: Written<Timestamp> = match (start_at, runs.len()) {
+            (Some(at), _) => Written::parse(at).map_err(|e| anyhow::anyhow!("--start-at {e}"))?,
             (None, 0) => bail!("{} holds no shard's bundle", p.display()),
-            (None, 1) => runs
-                .iter()
-                .next()
-                .map(|s| s.to_string())
-                .unwrap_or_default(),
-            (None, _) => bail!(
+            (None, _) if runs.len() > 1 => bail!(
                 "{} holds the shards of {} runs, started at {}: say which with --start-at",
                 p.display(),
                 runs.len(),
-                runs.into_iter().collect::<Vec<_>>().join(", ")
+                runs.values().copied().collect::<Vec<_>>().join(", ")
             ),
+            (None, _) => found[0].0.clone(),
         };
         let mut mine: Vec<PathBuf> = found
             .into_iter()
-            .filter(|(a, _)| same_instant(a, &wanted))
+            .filter(|(a, _)| a.get() == wanted.get())
             .map(|(_, d)| d)
             .collect();
         if mine.is_empty() {
-            bail!("{} holds no shard started at {wanted}", p.display());
+            bail!(
+                "{} holds no shard started at {}",
+                p.display(),
+                wanted.text()
+            );
         }
         mine.sort();
         out.extend(mine);
     }
     Ok(out)
-}
-
-/// Two RFC 3339 instants name the same moment (however each was written).
-fn same_instant(a: &str, b: &str) -> bool {
-    match (a.parse::<jiff::Timestamp>(), b.parse::<jiff::Timestamp>()) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => a == b,
-    }
 }
 
 /// Merges the shard bundles in `dirs` into a new bundle under `out_root`.
@@ -388,7 +383,7 @@ fn shifted_records(parts: &[Part], latest: u64) -> (Vec<Record>, Vec<ShardFacts>
         shards.push(ShardFacts {
             index: p.shard.index,
             count: p.shard.count,
-            start_at: p.start_at.clone(),
+            start_at: p.start_at.text().to_owned(),
             host: p.environment.probed.client.hostname.clone(),
             clock: p
                 .environment

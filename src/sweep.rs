@@ -426,17 +426,23 @@ pub fn capacity_rule(s: &crate::contract::Slo) -> String {
     )
 }
 
-/// What a capacity search needs of its contract: open-loop load and an SLO.
-fn capacity_needs(base: &Contract) -> anyhow::Result<()> {
+/// What a capacity search needs of its contract: open-loop load at a rate, and an SLO. The
+/// rate it starts from.
+fn capacity_needs(base: &Contract) -> anyhow::Result<f64> {
     if !base.load.is_open() {
         bail!(
             "--capacity needs open-loop load: a closed loop cannot find a capacity (it slows down with the server)"
         );
     }
+    let Some(rate) = base.load.rate() else {
+        bail!(
+            "--capacity searches load.rate: a trace replays at its own timing and a load program at its stages' rates (for a program, end it with a stage of shape = \"edge\")"
+        );
+    };
     if !base.has_slo() {
         bail!("--capacity needs an [slo]: capacity is the highest rate at which the SLO holds");
     }
-    Ok(())
+    Ok(rate)
 }
 
 /// A rate as a point's value is written (and compared: a bisected rate has more decimals).
@@ -543,7 +549,8 @@ async fn search(
     confirm_within: std::time::Duration,
 ) -> anyhow::Result<(Capacity, Vec<SweepPoint>)> {
     let mut points = Vec::<SweepPoint>::new();
-    let mut bracket = crate::arrival::edge::Bracket::new(at.base.load.rate(), resolution, max_runs);
+    let start = capacity_needs(at.base)?;
+    let mut bracket = crate::arrival::edge::Bracket::new(start, resolution, max_runs);
     let (mut confirmation, mut unconfirmed, mut refuted) = (None, None, Vec::new());
     'search: loop {
         while let Some(rate) = bracket.next_rate() {

@@ -377,11 +377,20 @@ fn block_words(c: &Contract) -> String {
         (None, Some(d)) => format!("{} s", crate::report::num(d.seconds())),
         _ => "one run".into(),
     };
-    format!(
-        "{size} at {} req/s ({} arrivals), each after the contract's own warm-up",
-        crate::report::num(c.load.rate()),
-        format!("{:?}", c.load.arrival()).to_lowercase()
-    )
+    let load = match c.load.drive() {
+        crate::contract::Drive::Open {
+            rate: Some(r),
+            arrival,
+            ..
+        } => format!(
+            "at {} req/s ({} arrivals)",
+            crate::report::num(r),
+            format!("{arrival:?}").to_lowercase()
+        ),
+        // A trace replays at its own timing.
+        _ => format!("of {}", c.load.describe()),
+    };
+    format!("{size} {load}, each after the contract's own warm-up")
 }
 
 /// The sequential design: the contract's confidence, the options' power, MDE and budget, a
@@ -548,7 +557,8 @@ fn block_long_enough(r: &AbResult, c: &Contract) -> anyhow::Result<()> {
         };
         let window = b.window_s;
         if window > 0.0 && window < tail_ms / 1000.0 {
-            let rate = c.load.rate();
+            // A trace (its own rate) gets the floor of 10 requests.
+            let rate = c.load.rate().unwrap_or(0.0);
             bail!(
                 "a block is shorter than its E2E tail: block {} of pair {} sent its steady requests over {:.1} s, but its {} is {:.1} s, so the block is mostly its own start and drain rather than the load the contract names. Make the blocks longer: --requests {} or more (or --duration {}s). The blocks run so far are in {}",
                 b.side,

@@ -492,7 +492,7 @@ pub fn planning(c: &crate::contract::Contract, planned: Option<u64>) -> Option<S
     }
     let conf = c.measurement.confidence;
     let (edge_step, planned, plans) = sample_of(c, planned);
-    let rate = c.load.is_open().then(|| c.load.rate()).filter(|r| *r > 0.0);
+    let rate = c.load.rate().filter(|r| *r > 0.0);
     let takes = |n: u64| match rate {
         Some(r) if n != u64::MAX => format!(" (≈{} at {r} req/s)", seconds(n as f64 / r)),
         _ => String::new(),

@@ -5,6 +5,7 @@
 //! INVALID: what a sample supports is `claims`' question.
 
 use super::*;
+use crate::contract::Drive;
 
 /// What the validity rules read.
 pub(super) struct ValidityInputs<'a> {
@@ -50,22 +51,18 @@ pub(super) fn client_behind_reason(c: &Contract, stats: &PhaseStats) -> Option<S
 /// What a load model can support, and what it cannot: an open loop, tail latency, goodput and
 /// capacity at its rate; a closed loop, throughput and latency at its concurrency only.
 pub(super) fn what_the_load_supports(c: &Contract) -> (String, Vec<String>) {
-    if c.load.is_open() {
-        (
+    match c.load.drive() {
+        Drive::Open { .. } => (
             "tail latency, goodput and capacity at the offered rate".to_owned(),
             Vec::new(),
-        )
-    } else {
-        (
-            format!(
-                "throughput and latency at concurrency {}",
-                c.load.concurrency()
-            ),
+        ),
+        Drive::Closed { users, .. } => (
+            format!("throughput and latency at concurrency {users}"),
             vec![
                 "tail latency under an arrival rate (the closed loop waits for the server, so its queue never builds)".to_owned(),
                 "capacity (a closed loop slows down with the server)".to_owned(),
             ],
-        )
+        ),
     }
 }
 
@@ -91,10 +88,11 @@ pub(super) fn validity(c: &Contract, v: &ValidityInputs) -> Validity {
             client_behind = true;
             reasons.push(why);
         }
-        if let Some(d) = v.errors.get("client_dropped") {
+        if let (Some(d), Drive::Open { max_in_flight, .. }) =
+            (v.errors.get("client_dropped"), c.load.drive())
+        {
             reasons.push(format!(
-                "{d} arrivals were client-dropped at load.max_in_flight = {}",
-                c.load.max_in_flight()
+                "{d} arrivals were client-dropped at load.max_in_flight = {max_in_flight}"
             ));
         }
         (overload, kept_up) = load_kept(c, v, &mut reasons);

@@ -39,8 +39,8 @@ pub(crate) fn sample_plan(
         .copied()
         .or_else(|| {
             let d = c.load.duration()?;
-            (c.load.is_open() && c.workload.sessions.is_none())
-                .then(|| (c.load.rate() * d.seconds()) as u64)
+            let rate = c.load.rate().filter(|_| c.workload.sessions.is_none())?;
+            Some((rate * d.seconds()) as u64)
         });
     crate::analyze::claims::planning(c, planned)
 }

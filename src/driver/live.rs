@@ -129,7 +129,11 @@ impl Driver {
         let seed = self.contract.workload.seed ^ (u64::from(setting.segment) << 32);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let gap = Exp::new(setting.offered_rps.max(1e-3)).ok()?;
-        let cap = u64::from(self.contract.load.max_in_flight());
+        // An open segment's cap: the contract's when it is an open loop, else the default.
+        let cap = u64::from(match self.contract.load.drive() {
+            crate::contract::Drive::Open { max_in_flight, .. } => max_in_flight,
+            crate::contract::Drive::Closed { .. } => crate::contract::DEFAULT_IN_FLIGHT,
+        });
         let mut at = self.client.now_us();
         loop {
             at += (gap.sample(&mut rng) * 1e6) as u64;

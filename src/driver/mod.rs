@@ -26,7 +26,7 @@ use tokio_util::task::TaskTracker;
 use crate::api::Message;
 use crate::api::RequestSpec;
 use crate::client::Client;
-use crate::contract::Contract;
+use crate::contract::{Contract, Drive};
 use crate::plan::{ArrivalGen, Phase, Phaser, Plan, PlannedRequest, Scheduled, SessionPlan};
 use crate::record::{Outcome, Record};
 
@@ -368,15 +368,18 @@ impl Driver {
         if let Some(k) = self.control.clone() {
             return self.live_loop(k, tx, cancel).await;
         }
-        if self.contract.load.is_open() {
-            self.open_loop(tx, cancel).await
-        } else {
-            self.closed_loop(tx, cancel).await
+        match self.contract.load.drive() {
+            Drive::Open { max_in_flight, .. } => self.open_loop(max_in_flight, tx, cancel).await,
+            Drive::Closed { users, think } => {
+                let think = Duration::from_secs_f64(think.seconds());
+                self.closed_loop(users, think, tx, cancel).await
+            }
         }
     }
 
     async fn open_loop(
         self: Arc<Self>,
+        cap: u32,
         tx: UnboundedSender<Record>,
         cancel: CancellationToken,
     ) -> DriveOutcome {
@@ -385,7 +388,7 @@ impl Driver {
         let (me, t, c) = (self.clone(), tracker.clone(), cancel.clone());
         // The schedule is kept by a dedicated thread: `std::thread::sleep` wakes within tens of
         // microseconds, where tokio's timer wheel rounds every sleep up to the next millisecond.
-        let dispatch = tokio::task::spawn_blocking(move || me.dispatch(&handle, &t, &tx, &c));
+        let dispatch = tokio::task::spawn_blocking(move || me.dispatch(cap, &handle, &t, &tx, &c));
         let mut out = dispatch.await.unwrap_or_else(|e| DriveOutcome {
             interrupted: true,
             failed: Some(format!("the dispatch thread failed: {e}")),
@@ -400,6 +403,7 @@ impl Driver {
     /// Sends every scheduled request at its time (blocking thread).
     fn dispatch(
         self: &Arc<Self>,
+        cap: u32,
         handle: &tokio::runtime::Handle,
         tracker: &TaskTracker,
         tx: &UnboundedSender<Record>,
@@ -426,7 +430,6 @@ impl Driver {
                 return out;
             }
         }
-        let cap = self.contract.load.max_in_flight();
         let in_flight = Arc::new(AtomicU32::new(0));
         let steady_in_flight = Arc::new(AtomicU64::new(0));
         // The drain ends with the last steady request (or session): then no drain session
@@ -640,11 +643,14 @@ impl Driver {
 
     async fn closed_loop(
         self: Arc<Self>,
+        users: u32,
+        think: Duration,
         tx: UnboundedSender<Record>,
         cancel: CancellationToken,
     ) -> DriveOutcome {
-        let users = self.contract.load.concurrency().max(1);
         let shared = Arc::new(ClosedState {
+            users: u64::from(users),
+            think,
             origin: self.client.now_us(),
             next_index: AtomicU64::new(0),
             phaser: Mutex::new(Phaser::new(self.plan.rules())),
@@ -678,7 +684,7 @@ impl Driver {
         tx: &UnboundedSender<Record>,
         cancel: &CancellationToken,
     ) {
-        let think = Duration::from_secs_f64(self.contract.load.think_time().seconds());
+        let think = st.think;
         loop {
             if cancel.is_cancelled() {
                 return;
@@ -700,15 +706,14 @@ impl Driver {
             }
             // The drain keeps the users going at most twice round (what is in flight at the
             // steady phase's end is the users).
-            let users = u64::from(self.contract.load.concurrency().max(1));
-            let bound = guard::drain_bound(users);
+            let bound = guard::drain_bound(st.users);
             if phase == Phase::Drain && st.drained.fetch_add(1, Ordering::AcqRel) >= bound {
                 st.drain_cut
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .get_or_insert(guard::DrainCut {
                         bound,
-                        in_flight_at_steady_end: users,
+                        in_flight_at_steady_end: st.users,
                         at_us: self.client.now_us(),
                     });
                 return;
@@ -917,6 +922,9 @@ fn sleep_until(deadline: std::time::Instant, cancel: &CancellationToken) -> bool
 }
 
 struct ClosedState {
+    /// The closed loop's users, and each one's pause between an answer and its next request.
+    users: u64,
+    think: Duration,
     /// When the loop started, µs on the run's clock.
     origin: u64,
     next_index: AtomicU64,

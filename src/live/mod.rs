@@ -268,7 +268,7 @@ impl Board {
         let setting = self.control.as_ref().map(|k| k.setting());
         let offered_rps = match &setting {
             Some(s) => Some(s.offered_rps),
-            None if c.load.is_open() && c.load.rate() > 0.0 => Some(c.load.rate()),
+            None if c.load.rate().is_some_and(|r| r > 0.0) => c.load.rate(),
             None if c.load.is_open() => Some(arrived as f64 / span),
             None => None,
         };

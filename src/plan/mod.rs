@@ -650,17 +650,26 @@ impl Plan {
             .iter()
             .map(|r| (r.offset_s / speedup * 1e6).round() as u64)
             .collect();
-        let open = c.load.is_open().then(|| {
-            let params = crate::arrival::Params {
-                rate: c.load.rate(),
-                shape: c.load.burstiness(),
-                trace_us: std::sync::Arc::new(trace_us),
-                pinned: (c.load.pin_total == Some(true))
-                    .then(|| c.load.requests.map(|n| n + c.warmup.requests))
-                    .flatten(),
-            };
-            (c.load.arrival(), params)
-        });
+        let open = match c.load.drive() {
+            crate::contract::Drive::Open {
+                arrival,
+                rate,
+                burstiness,
+                ..
+            } => {
+                let params = crate::arrival::Params {
+                    // A trace's timestamps or a program's stages set the rate.
+                    rate: rate.unwrap_or(0.0),
+                    shape: burstiness,
+                    trace_us: std::sync::Arc::new(trace_us),
+                    pinned: (c.load.pin_total == Some(true))
+                        .then(|| c.load.requests.map(|n| n + c.warmup.requests))
+                        .flatten(),
+                };
+                Some((arrival, params))
+            }
+            crate::contract::Drive::Closed { .. } => None,
+        };
         let blocks = sources
             .trace
             .iter()
@@ -1564,7 +1573,7 @@ mod tests {
         let mut planned = std::collections::BTreeMap::new();
         for i in 0..4 {
             let mut c = whole.clone();
-            c.load.shard = Some(format!("{i}/4"));
+            c.load.shard = crate::contract::Written::parse(&format!("{i}/4")).ok();
             let shard = Plan::new(&c, &Inputs::default());
             union.extend(shard.to_jsonl(1000).lines().map(str::to_owned));
             for (phase, n) in shard.planned_by_phase() {

@@ -12,7 +12,8 @@ use anyhow::Context;
 /// shards of one run share theirs (one plan): it is drawn from their start instant.
 pub(super) fn cache_nonce(contract: &Contract) -> String {
     match &contract.load.start_at {
-        Some(at) => crate::text::sha256_prefix(at.as_bytes(), 8),
+        // The instant, not its spelling: every shard of the run draws the same nonce.
+        Some(at) => crate::text::sha256_prefix(at.get().to_string().as_bytes(), 8),
         None => fresh_nonce(),
     }
 }

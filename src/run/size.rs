@@ -349,7 +349,7 @@ pub fn size(c: &Contract, shape: Shape, m: &Measured, fixed: &[&str]) -> Sizing 
         ));
     }
     let shape = out.outputs(alone, shape);
-    let fixed_rate = (c.load.is_open() && out.load_fixed).then(|| c.load.rate());
+    let fixed_rate = c.load.rate().filter(|_| out.load_fixed);
     out.rate_and_counts(alone, bursts, shape, fixed_rate);
     out.slo_and_timeout(c, alone, shape);
     out.sizing

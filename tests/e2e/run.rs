@@ -905,7 +905,7 @@ fn run_set_and_shorthands_change_the_resolved_contract_and_its_fingerprints() {
     );
     let bundle = only_bundle(&d.join("runs/set"));
     let ran = contract::load(&bundle.join("contract.toml")).unwrap();
-    assert_eq!(ran.load.rate(), 5.0);
+    assert_eq!(ran.load.rate(), Some(5.0));
     assert_eq!(ran.load.requests(), Some(20));
     assert_eq!(ran.slo.ttft_ms.map(|m| m.0), Some(300.0));
     // The fingerprints are those of the contract as it would be written with those values.
@@ -967,7 +967,7 @@ fn run_set_and_shorthands_change_the_resolved_contract_and_its_fingerprints() {
     let g = contract::load(&d.join("g.toml")).unwrap();
     assert_eq!(g.target.url.as_deref(), Some("http://127.0.0.1:9"));
     assert!(!g.load.is_open());
-    assert_eq!(g.load.concurrency(), 4);
+    assert_eq!(g.load.concurrency, Some(4));
 }
 
 /// With stderr not a terminal (CI, a log), a run prints a progress line every

@@ -454,6 +454,38 @@ fn merging_shards_that_are_not_one_run_is_refused_naming_the_shard() {
     .unwrap();
     let l = late.to_str().unwrap();
     refuse(&[b0, l], &["started at 2030-01-01T00:00:00Z", l]);
+    // The same instant spelt another way is the same run: a volume holding both merges, and
+    // a --start-at that is no instant is refused by its reason.
+    let vol = d.join("vol");
+    copy_dir(&b[0], &vol.join("s0"));
+    copy_dir(&b[1], &vol.join("s1"));
+    let text = std::fs::read_to_string(vol.join("s1/contract.toml")).unwrap();
+    let at: jiff::Timestamp = text
+        .lines()
+        .find_map(|l| l.strip_prefix("start_at = "))
+        .unwrap()
+        .trim_matches('"')
+        .parse()
+        .unwrap();
+    let spelt = at.display_with_offset(jiff::tz::Offset::constant(1));
+    std::fs::write(
+        vol.join("s1/contract.toml"),
+        text.replace(&at.to_string(), &spelt.to_string()),
+    )
+    .unwrap();
+    assert!(
+        std::fs::read_to_string(vol.join("s1/contract.toml"))
+            .unwrap()
+            .contains("+01:00")
+    );
+    let v = vol.to_str().unwrap();
+    let joined = goodput(&["merge", v, "--out", d.join("vol-merged").to_str().unwrap()]);
+    assert!(
+        joined.status.success(),
+        "{}",
+        String::from_utf8_lossy(&joined.stderr)
+    );
+    refuse(&[v, "--start-at", "tomorrow"], &["--start-at", "RFC 3339"]);
     // Not a shard at all.
     let whole = goodput(&[
         "run",
