@@ -1458,6 +1458,21 @@ mod tests {
         assert!(e.contains("value 2 is empty"), "{e}");
     }
 
+    /// A capacity search varies `load.rate`: it starts from the contract's, and a contract
+    /// without one (a trace, a load program, a closed loop) is refused naming why.
+    #[test]
+    fn a_capacity_search_needs_a_fixed_rate_to_start_from() {
+        let c = |load: &str| {
+            let text = format!("[load]\n{load}requests = 10\n[slo]\nttft_ms = 500\n");
+            crate::contract::parse(&text, Path::new("t.toml")).unwrap()
+        };
+        assert_eq!(capacity_needs(&c("rate = 3\n")).unwrap(), 3.0);
+        let closed = capacity_needs(&c("concurrency = 2\n")).unwrap_err();
+        assert!(closed.to_string().contains("open-loop"), "{closed}");
+        let trace = capacity_needs(&c("arrival = \"trace\"\ntrace = \"t.csv\"\n")).unwrap_err();
+        assert!(trace.to_string().contains("searches load.rate"), "{trace}");
+    }
+
     #[test]
     fn set_key_keeps_everything_else_and_creates_tables() {
         let src = "# my contract\n[load]\nmodel = \"open\" # note\nrate = 2\nrequests = 10\n";
