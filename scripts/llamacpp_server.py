@@ -1,7 +1,7 @@
 """Starts llama.cpp's own HTTP server (embedded in the xllamacpp wheel) on loopback and keeps it
 running until SIGTERM/SIGINT. Called by scripts/real-engine.sh; not imported by anything else.
 
-Usage: llamacpp_server.py --model PATH --port N [--parallel 4] [--ctx 4096] [--threads 1]
+Usage: llamacpp_server.py --model PATH --port N [--parallel 4] [--ctx 4096] [--threads 1] [--swa-full]
 """
 
 import argparse
@@ -20,6 +20,9 @@ def main() -> int:
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--ctx", type=int, default=4096, help="context shared by all slots")
     ap.add_argument("--threads", type=int, default=1)
+    # Gemma 3 attends over a sliding window: without a full-size window cache, llama.cpp
+    # cannot cut a slot's cache back to a shared prefix and reuses none of it (cache_n 1).
+    ap.add_argument("--swa-full", action="store_true")
     a = ap.parse_args()
 
     p = xllamacpp.CommonParams()
@@ -36,6 +39,7 @@ def main() -> int:
     p.cpuparams.n_threads = a.threads
     p.cpuparams_batch.n_threads = a.threads
     p.n_threads_http = 4
+    p.swa_full = a.swa_full
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

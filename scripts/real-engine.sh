@@ -10,6 +10,10 @@
 #   scripts/real-engine.sh start PORT     starts it in the background, waits until ready (bounded)
 #   scripts/real-engine.sh stop [PORT]    stops what `start PORT` started (no port: every one)
 #
+# GOODPUT_REAL_ENGINE_SLOTS, _CTX and _THREADS size the server; GOODPUT_REAL_ENGINE_SWA_FULL=1
+# gives Gemma 3's sliding-window layers a full cache, without which llama.cpp reuses no shared
+# prompt prefix (only a conversation's exact continuation).
+#
 # Servers started on different ports are independent (a pid and a log file each), so tests
 # that each start their own can run side by side.
 #
@@ -61,7 +65,7 @@ serve() {
     install
     exec "$PY" "$HERE/llamacpp_server.py" --model "$MODEL" --port "$port" \
         --parallel "${GOODPUT_REAL_ENGINE_SLOTS:-4}" --ctx "${GOODPUT_REAL_ENGINE_CTX:-4096}" \
-        --threads "${GOODPUT_REAL_ENGINE_THREADS:-1}"
+        --threads "${GOODPUT_REAL_ENGINE_THREADS:-1}" ${GOODPUT_REAL_ENGINE_SWA_FULL:+--swa-full}
 }
 
 start() {
@@ -71,7 +75,7 @@ start() {
     stop "$port" >/dev/null 2>&1 || true
     setsid "$PY" "$HERE/llamacpp_server.py" --model "$MODEL" --port "$port" \
         --parallel "${GOODPUT_REAL_ENGINE_SLOTS:-4}" --ctx "${GOODPUT_REAL_ENGINE_CTX:-4096}" \
-        --threads "${GOODPUT_REAL_ENGINE_THREADS:-1}" >"$log" 2>&1 &
+        --threads "${GOODPUT_REAL_ENGINE_THREADS:-1}" ${GOODPUT_REAL_ENGINE_SWA_FULL:+--swa-full} >"$log" 2>&1 &
     echo $! >"$pidfile"
     local deadline=$((SECONDS + READY_TIMEOUT_S))
     until python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=1)" 2>/dev/null; do

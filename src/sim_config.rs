@@ -76,6 +76,11 @@ pub struct SimConfig {
     /// Left out of the configuration when served.
     #[serde(skip_serializing_if = "is_true")]
     pub tokenize: bool,
+    /// Whether answers carry llama-server's `timings` object (the request's prefill and decode
+    /// time and prompt cache hits, from the ground truth), as llama.cpp's do. Off by default,
+    /// as vLLM's answers have none; left out of the configuration when off.
+    #[serde(skip_serializing_if = "is_false")]
+    pub timings: bool,
     /// Keep each request's prompt text in its ground truth (tests that check what a client
     /// sent, such as a session's history). Off: prompts can be long.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -190,6 +195,7 @@ impl Default for SimConfig {
             warmup_steps: 0,
             stream_usage: true,
             tokenize: true,
+            timings: false,
             record_prompts: false,
             chat_template_tokens: 0,
             scheduling: Scheduling::Fcfs,
@@ -473,6 +479,10 @@ fn is_one_f64(x: &f64) -> bool {
 
 fn is_true(b: &bool) -> bool {
     *b
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero_f64(x: &f64) -> bool {

@@ -255,6 +255,12 @@ impl Started {
 
     /// With `slots` parallel sequences (`GOODPUT_REAL_ENGINE_SLOTS`; the script's 4 otherwise).
     fn with_slots(slots: Option<u32>) -> Started {
+        Started::with(slots, false)
+    }
+
+    /// With `slots`, and with `swa_full` a full cache for the model's sliding-window layers
+    /// (`GOODPUT_REAL_ENGINE_SWA_FULL`), without which no shared prefix is reused.
+    fn with(slots: Option<u32>, swa_full: bool) -> Started {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -265,6 +271,9 @@ impl Started {
         c.args(["start", &port.to_string()]);
         if let Some(n) = slots {
             c.env("GOODPUT_REAL_ENGINE_SLOTS", n.to_string());
+        }
+        if swa_full {
+            c.env("GOODPUT_REAL_ENGINE_SWA_FULL", "1");
         }
         let out = c.output().expect("scripts/real-engine.sh runs");
         assert!(
@@ -897,6 +906,152 @@ async fn slots_idle_within(base: &str, within: std::time::Duration) -> std::time
         );
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
+}
+
+/// llama-server's own prefill and decode totals (`/metrics`, s).
+async fn llamacpp_seconds(base: &str) -> (f64, f64) {
+    let text = common::http()
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name} in /metrics: {text}"))
+    };
+    (
+        value("llamacpp:prompt_seconds_total "),
+        value("llamacpp:tokens_predicted_seconds_total "),
+    )
+}
+
+/// Issue #74 on llama.cpp: with no spans, every steady request is joined from the `timings`
+/// its answer states; their prefill and decode add up to the server's own `/metrics` totals
+/// over the run within 5%; one slot offered more than it serves reads its TTFT p99 mostly
+/// queue; a cold run finds nothing cached beyond its stated lead. Shared prefixes: Gemma 3's
+/// sliding window keeps llama.cpp from cutting a slot's cache back to a shared prefix (each
+/// request states `cache_n` 1), which goodput calls out; with `--swa-full` the slot's cache
+/// serves every send of the prefix after its first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
+async fn llamacpp_answers_timings_say_where_the_time_went() {
+    let _cpu = CPU.read().await;
+    let engine = Started::with_slots(Some(1));
+    let dir = tempfile::tempdir().unwrap();
+    let text = |url: &str, workload: &str, load: &str| {
+        format!(
+            r#"name = "real-attribution"
+[target]
+url = "{url}"
+model = "gemma-3-270m"
+timeout = "120s"
+[workload]
+seed = 11
+output_tokens = {{ dist = "fixed", value = 16 }}
+{workload}
+[load]
+{load}
+[warmup]
+requests = 0
+[slo]
+ttft_ms = 100000
+[measurement]
+server_metrics_interval = 0
+max_dispatch_lag_ms = 1000
+[measurement.guard]
+max_wait = "90s"
+[quality]
+mode = "none"
+"#
+        )
+    };
+    let before = llamacpp_seconds(&engine.0).await;
+    let r = common::run_in(
+        common::parse(&text(
+            &engine.0,
+            "input_tokens = { dist = \"fixed\", value = 48 }",
+            "kind = \"open\"\narrival = \"constant\"\nrate = 6\nrequests = 12",
+        )),
+        dir.path(),
+    )
+    .await;
+    let after = llamacpp_seconds(&engine.0).await;
+    let sp = r.summary.steady.spans.clone().expect("where the time went");
+    eprintln!("{:?}", sp.ttft.last());
+    assert_eq!(sp.source.as_deref(), Some("llama.cpp timings"));
+    assert_eq!((sp.joined, sp.unreported), (sp.requests, 0), "{sp:?}");
+    assert_eq!(sp.mismatched, 0, "{:?}", sp.mismatches);
+    let stated = |f: fn(&goodput::record::EngineTiming) -> Option<u64>| {
+        r.records
+            .iter()
+            .filter_map(|x| x.engine_timing.as_ref().and_then(f))
+            .sum::<u64>() as f64
+            / 1e6
+    };
+    let (prefill, decode) = (stated(|t| t.prefill_us), stated(|t| t.decode_us));
+    let (server_prefill, server_decode) = (after.0 - before.0, after.1 - before.1);
+    eprintln!(
+        "prefill {prefill:.3} s stated, {server_prefill:.3} s in /metrics; decode {decode:.3} s, {server_decode:.3} s"
+    );
+    assert!(
+        (prefill - server_prefill).abs() <= 0.05 * server_prefill,
+        "prefill {prefill} s against /metrics {server_prefill} s"
+    );
+    assert!(
+        (decode - server_decode).abs() <= 0.05 * server_decode,
+        "decode {decode} s against /metrics {server_decode} s"
+    );
+    let p99 = sp.ttft.last().unwrap();
+    assert_eq!(p99.dominant, "queue", "one slot at 6 req/s: {p99:?}");
+    // Cold: nothing cached beyond the lead every prompt of the run shares.
+    assert!(
+        !r.summary
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("COLD CACHE WAS WARM")),
+        "{:?}",
+        r.summary.warnings
+    );
+
+    // Shared prefixes, on this server and on one with a full sliding-window cache.
+    let shared = |url: &str| {
+        common::parse(&text(
+            url,
+            "input_tokens = { dist = \"fixed\", value = 160 }\nprefix_cache = \"shared\"\nshared_prefix_tokens = 128\nprefixes = 1",
+            "kind = \"closed\"\nconcurrency = 1\nrequests = 10",
+        ))
+    };
+    let cached = |r: &goodput::run::RunResult| -> Vec<u32> {
+        r.records
+            .iter()
+            .filter_map(|x| x.engine_timing?.cached_tokens)
+            .collect()
+    };
+    let warned = |r: &goodput::run::RunResult| {
+        r.summary
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("SHARED PREFIXES WERE NOT CACHED"))
+    };
+    let r = common::run_in(shared(&engine.0), dir.path()).await;
+    eprintln!("shared, sliding window: cache_n {:?}", cached(&r));
+    assert!(cached(&r).iter().all(|&k| k < 8), "{:?}", cached(&r));
+    assert!(warned(&r), "{:?}", r.summary.warnings);
+    drop(engine);
+    let full = Started::with(Some(1), true);
+    let r = common::run_in(shared(&full.0), dir.path()).await;
+    let hits = cached(&r);
+    eprintln!("shared, --swa-full: cache_n {hits:?}");
+    assert_eq!(hits.len(), r.records.len());
+    assert!(
+        hits[1..].iter().all(|&k| k >= 100),
+        "the shared 128-token prefix is cached after its first send: {hits:?}"
+    );
+    assert!(!warned(&r), "{:?}", r.summary.warnings);
 }
 
 /// Issue #69 on llama.cpp: `goodput init --url` sizes the template to the server from a few

@@ -501,6 +501,46 @@ fn cold_cache_warning(c: &Contract, w: &Inputs, steady_ok: &[&&Record]) -> Optio
     })
 }
 
+/// Under `prefix_cache = "shared"` or `"warm"`, an engine that states its cached prompt tokens
+/// (usage, or its answers' timing) and stated a hit on the shared prefix for almost none of the
+/// requests that carry one an earlier request sent: its prefix cache is off or lost them (vLLM
+/// without prefix caching, or with it turned off under speculative decoding), and these TTFTs
+/// are cold ones, not the workload's.
+fn shared_cache_warning(c: &Contract, steady_ok: &[&&Record]) -> Option<String> {
+    use crate::contract::PrefixCache;
+    let mode = c.workload.prefix_cache;
+    if mode == PrefixCache::Cold {
+        return None;
+    }
+    // Shorter than a couple of cache blocks: a miss is not evidence.
+    let shared = c.workload.shared_prefix_tokens.filter(|&n| n >= 32)?;
+    let stated: Vec<u32> = steady_ok
+        .iter()
+        .filter_map(|r| {
+            r.usage_cached_tokens
+                .or(r.engine_timing.and_then(|t| t.cached_tokens))
+        })
+        .collect();
+    if stated.len() < 8 || stated.len() * 2 < steady_ok.len() {
+        return None;
+    }
+    // A prefix is new only to the first request that carries it (under `warm`, to none).
+    let first_sends = match mode {
+        PrefixCache::Warm => 0,
+        _ => c.workload.prefixes.unwrap_or(1) as usize,
+    };
+    let should_hit = stated.len().saturating_sub(first_sends);
+    let hit = stated.iter().filter(|&&k| k * 2 >= shared).count();
+    if should_hit == 0 || hit * 10 > should_hit {
+        return None;
+    }
+    Some(format!(
+        "SHARED PREFIXES WERE NOT CACHED: under prefix_cache = \"{}\" {should_hit} of the {} steady requests whose cached tokens the server stated carry a {shared}-token prefix an earlier request sent, yet it stated at least half of that prefix cached for {hit}: its prefix cache is off or lost them (vLLM: prefix caching disabled, or turned off under speculative decoding), so these TTFTs are cold ones, not this workload's",
+        format!("{mode:?}").to_lowercase(),
+        stated.len()
+    ))
+}
+
 /// Declares a verdict enum whose JSON (and display) names are fixed strings, comparable with
 /// those strings.
 macro_rules! verdict {
@@ -1281,7 +1321,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 support,
                 sessions: sessions::summarize(c, steady_recs, window_s),
                 tasks: tasks::summarize(c, steady_recs, window_s),
-                spans: spans::summarize(c, steady_recs, cx.spans, cx.traces),
+                spans: spans::summarize(c, steady_recs, cx.spans, cx.traces, facts.get("engine")),
                 replicas: replicas::summarize(c, steady_recs),
                 prefix_reuse: prefix_reuse(c, &ok),
             },
@@ -1485,6 +1525,7 @@ fn warnings(
     model_warning(c, records)
         .into_iter()
         .chain(cold_cache_warning(c, workload, ok))
+        .chain(shared_cache_warning(c, ok))
         .chain(crate::env::prom::thinning_warning("metrics.jsonl", scrapes))
         .chain(crate::env::prom::thinning_warning("telemetry.jsonl", telemetry))
         .chain(c.target.tls.insecure.then(|| {

@@ -1,6 +1,7 @@
 //! Where the time went: each steady request's record joined, by its trace id, to the server
-//! span the engine exported for it (`spans.jsonl`, `[measurement.traces]`), and its latency
-//! split into parts that add up to it exactly.
+//! span the engine exported for it (`spans.jsonl`, `[measurement.traces]`), or else to the
+//! timing the engine stated in its own answer (llama.cpp's `timings`, in the record), and its
+//! latency split into parts that add up to it exactly.
 //!
 //! TTFT (from the latency origin) is the sum of **dispatch** (intended send → sent: the
 //! client's lag), **client/network** (the client's TTFT from its send minus the server's TTFT:
@@ -8,6 +9,11 @@
 //! server's TTFT minus its queue and prefill: parsing, tokenizing, handing the request to the
 //! engine), **queue** and **prefill**. End-to-end adds **decode** (first token to last), and
 //! its client/network and server-other parts are taken over the whole request likewise.
+//!
+//! An answer's timing states prefill and decode but not the queue: there the queue is derived,
+//! and said to be: each request's time to first token from its send, less the engine's
+//! prefill, is its queue plus the network and the server's own handling; the run's smallest
+//! such remainder is taken as that constant part (client/network), the rest as queue.
 //!
 //! A tail is explained by the requests in it: for each percentile, the parts averaged over
 //! the requests at or above it ("TTFT p99 2.4 s: queue 1.9 s, …"). The server cannot see more
@@ -18,16 +24,19 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::timing::EngineTiming;
 use crate::contract::Contract;
 use crate::otlp::{ServerTiming, SpanRecord};
 use crate::record::Record;
 
 /// The percentiles whose tails are decomposed.
 const TAILS: [f64; 3] = [50.0, 90.0, 99.0];
+/// `ServerSpans::source` of a run that had no source of the server's side.
+pub const NO_SOURCE: &str = "none";
 /// How many examples of each kind of problem are named.
 const EXAMPLES: usize = 5;
 
-/// The steady requests' server spans, joined and decomposed.
+/// The steady requests' server time (its spans, or its answers' timing), joined and decomposed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerSpans {
     /// Spans of the run's traces received (every phase).
@@ -56,9 +65,17 @@ pub struct ServerSpans {
     /// The slowest joined request (end to end): its timeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slowest: Option<Timeline>,
-    /// When nothing was joined: why, as far as the run can tell.
+    /// When nothing was joined: why, as far as the run can tell, and what this engine can
+    /// provide.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub none_because: Option<String>,
+    /// Where the server's side came from when not from spans: the engine's per-answer timing
+    /// (`llama.cpp timings`), or [`NO_SOURCE`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// A part the source does not state and the analysis derived, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived: Option<String>,
 }
 
 /// A request whose server time exceeds its client's view of it.
@@ -180,17 +197,24 @@ struct Joined<'a> {
     e2e: Option<Parts>,
 }
 
-/// The steady requests' spans, joined and decomposed; `None` when the run neither received
-/// spans nor was asked to (`[measurement.traces] listen`).
+/// The steady requests' server time, joined and decomposed: from the engine's spans when the
+/// run received them or listened for them (`[measurement.traces] listen`), else from the
+/// timing its answers state. With neither, `None`, unless the engine is one whose source
+/// goodput can name (`engine`, the target's identified engine): then what to turn on.
 pub fn summarize(
     c: &Contract,
     steady: &[&Record],
     spans: &[SpanRecord],
     traces: Option<&crate::otlp::receiver::TracesStatus>,
+    engine: Option<&str>,
 ) -> Option<ServerSpans> {
     let t = c.measurement.traces.as_ref();
-    if spans.is_empty() && t.and_then(|t| t.listen.as_ref()).is_none() {
-        return None;
+    let listened = t.and_then(|t| t.listen.as_ref()).is_some();
+    let timed = steady
+        .iter()
+        .any(|r| r.is_ok() && r.engine_timing.is_some());
+    if spans.is_empty() && (timed || !listened) {
+        return without_spans(c, steady, engine);
     }
     let tolerance_ms = t.map_or(5.0, |t| t.tolerance_ms.0);
     // By trace id; and by the engine's request id (`gen_ai.request.id`), for an engine that
@@ -242,9 +266,172 @@ pub fn summarize(
         check(&j, tolerance_ms, &mut out);
         joined.push(j);
     }
+    decompose(&mut out, &joined);
+    if out.joined == 0 {
+        out.none_because = Some(why_none(&out, traces, spans, engine));
+    }
+    Some(out)
+}
+
+/// A run without spans: the timing its answers state, else (with neither) what its engine
+/// can provide, when goodput can name it.
+fn without_spans(c: &Contract, steady: &[&Record], engine: Option<&str>) -> Option<ServerSpans> {
+    if steady
+        .iter()
+        .any(|r| r.is_ok() && r.engine_timing.is_some())
+    {
+        return Some(from_answers(c, steady));
+    }
+    let advice = no_source(engine)?;
+    Some(ServerSpans {
+        requests: steady.iter().filter(|r| r.is_ok()).count() as u64,
+        source: Some(NO_SOURCE.to_owned()),
+        tolerance_ms: c
+            .measurement
+            .traces
+            .as_ref()
+            .map_or(5.0, |t| t.tolerance_ms.0),
+        none_because: Some(advice),
+        ..Default::default()
+    })
+}
+
+/// What an engine with no source this run had can provide, and how to turn it on; `None` for
+/// an engine goodput cannot name a source of (the simulator, whose answers carry `timings`
+/// with `--set timings=true`, says nothing unless asked).
+fn no_source(engine: Option<&str>) -> Option<String> {
+    Some(match engine? {
+        "vllm" => "vLLM states each request's queue, prefill and decode in its spans: start it with --otlp-traces-endpoint http://HOST:PORT (with the OpenTelemetry packages installed) and give the contract [measurement.traces] listen = \"HOST:PORT\"".to_owned(),
+        "llama.cpp" => "llama.cpp states each request's prefill and decode in its answers' `timings`, and none came: a llama-server too old to send them, or a proxy between that drops them".to_owned(),
+        "sglang" => "SGLang reports cached tokens in usage; goodput does not yet read a per-request timing from SGLang (its OpenTelemetry tracing is not joined): TTFT cannot be split here".to_owned(),
+        "tgi" => "TGI states queue and inference time in its /generate answers' headers (x-queue-time, x-inference-time); goodput does not read them yet: TTFT cannot be split here".to_owned(),
+        _ => return None,
+    })
+}
+
+/// The steady requests joined to the timing their answers state (the records'
+/// `engine_timing`): prefill and decode as stated, the queue as stated or derived.
+fn from_answers(c: &Contract, steady: &[&Record]) -> ServerSpans {
+    let ok: Vec<&Record> = steady.iter().copied().filter(|r| r.is_ok()).collect();
+    let tolerance_ms = c
+        .measurement
+        .traces
+        .as_ref()
+        .map_or(5.0, |t| t.tolerance_ms.0);
+    let mut out = ServerSpans {
+        requests: ok.len() as u64,
+        tolerance_ms,
+        ..Default::default()
+    };
+    let stated: Vec<(&Record, EngineTiming)> = ok
+        .iter()
+        .filter_map(|r| Some((*r, r.engine_timing?)))
+        .filter(|(r, t)| r.sent_us.is_some() && r.end_us.is_some() && t.prefill_us.is_some())
+        .collect();
+    for r in ok.iter().filter(|r| r.engine_timing.is_none()) {
+        out.unreported += 1;
+        if out.unreported_examples.len() < EXAMPLES {
+            out.unreported_examples.push(r.index);
+        }
+    }
+    out.source = stated.first().map(|(_, t)| t.source.name().to_owned());
+    let floor = stated
+        .iter()
+        .map(|(r, t)| unstated(r, t))
+        .fold(f64::INFINITY, f64::min)
+        .max(0.0);
+    let floor = if floor.is_finite() { floor } else { 0.0 };
+    if stated.iter().any(|(_, t)| t.queue_us.is_none()) {
+        out.derived = Some(format!(
+            "queue is derived: the engine states prefill and decode, not the wait before them, so each request's time to first token from its send less its prefill is its queue plus the network and the server's own handling, and the run's smallest such remainder ({floor:.2} ms) is taken as that constant part (client/network)"
+        ));
+    }
+    let joined: Vec<Joined> = stated
+        .iter()
+        .map(|(r, t)| answered(r, t, floor, c))
+        .collect();
+    for j in &joined {
+        check(j, tolerance_ms, &mut out);
+    }
+    decompose(&mut out, &joined);
+    if out.joined == 0 {
+        out.none_because = Some("no steady answer stated its timing".into());
+    }
+    out
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// What the engine's statement leaves of a request's time from its send, ms: to the first
+/// token less prefill when streamed, else to the end less prefill and decode.
+fn unstated(r: &Record, t: &EngineTiming) -> f64 {
+    let sent = r.sent_us.unwrap_or_default() as f64;
+    let prefill = ms(t.prefill_us.unwrap_or_default());
+    match r.first_token_us {
+        Some(first) => (first as f64 - sent) / 1000.0 - prefill,
+        None => {
+            let end = r.end_us.unwrap_or_default() as f64;
+            (end - sent) / 1000.0 - prefill - ms(t.decode_us.unwrap_or(0))
+        }
+    }
+}
+
+/// A record and the timing its answer stated: its parts, the queue as stated or as what the
+/// statement leaves less `floor` (the run's constant client/network part).
+fn answered<'a>(r: &'a Record, t: &EngineTiming, floor: f64, c: &Contract) -> Joined<'a> {
+    let sent = r.sent_us.unwrap_or_default();
+    let since = |a: u64, b: u64| (b as f64 - a as f64) / 1000.0;
+    let dispatch = since(origin_of(r, c), sent);
+    let prefill = ms(t.prefill_us.unwrap_or_default());
+    let decode = t.decode_us.map(ms);
+    let rest = unstated(r, t);
+    let (queue, network) = match t.queue_us {
+        Some(q) => (ms(q), rest - ms(q)),
+        None => (rest - floor, floor),
+    };
+    let parts = |to: u64, decode: Option<f64>| Parts {
+        dispatch_ms: dispatch,
+        client_ms: since(sent, to) - prefill - decode.unwrap_or(0.0) - queue,
+        server_other_ms: 0.0,
+        queue_ms: queue,
+        prefill_ms: prefill,
+        decode_ms: decode,
+    };
+    Joined {
+        rec: r,
+        // What the engine itself states of its TTFT and end-to-end time (a mismatch is one
+        // beyond its client's view).
+        timing: ServerTiming {
+            queue_s: t.queue_us.map(|q| ms(q) / 1000.0),
+            ttft_s: r.first_token_us.map(|_| prefill / 1000.0),
+            prefill_s: Some(prefill / 1000.0),
+            decode_s: decode.map(|d| d / 1000.0),
+            e2e_s: Some((prefill + decode.unwrap_or(0.0)) / 1000.0),
+        },
+        start_us: (sent as f64 + network * 1000.0) as i64,
+        ttft: r.first_token_us.map(|f| parts(f, None).rounded()),
+        e2e: r
+            .end_us
+            .map(|e| parts(e, Some(decode.unwrap_or(0.0))).rounded()),
+    }
+}
+
+/// The latency origin of a record: its intended send, or its send (`measurement.latency_origin`).
+fn origin_of(r: &Record, c: &Contract) -> u64 {
+    let sent = r.sent_us.unwrap_or_default();
+    match c.measurement.latency_origin {
+        crate::contract::LatencyOrigin::Intended => r.intended_us.unwrap_or(sent).min(sent),
+        crate::contract::LatencyOrigin::Sent => sent,
+    }
+}
+
+/// The joined requests' tails and slowest timeline, whatever the source.
+fn decompose(out: &mut ServerSpans, joined: &[Joined]) {
     out.joined = joined.len() as u64;
-    out.ttft = tails(&joined, |j| j.ttft);
-    out.e2e = tails(&joined, |j| j.e2e);
+    out.ttft = tails(joined, |j| j.ttft);
+    out.e2e = tails(joined, |j| j.e2e);
     out.slowest = joined
         .iter()
         .filter(|j| j.e2e.is_some())
@@ -253,20 +440,13 @@ pub fn summarize(
             e(a).total_cmp(&e(b))
         })
         .and_then(timeline);
-    if out.joined == 0 {
-        out.none_because = Some(why_none(&out, traces, spans));
-    }
-    Some(out)
 }
 
 /// A record and its span: the parts of its TTFT and end-to-end latency.
 fn join<'a>(r: &'a Record, span: &SpanRecord, timing: ServerTiming, c: &Contract) -> Joined<'a> {
     let ms = |a: u64, b: u64| (b as f64 - a as f64) / 1000.0;
     let sent = r.sent_us.unwrap_or_default();
-    let origin = match c.measurement.latency_origin {
-        crate::contract::LatencyOrigin::Intended => r.intended_us.unwrap_or(sent).min(sent),
-        crate::contract::LatencyOrigin::Sent => sent,
-    };
+    let origin = origin_of(r, c);
     let queue = timing.queue_s.unwrap_or(0.0) * 1000.0;
     let prefill = timing.prefill_s.unwrap_or(0.0) * 1000.0;
     let ttft = r.first_token_us.zip(timing.ttft_s).map(|(first, s)| {
@@ -375,6 +555,7 @@ fn why_none(
     out: &ServerSpans,
     traces: Option<&crate::otlp::receiver::TracesStatus>,
     spans: &[SpanRecord],
+    engine: Option<&str>,
 ) -> String {
     let receiver = traces.and_then(|t| t.receiver.as_ref());
     let refused = receiver.map_or(0, |r| r.refused);
@@ -400,9 +581,17 @@ fn why_none(
             "{other_traces} spans came, none of this run's traces: the engine did not continue the traceparent goodput sent (does it read it?)"
         );
     }
-    format!(
-        "no span came to {address}: is the engine exporting there (vLLM: --otlp-traces-endpoint http://{address}, with the OpenTelemetry packages installed)? Its exporter may also batch for longer than measurement.traces.wait"
-    )
+    match engine {
+        Some("vllm") | None => format!(
+            "no span came to {address}: is the engine exporting there (vLLM: --otlp-traces-endpoint http://{address}, with the OpenTelemetry packages installed)? Its exporter may also batch for longer than measurement.traces.wait"
+        ),
+        Some(e) => match no_source(Some(e)) {
+            Some(advice) => format!("no span came to {address}; {advice}"),
+            None => format!(
+                "no span came to {address}: is the engine ({e}) exporting OpenTelemetry spans there? Its exporter may also batch for longer than measurement.traces.wait"
+            ),
+        },
+    }
 }
 
 #[cfg(test)]
@@ -460,7 +649,7 @@ mod tests {
             span(0, 0.010, 0.015, 0.028, 0.098),
             span(1, 0.0, 0.035, 0.040, 0.099),
         ];
-        let s = summarize(&c, &steady, &spans, None).unwrap();
+        let s = summarize(&c, &steady, &spans, None, None).unwrap();
         assert_eq!((s.requests, s.joined, s.unreported), (3, 2, 1));
         assert_eq!(s.unreported_examples, vec![2]);
         assert_eq!(s.mismatched, 1);
@@ -503,7 +692,52 @@ mod tests {
             serde_json::json!("chatcmpl-run-3"),
         );
         assert_eq!(crate::otlp::request_index(&s3, "run"), Some(3));
-        let s = summarize(&c, &[&r], &[s3], None).unwrap();
+        let s = summarize(&c, &[&r], &[s3], None, None).unwrap();
         assert_eq!((s.requests, s.joined), (1, 1));
+    }
+
+    /// A run with no source of the server's side names what its own engine provides, never
+    /// another engine's: vLLM's spans for vLLM, llama.cpp's timings for llama.cpp; the
+    /// simulator and an unknown engine get no section.
+    #[test]
+    fn no_source_names_what_this_engine_provides() {
+        let c = crate::contract::parse(
+            "[load]\nkind = \"open\"\nrate = 1\nrequests = 3\n",
+            std::path::Path::new("t"),
+        )
+        .unwrap();
+        let recs: Vec<Record> = (0..3).map(record).collect();
+        let steady: Vec<&Record> = recs.iter().collect();
+        let said = |engine| {
+            summarize(&c, &steady, &[], None, Some(engine))
+                .and_then(|s| {
+                    assert_eq!(s.source.as_deref(), Some(NO_SOURCE));
+                    s.none_because
+                })
+                .unwrap_or_default()
+        };
+        assert!(
+            said("vllm").contains("--otlp-traces-endpoint"),
+            "{}",
+            said("vllm")
+        );
+        let llama = said("llama.cpp");
+        assert!(
+            llama.contains("timings") && !llama.contains("otlp"),
+            "{llama}"
+        );
+        assert!(said("tgi").contains("x-queue-time"));
+        assert!(!said("sglang").contains("otlp-traces-endpoint"));
+        assert!(summarize(&c, &steady, &[], None, Some("goodput-sim")).is_none());
+        assert!(summarize(&c, &steady, &[], None, None).is_none());
+        // Listening for spans that never came on llama.cpp: its own source, not vLLM's flag.
+        let listening = crate::contract::parse(
+            "[load]\nkind = \"open\"\nrate = 1\nrequests = 3\n[measurement.traces]\nlisten = \"127.0.0.1:0\"\n",
+            std::path::Path::new("t"),
+        )
+        .unwrap();
+        let s = summarize(&listening, &steady, &[], None, Some("llama.cpp")).unwrap();
+        let why = s.none_because.unwrap();
+        assert!(why.contains("timings") && !why.contains("--otlp"), "{why}");
     }
 }

@@ -22,6 +22,7 @@ pub(crate) mod ollama;
 pub(crate) mod openai;
 pub(crate) mod responses;
 pub(crate) mod tgi;
+pub mod timing;
 
 use std::borrow::Cow;
 
@@ -439,6 +440,8 @@ pub struct StreamEvent<'a> {
     /// The event carries a choice (OpenAI's `choices[0]`), text or not: what vLLM's benchmark
     /// client counts as a token's arrival (the record keeps each one's time in `bare_us`).
     pub choice: bool,
+    /// The engine's own timing of the request (llama.cpp's `timings`), when the event has it.
+    pub timing: Option<timing::EngineTiming>,
 }
 
 impl StreamEvent<'_> {
@@ -452,6 +455,7 @@ impl StreamEvent<'_> {
             || self.reasoning.is_some()
             || self.finish_reason.is_some()
             || self.usage.is_some()
+            || self.timing.is_some()
             || self.done
     }
 }

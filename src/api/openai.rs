@@ -31,6 +31,9 @@ struct Chunk<'a> {
     choices: Option<FirstChoice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
+    /// llama-server's per-request timing.
+    #[serde(default)]
+    timings: Option<super::timing::LlamaTimings>,
     #[serde(default)]
     error: Option<serde_json::Value>,
 }
@@ -118,6 +121,7 @@ impl Adapter for OpenAi {
             id: c.id,
             model: c.model,
             usage: c.usage,
+            timing: c.timings.map(super::timing::LlamaTimings::timing),
             ..StreamEvent::default()
         };
         if let Some(choice) = c.choices.and_then(|v| v.0) {

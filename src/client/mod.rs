@@ -1084,6 +1084,9 @@ impl Client {
         if let Some(u) = ev.usage {
             take_usage(rec, &u);
         }
+        if let Some(t) = ev.timing {
+            rec.engine_timing = Some(t);
+        }
         let reasoning = ev.reasoning.as_deref().filter(|t| !t.is_empty());
         let answer = ev.text.as_deref().filter(|t| !t.is_empty());
         if reasoning.is_some() || answer.is_some() {
@@ -1181,6 +1184,9 @@ impl Client {
                 rec.finish_reason = ev.finish_reason.map(Into::into);
                 if let Some(u) = ev.usage {
                     take_usage(rec, &u);
+                }
+                if let Some(t) = ev.timing {
+                    rec.engine_timing = Some(t);
                 }
                 if self.answers {
                     rec.answer = Some(ev.text.as_deref().unwrap_or_default().to_owned());

@@ -111,7 +111,12 @@ impl Template {
     /// Keeps `data`'s shape when its parse `ev` qualifies (see the module's comment); leaves
     /// the template as it was otherwise. `data` did not match the kept shape (`read` said no).
     pub(crate) fn learn(&mut self, data: &[u8], ev: &StreamEvent<'_>) {
-        if ev.finish_reason.is_some() || ev.usage.is_some() || ev.done || self.misses >= GIVE_UP {
+        if ev.finish_reason.is_some()
+            || ev.usage.is_some()
+            || ev.timing.is_some()
+            || ev.done
+            || self.misses >= GIVE_UP
+        {
             return;
         }
         let (text, part) = match (&ev.text, &ev.reasoning) {

@@ -630,6 +630,33 @@ pub fn requested_lengths(c: &Contract, s: &Inputs, input: bool) -> Option<Vec<u3
     (!v.is_empty()).then_some(v)
 }
 
+/// An open loop's arrival process and its parameters; `None` for a closed loop.
+fn open_arrivals(
+    c: &Contract,
+    trace_us: Vec<u64>,
+) -> Option<(crate::arrival::Arrival, crate::arrival::Params)> {
+    match c.load.drive() {
+        crate::contract::Drive::Open {
+            arrival,
+            rate,
+            burstiness,
+            ..
+        } => {
+            let params = crate::arrival::Params {
+                // A trace's timestamps or a program's stages set the rate.
+                rate: rate.unwrap_or(0.0),
+                shape: burstiness,
+                trace_us: std::sync::Arc::new(trace_us),
+                pinned: (c.load.pin_total == Some(true))
+                    .then(|| c.load.requests.map(|n| n + c.warmup.requests))
+                    .flatten(),
+            };
+            Some((arrival, params))
+        }
+        crate::contract::Drive::Closed { .. } => None,
+    }
+}
+
 impl Plan {
     pub fn new(c: &Contract, inputs: &Inputs) -> Plan {
         let w = &c.workload;
@@ -650,26 +677,7 @@ impl Plan {
             .iter()
             .map(|r| (r.offset_s / speedup * 1e6).round() as u64)
             .collect();
-        let open = match c.load.drive() {
-            crate::contract::Drive::Open {
-                arrival,
-                rate,
-                burstiness,
-                ..
-            } => {
-                let params = crate::arrival::Params {
-                    // A trace's timestamps or a program's stages set the rate.
-                    rate: rate.unwrap_or(0.0),
-                    shape: burstiness,
-                    trace_us: std::sync::Arc::new(trace_us),
-                    pinned: (c.load.pin_total == Some(true))
-                        .then(|| c.load.requests.map(|n| n + c.warmup.requests))
-                        .flatten(),
-                };
-                Some((arrival, params))
-            }
-            crate::contract::Drive::Closed { .. } => None,
-        };
+        let open = open_arrivals(c, trace_us);
         let blocks = sources
             .trace
             .iter()

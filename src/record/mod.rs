@@ -11,6 +11,7 @@ pub mod writer;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+pub use crate::api::timing::{EngineTiming, TimingSource};
 pub use chunks::Chunks;
 
 use crate::plan::{Phase, PlannedRequest};
@@ -158,6 +159,10 @@ pub struct Rare {
     /// structure (Mooncake `hash_ids`) says this request shares with an earlier one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_cached_tokens: Option<u32>,
+    /// What the engine said of this request's time and prompt cache in its answer
+    /// (llama.cpp's `timings`), µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_timing: Option<EngineTiming>,
     /// Server-reported reasoning tokens among the output tokens
     /// (`usage.completion_tokens_details.reasoning_tokens`), when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -206,6 +211,7 @@ impl Rare {
         model: None,
         reasoning_chunks: 0,
         expected_cached_tokens: None,
+        engine_timing: None,
         usage_reasoning_tokens: None,
         counted: None,
         received: None,

@@ -591,7 +591,9 @@ pub fn page(
     p.over_time(&mut d, seconds);
     p.sessions(&mut d);
     p.tasks(&mut d);
-    if let Some(sp) = &s.steady.spans {
+    if let Some(sp) = &s.steady.spans
+        && sp.source.as_deref() != Some(crate::analyze::spans::NO_SOURCE)
+    {
         d.h("Where the time went");
         super::spans::figures(&mut d, sp);
     }

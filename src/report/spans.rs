@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::svg::esc;
 use super::{Doc, Tone, num};
 use crate::analyze::Summary;
-use crate::analyze::spans::{Parts, ServerSpans, Tail, Timeline};
+use crate::analyze::spans::{NO_SOURCE, Parts, ServerSpans, Tail, Timeline};
 
 /// The colours of the parts, in the order they happen (dispatch … decode).
 const COLOURS: [&str; 6] = [
@@ -42,9 +42,22 @@ pub(super) fn headline(d: &mut Doc, s: &Summary) {
         return;
     };
     let tail = |v: &[Tail]| v.last().cloned();
+    // Which source, when not the spans, and a part it derived.
+    let from = match (sp.source.as_deref(), sp.derived.is_some()) {
+        (Some(s), true) => format!(" [{s}; queue derived]"),
+        (Some(s), false) => format!(" [{s}]"),
+        (None, _) => String::new(),
+    };
     match (tail(&sp.ttft), tail(&sp.e2e)) {
-        (Some(t), _) => d.line(format!("Where the time went: {}", phrase("TTFT", &t))),
-        (None, Some(t)) => d.line(format!("Where the time went: {}", phrase("E2E", &t))),
+        (Some(t), _) => d.line(format!("Where the time went: {}{from}", phrase("TTFT", &t))),
+        (None, Some(t)) => d.line(format!("Where the time went: {}{from}", phrase("E2E", &t))),
+        (None, None) if sp.source.as_deref() == Some(NO_SOURCE) => d.toned(
+            Tone::Warn,
+            format!(
+                "Where the time went: unknown, this run had no source of the server's side: {}",
+                sp.none_because.as_deref().unwrap_or("")
+            ),
+        ),
         (None, None) => d.toned(
             Tone::Warn,
             format!(
@@ -60,7 +73,46 @@ pub(super) fn section(d: &mut Doc, s: &Summary) {
     let Some(sp) = &s.steady.spans else {
         return;
     };
-    d.h("Where the time went (the engine's spans, joined by trace id)");
+    match sp.source.as_deref() {
+        Some(NO_SOURCE) => {
+            d.h("Where the time went");
+            d.toned(
+                Tone::Warn,
+                format!(
+                    "No source of the server's side: {}",
+                    sp.none_because.as_deref().unwrap_or("")
+                ),
+            );
+            return;
+        }
+        Some(source) => {
+            d.h(format!(
+                "Where the time went ({source}, stated in each answer)"
+            ));
+            d.toned(
+                Tone::warn_if(sp.unreported > 0 || sp.mismatched > 0 || sp.joined == 0),
+                format!(
+                    "{} of {} steady requests that finished stated their timing; {} did not; {} where the engine's time exceeds the client's by more than {} ms",
+                    sp.joined,
+                    sp.requests,
+                    sp.unreported,
+                    sp.mismatched,
+                    num(sp.tolerance_ms)
+                ),
+            );
+            if let Some(d2) = &sp.derived {
+                d.line(format!("The {d2}."));
+            }
+        }
+        None => {
+            d.h("Where the time went (the engine's spans, joined by trace id)");
+            spans_line(d, sp);
+        }
+    }
+    body(d, sp);
+}
+
+fn spans_line(d: &mut Doc, sp: &ServerSpans) {
     d.toned(
         Tone::warn_if(sp.unreported > 0 || sp.mismatched > 0 || sp.joined == 0),
         format!(
@@ -79,6 +131,16 @@ pub(super) fn section(d: &mut Doc, s: &Summary) {
     if !sp.unreported_examples.is_empty() {
         d.line(format!(
             "Never reported, e.g. requests {}: the server sent no span for them within measurement.traces.wait",
+            list(&sp.unreported_examples)
+        ));
+    }
+}
+
+/// The mismatches and the tails' tables, whatever the source.
+fn body(d: &mut Doc, sp: &ServerSpans) {
+    if sp.source.is_some() && !sp.unreported_examples.is_empty() {
+        d.line(format!(
+            "No timing stated, e.g. requests {}",
             list(&sp.unreported_examples)
         ));
     }

@@ -211,6 +211,19 @@ impl Ledger {
 }
 
 impl GroundTruth {
+    /// Its timing as llama-server states it: prefill from admission to the first token,
+    /// decode from there to the last; `None` before it was admitted and answered.
+    pub(crate) fn timings(&self) -> Option<super::wire::Timings> {
+        let (admitted, first) = (self.admitted_us?, self.first_token_us?);
+        Some(super::wire::Timings {
+            prefill_us: first.saturating_sub(admitted),
+            decode_us: self.end_us.saturating_sub(first),
+            prompt_n: self.prompt_tokens.saturating_sub(self.cached_tokens),
+            cache_n: self.cached_tokens,
+            predicted_n: self.output_tokens,
+        })
+    }
+
     /// The server span of a finished request, as vLLM's exporter writes it (`llm_request`, its
     /// latency attributes in seconds), from the simulator's ground truth: it continues the
     /// client's trace, or starts one of its own. `epoch_unix_ns`: the wall-clock time of the

@@ -70,9 +70,11 @@ enum Delivery {
         first_index: u32,
         tokens: u32,
     },
-    /// Finished; `cached` prompt tokens came from the prefix cache.
+    /// Finished; `cached` prompt tokens came from the prefix cache; its timing for answers
+    /// that state it (`timings`).
     Done {
         cached: u32,
+        timings: Option<super::wire::Timings>,
     },
     Rejected,
 }
@@ -355,7 +357,7 @@ struct EngineLoop {
     ttft_obs: Vec<f64>,
     /// Finished requests whose end is told only after `publish`: a client that has its
     /// answer must find it counted in `/metrics`.
-    finished: Vec<(UnboundedSender<Delivery>, u32)>,
+    finished: Vec<(UnboundedSender<Delivery>, u32, Option<super::wire::Timings>)>,
     pending: std::collections::VecDeque<Pending>,
     last_end: Option<f64>,
     last_dur: f64,
@@ -544,15 +546,18 @@ impl EngineLoop {
                 Event::Finished { id } => {
                     // Ground truth first, the answer after `publish`: a client that has seen
                     // [DONE] must find it recorded and counted.
-                    let mut cached = 0;
+                    let (mut cached, mut timings) = (0, None);
                     if let Some(g) = self.ledger.finish(id, t, SimOutcome::Ok) {
                         self.finished_ok += u64::from(g.outcome == SimOutcome::Ok);
                         cached = g.cached_tokens;
+                        if self.shared.cfg.timings {
+                            timings = g.timings();
+                        }
                         self.queue_obs.extend(g.queue_us.map(|q| q as f64 / 1e6));
                         self.shared.record(g);
                     }
                     if let Some(tx) = self.replies.remove(&id) {
-                        self.finished.push((tx, cached));
+                        self.finished.push((tx, cached, timings));
                     }
                 }
                 _ => {}
@@ -563,8 +568,8 @@ impl EngineLoop {
 
     /// Tells the step's finished requests they are done.
     fn release(&mut self) {
-        for (tx, cached) in self.finished.drain(..) {
-            let _ = tx.send(Delivery::Done { cached });
+        for (tx, cached, timings) in self.finished.drain(..) {
+            let _ = tx.send(Delivery::Done { cached, timings });
         }
     }
 
@@ -862,7 +867,12 @@ impl Output {
         }
     }
 
-    fn counts(&self, completion: u32, cached: u32) -> Counts {
+    fn counts(
+        &self,
+        completion: u32,
+        cached: u32,
+        timings: Option<super::wire::Timings>,
+    ) -> Counts {
         Counts {
             prompt: self.prompt_tokens,
             completion,
@@ -872,6 +882,7 @@ impl Output {
             usage: self.usage,
             finish: self.finish_reason,
             inputs: self.inputs,
+            timings,
         }
     }
 
@@ -970,9 +981,9 @@ fn stream_response(
                 let piece = st.chunk(first_index, tokens, buf).await;
                 Some((piece, st))
             }
-            Some(Delivery::Done { cached }) => {
+            Some(Delivery::Done { cached, timings }) => {
                 st.finished = true;
-                let counts = st.out.counts(st.generated, cached);
+                let counts = st.out.counts(st.generated, cached, timings);
                 st.out.wire.end(&st.out.reply(), &mut buf, &counts);
                 Some((Ok(Bytes::from(buf)), st))
             }
@@ -1000,7 +1011,7 @@ fn stream_response(
 async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Response {
     let (mut reasoning, mut text) = (String::new(), String::new());
     let mut generated = 0;
-    let cached = loop {
+    let (cached, timings) = loop {
         match rx.recv().await {
             Some(Delivery::Chunk {
                 first_index,
@@ -1011,7 +1022,7 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
                 text.push_str(c.as_deref().unwrap_or_default());
                 generated += tokens;
             }
-            Some(Delivery::Done { cached }) => break cached,
+            Some(Delivery::Done { cached, timings }) => break (cached, timings),
             Some(Delivery::Rejected) => {
                 return error_response(
                     StatusCode::BAD_REQUEST,
@@ -1021,7 +1032,7 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
             None => return error_response(StatusCode::SERVICE_UNAVAILABLE, "engine stopped"),
         }
     };
-    let counts = out.counts(generated, cached);
+    let counts = out.counts(generated, cached, timings);
     axum::Json(out.wire.whole(&out.reply(), &reasoning, &text, &counts)).into_response()
 }
 

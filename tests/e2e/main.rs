@@ -11,6 +11,7 @@ mod common;
 mod ab;
 mod agents;
 mod architecture;
+mod attribution;
 mod bounded;
 mod bridge;
 mod classes;

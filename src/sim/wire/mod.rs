@@ -115,6 +115,36 @@ pub(crate) struct Counts {
     pub finish: &'static str,
     /// Inputs embedded (embeddings).
     pub inputs: u32,
+    /// The request's timing, from the ground truth, for answers that carry it (`timings`).
+    pub timings: Option<Timings>,
+}
+
+/// One finished request's engine timing, as llama-server states it in its `timings`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timings {
+    /// Admission to the first token, µs.
+    pub prefill_us: u64,
+    /// The first token to the last, µs.
+    pub decode_us: u64,
+    /// Prompt tokens evaluated (not served from the cache).
+    pub prompt_n: u32,
+    pub cache_n: u32,
+    pub predicted_n: u32,
+}
+
+impl Timings {
+    /// llama-server's `timings` object: its times in ms to the µs, its counts.
+    pub(crate) fn json(&self) -> String {
+        let ms = |us: u64| format!("{}.{:03}", us / 1000, us % 1000);
+        format!(
+            r#"{{"cache_n":{},"prompt_n":{},"prompt_ms":{},"predicted_n":{},"predicted_ms":{}}}"#,
+            self.cache_n,
+            self.prompt_n,
+            ms(self.prefill_us),
+            self.predicted_n,
+            ms(self.decode_us)
+        )
+    }
 }
 
 /// One API's format, as its servers speak it.

@@ -58,12 +58,24 @@ impl OpenAi {
 
     /// One chunk; `choice` is the choice's fields before `logprobs`.
     fn event(self, r: &Reply<'_>, buf: &mut String, choice: &str, finish: Option<&str>) {
+        self.event_with(r, buf, choice, finish, "");
+    }
+
+    /// One chunk with more top-level fields after `choices` (`tail`: `,"key":value…`).
+    fn event_with(
+        self,
+        r: &Reply<'_>,
+        buf: &mut String,
+        choice: &str,
+        finish: Option<&str>,
+        tail: &str,
+    ) {
         use std::fmt::Write;
         let finish = finish.map_or("null".to_owned(), |f| format!("\"{f}\""));
         let _ = write!(
             buf,
             "data: {{\"id\":\"{}\",\"object\":\"{}\",\"created\":{},\"model\":{},\
-             \"choices\":[{{\"index\":0,{choice},\"logprobs\":null,\"finish_reason\":{finish}}}]}}\n\n",
+             \"choices\":[{{\"index\":0,{choice},\"logprobs\":null,\"finish_reason\":{finish}}}]{tail}}}\n\n",
             r.id,
             self.object(true),
             r.created,
@@ -126,7 +138,11 @@ impl Wire for OpenAi {
     }
 
     fn end(&self, r: &Reply<'_>, buf: &mut String, c: &Counts) {
-        self.event(r, buf, self.empty_choice(), Some(c.finish));
+        // llama-server states the request's timing in its finish chunk.
+        let tail = c
+            .timings
+            .map_or(String::new(), |t| format!(r#","timings":{}"#, t.json()));
+        self.event_with(r, buf, self.empty_choice(), Some(c.finish), &tail);
         if c.usage {
             let u = json!({
                 "id": r.id, "object": self.object(true), "created": r.created, "model": r.model,
@@ -151,9 +167,15 @@ impl Wire for OpenAi {
             OpenAi::Completions => json!({
                 "index": 0, "text": answer, "logprobs": null, "finish_reason": c.finish }),
         };
-        json!({
+        let mut whole = json!({
             "id": r.id, "object": self.object(false), "created": r.created,
             "model": r.model, "choices": [choice], "usage": usage(c),
-        })
+        });
+        if let Some(t) = c.timings
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t.json())
+        {
+            whole["timings"] = v;
+        }
+        whole
     }
 }

@@ -1,0 +1,199 @@
+//! Issue #74: where the time went from what the engine states in its own answers (llama.cpp's
+//! `timings`), with no spans. The simulator states them from its ground truth
+//! (`timings = true`), so prefill, decode and cache hits are checked to the µs and the derived
+//! queue against the true one within the timing tests' bounds.
+
+use crate::common;
+
+use common::{parse, run_in};
+use goodput::plan::Phase;
+use goodput::record::TimingSource;
+use goodput::sim::{SimConfig, SimServer};
+
+/// An open-loop run against `url` with no `[measurement.traces]`.
+fn contract(url: &str, workload: &str, load: &str) -> goodput::contract::Contract {
+    parse(&format!(
+        r#"name = "attribution"
+[target]
+url = "{url}"
+[workload]
+seed = 7
+{workload}
+[load]
+{load}
+[warmup]
+requests = 0
+[slo]
+ttft_ms = 100000
+[measurement]
+server_metrics_interval = 0
+stop_when_decided = false
+max_dispatch_lag_ms = 1000
+"#
+    ))
+}
+
+/// Each request's stated prefill, decode and cache hits are the simulator's ground truth to the
+/// µs; the derived queue is the true queue within the timing bounds; an overloaded run's TTFT
+/// p99 reads mostly queue, and says its source and what it derived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_timings_split_each_request_as_the_ground_truth_does() {
+    let sim = SimServer::start(
+        SimConfig {
+            timings: true,
+            max_batch: 2,
+            decode_base_ms: 12.0,
+            ..SimConfig::default()
+        },
+        ([127, 0, 0, 1], 0).into(),
+        None,
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let r = run_in(
+        contract(
+            &sim.base_url(),
+            "input_tokens = { dist = \"uniform\", min = 50, max = 300 }\noutput_tokens = { dist = \"fixed\", value = 12 }",
+            "kind = \"open\"\narrival = \"constant\"\nrate = 14\nrequests = 60",
+        ),
+        dir.path(),
+    )
+    .await;
+    let gt = common::truth_by_id(&sim);
+    let steady: Vec<_> = r
+        .records
+        .iter()
+        .filter(|x| x.phase == Phase::Steady && x.is_ok())
+        .collect();
+    assert!(steady.len() >= 50, "{}", steady.len());
+    let mut remainders = Vec::new();
+    for x in &steady {
+        let t = x.engine_timing.expect("every answer states its timing");
+        let g = &gt[&x.request_id];
+        assert_eq!(t.source, TimingSource::LlamaCpp);
+        let (admitted, first) = (g.admitted_us.unwrap(), g.first_token_us.unwrap());
+        assert_eq!(t.prefill_us, Some(first - admitted), "request {}", x.index);
+        assert_eq!(t.decode_us, Some(g.end_us - first), "request {}", x.index);
+        assert_eq!(t.cached_tokens, Some(g.cached_tokens));
+        assert_eq!(t.output_tokens, Some(g.output_tokens));
+        let client = (x.first_token_us.unwrap() - x.sent_us.unwrap()) as f64 / 1000.0;
+        remainders.push((
+            client - t.prefill_us.unwrap() as f64 / 1000.0,
+            g.queue_us.unwrap() as f64 / 1000.0,
+        ));
+    }
+    // The derived queue (each remainder less the run's smallest) against the true queue.
+    let floor = remainders.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
+    common::assert_timing_within(
+        "derived queue",
+        remainders
+            .iter()
+            .map(|(rest, truth)| (rest - floor - truth).abs())
+            .collect(),
+    );
+    let sp = r.summary.steady.spans.clone().expect("where the time went");
+    assert_eq!(sp.source.as_deref(), Some("llama.cpp timings"));
+    assert_eq!(
+        (sp.joined, sp.unreported, sp.mismatched),
+        (steady.len() as u64, 0, 0),
+        "{:?}",
+        sp.mismatches
+    );
+    assert!(sp.derived.as_deref().unwrap().contains("queue is derived"));
+    let p99 = sp.ttft.last().unwrap();
+    assert_eq!(p99.dominant, "queue", "{p99:?}");
+    // Each tail's parts add up to its requests' mean latency (at or above the percentile).
+    for t in sp.ttft.iter().chain(&sp.e2e) {
+        assert!(t.parts.total() >= t.value_ms - 0.01, "{t:?}");
+    }
+    let text = goodput::report::document(&r.summary).terminal();
+    assert!(
+        text.contains("Where the time went: TTFT p99")
+            && text.contains("[llama.cpp timings; queue derived]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Where the time went (llama.cpp timings, stated in each answer)"),
+        "{text}"
+    );
+}
+
+/// One stream at a time with long prompts: the TTFT tail is the engine's prefill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_heavy_single_stream_reads_mostly_prefill() {
+    let sim = SimServer::start(
+        SimConfig {
+            timings: true,
+            prefill_tokens_per_s: 20_000.0,
+            prefix_cache_blocks: 0,
+            ..SimConfig::default()
+        },
+        ([127, 0, 0, 1], 0).into(),
+        None,
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let r = run_in(
+        contract(
+            &sim.base_url(),
+            "input_tokens = { dist = \"fixed\", value = 3000 }\noutput_tokens = { dist = \"fixed\", value = 4 }",
+            "kind = \"closed\"\nconcurrency = 1\nrequests = 12",
+        ),
+        dir.path(),
+    )
+    .await;
+    let sp = r.summary.steady.spans.clone().unwrap();
+    assert_eq!(sp.joined, sp.requests);
+    let p99 = sp.ttft.last().unwrap();
+    assert_eq!(p99.dominant, "prefill", "{p99:?}");
+    assert!(p99.parts.prefill_ms > 0.8 * p99.value_ms, "{p99:?}");
+}
+
+/// A shared-prefix workload on an engine that states its cache hits and has its prefix cache
+/// off is called out before the numbers (a silently disabled prefix cache makes every TTFT a
+/// cold one); the same workload on the cache that serves it is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_prefixes_a_server_never_cached_are_called_out() {
+    for (blocks, warned) in [(0u64, true), (4096, false)] {
+        let sim = SimServer::start(
+            SimConfig {
+                timings: true,
+                prefix_cache_blocks: blocks,
+                ..SimConfig::default()
+            },
+            ([127, 0, 0, 1], 0).into(),
+            None,
+        )
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let r = run_in(
+            contract(
+                &sim.base_url(),
+                "input_tokens = { dist = \"fixed\", value = 256 }\noutput_tokens = { dist = \"fixed\", value = 4 }\nprefix_cache = \"shared\"\nshared_prefix_tokens = 192\nprefixes = 2",
+                "kind = \"closed\"\nconcurrency = 2\nrequests = 24",
+            ),
+            dir.path(),
+        )
+        .await;
+        let said = r
+            .summary
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("SHARED PREFIXES WERE NOT CACHED"));
+        assert_eq!(
+            said, warned,
+            "cache of {blocks} blocks: {:?}",
+            r.summary.warnings
+        );
+        let cached: Vec<u32> = r
+            .records
+            .iter()
+            .filter(|x| x.phase == Phase::Steady)
+            .filter_map(|x| x.engine_timing?.cached_tokens)
+            .collect();
+        assert_eq!(cached.iter().all(|&k| k == 0), warned, "{cached:?}");
+    }
+}
