@@ -11,7 +11,8 @@
 //! The server runs with `--max-num-seqs 4` (requests beyond four wait, so queue time and
 //! priority scheduling have something to act on) and `--scheduling-policy priority` (vLLM
 //! refuses a nonzero `priority` otherwise; without one, every request is priority 0 and served
-//! first come, first served).
+//! first come, first served), and `--enable-prompt-tokens-details` (each answer's usage states
+//! its cached prompt tokens).
 
 #[path = "e2e/common/mod.rs"]
 mod common;
@@ -26,7 +27,13 @@ use goodput::plan::Phase;
 /// The arguments `.ci/run` starts the server with, and a test does when it starts its own:
 /// and `--otlp-traces-endpoint http://OTLP` (gRPC, vLLM's default protocol), where the traces
 /// test's run listens (`GOODPUT_VLLM_OTLP` when `.ci/run` started the server).
-pub const SERVE_ARGS: [&str; 4] = ["--max-num-seqs", "4", "--scheduling-policy", "priority"];
+pub const SERVE_ARGS: [&str; 5] = [
+    "--max-num-seqs",
+    "4",
+    "--scheduling-policy",
+    "priority",
+    "--enable-prompt-tokens-details",
+];
 
 fn script(args: &[&str]) -> String {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -300,6 +307,58 @@ fn vllm_two_cold_runs_share_no_cached_blocks() {
             "a whole block was served from the cache"
         );
     }
+}
+
+/// Issue #74 on vLLM: a shared-prefix workload's cached prompt tokens, stated per request in
+/// usage, add up to vLLM's own `vllm:prefix_cache_hits_total` over the run; every send of the
+/// prefix after its first is served from the cache, so goodput does not call it uncached.
+#[test]
+#[ignore = "needs vLLM (scripts/vllm.sh install); .ci/run runs it"]
+fn vllm_cached_tokens_per_request_add_up_to_its_prefix_cache_hits() {
+    let text = contract(
+        "vllm-shared",
+        "openai-completions",
+        "input_tokens = { dist = \"fixed\", value = 300 }\noutput_tokens = { dist = \"fixed\", value = 1 }\nprefix_cache = \"shared\"\nshared_prefix_tokens = 256\nprefixes = 1",
+        "kind = \"closed\"\nconcurrency = 1\nrequests = 8",
+        "[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = \"30s\"\n[quality]\nmode = \"none\"\n",
+    );
+    let r = run(&text);
+    let s = goodput::env::prom::read(&r.bundle.path("metrics.jsonl")).unwrap();
+    let at = |w: &str| {
+        s.iter()
+            .find(|x| x.when == w)
+            .map(|x| total(x, "vllm:prefix_cache_hits_total"))
+            .unwrap()
+    };
+    let hits = at("after") - at("before");
+    let cached: Vec<u32> = r
+        .records
+        .iter()
+        .map(|x| {
+            x.usage_cached_tokens
+                .expect("usage states cached tokens (--enable-prompt-tokens-details)")
+        })
+        .collect();
+    let stated: f64 = cached.iter().map(|&k| f64::from(k)).sum();
+    eprintln!(
+        "cached tokens per request {cached:?}: {stated} stated, {hits} by vllm:prefix_cache_hits_total"
+    );
+    assert!(
+        (stated - hits).abs() <= 0.01 * hits.max(1.0),
+        "usage's cached tokens {stated} against the server's prefix cache hits {hits}"
+    );
+    assert!(
+        cached[1..].iter().all(|&k| k >= 128),
+        "a block of the shared prefix is cached after its first send: {cached:?}"
+    );
+    assert!(
+        !r.summary
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("SHARED PREFIXES")),
+        "{:?}",
+        r.summary.warnings
+    );
 }
 
 /// The Responses API through vLLM counts as chat does: the same contract (prompts of exact
