@@ -918,14 +918,17 @@ async fn llamacpp_seconds(base: &str) -> (f64, f64) {
         .text()
         .await
         .unwrap();
+    let samples = goodput::env::prom::parse(&text).unwrap();
     let value = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+        samples
+            .iter()
+            .find(|s| s.0 == name)
+            .map(|s| s.2)
             .unwrap_or_else(|| panic!("{name} in /metrics: {text}"))
     };
     (
-        value("llamacpp:prompt_seconds_total "),
-        value("llamacpp:tokens_predicted_seconds_total "),
+        value("llamacpp:prompt_seconds_total"),
+        value("llamacpp:tokens_predicted_seconds_total"),
     )
 }
 

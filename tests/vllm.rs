@@ -141,6 +141,19 @@ fn run(text: &str) -> Ran {
     Ran(r, dir)
 }
 
+/// The prompt tokens vLLM served from its prefix cache over a run: its
+/// `vllm:prefix_cache_hits_total` between the run's first and last scrape.
+fn prefix_cache_hits(r: &Ran) -> f64 {
+    let s = goodput::env::prom::read(&r.bundle.path("metrics.jsonl")).unwrap();
+    let at = |w: &str| {
+        s.iter()
+            .find(|x| x.when == w)
+            .map(|x| total(x, "vllm:prefix_cache_hits_total"))
+            .unwrap()
+    };
+    at("after") - at("before")
+}
+
 /// Sum of every series of a metric in a scrape.
 fn total(s: &goodput::env::prom::Scrape, name: &str) -> f64 {
     s.series
@@ -282,18 +295,8 @@ fn vllm_two_cold_runs_share_no_cached_blocks() {
         "kind = \"closed\"\nconcurrency = 1\nrequests = 2",
         "[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = \"30s\"\n[quality]\nmode = \"none\"\n",
     );
-    let hits = |r: &Ran| {
-        let s = goodput::env::prom::read(&r.bundle.path("metrics.jsonl")).unwrap();
-        let at = |w: &str| {
-            s.iter()
-                .find(|x| x.when == w)
-                .map(|x| total(x, "vllm:prefix_cache_hits_total"))
-                .unwrap()
-        };
-        at("after") - at("before")
-    };
     let (a, b) = (run(&text), run(&text));
-    let (ha, hb) = (hits(&a), hits(&b));
+    let (ha, hb) = (prefix_cache_hits(&a), prefix_cache_hits(&b));
     eprintln!("prefix cache hits: first run {ha} tokens, second {hb}");
     assert!(
         hb <= ha,
@@ -323,14 +326,7 @@ fn vllm_cached_tokens_per_request_add_up_to_its_prefix_cache_hits() {
         "[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = \"30s\"\n[quality]\nmode = \"none\"\n",
     );
     let r = run(&text);
-    let s = goodput::env::prom::read(&r.bundle.path("metrics.jsonl")).unwrap();
-    let at = |w: &str| {
-        s.iter()
-            .find(|x| x.when == w)
-            .map(|x| total(x, "vllm:prefix_cache_hits_total"))
-            .unwrap()
-    };
-    let hits = at("after") - at("before");
+    let hits = prefix_cache_hits(&r);
     let cached: Vec<u32> = r
         .records
         .iter()

@@ -78,6 +78,25 @@ pub struct ServerSpans {
     pub derived: Option<String>,
 }
 
+impl ServerSpans {
+    /// A request the server said nothing of: counted, and named among the first.
+    fn unreported(&mut self, index: u64) {
+        self.unreported += 1;
+        if self.unreported_examples.len() < EXAMPLES {
+            self.unreported_examples.push(index);
+        }
+    }
+}
+
+/// How far the server's time may exceed its client's view before it is flagged, ms
+/// (`traces.tolerance_ms`, 5 without a traces section).
+fn tolerance_ms(c: &Contract) -> f64 {
+    c.measurement
+        .traces
+        .as_ref()
+        .map_or(5.0, |t| t.tolerance_ms.0)
+}
+
 /// A request whose server time exceeds its client's view of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Mismatch {
@@ -216,7 +235,7 @@ pub fn summarize(
     if spans.is_empty() && (timed || !listened) {
         return without_spans(c, steady, engine);
     }
-    let tolerance_ms = t.map_or(5.0, |t| t.tolerance_ms.0);
+    let tolerance_ms = tolerance_ms(c);
     // By trace id; and by the engine's request id (`gen_ai.request.id`), for an engine that
     // names a request by its `X-Request-Id` but did not continue its trace.
     let mut by_trace: HashMap<&str, (&SpanRecord, ServerTiming)> = HashMap::new();
@@ -256,10 +275,7 @@ pub fn summarize(
         }
         out.requests += 1;
         let Some((span, timing)) = traced.or_else(|| by_request_id(r)) else {
-            out.unreported += 1;
-            if out.unreported_examples.len() < EXAMPLES {
-                out.unreported_examples.push(r.index);
-            }
+            out.unreported(r.index);
             continue;
         };
         let j = join(r, span, timing, c);
@@ -286,11 +302,7 @@ fn without_spans(c: &Contract, steady: &[&Record], engine: Option<&str>) -> Opti
     Some(ServerSpans {
         requests: steady.iter().filter(|r| r.is_ok()).count() as u64,
         source: Some(NO_SOURCE.to_owned()),
-        tolerance_ms: c
-            .measurement
-            .traces
-            .as_ref()
-            .map_or(5.0, |t| t.tolerance_ms.0),
+        tolerance_ms: tolerance_ms(c),
         none_because: Some(advice),
         ..Default::default()
     })
@@ -313,11 +325,7 @@ fn no_source(engine: Option<&str>) -> Option<String> {
 /// `engine_timing`): prefill and decode as stated, the queue as stated or derived.
 fn from_answers(c: &Contract, steady: &[&Record]) -> ServerSpans {
     let ok: Vec<&Record> = steady.iter().copied().filter(|r| r.is_ok()).collect();
-    let tolerance_ms = c
-        .measurement
-        .traces
-        .as_ref()
-        .map_or(5.0, |t| t.tolerance_ms.0);
+    let tolerance_ms = tolerance_ms(c);
     let mut out = ServerSpans {
         requests: ok.len() as u64,
         tolerance_ms,
@@ -329,10 +337,7 @@ fn from_answers(c: &Contract, steady: &[&Record]) -> ServerSpans {
         .filter(|(r, t)| r.sent_us.is_some() && r.end_us.is_some() && t.prefill_us.is_some())
         .collect();
     for r in ok.iter().filter(|r| r.engine_timing.is_none()) {
-        out.unreported += 1;
-        if out.unreported_examples.len() < EXAMPLES {
-            out.unreported_examples.push(r.index);
-        }
+        out.unreported(r.index);
     }
     out.source = stated.first().map(|(_, t)| t.source.name().to_owned());
     let floor = stated

@@ -1081,12 +1081,7 @@ impl Client {
         if let Some(f) = ev.finish_reason {
             rec.finish_reason = Some(f.into());
         }
-        if let Some(u) = ev.usage {
-            take_usage(rec, &u);
-        }
-        if let Some(t) = ev.timing {
-            rec.engine_timing = Some(t);
-        }
+        take_stated(rec, ev.usage.as_ref(), ev.timing);
         let reasoning = ev.reasoning.as_deref().filter(|t| !t.is_empty());
         let answer = ev.text.as_deref().filter(|t| !t.is_empty());
         if reasoning.is_some() || answer.is_some() {
@@ -1182,12 +1177,7 @@ impl Client {
                 rec.response_id = ev.id.map(Into::into);
                 rec.response_model = ev.model.map(Into::into);
                 rec.finish_reason = ev.finish_reason.map(Into::into);
-                if let Some(u) = ev.usage {
-                    take_usage(rec, &u);
-                }
-                if let Some(t) = ev.timing {
-                    rec.engine_timing = Some(t);
-                }
+                take_stated(rec, ev.usage.as_ref(), ev.timing);
                 if self.answers {
                     rec.answer = Some(ev.text.as_deref().unwrap_or_default().to_owned());
                 }
@@ -1235,6 +1225,21 @@ fn failure_class(e: &crate::api::EventError) -> Outcome {
     match e {
         crate::api::EventError::Server(_) => Outcome::StreamError,
         crate::api::EventError::Malformed(_) => Outcome::Malformed,
+    }
+}
+
+/// What the server stated of the request in an event (its usage, its own timing) into the
+/// record.
+fn take_stated(
+    rec: &mut Record,
+    usage: Option<&crate::api::Usage>,
+    timing: Option<crate::record::EngineTiming>,
+) {
+    if let Some(u) = usage {
+        take_usage(rec, u);
+    }
+    if let Some(t) = timing {
+        rec.engine_timing = Some(t);
     }
 }
 

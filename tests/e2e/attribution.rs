@@ -10,6 +10,20 @@ use goodput::plan::Phase;
 use goodput::record::TimingSource;
 use goodput::sim::{SimConfig, SimServer};
 
+/// The simulator as an external server, stating llama.cpp's `timings` in its answers.
+async fn timed_sim(cfg: SimConfig) -> SimServer {
+    SimServer::start(
+        SimConfig {
+            timings: true,
+            ..cfg
+        },
+        ([127, 0, 0, 1], 0).into(),
+        None,
+    )
+    .await
+    .unwrap()
+}
+
 /// An open-loop run against `url` with no `[measurement.traces]`.
 fn contract(url: &str, workload: &str, load: &str) -> goodput::contract::Contract {
     parse(&format!(
@@ -38,18 +52,12 @@ max_dispatch_lag_ms = 1000
 /// p99 reads mostly queue, and says its source and what it derived.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_timings_split_each_request_as_the_ground_truth_does() {
-    let sim = SimServer::start(
-        SimConfig {
-            timings: true,
-            max_batch: 2,
-            decode_base_ms: 12.0,
-            ..SimConfig::default()
-        },
-        ([127, 0, 0, 1], 0).into(),
-        None,
-    )
-    .await
-    .unwrap();
+    let sim = timed_sim(SimConfig {
+        max_batch: 2,
+        decode_base_ms: 12.0,
+        ..SimConfig::default()
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let r = run_in(
         contract(
@@ -122,18 +130,12 @@ async fn answers_timings_split_each_request_as_the_ground_truth_does() {
 /// One stream at a time with long prompts: the TTFT tail is the engine's prefill.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_heavy_single_stream_reads_mostly_prefill() {
-    let sim = SimServer::start(
-        SimConfig {
-            timings: true,
-            prefill_tokens_per_s: 20_000.0,
-            prefix_cache_blocks: 0,
-            ..SimConfig::default()
-        },
-        ([127, 0, 0, 1], 0).into(),
-        None,
-    )
-    .await
-    .unwrap();
+    let sim = timed_sim(SimConfig {
+        prefill_tokens_per_s: 20_000.0,
+        prefix_cache_blocks: 0,
+        ..SimConfig::default()
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let r = run_in(
         contract(
@@ -157,17 +159,11 @@ async fn a_prompt_heavy_single_stream_reads_mostly_prefill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_prefixes_a_server_never_cached_are_called_out() {
     for (blocks, warned) in [(0u64, true), (4096, false)] {
-        let sim = SimServer::start(
-            SimConfig {
-                timings: true,
-                prefix_cache_blocks: blocks,
-                ..SimConfig::default()
-            },
-            ([127, 0, 0, 1], 0).into(),
-            None,
-        )
-        .await
-        .unwrap();
+        let sim = timed_sim(SimConfig {
+            prefix_cache_blocks: blocks,
+            ..SimConfig::default()
+        })
+        .await;
         let dir = tempfile::tempdir().unwrap();
         let r = run_in(
             contract(

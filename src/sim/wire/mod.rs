@@ -133,17 +133,17 @@ pub(crate) struct Timings {
 }
 
 impl Timings {
-    /// llama-server's `timings` object: its times in ms to the µs, its counts.
-    pub(crate) fn json(&self) -> String {
-        let ms = |us: u64| format!("{}.{:03}", us / 1000, us % 1000);
-        format!(
-            r#"{{"cache_n":{},"prompt_n":{},"prompt_ms":{},"predicted_n":{},"predicted_ms":{}}}"#,
-            self.cache_n,
-            self.prompt_n,
-            ms(self.prefill_us),
-            self.predicted_n,
-            ms(self.decode_us)
-        )
+    /// llama-server's `timings` object: its times in ms (µs exactly: the shortest decimal
+    /// that reads back as the same double), its counts.
+    pub(crate) fn value(&self) -> serde_json::Value {
+        let ms = |us: u64| us as f64 / 1000.0;
+        serde_json::json!({
+            "cache_n": self.cache_n,
+            "prompt_n": self.prompt_n,
+            "prompt_ms": ms(self.prefill_us),
+            "predicted_n": self.predicted_n,
+            "predicted_ms": ms(self.decode_us),
+        })
     }
 }
 

@@ -141,7 +141,7 @@ impl Wire for OpenAi {
         // llama-server states the request's timing in its finish chunk.
         let tail = c
             .timings
-            .map_or(String::new(), |t| format!(r#","timings":{}"#, t.json()));
+            .map_or(String::new(), |t| format!(r#","timings":{}"#, t.value()));
         self.event_with(r, buf, self.empty_choice(), Some(c.finish), &tail);
         if c.usage {
             let u = json!({
@@ -171,10 +171,8 @@ impl Wire for OpenAi {
             "id": r.id, "object": self.object(false), "created": r.created,
             "model": r.model, "choices": [choice], "usage": usage(c),
         });
-        if let Some(t) = c.timings
-            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t.json())
-        {
-            whole["timings"] = v;
+        if let Some(t) = c.timings {
+            whole["timings"] = t.value();
         }
         whole
     }
