@@ -212,7 +212,15 @@ pub(super) fn figures(d: &mut Doc, sp: &ServerSpans) {
         }
     }
     if let Some(t) = &sp.slowest {
-        d.figure(timeline(t));
+        // Where the server row starts: the span's own start, or (from an answer's timing) the
+        // send plus the run's client/network part.
+        let start = match sp.source.as_deref() {
+            Some(source) => format!(
+                "from the send plus the run's client/network part ({source} state no start), in the parts below"
+            ),
+            None => "from its span's start (its wall clock on the run's: exact on one host), in the parts below".to_owned(),
+        };
+        d.figure(timeline(t, &start));
     }
 }
 
@@ -288,7 +296,7 @@ fn legend(s: &mut String, y: f64) {
 /// The slowest request: the client's row (from its latency origin: waiting to be sent, then
 /// in flight to its first token, then streaming) above the server's (its span's start, then
 /// queue, prefill and decode).
-fn timeline(t: &Timeline) -> String {
+fn timeline(t: &Timeline, start_words: &str) -> String {
     let (w, left) = (560.0, 70.0);
     let origin = t.origin_us as f64;
     let end = (t.end_us as f64 - origin) / 1000.0;
@@ -343,7 +351,8 @@ fn timeline(t: &Timeline) -> String {
     segments(&mut s, &server, 66.0, &x, server_start);
     let _ = write!(
         s,
-        r#"<text x="8" y="104" font-size="11">client: waiting to be sent (grey), in flight to its first token (blue), streaming (green).</text><text x="8" y="117" font-size="11">server: from its span's start (its wall clock on the run's: exact on one host), in the parts below.</text>"#
+        r#"<text x="8" y="104" font-size="11">client: waiting to be sent (grey), in flight to its first token (blue), streaming (green).</text><text x="8" y="117" font-size="11">server: {}.</text>"#,
+        esc(start_words)
     );
     legend(&mut s, 128.0);
     s.push_str("</svg>");
