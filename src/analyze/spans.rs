@@ -33,6 +33,8 @@ use crate::record::Record;
 const TAILS: [f64; 3] = [50.0, 90.0, 99.0];
 /// `ServerSpans::source` of a run that had no source of the server's side.
 pub const NO_SOURCE: &str = "none";
+/// Fewer requests than this derive the queue over a floor the report calls rough.
+const FEW: usize = 20;
 /// How many examples of each kind of problem are named.
 const EXAMPLES: usize = 5;
 
@@ -348,7 +350,17 @@ fn from_answers(c: &Contract, steady: &[&Record]) -> ServerSpans {
     let floor = if floor.is_finite() { floor } else { 0.0 };
     if stated.iter().any(|(_, t)| t.queue_us.is_none()) {
         out.derived = Some(format!(
-            "queue is derived: the engine states prefill and decode, not the wait before them, so each request's time to first token from its send less its prefill is its queue plus the network and the server's own handling, and the run's smallest such remainder ({floor:.2} ms) is taken as that constant part (client/network)"
+            "queue is derived: the engine states prefill and decode, not the wait before them, so each request's time to first token from its send less its prefill is its queue plus the network and the server's own handling, and the run's smallest such remainder ({floor:.2} ms) is taken as that constant part (client/network){}",
+            // The floor is the least of the remainders: over a few requests it may still hold
+            // a wait or a first connection's setup, and every derived queue is short by it.
+            if stated.len() < FEW {
+                format!(
+                    "; over {} requests that floor is rough, and so is each queue",
+                    stated.len()
+                )
+            } else {
+                String::new()
+            }
         ));
     }
     let joined: Vec<Joined> = stated
