@@ -76,9 +76,11 @@ pub struct SimConfig {
     /// Left out of the configuration when served.
     #[serde(skip_serializing_if = "is_true")]
     pub tokenize: bool,
-    /// Whether answers carry llama-server's `timings` object (the request's prefill and decode
-    /// time and prompt cache hits, from the ground truth), as llama.cpp's do. Off by default,
-    /// as vLLM's answers have none; left out of the configuration when off.
+    /// Whether answers state the request's timing from the ground truth, as their engine does:
+    /// llama-server's `timings` object in the OpenAI APIs' answers (prefill, decode, prompt
+    /// cache hits), TGI's `x-queue-time`/`x-inference-time` headers on `/generate`'s whole
+    /// answers. Off by default, as vLLM's answers have none; left out of the configuration
+    /// when off.
     #[serde(skip_serializing_if = "is_false")]
     pub timings: bool,
     /// Keep each request's prompt text in its ground truth (tests that check what a client

@@ -1749,7 +1749,8 @@ fn throughput(
 }
 
 /// Tokens read and emitted inside the window by `records`: input, counted when its request's
-/// first token (or, unstreamed, its end) falls inside; output, by each chunk's arrival time.
+/// first token (or, unstreamed, its end) falls inside; output, by each chunk's arrival time,
+/// or (an answer not streamed, which has no chunks) all at its end.
 pub(crate) fn window_tokens<'r>(
     records: impl Iterator<Item = &'r Record>,
     inside: impl Fn(u64) -> bool,
@@ -1757,6 +1758,9 @@ pub(crate) fn window_tokens<'r>(
     let (mut input, mut output) = (0u64, 0u64);
     for r in records {
         output += match (r.chunks.first(), r.chunks.last()) {
+            (None, _) if r.is_ok() && r.end_us.is_some_and(&inside) => {
+                u64::from(r.client_output_tokens)
+            }
             // Arrivals in order: every chunk is inside when the first and last are.
             (Some(a), Some(b)) if r.chunks.in_order() && inside(a.0) && inside(b.0) => {
                 u64::from(r.chunks.tokens())

@@ -121,6 +121,10 @@ pub struct Parts {
     /// End-to-end only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_ms: Option<f64>,
+    /// Prefill and decode as one, from an engine that does not split them (TGI's
+    /// `x-inference-time`; prefill is then 0 and decode none). End-to-end only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inference_ms: Option<f64>,
 }
 
 impl Parts {
@@ -131,10 +135,15 @@ impl Parts {
             ("client/network", self.client_ms),
             ("server other", self.server_other_ms),
             ("queue", self.queue_ms),
-            ("prefill", self.prefill_ms),
         ];
-        if let Some(d) = self.decode_ms {
-            v.push(("decode", d));
+        match self.inference_ms {
+            Some(i) => v.push(("prefill+decode", i)),
+            None => {
+                v.push(("prefill", self.prefill_ms));
+                if let Some(d) = self.decode_ms {
+                    v.push(("decode", d));
+                }
+            }
         }
         v
     }
@@ -162,22 +171,26 @@ impl Parts {
             queue_ms: r(self.queue_ms),
             prefill_ms: r(self.prefill_ms),
             decode_ms: self.decode_ms.map(r),
+            inference_ms: self.inference_ms.map(r),
         }
     }
 
     fn mean(all: &[Parts]) -> Parts {
         let n = all.len().max(1) as f64;
         let sum = |f: fn(&Parts) -> f64| all.iter().map(f).sum::<f64>() / n;
+        let every = |f: fn(&Parts) -> Option<f64>| {
+            all.iter()
+                .all(|p| f(p).is_some())
+                .then(|| all.iter().filter_map(f).sum::<f64>() / n)
+        };
         Parts {
             dispatch_ms: sum(|p| p.dispatch_ms),
             client_ms: sum(|p| p.client_ms),
             server_other_ms: sum(|p| p.server_other_ms),
             queue_ms: sum(|p| p.queue_ms),
             prefill_ms: sum(|p| p.prefill_ms),
-            decode_ms: all
-                .iter()
-                .all(|p| p.decode_ms.is_some())
-                .then(|| sum(|p| p.decode_ms.unwrap_or(0.0))),
+            decode_ms: every(|p| p.decode_ms),
+            inference_ms: every(|p| p.inference_ms),
         }
     }
 }
@@ -317,8 +330,12 @@ fn no_source(engine: Option<&str>) -> Option<String> {
     Some(match engine? {
         "vllm" => "vLLM states each request's queue, prefill and decode in its spans: start it with --otlp-traces-endpoint http://HOST:PORT (with the OpenTelemetry packages installed) and give the contract [measurement.traces] listen = \"HOST:PORT\"".to_owned(),
         "llama.cpp" => "llama.cpp states each request's prefill and decode in its answers' `timings`, and none came: a llama-server too old to send them, or a proxy between that drops them".to_owned(),
-        "sglang" => "SGLang reports cached tokens in usage; goodput does not yet read a per-request timing from SGLang (its OpenTelemetry tracing is not joined): TTFT cannot be split here".to_owned(),
-        "tgi" => "TGI states queue and inference time in its /generate answers' headers (x-queue-time, x-inference-time); goodput does not read them yet: TTFT cannot be split here".to_owned(),
+        // SGLang (checked in its tokenizer_manager.py, 2025–2026): per-request timestamps
+        // (`request_received_ts`, `prefill_finished_ts`, `decode_finished_ts`) and
+        // `inference_time` go into the `meta_info` of its native /generate answers only, with
+        // --enable-metrics; its OpenAI layer's answers carry none.
+        "sglang" => "SGLang states per-request timing only in its native /generate answers' meta_info (with --enable-metrics), which goodput does not speak; its OpenAI answers carry none (start it with --enable-cache-report for cached tokens in usage): TTFT cannot be split here".to_owned(),
+        "tgi" => "TGI states each request's queue and inference time in the headers of whole answers only (x-queue-time, x-inference-time): run with workload.stream = false to split the end-to-end time (TTFT is then not measured); its streamed answers carry none".to_owned(),
         _ => return None,
     })
 }
@@ -336,7 +353,11 @@ fn from_answers(c: &Contract, steady: &[&Record]) -> ServerSpans {
     let stated: Vec<(&Record, EngineTiming)> = ok
         .iter()
         .filter_map(|r| Some((*r, r.engine_timing?)))
-        .filter(|(r, t)| r.sent_us.is_some() && r.end_us.is_some() && t.prefill_us.is_some())
+        .filter(|(r, t)| {
+            r.sent_us.is_some()
+                && r.end_us.is_some()
+                && (t.prefill_us.is_some() || t.inference_us.is_some())
+        })
         .collect();
     for r in ok.iter().filter(|r| r.engine_timing.is_none()) {
         out.unreported(r.index);
@@ -381,16 +402,18 @@ fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
 }
 
-/// What the engine's statement leaves of a request's time from its send, ms: to the first
-/// token less prefill when streamed, else to the end less prefill and decode.
+/// What the engine's statement leaves of a request's time from its send, ms, its queue
+/// included: to the first token less the server's own handling and prefill when streamed
+/// (and prefill stated), else to the end less those, decode and inference.
 fn unstated(r: &Record, t: &EngineTiming) -> f64 {
     let sent = r.sent_us.unwrap_or_default() as f64;
-    let prefill = ms(t.prefill_us.unwrap_or_default());
-    match r.first_token_us {
-        Some(first) => (first as f64 - sent) / 1000.0 - prefill,
+    let stated = |v: Option<u64>| v.map_or(0.0, ms);
+    let before = stated(t.other_us) + stated(t.prefill_us);
+    match r.first_token_us.filter(|_| t.prefill_us.is_some()) {
+        Some(first) => (first as f64 - sent) / 1000.0 - before,
         None => {
             let end = r.end_us.unwrap_or_default() as f64;
-            (end - sent) / 1000.0 - prefill - ms(t.decode_us.unwrap_or(0))
+            (end - sent) / 1000.0 - before - stated(t.decode_us) - stated(t.inference_us)
         }
     }
 }
@@ -401,20 +424,29 @@ fn answered<'a>(r: &'a Record, t: &EngineTiming, floor: f64, c: &Contract) -> Jo
     let sent = r.sent_us.unwrap_or_default();
     let since = |a: u64, b: u64| (b as f64 - a as f64) / 1000.0;
     let dispatch = since(origin_of(r, c), sent);
-    let prefill = ms(t.prefill_us.unwrap_or_default());
+    let other = t.other_us.map_or(0.0, ms);
+    let prefill = t.prefill_us.map_or(0.0, ms);
     let decode = t.decode_us.map(ms);
+    let inference = t.inference_us.map(ms);
     let rest = unstated(r, t);
     let (queue, network) = match t.queue_us {
         Some(q) => (ms(q), rest - ms(q)),
         None => (rest - floor, floor),
     };
-    let parts = |to: u64, decode: Option<f64>| Parts {
+    // The server's time to its first token (when it states prefill apart) and to its end,
+    // with the queue as stated or derived; and what the engine itself states of them (a
+    // derived queue is none of its statement).
+    let after = decode.unwrap_or(0.0) + inference.unwrap_or(0.0);
+    let (server_ttft, server_e2e) = (other + queue + prefill, other + queue + prefill + after);
+    let stated_ttft = other + t.queue_us.map_or(0.0, ms) + prefill;
+    let parts = |to: u64, server: f64, e2e: bool| Parts {
         dispatch_ms: dispatch,
-        client_ms: since(sent, to) - prefill - decode.unwrap_or(0.0) - queue,
-        server_other_ms: 0.0,
+        client_ms: since(sent, to) - server,
+        server_other_ms: other,
         queue_ms: queue,
         prefill_ms: prefill,
-        decode_ms: decode,
+        decode_ms: (e2e && inference.is_none()).then(|| decode.unwrap_or(0.0)),
+        inference_ms: inference.filter(|_| e2e),
     };
     Joined {
         rec: r,
@@ -422,16 +454,20 @@ fn answered<'a>(r: &'a Record, t: &EngineTiming, floor: f64, c: &Contract) -> Jo
         // beyond its client's view).
         timing: ServerTiming {
             queue_s: t.queue_us.map(|q| ms(q) / 1000.0),
-            ttft_s: r.first_token_us.map(|_| prefill / 1000.0),
-            prefill_s: Some(prefill / 1000.0),
+            ttft_s: r
+                .first_token_us
+                .filter(|_| t.prefill_us.is_some())
+                .map(|_| stated_ttft / 1000.0),
+            prefill_s: t.prefill_us.map(|_| prefill / 1000.0),
             decode_s: decode.map(|d| d / 1000.0),
-            e2e_s: Some((prefill + decode.unwrap_or(0.0)) / 1000.0),
+            e2e_s: Some((stated_ttft + after) / 1000.0),
         },
         start_us: (sent as f64 + network * 1000.0) as i64,
-        ttft: r.first_token_us.map(|f| parts(f, None).rounded()),
-        e2e: r
-            .end_us
-            .map(|e| parts(e, Some(decode.unwrap_or(0.0))).rounded()),
+        ttft: r
+            .first_token_us
+            .filter(|_| t.prefill_us.is_some())
+            .map(|f| parts(f, server_ttft, false).rounded()),
+        e2e: r.end_us.map(|e| parts(e, server_e2e, true).rounded()),
     }
 }
 
@@ -475,6 +511,7 @@ fn join<'a>(r: &'a Record, span: &SpanRecord, timing: ServerTiming, c: &Contract
             queue_ms: queue,
             prefill_ms: prefill,
             decode_ms: None,
+            inference_ms: None,
         }
     });
     let e2e = r.end_us.zip(timing.e2e_s).map(|(end, s)| {
@@ -487,6 +524,7 @@ fn join<'a>(r: &'a Record, span: &SpanRecord, timing: ServerTiming, c: &Contract
             queue_ms: queue,
             prefill_ms: prefill,
             decode_ms: Some(decode),
+            inference_ms: None,
         }
     });
     Joined {
@@ -743,8 +781,16 @@ mod tests {
             llama.contains("timings") && !llama.contains("otlp"),
             "{llama}"
         );
-        assert!(said("tgi").contains("x-queue-time"));
-        assert!(!said("sglang").contains("otlp-traces-endpoint"));
+        let tgi = said("tgi");
+        assert!(
+            tgi.contains("x-queue-time") && tgi.contains("stream = false"),
+            "{tgi}"
+        );
+        let sglang = said("sglang");
+        assert!(
+            sglang.contains("--enable-cache-report") && !sglang.contains("otlp-traces-endpoint"),
+            "{sglang}"
+        );
         assert!(summarize(&c, &steady, &[], None, Some("goodput-sim")).is_none());
         assert!(summarize(&c, &steady, &[], None, None).is_none());
         // Listening for spans that never came on llama.cpp: its own source, not vLLM's flag.

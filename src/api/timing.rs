@@ -7,6 +7,12 @@
 //!   prefill), `predicted_ms` (first token sampled to the last: decode), `prompt_n` (prompt
 //!   tokens evaluated), `cache_n` (prompt tokens reused from the slot's cache; -1 when not
 //!   set), `predicted_n`. It says nothing of the time a request waited for a free slot.
+//! - **TGI**: the headers of a whole answer (`/generate`, and its OpenAI layer unstreamed),
+//!   written by `generate_internal` in its router's `server.rs` (checked at v3.3.7):
+//!   `x-validation-time` (the request's validation and tokenizing: the server's own handling),
+//!   `x-queue-time` (queued to its batch's start), `x-inference-time` (the batch's start to the
+//!   last token: prefill and decode as one, not split), `x-generated-tokens`, each time in whole
+//!   milliseconds (truncated). A streamed answer's head carries none of them.
 //!
 //! Durations only: joining them to the client's times needs no clock agreement.
 
@@ -21,6 +27,9 @@ const MAX_US: f64 = 86_400e6;
 pub struct EngineTiming {
     /// Which engine's fields these are.
     pub source: TimingSource,
+    /// The server's own handling outside queue and model (validating, tokenizing), µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_us: Option<u64>,
     /// Waiting to be scheduled, µs, when the engine says it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_us: Option<u64>,
@@ -30,6 +39,9 @@ pub struct EngineTiming {
     /// Decode: the first token to the last, µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_us: Option<u64>,
+    /// Prefill and decode as one, µs, from an engine that does not split them (TGI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inference_us: Option<u64>,
     /// Prompt tokens the engine evaluated (those its cache did not serve).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u32>,
@@ -47,14 +59,64 @@ pub enum TimingSource {
     /// llama-server's `timings` object.
     #[serde(rename = "llama.cpp timings")]
     LlamaCpp,
+    /// TGI's `x-queue-time`, `x-inference-time`, … headers.
+    #[serde(rename = "TGI headers")]
+    Tgi,
 }
 
 impl TimingSource {
     pub fn name(self) -> &'static str {
         match self {
             TimingSource::LlamaCpp => "llama.cpp timings",
+            TimingSource::Tgi => "TGI headers",
         }
     }
+
+    /// What this source leaves out or rounds, in words, when it does.
+    pub fn caveat(self) -> Option<&'static str> {
+        match self {
+            TimingSource::LlamaCpp => None,
+            TimingSource::Tgi => Some(
+                "TGI states its times in whole milliseconds (truncated) and prefill and decode as one (x-inference-time), and only on whole answers: its streamed answers carry none",
+            ),
+        }
+    }
+
+    /// The source a report names, back from its name.
+    pub fn named(name: &str) -> Option<TimingSource> {
+        [TimingSource::LlamaCpp, TimingSource::Tgi]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
+}
+
+/// A time an engine stated in ms, to µs; `None` for one no request takes (negative, not
+/// finite, beyond a day).
+fn ms_to_us(ms: f64) -> Option<u64> {
+    let us = ms * 1000.0;
+    (us.is_finite() && (0.0..=MAX_US).contains(&us)).then(|| us.round() as u64)
+}
+
+/// TGI's timing headers of one answer (`header`: a header's value by its lower-case name), when
+/// it sent them: at least its inference time.
+pub(crate) fn tgi_headers<'a>(header: impl Fn(&str) -> Option<&'a str>) -> Option<EngineTiming> {
+    let ms = |name: &str| {
+        header(name)
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .and_then(ms_to_us)
+    };
+    let inference_us = Some(ms("x-inference-time")?);
+    Some(EngineTiming {
+        source: TimingSource::Tgi,
+        other_us: ms("x-validation-time"),
+        queue_us: ms("x-queue-time"),
+        prefill_us: None,
+        decode_us: None,
+        inference_us,
+        prompt_tokens: None,
+        cached_tokens: None,
+        output_tokens: header("x-generated-tokens").and_then(|v| v.trim().parse().ok()),
+    })
 }
 
 /// llama-server's `timings` object, as it writes it.
@@ -74,18 +136,16 @@ pub(crate) struct LlamaTimings {
 
 impl LlamaTimings {
     pub(crate) fn timing(self) -> EngineTiming {
-        let us = |ms: Option<f64>| {
-            ms.map(|m| m * 1000.0)
-                .filter(|u| u.is_finite() && (0.0..=MAX_US).contains(u))
-                .map(|u| u.round() as u64)
-        };
+        let us = |ms: Option<f64>| ms.and_then(ms_to_us);
         // llama.cpp writes -1 for a count it did not set.
         let n = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
         EngineTiming {
             source: TimingSource::LlamaCpp,
+            other_us: None,
             queue_us: None,
             prefill_us: us(self.prompt_ms),
             decode_us: us(self.predicted_ms),
+            inference_us: None,
             prompt_tokens: n(self.prompt_n),
             cached_tokens: n(self.cache_n),
             output_tokens: n(self.predicted_n),
@@ -119,5 +179,33 @@ mod tests {
             (odd.cached_tokens, odd.prefill_us, odd.decode_us),
             (None, None, None)
         );
+    }
+
+    /// The headers of a TGI `/generate` answer (its router's `generate_internal`): whole ms to
+    /// µs; an answer without `x-inference-time` (a streamed one's head) states nothing.
+    #[test]
+    fn tgi_headers_convert_to_microseconds_once() {
+        let head = [
+            ("x-compute-type", "gpu+optimized"),
+            ("x-total-time", "1712"),
+            ("x-validation-time", "2"),
+            ("x-queue-time", "830"),
+            ("x-inference-time", "880"),
+            ("x-time-per-token", "55"),
+            ("x-prompt-tokens", "31"),
+            ("x-generated-tokens", "16"),
+        ];
+        let get = |n: &str| head.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
+        let t = tgi_headers(get).unwrap();
+        assert_eq!(t.source, TimingSource::Tgi);
+        assert_eq!(
+            (t.other_us, t.queue_us, t.inference_us),
+            (Some(2_000), Some(830_000), Some(880_000))
+        );
+        assert_eq!((t.prefill_us, t.decode_us), (None, None));
+        assert_eq!(t.output_tokens, Some(16));
+        assert!(tgi_headers(|n| (n == "x-compute-type").then_some("gpu")).is_none());
+        assert!(tgi_headers(|n| (n == "x-inference-time").then_some("-4")).is_none());
+        assert_eq!(TimingSource::named("TGI headers"), Some(TimingSource::Tgi));
     }
 }

@@ -877,8 +877,14 @@ impl Client {
             );
             return None;
         }
-        let content_type = resp
-            .headers()
+        let headers = resp.headers();
+        // TGI states its timing in a whole answer's head (a streamed one's carries none).
+        if let Some(t) =
+            crate::api::timing::tgi_headers(|n| headers.get(n).and_then(|v| v.to_str().ok()))
+        {
+            rec.engine_timing = Some(t);
+        }
+        let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
         let framing = self.adapter.framing();

@@ -9,6 +9,7 @@ use super::svg::esc;
 use super::{Doc, Tone, num};
 use crate::analyze::Summary;
 use crate::analyze::spans::{NO_SOURCE, Parts, ServerSpans, Tail, Timeline};
+use crate::api::timing::TimingSource;
 
 /// The colours of the parts, in the order they happen (dispatch … decode).
 const COLOURS: [&str; 6] = [
@@ -103,6 +104,9 @@ pub(super) fn section(d: &mut Doc, s: &Summary) {
             if let Some(d2) = &sp.derived {
                 d.line(format!("The {d2}."));
             }
+            if let Some(c) = TimingSource::named(source).and_then(TimingSource::caveat) {
+                d.line(format!("{c}."));
+            }
         }
         None => {
             d.h("Where the time went (the engine's spans, joined by trace id)");
@@ -160,20 +164,23 @@ fn body(d: &mut Doc, sp: &ServerSpans) {
         if tails.is_empty() {
             continue;
         }
-        d.table(
-            &[
-                what,
-                "requests",
-                "dispatch",
-                "client/net",
-                "srv other",
-                "queue",
-                "prefill",
-                "decode",
-                "largest",
-            ],
-            tails.iter().map(row).collect(),
-        );
+        // An engine that states prefill and decode as one has one column for them.
+        let unsplit = tails.iter().any(|t| t.parts.inference_ms.is_some());
+        let mut head = vec![
+            what,
+            "requests",
+            "dispatch",
+            "client/net",
+            "srv other",
+            "queue",
+        ];
+        if unsplit {
+            head.push("prefill+decode");
+        } else {
+            head.extend(["prefill", "decode"]);
+        }
+        head.push("largest");
+        d.table(&head, tails.iter().map(|t| row(t, unsplit)).collect());
     }
     if !sp.ttft.is_empty() || !sp.e2e.is_empty() {
         d.line("Each row: the requests at or above the percentile, their latency's parts averaged (ms; they add up to the mean of those requests). client/net: the client's time from its send less the server's (connecting, uploading, the network, framing); srv other: the server's time outside queue, prefill and decode (parsing, tokenizing, hand-off).");
@@ -184,21 +191,26 @@ fn list(v: &[u64]) -> String {
     v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
 }
 
-fn row(t: &Tail) -> Vec<String> {
+fn row(t: &Tail, unsplit: bool) -> Vec<String> {
     let p = &t.parts;
     // A part averaging less than half a microsecond either way is none (not "-0.00").
     let num = |v: f64| num(if v.abs() < 0.0005 { 0.0 } else { v });
-    vec![
+    let mut v = vec![
         format!("p{} {} ms", t.percentile, num(t.value_ms)),
         t.requests.to_string(),
         num(p.dispatch_ms),
         num(p.client_ms),
         num(p.server_other_ms),
         num(p.queue_ms),
-        num(p.prefill_ms),
-        p.decode_ms.map_or("—".into(), &num),
-        t.dominant.clone(),
-    ]
+    ];
+    if unsplit {
+        v.push(p.inference_ms.map_or("—".into(), &num));
+    } else {
+        v.push(num(p.prefill_ms));
+        v.push(p.decode_ms.map_or("—".into(), &num));
+    }
+    v.push(t.dominant.clone());
+    v
 }
 
 /// The page's figures: each tail as stacked parts, and the slowest request's timeline.
@@ -213,10 +225,10 @@ pub(super) fn figures(d: &mut Doc, sp: &ServerSpans) {
     }
     if let Some(t) = &sp.slowest {
         // Where the server row starts: the span's own start, or (from an answer's timing) the
-        // send plus the run's client/network part.
+        // send plus its client/network part (the run's, where the queue is derived).
         let start = match sp.source.as_deref() {
             Some(source) => format!(
-                "from the send plus the run's client/network part ({source} state no start), in the parts below"
+                "from the send plus the client/network part ({source} state no start), in the parts below"
             ),
             None => "from its span's start (its wall clock on the run's: exact on one host), in the parts below".to_owned(),
         };
@@ -250,7 +262,11 @@ fn stacked(id: &str, what: &str, tails: &[Tail]) -> String {
         );
         segments(&mut s, &t.parts, y, &x, 0.0);
     }
-    legend(&mut s, top + row * tails.len() as f64 + 10.0);
+    legend(
+        &mut s,
+        &tails[0].parts,
+        top + row * tails.len() as f64 + 10.0,
+    );
     s.push_str("</svg>");
     s
 }
@@ -272,15 +288,9 @@ fn segments(s: &mut String, p: &Parts, y: f64, x: &dyn Fn(f64) -> f64, from_ms: 
     }
 }
 
-fn legend(s: &mut String, y: f64) {
-    let names = [
-        "dispatch",
-        "client/network",
-        "server other",
-        "queue",
-        "prefill",
-        "decode",
-    ];
+/// The names of `p`'s parts, in their colours.
+fn legend(s: &mut String, p: &Parts, y: f64) {
+    let names: Vec<&str> = p.named().into_iter().map(|(n, _)| n).collect();
     for (k, (name, colour)) in names.iter().zip(COLOURS).enumerate() {
         let x = 8.0 + 92.0 * k as f64;
         let _ = write!(
@@ -320,7 +330,11 @@ fn timeline(t: &Timeline, start_words: &str) -> String {
     let client = [
         ("waiting to be sent", 0.0, ms(t.sent_us), COLOURS[0]),
         (
-            "in flight to its first token",
+            if t.first_token_us.is_some() {
+                "in flight to its first token"
+            } else {
+                "in flight to its whole answer"
+            },
             ms(t.sent_us),
             t.first_token_us.map_or(end, ms),
             "#b0c4de",
@@ -351,10 +365,15 @@ fn timeline(t: &Timeline, start_words: &str) -> String {
     segments(&mut s, &server, 66.0, &x, server_start);
     let _ = write!(
         s,
-        r#"<text x="8" y="104" font-size="11">client: waiting to be sent (grey), in flight to its first token (blue), streaming (green).</text><text x="8" y="117" font-size="11">server: {}.</text>"#,
+        r#"<text x="8" y="104" font-size="11">client: {}</text><text x="8" y="117" font-size="11">server: {}.</text>"#,
+        if t.first_token_us.is_some() {
+            "waiting to be sent (grey), in flight to its first token (blue), streaming (green)."
+        } else {
+            "waiting to be sent (grey), in flight to its whole answer (blue): not streamed."
+        },
         esc(start_words)
     );
-    legend(&mut s, 128.0);
+    legend(&mut s, &t.e2e, 128.0);
     s.push_str("</svg>");
     s
 }

@@ -211,11 +211,13 @@ impl Ledger {
 }
 
 impl GroundTruth {
-    /// Its timing as llama-server states it: prefill from admission to the first token,
-    /// decode from there to the last; `None` before it was admitted and answered.
+    /// Its timing as an engine states it: queue from arrival to admission, prefill from
+    /// admission to the first token, decode from there to the last; `None` before it was
+    /// admitted and answered.
     pub(crate) fn timings(&self) -> Option<super::wire::Timings> {
         let (admitted, first) = (self.admitted_us?, self.first_token_us?);
         Some(super::wire::Timings {
+            queue_us: admitted.saturating_sub(self.arrival_us),
             prefill_us: first.saturating_sub(admitted),
             decode_us: self.end_us.saturating_sub(first),
             prompt_n: self.prompt_tokens.saturating_sub(self.cached_tokens),

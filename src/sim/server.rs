@@ -1033,7 +1033,14 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
         }
     };
     let counts = out.counts(generated, cached, timings);
-    axum::Json(out.wire.whole(&out.reply(), &reasoning, &text, &counts)).into_response()
+    let mut resp =
+        axum::Json(out.wire.whole(&out.reply(), &reasoning, &text, &counts)).into_response();
+    for (name, value) in out.wire.head(&counts) {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            resp.headers_mut().insert(name, v);
+        }
+    }
+    resp
 }
 
 async fn models(State(s): State<Arc<Shared>>) -> Response {

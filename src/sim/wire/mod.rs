@@ -119,9 +119,12 @@ pub(crate) struct Counts {
     pub timings: Option<Timings>,
 }
 
-/// One finished request's engine timing, as llama-server states it in its `timings`.
+/// One finished request's engine timing, from the ground truth: as llama-server states it in
+/// its `timings`, or TGI in its headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Timings {
+    /// Arrival to admission, µs.
+    pub queue_us: u64,
     /// Admission to the first token, µs.
     pub prefill_us: u64,
     /// The first token to the last, µs.
@@ -177,6 +180,10 @@ pub(crate) trait Wire: Send + Sync {
     }
     /// A whole answer.
     fn whole(&self, r: &Reply<'_>, reasoning: &str, answer: &str, c: &Counts) -> serde_json::Value;
+    /// Headers a whole answer carries besides its content type (TGI's timing).
+    fn head(&self, _c: &Counts) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
 }
 
 /// An SSE event with a name (`event:`) and JSON data, as Anthropic's and the Responses API's

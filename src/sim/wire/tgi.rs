@@ -3,7 +3,7 @@
 //! `generated_tokens`, `input_length`); `/generate` answers whole. The prompt is `inputs`,
 //! with no chat template; settings are in `parameters`. The simulator's chunks can hold
 //! several tokens (`tokens_per_chunk`): each token is still its own event, as TGI sends them,
-//! at the chunk's time.
+//! at the chunk's time. With `timings`, a whole answer's head carries TGI's timing headers.
 
 use serde::Deserialize;
 use serde_json::json;
@@ -105,5 +105,29 @@ impl Wire for Tgi {
         c: &Counts,
     ) -> serde_json::Value {
         json!({ "generated_text": format!("{reasoning}{answer}"), "details": details(c) })
+    }
+
+    /// TGI's timing headers (`generate_internal`), from the ground truth when the simulator
+    /// states timings: whole milliseconds, truncated, as TGI writes them; the simulator does
+    /// no validation worth a millisecond, and its inference runs from admission (its batch's
+    /// start for this request) to the last token.
+    fn head(&self, c: &Counts) -> Vec<(&'static str, String)> {
+        let Some(t) = c.timings else {
+            return Vec::new();
+        };
+        let ms = |us: u64| (us / 1000).to_string();
+        let inference = t.prefill_us + t.decode_us;
+        vec![
+            ("x-total-time", ms(t.queue_us + inference)),
+            ("x-validation-time", ms(0)),
+            ("x-queue-time", ms(t.queue_us)),
+            ("x-inference-time", ms(inference)),
+            (
+                "x-time-per-token",
+                ms(inference / u64::from(c.completion.max(1))),
+            ),
+            ("x-prompt-tokens", c.prompt.to_string()),
+            ("x-generated-tokens", c.completion.to_string()),
+        ]
     }
 }
