@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use crate::command::{
     self, ab::AbArgs, audit::AuditArgs, compare::CompareArgs, demo::DemoArgs, export::ExportArgs,
     history::HistoryArgs, import::ImportArgs, init::InitArgs, merge::MergeArgs, plan::PlanArgs,
-    report::ReportArgs, run::RunArgs, sim::SimArgs, sweep::SweepArgs,
+    report::ReportArgs, run::RunArgs, sim::SimArgs, sweep::SweepArgs, tune::TuneArgs,
 };
 
 pub use crate::command::failure_code;
@@ -47,6 +47,13 @@ pub enum Command {
     /// Run a contract once per value of one field (`--vary load.rate=1,2,4,8`), all else equal,
     /// and tabulate offered vs achieved rate, latency, throughput, attainment and goodput.
     Sweep(SweepArgs),
+    /// Which engine settings serve the most at the SLO? Launch the engine once per value of
+    /// one setting (`--setting parallel=1,2,4`, filling `{parallel}` in `[cold_start]
+    /// launch`), search its capacity at the SLO, stop it, and tabulate the settings.
+    #[command(
+        after_help = "Exit status: 0 every setting was tried (a setting that failed to start is a named row, not an error); 1 an error (no launch command, a placeholder the command never uses, a bad contract); 128 + N a signal stopped it, every finished setting kept and its engine stopped."
+    )]
+    Tune(TuneArgs),
     /// Did the change help? A against B (two contracts that differ in one axis, or A against
     /// itself) in paired, interleaved blocks at the contract's open-loop rate, until every
     /// headline metric is decided (better, worse, or no difference larger than --mde) or the
@@ -92,6 +99,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(a) => command::plan::plan(a)?,
         Command::Report(a) => command::report::report(a)?,
         Command::Sweep(a) => command::sweep::sweep(a).await?,
+        Command::Tune(a) => command::tune::tune(a).await?,
         Command::Ab(a) => command::ab::ab(a).await?,
         Command::Demo(a) => command::demo::demo(a).await?,
         Command::Audit(a) => command::audit::audit(a)?,

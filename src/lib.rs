@@ -38,9 +38,10 @@
 //!     comparable bundles, change points, the results store.
 //! 16. `run` — one run (and repeats), wired together.
 //! 17. `sweep`, `ab` — one variable varied, and the capacity search; A against B, paired.
-//! 18. `command` — one module per command, each returning a typed result; `command::render`,
+//! 18. `tune` — the engine launched once per value of a launch setting, its capacity searched.
+//! 19. `command` — one module per command, each returning a typed result; `command::render`,
 //!     the one rendering seam, writes any result as text, Markdown, HTML or JSON.
-//! 19. `cli`, `fuzz` — the command line (parses, dispatches, hands the result to the seam); the
+//! 20. `cli`, `fuzz` — the command line (parses, dispatches, hands the result to the seam); the
 //!     parsers' entry points for the fuzz targets.
 //!
 //! # Public API
@@ -85,4 +86,5 @@ pub(crate) mod sim_config;
 pub(crate) mod stats;
 pub mod sweep;
 pub mod text;
+pub mod tune;
 pub mod workload;

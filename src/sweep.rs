@@ -29,18 +29,23 @@ pub struct Vary {
 impl Vary {
     /// Parses the `--vary` arguments; more than one is refused: change one variable at a time.
     pub fn parse(args: &[String]) -> anyhow::Result<Vary> {
+        Vary::parse_as("--vary", args)
+    }
+
+    /// The same, for the flag `flag` (`--setting`).
+    pub fn parse_as(flag: &str, args: &[String]) -> anyhow::Result<Vary> {
         match args {
-            [] => bail!("--vary KEY=V1,V2,… is required"),
+            [] => bail!("{flag} KEY=V1,V2,… is required"),
             [one] => {
                 let (key, list) = one.split_once('=').with_context(|| {
-                    format!("--vary `{one}`: expected KEY=V1,V2,… (e.g. load.rate=1,2,4)")
+                    format!("{flag} `{one}`: expected KEY=V1,V2,… (e.g. load.rate=1,2,4)")
                 })?;
                 let values: Vec<String> = list.split(',').map(|v| v.trim().to_owned()).collect();
                 if key.trim().is_empty() || values.iter().all(String::is_empty) {
-                    bail!("--vary `{one}`: expected KEY=V1,V2,… (e.g. load.rate=1,2,4)");
+                    bail!("{flag} `{one}`: expected KEY=V1,V2,… (e.g. load.rate=1,2,4)");
                 }
                 if let Some(i) = values.iter().position(String::is_empty) {
-                    bail!("--vary `{one}`: value {} is empty (a stray comma?)", i + 1);
+                    bail!("{flag} `{one}`: value {} is empty (a stray comma?)", i + 1);
                 }
                 Ok(Vary {
                     key: key.trim().to_owned(),
@@ -48,7 +53,7 @@ impl Vary {
                 })
             }
             many => bail!(
-                "--vary given {} times ({}): a sweep changes one variable; run one sweep per variable",
+                "{flag} given {} times ({}): change one variable at a time; run once per variable",
                 many.len(),
                 many.iter()
                     .map(|m| m.split('=').next().unwrap_or(m))
@@ -1446,7 +1451,7 @@ mod tests {
         assert_eq!(v.values, ["1", "2", "4"]);
         let e = Vary::parse(&["load.rate=1,2".into(), "workload.seed=1,2".into()]).unwrap_err();
         assert!(
-            e.to_string().contains("a sweep changes one variable"),
+            e.to_string().contains("change one variable at a time"),
             "{e}"
         );
         assert!(e.to_string().contains("load.rate, workload.seed"), "{e}");

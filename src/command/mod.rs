@@ -37,6 +37,7 @@ pub mod run;
 pub mod signals;
 pub mod sim;
 pub mod sweep;
+pub mod tune;
 mod watch;
 
 pub use signals::failure_code;

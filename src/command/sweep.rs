@@ -10,7 +10,7 @@ use super::{Done, OutputArgs, Overrides, Shown, read_contract};
 use crate::report::Doc;
 
 /// A span on the command line: a number with a unit (`90s`, `15m`, `2h`), or `0`.
-fn parse_span(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_span(s: &str) -> Result<Duration, String> {
     if s.trim() == "0" {
         return Ok(Duration::ZERO);
     }

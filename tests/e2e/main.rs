@@ -48,5 +48,6 @@ mod timing;
 mod tls;
 mod traces;
 mod trust;
+mod tune;
 mod verdicts;
 mod workload;

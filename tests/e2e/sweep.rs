@@ -60,7 +60,7 @@ fn two_varied_fields_and_bad_values_are_refused() {
     let out = run(&["--vary", "load.rate=1,2", "--vary", "workload.seed=1,2"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("a sweep changes one variable"), "{err}");
+    assert!(err.contains("change one variable at a time"), "{err}");
     // A value the contract refuses stops the sweep before any run, naming file, key and value.
     let out = run(&["--vary", "load.rate=2,-1"]);
     assert!(!out.status.success());

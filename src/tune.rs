@@ -1,0 +1,503 @@
+//! `goodput tune`: the engine's launch settings tried one at a time for the highest capacity at
+//! the SLO. The contract's `[cold_start] launch` names the engine's command with a placeholder
+//! per setting (`{max_batch}`, `{parallel}` …) beside `{port}`; for each value the engine is
+//! launched (its time to ready recorded), probed, searched for its capacity exactly as
+//! `sweep --capacity` searches (one bundle per setting, its points inside), and stopped, so the
+//! machine is left as it was found. A setting that cannot start is a named failure with the
+//! engine's own last log line, never a gap.
+//!
+//! What it does not yet claim: the settings' capacities come from different minutes of the
+//! same machine, and no paired A/B has decided between the best two; the report says so, and
+//! calls two capacities within the search's resolution of each other no winner.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+
+use crate::bundle::Bundle;
+use crate::contract::Contract;
+use crate::report::{Doc, Tone};
+use crate::sweep::{Capacity, SweepOptions, Vary};
+
+/// One setting tried: how its engine came up, what it said of itself, its capacity at the SLO
+/// and how it stopped; or why it could not be searched.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tried {
+    /// The setting's value, as written.
+    pub value: String,
+    /// The launch command as run (its placeholders filled).
+    pub launch: Vec<String>,
+    /// Launch to ready, s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready_s: Option<f64>,
+    /// What the engine said of itself (probed by the search's first run): engine, slots,
+    /// context length, … .
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub facts: Vec<(String, String)>,
+    /// The capacity search's answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Capacity>,
+    /// The setting's bundle: its server's logs and the capacity search's.
+    pub bundle: PathBuf,
+    /// Why it has no answer: it did not start, was not ready, or its search failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// How its server stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+}
+
+impl Tried {
+    /// The capacity found: the rate the passing point offered, else its nominal rate.
+    pub fn capacity_rps(&self) -> Option<f64> {
+        let c = self.capacity.as_ref()?;
+        c.offered_rps.or(c.capacity_rps)
+    }
+
+    fn supported(&self) -> bool {
+        self.capacity
+            .as_ref()
+            .is_some_and(|c| c.supported_rps.is_some() && c.supported_rps == c.capacity_rps)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TuneResult {
+    pub contract: String,
+    /// The setting varied (a placeholder of the launch command) and its values.
+    pub setting: Vary,
+    pub tried: Vec<Tried>,
+    /// The search's resolution: capacities closer than it are not told apart.
+    pub resolution: f64,
+    pub interrupted: bool,
+}
+
+impl TuneResult {
+    /// The settings with a capacity, best first.
+    pub fn ranked(&self) -> Vec<&Tried> {
+        let mut v: Vec<&Tried> = self
+            .tried
+            .iter()
+            .filter(|t| t.capacity_rps().is_some())
+            .collect();
+        v.sort_by(|a, b| {
+            b.capacity_rps()
+                .unwrap_or(0.0)
+                .total_cmp(&a.capacity_rps().unwrap_or(0.0))
+        });
+        v
+    }
+}
+
+/// The placeholder a setting fills in the launch command.
+fn placeholder(key: &str) -> String {
+    format!("{{{key}}}")
+}
+
+/// The launch command and target URL of one setting, on `port`.
+fn filled(c: &Contract, key: &str, value: &str, port: u16) -> (Vec<String>, Option<String>) {
+    let fill = |s: &str| {
+        s.replace(&placeholder(key), value)
+            .replace("{port}", &port.to_string())
+    };
+    let launch = c
+        .cold_start
+        .as_ref()
+        .and_then(|cs| cs.launch.as_ref())
+        .map(|l| l.iter().map(|a| fill(a)).collect())
+        .unwrap_or_default();
+    (launch, c.target.url.as_deref().map(fill))
+}
+
+/// The contract each setting's capacity search runs: the tune's own, attached to the launched
+/// engine (`target.url` filled, no `[cold_start]`: the engine is up before the search and stays
+/// up through all its points).
+fn search_text(src: &str, url: &str) -> anyhow::Result<String> {
+    let mut doc: toml_edit::DocumentMut = src.parse().context("the contract is not TOML")?;
+    doc.remove("cold_start");
+    crate::sweep::set_key(&doc.to_string(), "target.url", &format!("\"{url}\""))
+        .map_err(|e| anyhow::anyhow!("target.url: {e}"))
+}
+
+/// Refuses a tune that could not mean what it says, before anything is launched.
+fn check(path: &Path, src: &str, c: &Contract, setting: &Vary) -> anyhow::Result<()> {
+    let at = path.display();
+    let Some(launch) = c.cold_start.as_ref().and_then(|cs| cs.launch.as_ref()) else {
+        bail!(
+            "{at}: goodput tune launches the engine once per setting: give the contract [cold_start] launch = [\"…\", \"{}\", …] with the setting's placeholder",
+            placeholder(&setting.key)
+        );
+    };
+    let mark = placeholder(&setting.key);
+    if !launch.iter().any(|a| a.contains(&mark)) {
+        bail!(
+            "{at}: cold_start.launch: the placeholder {mark} of --setting {} appears nowhere in it ({}): every value would launch the same engine",
+            setting.key,
+            launch.join(" ")
+        );
+    }
+    let url = c.target.url.as_deref().unwrap_or_default();
+    if !url.contains("{port}") && !launch.iter().any(|a| a.contains("{port}")) {
+        bail!(
+            "{at}: target.url: give it a {{port}} (and the launch command the same), so each setting's engine gets a free port goodput picks"
+        );
+    }
+    for v in &setting.values {
+        let (_, url) = filled(c, &setting.key, v, 1);
+        crate::workload::parse(&search_text(src, &url.unwrap_or_default())?, path)
+            .with_context(|| format!("--setting {}={v}", setting.key))?;
+    }
+    Ok(())
+}
+
+/// The last line the engine wrote, for a failure's one-line reason.
+fn last_line(tail: &str) -> &str {
+    tail.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty() && !l.starts_with("--- "))
+        .unwrap_or("(the engine wrote nothing)")
+}
+
+/// How each setting's capacity is searched (as `sweep --capacity` takes them).
+#[derive(Debug, Clone, Copy)]
+pub struct Search {
+    pub resolution: f64,
+    pub max_runs: usize,
+    pub confirm_within: std::time::Duration,
+}
+
+/// What every setting's try shares.
+struct At<'a> {
+    path: &'a Path,
+    src: &'a str,
+    c: &'a Contract,
+    setting: &'a Vary,
+    search: Search,
+    o: &'a SweepOptions,
+    http: reqwest::Client,
+}
+
+/// Tries each value of `setting` in turn: launch, ready, capacity search, stop.
+pub async fn tune(
+    path: &Path,
+    src: &str,
+    setting: &Vary,
+    search: Search,
+    o: &SweepOptions,
+) -> anyhow::Result<(Bundle, TuneResult)> {
+    let (c, _) = crate::workload::parse(src, path)?;
+    check(path, src, &c, setting)?;
+    let parent = Bundle::create(&o.out_root, &c)
+        .with_context(|| format!("creating a bundle under {}", o.out_root.display()))?;
+    parent.write("contract.toml", src)?;
+    let at = At {
+        path,
+        src,
+        c: &c,
+        setting,
+        search,
+        o,
+        http: {
+            crate::client::install_tls_provider();
+            reqwest::Client::new()
+        },
+    };
+    let mut tried = Vec::new();
+    let mut interrupted = false;
+    for (i, value) in setting.values.iter().enumerate() {
+        if o.cancel.is_cancelled() {
+            interrupted = true;
+            break;
+        }
+        let dir = parent.dir.join(format!("setting-{}", i + 1));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let (t, stopped_early) = at.try_one(i, value, dir).await?;
+        interrupted |= stopped_early;
+        if let Some(f) = &t.failure {
+            o.watch.note(f);
+        } else {
+            o.watch.line(&line(&setting.key, &t));
+        }
+        tried.push(t);
+    }
+    let result = TuneResult {
+        contract: c.name.clone(),
+        setting: setting.clone(),
+        tried,
+        resolution: search.resolution,
+        interrupted: interrupted || o.cancel.is_cancelled(),
+    };
+    parent.write_json("tune.json", &result)?;
+    parent.write("tune.md", &document(&result).markdown())?;
+    Ok((parent, result))
+}
+
+impl At<'_> {
+    /// The engine launched with `launch` and waited for until ready at `url` (its log in
+    /// `dir`): it and its time to ready, s; or why not, and how it stopped.
+    async fn up(
+        &self,
+        launch: &[String],
+        url: &str,
+        dir: &Path,
+    ) -> Result<(crate::coldstart::Launched, f64), (String, Option<String>)> {
+        let this = crate::contract::ColdStart {
+            launch: Some(launch.to_vec()),
+            ..self.c.cold_start.clone().unwrap_or_default()
+        };
+        let started = Instant::now();
+        let mut server =
+            crate::coldstart::Launched::spawn(&this, dir).map_err(|e| (e.to_string(), None))?;
+        let ready = tokio::select! {
+            r = crate::coldstart::wait_ready(&self.http, url, &this, Some(&mut server), started) => r.map(|_| ()).map_err(|e| e.to_string()),
+            () = self.o.cancel.cancelled() => Err("stopped by a signal while it came up".to_owned()),
+        };
+        match ready {
+            Ok(()) => Ok((server, started.elapsed().as_secs_f64())),
+            Err(e) => {
+                let tail = server.log_tail();
+                let stopped = server.stop().await;
+                let first = e.lines().next().unwrap_or_default();
+                let first = first.trim_end_matches("; last lines of its log:");
+                Err((
+                    format!("{first}; its last log line: {}", last_line(&tail)),
+                    Some(stopped),
+                ))
+            }
+        }
+    }
+
+    /// One setting: its engine launched on a free port, its capacity searched, the engine
+    /// stopped. Whether a signal cut its search short.
+    async fn try_one(&self, i: usize, value: &str, dir: PathBuf) -> anyhow::Result<(Tried, bool)> {
+        let key = &self.setting.key;
+        let (launch, url) = filled(self.c, key, value, free_port()?);
+        let dir = &dir;
+        let url = url.unwrap_or_default();
+        let name = format!("{key}={value}");
+        self.o.watch.line(&format!(
+            "setting {} of {}: {name}: launching `{}`",
+            i + 1,
+            self.setting.values.len(),
+            launch.join(" ")
+        ));
+        let mut t = Tried {
+            value: value.to_owned(),
+            launch: launch.clone(),
+            ready_s: None,
+            facts: Vec::new(),
+            capacity: None,
+            bundle: dir.clone(),
+            failure: None,
+            stopped: None,
+        };
+        // Another server already on the port would be searched in this setting's name.
+        let authority = crate::text::authority(&url).to_owned();
+        if tokio::net::TcpStream::connect(&authority).await.is_ok() {
+            t.failure = Some(format!(
+                "{name}: something already answers at {authority} before the launch: not searched (it would not be this setting's engine)"
+            ));
+            return Ok((t, false));
+        }
+        let server = match self.up(&launch, &url, dir).await {
+            Ok((server, ready_s)) => {
+                t.ready_s = Some(ready_s);
+                server
+            }
+            Err((why, stopped)) => {
+                t.failure = Some(format!("{name}: {why}"));
+                t.stopped = stopped;
+                return Ok((t, false));
+            }
+        };
+        let inner = SweepOptions {
+            out_root: dir.clone(),
+            ..self.o.clone()
+        };
+        let s = self.search;
+        let searched = crate::sweep::capacity(
+            self.path,
+            &search_text(self.src, &url)?,
+            s.resolution,
+            s.max_runs,
+            s.confirm_within,
+            &inner,
+        )
+        .await;
+        let mut cut = false;
+        match searched {
+            Ok((_, r)) => {
+                t.facts = r
+                    .points
+                    .first()
+                    .map(|p| probed(&p.bundle))
+                    .unwrap_or_default();
+                t.capacity = r.capacity;
+                cut = r.interrupted;
+            }
+            Err(e) => {
+                t.failure = Some(format!(
+                    "{name}: the capacity search failed: {e:#}; the engine's last log line: {}",
+                    last_line(&server.log_tail())
+                ));
+            }
+        }
+        t.stopped = Some(server.stop().await);
+        Ok((t, cut))
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free loopback port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// The facts a run probed that tell one engine setting from another.
+fn probed(bundle: &Path) -> Vec<(String, String)> {
+    let Ok(text) = std::fs::read_to_string(bundle.join(crate::bundle::ENVIRONMENT)) else {
+        return Vec::new();
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    [
+        "engine",
+        "slots",
+        "max_model_len",
+        "parallelism",
+        "precision",
+    ]
+    .iter()
+    .filter_map(|k| {
+        let value = v["facts"]["facts"][k]["value"].as_str()?;
+        Some(((*k).to_owned(), value.to_owned()))
+    })
+    .collect()
+}
+
+/// One setting's outcome in a line.
+fn line(key: &str, t: &Tried) -> String {
+    match (&t.failure, t.capacity_rps()) {
+        (Some(f), _) => format!("  {f}"),
+        (None, Some(rps)) => format!(
+            "  {key}={}: capacity {rps:.2} req/s ({}), ready in {} s",
+            t.value,
+            if t.supported() {
+                "supported"
+            } else {
+                "indicated"
+            },
+            crate::report::num(t.ready_s.unwrap_or_default())
+        ),
+        (None, None) => format!("  {key}={}: no rate tried met the SLO", t.value),
+    }
+}
+
+/// The tune as a document: the answer, the table of settings, what is not yet claimed.
+pub fn document(r: &TuneResult) -> Doc {
+    let mut d = Doc::default();
+    let key = &r.setting.key;
+    d.h(format!("goodput tune · {} · {key}", r.contract));
+    answer(&mut d, r);
+    d.table(
+        &[
+            "setting",
+            "capacity req/s",
+            "support",
+            "ready s",
+            "engine said",
+        ],
+        rows(r),
+    );
+    for t in &r.tried {
+        if let Some(f) = &t.failure {
+            d.toned(Tone::Warn, f.clone());
+        }
+    }
+    if let Some(rule) = r
+        .tried
+        .iter()
+        .find_map(|t| t.capacity.as_ref().map(|c| c.rule.clone()))
+    {
+        d.line(format!("Capacity rule: {rule}."));
+    }
+    if r.interrupted {
+        d.toned(
+            Tone::Warn,
+            "Interrupted: the settings not listed were not tried.",
+        );
+    }
+    d
+}
+
+/// The best setting and its gain over the next, or why there is none; what is not claimed.
+fn answer(d: &mut Doc, r: &TuneResult) {
+    let key = &r.setting.key;
+    let ranked = r.ranked();
+    match ranked.as_slice() {
+        [] => d.toned(
+            Tone::Warn,
+            "No setting has a capacity at the SLO: every one failed to start, or met the SLO at no rate tried.",
+        ),
+        [one] => d.line(format!(
+            "Best: {key}={} at {:.2} req/s, the only setting with a capacity.",
+            one.value,
+            one.capacity_rps().unwrap_or_default()
+        )),
+        [a, b, ..] => {
+            let (x, y) = (
+                a.capacity_rps().unwrap_or_default(),
+                b.capacity_rps().unwrap_or_default(),
+            );
+            let gain = if y > 0.0 { x / y - 1.0 } else { f64::INFINITY };
+            if gain <= r.resolution {
+                d.line(format!(
+                    "No clear best: {key}={} ({x:.2} req/s) and {key}={} ({y:.2} req/s) lie within the search's resolution ({:.0}%) of each other.",
+                    a.value,
+                    b.value,
+                    r.resolution * 100.0
+                ));
+            } else {
+                d.line(format!(
+                    "Best: {key}={} at {x:.2} req/s, +{:.0}% over {key}={} ({y:.2} req/s).",
+                    a.value,
+                    gain * 100.0,
+                    b.value
+                ));
+            }
+            d.toned(
+                Tone::Warn,
+                "Not yet decided by a paired A/B: each capacity comes from its own minutes of this machine, so a gain near the resolution may be noise. Run `goodput ab` on the two settings' servers to decide it.",
+            );
+        }
+    }
+}
+
+/// One row per setting tried.
+fn rows(r: &TuneResult) -> Vec<Vec<String>> {
+    let key = &r.setting.key;
+    r.tried
+        .iter()
+        .map(|t| {
+            vec![
+                format!("{key}={}", t.value),
+                t.capacity_rps().map_or("—".into(), |c| format!("{c:.2}")),
+                match (&t.failure, t.capacity.is_some()) {
+                    (Some(_), _) => "failed".into(),
+                    (None, true) if t.capacity_rps().is_none() => "none met the SLO".into(),
+                    (None, true) if t.supported() => "supported".into(),
+                    (None, true) => "indicated".into(),
+                    (None, false) => "—".into(),
+                },
+                t.ready_s.map_or("—".into(), crate::report::num),
+                t.facts
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]
+        })
+        .collect()
+}
