@@ -6,7 +6,7 @@
 #   scripts/real-engine.sh install        idempotent: venv + pinned packages + model file
 #   scripts/real-engine.sh python         prints the venv's python
 #   scripts/real-engine.sh model          prints the model file's path
-#   scripts/real-engine.sh serve PORT     runs the server in the foreground (for [cold_start] launch)
+#   scripts/real-engine.sh serve PORT [SLOTS]  runs the server in the foreground (for [cold_start] launch)
 #   scripts/real-engine.sh start PORT     starts it in the background, waits until ready (bounded)
 #   scripts/real-engine.sh stop [PORT]    stops what `start PORT` started (no port: every one)
 #
@@ -62,9 +62,11 @@ PY
 
 serve() {
     local port="${1:?serve needs a port}"
+    # A second argument sets the slots (goodput tune's `{parallel}`), else the environment.
+    local slots="${2:-${GOODPUT_REAL_ENGINE_SLOTS:-4}}"
     install
     exec "$PY" "$HERE/llamacpp_server.py" --model "$MODEL" --port "$port" \
-        --parallel "${GOODPUT_REAL_ENGINE_SLOTS:-4}" --ctx "${GOODPUT_REAL_ENGINE_CTX:-4096}" \
+        --parallel "$slots" --ctx "${GOODPUT_REAL_ENGINE_CTX:-4096}" \
         --threads "${GOODPUT_REAL_ENGINE_THREADS:-1}" ${GOODPUT_REAL_ENGINE_SWA_FULL:+--swa-full}
 }
 
@@ -108,8 +110,8 @@ case "${1:-}" in
     install) install ;;
     python) install && echo "$PY" ;;
     model) install && echo "$MODEL" ;;
-    serve) serve "${2:-}" ;;
+    serve) serve "${2:-}" "${3:-}" ;;
     start) start "${2:-}" ;;
     stop) stop "${2:-}" ;;
-    *) die "usage: $0 install|python|model|serve PORT|start PORT|stop [PORT]" ;;
+    *) die "usage: $0 install|python|model|serve PORT [SLOTS]|start PORT|stop [PORT]" ;;
 esac

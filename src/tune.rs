@@ -6,9 +6,11 @@
 //! machine is left as it was found. A setting that cannot start is a named failure with the
 //! engine's own last log line, never a gap.
 //!
-//! What it does not yet claim: the settings' capacities come from different minutes of the
-//! same machine, and no paired A/B has decided between the best two; the report says so, and
-//! calls two capacities within the search's resolution of each other no winner.
+//! The settings' capacities come from different minutes of the same machine, so the best two
+//! are then decided by a paired, interleaved A/B (`goodput ab`'s machinery) at the winner's
+//! capacity, both engines up at once on their own ports (each idle while the other's block
+//! runs). Without it (`--decide-blocks 0`, an interrupted tune) the report says the ranking is
+//! undecided, and calls two capacities within the search's resolution of each other no winner.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -63,6 +65,32 @@ impl Tried {
     }
 }
 
+/// The paired A/B between the best two settings, at the winner's capacity.
+#[derive(Debug, Clone, Serialize)]
+pub struct Decided {
+    /// Side A: the runner-up; side B: the winner (by capacity).
+    pub a: String,
+    pub b: String,
+    /// The open-loop rate both sides were offered: the winner's capacity (nominal), req/s.
+    pub rate: f64,
+    /// How the two were run.
+    pub how: String,
+    /// The A/B's verdict on B's goodput against A's (requests within the SLO per second: what
+    /// a capacity is), and each side's mean goodput over the pairs, req/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<crate::ab::stats::Call>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goodput_rps: Option<[f64; 2]>,
+    /// The A/B's verdict over every headline metric, its sentence and its pairs of blocks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overall: Option<crate::ab::Overall>,
+    pub sentence: String,
+    pub pairs: usize,
+    /// Its bundle (`ab.json`, a block per run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<PathBuf>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct TuneResult {
     pub contract: String,
@@ -71,6 +99,9 @@ pub struct TuneResult {
     pub tried: Vec<Tried>,
     /// The search's resolution: capacities closer than it are not told apart.
     pub resolution: f64,
+    /// The best two decided by a paired A/B, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Decided>,
     pub interrupted: bool,
 }
 
@@ -160,12 +191,15 @@ fn last_line(tail: &str) -> &str {
         .unwrap_or("(the engine wrote nothing)")
 }
 
-/// How each setting's capacity is searched (as `sweep --capacity` takes them).
+/// How each setting's capacity is searched (as `sweep --capacity` takes them), and the best
+/// two decided.
 #[derive(Debug, Clone, Copy)]
 pub struct Search {
     pub resolution: f64,
     pub max_runs: usize,
     pub confirm_within: std::time::Duration,
+    /// Most blocks of the deciding A/B (pairs × 2); 0: none.
+    pub decide_blocks: usize,
 }
 
 /// What every setting's try shares.
@@ -222,19 +256,132 @@ pub async fn tune(
         }
         tried.push(t);
     }
-    let result = TuneResult {
+    let mut result = TuneResult {
         contract: c.name.clone(),
         setting: setting.clone(),
         tried,
         resolution: search.resolution,
+        decided: None,
         interrupted: interrupted || o.cancel.is_cancelled(),
     };
+    if let [b, a, ..] = result.ranked().as_slice()
+        && search.decide_blocks >= 4
+        && !result.interrupted
+    {
+        let (a, b) = ((*a).clone(), (*b).clone());
+        result.decided = Some(at.decide(&a, &b, &parent).await?);
+        result.interrupted |= o.cancel.is_cancelled();
+    }
     parent.write_json("tune.json", &result)?;
-    parent.write("tune.md", &document(&result).markdown())?;
+    let doc = document(&result);
+    parent.write("tune.md", &doc.markdown())?;
+    parent.write(
+        "tune.html",
+        &crate::report::format::html::wrap("goodput tune", &doc),
+    )?;
     Ok((parent, result))
 }
 
 impl At<'_> {
+    /// Side A (the runner-up) against B (the winner) in paired, interleaved blocks at the
+    /// winner's capacity, both engines launched afresh and up at once.
+    async fn decide(&self, a: &Tried, b: &Tried, parent: &Bundle) -> anyhow::Result<Decided> {
+        let key = &self.setting.key;
+        let rate = b
+            .capacity
+            .as_ref()
+            .and_then(|c| c.capacity_rps)
+            .unwrap_or_default();
+        let mut d = Decided {
+            a: format!("{key}={}", a.value),
+            b: format!("{key}={}", b.value),
+            rate,
+            how: "Both engines launched afresh and up at once, each on its own port (each idle while the other's block runs); blocks interleaved A then B, then B then A".into(),
+            goodput: None,
+            goodput_rps: None,
+            overall: None,
+            sentence: String::new(),
+            pairs: 0,
+            bundle: None,
+        };
+        self.o.watch.line(&format!(
+            "deciding {} against {} by a paired A/B at {rate:.2} req/s",
+            d.a, d.b
+        ));
+        let mut servers = Vec::new();
+        let mut sides = Vec::new();
+        for t in [a, b] {
+            let dir = parent.dir.join(format!("decide-{}", t.value));
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let (launch, url) = filled(self.c, key, &t.value, free_port()?);
+            let url = url.unwrap_or_default();
+            match self.up(&launch, &url, &dir).await {
+                Ok((server, _)) => servers.push(server),
+                Err((why, _)) => {
+                    for s in servers {
+                        s.stop().await;
+                    }
+                    d.sentence = format!(
+                        "not decided: {key}={} did not come up again: {why}",
+                        t.value
+                    );
+                    return Ok(d);
+                }
+            }
+            let text = crate::sweep::set_key(
+                &search_text(self.src, &url)?,
+                "load.rate",
+                &format!("{rate:.4}"),
+            )
+            .map_err(|e| anyhow::anyhow!("load.rate: {e}"))?;
+            let (contract, inputs) = crate::workload::parse(&text, self.path)?;
+            sides.push(crate::ab::Side {
+                label: format!("{key}={}", t.value),
+                contract,
+                inputs,
+            });
+        }
+        let blocks = self.search.decide_blocks;
+        let opts = crate::ab::AbOptions {
+            out_root: parent.dir.join("decide"),
+            watch: self.o.watch.clone(),
+            argv: self.o.argv.clone(),
+            cancel: self.o.cancel.clone(),
+            signal: self.o.signal.clone(),
+            wake_latency_hold: self.o.wake_latency_hold,
+            min_pairs: (blocks / 2).min(4),
+            max_pairs: blocks / 2,
+            mde: 0.05,
+            power: 0.8,
+        };
+        let (side_b, side_a) = (sides.pop(), sides.pop());
+        let outcome = match (side_a, side_b) {
+            (Some(x), Some(y)) => crate::ab::ab(x, y, &opts).await,
+            _ => Err(anyhow::anyhow!("a side was not built")),
+        };
+        for s in servers {
+            s.stop().await;
+        }
+        match outcome {
+            Ok((bundle, r)) => {
+                let judged = r
+                    .metrics
+                    .iter()
+                    .position(|m| matches!(m.kind, crate::ab::Kind::Goodput))
+                    .and_then(|i| r.verdicts.get(i))
+                    .and_then(|v| v.judged.clone());
+                d.goodput = judged.as_ref().map(|j| j.call);
+                d.goodput_rps = judged.map(|j| [j.mean_a, j.mean_b]);
+                d.overall = Some(r.overall);
+                d.sentence = r.sentence;
+                d.pairs = r.pairs;
+                d.bundle = Some(bundle.dir);
+            }
+            Err(e) => d.sentence = format!("not decided: {e:#}"),
+        }
+        Ok(d)
+    }
+
     /// The engine launched with `launch` and waited for until ready at `url` (its log in
     /// `dir`): it and its time to ready, s; or why not, and how it stopped.
     async fn up(
@@ -401,6 +548,7 @@ pub fn document(r: &TuneResult) -> Doc {
     let key = &r.setting.key;
     d.h(format!("goodput tune · {} · {key}", r.contract));
     answer(&mut d, r);
+    d.figure(frontier(r));
     d.table(
         &[
             "setting",
@@ -467,12 +615,47 @@ fn answer(d: &mut Doc, r: &TuneResult) {
                     b.value
                 ));
             }
-            d.toned(
-                Tone::Warn,
-                "Not yet decided by a paired A/B: each capacity comes from its own minutes of this machine, so a gain near the resolution may be noise. Run `goodput ab` on the two settings' servers to decide it.",
-            );
+            decided(d, r);
         }
     }
+}
+
+/// What the paired A/B between the best two said, or that none decided them.
+fn decided(d: &mut Doc, r: &TuneResult) {
+    let Some(x) = &r.decided else {
+        d.toned(
+            Tone::Warn,
+            "Not decided by a paired A/B: each capacity comes from its own minutes of this machine, so a gain near the resolution may be noise (run without --decide-blocks 0, or `goodput ab` on the two settings' servers).",
+        );
+        return;
+    };
+    use crate::ab::stats::Call;
+    let gain = x.goodput_rps.map_or(String::new(), |[a, b]| {
+        format!(" (goodput {b:.2} against {a:.2} req/s)")
+    });
+    let verdict = match x.goodput {
+        Some(Call::Better) => format!(
+            "decided: {} serves more within the SLO than {}{gain}",
+            x.b, x.a
+        ),
+        Some(Call::Worse) => format!(
+            "the A/B reverses the ranking: {} serves more within the SLO than {} at that rate",
+            x.a, x.b
+        ),
+        Some(Call::Same) => format!(
+            "no difference in goodput as large as 5% between {} and {} at that rate: no clear best",
+            x.a, x.b
+        ),
+        Some(Call::Open) | None => "goodput not decided within its budget of blocks".to_owned(),
+    };
+    let tone = Tone::warn_if(x.goodput != Some(Call::Better));
+    d.toned(
+        tone,
+        format!(
+            "Paired A/B at {:.2} req/s (the winner's capacity, its nominal load.rate), {} pairs of blocks: {verdict}. Every metric: {}. {}.",
+            x.rate, x.pairs, x.sentence, x.how
+        ),
+    );
 }
 
 /// One row per setting tried.
@@ -500,4 +683,63 @@ fn rows(r: &TuneResult) -> Vec<Vec<String>> {
             ]
         })
         .collect()
+}
+
+/// The settings' capacities as bars, in the order tried: solid where supported, hatched pale
+/// where only indicated, a failed setting named where its bar would be.
+fn frontier(r: &TuneResult) -> String {
+    use std::fmt::Write as _;
+    let esc = crate::report::svg::esc;
+    let (w, row, left, top) = (560.0, 26.0, 150.0, 34.0);
+    let h = top + row * r.tried.len() as f64 + 16.0;
+    let most = r
+        .tried
+        .iter()
+        .filter_map(Tried::capacity_rps)
+        .fold(1e-9, f64::max);
+    let x = |v: f64| (w - left - 90.0) * (v / most);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg id="tune-frontier" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" class="chart" role="img" aria-label="Capacity at the SLO by setting" font-family="sans-serif" font-size="12"><text x="8" y="18" font-size="14" font-weight="bold">Capacity at the SLO by {} (req/s; pale: indicated only)</text>"#,
+        esc(&r.setting.key)
+    );
+    for (k, t) in r.tried.iter().enumerate() {
+        let y = top + row * k as f64;
+        let _ = write!(
+            s,
+            r#"<text x="8" y="{}">{}={}</text>"#,
+            y + 14.0,
+            esc(&r.setting.key),
+            esc(&t.value)
+        );
+        match t.capacity_rps() {
+            Some(c) => {
+                let fill = if t.supported() { "#4a7ebb" } else { "#a9c4e4" };
+                let _ = write!(
+                    s,
+                    r#"<rect x="{left}" y="{}" width="{}" height="18" fill="{fill}"/><text x="{}" y="{}">{}</text>"#,
+                    y + 1.0,
+                    x(c).max(1.0),
+                    left + x(c) + 6.0,
+                    y + 14.0,
+                    crate::report::num(c)
+                );
+            }
+            None => {
+                let what = if t.failure.is_some() {
+                    "failed (see below)"
+                } else {
+                    "no rate met the SLO"
+                };
+                let _ = write!(
+                    s,
+                    r##"<text x="{left}" y="{}" fill="#b94a48">{what}</text>"##,
+                    y + 14.0
+                );
+            }
+        }
+    }
+    s.push_str("</svg>");
+    s
 }

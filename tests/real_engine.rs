@@ -1221,3 +1221,66 @@ async fn llamacpp_vllm_bench_serve_and_its_import_agree_row_by_row() {
         assert!(bare > 0, "{backend}: no record kept an event without text");
     }
 }
+
+/// Issue #75 on a real engine: `goodput tune` over llama.cpp's `--parallel` (1 and 2): each
+/// setting launched through the repository's script with its slots in the command, probed (the
+/// slots it states are the ones asked for), searched for its capacity on small points, and
+/// stopped; the table and page written; nothing left serving. (The deciding A/B is checked on
+/// the simulator, tests/e2e/tune.rs: here it would double the engines' CPU time in CI.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (scripts/real-engine.sh install); .ci/run runs it"]
+async fn llamacpp_tune_launches_probes_searches_and_stops_each_parallel_setting() {
+    let _cpu = CPU.read().await;
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = tempfile::tempdir().unwrap();
+    let text = small(
+        "real-tune",
+        "http://127.0.0.1:{port}",
+        "kind = \"open\"\nrate = 2\nrequests = 16",
+        "ttft_ms = 1500\npercentile = 90",
+    ) + &format!(
+        "[cold_start]\nlaunch = [\"{root}/scripts/real-engine.sh\", \"serve\", \"{{port}}\", \"{{parallel}}\"]\nready_path = \"/health\"\nready_timeout = \"90s\"\n"
+    );
+    let path = dir.path().join("tune.toml");
+    std::fs::write(&path, &text).unwrap();
+    let o = common::sweep_options(dir.path());
+    let setting = goodput::sweep::Vary::parse_as("--setting", &["parallel=1,2".into()]).unwrap();
+    let search = goodput::tune::Search {
+        resolution: 0.05,
+        max_runs: 3,
+        confirm_within: std::time::Duration::ZERO,
+        decide_blocks: 0,
+    };
+    let (parent, r) = goodput::tune::tune(&path, &text, &setting, search, &o)
+        .await
+        .unwrap();
+    let md = std::fs::read_to_string(parent.path("tune.md")).unwrap();
+    eprintln!("{md}");
+    assert_eq!(r.tried.len(), 2);
+    for t in &r.tried {
+        assert_eq!(t.failure, None, "{t:?}");
+        assert!(t.ready_s.is_some_and(|s| s > 0.0), "{t:?}");
+        let said = |k: &str| t.facts.iter().find(|(f, _)| f == k).map(|(_, v)| v.clone());
+        assert_eq!(said("slots"), Some(t.value.clone()), "{:?}", t.facts);
+        assert_eq!(
+            said("engine").as_deref(),
+            Some("llama.cpp"),
+            "{:?}",
+            t.facts
+        );
+        assert!(t.capacity.is_some(), "searched: {t:?}");
+        assert!(t.stopped.is_some(), "{t:?}");
+        let port = &t.launch[2];
+        assert!(
+            std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_err(),
+            "parallel={}: its engine still answers on {port}",
+            t.value
+        );
+        assert!(md.contains(&format!("parallel={}", t.value)), "{md}");
+    }
+    assert!(parent.path("tune.html").exists());
+    assert!(
+        md.contains("Not decided by a paired A/B") || r.ranked().len() < 2,
+        "{md}"
+    );
+}

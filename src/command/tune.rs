@@ -29,6 +29,10 @@ pub struct TuneArgs {
     /// (`0` never confirms).
     #[arg(long, default_value = "15m", value_parser = parse_span)]
     confirm_within: Duration,
+    /// Most blocks of the paired A/B that decides the best two settings at the winner's
+    /// capacity (both engines up at once); 0: no A/B.
+    #[arg(long, default_value_t = 16)]
+    decide_blocks: u64,
     #[command(flatten)]
     output: OutputArgs,
     /// Changes to the contract for every run (e.g. `--requests 200` for smaller points).
@@ -44,9 +48,13 @@ pub async fn tune(a: TuneArgs) -> anyhow::Result<Done> {
         resolution,
         max_runs,
         confirm_within,
+        decide_blocks,
         output,
         overrides,
     } = a;
+    if decide_blocks != 0 && decide_blocks < 4 {
+        bail!("--decide-blocks: give 4 or more (two pairs at least), or 0 for no A/B");
+    }
     if !(resolution > 0.0 && resolution < 1.0) {
         bail!("--resolution must be a fraction in (0, 1)");
     }
@@ -67,6 +75,7 @@ pub async fn tune(a: TuneArgs) -> anyhow::Result<Done> {
         resolution,
         max_runs: max_runs as usize,
         confirm_within,
+        decide_blocks: decide_blocks as usize,
     };
     let (bundle, r) = crate::tune::tune(&path, &src, &setting, search, &o).await?;
     let status = Ok(exit_code(r.interrupted, super::signals::SelfStop::No));

@@ -38,6 +38,16 @@ async fn tune(
     src: &str,
     setting: &str,
 ) -> anyhow::Result<(goodput::bundle::Bundle, goodput::tune::TuneResult)> {
+    tune_deciding(dir, src, setting, 0).await
+}
+
+/// The same, the best two decided by a paired A/B of at most `decide_blocks` blocks.
+async fn tune_deciding(
+    dir: &std::path::Path,
+    src: &str,
+    setting: &str,
+    decide_blocks: usize,
+) -> anyhow::Result<(goodput::bundle::Bundle, goodput::tune::TuneResult)> {
     let path = dir.join("tune.toml");
     std::fs::write(&path, src).unwrap();
     let o = common::sweep_options(dir);
@@ -46,13 +56,14 @@ async fn tune(
         resolution: 0.05,
         max_runs: 10,
         confirm_within: std::time::Duration::ZERO,
+        decide_blocks,
     };
     goodput::tune::tune(&path, src, &setting, search, &o).await
 }
 
 /// Two batch limits: each launched, searched and stopped; each capacity within 15% of the
-/// discrete-event clock's for that setting; the larger batch the best, as the clock says; the
-/// engines gone afterwards; and the report claims no A/B it did not run.
+/// discrete-event clock's for that setting; the larger batch the best, as the clock says, and
+/// confirmed by a paired A/B at its capacity; the engines gone afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_setting_is_launched_searched_and_stopped_and_the_best_is_the_clocks() {
     let dir = tempfile::tempdir().unwrap();
@@ -62,7 +73,9 @@ async fn each_setting_is_launched_searched_and_stopped_and_the_best_is_the_clock
         "http://127.0.0.1:{port}",
         &["--set", "max_batch={max_batch}"],
     );
-    let (parent, r) = tune(dir.path(), &src, "max_batch=1,4").await.unwrap();
+    let (parent, r) = tune_deciding(dir.path(), &src, "max_batch=1,4", 8)
+        .await
+        .unwrap();
     assert_eq!(r.tried.len(), 2);
     let mut found = Vec::new();
     for t in &r.tried {
@@ -120,7 +133,26 @@ async fn each_setting_is_launched_searched_and_stopped_and_the_best_is_the_clock
     assert_eq!(best, &truth_best, "{found:?}");
     let md = std::fs::read_to_string(parent.path("tune.md")).unwrap();
     assert!(md.contains(&format!("Best: max_batch={best}")), "{md}");
-    assert!(md.contains("Not yet decided by a paired A/B"), "{md}");
+    // The winner decided by a paired A/B at its capacity: four times the batch serves more
+    // within the SLO than one at the rate only it sustains (its TPOT, a batch of four sharing
+    // each step, may well be worse: every metric's verdict is shown beside).
+    let d = r.decided.as_ref().expect("the best two decided");
+    assert_eq!((d.a.as_str(), d.b.as_str()), ("max_batch=1", "max_batch=4"));
+    assert_eq!(d.goodput, Some(goodput::ab::stats::Call::Better), "{d:?}");
+    assert!(d.goodput_rps.is_some_and(|[a, b]| b > 1.2 * a), "{d:?}");
+    assert!(d.pairs >= 2 && d.pairs <= 4, "{d:?}");
+    assert!(d.bundle.as_ref().unwrap().join("ab.json").exists());
+    assert!(
+        md.contains("Paired A/B at")
+            && md.contains("decided: max_batch=4 serves more within the SLO")
+            && md.contains("Every metric:"),
+        "{md}"
+    );
+    // Both engines of the A/B are gone too.
+    for side in ["1", "4"] {
+        let log = parent.dir.join(format!("decide-{side}/server.stderr.log"));
+        assert!(log.exists(), "{}", log.display());
+    }
     assert!(
         md.contains("max_batch=1") && md.contains("max_batch=4"),
         "{md}"
