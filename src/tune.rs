@@ -283,6 +283,55 @@ pub async fn tune(
 }
 
 impl At<'_> {
+    /// One side of the deciding A/B: `t`'s engine launched afresh (its log in
+    /// `decide-VALUE`), and its contract at `rate` against it; or why it did not come up.
+    async fn side(
+        &self,
+        t: &Tried,
+        rate: f64,
+        parent: &Bundle,
+    ) -> anyhow::Result<Result<(crate::coldstart::Launched, crate::ab::Side), String>> {
+        let key = &self.setting.key;
+        let dir = parent.dir.join(format!("decide-{}", t.value));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let (launch, url) = filled(self.c, key, &t.value, free_port()?);
+        let url = url.unwrap_or_default();
+        let server = match self.up(&launch, &url, &dir).await {
+            Ok((server, _)) => server,
+            Err((why, _)) => return Ok(Err(why)),
+        };
+        let text = crate::sweep::set_key(
+            &search_text(self.src, &url)?,
+            "load.rate",
+            &format!("{rate:.4}"),
+        )
+        .map_err(|e| anyhow::anyhow!("load.rate: {e}"))?;
+        let (contract, inputs) = crate::workload::parse(&text, self.path)?;
+        let side = crate::ab::Side {
+            label: format!("{key}={}", t.value),
+            contract,
+            inputs,
+        };
+        Ok(Ok((server, side)))
+    }
+
+    /// How the deciding A/B runs: into `decide/` of the tune's bundle, its budget of blocks.
+    fn ab_options(&self, parent: &Bundle) -> crate::ab::AbOptions {
+        let blocks = self.search.decide_blocks;
+        crate::ab::AbOptions {
+            out_root: parent.dir.join("decide"),
+            watch: self.o.watch.clone(),
+            argv: self.o.argv.clone(),
+            cancel: self.o.cancel.clone(),
+            signal: self.o.signal.clone(),
+            wake_latency_hold: self.o.wake_latency_hold,
+            min_pairs: (blocks / 2).min(4),
+            max_pairs: blocks / 2,
+            mde: 0.05,
+            power: 0.8,
+        }
+    }
+
     /// Side A (the runner-up) against B (the winner) in paired, interleaved blocks at the
     /// winner's capacity, both engines launched afresh and up at once.
     async fn decide(&self, a: &Tried, b: &Tried, parent: &Bundle) -> anyhow::Result<Decided> {
@@ -311,13 +360,12 @@ impl At<'_> {
         let mut servers = Vec::new();
         let mut sides = Vec::new();
         for t in [a, b] {
-            let dir = parent.dir.join(format!("decide-{}", t.value));
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            let (launch, url) = filled(self.c, key, &t.value, free_port()?);
-            let url = url.unwrap_or_default();
-            match self.up(&launch, &url, &dir).await {
-                Ok((server, _)) => servers.push(server),
-                Err((why, _)) => {
+            match self.side(t, rate, parent).await? {
+                Ok((server, side)) => {
+                    servers.push(server);
+                    sides.push(side);
+                }
+                Err(why) => {
                     for s in servers {
                         s.stop().await;
                     }
@@ -328,32 +376,8 @@ impl At<'_> {
                     return Ok(d);
                 }
             }
-            let text = crate::sweep::set_key(
-                &search_text(self.src, &url)?,
-                "load.rate",
-                &format!("{rate:.4}"),
-            )
-            .map_err(|e| anyhow::anyhow!("load.rate: {e}"))?;
-            let (contract, inputs) = crate::workload::parse(&text, self.path)?;
-            sides.push(crate::ab::Side {
-                label: format!("{key}={}", t.value),
-                contract,
-                inputs,
-            });
         }
-        let blocks = self.search.decide_blocks;
-        let opts = crate::ab::AbOptions {
-            out_root: parent.dir.join("decide"),
-            watch: self.o.watch.clone(),
-            argv: self.o.argv.clone(),
-            cancel: self.o.cancel.clone(),
-            signal: self.o.signal.clone(),
-            wake_latency_hold: self.o.wake_latency_hold,
-            min_pairs: (blocks / 2).min(4),
-            max_pairs: blocks / 2,
-            mde: 0.05,
-            power: 0.8,
-        };
+        let opts = self.ab_options(parent);
         let (side_b, side_a) = (sides.pop(), sides.pop());
         let outcome = match (side_a, side_b) {
             (Some(x), Some(y)) => crate::ab::ab(x, y, &opts).await,
