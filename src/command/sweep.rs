@@ -64,16 +64,7 @@ pub async fn sweep(a: SweepArgs) -> anyhow::Result<Done> {
     } = a;
     let src = read_contract(&path)?;
     let (src, _) = overrides.apply(&src, &path)?;
-    let cancel = cancel_on_signals("the point in flight");
-    let opts = output.run_options();
-    let o = crate::sweep::SweepOptions {
-        out_root: opts.out_root,
-        watch: opts.watch,
-        argv: opts.argv,
-        cancel,
-        signal: opts.signal,
-        wake_latency_hold: opts.wake_latency_hold,
-    };
+    let o = sweep_options(&output, cancel_on_signals("the point in flight"));
     let (bundle, r) = if capacity {
         if !(resolution > 0.0 && resolution < 1.0) {
             bail!("--resolution must be a fraction in (0, 1)");
@@ -97,6 +88,22 @@ pub async fn sweep(a: SweepArgs) -> anyhow::Result<Done> {
         bundle: bundle.dir.clone(),
     };
     Ok(Done::new(shown, output.format.get(), output.verbose).with_status(status))
+}
+
+/// Where and how a sweep's (or a tune's) runs go, from the output arguments; `cancel` ends it.
+pub(crate) fn sweep_options(
+    output: &OutputArgs,
+    cancel: tokio_util::sync::CancellationToken,
+) -> crate::sweep::SweepOptions {
+    let opts = output.run_options();
+    crate::sweep::SweepOptions {
+        out_root: opts.out_root,
+        watch: opts.watch,
+        argv: opts.argv,
+        cancel,
+        signal: opts.signal,
+        wake_latency_hold: opts.wake_latency_hold,
+    }
 }
 
 /// A sweep as the seam shows it: its table, a page of curves, and where its bundle is.

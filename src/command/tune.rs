@@ -61,16 +61,10 @@ pub async fn tune(a: TuneArgs) -> anyhow::Result<Done> {
     let setting = crate::sweep::Vary::parse_as("--setting", &setting)?;
     let src = read_contract(&path)?;
     let (src, _) = overrides.apply(&src, &path)?;
-    let cancel = cancel_on_signals("the setting in flight (its engine is stopped)");
-    let opts = output.run_options();
-    let o = crate::sweep::SweepOptions {
-        out_root: opts.out_root,
-        watch: opts.watch,
-        argv: opts.argv,
-        cancel,
-        signal: opts.signal,
-        wake_latency_hold: opts.wake_latency_hold,
-    };
+    let o = super::sweep::sweep_options(
+        &output,
+        cancel_on_signals("the setting in flight (its engine is stopped)"),
+    );
     let search = crate::tune::Search {
         resolution,
         max_runs: max_runs as usize,
