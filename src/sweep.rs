@@ -18,7 +18,7 @@ use crate::run::{RunOptions, run};
 use crate::workload::Inputs;
 
 /// `--vary key=v1,v2,…`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Vary {
     /// Dotted contract key, e.g. `load.rate`.
     pub key: String,
@@ -1494,8 +1494,9 @@ mod tests {
     }
 }
 
-/// How a capacity search ended.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// How a capacity search ended (`sweep.json`'s `capacity`, read back by `goodput report` of
+/// a tune).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Capacity {
     /// Highest offered rate (req/s) that passed ([`passes_capacity`]), supported or only
     /// indicated by its sample; `None` when even the lowest rate tried failed.
@@ -1678,7 +1679,7 @@ impl Capacity {
 }
 
 /// The run that confirmed a capacity answer indicated on a small sample.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Confirmation {
     pub rate: f64,
     /// Steady requests it was sized to send: enough to support the pass at the miss rate the

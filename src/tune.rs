@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bundle::Bundle;
 use crate::contract::Contract;
@@ -25,7 +25,7 @@ use crate::sweep::{Capacity, SweepOptions, Vary};
 
 /// One setting tried: how its engine came up, what it said of itself, its capacity at the SLO
 /// and how it stopped; or why it could not be searched.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Tried {
     /// The setting's value, as written.
     pub value: String,
@@ -36,7 +36,7 @@ pub struct Tried {
     pub ready_s: Option<f64>,
     /// What the engine said of itself (probed by the search's first run): engine, slots,
     /// context length, … .
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub facts: Vec<(String, String)>,
     /// The capacity search's answer.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -49,6 +49,9 @@ pub struct Tried {
     /// How its server stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    /// A signal cut it short (its launch or its search): a resumed tune tries it again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
 }
 
 impl Tried {
@@ -66,7 +69,7 @@ impl Tried {
 }
 
 /// The paired A/B between the best two settings, at the winner's capacity.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Decided {
     /// Side A: the runner-up; side B: the winner (by capacity).
     pub a: String,
@@ -91,7 +94,9 @@ pub struct Decided {
     pub bundle: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// What `goodput tune` found (`tune.json`, rewritten as each setting ends: `interrupted` stays
+/// true until the tune has ended).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TuneResult {
     pub contract: String,
     /// The setting varied (a placeholder of the launch command) and its values.
@@ -99,6 +104,12 @@ pub struct TuneResult {
     pub tried: Vec<Tried>,
     /// The search's resolution: capacities closer than it are not told apart.
     pub resolution: f64,
+    /// Most runs of each capacity search, and the longest each may spend confirming, s: with
+    /// the resolution, what a resumed tune must search with again.
+    #[serde(default)]
+    pub max_runs: usize,
+    #[serde(default)]
+    pub confirm_within_s: f64,
     /// The best two decided by a paired A/B, when it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decided: Option<Decided>,
@@ -213,19 +224,27 @@ struct At<'a> {
     http: reqwest::Client,
 }
 
-/// Tries each value of `setting` in turn: launch, ready, capacity search, stop.
+/// Tries each value of `setting` in turn: launch, ready, capacity search, stop; `resume`: the
+/// bundle of an interrupted tune of the same contract, whose finished settings are kept.
 pub async fn tune(
     path: &Path,
     src: &str,
     setting: &Vary,
     search: Search,
     o: &SweepOptions,
+    resume: Option<&Path>,
 ) -> anyhow::Result<(Bundle, TuneResult)> {
     let (c, _) = crate::workload::parse(src, path)?;
     check(path, src, &c, setting)?;
-    let parent = Bundle::create(&o.out_root, &c)
-        .with_context(|| format!("creating a bundle under {}", o.out_root.display()))?;
-    parent.write("contract.toml", src)?;
+    let (parent, kept, kept_decided) = match resume {
+        Some(dir) => resumed(dir, src, setting, search, o)?,
+        None => {
+            let parent = Bundle::create(&o.out_root, &c)
+                .with_context(|| format!("creating a bundle under {}", o.out_root.display()))?;
+            parent.write("contract.toml", src)?;
+            (parent, Vec::new(), None)
+        }
+    };
     let at = At {
         path,
         src,
@@ -238,40 +257,61 @@ pub async fn tune(
             reqwest::Client::new()
         },
     };
-    let mut tried = Vec::new();
-    let mut interrupted = false;
+    // Written as each setting ends, so a tune stopped by anything keeps every finished one.
+    let mut result = TuneResult {
+        contract: c.name.clone(),
+        setting: setting.clone(),
+        tried: Vec::new(),
+        resolution: search.resolution,
+        max_runs: search.max_runs,
+        confirm_within_s: search.confirm_within.as_secs_f64(),
+        decided: None,
+        interrupted: true,
+    };
+    let mut stopped_early = false;
     for (i, value) in setting.values.iter().enumerate() {
-        if o.cancel.is_cancelled() {
-            interrupted = true;
-            break;
+        if let Some(t) = kept.iter().find(|t| &t.value == value) {
+            o.watch.line(&format!(
+                "setting {} of {}: {}={value}: kept from the interrupted tune",
+                i + 1,
+                setting.values.len(),
+                setting.key
+            ));
+            result.tried.push(t.clone());
+            continue;
         }
-        let dir = parent.dir.join(format!("setting-{}", i + 1));
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let (t, stopped_early) = at.try_one(i, value, dir).await?;
-        interrupted |= stopped_early;
+        if o.cancel.is_cancelled() {
+            stopped_early = true;
+            continue;
+        }
+        let dir = next_setting_dir(&parent.dir)?;
+        let (t, cut) = at.try_one(i, value, dir).await?;
+        stopped_early |= cut;
         if let Some(f) = &t.failure {
             o.watch.note(f);
         } else {
             o.watch.line(&line(&setting.key, &t));
         }
-        tried.push(t);
+        result.tried.push(t);
+        parent.write_json("tune.json", &result)?;
     }
-    let mut result = TuneResult {
-        contract: c.name.clone(),
-        setting: setting.clone(),
-        tried,
-        resolution: search.resolution,
-        decided: None,
-        interrupted: interrupted || o.cancel.is_cancelled(),
-    };
+    let interrupted = stopped_early || o.cancel.is_cancelled();
     if let [b, a, ..] = result.ranked().as_slice()
         && search.decide_blocks >= 4
-        && !result.interrupted
+        && !interrupted
     {
         let (a, b) = ((*a).clone(), (*b).clone());
-        result.decided = Some(at.decide(&a, &b, &parent).await?);
-        result.interrupted |= o.cancel.is_cancelled();
+        result.decided =
+            match kept_decided.filter(|d| d.a == at.side_name(&a) && d.b == at.side_name(&b)) {
+                Some(d) => {
+                    o.watch
+                        .line("the paired A/B of the best two: kept from the tune resumed");
+                    Some(d)
+                }
+                None => Some(at.decide(&a, &b, &parent).await?),
+            };
     }
+    result.interrupted = interrupted || o.cancel.is_cancelled();
     parent.write_json("tune.json", &result)?;
     let doc = document(&result);
     parent.write("tune.md", &doc.markdown())?;
@@ -282,7 +322,174 @@ pub async fn tune(
     Ok((parent, result))
 }
 
+/// The next `setting-N` directory of the tune's bundle not yet used (a resumed tune's new
+/// tries never overwrite an earlier one's).
+fn next_setting_dir(parent: &Path) -> anyhow::Result<PathBuf> {
+    let dir = (1..)
+        .map(|n| parent.join(format!("setting-{n}")))
+        .find(|d| !d.exists())
+        .unwrap_or_else(|| parent.join("setting"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// An interrupted tune's bundle, to continue: its settings that ended (not cut short by a
+/// signal) and its A/B when that ended. Refused, naming the difference, when the contract,
+/// the setting's name or the search differ: the kept capacities would answer another question.
+fn resumed(
+    dir: &Path,
+    src: &str,
+    setting: &Vary,
+    search: Search,
+    o: &SweepOptions,
+) -> anyhow::Result<(Bundle, Vec<Tried>, Option<Decided>)> {
+    let at = dir.display();
+    let old = load_tried(dir)?;
+    let kept_src = std::fs::read_to_string(dir.join("contract.toml"))
+        .with_context(|| format!("--resume {at}: reading its contract.toml"))?;
+    let now = crate::secrets::redact(src);
+    if kept_src != now {
+        let line = kept_src
+            .lines()
+            .zip(now.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| kept_src.lines().count().min(now.lines().count()));
+        bail!(
+            "--resume {at}: the contract (with its overrides) differs from the one the tune searched, first at line {} ({:?} against {:?}): a resumed tune must search the same contract; start a new tune instead",
+            line + 1,
+            kept_src.lines().nth(line).unwrap_or("(end)"),
+            now.lines().nth(line).unwrap_or("(end)")
+        );
+    }
+    if old.setting.key != setting.key {
+        bail!(
+            "--resume {at}: it tuned {}, not {}: a resumed tune varies the same setting",
+            old.setting.key,
+            setting.key
+        );
+    }
+    let asked = [
+        ("--resolution", old.resolution, search.resolution),
+        ("--max-runs", old.max_runs as f64, search.max_runs as f64),
+        (
+            "--confirm-within (s)",
+            old.confirm_within_s,
+            search.confirm_within.as_secs_f64(),
+        ),
+    ];
+    for (flag, was, now) in asked {
+        if (was - now).abs() > 1e-9 {
+            bail!(
+                "--resume {at}: {flag} was {was} and is now {now}: its settings were searched with the first; give the same"
+            );
+        }
+    }
+    let (kept, cut): (Vec<Tried>, Vec<Tried>) = old.tried.into_iter().partition(|t| !t.cut);
+    for t in &cut {
+        if setting.values.contains(&t.value) {
+            o.watch.note(&format!(
+                "{}={}: cut short by a signal last time: tried again (what it measured stays in {})",
+                setting.key,
+                t.value,
+                t.bundle.display()
+            ));
+        }
+    }
+    let decided = if old.interrupted { None } else { old.decided };
+    Ok((
+        Bundle {
+            dir: dir.to_owned(),
+        },
+        kept,
+        decided,
+    ))
+}
+
+/// A tune's `tune.json`, its paths moved to where the bundle is now.
+fn load_tried(dir: &Path) -> anyhow::Result<TuneResult> {
+    let file = dir.join("tune.json");
+    let mut r: TuneResult = crate::bundle::read_json(&file)?.with_context(|| {
+        format!(
+            "{} has no tune.json: not a goodput tune bundle, or one stopped before its first setting ended (start it afresh)",
+            dir.display()
+        )
+    })?;
+    for t in &mut r.tried {
+        if let Some(name) = t.bundle.file_name() {
+            t.bundle = dir.join(name);
+        }
+    }
+    if let Some(b) = r.decided.as_mut().and_then(|d| d.bundle.as_mut())
+        && let Some(name) = b.file_name()
+    {
+        *b = dir.join("decide").join(name);
+    }
+    Ok(r)
+}
+
+/// A tune rebuilt from its bundles (`goodput report`): the settings from `tune.json`, each
+/// capacity from its own search's `sweep.json`, the deciding verdict from its A/B's `ab.json`.
+pub fn load(dir: &Path) -> anyhow::Result<TuneResult> {
+    let mut r = load_tried(dir)?;
+    for t in &mut r.tried {
+        if let Some(sweep) = find_file(&t.bundle, "sweep.json", 3) {
+            let v: Option<serde_json::Value> = crate::bundle::read_json(&sweep)?;
+            if let Some(cap) = v.as_ref().and_then(|v| v.get("capacity")) {
+                t.capacity = Some(
+                    serde_json::from_value(cap.clone())
+                        .with_context(|| format!("reading {}: key `capacity`", sweep.display()))?,
+                );
+            }
+        }
+    }
+    if let Some(d) = r.decided.as_mut()
+        && let Some(b) = d.bundle.clone()
+        && let Some(ab) = crate::bundle::read_json::<crate::ab::AbResult>(&b.join("ab.json"))?
+    {
+        judged(d, &ab);
+    }
+    Ok(r)
+}
+
+/// The first file named `name` at most `depth` directories below `dir`.
+fn find_file(dir: &Path, name: &str, depth: usize) -> Option<PathBuf> {
+    let here = dir.join(name);
+    if here.is_file() {
+        return Some(here);
+    }
+    if depth == 0 {
+        return None;
+    }
+    let mut subs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    subs.sort();
+    subs.iter().find_map(|d| find_file(d, name, depth - 1))
+}
+
+/// The A/B's verdict on goodput, its sentence and pairs, into `d`.
+fn judged(d: &mut Decided, r: &crate::ab::AbResult) {
+    let judged = r
+        .metrics
+        .iter()
+        .position(|m| matches!(m.kind, crate::ab::Kind::Goodput))
+        .and_then(|i| r.verdicts.get(i))
+        .and_then(|v| v.judged.clone());
+    d.goodput = judged.as_ref().map(|j| j.call);
+    d.goodput_rps = judged.map(|j| [j.mean_a, j.mean_b]);
+    d.overall = Some(r.overall);
+    d.sentence = r.sentence.clone();
+    d.pairs = r.pairs;
+}
+
 impl At<'_> {
+    /// A setting as a side of the deciding A/B: `KEY=VALUE`.
+    fn side_name(&self, t: &Tried) -> String {
+        format!("{}={}", self.setting.key, t.value)
+    }
+
     /// One side of the deciding A/B: `t`'s engine launched afresh (its log in
     /// `decide-VALUE`), and its contract at `rate` against it; or why it did not come up.
     async fn side(
@@ -342,8 +549,8 @@ impl At<'_> {
             .and_then(|c| c.capacity_rps)
             .unwrap_or_default();
         let mut d = Decided {
-            a: format!("{key}={}", a.value),
-            b: format!("{key}={}", b.value),
+            a: self.side_name(a),
+            b: self.side_name(b),
             rate,
             how: "Both engines launched afresh and up at once, each on its own port (each idle while the other's block runs); blocks interleaved A then B, then B then A".into(),
             goodput: None,
@@ -388,17 +595,7 @@ impl At<'_> {
         }
         match outcome {
             Ok((bundle, r)) => {
-                let judged = r
-                    .metrics
-                    .iter()
-                    .position(|m| matches!(m.kind, crate::ab::Kind::Goodput))
-                    .and_then(|i| r.verdicts.get(i))
-                    .and_then(|v| v.judged.clone());
-                d.goodput = judged.as_ref().map(|j| j.call);
-                d.goodput_rps = judged.map(|j| [j.mean_a, j.mean_b]);
-                d.overall = Some(r.overall);
-                d.sentence = r.sentence;
-                d.pairs = r.pairs;
+                judged(&mut d, &r);
                 d.bundle = Some(bundle.dir);
             }
             Err(e) => d.sentence = format!("not decided: {e:#}"),
@@ -463,6 +660,7 @@ impl At<'_> {
             bundle: dir.clone(),
             failure: None,
             stopped: None,
+            cut: false,
         };
         // Another server already on the port would be searched in this setting's name.
         let authority = crate::text::authority(&url).to_owned();
@@ -480,7 +678,9 @@ impl At<'_> {
             Err((why, stopped)) => {
                 t.failure = Some(format!("{name}: {why}"));
                 t.stopped = stopped;
-                return Ok((t, false));
+                t.cut = self.o.cancel.is_cancelled();
+                let cut = t.cut;
+                return Ok((t, cut));
             }
         };
         let inner = SweepOptions {
@@ -497,8 +697,7 @@ impl At<'_> {
             &inner,
         )
         .await;
-        let mut cut = false;
-        match searched {
+        let cut = match searched {
             Ok((_, r)) => {
                 t.facts = r
                     .points
@@ -506,16 +705,19 @@ impl At<'_> {
                     .map(|p| probed(&p.bundle))
                     .unwrap_or_default();
                 t.capacity = r.capacity;
-                cut = r.interrupted;
+                r.interrupted
             }
             Err(e) => {
                 t.failure = Some(format!(
                     "{name}: the capacity search failed: {e:#}; the engine's last log line: {}",
                     last_line(&server.log_tail())
                 ));
+                self.o.cancel.is_cancelled()
             }
-        }
+        };
         t.stopped = Some(server.stop().await);
+        t.facts.extend(crate::coldstart::stated_memory(dir));
+        t.cut = cut;
         Ok((t, cut))
     }
 }

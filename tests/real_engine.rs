@@ -1251,7 +1251,7 @@ async fn llamacpp_tune_launches_probes_searches_and_stops_each_parallel_setting(
         confirm_within: std::time::Duration::ZERO,
         decide_blocks: 0,
     };
-    let (parent, r) = goodput::tune::tune(&path, &text, &setting, search, &o)
+    let (parent, r) = goodput::tune::tune(&path, &text, &setting, search, &o, None)
         .await
         .unwrap();
     let md = std::fs::read_to_string(parent.path("tune.md")).unwrap();

@@ -1,5 +1,5 @@
 //! `goodput report`: a bundle's summary recomputed from its raw records (or a repeat set's,
-//! every run recomputed from its own).
+//! every run recomputed from its own; or a tune's answer rebuilt from its settings' bundles).
 
 use std::path::PathBuf;
 
@@ -26,6 +26,14 @@ pub struct ReportArgs {
 pub fn report(a: ReportArgs) -> anyhow::Result<Done> {
     if a.bundle.join("repeat.json").is_file() {
         return repeats(a);
+    }
+    if a.bundle.join("tune.json").is_file() {
+        let result = crate::tune::load(&a.bundle)?;
+        let shown = super::tune::TuneShown {
+            result,
+            bundle: a.bundle.clone(),
+        };
+        return Ok(Done::new(shown, a.format.get(), a.verbose));
     }
     let b = load_bundle(&a.bundle)?;
     Ok(Done::new(ReportShown(b), a.format.get(), a.verbose))

@@ -33,6 +33,10 @@ pub struct TuneArgs {
     /// capacity (both engines up at once); 0: no A/B.
     #[arg(long, default_value_t = 16)]
     decide_blocks: u64,
+    /// The bundle of an interrupted tune of the same contract to continue: its finished
+    /// settings are kept, the rest tried (a setting a signal cut short is tried again).
+    #[arg(long, value_name = "TUNE_BUNDLE")]
+    resume: Option<PathBuf>,
     #[command(flatten)]
     output: OutputArgs,
     /// Changes to the contract for every run (e.g. `--requests 200` for smaller points).
@@ -49,6 +53,7 @@ pub async fn tune(a: TuneArgs) -> anyhow::Result<Done> {
         max_runs,
         confirm_within,
         decide_blocks,
+        resume,
         output,
         overrides,
     } = a;
@@ -71,7 +76,8 @@ pub async fn tune(a: TuneArgs) -> anyhow::Result<Done> {
         confirm_within,
         decide_blocks: decide_blocks as usize,
     };
-    let (bundle, r) = crate::tune::tune(&path, &src, &setting, search, &o).await?;
+    let (bundle, r) =
+        crate::tune::tune(&path, &src, &setting, search, &o, resume.as_deref()).await?;
     let status = Ok(exit_code(r.interrupted, super::signals::SelfStop::No));
     let shown = TuneShown {
         result: r,

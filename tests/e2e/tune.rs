@@ -58,7 +58,7 @@ async fn tune_deciding(
         confirm_within: std::time::Duration::ZERO,
         decide_blocks,
     };
-    goodput::tune::tune(&path, src, &setting, search, &o).await
+    goodput::tune::tune(&path, src, &setting, search, &o, None).await
 }
 
 /// Two batch limits: each launched, searched and stopped; each capacity within 15% of the
@@ -224,4 +224,147 @@ async fn a_setting_that_cannot_start_is_named_with_the_engines_last_line() {
         "{f}"
     );
     assert!(r.tried[0].capacity.is_none());
+}
+
+/// Cancels the tune (as a signal would) when a line with `at` is shown: the moment a setting's
+/// engine is about to be launched, not a guess at a time.
+#[derive(Debug)]
+struct CancelAt {
+    at: &'static str,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+impl goodput::run::Watch for CancelAt {
+    fn line(&self, message: &str) {
+        if message.contains(self.at) {
+            self.cancel.cancel();
+        }
+    }
+}
+
+/// A tune stopped while its second setting's engine came up keeps its first setting; resumed,
+/// the first is kept as it was (not launched again) and the second tried afresh in a directory
+/// of its own (the cut try's log stays); `report` rebuilds the answer from the bundles; and a
+/// resume whose contract or search differs is refused, naming what differs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_tune_resumes_where_it_stopped_and_report_rebuilds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = contract(
+        "http://127.0.0.1:{port}",
+        &["--set", "max_batch={max_batch}"],
+    )
+    .replace("requests = 150", "requests = 60")
+    .replace("requests = 20", "requests = 8");
+    let path = dir.path().join("tune.toml");
+    std::fs::write(&path, &src).unwrap();
+    let setting =
+        goodput::sweep::Vary::parse_as("--setting", &["max_batch=1,4".to_owned()]).unwrap();
+    let search = goodput::tune::Search {
+        resolution: 0.1,
+        max_runs: 6,
+        confirm_within: std::time::Duration::ZERO,
+        decide_blocks: 0,
+    };
+    let mut o = common::sweep_options(dir.path());
+    o.watch = std::sync::Arc::new(CancelAt {
+        at: "setting 2 of 2",
+        cancel: o.cancel.clone(),
+    });
+    let (first, r) = goodput::tune::tune(&path, &src, &setting, search, &o, None)
+        .await
+        .unwrap();
+    assert!(r.interrupted, "{r:?}");
+    assert_eq!(r.tried.len(), 2, "{r:?}");
+    assert!(
+        r.tried[0].capacity_rps().is_some() && !r.tried[0].cut,
+        "{r:?}"
+    );
+    assert!(r.tried[1].cut, "the second was cut short: {r:?}");
+    let kept_json =
+        std::fs::read_to_string(first.dir.join("setting-1").join("server.stderr.log")).unwrap();
+
+    // Refused: another contract, another resolution, a directory that is no tune.
+    let other = src.replace("ttft_ms = 150", "ttft_ms = 200");
+    let o = common::sweep_options(dir.path());
+    let e = goodput::tune::tune(&path, &other, &setting, search, &o, Some(&first.dir))
+        .await
+        .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(e.contains("differs") && e.contains("ttft_ms = 150"), "{e}");
+    let wider = goodput::tune::Search {
+        resolution: 0.2,
+        ..search
+    };
+    let e = goodput::tune::tune(&path, &src, &setting, wider, &o, Some(&first.dir))
+        .await
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("--resolution was 0.1"), "{e:#}");
+    let e = goodput::tune::tune(&path, &src, &setting, search, &o, Some(dir.path()))
+        .await
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("has no tune.json"), "{e:#}");
+
+    let (again, r2) = goodput::tune::tune(&path, &src, &setting, search, &o, Some(&first.dir))
+        .await
+        .unwrap();
+    assert_eq!(again.dir, first.dir, "the same bundle, continued");
+    assert!(!r2.interrupted, "{r2:?}");
+    assert_eq!(r2.tried.len(), 2);
+    assert_eq!(
+        r2.tried[0].capacity, r.tried[0].capacity,
+        "the finished setting is kept as it was"
+    );
+    assert!(r2.tried[0].bundle.ends_with("setting-1"));
+    assert_eq!(
+        std::fs::read_to_string(first.dir.join("setting-1").join("server.stderr.log")).unwrap(),
+        kept_json,
+        "its engine was not launched again"
+    );
+    assert!(
+        r2.tried[1].bundle.ends_with("setting-3"),
+        "{:?}",
+        r2.tried[1].bundle
+    );
+    assert!(
+        first
+            .dir
+            .join("setting-2")
+            .join("server.stderr.log")
+            .exists(),
+        "the cut try's log stays"
+    );
+    assert!(
+        r2.tried[1].capacity_rps().is_some() && !r2.tried[1].cut,
+        "{r2:?}"
+    );
+    // The best is the larger batch, as the clock says.
+    assert_eq!(r2.ranked()[0].value, "4");
+
+    // `report` rebuilds the same answer from the bundles, wherever the bundle now lives.
+    let moved = dir.path().join("moved");
+    std::fs::rename(&first.dir, &moved).unwrap();
+    let rebuilt = goodput::tune::load(&moved).unwrap();
+    assert_eq!(rebuilt.tried.len(), 2);
+    for (x, y) in rebuilt.tried.iter().zip(&r2.tried) {
+        assert_eq!(x.capacity, y.capacity);
+        assert!(x.bundle.starts_with(&moved), "{:?}", x.bundle);
+    }
+    assert_eq!(
+        goodput::tune::document(&rebuilt).markdown(),
+        goodput::tune::document(&r2).markdown()
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["report", moved.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("goodput tune") && text.contains("max_batch=4"),
+        "{text}"
+    );
 }
