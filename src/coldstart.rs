@@ -356,3 +356,135 @@ pub async fn wait_ready(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// What a launched engine's log (`server.stdout.log`, `server.stderr.log` in `dir`) states of
+/// its KV cache, as (fact, value) pairs: vLLM's "… KV cache size: N tokens" and "Maximum
+/// concurrency for N tokens per request: Nx", llama.cpp's "llama_kv_cache…: size = … MiB (N
+/// cells", SGLang's "KV Cache is allocated. #tokens: N, K size: …, V size: …" and TGI's
+/// "Setting max batch total tokens to N". Hand-matched: each is one fixed phrase in a log
+/// line, and a regex engine would be a dependency for four `find`s. Empty when the engine
+/// states none (the log is read a line at a time, never whole).
+pub fn stated_memory(dir: &Path) -> Vec<(String, String)> {
+    use std::io::BufRead;
+    let mut out: Vec<(String, String)> = Vec::new();
+    for name in ["server.stderr.log", "server.stdout.log"] {
+        let Ok(f) = std::fs::File::open(dir.join(name)) else {
+            continue;
+        };
+        for line in std::io::BufReader::new(f)
+            .split(b'\n')
+            .map_while(Result::ok)
+        {
+            let line = String::from_utf8_lossy(&line);
+            for (k, v) in memory_facts(&line) {
+                if !out.iter().any(|(have, _)| have == k) {
+                    out.push((k.to_owned(), v));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One log line's statements of the KV cache (vLLM states two in one line).
+fn memory_facts(line: &str) -> Vec<(&'static str, String)> {
+    let after = |phrase: &str| line.find(phrase).map(|i| line[i + phrase.len()..].trim());
+    let mut out = Vec::new();
+    if let Some(i) = line.find(" KV cache size: ") {
+        // vLLM: "GPU KV cache size: 110,733 tokens" (CPU, XPU … on other devices).
+        let device = line[..i].rsplit(' ').next().unwrap_or_default();
+        if let Some(tokens) = line[i + 16..].split(" tokens").next() {
+            out.push(("kv_cache", format!("{} tokens ({device})", tokens.trim())));
+        }
+    }
+    if let Some((per, x)) =
+        after("Maximum concurrency for ").and_then(|r| r.split_once(" tokens per request: "))
+    {
+        // vLLM: "Maximum concurrency for 2,048 tokens per request: 54.07x".
+        out.push(("kv_concurrency", format!("{} at {per} tokens", x.trim())));
+    }
+    if line.contains("llama_kv_cache")
+        && let Some((size, rest)) = after(": size = ").and_then(|r| r.split_once('('))
+    {
+        // llama.cpp: "llama_kv_cache: size =  144.00 MiB (  4096 cells,  18 layers, …".
+        let cells = rest.split(',').next().unwrap_or_default().trim();
+        out.push(("kv_cache", format!("{} ({cells})", size.trim())));
+    }
+    if let Some(rest) = after("KV Cache is allocated. #tokens: ") {
+        // SGLang: "KV Cache is allocated. #tokens: 1234, K size: 1.00 GB, V size: 1.00 GB".
+        let (tokens, sizes) = rest.split_once(',').unwrap_or((rest, ""));
+        let sizes = if sizes.is_empty() {
+            String::new()
+        } else {
+            format!(";{sizes}")
+        };
+        out.push(("kv_cache", format!("{tokens} tokens{sizes}")));
+    }
+    if let Some(n) =
+        after("Setting max batch total tokens to ").and_then(|r| r.split_whitespace().next())
+    {
+        // TGI: the tokens its KV cache holds across the batch.
+        out.push(("kv_cache", format!("{n} tokens (max batch total)")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod memory_tests {
+    use super::memory_facts;
+
+    fn facts(line: &str) -> Vec<(&'static str, String)> {
+        memory_facts(line)
+    }
+
+    #[test]
+    fn each_engine_s_statement_of_its_kv_cache_is_read() {
+        let vllm = "(EngineCore pid=26637) INFO 12-07 10:16:50 [kv_cache_utils.py:2327] CPU KV cache size: 110,733 tokens, Maximum concurrency for 2,048 tokens per request: 54.07x";
+        assert_eq!(
+            facts(vllm),
+            vec![
+                ("kv_cache", "110,733 tokens (CPU)".to_owned()),
+                ("kv_concurrency", "54.07x at 2,048 tokens".to_owned())
+            ]
+        );
+        let llama = "llama_kv_cache: size =  144.00 MiB (  4096 cells,  18 layers,  2/2 seqs), K (f16):   72.00 MiB";
+        assert_eq!(
+            facts(llama),
+            vec![("kv_cache", "144.00 MiB (4096 cells)".to_owned())]
+        );
+        let sglang =
+            "[2026-01-01] KV Cache is allocated. #tokens: 90000, K size: 1.03 GB, V size: 1.03 GB";
+        assert_eq!(
+            facts(sglang),
+            vec![(
+                "kv_cache",
+                "90000 tokens; K size: 1.03 GB, V size: 1.03 GB".to_owned()
+            )]
+        );
+        let tgi = "2026-01-01T00:00:00Z  INFO text_generation_launcher: Setting max batch total tokens to 16000";
+        assert_eq!(
+            facts(tgi),
+            vec![("kv_cache", "16000 tokens (max batch total)".to_owned())]
+        );
+        assert!(facts("llama_kv_cache_iswa: using full-size SWA cache").is_empty());
+        assert!(facts("INFO: listening").is_empty());
+    }
+
+    #[test]
+    fn a_log_is_read_a_line_at_a_time_and_the_first_statement_kept() {
+        let dir = std::env::temp_dir().join(format!("goodput-mem-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("server.stderr.log"),
+            "INFO start\nINFO GPU KV cache size: 5,000 tokens\nINFO GPU KV cache size: 9 tokens\n",
+        )
+        .unwrap();
+        let got = super::stated_memory(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            got,
+            vec![("kv_cache".to_owned(), "5,000 tokens (GPU)".to_owned())]
+        );
+        assert!(super::stated_memory(std::path::Path::new("/nonexistent")).is_empty());
+    }
+}
