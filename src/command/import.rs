@@ -54,14 +54,27 @@ pub fn import(a: ImportArgs) -> anyhow::Result<Done> {
             }
             std::fs::write(path, &imported.contract)
                 .with_context(|| format!("writing {}", path.display()))?;
+            let shown = path.display().to_string();
+            let file = shlex::try_quote(&shown).map_or(shown.clone(), |q| q.into_owned());
+            let next = match &imported.next {
+                Some(n) => n.replace("FILE", &file),
+                None => format!("goodput run {file}"),
+            };
             format!(
-                "wrote {} ({} differences noted in it); run it with: goodput run {}\n",
+                "wrote {} ({} differences noted in it); run it with: {next}\n",
                 path.display(),
                 imported.breaks.len(),
-                path.display()
             )
         }
-        None => imported.contract,
+        None => {
+            if let Some(n) = &imported.next {
+                notes.push(format!(
+                    "note: run it with: {}",
+                    n.replace("FILE", "CONTRACT")
+                ));
+            }
+            imported.contract
+        }
     };
     let mut done = Done::text(text);
     done.after = notes;

@@ -22,6 +22,9 @@ pub struct Imported {
     /// The keys the contract sets, dotted (`target.url`): the flags' mapping, and nothing a
     /// value's text could add (the property test holds the contract's keys to these).
     pub keys: Vec<String>,
+    /// The goodput command that runs it, when it is not `goodput run FILE` (`FILE` stands for
+    /// the contract's path): a parameter sweep's `goodput tune FILE --setting …`.
+    pub next: Option<String>,
 }
 
 /// A refused command line; the message names the flag.
@@ -73,6 +76,13 @@ impl Draft {
         let mut d = Draft::new(tool);
         d.str("", "name", name, "goodput's name for the imported command");
         d
+    }
+
+    /// Removes `key` from `[section]` (a value a later mapping makes meaningless).
+    pub(super) fn unset(&mut self, section: &'static str, key: &'static str) {
+        if let Some((_, values)) = self.sections.iter_mut().find(|(s, _)| *s == section) {
+            values.retain(|v| v.key != key);
+        }
     }
 
     /// Sets `key` in `[section]` (a later set replaces an earlier one).
@@ -350,6 +360,7 @@ impl Draft {
             contract: out,
             breaks,
             keys,
+            next: None,
         })
     }
 }

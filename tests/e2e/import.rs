@@ -430,7 +430,7 @@ fn bad_command_lines_are_refused_naming_the_flag() {
     let e = err("guidellm benchmark --target http://localhost:8000 --rate-type sweep");
     assert!(e.contains("a command of guidellm"), "{e}");
     let e = err("vllm serve model");
-    assert!(e.contains("not a `vllm bench serve` command"), "{e}");
+    assert!(e.contains("not a `vllm bench serve` or"), "{e}");
     // Through the binary: exit 1, the flag named, no panic.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
         .args(["import", "vllm-bench", "--", "--model", "m", "--bogus", "1"])
@@ -491,4 +491,51 @@ async fn an_imported_contract_runs_against_the_simulator() {
     let text = std::fs::read_to_string(&out).unwrap();
     let r = common::run_in(common::parse(&text), dir.path()).await;
     assert_eq!(r.records.iter().filter(|x| x.is_ok()).count(), 40);
+}
+
+/// `vllm bench sweep serve` through the binary: the contract a tune runs (the server launched
+/// per setting on a port goodput picks), and the `goodput tune` command printed for it.
+#[test]
+fn a_vllm_sweep_over_a_serve_setting_imports_as_a_tune() {
+    let dir = tempfile::tempdir().unwrap();
+    let params = dir.path().join("serve.json");
+    std::fs::write(&params, r#"[{"max_num_seqs": 1}, {"max_num_seqs": 4}]"#).unwrap();
+    let out_file = dir.path().join("tune.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["import", "vllm-bench", "--output"])
+        .arg(&out_file)
+        .args([
+            "--",
+            "vllm",
+            "bench",
+            "sweep",
+            "serve",
+            "--serve-cmd",
+            "vllm serve gemma --port 8000",
+            "--bench-cmd",
+            "vllm bench serve --model gemma --random-input-len 24 --random-output-len 16 --num-prompts 20 --request-rate 0.5",
+            "--serve-params",
+        ])
+        .arg(&params)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("run it with: goodput tune ")
+            && stdout.contains("--setting max_num_seqs=1,4"),
+        "{stdout}"
+    );
+    let text = std::fs::read_to_string(&out_file).unwrap();
+    let (c, _) = goodput::workload::load(&out_file).unwrap();
+    let launch = c.cold_start.unwrap().launch.unwrap();
+    assert!(
+        launch.contains(&"{max_num_seqs}".to_owned()) && launch.contains(&"{port}".to_owned()),
+        "{text}"
+    );
+    assert_eq!(c.load.rate, Some(0.5), "{text}");
 }

@@ -3,6 +3,7 @@
 //! with argparse's rules: `--flag value` or `--flag=value`, underscores read as dashes.
 
 pub mod result;
+mod sweep;
 
 use crate::peers::command_line::{Draft, ImportError, Imported};
 
@@ -179,9 +180,10 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
             rest.get(2).map(String::as_str),
         ) {
             (Some("bench"), Some("serve")) => rest = &rest[3..],
+            (Some("bench"), Some("sweep")) => rest = &rest[2..],
             _ => {
                 return Err(ImportError(format!(
-                    "`{}`: not a `vllm bench serve` command (goodput imports that one of vLLM's commands)",
+                    "`{}`: not a `vllm bench serve` or `vllm bench sweep serve` command (goodput imports those of vLLM's commands)",
                     crate::peers::command_line::shown(&args[..args.len().min(3)])
                 )));
             }
@@ -192,11 +194,20 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
             args[0]
         )));
     }
+    if rest.first().map(String::as_str) == Some("sweep") {
+        return sweep::import(&rest[1..]);
+    }
+    let d = draft(rest, "imported-vllm-bench")?;
+    d.finish(&format!(
+        "vllm bench serve {}",
+        crate::peers::command_line::shown(rest)
+    ))
+}
+
+/// `vllm bench serve`'s flags `rest` as a draft contract named `name`, not yet finished.
+pub(super) fn draft(rest: &[String], name: &str) -> Result<Draft, ImportError> {
     let f = SPEC.read(rest, SPEC.tool)?;
-    let mut d = Draft::named(
-        &format!("vllm bench serve {VERSION}"),
-        "imported-vllm-bench",
-    );
+    let mut d = Draft::named(&format!("vllm bench serve {VERSION}"), name);
     target(&f, &mut d)?;
     workload(&f, &mut d)?;
     load(&f, &mut d)?;
@@ -210,10 +221,7 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
         ));
     }
     d.annotate("TPOT: vLLM's is (E2E − TTFT) / (output tokens − 1) per request; goodput's divides by the tokens after the first chunk, the same when each chunk carries one token (docs/guide/measurement.md).");
-    d.finish(&format!(
-        "vllm bench serve {}",
-        crate::peers::command_line::shown(rest)
-    ))
+    Ok(d)
 }
 
 fn target(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
