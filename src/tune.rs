@@ -52,6 +52,27 @@ pub struct Tried {
     /// A signal cut it short (its launch or its search): a resumed tune tries it again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cut: bool,
+    /// Whether its outputs are those of the first setting with a capacity: `goodput
+    /// compare`'s quality guard on the points the two capacities rest on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Outputs>,
+}
+
+/// A setting's outputs against the first setting's (the quality guard).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outputs {
+    /// The setting compared against, `KEY=VALUE`.
+    pub against: String,
+    /// `held`, `not held` or `unchecked` (`[quality] mode = "none"`, or no output kept).
+    pub status: String,
+    /// What was measured, in words.
+    pub detail: String,
+}
+
+impl Outputs {
+    fn differ(&self) -> bool {
+        self.status == crate::compare::GuardStatus::NotHeld.to_string()
+    }
 }
 
 impl Tried {
@@ -296,6 +317,7 @@ pub async fn tune(
         parent.write_json("tune.json", &result)?;
     }
     let interrupted = stopped_early || o.cancel.is_cancelled();
+    guard_outputs(&mut result);
     if let [b, a, ..] = result.ranked().as_slice()
         && search.decide_blocks >= 4
         && !interrupted
@@ -442,6 +464,7 @@ pub fn load(dir: &Path) -> anyhow::Result<TuneResult> {
             }
         }
     }
+    guard_outputs(&mut r);
     if let Some(d) = r.decided.as_mut()
         && let Some(b) = d.bundle.clone()
         && let Some(ab) = crate::bundle::read_json::<crate::ab::AbResult>(&b.join("ab.json"))?
@@ -449,6 +472,51 @@ pub fn load(dir: &Path) -> anyhow::Result<TuneResult> {
         judged(d, &ab);
     }
     Ok(r)
+}
+
+/// The bundle of the point a setting's capacity rests on: its search's passing point at the
+/// capacity's rate (its confirmation when one passed).
+fn capacity_point(setting_dir: &Path) -> Option<PathBuf> {
+    let sweep = find_file(setting_dir, "sweep.json", 3)?;
+    let v: serde_json::Value = crate::bundle::read_json(&sweep).ok()??;
+    let cap = v["capacity"]["capacity_rps"].as_f64()?;
+    let points = v["points"].as_array()?;
+    let at = |p: &&serde_json::Value| {
+        p["value"]
+            .as_str()
+            .and_then(|x| x.parse::<f64>().ok())
+            .is_some_and(|x| (x - cap).abs() <= 1e-6 * cap.max(1.0))
+            && p["slo_met"].as_bool() == Some(true)
+    };
+    let p = points.iter().rev().find(at)?;
+    let name = Path::new(p["bundle"].as_str()?).file_name()?;
+    Some(sweep.parent()?.join(name))
+}
+
+/// Each setting's outputs held against the first setting with a capacity, on the points the
+/// capacities rest on: a setting that changes outputs (a quantization, a draft model) is never
+/// called a win.
+fn guard_outputs(r: &mut TuneResult) {
+    let key = r.setting.key.clone();
+    let mut base: Option<(String, crate::compare::Side)> = None;
+    for t in &mut r.tried {
+        t.outputs = None;
+        let Some(side) = capacity_point(&t.bundle).and_then(|p| crate::compare::load_side(&p).ok())
+        else {
+            continue;
+        };
+        match &base {
+            None => base = Some((format!("{key}={}", t.value), side)),
+            Some((name, b)) => {
+                let g = crate::compare::quality_guard(b, &side);
+                t.outputs = Some(Outputs {
+                    against: name.clone(),
+                    status: g.status.to_string(),
+                    detail: g.detail,
+                });
+            }
+        }
+    }
 }
 
 /// The first file named `name` at most `depth` directories below `dir`.
@@ -661,6 +729,7 @@ impl At<'_> {
             failure: None,
             stopped: None,
             cut: false,
+            outputs: None,
         };
         // Another server already on the port would be searched in this setting's name.
         let authority = crate::text::authority(&url).to_owned();
@@ -775,19 +844,34 @@ pub fn document(r: &TuneResult) -> Doc {
     d.h(format!("goodput tune · {} · {key}", r.contract));
     answer(&mut d, r);
     d.figure(frontier(r));
-    d.table(
-        &[
-            "setting",
-            "capacity req/s",
-            "support",
-            "ready s",
-            "engine said",
-        ],
-        rows(r),
-    );
+    let mut head = vec![
+        "setting",
+        "capacity req/s",
+        "support",
+        "ready s",
+        "engine said",
+    ];
+    let against = r.tried.iter().find_map(|t| {
+        t.outputs
+            .as_ref()
+            .map(|o| format!("outputs vs {}", o.against))
+    });
+    if let Some(a) = &against {
+        head.push(a);
+    }
+    d.table(&head, rows(r, against.is_some()));
     for t in &r.tried {
         if let Some(f) = &t.failure {
             d.toned(Tone::Warn, f.clone());
+        }
+        if let Some(o) = t.outputs.as_ref().filter(|o| o.differ()) {
+            d.toned(
+                Tone::Warn,
+                format!(
+                    "{key}={}: its outputs differ from {}'s: {}.",
+                    t.value, o.against, o.detail
+                ),
+            );
         }
     }
     if let Some(rule) = r
@@ -826,7 +910,18 @@ fn answer(d: &mut Doc, r: &TuneResult) {
                 b.capacity_rps().unwrap_or_default(),
             );
             let gain = if y > 0.0 { x / y - 1.0 } else { f64::INFINITY };
-            if gain <= r.resolution {
+            let differ = [*a, *b]
+                .into_iter()
+                .find_map(|t| t.outputs.as_ref().filter(|o| o.differ()).map(|o| (t, o)));
+            if let Some((t, o)) = differ {
+                d.toned(
+                    Tone::Warn,
+                    format!(
+                        "Most capacity: {key}={} at {x:.2} req/s against {key}={} at {y:.2} req/s, but {key}={}'s outputs differ from {}'s ({}): not called a win (the quality guard).",
+                        a.value, b.value, t.value, o.against, o.detail
+                    ),
+                );
+            } else if gain <= r.resolution {
                 d.line(format!(
                     "No clear best: {key}={} ({x:.2} req/s) and {key}={} ({y:.2} req/s) lie within the search's resolution ({:.0}%) of each other.",
                     a.value,
@@ -884,13 +979,13 @@ fn decided(d: &mut Doc, r: &TuneResult) {
     );
 }
 
-/// One row per setting tried.
-fn rows(r: &TuneResult) -> Vec<Vec<String>> {
+/// One row per setting tried; `outputs`: with the quality guard's column.
+fn rows(r: &TuneResult, outputs: bool) -> Vec<Vec<String>> {
     let key = &r.setting.key;
     r.tried
         .iter()
         .map(|t| {
-            vec![
+            let mut row = vec![
                 format!("{key}={}", t.value),
                 t.capacity_rps().map_or("—".into(), |c| format!("{c:.2}")),
                 match (&t.failure, t.capacity.is_some()) {
@@ -906,7 +1001,20 @@ fn rows(r: &TuneResult) -> Vec<Vec<String>> {
                     .map(|(k, v)| format!("{k} {v}"))
                     .collect::<Vec<_>>()
                     .join(", "),
-            ]
+            ];
+            if outputs {
+                row.push(t.outputs.as_ref().map_or_else(
+                    || {
+                        if t.capacity_rps().is_some() {
+                            "(the reference)".to_owned()
+                        } else {
+                            "—".to_owned()
+                        }
+                    },
+                    |o| o.status.clone(),
+                ));
+            }
+            row
         })
         .collect()
 }

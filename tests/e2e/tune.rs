@@ -254,7 +254,8 @@ async fn an_interrupted_tune_resumes_where_it_stopped_and_report_rebuilds_it() {
         &["--set", "max_batch={max_batch}"],
     )
     .replace("requests = 150", "requests = 60")
-    .replace("requests = 20", "requests = 8");
+    .replace("requests = 20", "requests = 8")
+        + "[quality]\nmode = \"consistency\"\nprobes = 4\n";
     let path = dir.path().join("tune.toml");
     std::fs::write(&path, &src).unwrap();
     let setting =
@@ -337,8 +338,14 @@ async fn an_interrupted_tune_resumes_where_it_stopped_and_report_rebuilds_it() {
         r2.tried[1].capacity_rps().is_some() && !r2.tried[1].cut,
         "{r2:?}"
     );
-    // The best is the larger batch, as the clock says.
+    // The best is the larger batch, as the clock says; a batch limit changes no output.
     assert_eq!(r2.ranked()[0].value, "4");
+    let o = r2.tried[1].outputs.as_ref().expect("the quality guard ran");
+    assert_eq!(
+        (o.against.as_str(), o.status.as_str()),
+        ("max_batch=1", "held"),
+        "{o:?}"
+    );
 
     // `report` rebuilds the same answer from the bundles, wherever the bundle now lives.
     let moved = dir.path().join("moved");
@@ -367,4 +374,42 @@ async fn an_interrupted_tune_resumes_where_it_stopped_and_report_rebuilds_it() {
         text.contains("goodput tune") && text.contains("max_batch=4"),
         "{text}"
     );
+}
+
+/// A setting that changes the outputs (here the simulator's seed, as a quantization or a draft
+/// model would) is flagged by the quality guard on the points the capacities rest on, and the
+/// one with more capacity is not called a win.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_that_changes_outputs_is_never_called_a_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = contract("http://127.0.0.1:{port}", &["--set", "seed={seed}"])
+        .replace("requests = 150", "requests = 40")
+        .replace("requests = 20", "requests = 5")
+        + "[quality]\nmode = \"consistency\"\nprobes = 4\n";
+    let path = dir.path().join("tune.toml");
+    std::fs::write(&path, &src).unwrap();
+    let setting = goodput::sweep::Vary::parse_as("--setting", &["seed=3,4".to_owned()]).unwrap();
+    let search = goodput::tune::Search {
+        resolution: 0.3,
+        max_runs: 3,
+        confirm_within: std::time::Duration::ZERO,
+        decide_blocks: 0,
+    };
+    let o = common::sweep_options(dir.path());
+    let (_, r) = goodput::tune::tune(&path, &src, &setting, search, &o, None)
+        .await
+        .unwrap();
+    assert!(r.tried.iter().all(|t| t.capacity_rps().is_some()), "{r:?}");
+    let out = r.tried[1].outputs.as_ref().expect("the quality guard ran");
+    assert_eq!(
+        (out.against.as_str(), out.status.as_str()),
+        ("seed=3", "not held"),
+        "{out:?}"
+    );
+    let md = goodput::tune::document(&r).markdown();
+    assert!(
+        md.contains("not called a win") && !md.contains("Best:"),
+        "{md}"
+    );
+    assert!(md.contains("outputs vs seed=3"), "{md}");
 }
