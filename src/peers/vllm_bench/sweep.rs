@@ -606,7 +606,7 @@ mod tests {
             "{e}"
         );
         let e = crate::peers::Tool::VllmBench
-            .import(&args(&format!("{base}")))
+            .import(&args(base))
             .unwrap_err();
         assert!(e.0.contains("varies no server setting"), "{e}");
         let e = crate::peers::Tool::VllmBench
