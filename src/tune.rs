@@ -76,6 +76,22 @@ impl Outputs {
 }
 
 impl Tried {
+    /// A setting about to be tried: its value, launch command and bundle.
+    fn new(value: &str, launch: &[String], bundle: &Path) -> Tried {
+        Tried {
+            value: value.to_owned(),
+            launch: launch.to_vec(),
+            ready_s: None,
+            facts: Vec::new(),
+            capacity: None,
+            bundle: bundle.to_owned(),
+            failure: None,
+            stopped: None,
+            cut: false,
+            outputs: None,
+        }
+    }
+
     /// The capacity found: the rate the passing point offered, else its nominal rate.
     pub fn capacity_rps(&self) -> Option<f64> {
         let c = self.capacity.as_ref()?;
@@ -138,6 +154,20 @@ pub struct TuneResult {
 }
 
 impl TuneResult {
+    /// A tune before its first setting: nothing tried, not yet ended.
+    fn begun(c: &Contract, setting: &Vary, search: Search) -> TuneResult {
+        TuneResult {
+            contract: c.name.clone(),
+            setting: setting.clone(),
+            tried: Vec::new(),
+            resolution: search.resolution,
+            max_runs: search.max_runs,
+            confirm_within_s: search.confirm_within.as_secs_f64(),
+            decided: None,
+            interrupted: true,
+        }
+    }
+
     /// The settings with a capacity, best first.
     pub fn ranked(&self) -> Vec<&Tried> {
         let mut v: Vec<&Tried> = self
@@ -259,12 +289,7 @@ pub async fn tune(
     check(path, src, &c, setting)?;
     let (parent, kept, kept_decided) = match resume {
         Some(dir) => resumed(dir, src, setting, search, o)?,
-        None => {
-            let parent = Bundle::create(&o.out_root, &c)
-                .with_context(|| format!("creating a bundle under {}", o.out_root.display()))?;
-            parent.write("contract.toml", src)?;
-            (parent, Vec::new(), None)
-        }
+        None => (fresh(&c, src, o)?, Vec::new(), None),
     };
     let at = At {
         path,
@@ -279,16 +304,7 @@ pub async fn tune(
         },
     };
     // Written as each setting ends, so a tune stopped by anything keeps every finished one.
-    let mut result = TuneResult {
-        contract: c.name.clone(),
-        setting: setting.clone(),
-        tried: Vec::new(),
-        resolution: search.resolution,
-        max_runs: search.max_runs,
-        confirm_within_s: search.confirm_within.as_secs_f64(),
-        decided: None,
-        interrupted: true,
-    };
+    let mut result = TuneResult::begun(&c, setting, search);
     let mut stopped_early = false;
     for (i, value) in setting.values.iter().enumerate() {
         if let Some(t) = kept.iter().find(|t| &t.value == value) {
@@ -334,14 +350,28 @@ pub async fn tune(
             };
     }
     result.interrupted = interrupted || o.cancel.is_cancelled();
-    parent.write_json("tune.json", &result)?;
-    let doc = document(&result);
+    write(&parent, &result)?;
+    Ok((parent, result))
+}
+
+/// A new tune's bundle under the output root, its contract in it.
+fn fresh(c: &Contract, src: &str, o: &SweepOptions) -> anyhow::Result<Bundle> {
+    let parent = Bundle::create(&o.out_root, c)
+        .with_context(|| format!("creating a bundle under {}", o.out_root.display()))?;
+    parent.write("contract.toml", src)?;
+    Ok(parent)
+}
+
+/// The tune's answer into its bundle: `tune.json`, `tune.md`, `tune.html`.
+fn write(parent: &Bundle, r: &TuneResult) -> anyhow::Result<()> {
+    parent.write_json("tune.json", r)?;
+    let doc = document(r);
     parent.write("tune.md", &doc.markdown())?;
     parent.write(
         "tune.html",
         &crate::report::format::html::wrap("goodput tune", &doc),
     )?;
-    Ok((parent, result))
+    Ok(())
 }
 
 /// The next `setting-N` directory of the tune's bundle not yet used (a resumed tune's new
@@ -719,18 +749,7 @@ impl At<'_> {
             self.setting.values.len(),
             launch.join(" ")
         ));
-        let mut t = Tried {
-            value: value.to_owned(),
-            launch: launch.clone(),
-            ready_s: None,
-            facts: Vec::new(),
-            capacity: None,
-            bundle: dir.clone(),
-            failure: None,
-            stopped: None,
-            cut: false,
-            outputs: None,
-        };
+        let mut t = Tried::new(value, &launch, dir);
         // Another server already on the port would be searched in this setting's name.
         let authority = crate::text::authority(&url).to_owned();
         if tokio::net::TcpStream::connect(&authority).await.is_ok() {
@@ -884,7 +903,7 @@ pub fn document(r: &TuneResult) -> Doc {
     if r.interrupted {
         d.toned(
             Tone::Warn,
-            "Interrupted: the settings not listed were not tried.",
+            "Interrupted: the settings not listed were not tried (`goodput tune … --resume TUNE_BUNDLE` continues it, keeping every setting that ended).",
         );
     }
     d
@@ -989,6 +1008,7 @@ fn rows(r: &TuneResult, outputs: bool) -> Vec<Vec<String>> {
                 format!("{key}={}", t.value),
                 t.capacity_rps().map_or("—".into(), |c| format!("{c:.2}")),
                 match (&t.failure, t.capacity.is_some()) {
+                    (Some(_), _) if t.cut => "cut short (a resume retries it)".into(),
                     (Some(_), _) => "failed".into(),
                     (None, true) if t.capacity_rps().is_none() => "none met the SLO".into(),
                     (None, true) if t.supported() => "supported".into(),

@@ -97,6 +97,34 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
     }
     let mut d = super::draft(&bench, "imported-vllm-sweep")?;
     let launch = launch(&serve, &key, &values, &fixed, &mut d)?;
+    server(&mut d, &f, &launch, &key);
+    for n in notes {
+        d.annotate(n);
+    }
+    unmapped(&f, &mut d);
+    let setting = format!("{key}={}", values.join(","));
+    d.annotate(format!(
+        "--serve-params: the setting the tune tries is {setting}; each value's server is launched, its capacity searched at the SLO, and stopped (vLLM's sweep runs its bench command at the given rates instead)"
+    ));
+    let mut imported = d.finish(&format!(
+        "vllm bench sweep serve {}",
+        crate::peers::command_line::shown(rest)
+    ))?;
+    // Quoted only when the shell would read it otherwise (a value with a space or a quote).
+    let plain = setting
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_=,.:/+-".contains(c));
+    let arg = match plain {
+        true => setting,
+        false => shlex::try_quote(&setting).map_or(setting.clone(), |q| q.into_owned()),
+    };
+    imported.next = Some(format!("goodput tune FILE --setting {arg}"));
+    Ok(imported)
+}
+
+/// The target and `[cold_start]`: each setting's server launched with `launch` on a port
+/// goodput picks, ready at vLLM's `/health`.
+fn server(d: &mut Draft, f: &crate::peers::flags::Flags, launch: &[String], key: &str) {
     d.str(
         "target",
         "url",
@@ -124,28 +152,6 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
         toml_string(&format!("{t}s")),
         tfrom,
     );
-    for n in notes {
-        d.annotate(n);
-    }
-    unmapped(&f, &mut d);
-    let setting = format!("{key}={}", values.join(","));
-    d.annotate(format!(
-        "--serve-params: the setting the tune tries is {setting}; each value's server is launched, its capacity searched at the SLO, and stopped (vLLM's sweep runs its bench command at the given rates instead)"
-    ));
-    let mut imported = d.finish(&format!(
-        "vllm bench sweep serve {}",
-        crate::peers::command_line::shown(rest)
-    ))?;
-    // Quoted only when the shell would read it otherwise (a value with a space or a quote).
-    let plain = setting
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "_=,.:/+-".contains(c));
-    let arg = match plain {
-        true => setting,
-        false => shlex::try_quote(&setting).map_or(setting.clone(), |q| q.into_owned()),
-    };
-    imported.next = Some(format!("goodput tune FILE --setting {arg}"));
-    Ok(imported)
 }
 
 /// A command as vLLM splits it (`shlex.split`).
