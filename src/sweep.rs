@@ -433,7 +433,7 @@ pub fn capacity_rule(s: &crate::contract::Slo) -> String {
 
 /// What a capacity search needs of its contract: open-loop load at a rate, and an SLO. The
 /// rate it starts from.
-fn capacity_needs(base: &Contract) -> anyhow::Result<f64> {
+pub(crate) fn capacity_needs(base: &Contract) -> anyhow::Result<f64> {
     if !base.load.is_open() {
         bail!(
             "--capacity needs open-loop load: a closed loop cannot find a capacity (it slows down with the server)"

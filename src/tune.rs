@@ -239,8 +239,15 @@ fn check(path: &Path, src: &str, c: &Contract, setting: &Vary) -> anyhow::Result
     }
     for v in &setting.values {
         let (_, url) = filled(c, &setting.key, v, 1);
-        crate::workload::parse(&search_text(src, &url.unwrap_or_default())?, path)
+        let (each, _) = crate::workload::parse(&search_text(src, &url.unwrap_or_default())?, path)
             .with_context(|| format!("--setting {}={v}", setting.key))?;
+        // Refused before any engine is launched, not once per setting after it is up.
+        crate::sweep::capacity_needs(&each).map_err(|e| {
+            anyhow::anyhow!(
+                "{at}: goodput tune searches each setting's capacity: {}",
+                e.to_string().trim_start_matches("--capacity ")
+            )
+        })?;
     }
     Ok(())
 }
@@ -483,7 +490,7 @@ fn load_tried(dir: &Path) -> anyhow::Result<TuneResult> {
 /// capacity from its own search's `sweep.json`, the deciding verdict from its A/B's `ab.json`.
 pub fn load(dir: &Path) -> anyhow::Result<TuneResult> {
     let mut r = load_tried(dir)?;
-    for t in &mut r.tried {
+    for t in r.tried.iter_mut().filter(|t| t.failure.is_none() && !t.cut) {
         if let Some(sweep) = find_file(&t.bundle, "sweep.json", 3) {
             let v: Option<serde_json::Value> = crate::bundle::read_json(&sweep)?;
             if let Some(cap) = v.as_ref().and_then(|v| v.get("capacity")) {
@@ -852,6 +859,10 @@ fn line(key: &str, t: &Tried) -> String {
             },
             crate::report::num(t.ready_s.unwrap_or_default())
         ),
+        (None, None) if t.cut => format!(
+            "  {key}={}: cut short by a signal (a resume tries it again)",
+            t.value
+        ),
         (None, None) => format!("  {key}={}: no rate tried met the SLO", t.value),
     }
 }
@@ -870,15 +881,26 @@ pub fn document(r: &TuneResult) -> Doc {
         "ready s",
         "engine said",
     ];
+    // A column when some setting's outputs were compared; one line when none could be.
+    let unchecked = crate::compare::GuardStatus::Unchecked.to_string();
     let against = r.tried.iter().find_map(|t| {
         t.outputs
             .as_ref()
+            .filter(|o| o.status != unchecked)
             .map(|o| format!("outputs vs {}", o.against))
     });
     if let Some(a) = &against {
         head.push(a);
     }
     d.table(&head, rows(r, against.is_some()));
+    if against.is_none()
+        && let Some(o) = r.tried.iter().find_map(|t| t.outputs.as_ref())
+    {
+        d.line(format!(
+            "Outputs across settings not compared: {} (the quality guard needs [quality] mode = \"consistency\" or \"reference\").",
+            o.detail
+        ));
+    }
     for t in &r.tried {
         if let Some(f) = &t.failure {
             d.toned(Tone::Warn, f.clone());
@@ -909,6 +931,11 @@ pub fn document(r: &TuneResult) -> Doc {
     d
 }
 
+/// How the best is named: only "so far" while settings remain untried.
+fn best(r: &TuneResult) -> &'static str {
+    if r.interrupted { "Best so far" } else { "Best" }
+}
+
 /// The best setting and its gain over the next, or why there is none; what is not claimed.
 fn answer(d: &mut Doc, r: &TuneResult) {
     let key = &r.setting.key;
@@ -919,7 +946,8 @@ fn answer(d: &mut Doc, r: &TuneResult) {
             "No setting has a capacity at the SLO: every one failed to start, or met the SLO at no rate tried.",
         ),
         [one] => d.line(format!(
-            "Best: {key}={} at {:.2} req/s, the only setting with a capacity.",
+            "{}: {key}={} at {:.2} req/s, the only setting with a capacity.",
+            best(r),
             one.value,
             one.capacity_rps().unwrap_or_default()
         )),
@@ -949,7 +977,8 @@ fn answer(d: &mut Doc, r: &TuneResult) {
                 ));
             } else {
                 d.line(format!(
-                    "Best: {key}={} at {x:.2} req/s, +{:.0}% over {key}={} ({y:.2} req/s).",
+                    "{}: {key}={} at {x:.2} req/s, +{:.0}% over {key}={} ({y:.2} req/s).",
+                    best(r),
                     a.value,
                     gain * 100.0,
                     b.value
@@ -1008,7 +1037,7 @@ fn rows(r: &TuneResult, outputs: bool) -> Vec<Vec<String>> {
                 format!("{key}={}", t.value),
                 t.capacity_rps().map_or("—".into(), |c| format!("{c:.2}")),
                 match (&t.failure, t.capacity.is_some()) {
-                    (Some(_), _) if t.cut => "cut short (a resume retries it)".into(),
+                    _ if t.cut => "cut short (a resume retries it)".into(),
                     (Some(_), _) => "failed".into(),
                     (None, true) if t.capacity_rps().is_none() => "none met the SLO".into(),
                     (None, true) if t.supported() => "supported".into(),

@@ -57,7 +57,7 @@ pub fn import(a: ImportArgs) -> anyhow::Result<Done> {
             let shown = path.display().to_string();
             let file = shlex::try_quote(&shown).map_or(shown.clone(), |q| q.into_owned());
             let next = match &imported.next {
-                Some(n) => n.replace("FILE", &file),
+                Some(n) => n.replacen("FILE", &file, 1),
                 None => format!("goodput run {file}"),
             };
             format!(
@@ -70,7 +70,7 @@ pub fn import(a: ImportArgs) -> anyhow::Result<Done> {
             if let Some(n) = &imported.next {
                 notes.push(format!(
                     "note: run it with: {}",
-                    n.replace("FILE", "CONTRACT")
+                    n.replacen("FILE", "CONTRACT", 1)
                 ));
             }
             imported.contract

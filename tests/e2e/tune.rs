@@ -180,6 +180,23 @@ async fn a_placeholder_the_launch_never_uses_is_refused_before_any_launch() {
         tune(dir.path(), &bare, "max_batch=1").await.unwrap_err()
     );
     assert!(e.contains("[cold_start] launch"), "{e}");
+    let placed = contract(
+        "http://127.0.0.1:{port}",
+        &["--set", "max_batch={max_batch}"],
+    );
+    let no_slo = placed.replace(
+        "[slo]\nttft_ms = 150\npercentile = 90\nattainment = 0.8\n",
+        "",
+    );
+    assert_ne!(no_slo, placed);
+    let e = format!(
+        "{:#}",
+        tune(dir.path(), &no_slo, "max_batch=1").await.unwrap_err()
+    );
+    assert!(
+        e.contains("tune.toml") && e.contains("needs an [slo]"),
+        "{e}"
+    );
     assert!(
         !dir.path().join("tune").exists(),
         "nothing written for a refused tune"

@@ -102,6 +102,9 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
         d.annotate(n);
     }
     unmapped(&f, &mut d);
+    if !has_goodput(&bench) {
+        d.annotate("the bench command gives no --goodput: goodput tune searches each setting's capacity at an SLO, so add one ([slo], e.g. ttft_ms = 500 and tpot_ms = 50) before running it");
+    }
     let setting = format!("{key}={}", values.join(","));
     d.annotate(format!(
         "--serve-params: the setting the tune tries is {setting}; each value's server is launched, its capacity searched at the SLO, and stopped (vLLM's sweep runs its bench command at the given rates instead)"
@@ -379,6 +382,13 @@ fn credentials(serve: &[String], d: &mut Draft) -> Vec<String> {
         ));
     }
     out
+}
+
+/// A bench command's `--goodput` given (vLLM's SLO, which becomes `[slo]`).
+fn has_goodput(bench: &[String]) -> bool {
+    bench
+        .iter()
+        .any(|a| a == "--goodput" || a.starts_with("--goodput="))
 }
 
 /// A bench command's rate given and finite.
