@@ -159,7 +159,7 @@ const DATASETS: &[&str] = &[
 ];
 
 /// The flag set, with argparse's rules.
-const SPEC: Spec = Spec {
+pub(super) const SPEC: Spec = Spec {
     tool: "vllm bench serve",
     version: VERSION,
     flags: FLAGS,

@@ -91,7 +91,10 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
             crate::peers::command_line::shown(&bench)
         )));
     }
-    if !has_rate(&bench) {
+    // The bench command read against `vllm bench serve`'s own flag table (underscores, `=`).
+    let given = super::SPEC.read(&bench, super::SPEC.tool)?;
+    let slo_given = given.has("goodput");
+    if !given.num("request-rate").is_some_and(f64::is_finite) {
         bench.extend(["--request-rate".to_owned(), "1".to_owned()]);
         notes.push("the bench command gives no finite --request-rate: each setting's capacity search starts at 1 req/s (load.rate) and brackets from there".to_owned());
     }
@@ -102,7 +105,7 @@ pub fn import(args: &[String]) -> Result<Imported, ImportError> {
         d.annotate(n);
     }
     unmapped(&f, &mut d);
-    if !has_goodput(&bench) {
+    if !slo_given {
         d.annotate("the bench command gives no --goodput: goodput tune searches each setting's capacity at an SLO, so add one ([slo], e.g. ttft_ms = 500 and tpot_ms = 50) before running it");
     }
     let setting = format!("{key}={}", values.join(","));
@@ -211,18 +214,23 @@ fn records(
         .collect()
 }
 
+/// The keys of `recs`, sorted: those some record gives otherwise than the first (or leaves
+/// out), and those every record gives alike.
+fn split_keys(recs: &[serde_json::Map<String, serde_json::Value>]) -> (Vec<&String>, Vec<&String>) {
+    let mut keys: Vec<&String> = recs.iter().flat_map(|r| r.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .partition(|k| recs.iter().any(|r| r.get(*k) != recs[0].get(*k)))
+}
+
 /// The one key the records vary, its values as the command takes them, and the keys every
 /// record gives alike.
 #[allow(clippy::type_complexity)]
 fn varied(
     recs: &[serde_json::Map<String, serde_json::Value>],
 ) -> Result<(String, Vec<String>, Vec<(String, serde_json::Value)>), ImportError> {
-    let mut keys: Vec<&String> = recs.iter().flat_map(|r| r.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let (varying, fixed): (Vec<&String>, Vec<&String>) = keys
-        .into_iter()
-        .partition(|k| recs.iter().any(|r| r.get(*k) != recs[0].get(*k)));
+    let (varying, fixed) = split_keys(recs);
     let key = match varying.as_slice() {
         [one] => (*one).clone(),
         [] => {
@@ -281,11 +289,16 @@ fn position(cmd: &[String], key: &str) -> Option<usize> {
     cmd.iter().position(|a| *a == dashed || *a == under)
 }
 
+/// Where `key` or its `--no-` form stands on `cmd`.
+fn flag_at(cmd: &[String], key: &str) -> Option<usize> {
+    position(cmd, key).or_else(|| position(cmd, &format!("no-{key}")))
+}
+
 /// `key` set to `value` on `cmd`: the value after the flag replaced, else the flag appended;
 /// a switch (`flag`: its whole text, `--x` or `--no-x`) replaces the flag itself.
 fn apply(cmd: &mut Vec<String>, key: &str, value: &serde_json::Value) {
     let dashed = format!("--{}", key.replace('_', "-"));
-    let at = position(cmd, key).or_else(|| position(cmd, &format!("no-{key}")));
+    let at = flag_at(cmd, key);
     match value {
         serde_json::Value::Bool(b) => {
             let flag = if *b {
@@ -327,7 +340,7 @@ fn launch(
     let mark = format!("{{{key}}}");
     let switch = values.iter().all(|v| v.starts_with("--"));
     if switch {
-        match position(&cmd, key).or_else(|| position(&cmd, &format!("no-{key}"))) {
+        match flag_at(&cmd, key) {
             Some(i) => cmd[i] = mark,
             None => cmd.push(mark),
         }
@@ -384,31 +397,6 @@ fn credentials(serve: &[String], d: &mut Draft) -> Vec<String> {
     out
 }
 
-/// A bench command's `--goodput` given (vLLM's SLO, which becomes `[slo]`).
-fn has_goodput(bench: &[String]) -> bool {
-    bench
-        .iter()
-        .any(|a| a == "--goodput" || a.starts_with("--goodput="))
-}
-
-/// A bench command's rate given and finite.
-fn has_rate(bench: &[String]) -> bool {
-    bench.iter().enumerate().any(|(i, a)| {
-        let v = match a
-            .strip_prefix("--request-rate=")
-            .or(a.strip_prefix("--request_rate="))
-        {
-            Some(v) => Some(v),
-            None if a == "--request-rate" || a == "--request_rate" => {
-                bench.get(i + 1).map(String::as_str)
-            }
-            None => None,
-        };
-        v.and_then(|v| v.parse::<f64>().ok())
-            .is_some_and(f64::is_finite)
-    })
-}
-
 /// `--bench-params`: keys every record gives alike are applied to the bench command; keys
 /// that vary only the load are left to the capacity search (said); any other that varies is a
 /// second workload, refused.
@@ -416,25 +404,22 @@ fn bench_params(
     recs: &[serde_json::Map<String, serde_json::Value>],
     bench: &mut Vec<String>,
 ) -> Result<Vec<String>, ImportError> {
-    let mut keys: Vec<&String> = recs.iter().flat_map(|r| r.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let mut notes = Vec::new();
-    for k in keys {
-        let first = recs.first().and_then(|r| r.get(k));
-        let varies = recs.iter().any(|r| r.get(k) != first);
-        let norm = k.replace('-', "_");
-        match (varies, first) {
-            (false, Some(v)) => apply(bench, k, v),
-            (true, _) if LOAD_KEYS.contains(&norm.as_str()) => notes.push(format!(
-                "--bench-params varies {k}: not tried; goodput tune searches each setting's capacity (the open-loop rate at which it meets the SLO) instead"
-            )),
-            _ => {
-                return Err(ImportError(format!(
-                    "--bench-params varies {k}, the workload itself: a tune holds the workload fixed; import one command per workload (its value fixed in --bench-cmd)"
-                )));
-            }
+    let (varying, fixed) = split_keys(recs);
+    for k in fixed {
+        if let Some(v) = recs.first().and_then(|r| r.get(k)) {
+            apply(bench, k, v);
         }
+    }
+    let mut notes = Vec::new();
+    for k in varying {
+        if !LOAD_KEYS.contains(&k.replace('-', "_").as_str()) {
+            return Err(ImportError(format!(
+                "--bench-params varies {k}, the workload itself: a tune holds the workload fixed; import one command per workload (its value fixed in --bench-cmd)"
+            )));
+        }
+        notes.push(format!(
+            "--bench-params varies {k}: not tried; goodput tune searches each setting's capacity (the open-loop rate at which it meets the SLO) instead"
+        ));
     }
     Ok(notes)
 }
