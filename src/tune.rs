@@ -53,7 +53,7 @@ pub struct Tried {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cut: bool,
     /// Whether its outputs are those of the first setting with a capacity: `goodput
-    /// compare`'s quality guard on the points the two capacities rest on.
+    /// compare`'s quality guard on the two searches' first points (the same requests).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<Outputs>,
 }
@@ -168,12 +168,13 @@ impl TuneResult {
         }
     }
 
-    /// The settings with a capacity, best first.
+    /// The settings with a capacity, best first; a search a signal cut short is not ranked
+    /// (its bracket never closed).
     pub fn ranked(&self) -> Vec<&Tried> {
         let mut v: Vec<&Tried> = self
             .tried
             .iter()
-            .filter(|t| t.capacity_rps().is_some())
+            .filter(|t| t.capacity_rps().is_some() && !t.cut)
             .collect();
         v.sort_by(|a, b| {
             b.capacity_rps()
@@ -511,34 +512,27 @@ pub fn load(dir: &Path) -> anyhow::Result<TuneResult> {
     Ok(r)
 }
 
-/// The bundle of the point a setting's capacity rests on: its search's passing point at the
-/// capacity's rate (its confirmation when one passed).
-fn capacity_point(setting_dir: &Path) -> Option<PathBuf> {
+/// The bundle of a setting's first point: the contract as written, at its own rate, so every
+/// setting's first point sent the same requests (later points run at rates of their own, and a
+/// run's probes follow its plan: two settings' capacity points need not share a prompt).
+fn first_point(setting_dir: &Path) -> Option<PathBuf> {
     let sweep = find_file(setting_dir, "sweep.json", 3)?;
-    let v: serde_json::Value = crate::bundle::read_json(&sweep).ok()??;
-    let cap = v["capacity"]["capacity_rps"].as_f64()?;
-    let points = v["points"].as_array()?;
-    let at = |p: &&serde_json::Value| {
-        p["value"]
-            .as_str()
-            .and_then(|x| x.parse::<f64>().ok())
-            .is_some_and(|x| (x - cap).abs() <= 1e-6 * cap.max(1.0))
-            && p["slo_met"].as_bool() == Some(true)
-    };
-    let p = points.iter().rev().find(at)?;
-    let name = Path::new(p["bundle"].as_str()?).file_name()?;
-    Some(sweep.parent()?.join(name))
+    let first = sweep.parent()?.join("point-01");
+    first
+        .join(crate::bundle::REQUESTS)
+        .is_file()
+        .then_some(first)
 }
 
-/// Each setting's outputs held against the first setting with a capacity, on the points the
-/// capacities rest on: a setting that changes outputs (a quantization, a draft model) is never
-/// called a win.
+/// Each setting's outputs held against the first setting with a capacity, on their first
+/// points (the same requests in each): a setting that changes outputs (a quantization, a draft
+/// model) is never called a win.
 fn guard_outputs(r: &mut TuneResult) {
     let key = r.setting.key.clone();
     let mut base: Option<(String, crate::compare::Side)> = None;
     for t in &mut r.tried {
         t.outputs = None;
-        let Some(side) = capacity_point(&t.bundle).and_then(|p| crate::compare::load_side(&p).ok())
+        let Some(side) = first_point(&t.bundle).and_then(|p| crate::compare::load_side(&p).ok())
         else {
             continue;
         };
@@ -941,6 +935,10 @@ fn answer(d: &mut Doc, r: &TuneResult) {
     let key = &r.setting.key;
     let ranked = r.ranked();
     match ranked.as_slice() {
+        [] if r.interrupted => d.toned(
+            Tone::Warn,
+            "No setting's search has ended yet: the tune was interrupted (a setting cut short is not ranked).",
+        ),
         [] => d.toned(
             Tone::Warn,
             "No setting has a capacity at the SLO: every one failed to start, or met the SLO at no rate tried.",
