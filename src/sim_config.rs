@@ -111,6 +111,10 @@ pub struct SimConfig {
     /// (loading and applying its weights).
     #[serde(skip_serializing_if = "is_zero_f64")]
     pub adapter_cost_ms: f64,
+    /// How it reads and encodes images (`[target.simulator.vision]`; left out of the
+    /// configuration at its defaults).
+    #[serde(skip_serializing_if = "Vision::is_default")]
+    pub vision: Vision,
     /// The simulated accelerators' power, published DCGM-style at `/telemetry`
     /// (`[target.simulator.power]`; left out of the configuration at its defaults).
     #[serde(skip_serializing_if = "Power::is_default")]
@@ -203,6 +207,7 @@ impl Default for SimConfig {
             scheduling: Scheduling::Fcfs,
             adapters: Vec::new(),
             adapter_cost_ms: 0.0,
+            vision: Vision::default(),
             power: Default::default(),
             faults: Faults::default(),
         }
@@ -327,6 +332,7 @@ impl SimConfig {
             ("decode_per_kv_token_us", self.decode_per_kv_token_us),
             ("load_time_ms", self.load_time_ms),
             ("adapter_cost_ms", self.adapter_cost_ms),
+            ("vision.ms_per_token", self.vision.ms_per_token),
             ("faults.stall_every_ms", self.faults.stall_every_ms),
             ("faults.stall_for_ms", self.faults.stall_for_ms),
             ("faults.slow_headers_ms", self.faults.slow_headers_ms),
@@ -337,6 +343,9 @@ impl SimConfig {
         }
         if self.max_batch == 0 {
             return err("max_batch", 0, "must be >= 1");
+        }
+        if self.vision.token_px == 0 {
+            return err("vision.token_px", 0, "must be >= 1 pixel");
         }
         if self.kv_capacity_tokens == 0 {
             return err("kv_capacity_tokens", 0, "must be >= 1");
@@ -493,6 +502,49 @@ fn is_zero_f64(x: &f64) -> bool {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// `[target.simulator.vision]`: the simulated vision encoder. An image of W×H pixels is
+/// `ceil(W / token_px) × ceil(H / token_px) + token_extra` prompt tokens (Qwen2-VL's rule:
+/// 14-pixel patches merged 2×2, and its begin and end markers), placed after the text of its
+/// message; encoding it adds `ms_per_token` per token to the step that admits its request,
+/// unless its pixels are in the encoder cache (every image seen since the server started,
+/// by content, as vLLM's multimodal cache keys them), whose queries and hits it publishes as
+/// `vllm:mm_cache_queries_total` and `vllm:mm_cache_hits_total`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Vision {
+    pub token_px: u32,
+    pub token_extra: u32,
+    pub ms_per_token: f64,
+    /// Most images one request may carry (vLLM's `--limit-mm-per-prompt`); more is a 400.
+    pub max_images: u32,
+}
+
+impl Default for Vision {
+    fn default() -> Self {
+        // A ViT of ~600M parameters on the GPU the defaults resemble: ~20 µs a token.
+        Vision {
+            token_px: 28,
+            token_extra: 2,
+            ms_per_token: 0.02,
+            max_images: 8,
+        }
+    }
+}
+
+impl Vision {
+    pub fn is_default(&self) -> bool {
+        *self == Vision::default()
+    }
+
+    /// The prompt tokens of a `w`×`h` image.
+    pub fn tokens(&self, w: u32, h: u32) -> u32 {
+        let px = self.token_px.max(1);
+        w.div_ceil(px)
+            .saturating_mul(h.div_ceil(px))
+            .saturating_add(self.token_extra)
+    }
 }
 
 /// `[target.simulator.power]`: the simulated accelerators.

@@ -46,8 +46,13 @@ pub fn unit_interval(h: u64) -> f64 {
 
 /// Stable hash of a string (FNV-1a 64, then mixed).
 pub fn hash_str(s: &str) -> u64 {
+    hash_bytes(s.as_bytes())
+}
+
+/// Stable hash of bytes (FNV-1a 64, then mixed).
+pub fn hash_bytes(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.as_bytes() {
+    for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01B3);
     }

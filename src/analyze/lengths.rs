@@ -144,6 +144,15 @@ pub(super) fn length_notes(c: &Contract, l: &LengthCheck) -> Vec<String> {
         if let (Some(s), Some(rep)) = (&d.sent, &d.reported)
             && check_reported
         {
+            // A request's images are prompt tokens the text's count cannot include: the
+            // images' own figures say what they were (`analyze::images`).
+            if input && c.workload.images.is_some() {
+                notes.push(format!(
+                    "Input lengths as the server counted them include the requests' images: sent text mean {:.1} tokens, reported {:.1} with the images (see Images).",
+                    s.mean, rep.mean
+                ));
+                continue;
+            }
             // The same few tokens on every prompt: the server's chat template or BOS, known
             // exactly, not a length that missed. Trusted when the sent lengths are counted in
             // the model's tokens, or when enough prompts of different lengths agree (a

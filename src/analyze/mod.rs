@@ -27,6 +27,7 @@ pub mod classes;
 pub mod edge;
 pub mod efficiency;
 pub(crate) mod headline;
+pub mod images;
 mod lengths;
 mod notes;
 pub mod precision;
@@ -753,6 +754,10 @@ pub struct Steady {
     /// Planned token lengths against what the server reported for them.
     #[serde(default)]
     pub lengths: LengthCheck,
+    /// The requests' images (`[workload.images]`): sizes, bytes, upload, image tokens and
+    /// the encoder cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<images::ImagesResult>,
     pub slo: Option<SloResult>,
     /// For each SLO metric (TTFT, TPOT and E2E without an SLO), the strongest percentile
     /// claim the steady sample supports at the contract's confidence, and what the SLO's
@@ -1229,6 +1234,8 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         let output_count = output_count(c, &ok, &metrics);
         let output_length_mismatches = output_length_mismatches(c, &ok, &metrics);
         let lengths = first_turn_lengths(c, workload, steady_recs, &ok);
+        let server = window.and_then(|w| server_window(scrapes, records, w));
+        let images = images::summarize(c, records, steady_recs, server.as_ref());
 
         let (classes, slo) = judged(c, steady_recs, &steady_metrics, achieved);
         let claims = steady_claims(c, steady_recs, &steady_metrics);
@@ -1313,6 +1320,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 output_token_source,
                 output_count,
                 lengths,
+                images,
                 errors,
                 first_errors,
                 output_length_mismatches,
@@ -1332,7 +1340,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 &workload.references,
                 records,
             ),
-            server: window.and_then(|w| server_window(scrapes, records, w)),
+            server,
             efficiency,
             target: Some(target_identity(c, &facts)),
             shards: beyond.shards,

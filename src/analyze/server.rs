@@ -109,6 +109,25 @@ pub struct ServerSide {
     pub waiting: Option<Gauge>,
     pub kv_cache_usage: Option<Gauge>,
     pub queue_time: Option<QueueTime>,
+    /// The multimodal (encoder) cache's item queries and hits between the two scrapes
+    /// (vLLM's `vllm:mm_cache_queries` and `vllm:mm_cache_hits`), when it published them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mm_cache: Option<ItemCache>,
+}
+
+/// A cache's queries and hits, in items, over the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ItemCache {
+    pub queries: u64,
+    pub hits: u64,
+}
+
+/// A counter's growth from `a` to `b` (both scrapes must publish it).
+fn grown(a: &Scrape, b: &Scrape, names: &[&str]) -> Option<u64> {
+    names.iter().find_map(|n| {
+        let d = total(b, n)? - total(a, n)?;
+        Some(d.max(0.0).round() as u64)
+    })
 }
 
 /// The requests a scrape says the server is running and holding waiting, by the first engine
@@ -285,6 +304,18 @@ pub fn derive(
         waiting: gauge(&inside, &[names.waiting]),
         kv_cache_usage: gauge(&inside, names.kv),
         queue_time: names.queue.and_then(|q| queue_time(start, end, q)),
+        mm_cache: grown(
+            start,
+            end,
+            &["vllm:mm_cache_queries_total", "vllm:mm_cache_queries"],
+        )
+        .zip(grown(
+            start,
+            end,
+            &["vllm:mm_cache_hits_total", "vllm:mm_cache_hits"],
+        ))
+        .filter(|&(q, _)| q > 0)
+        .map(|(queries, hits)| ItemCache { queries, hits }),
     })
 }
 

@@ -141,6 +141,7 @@ impl Adapter for Messages {
             streams: true,
             generates: true,
             batches: false,
+            images: false,
         }
     }
 

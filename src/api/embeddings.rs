@@ -47,6 +47,7 @@ impl Adapter for Embeddings {
             streams: false,
             generates: false,
             batches: true,
+            images: false,
         }
     }
 

@@ -78,6 +78,8 @@ pub struct Capabilities {
     pub generates: bool,
     /// Several inputs in one request (`workload.batch`).
     pub batches: bool,
+    /// Images as content parts of the user's message (`workload.images`).
+    pub images: bool,
 }
 
 /// How a streamed answer is framed.
@@ -187,6 +189,17 @@ impl ApiKind {
         Ok(())
     }
 
+    /// Whether this API can send up to `most` images per request.
+    pub fn check_images(self, most: u32) -> Result<(), CannotSend> {
+        if most > 0 && !self.capabilities().images {
+            return Err(CannotSend(format!(
+                "asks for images, which only {} can send",
+                Self::kinds_that(|c| c.images)
+            )));
+        }
+        Ok(())
+    }
+
     /// Whether this API can send `batch` inputs per request.
     pub fn check_batch(self, batch: u32) -> Result<(), CannotSend> {
         if batch > 1 && !self.capabilities().batches {
@@ -256,6 +269,8 @@ pub struct RequestSpec<'a> {
     pub batch: u32,
     /// `target.request.extra_body`: merged into the body (tables into tables).
     pub extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// Images (`data:` URIs) for the user's message, behind its text (`workload.images`).
+    pub images: &'a [String],
 }
 
 impl<'a> RequestSpec<'a> {
@@ -272,6 +287,7 @@ impl<'a> RequestSpec<'a> {
             sampling,
             batch: 1,
             extra: None,
+            images: &[],
         }
     }
 
@@ -310,10 +326,61 @@ impl<'a> RequestSpec<'a> {
 /// table of the same name, so `parameters.x` reaches TGI's `parameters`; validation has
 /// refused any field that would replace one the adapter sets), as bytes to send.
 pub(crate) fn encode(mut body: serde_json::Value, spec: &RequestSpec<'_>) -> Vec<u8> {
+    if !spec.images.is_empty() {
+        attach_images(&mut body, spec.images);
+    }
     if let (Some(extra), Some(o)) = (spec.extra, body.as_object_mut()) {
         merge(o, extra);
     }
     serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// The images (`data:` URIs) as content parts of the last user message, behind its text, so
+/// a shared text prefix stays a prefix: the Chat Completions API's `image_url` parts in its
+/// `messages`, the Responses API's `input_image` parts in its `input` (a string prompt made
+/// a user message first).
+fn attach_images(body: &mut serde_json::Value, images: &[String]) {
+    use serde_json::{Value, json};
+    let Some(o) = body.as_object_mut() else {
+        return;
+    };
+    let (list, text_kind, image) = if o.contains_key("messages") {
+        (
+            o.get_mut("messages"),
+            "text",
+            &(|u: &str| json!({ "type": "image_url", "image_url": { "url": u } }))
+                as &dyn Fn(&str) -> Value,
+        )
+    } else {
+        if let Some(Value::String(prompt)) = o.get("input") {
+            let prompt = prompt.clone();
+            o.insert(
+                "input".into(),
+                json!([{ "role": "user", "content": prompt }]),
+            );
+        }
+        (
+            o.get_mut("input"),
+            "input_text",
+            &(|u: &str| json!({ "type": "input_image", "image_url": u })) as &dyn Fn(&str) -> Value,
+        )
+    };
+    let Some(user) = list
+        .and_then(Value::as_array_mut)
+        .and_then(|m| m.iter_mut().rev().find(|m| m["role"] == "user"))
+    else {
+        return;
+    };
+    let text = match user["content"].take() {
+        Value::String(t) => vec![json!({ "type": text_kind, "text": t })],
+        Value::Array(parts) => parts,
+        _ => Vec::new(),
+    };
+    let parts: Vec<Value> = text
+        .into_iter()
+        .chain(images.iter().map(|u| image(u)))
+        .collect();
+    user["content"] = Value::Array(parts);
 }
 
 fn merge(

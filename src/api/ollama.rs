@@ -59,6 +59,7 @@ impl Adapter for Chat {
             streams: true,
             generates: true,
             batches: false,
+            images: false,
         }
     }
 

@@ -100,11 +100,12 @@ impl Adapter for OpenAi {
             streams: true,
             generates: true,
             batches: false,
+            images: *self == OpenAi::Chat,
         }
     }
 
     fn body(&self, spec: &RequestSpec<'_>) -> Vec<u8> {
-        if spec.extra.is_none_or(|e| e.is_empty()) {
+        if spec.extra.is_none_or(|e| e.is_empty()) && spec.images.is_empty() {
             return serde_json::to_vec(&Body::of(*self, spec)).unwrap_or_default();
         }
         self.body_value(spec)
@@ -348,6 +349,7 @@ mod tests {
                             sampling: &sampling,
                             batch: 1,
                             extra: None,
+                            images: &[],
                         };
                         let typed = api.body(&spec);
                         assert_eq!(
@@ -375,6 +377,7 @@ mod tests {
             sampling: &sampling,
             batch: 1,
             extra: None,
+            images: &[],
         };
         let v: serde_json::Value = serde_json::from_slice(&OpenAi::Chat.body(&spec)).unwrap();
         assert_eq!(v["stream_options"]["include_usage"], true);

@@ -169,6 +169,7 @@ impl Adapter for Responses {
             streams: true,
             generates: true,
             batches: false,
+            images: true,
         }
     }
 

@@ -64,6 +64,7 @@ impl Adapter for Generate {
             streams: true,
             generates: true,
             batches: false,
+            images: false,
         }
     }
 

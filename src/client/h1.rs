@@ -85,6 +85,8 @@ enum Body {
 pub struct Head {
     pub status: StatusCode,
     pub headers: HeaderMap,
+    /// When the request's last byte had been written (and flushed) to the connection.
+    pub written: Option<std::time::Instant>,
 }
 
 pub struct Connection {
@@ -151,9 +153,10 @@ impl Connection {
             }
             return Err((Error::Io(e), false));
         }
+        let written = Some(std::time::Instant::now());
         loop {
             match self.parse_head() {
-                Ok(Some(head)) => return Ok(head),
+                Ok(Some(head)) => return Ok(Head { written, ..head }),
                 Ok(None) => {}
                 Err(e) => return Err((e, true)),
             }
@@ -309,7 +312,11 @@ impl Connection {
             let http10 = resp.version == Some(0);
             self.buf.advance(n);
             self.frame(status, &headers, http10)?;
-            return Ok(Some(Head { status, headers }));
+            return Ok(Some(Head {
+                status,
+                headers,
+                written: None,
+            }));
         }
     }
 

@@ -678,6 +678,9 @@ impl Client {
         // so polling it locks nothing another request touches.
         let cancel = cancel.child_token();
         let cancelled = cancel.cancelled();
+        if let Some(why) = rec.images.iter().find_map(|i| i.error.clone()) {
+            return rec.fail(Outcome::Input, why, self.now_us());
+        }
         let sent = self.now_us();
         rec.sent_us = Some(sent);
         let deadline_us = sent + self.timeout.as_micros() as u64;
@@ -696,6 +699,15 @@ impl Client {
         let Some((resp, url)) = Box::pin(self.send(&body, rec, &mut ends)).await else {
             return;
         };
+        if body.len() >= crate::record::UPLOAD_RECORDED_FROM {
+            rec.request_bytes = Some(body.len() as u64);
+            if let Answer::Direct(h, _) = &resp {
+                rec.upload_us = h.written.map(|t| {
+                    (t.saturating_duration_since(self.epoch).as_micros() as u64)
+                        .saturating_sub(sent)
+                });
+            }
+        }
         let Some(resp) = self.accept_head(resp, &url, rec, &mut ends).await else {
             return;
         };
@@ -1842,6 +1854,7 @@ mod tests {
             class: None,
             stage: None,
             stage_rps: None,
+            images: Vec::new(),
             model: None,
         }
     }

@@ -1454,6 +1454,7 @@ mod tests {
                     class: None,
                     stage: None,
                     stage_rps: None,
+                    images: Vec::new(),
                     model: None,
                 };
                 let mut r = Record::planned(&p, Phase::Quality, "t");

@@ -5,6 +5,7 @@
 
 pub mod classes;
 pub mod edit;
+pub mod images;
 mod load;
 pub mod prediction;
 pub(crate) mod source;
@@ -528,6 +529,9 @@ pub struct Workload {
     /// tool calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<task::Task>,
+    /// Images in each request's user message (`[workload.images]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<images::Images>,
 }
 
 /// `[workload.sessions]`: every open-loop arrival starts a conversation of `turns` turns. Turn
@@ -1168,6 +1172,7 @@ impl Default for Workload {
             cache_nonce: None,
             sessions: None,
             task: None,
+            images: None,
         }
     }
 }
@@ -1496,6 +1501,9 @@ impl Contract {
             if let Some(d) = workload.get_mut(dist) {
                 by_content(d, &["file"]);
             }
+        }
+        if let Some(i) = workload.get_mut("images") {
+            by_content(i, &["folder"]);
         }
         let mut load = serde_json::to_value(&self.load).unwrap_or_default();
         by_content(&mut load, &["trace"]);

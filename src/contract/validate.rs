@@ -93,6 +93,7 @@ impl Contract {
         self.load()?;
         self.sessions()?;
         self.tasks()?;
+        self.images()?;
         self.stop_and_warmup()?;
         self.slo_prediction_repeat()?;
         self.measurement_and_quality()?;
@@ -100,6 +101,24 @@ impl Contract {
         self.request_extras()?;
         self.sharding()?;
         self.edge_search()?;
+        Ok(())
+    }
+
+    /// `[workload.images]`: its own checks, and an API that sends images.
+    fn images(&self) -> Result<(), Problem> {
+        let Some(i) = &self.workload.images else {
+            return Ok(());
+        };
+        i.check()?;
+        if self.workload.sessions.is_some() || self.workload.task.is_some() {
+            return problem(
+                "workload.images",
+                "images go in single requests for now: a session's later turns or a task's calls would have to send them again in their history, which goodput does not yet do",
+            );
+        }
+        if let Err(why) = self.target.api.check_images(i.most()) {
+            return problem("workload.images", why.to_string());
+        }
         Ok(())
     }
 
@@ -263,6 +282,7 @@ impl Contract {
                 sampling: &self.workload.sampling,
                 batch: self.workload.batch,
                 extra: None,
+                images: &[],
             },
         );
         let mut extra = Vec::new();

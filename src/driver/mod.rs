@@ -227,10 +227,11 @@ impl Driver {
             && g.nodes[0].kind == crate::contract::task::NodeKind::Model
         {
             let p = self.plan.node(index, 0);
-            let body = self.body(&p, Some(&[user(&p.prompt)]));
+            let body = self.body(&p, Some(&[user(&p.prompt)]), &[]);
             return (p, body);
         }
         let mut p = self.plan.request(index);
+        let images = image_uris(self.plan.inputs(), &mut p);
         // A session's first turn opens its conversation: the shared system prompt, if any, then
         // the request's prompt as the user's message.
         if self.contract.workload.sessions.is_some() && p.messages.is_none() {
@@ -243,12 +244,13 @@ impl Driver {
             p.messages = Some(messages);
             p.input_tokens += tokens;
         }
-        let body = self.body(&p, p.messages.as_deref());
+        let body = self.body(&p, p.messages.as_deref(), &images);
         (p, body)
     }
 
-    /// The body of planned request `p`, with `messages` when it is chat-shaped.
-    fn body(&self, p: &PlannedRequest, messages: Option<&[Message]>) -> Bytes {
+    /// The body of planned request `p`, with `messages` when it is chat-shaped, and its
+    /// images.
+    fn body(&self, p: &PlannedRequest, messages: Option<&[Message]>, images: &[String]) -> Bytes {
         let w = &self.contract.workload;
         Bytes::from(self.client.adapter().body(&RequestSpec {
             model: p.model.as_deref().unwrap_or(&self.model),
@@ -260,6 +262,7 @@ impl Driver {
             sampling: &w.sampling,
             batch: w.batch,
             extra: Some(self.plan.extra_body(p)),
+            images,
         }))
     }
 
@@ -337,7 +340,7 @@ impl Driver {
                     rec.dispatched_us = Some(self.client.now_us());
                     so_far += p.input_tokens;
                     rec.input_tokens_planned = so_far;
-                    (rec, self.body(&p, Some(&history)))
+                    (rec, self.body(&p, Some(&history), &[]))
                 }
             };
             rec.session = Some(i);
@@ -802,6 +805,33 @@ impl DrainCount {
 }
 
 /// A user message.
+/// Request `p`'s images made (generated, or read from the workload's folder) as `data:` URIs,
+/// and what was made written on `p` (bytes, hash; or why one could not be, and then the
+/// request is not sent). They live as long as the request's body.
+pub fn image_uris(inputs: &crate::workload::Inputs, p: &mut PlannedRequest) -> Vec<String> {
+    use crate::workload::images;
+    let mut uris = Vec::with_capacity(p.images.len());
+    for i in &mut p.images {
+        let made = match i.file {
+            Some(k) => inputs
+                .images
+                .get(k as usize)
+                .ok_or_else(|| format!("image file {k} is not in the folder"))
+                .and_then(images::read_file),
+            None => images::generate(i.width, i.height, i.pixels),
+        };
+        match made {
+            Ok(e) => {
+                i.bytes = Some(e.data.len() as u64);
+                i.sha256 = Some(e.short_hash());
+                uris.push(e.data_uri());
+            }
+            Err(why) => i.error = Some(why),
+        }
+    }
+    uris
+}
+
 fn user(text: &str) -> Message {
     Message::new("user", text)
 }
@@ -825,7 +855,31 @@ fn build_ahead_len(c: &Contract, inputs: &crate::workload::Inputs) -> usize {
     let longest = crate::plan::requested_lengths(c, inputs, true)
         .and_then(|v| v.into_iter().max())
         .unwrap_or(0) as usize;
-    (BUILD_AHEAD_BYTES / (longest * 8 + 1024)).clamp(4, BUILD_AHEAD)
+    (BUILD_AHEAD_BYTES / (longest * 8 + 1024 + images_bytes(c, inputs))).clamp(4, BUILD_AHEAD)
+}
+
+/// The most bytes a request's images can add to its body: its most images, each the largest
+/// the workload sends, as base64 (4 bytes for 3).
+fn images_bytes(c: &Contract, inputs: &crate::workload::Inputs) -> usize {
+    let Some(i) = &c.workload.images else {
+        return 0;
+    };
+    let largest = if inputs.images.is_empty() {
+        // A generated PNG: its pixels' bytes, a filter byte a row, and its chunks' framing.
+        i.parsed_sizes()
+            .iter()
+            .map(|&(w, h)| (w as usize * 3 + 1) * h as usize + 4096)
+            .max()
+            .unwrap_or(0)
+    } else {
+        inputs
+            .images
+            .iter()
+            .map(|f| f.bytes as usize)
+            .max()
+            .unwrap_or(0)
+    };
+    i.most() as usize * largest / 3 * 4
 }
 
 /// A request built ahead: its offset in the schedule (µs), the plan's entry and the body.

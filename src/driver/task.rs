@@ -193,7 +193,7 @@ impl Driver {
         let phase = run.phase;
         let body = match (&built, node.uses.is_empty() && node.context.is_none()) {
             (Some((_, _, b)), true) => b.clone(),
-            _ => self.body(&planned, Some(&messages)),
+            _ => self.body(&planned, Some(&messages), &[]),
         };
         let (tx, cancel, in_flight) = (run.tx, run.cancel, run.in_flight);
         let context = node.context.is_some();

@@ -170,6 +170,7 @@ pub async fn recount(
         output_lengths,
         missing: old.missing.clone(),
         tasks: old.tasks.clone(),
+        images: old.images.clone(),
     }))
 }
 

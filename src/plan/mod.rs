@@ -79,6 +79,38 @@ pub struct PlannedRequest {
     /// An edge search's step: the rate the search chose for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage_rps: Option<f64>,
+    /// The images its user message carries (`[workload.images]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<PlannedImage>,
+}
+
+/// One image of a request: its size and where its pixels come from; once its body is built,
+/// what was sent (bytes, hash), never the pixels.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct PlannedImage {
+    pub width: u32,
+    pub height: u32,
+    /// The folder's file it is (its place in name order); absent: generated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<u32>,
+    /// A generated image's pixel seed: two images have the same pixels exactly when it is
+    /// equal (drawn from the seed, the run's cache nonce, and the request and position, or
+    /// the pool's member).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub pixels: u64,
+    /// Bytes of the encoded image as sent (before base64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// The first 16 hex digits of the encoded image's SHA-256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Why it could not be made (a folder's file gone mid-run): the request is not sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 impl PlannedRequest {
@@ -97,6 +129,7 @@ impl PlannedRequest {
             model: None,
             stage: None,
             stage_rps: None,
+            images: Vec::new(),
         }
     }
 }
@@ -187,6 +220,9 @@ pub struct Plan {
     lead: String,
     /// Quality probes sent after the load (`[quality] probes` in `consistency` mode).
     probes: u64,
+    /// `[workload.images]`, and the salt its pixels are drawn with (the seed and the run's
+    /// cache nonce).
+    images: Option<(Arc<crate::contract::images::Images>, u64)>,
     /// Cold-start requests sent once the server is ready (`[cold_start] requests`).
     cold_start: u64,
     /// Inputs per request (`workload.batch`).
@@ -290,6 +326,8 @@ impl PlanClass {
 const CLASS_SALT: u64 = 0x0c1a_55e5_u64;
 /// A class's model name for request `i` is drawn from this.
 const MODEL_SALT: u64 = 0x0030_de15_u64;
+/// Request `i`'s images are drawn from a generator seeded by this, the seed and the nonce.
+const IMAGE_SALT: u64 = 0x1a6e_5a17_u64;
 
 /// The run's lead for `workload.cache_nonce`: what every prompt of the run starts with, in the
 /// workload tokenizer's words (empty without a nonce). Every prompt of one run shares it; a
@@ -719,6 +757,13 @@ impl Plan {
             shard: c.load.shard(),
             classes: std::sync::Arc::new(c.classes.iter().map(|k| PlanClass::of(c, k)).collect()),
             extra_body: std::sync::Arc::new(c.target.request.extra_body.clone()),
+            images: w.images.as_ref().map(|i| {
+                let nonce = crate::text::hash_str(w.cache_nonce.as_deref().unwrap_or(""));
+                (
+                    Arc::new(i.clone()),
+                    crate::text::mix2(seed ^ IMAGE_SALT, nonce),
+                )
+            }),
             probes: if c.quality.mode == crate::contract::QualityMode::Consistency {
                 u64::from(c.quality.probes)
             } else {
@@ -1092,11 +1137,70 @@ impl Plan {
             let u = crate::text::unit_interval(crate::text::mix2(self.seed ^ MODEL_SALT, drawn));
             r.model = class.model(u).map(str::to_owned);
         }
+        // The load's requests and the cold start carry images; priming and probes repeat
+        // text only.
+        if index < PRIME_INDEX {
+            r.images = self.images_of(index);
+        }
         r.input_tokens = r.input_tokens.saturating_mul(self.batch);
         if !self.generates {
             r.output_tokens = 0;
         }
         r
+    }
+
+    /// Request `index`'s images: how many, their sizes (or files) and pixel seeds, from a
+    /// generator of their own, so images change no other draw.
+    fn images_of(&self, index: u64) -> Vec<PlannedImage> {
+        let Some((images, salt)) = &self.images else {
+            return Vec::new();
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(crate::text::mix2(*salt, index));
+        let mut below = |n: u64| rand::Rng::next_u64(&mut rng) % n.max(1);
+        let n = match images.count {
+            LengthDist::Uniform { min, max } => min + below(u64::from(max - min) + 1) as u32,
+            _ => images.most(),
+        };
+        let sizes = images.parsed_sizes();
+        let files = &self.sources.images;
+        (0..n)
+            .map(|j| {
+                if !files.is_empty() {
+                    let k = below(files.len() as u64) as usize;
+                    return PlannedImage {
+                        width: files[k].width,
+                        height: files[k].height,
+                        file: Some(k as u32),
+                        pixels: 0,
+                        bytes: None,
+                        sha256: None,
+                        error: None,
+                    };
+                }
+                // A pool's member is one image: its size is its own, not drawn again.
+                let (member, size) = match (images.reuse, images.pool) {
+                    (crate::contract::images::ImageReuse::Pool, Some(p)) => {
+                        let m = below(u64::from(p));
+                        (m | 1 << 63, m as usize % sizes.len())
+                    }
+                    _ => (
+                        crate::text::mix2(index, u64::from(j)),
+                        below(sizes.len() as u64) as usize,
+                    ),
+                };
+                let (width, height) = sizes[size];
+                PlannedImage {
+                    width,
+                    height,
+                    file: None,
+                    // Never 0 (the field's "absent").
+                    pixels: crate::text::mix2(*salt, member) | 1,
+                    bytes: None,
+                    sha256: None,
+                    error: None,
+                }
+            })
+            .collect()
     }
 
     fn request_unscaled(&self, index: u64) -> PlannedRequest {

@@ -163,6 +163,18 @@ pub struct Rare {
     /// (llama.cpp's `timings`), µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_timing: Option<EngineTiming>,
+    /// The images its user message carried (`[workload.images]`): sizes, bytes and hashes,
+    /// never the pixels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<crate::plan::PlannedImage>,
+    /// The request's body, bytes, when it was large enough (at least [`UPLOAD_RECORDED_FROM`])
+    /// for its upload to take time of its own; with `upload_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_bytes: Option<u64>,
+    /// From the send to the last byte of the request written to the connection, µs: the
+    /// upload inside the TTFT (goodput's own connections only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_us: Option<u64>,
     /// Server-reported reasoning tokens among the output tokens
     /// (`usage.completion_tokens_details.reasoning_tokens`), when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -196,6 +208,10 @@ pub struct Rare {
     pub answer: Option<String>,
 }
 
+/// A request body at least this large has its upload timed and recorded (`upload_us`): an
+/// image's megabytes take milliseconds to write, a text prompt's kilobytes none worth a field.
+pub const UPLOAD_RECORDED_FROM: usize = 64 << 10;
+
 impl Rare {
     /// Every field empty: what a record without a box reads.
     pub const NONE: Rare = Rare {
@@ -212,6 +228,9 @@ impl Rare {
         reasoning_chunks: 0,
         expected_cached_tokens: None,
         engine_timing: None,
+        images: Vec::new(),
+        request_bytes: None,
+        upload_us: None,
         usage_reasoning_tokens: None,
         counted: None,
         received: None,
@@ -461,6 +480,9 @@ pub enum Outcome {
     /// A success status and a well-formed end, but nothing generated: no text, no
     /// `finish_reason`, no usage (a stream of only `[DONE]`).
     Empty,
+    /// Never sent: its input could not be made (an image file of the workload's folder
+    /// unreadable or changed during the run).
+    Input,
 }
 
 impl Outcome {
@@ -481,6 +503,7 @@ impl Outcome {
             Outcome::Protocol => "protocol",
             Outcome::Redirect => "redirect",
             Outcome::Empty => "empty",
+            Outcome::Input => "input",
         }
     }
 }
@@ -574,7 +597,8 @@ impl Record {
             || p.stage.is_some()
             || p.stage_rps.is_some()
             || p.model.is_some()
-            || p.shared_tokens.is_some();
+            || p.shared_tokens.is_some()
+            || !p.images.is_empty();
         if says {
             let rare: &mut Rare = &mut r;
             rare.class = p.class.clone();
@@ -582,6 +606,7 @@ impl Record {
             rare.stage_rps = p.stage_rps;
             rare.model = p.model.clone();
             rare.expected_cached_tokens = p.shared_tokens;
+            rare.images = p.images.clone();
         }
         r
     }
@@ -603,6 +628,7 @@ impl Record {
             model: None,
             stage: None,
             stage_rps: None,
+            images: Vec::new(),
         };
         let mut r = Record::planned(&at, phase, "");
         r.request_id.clear();

@@ -220,6 +220,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     tasks::section(&mut d, s);
     spans::section(&mut d, s);
     prefix_reuse(&mut d, s);
+    images(&mut d, s);
     details(&mut d, s, verbose);
     failures_and_start(&mut d, s);
     phases(&mut d, s);
@@ -871,6 +872,81 @@ fn prefix_reuse(d: &mut Doc, s: &Summary) {
     };
     let poor = p.reported > 0 && (p.within_one_block as f64) < 0.95 * p.reported as f64;
     d.toned(Tone::warn_if(poor), line);
+}
+
+/// The requests' images: what was sent, its upload inside the TTFT, the image tokens against
+/// the contract's rule, and the encoder cache against the repeats planned.
+fn images(d: &mut Doc, s: &Summary) {
+    let Some(i) = &s.steady.images else {
+        return;
+    };
+    let sizes: Vec<String> = i.sizes.iter().map(|(k, n)| format!("{n} × {k}")).collect();
+    d.line(format!(
+        "Images: {} in {} of {} steady requests ({})",
+        i.images,
+        i.with_images,
+        i.requests,
+        if sizes.is_empty() {
+            "none sent".to_owned()
+        } else {
+            sizes.join(", ")
+        }
+    ));
+    let mb = |d: &Option<Dist>| {
+        d.as_ref().map(|d| Dist {
+            mean: d.mean / 1e6,
+            p50: d.p50 / 1e6,
+            p90: d.p90 / 1e6,
+            p95: d.p95 / 1e6,
+            p99: d.p99 / 1e6,
+            p99_9: d.p99_9 / 1e6,
+            max: d.max / 1e6,
+            ..d.clone()
+        })
+    };
+    let share = i.upload_share_of_ttft.as_ref().map(|d| Dist {
+        mean: d.mean * 100.0,
+        p50: d.p50 * 100.0,
+        p90: d.p90 * 100.0,
+        p95: d.p95 * 100.0,
+        p99: d.p99 * 100.0,
+        p99_9: d.p99_9 * 100.0,
+        max: d.max * 100.0,
+        ..d.clone()
+    });
+    let rows: Vec<Vec<String>> = [
+        ("image MB / request", &mb(&i.bytes)),
+        ("upload ms (in TTFT)", &i.upload_ms),
+        ("upload % of TTFT", &share),
+        ("image tokens expected", &i.expected_tokens),
+        ("prompt − text − image", &i.remainder),
+    ]
+    .iter()
+    .filter_map(|(n, v)| dist_row(n, v))
+    .collect();
+    if !rows.is_empty() {
+        d.table(&HEAD, rows);
+    }
+    if let (Some(rule), Some(check)) = (&i.rule, &i.rule_check) {
+        d.toned(
+            Tone::warn_if(check.starts_with("not held")),
+            format!("Image tokens ({rule}): {check}"),
+        );
+    }
+    let cache = match (i.server_queries, i.server_hits) {
+        (Some(q), Some(h)) => format!(
+            "Encoder cache: the server found {h} of {q} images in the steady window; the run sent {} repeated image(s)",
+            i.repeats
+        ),
+        _ => format!(
+            "Encoder cache: the run sent {} repeated image(s); the server published no multimodal cache counters to hold them against",
+            i.repeats
+        ),
+    };
+    d.line(cache);
+    for n in &i.notes {
+        d.warn(format!("WARNING: {n}"));
+    }
 }
 
 /// A run merged from shards: each client machine's share, dispatch lag and clock, so a reader

@@ -234,7 +234,8 @@ struct Prober<'c> {
 impl Prober<'_> {
     /// Probe `k`: the plan's request `k` asking for [`PROBE_TOKENS`] tokens.
     async fn one(&self, k: u64) -> Result<Probe, Failed> {
-        let p = self.plan.request(k);
+        let mut p = self.plan.request(k);
+        let images = crate::driver::image_uris(self.plan.inputs(), &mut p);
         let w = &self.contract.workload;
         let body = self.client.adapter().body(&RequestSpec {
             model: &self.model,
@@ -246,6 +247,7 @@ impl Prober<'_> {
             sampling: &w.sampling,
             batch: w.batch,
             extra: Some(self.plan.extra_body(&p)),
+            images: &images,
         });
         let mut rec = Record::planned(&p, Phase::Warmup, "goodput-init");
         self.client

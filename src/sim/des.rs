@@ -130,6 +130,7 @@ pub fn run(cfg: &SimConfig, load: DesLoad) -> Vec<GroundTruth> {
                     Some(true) => cfg.adapter_cost_ms,
                     _ => 0.0,
                 },
+                images: Vec::new(),
             });
         }
         if engine.is_idle() {
@@ -149,6 +150,12 @@ pub fn run(cfg: &SimConfig, load: DesLoad) -> Vec<GroundTruth> {
                 Event::Admitted { id, cached_tokens } => {
                     ledger.admit(id, step.start, cached_tokens);
                 }
+                Event::Encoded {
+                    id,
+                    hits,
+                    vision_us,
+                    ..
+                } => ledger.encoded(id, hits, vision_us),
                 Event::Rejected { id } => {
                     if let Some(g) = ledger.finish(id, step.start, SimOutcome::RejectedTooLong) {
                         finish(g, &mut done, &mut pending, step.start);

@@ -29,6 +29,9 @@ pub struct Submission {
     pub priority: i64,
     /// Milliseconds its admission adds to the step that starts its prefill (an adapter's).
     pub extra_ms: f64,
+    /// Its images, by content hash and prompt tokens: each not in the encoder cache adds
+    /// `vision.ms_per_token` a token to the step that admits it.
+    pub images: Vec<(u64, u32)>,
 }
 
 /// What a step did, in order.
@@ -38,6 +41,14 @@ pub enum Event {
     Admitted { id: u64, cached_tokens: u32 },
     /// Can never fit in the KV cache (prompt + output exceed its capacity): refused at once.
     Rejected { id: u64 },
+    /// Its images were encoded as it was admitted: how many it had, how many the encoder
+    /// cache held, and the encoding's time, µs.
+    Encoded {
+        id: u64,
+        images: u32,
+        hits: u32,
+        vision_us: u64,
+    },
     /// Tokens `first_index .. first_index + tokens` were emitted at the step's end.
     Chunk {
         id: u64,
@@ -74,6 +85,7 @@ struct Seq {
     finished_hashes: Vec<u64>,
     priority: i64,
     extra_ms: f64,
+    images: Vec<(u64, u32)>,
 }
 
 /// Counters for `/metrics`.
@@ -84,6 +96,9 @@ pub struct Counters {
     pub prefix_queries: u64,
     pub prefix_hits: u64,
     pub steps: u64,
+    /// Images looked up in the encoder cache, and found there.
+    pub mm_queries: u64,
+    pub mm_hits: u64,
 }
 
 /// The engine state.
@@ -97,7 +112,13 @@ pub struct Engine {
     counters: Counters,
     /// Requests submitted so far (the drift fault's clock).
     submitted: u64,
+    /// The encoder cache: every image encoded so far, by content hash (emptied when it
+    /// passes [`ENCODER_CACHE_ITEMS`]).
+    encoded: std::collections::HashSet<u64>,
 }
+
+/// Images the encoder cache holds at most.
+const ENCODER_CACHE_ITEMS: usize = 1 << 16;
 
 impl Engine {
     pub fn new(cfg: SimConfig) -> Self {
@@ -110,6 +131,7 @@ impl Engine {
             cache,
             counters: Counters::default(),
             submitted: 0,
+            encoded: Default::default(),
         }
     }
 
@@ -139,6 +161,7 @@ impl Engine {
             finished_hashes,
             priority: s.priority,
             extra_ms: s.extra_ms,
+            images: s.images,
         });
     }
 
@@ -324,6 +347,33 @@ impl Engine {
         }
     }
 
+    /// Encodes `s`'s images, those the encoder cache does not hold; the milliseconds that
+    /// adds to the step.
+    fn encode(&mut self, s: &Seq, events: &mut Vec<Event>) -> f64 {
+        let (mut hits, mut tokens) = (0u32, 0u64);
+        for &(hash, n) in &s.images {
+            if self.encoded.len() >= ENCODER_CACHE_ITEMS {
+                self.encoded.clear();
+            }
+            if self.encoded.insert(hash) {
+                tokens += u64::from(n);
+            } else {
+                hits += 1;
+            }
+        }
+        let images = s.images.len() as u32;
+        self.counters.mm_queries += u64::from(images);
+        self.counters.mm_hits += u64::from(hits);
+        let ms = tokens as f64 * self.cfg.vision.ms_per_token;
+        events.push(Event::Encoded {
+            id: s.id,
+            images,
+            hits,
+            vision_us: (ms * 1000.0).round() as u64,
+        });
+        ms
+    }
+
     /// Admits what fits; the milliseconds the admitted requests' adapters add to this step.
     fn admit(&mut self, events: &mut Vec<Event>) -> f64 {
         let block = self.cfg.prefix_block_tokens as usize;
@@ -344,6 +394,9 @@ impl Engine {
             }
             let mut s = self.waiting.remove(next).expect("head exists");
             extra_ms += s.extra_ms;
+            if !s.images.is_empty() {
+                extra_ms += self.encode(&s, events);
+            }
             s.block_hashes = block_hashes(&s.prompt_ids, block);
             let hit_blocks = self.cache.lookup(&s.block_hashes);
             self.counters.prefix_queries += s.prompt_len;
@@ -464,6 +517,7 @@ mod tests {
             output_ids: Vec::new(),
             priority: 0,
             extra_ms: 0.0,
+            images: Vec::new(),
         }
     }
 

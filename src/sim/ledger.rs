@@ -41,6 +41,21 @@ pub struct GroundTruth {
     /// Admission minus arrival.
     pub queue_us: Option<u64>,
     pub outcome: SimOutcome,
+    /// Images in the request, and the prompt tokens they are (counted in `prompt_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub images: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub image_tokens: u32,
+    /// Its images the encoder cache held, and the encoding of the others, µs (added to the
+    /// step that admitted it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub images_cached: u32,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub vision_us: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 /// How the simulator ended a request; written in the ground truth as `ok`, `error_<status>`,
@@ -143,6 +158,10 @@ impl Ledger {
                 prompt: None,
                 queue_us: None,
                 outcome: SimOutcome::Ok,
+                images: 0,
+                image_tokens: 0,
+                images_cached: 0,
+                vision_us: 0,
             },
         );
     }
@@ -183,6 +202,22 @@ impl Ledger {
     pub fn set_prompt(&mut self, seq: u64, prompt: String) {
         if let Some(g) = self.open.get_mut(&seq) {
             g.prompt = Some(prompt);
+        }
+    }
+
+    /// Records a request's images: how many, and their prompt tokens.
+    pub fn set_images(&mut self, seq: u64, images: u32, tokens: u32) {
+        if let Some(g) = self.open.get_mut(&seq) {
+            g.images = images;
+            g.image_tokens = tokens;
+        }
+    }
+
+    /// Records its images' encoding: those the cache held, and the time of the others.
+    pub fn encoded(&mut self, seq: u64, hits: u32, vision_us: u64) {
+        if let Some(g) = self.open.get_mut(&seq) {
+            g.images_cached = hits;
+            g.vision_us = vision_us;
         }
     }
 

@@ -109,6 +109,18 @@ impl MetricsState {
             self.counters.prefix_hits.to_string(),
         );
         gauge(
+            "vllm:mm_cache_queries_total",
+            "Images looked up in the encoder cache.",
+            "counter",
+            self.counters.mm_queries.to_string(),
+        );
+        gauge(
+            "vllm:mm_cache_hits_total",
+            "Images found in the encoder cache.",
+            "counter",
+            self.counters.mm_hits.to_string(),
+        );
+        gauge(
             "vllm:request_success_total",
             "Requests finished.",
             "counter",

@@ -160,8 +160,15 @@ fn routes(shared: Arc<Shared>) -> Router {
         .route("/telemetry", get(telemetry))
         .route("/ground_truth", get(ground_truth_jsonl))
         .route("/ground_truth/energy", get(ground_truth_energy))
+        // A request with images is megabytes (axum's default refuses bodies past 2 MB; vLLM
+        // and SGLang take far more).
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(shared)
 }
+
+/// The largest request body the simulator reads: 8 images at Pillow's pixel limit would be
+/// more, but no API client sends that; 256 MiB holds any plausible multimodal request.
+const MAX_BODY_BYTES: usize = 256 << 20;
 
 impl SimServer {
     /// Validates `cfg`, binds `addr` (port 0 = ephemeral) and starts serving.
@@ -313,6 +320,8 @@ struct Pending {
     /// The body's `priority`, and what its adapter adds to its first step (ms).
     priority: i64,
     extra_ms: f64,
+    /// Its images: content hash and prompt tokens.
+    images: Vec<(u64, u32)>,
 }
 
 fn engine_loop(shared: Arc<Shared>, rx: Receiver<Msg>) {
@@ -442,6 +451,10 @@ impl EngineLoop {
             ledger.arrive(p.seq, p.request_id, p.t, p.prompt_ids.len() as u32);
             ledger.set_trace(p.seq, p.traceparent);
             ledger.set_reasoning(p.seq, p.reasoning_tokens);
+            if !p.images.is_empty() {
+                let tokens = p.images.iter().map(|i| i.1).sum();
+                ledger.set_images(p.seq, p.images.len() as u32, tokens);
+            }
             if let Some(text) = p.prompt {
                 ledger.set_prompt(p.seq, text);
             }
@@ -456,6 +469,7 @@ impl EngineLoop {
                 output_ids: p.output_ids,
                 priority: p.priority,
                 extra_ms: p.extra_ms,
+                images: p.images,
             });
         }
     }
@@ -507,6 +521,12 @@ impl EngineLoop {
                 Event::Admitted { id, cached_tokens } => {
                     self.ledger.admit(id, start, cached_tokens);
                 }
+                Event::Encoded {
+                    id,
+                    hits,
+                    vision_us,
+                    ..
+                } => self.ledger.encoded(id, hits, vision_us),
                 Event::Rejected { id } => {
                     self.ledger.set_outcome(id, SimOutcome::RejectedTooLong);
                     if let Some(g) = self.ledger.finish(id, start, SimOutcome::RejectedTooLong) {
@@ -623,11 +643,24 @@ fn on_adapter(cfg: &SimConfig, model: Option<&str>) -> Result<bool, Refusal> {
     }
 }
 
-/// The prompt's token ids (a chat prompt behind its template's); an empty prompt is a 400.
+/// The prompt's token ids (a chat prompt behind its template's, its images' after its text);
+/// an empty prompt, or more images than `vision.max_images`, is a 400.
 fn prompt_ids(cfg: &SimConfig, ask: &Ask) -> Result<Vec<u64>, Refusal> {
     let mut ids = word_ids(&ask.prompt);
     if ask.chat && !ids.is_empty() {
         ids.splice(0..0, template_ids(cfg.chat_template_tokens));
+    }
+    let limit = cfg.vision.max_images as usize;
+    if ask.images.len() > limit {
+        // vLLM's words for its --limit-mm-per-prompt.
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!("At most {limit} image(s) may be provided in one prompt."),
+        ));
+    }
+    for i in &ask.images {
+        let n = cfg.vision.tokens(i.width, i.height);
+        ids.extend((0..u64::from(n)).map(|k| crate::text::mix2(i.hash, k)));
     }
     if ids.is_empty() {
         return Err((
@@ -787,6 +820,11 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         } else {
             0.0
         },
+        images: ask
+            .images
+            .iter()
+            .map(|i| (i.hash, s.cfg.vision.tokens(i.width, i.height)))
+            .collect(),
     }));
     if sent.is_err() {
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "engine stopped");

@@ -31,6 +31,9 @@ pub struct Sources {
     /// `[workload.task]`'s graphs: one shape, or one per recorded task (arrival `i` runs
     /// graph `i mod n`).
     pub tasks: Vec<crate::contract::task::Graph>,
+    /// `[workload.images] folder`'s files, by their headers, in name order (their pixels are
+    /// read when a request sends them).
+    pub images: Vec<super::images::ImageFile>,
 }
 
 /// A workload's inputs, shared (cheap to clone) and immutable once read.
@@ -93,6 +96,7 @@ pub fn read(c: &mut Contract, src: &str, path: &Path) -> Result<Inputs, Contract
     files.lengths(&mut c.workload, &mut sources)?;
     files.trace(c, &mut sources)?;
     files.tasks(c, &mut sources)?;
+    files.images(c, &mut sources)?;
     sources.missing = files.missing;
     Ok(Inputs::new(sources))
 }
@@ -230,6 +234,27 @@ impl Files<'_> {
         q.references = Some(file);
         q.references_sha256 = Some(sha);
         sources.references = items;
+        Ok(())
+    }
+
+    /// `[workload.images] folder`: every file an image a server takes, read by its header.
+    fn images(&mut self, c: &mut Contract, sources: &mut Sources) -> Result<(), ContractError> {
+        let key = "workload.images.folder";
+        let Some(images) = c.workload.images.as_mut() else {
+            return Ok(());
+        };
+        let Some(dir) = images
+            .folder
+            .clone()
+            .and_then(|rel| self.present(&rel, &images.folder_sha256))
+        else {
+            return Ok(());
+        };
+        let (files, sha) = super::images::read_folder(&dir).map_err(|m| self.invalid(key, m))?;
+        self.check(key, &dir, &sha, &images.folder_sha256)?;
+        images.folder = Some(dir);
+        images.folder_sha256 = Some(sha);
+        sources.images = files;
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 
 pub(crate) mod dataset;
 pub mod environment;
+pub mod images;
 pub mod inputs;
 pub mod task;
 pub(crate) mod tokenizer;

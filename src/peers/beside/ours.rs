@@ -120,6 +120,7 @@ mod tests {
             model: None,
             stage: None,
             stage_rps: None,
+            images: Vec::new(),
         };
         let mut r = Record::planned(&p, Phase::Steady, "t");
         r.sent_us = Some(1_000_000);

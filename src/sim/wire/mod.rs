@@ -90,6 +90,8 @@ pub(crate) struct Ask {
     pub inputs: u32,
     /// The body's `priority` (vLLM's and SGLang's field; 0 when absent).
     pub priority: i64,
+    /// Its messages' images, in order.
+    pub images: Vec<SimImage>,
 }
 
 /// What one answer is: its id and the shared facts it names.
@@ -209,7 +211,75 @@ pub(crate) enum Text {
 #[serde(untagged)]
 pub(crate) enum Part {
     Str(String),
-    Obj { text: Option<String> },
+    Obj {
+        text: Option<String>,
+        /// An image part: the Chat Completions API's `{"url": …}`, the Responses API's string.
+        #[serde(default)]
+        image_url: Option<ImageUrl>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(crate) enum ImageUrl {
+    Url(String),
+    Obj { url: String },
+}
+
+/// An image a request carried, as the simulator read it: its size from its header, and its
+/// content's hash (what the encoder cache is keyed by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SimImage {
+    pub width: u32,
+    pub height: u32,
+    pub hash: u64,
+}
+
+/// Reads an image part's URL: a `data:` URI of an image a server takes (the simulator
+/// fetches nothing). The error is the 400's message.
+fn read_image(url: &str) -> Result<SimImage, String> {
+    use base64::Engine;
+    let Some(rest) = url.strip_prefix("data:") else {
+        return Err("the simulator fetches no image URLs: send images as data: URIs".into());
+    };
+    let Some((_, data)) = rest.split_once(";base64,") else {
+        return Err("an image data: URI must be base64 (data:image/png;base64,…)".into());
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|e| format!("an image's base64 is invalid: {e}"))?;
+    let size = imagesize::blob_size(&bytes)
+        .map_err(|_| "cannot identify image file: not PNG, JPEG, WebP or GIF".to_owned())?;
+    let (width, height) = (
+        u32::try_from(size.width).unwrap_or(u32::MAX),
+        u32::try_from(size.height).unwrap_or(u32::MAX),
+    );
+    crate::contract::images::check_pixels(width, height)?;
+    Ok(SimImage {
+        width,
+        height,
+        hash: crate::text::hash_bytes(&bytes),
+    })
+}
+
+/// Every image part of the messages, read, in order.
+pub(crate) fn images_in(messages: &[Message], out: &mut Vec<SimImage>) -> Result<(), String> {
+    for m in messages {
+        if let Some(Text::Many(parts)) = &m.content {
+            for p in parts {
+                if let Part::Obj {
+                    image_url: Some(u), ..
+                } = p
+                {
+                    let url = match u {
+                        ImageUrl::Url(s) | ImageUrl::Obj { url: s } => s,
+                    };
+                    out.push(read_image(url)?);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Text {
@@ -220,8 +290,8 @@ impl Text {
                 for p in parts {
                     match p {
                         Part::Str(s) => push_line(out, s),
-                        Part::Obj { text: Some(s) } => push_line(out, s),
-                        Part::Obj { text: None } => {}
+                        Part::Obj { text: Some(s), .. } => push_line(out, s),
+                        Part::Obj { text: None, .. } => {}
                     }
                 }
             }

@@ -98,6 +98,7 @@ impl Wire for OpenAi {
         let mut a = req.common.ask(if chat { "messages" } else { "prompt" });
         if chat {
             join_messages(req.messages.as_deref().unwrap_or_default(), &mut a.prompt);
+            super::images_in(req.messages.as_deref().unwrap_or_default(), &mut a.images)?;
         } else if let Some(p) = &req.prompt {
             p.push_to(&mut a.prompt);
         }

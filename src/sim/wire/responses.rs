@@ -83,7 +83,10 @@ impl Wire for Responses {
         }
         match &req.input {
             Some(Input::One(s)) => super::push_line(&mut a.prompt, s),
-            Some(Input::Messages(m)) => join_messages(m, &mut a.prompt),
+            Some(Input::Messages(m)) => {
+                join_messages(m, &mut a.prompt);
+                super::images_in(m, &mut a.images)?;
+            }
             None => {}
         }
         a.chat = true;
