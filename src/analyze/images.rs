@@ -179,19 +179,18 @@ fn rule_check(remainders: &[f64], c: &Contract) -> String {
     ) else {
         return "cannot be judged: no successful request reported usage.prompt_tokens".into();
     };
+    if lo == hi {
+        return format!(
+            "held: every request's prompt tokens are its text, the rule's image tokens and {lo} more"
+        );
+    }
     if c.workload.tokenizer.is_none() && !c.embedded() {
-        // Text counted in words is approximate: its remainder varies with the prompt.
+        // Text counted in words is approximate: its remainder varies with the prompt too.
         return format!(
             "cannot be judged exactly: the text is counted in words, not the model's tokens (set workload.tokenizer); remainder {lo}..{hi}"
         );
     }
-    if lo == hi {
-        format!(
-            "held: every request's prompt tokens are its text, the rule's image tokens and {lo} more"
-        )
-    } else {
-        format!("not held: the remainder spans {lo}..{hi}")
-    }
+    format!("not held: the remainder spans {lo}..{hi}")
 }
 
 /// Images sent (in the order their requests were sent) whose hash an earlier image's equals.

@@ -166,7 +166,7 @@ pub async fn run(a: RunArgs) -> anyhow::Result<Done> {
         crate::run::run(c, inputs, options, cancel).await?
     };
     let mut after = Vec::new();
-    let status = explain_failure(&r).map(|gave_up| {
+    let status = explain_failure(&r, (&path, &text)).map(|gave_up| {
         after.extend(gave_up);
         let (code, failed) = gates.exit(
             exit_code(r.summary.interrupted, SelfStop::of(&r)),
@@ -372,15 +372,51 @@ async fn repeat_set(
     ))
 }
 
+/// When the server refused the requests' images (a 400 that names images, as vLLM's
+/// `--limit-mm-per-prompt` refusal and a decoder's do): the contract's key to change, with its
+/// file and line.
+fn refused_images(
+    r: &crate::run::RunResult,
+    (path, text): (&std::path::Path, &str),
+    error: &str,
+) -> String {
+    let Some(most) = r
+        .records
+        .iter()
+        .map(|x| x.images.len())
+        .max()
+        .filter(|&n| n > 0)
+    else {
+        return String::new();
+    };
+    if !(error.contains("HTTP 4") && error.to_ascii_lowercase().contains("image")) {
+        return String::new();
+    }
+    let key = "workload.images.count";
+    let at = crate::contract::source::line_of_key(text, key)
+        .or_else(|| crate::contract::source::line_of_key(text, "workload.images"))
+        .map_or(String::new(), |l| format!(":{l}"));
+    format!(
+        " — the server refuses the requests' images: {}{at}: {key} sent up to {} per request; lower it to the server's limit or raise the server's (vLLM: --limit-mm-per-prompt '{{\"image\": N}}')",
+        path.display(),
+        most
+    )
+}
+
 /// A run that ended without a success: why, as a line for stderr (it gave up: exit 3 follows)
 /// or as the command's error (nothing sent, nothing succeeded).
-fn explain_failure(r: &crate::run::RunResult) -> anyhow::Result<Option<String>> {
+fn explain_failure(
+    r: &crate::run::RunResult,
+    contract: (&std::path::Path, &str),
+) -> anyhow::Result<Option<String>> {
     let st = &r.summary.steady.stats;
     let first = || {
-        r.records
+        let e = r
+            .records
             .iter()
             .find_map(|x| x.error.clone())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        format!("{e}{}", refused_images(r, contract, &e))
     };
     if let Some(g) = r.summary.load_end.as_ref().and_then(|l| l.guard.as_ref()) {
         // Stopped on its own: the server fell behind. Said on stderr, with exit status 9.

@@ -120,7 +120,7 @@ pub fn check_pixels(w: u32, h: u32) -> Result<(), String> {
     let n = u64::from(w) * u64::from(h);
     if n > MAX_IMAGE_PIXELS {
         return Err(format!(
-            "{w}x{h} is {:.1} megapixels, more than the {MAX_IMAGE_PIXELS} pixels Pillow (which vLLM, SGLang and TGI decode images with) refuses as a decompression bomb",
+            "{w}x{h} is {:.1} megapixels, more than the {MAX_IMAGE_PIXELS} pixels past which Pillow (which vLLM, SGLang and TGI decode images with) takes an image for a decompression bomb",
             n as f64 / 1e6
         ));
     }

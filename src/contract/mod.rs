@@ -8,7 +8,7 @@ pub mod edit;
 pub mod images;
 mod load;
 pub mod prediction;
-pub(crate) mod source;
+pub mod source;
 pub mod stages;
 pub mod task;
 pub(crate) mod units;

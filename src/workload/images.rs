@@ -66,9 +66,10 @@ pub fn read_folder(dir: &Path) -> Result<(Vec<ImageFile>, String), String> {
     let mut paths: Vec<PathBuf> = Vec::new();
     for e in entries {
         let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
-        let is_file = e.file_type().map(|t| t.is_file()).unwrap_or(false);
+        // Files, and links (a link to nothing is an error when read, not skipped).
+        let is_file = e.file_type().map(|t| !t.is_dir()).unwrap_or(true);
         let hidden = e.file_name().to_string_lossy().starts_with('.');
-        if is_file && !hidden {
+        if is_file && !hidden && !e.path().is_dir() {
             paths.push(e.path());
         }
     }

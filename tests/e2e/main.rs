@@ -28,6 +28,7 @@ mod guard;
 mod history;
 mod hostile;
 mod html;
+mod images;
 mod import;
 mod import_peers;
 mod live;
