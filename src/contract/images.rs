@@ -30,6 +30,10 @@ pub struct Images {
     /// Required without `folder`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sizes: Vec<String>,
+    /// How often each size is drawn, relative (absent: all alike), as vLLM's
+    /// `--random-mm-bucket-config` weighs its buckets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub size_weights: Vec<f64>,
     /// A folder of PNG, JPEG, WebP or GIF files, relative to the contract, sent instead of
     /// generated images: each image draws a file uniformly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,6 +143,27 @@ impl Images {
         }
     }
 
+    /// Which size a uniform draw `u` in [0, 1) picks: by `size_weights`, else all alike.
+    pub fn size_at(&self, u: f64) -> usize {
+        let n = self.sizes.len().max(1);
+        if self.size_weights.len() != self.sizes.len() {
+            return ((u * n as f64) as usize).min(n - 1);
+        }
+        let total: f64 = self.size_weights.iter().sum();
+        let mut at = u * total;
+        for (i, w) in self.size_weights.iter().enumerate() {
+            if at < *w {
+                return i;
+            }
+            at -= w;
+        }
+        // Rounding past the last weight: the last size with any weight.
+        self.size_weights
+            .iter()
+            .rposition(|w| *w > 0.0)
+            .unwrap_or(0)
+    }
+
     /// The sizes, parsed (checked by [`Images::check`]).
     pub fn parsed_sizes(&self) -> Vec<(u32, u32)> {
         self.sizes
@@ -194,6 +219,25 @@ impl Images {
         for (i, s) in self.sizes.iter().enumerate() {
             if let Err(why) = parse_size(s) {
                 return problem(&format!("{K}.sizes[{i}]"), why);
+            }
+        }
+        if !self.size_weights.is_empty() {
+            if self.size_weights.len() != self.sizes.len() {
+                return problem(
+                    &format!("{K}.size_weights"),
+                    format!(
+                        "has {} weights for {} sizes: one per size",
+                        self.size_weights.len(),
+                        self.sizes.len()
+                    ),
+                );
+            }
+            let ok = self.size_weights.iter().all(|w| w.is_finite() && *w >= 0.0);
+            if !ok || self.size_weights.iter().sum::<f64>() <= 0.0 {
+                return problem(
+                    &format!("{K}.size_weights"),
+                    "weights are numbers >= 0, at least one above 0",
+                );
             }
         }
         match (self.reuse, self.pool) {

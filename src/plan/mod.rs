@@ -1185,7 +1185,7 @@ impl Plan {
                     }
                     _ => (
                         crate::text::mix2(index, u64::from(j)),
-                        below(sizes.len() as u64) as usize,
+                        images.size_at(crate::text::unit_interval(below(u64::MAX))),
                     ),
                 };
                 let (width, height) = sizes[size];

@@ -493,6 +493,60 @@ async fn an_imported_contract_runs_against_the_simulator() {
     assert_eq!(r.records.iter().filter(|x| x.is_ok()).count(), 40);
 }
 
+/// `--dataset-name random-mm` (vLLM's own example, its videos bucket included): the images a
+/// request carries, their sizes as (height, width) buckets become WIDTHxHEIGHT, their weights
+/// and the per-prompt limit; the contract runs against the simulator and every request
+/// carries what it planned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_random_mm_command_imports_as_images_and_runs() {
+    let sim = common::sim(goodput::sim::SimConfig {
+        tokenize: true,
+        ..goodput::sim::SimConfig::instant()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mm.toml");
+    let port = sim.addr().port().to_string();
+    let line = format!(
+        "vllm bench serve --backend openai-chat --endpoint /v1/chat/completions --port {port} --dataset-name random-mm --num-prompts 30 --random-input-len 64 --random-output-len 8 --random-mm-base-items-per-request 1 --random-mm-num-mm-items-range-ratio 1 --random-mm-limit-mm-per-prompt '{{\"image\": 2, \"video\": 0}}' --random-mm-bucket-config '{{(64, 96, 1): 0.25, (120, 200, 1): 0.75, (120, 200, 16): 0.1}}' --request-rate 20 --seed 42"
+    );
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["import", "vllm-bench", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(words(&line))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&status.stderr);
+    assert!(status.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("video buckets (frames > 1) are not sent"),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let c = common::parse(&text);
+    let images = c.workload.images.as_ref().expect("[workload.images]");
+    assert_eq!(images.sizes, ["96x64", "200x120"]);
+    assert_eq!(images.size_weights, [0.25, 0.75]);
+    assert_eq!(
+        images.count,
+        goodput::contract::LengthDist::Uniform { min: 0, max: 2 }
+    );
+    let r = common::run_in(c, dir.path()).await;
+    let ok: Vec<_> = r.records.iter().filter(|x| x.is_ok()).collect();
+    assert_eq!(ok.len(), 30);
+    let truth = common::truth_by_id(&sim);
+    let mut counts = [0; 3];
+    for rec in &ok {
+        counts[rec.images.len()] += 1;
+        assert_eq!(truth[&rec.request_id].images as usize, rec.images.len());
+    }
+    assert!(
+        counts.iter().all(|&n| n > 0),
+        "0, 1 and 2 images: {counts:?}"
+    );
+}
+
 /// `vllm bench sweep serve` through the binary: the contract a tune runs (the server launched
 /// per setting on a port goodput picks), and the `goodput tune` command printed for it.
 #[test]

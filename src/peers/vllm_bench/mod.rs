@@ -2,6 +2,7 @@
 //! `vllm.benchmarks.serve.add_cli_args` builds at that version (its dataset flags included),
 //! with argparse's rules: `--flag value` or `--flag=value`, underscores read as dashes.
 
+mod multimodal;
 pub mod result;
 mod sweep;
 
@@ -344,13 +345,17 @@ fn workload(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
     }
     match name {
         "random" => random(f, d)?,
+        "random-mm" => {
+            random(f, d)?;
+            multimodal::random_mm(f, d)?;
+        }
         "sharegpt" | "custom" => dataset(f, d, name)?,
         "prefix_repetition" => prefix_repetition(f, d),
         other => {
             d.annotate(format!(
                 "--dataset-name {other}: goodput cannot read this dataset; its prompts are goodput's synthetic ones at the lengths below. Export it as JSON lines with a `prompt` field and set workload.dataset."
             ));
-            if matches!(other, "hf" | "custom_audio" | "custom_image" | "random-mm") {
+            if matches!(other, "hf" | "custom_audio" | "custom_image") {
                 d.annotate(format!(
                     "--dataset-name {other}: multimodal or Hugging Face inputs are not sent by goodput"
                 ));
