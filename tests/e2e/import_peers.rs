@@ -603,6 +603,41 @@ fn aiperf_readme_and_tutorial_examples_import_field_by_field() {
 
 /// AIPerf's cancellation, sequence-distribution and trace tutorials, and the line that wrote
 /// goodput's own AIPerf audit fixture (scripts/peer-fixtures.sh).
+/// AIPerf's vision tutorial flags: images per turn and their sizes, a spread as five weighted
+/// sizes, and a format goodput does not generate said.
+#[test]
+fn aiperf_image_flags_import_as_workload_images() {
+    let i = aiperf(
+        "aiperf profile --model Qwen/Qwen2-VL-2B-Instruct --endpoint-type chat --streaming \
+  --url localhost:8000 --image-width-mean 512 --image-height-mean 512 --image-width-stddev 64 \
+  --batch-size-image 2 --image-format jpeg --request-count 20",
+        &[
+            ("workload.images.count.value", Some("2")),
+            (
+                "workload.images.sizes",
+                Some(r#"["384x512", "448x512", "512x512", "576x512", "640x512"]"#),
+            ),
+            (
+                "workload.images.size_weights",
+                Some("[0.054, 0.242, 0.399, 0.242, 0.054]"),
+            ),
+        ],
+        &[
+            "--image-format jpeg: goodput generates PNG",
+            "goodput draws from five sizes",
+        ],
+    );
+    let c = common::parse(&i.contract);
+    assert_eq!(c.workload.images.as_ref().unwrap().most(), 2);
+    let plain = aiperf(
+        "aiperf profile --model m --endpoint-type chat --url localhost:8000 --image-width-mean 256 --image-height-mean 128",
+        &[("workload.images.sizes", Some(r#"["256x128"]"#))],
+        &[],
+    );
+    let c = common::parse(&plain.contract);
+    assert!(c.workload.images.as_ref().unwrap().size_weights.is_empty());
+}
+
 #[test]
 fn aiperf_trace_and_other_examples_name_what_differs() {
     for (rate, delay, isl, osl, c, n) in [

@@ -423,6 +423,12 @@ const MAPPED: &[&str] = &[
     "random-seed",
     "prompt-input-tokens-mean",
     "prompt-input-tokens-stddev",
+    "image-width-mean",
+    "image-width-stddev",
+    "image-height-mean",
+    "image-height-stddev",
+    "image-batch-size",
+    "image-format",
     "prompt-output-tokens-mean",
     "prompt-output-tokens-stddev",
     "prompt-prefix-pool-size",
@@ -669,6 +675,7 @@ fn workload(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
         }
         (None, None) => synthetic(f, d, &body)?,
     }
+    images(f, d)?;
     if let Some(p) = f.text("public-dataset") {
         d.annotate(format!("--public-dataset {p}: AIPerf downloads it; goodput reads only local files: save it as JSON lines with a `prompt` field and set workload.dataset"));
     }
@@ -950,6 +957,88 @@ fn slo(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
         d.set("slo", key, format!("{v}"), format!("--goodput {item}"));
     }
     d.annotate("--goodput: AIPerf counts the requests that meet every threshold, as goodput's attainment does; goodput also judges the thresholds at slo.percentile (p99 by default) and says whether the sample supports it");
+    Ok(())
+}
+
+/// AIPerf's synthetic images (`--image-width-mean` and `--image-height-mean` above 0): each
+/// turn carries `--image-batch-size` of them, each of a width and height drawn from normal
+/// distributions. goodput's sizes are a list: the mean alone, or with a spread the mean and
+/// one and two standard deviations either side, weighted as the normal density weighs them.
+fn images(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
+    let (w, h) = (
+        f.num("image-width-mean").unwrap_or(0.0),
+        f.num("image-height-mean").unwrap_or(0.0),
+    );
+    if w <= 0.0 || h <= 0.0 {
+        return Ok(());
+    }
+    let (sw, sh) = (
+        f.num("image-width-stddev").unwrap_or(0.0).max(0.0),
+        f.num("image-height-stddev").unwrap_or(0.0).max(0.0),
+    );
+    let from = format!(
+        "{}, {}",
+        f.from("image-width-mean"),
+        f.from("image-height-mean")
+    );
+    let at = |k: f64| {
+        let side = |m: f64, s: f64| (m + k * s).round().max(1.0) as u32;
+        (side(w, sw), side(h, sh))
+    };
+    let spread = sw > 0.0 || sh > 0.0;
+    let ks: &[(f64, f64)] = if spread {
+        // The standard normal density at −2, −1, 0, 1, 2.
+        &[
+            (-2.0, 0.054),
+            (-1.0, 0.242),
+            (0.0, 0.399),
+            (1.0, 0.242),
+            (2.0, 0.054),
+        ]
+    } else {
+        &[(0.0, 1.0)]
+    };
+    let mut sizes = Vec::new();
+    for &(k, _) in ks {
+        let (x, y) = at(k);
+        crate::contract::images::check_pixels(x, y)
+            .map_err(|why| ImportError(format!("{from}: {why}")))?;
+        sizes.push(crate::peers::command_line::toml_string(&format!("{x}x{y}")));
+    }
+    let n = f.num("image-batch-size").unwrap_or(1.0).max(0.0) as u32;
+    d.set(
+        "workload.images",
+        "count",
+        format!("{{ dist = \"fixed\", value = {n} }}"),
+        f.from("image-batch-size"),
+    );
+    d.set(
+        "workload.images",
+        "sizes",
+        format!("[{}]", sizes.join(", ")),
+        from.clone(),
+    );
+    if spread {
+        let weights: Vec<String> = ks.iter().map(|k| format!("{}", k.1)).collect();
+        d.set(
+            "workload.images",
+            "size_weights",
+            format!("[{}]", weights.join(", ")),
+            format!(
+                "{}, {}",
+                f.from("image-width-stddev"),
+                f.from("image-height-stddev")
+            ),
+        );
+        d.annotate("--image-width-stddev/--image-height-stddev: AIPerf draws each side from a normal distribution; goodput draws from five sizes, the mean and one and two standard deviations either side, weighted by the normal density (the same mean, a coarser spread)");
+    }
+    if let Some(fmt) = f
+        .text("image-format")
+        .filter(|x| !x.eq_ignore_ascii_case("png"))
+    {
+        d.annotate(format!("--image-format {fmt}: goodput generates PNG images (of random pixels, so no two repeat); an image's tokens depend on its size, not its format, but its upload bytes differ"));
+    }
+    d.annotate("AIPerf's images are its source pictures resized; goodput's are random pixels, distinct per request and per run, so no encoder or prefix cache serves them (set workload.images.tokens to the model's rule to check the server's image tokens)");
     Ok(())
 }
 
