@@ -120,55 +120,79 @@ pub fn summarize(
         notes: Vec::new(),
     };
     if let Some(rule) = spec.tokens {
-        out.rule = Some(match rule {
-            crate::contract::images::ImageTokens::Fixed { per_image } => {
-                format!("{per_image} tokens per image")
-            }
-            crate::contract::images::ImageTokens::Grid { px, extra } => format!(
-                "one token per {px}×{px} px tile (edges rounded up), plus {extra} per image"
-            ),
-        });
-        let expected =
-            |r: &Record| -> u64 { r.images.iter().map(|i| rule.of(i.width, i.height)).sum() };
-        out.expected_tokens = Dist::of(with.iter().map(|r| expected(r) as f64).collect());
-        let remainders: Vec<f64> = sent
-            .iter()
-            .filter(|r| r.is_ok())
-            .filter_map(|r| {
-                let reported = i64::from(r.usage_prompt_tokens?);
-                Some((reported - i64::from(r.input_tokens_planned) - expected(r) as i64) as f64)
-            })
-            .collect();
-        out.rule_check = Some(rule_check(&remainders, c));
-        if out
-            .rule_check
-            .as_deref()
-            .is_some_and(|v| v.starts_with("not held"))
-        {
-            out.notes.push(format!(
-                "The server's prompt tokens are not the text sent plus the image-token rule ({}) plus one constant: the rule is not this model's, or the server resized the images; its image figures are not the contract's",
-                out.rule.as_deref().unwrap_or_default()
-            ));
-        }
-        out.remainder = Dist::of(remainders);
+        check_tokens(rule, c, &sent, &mut out);
     }
     if let Some(m) = server.and_then(|s| s.mm_cache.as_ref()) {
-        out.server_queries = Some(m.queries);
-        out.server_hits = Some(m.hits);
-        if m.hits > out.repeats {
-            out.notes.push(format!(
-                "The server's encoder cache served {} image(s) in the steady window, but the run sent {} repeated image(s){}: its images were not cold as planned (another client, or a cache keyed by less than the pixels)",
-                m.hits,
-                out.repeats,
-                if spec.reuse == crate::contract::images::ImageReuse::Distinct {
-                    " (reuse = \"distinct\": none)"
-                } else {
-                    ""
-                }
-            ));
-        }
+        check_cache(m, spec.reuse, &mut out);
     }
     Some(out)
+}
+
+/// The server's prompt tokens against the text sent and `rule`'s image tokens.
+fn check_tokens(
+    rule: crate::contract::images::ImageTokens,
+    c: &Contract,
+    sent: &[&&Record],
+    out: &mut ImagesResult,
+) {
+    out.rule = Some(match rule {
+        crate::contract::images::ImageTokens::Fixed { per_image } => {
+            format!("{per_image} tokens per image")
+        }
+        crate::contract::images::ImageTokens::Grid { px, extra } => {
+            format!("one token per {px}×{px} px tile (edges rounded up), plus {extra} per image")
+        }
+    });
+    let expected =
+        |r: &Record| -> u64 { r.images.iter().map(|i| rule.of(i.width, i.height)).sum() };
+    out.expected_tokens = Dist::of(
+        sent.iter()
+            .filter(|r| !r.images.is_empty())
+            .map(|r| expected(r) as f64)
+            .collect(),
+    );
+    let remainders: Vec<f64> = sent
+        .iter()
+        .filter(|r| r.is_ok())
+        .filter_map(|r| {
+            let reported = i64::from(r.usage_prompt_tokens?);
+            Some((reported - i64::from(r.input_tokens_planned) - expected(r) as i64) as f64)
+        })
+        .collect();
+    out.rule_check = Some(rule_check(&remainders, c));
+    if out
+        .rule_check
+        .as_deref()
+        .is_some_and(|v| v.starts_with("not held"))
+    {
+        out.notes.push(format!(
+            "The server's prompt tokens are not the text sent plus the image-token rule ({}) plus one constant: the rule is not this model's, or the server resized the images; its image figures are not the contract's",
+            out.rule.as_deref().unwrap_or_default()
+        ));
+    }
+    out.remainder = Dist::of(remainders);
+}
+
+/// The encoder cache's hits over the window against the repeats the run sent.
+fn check_cache(
+    m: &super::server::ItemCache,
+    reuse: crate::contract::images::ImageReuse,
+    out: &mut ImagesResult,
+) {
+    out.server_queries = Some(m.queries);
+    out.server_hits = Some(m.hits);
+    if m.hits > out.repeats {
+        out.notes.push(format!(
+            "The server's encoder cache served {} image(s) in the steady window, but the run sent {} repeated image(s){}: its images were not cold as planned (another client, or a cache keyed by less than the pixels)",
+            m.hits,
+            out.repeats,
+            if reuse == crate::contract::images::ImageReuse::Distinct {
+                " (reuse = \"distinct\": none)"
+            } else {
+                ""
+            }
+        ));
+    }
 }
 
 /// Whether every remainder is one value (the chat template's tokens), in words.

@@ -119,6 +119,16 @@ pub(super) const LENGTH_CHECK_MIN: usize = 100;
 /// before, with approximate counting, the difference is taken for a template's constant.
 pub(super) const CONSTANT_ADDED_MIN: usize = 10;
 
+/// A request's images are prompt tokens the text's count cannot include: the images' own
+/// figures say what they were (`analyze::images`).
+fn images_note(c: &Contract, sent: &Dist, reported: &Dist) -> Option<String> {
+    c.workload.images.as_ref()?;
+    Some(format!(
+        "Input lengths as the server counted them include the requests' images: sent text mean {:.1} tokens, reported {:.1} with the images (see Images).",
+        sent.mean, reported.mean
+    ))
+}
+
 /// Warnings where requested, sent and reported lengths part by more than the tolerance.
 pub(super) fn length_notes(c: &Contract, l: &LengthCheck) -> Vec<String> {
     let tol = c.measurement.length_tolerance;
@@ -144,13 +154,8 @@ pub(super) fn length_notes(c: &Contract, l: &LengthCheck) -> Vec<String> {
         if let (Some(s), Some(rep)) = (&d.sent, &d.reported)
             && check_reported
         {
-            // A request's images are prompt tokens the text's count cannot include: the
-            // images' own figures say what they were (`analyze::images`).
-            if input && c.workload.images.is_some() {
-                notes.push(format!(
-                    "Input lengths as the server counted them include the requests' images: sent text mean {:.1} tokens, reported {:.1} with the images (see Images).",
-                    s.mean, rep.mean
-                ));
+            if input && let Some(n) = images_note(c, s, rep) {
+                notes.push(n);
                 continue;
             }
             // The same few tokens on every prompt: the server's chat template or BOS, known

@@ -174,7 +174,14 @@ impl Images {
 
     /// Checks the table (its files are read with the workload's).
     pub(super) fn check(&self) -> Result<(), Problem> {
-        const K: &str = "workload.images";
+        self.check_count()?;
+        self.check_sizes()?;
+        self.check_reuse_and_tokens()
+    }
+
+    /// Images per request: a fixed count or a uniform range, at most
+    /// [`MAX_IMAGES_PER_REQUEST`].
+    fn check_count(&self) -> Result<(), Problem> {
         match &self.count {
             LengthDist::Fixed { .. } | LengthDist::Uniform { .. } => {}
             _ => {
@@ -201,6 +208,11 @@ impl Images {
                 ),
             );
         }
+        Ok(())
+    }
+
+    /// Sizes or a folder (one of them), each size one a server decodes, and their weights.
+    fn check_sizes(&self) -> Result<(), Problem> {
         match (&self.folder, self.sizes.is_empty()) {
             (None, true) => {
                 return problem(
@@ -221,25 +233,31 @@ impl Images {
                 return problem(&format!("{K}.sizes[{i}]"), why);
             }
         }
-        if !self.size_weights.is_empty() {
-            if self.size_weights.len() != self.sizes.len() {
-                return problem(
-                    &format!("{K}.size_weights"),
-                    format!(
-                        "has {} weights for {} sizes: one per size",
-                        self.size_weights.len(),
-                        self.sizes.len()
-                    ),
-                );
-            }
-            let ok = self.size_weights.iter().all(|w| w.is_finite() && *w >= 0.0);
-            if !ok || self.size_weights.iter().sum::<f64>() <= 0.0 {
-                return problem(
-                    &format!("{K}.size_weights"),
-                    "weights are numbers >= 0, at least one above 0",
-                );
-            }
+        if self.size_weights.is_empty() {
+            return Ok(());
         }
+        if self.size_weights.len() != self.sizes.len() {
+            return problem(
+                &format!("{K}.size_weights"),
+                format!(
+                    "has {} weights for {} sizes: one per size",
+                    self.size_weights.len(),
+                    self.sizes.len()
+                ),
+            );
+        }
+        let ok = self.size_weights.iter().all(|w| w.is_finite() && *w >= 0.0);
+        if !ok || self.size_weights.iter().sum::<f64>() <= 0.0 {
+            return problem(
+                &format!("{K}.size_weights"),
+                "weights are numbers >= 0, at least one above 0",
+            );
+        }
+        Ok(())
+    }
+
+    /// A pool only with `reuse = "pool"` (and generated images); a token rule's numbers.
+    fn check_reuse_and_tokens(&self) -> Result<(), Problem> {
         match (self.reuse, self.pool) {
             (ImageReuse::Pool, None | Some(0)) => {
                 return problem(
@@ -272,6 +290,9 @@ impl Images {
         }
     }
 }
+
+/// The table's key, in errors.
+const K: &str = "workload.images";
 
 #[cfg(test)]
 mod tests {

@@ -57,6 +57,23 @@ pub struct MetricsState {
 }
 
 impl MetricsState {
+    /// The value of each of [`SERIES`], in its order.
+    fn values(&self) -> [String; 10] {
+        let c = &self.counters;
+        [
+            self.running.to_string(),
+            self.waiting.to_string(),
+            self.kv_usage.to_string(),
+            c.prompt_tokens.to_string(),
+            c.generation_tokens.to_string(),
+            c.prefix_queries.to_string(),
+            c.prefix_hits.to_string(),
+            c.mm_queries.to_string(),
+            c.mm_hits.to_string(),
+            self.requests_ok.to_string(),
+        ]
+    }
+
     pub fn render(&self, model: &str) -> String {
         let labels = format!("model_name=\"{model}\"");
         let mut out = String::with_capacity(4096);
@@ -66,66 +83,9 @@ impl MetricsState {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {v}"
             );
         };
-        gauge(
-            "vllm:num_requests_running",
-            "Requests in the running batch.",
-            "gauge",
-            self.running.to_string(),
-        );
-        gauge(
-            "vllm:num_requests_waiting",
-            "Requests waiting to be admitted.",
-            "gauge",
-            self.waiting.to_string(),
-        );
-        gauge(
-            "vllm:kv_cache_usage_perc",
-            "Fraction of KV-cache tokens reserved.",
-            "gauge",
-            self.kv_usage.to_string(),
-        );
-        gauge(
-            "vllm:prompt_tokens_total",
-            "Prompt tokens prefilled.",
-            "counter",
-            self.counters.prompt_tokens.to_string(),
-        );
-        gauge(
-            "vllm:generation_tokens_total",
-            "Tokens generated.",
-            "counter",
-            self.counters.generation_tokens.to_string(),
-        );
-        gauge(
-            "vllm:prefix_cache_queries_total",
-            "Prompt tokens looked up in the prefix cache.",
-            "counter",
-            self.counters.prefix_queries.to_string(),
-        );
-        gauge(
-            "vllm:prefix_cache_hits_total",
-            "Prompt tokens found in the prefix cache.",
-            "counter",
-            self.counters.prefix_hits.to_string(),
-        );
-        gauge(
-            "vllm:mm_cache_queries_total",
-            "Images looked up in the encoder cache.",
-            "counter",
-            self.counters.mm_queries.to_string(),
-        );
-        gauge(
-            "vllm:mm_cache_hits_total",
-            "Images found in the encoder cache.",
-            "counter",
-            self.counters.mm_hits.to_string(),
-        );
-        gauge(
-            "vllm:request_success_total",
-            "Requests finished.",
-            "counter",
-            self.requests_ok.to_string(),
-        );
+        for ((name, help, kind), v) in SERIES.iter().zip(self.values()) {
+            gauge(name, help, kind, v);
+        }
         self.queue_time.render(
             &mut out,
             "vllm:request_queue_time_seconds",
@@ -141,3 +101,57 @@ impl MetricsState {
         out
     }
 }
+
+/// Every gauge and counter the page publishes, in order: name, help, kind.
+const SERIES: [(&str, &str, &str); 10] = [
+    (
+        "vllm:num_requests_running",
+        "Requests in the running batch.",
+        "gauge",
+    ),
+    (
+        "vllm:num_requests_waiting",
+        "Requests waiting to be admitted.",
+        "gauge",
+    ),
+    (
+        "vllm:kv_cache_usage_perc",
+        "Fraction of KV-cache tokens reserved.",
+        "gauge",
+    ),
+    (
+        "vllm:prompt_tokens_total",
+        "Prompt tokens prefilled.",
+        "counter",
+    ),
+    (
+        "vllm:generation_tokens_total",
+        "Tokens generated.",
+        "counter",
+    ),
+    (
+        "vllm:prefix_cache_queries_total",
+        "Prompt tokens looked up in the prefix cache.",
+        "counter",
+    ),
+    (
+        "vllm:prefix_cache_hits_total",
+        "Prompt tokens found in the prefix cache.",
+        "counter",
+    ),
+    (
+        "vllm:mm_cache_queries_total",
+        "Images looked up in the encoder cache.",
+        "counter",
+    ),
+    (
+        "vllm:mm_cache_hits_total",
+        "Images found in the encoder cache.",
+        "counter",
+    ),
+    (
+        "vllm:request_success_total",
+        "Requests finished.",
+        "counter",
+    ),
+];

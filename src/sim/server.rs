@@ -671,6 +671,14 @@ fn prompt_ids(cfg: &SimConfig, ask: &Ask) -> Result<Vec<u64>, Refusal> {
     Ok(ids)
 }
 
+/// A request's images as the engine takes them: content hash and prompt tokens.
+fn image_costs(cfg: &SimConfig, ask: &Ask) -> Vec<(u64, u32)> {
+    ask.images
+        .iter()
+        .map(|i| (i.hash, cfg.vision.tokens(i.width, i.height)))
+        .collect()
+}
+
 /// The id prefix of an answer, as each API's servers write it.
 fn id_prefix(api: Api) -> &'static str {
     match api {
@@ -820,11 +828,7 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         } else {
             0.0
         },
-        images: ask
-            .images
-            .iter()
-            .map(|i| (i.hash, s.cfg.vision.tokens(i.width, i.height)))
-            .collect(),
+        images: image_costs(&s.cfg, &ask),
     }));
     if sent.is_err() {
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "engine stopped");

@@ -54,6 +54,48 @@ fn buckets(text: &str) -> Result<Vec<(u32, u32, u32, f64)>, String> {
         .collect()
 }
 
+/// `--random-mm-limit-mm-per-prompt`'s image limit (vLLM's default 255).
+fn image_limit(f: &Flags) -> Result<u64, ImportError> {
+    let Some(t) = f.text("random-mm-limit-mm-per-prompt") else {
+        return Ok(DEFAULT_IMAGE_LIMIT);
+    };
+    let v: serde_json::Value = serde_json::from_str(t).map_err(|_| {
+        ImportError(format!(
+            "`--random-mm-limit-mm-per-prompt {t}`: not JSON such as {{\"image\": 3, \"video\": 0}}"
+        ))
+    })?;
+    Ok(v["image"].as_u64().unwrap_or(0))
+}
+
+/// Images per request as vLLM draws them: uniform over [floor(n(1 − r)), ceil(n(1 + r))], the
+/// top clamped to the limit; the TOML value and where it came from.
+fn items(f: &Flags, limit: u64) -> Result<(String, String), ImportError> {
+    let (n, n_from) = f.or("random-mm-base-items-per-request", BASE_ITEMS);
+    let r = f.num("random-mm-num-mm-items-range-ratio").unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&r) || n < 0.0 {
+        return Err(ImportError(format!(
+            "`--random-mm-num-mm-items-range-ratio {r}`: must be in [0, 1] (and the base items >= 0)"
+        )));
+    }
+    let lo = (n * (1.0 - r)).floor() as u64;
+    let hi = ((n * (1.0 + r)).ceil() as u64).min(limit);
+    if lo > hi {
+        return Err(ImportError(format!(
+            "--random-mm-base-items-per-request {n} with ratio {r} needs at least {lo} images, more than --random-mm-limit-mm-per-prompt's {limit} (vLLM refuses this too)"
+        )));
+    }
+    let count = if lo == hi {
+        format!("{{ dist = \"fixed\", value = {lo} }}")
+    } else {
+        format!("{{ dist = \"uniform\", min = {lo}, max = {hi} }}")
+    };
+    let count_from = format!(
+        "{n_from}, {} (vLLM's items per request), at most --random-mm-limit-mm-per-prompt's {limit}",
+        f.from("random-mm-num-mm-items-range-ratio")
+    );
+    Ok((count, count_from))
+}
+
 /// `[workload.images]` from the random-mm flags (the text is `random`'s, set before).
 pub(super) fn random_mm(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
     let (text, bucket_from) = match f.text("random-mm-bucket-config") {
@@ -64,17 +106,7 @@ pub(super) fn random_mm(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
         ),
     };
     let all = buckets(text).map_err(ImportError)?;
-    let limit = match f.text("random-mm-limit-mm-per-prompt") {
-        Some(t) => {
-            let v: serde_json::Value = serde_json::from_str(t).map_err(|_| {
-                ImportError(format!(
-                    "`--random-mm-limit-mm-per-prompt {t}`: not JSON such as {{\"image\": 3, \"video\": 0}}"
-                ))
-            })?;
-            v["image"].as_u64().unwrap_or(0)
-        }
-        None => DEFAULT_IMAGE_LIMIT,
-    };
+    let limit = image_limit(f)?;
     let (videos, images): (Vec<_>, Vec<_>) = all.into_iter().partition(|b| b.2 != 1);
     if videos.iter().any(|b| b.3 > 0.0) {
         d.annotate("--random-mm-bucket-config: its video buckets (frames > 1) are not sent: goodput sends images only; the image buckets' probabilities are renormalized, as vLLM does when a modality is capped");
@@ -95,30 +127,7 @@ pub(super) fn random_mm(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
             return Err(ImportError(format!("--random-mm-bucket-config: {why}")));
         }
     }
-    let (n, n_from) = f.or("random-mm-base-items-per-request", BASE_ITEMS);
-    let r = f.num("random-mm-num-mm-items-range-ratio").unwrap_or(0.0);
-    if !(0.0..=1.0).contains(&r) || n < 0.0 {
-        return Err(ImportError(format!(
-            "`--random-mm-num-mm-items-range-ratio {r}`: must be in [0, 1] (and the base items >= 0)"
-        )));
-    }
-    // vLLM: uniform over [floor(n(1 − r)), ceil(n(1 + r))], the top clamped to the limit.
-    let lo = (n * (1.0 - r)).floor() as u64;
-    let hi = ((n * (1.0 + r)).ceil() as u64).min(limit);
-    if lo > hi {
-        return Err(ImportError(format!(
-            "--random-mm-base-items-per-request {n} with ratio {r} needs at least {lo} images, more than --random-mm-limit-mm-per-prompt's {limit} (vLLM refuses this too)"
-        )));
-    }
-    let count = if lo == hi {
-        format!("{{ dist = \"fixed\", value = {lo} }}")
-    } else {
-        format!("{{ dist = \"uniform\", min = {lo}, max = {hi} }}")
-    };
-    let count_from = format!(
-        "{n_from}, {} (vLLM's items per request), at most --random-mm-limit-mm-per-prompt's {limit}",
-        f.from("random-mm-num-mm-items-range-ratio")
-    );
+    let (count, count_from) = items(f, limit)?;
     d.set("workload.images", "count", count, count_from);
     // vLLM's buckets are (height, width); goodput's sizes are WIDTHxHEIGHT.
     let sizes: Vec<String> = images
