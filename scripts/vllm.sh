@@ -9,6 +9,9 @@
 #   scripts/vllm.sh serve PORT [ARG…]  runs the server in the foreground (for [cold_start] launch)
 #   scripts/vllm.sh start PORT [ARG…]  starts it in the background, waits until ready (bounded)
 #   scripts/vllm.sh stop [PORT]      stops what `start PORT` started (no port: every one)
+#   scripts/vllm.sh start-vl PORT [ARG…]  as start, serving the tiny vision-language model
+#                                    (scripts/vlm_model.py: Qwen2-VL with random weights, built
+#                                    at install) as tiny-qwen2-vl, at most 2 images a prompt
 #
 # Extra arguments go to `vllm serve` (e.g. --scheduling-policy priority). Everything lives in
 # $GOODPUT_VLLM_DIR (default ~/.cache/goodput/vllm), outside the repository. The install fails
@@ -21,6 +24,9 @@ DIR="${GOODPUT_VLLM_DIR:-$HOME/.cache/goodput/vllm}"
 VENV="$DIR/venv"
 PY="$VENV/bin/python"
 MODEL="$DIR/gemma-3-270m-hf"
+# The tiny VLM, rebuilt when its script changes.
+VLM="$DIR/tiny-qwen2-vl"
+VLM_STAMP="$VLM/built-$(sha256sum "$(dirname "${BASH_SOURCE[0]}")/vlm_model.py" | cut -c1-12)"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REQS="$HERE/vllm-requirements.txt"
 # The stamp names the version and the requirement list's hash: a changed pin reinstalls.
@@ -33,11 +39,25 @@ die() {
 }
 
 installed() {
-    [[ -f "$STAMP" && -x "$PY" && -f "$MODEL/config.json" ]]
+    [[ -f "$STAMP" && -x "$PY" && -f "$MODEL/config.json" && -f "$VLM_STAMP" ]]
+}
+
+# The tiny vision-language model (seconds; no download).
+build_vlm() {
+    [[ -f "$VLM_STAMP" ]] && return 0
+    rm -rf "$VLM" "$VLM.tmp"
+    HF_HUB_OFFLINE=1 "$PY" "$HERE/vlm_model.py" "$VLM.tmp" >&2 ||
+        die "building the tiny vision-language model (scripts/vlm_model.py) failed"
+    mv "$VLM.tmp" "$VLM"
+    touch "$VLM_STAMP"
 }
 
 install() {
     installed && return 0
+    if [[ -f "$STAMP" && -x "$PY" && -f "$MODEL/config.json" ]]; then
+        build_vlm
+        return 0
+    fi
     mkdir -p "$DIR"
     command -v python3 >/dev/null || die "python3 not found: vLLM needs CPython 3.11 to 3.14 with venv"
     python3 -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 15) else 1)' ||
@@ -68,6 +88,7 @@ install() {
             die "converting $gguf into a Hugging Face directory failed"
         mv "$MODEL.tmp" "$MODEL"
     fi
+    build_vlm
     touch "$STAMP"
 }
 
@@ -76,8 +97,14 @@ command_line() {
     local port="${1:?serve needs a port}"
     shift
     installed || die "vLLM is not installed in $DIR: run scripts/vllm.sh install"
-    CMD=("$VENV/bin/vllm" serve "$MODEL" --served-model-name gemma-3-270m --host 127.0.0.1
-        --port "$port" --max-model-len 2048 --dtype bfloat16 --enforce-eager "$@")
+    if [[ "${VL:-0}" == 1 ]]; then
+        CMD=("$VENV/bin/vllm" serve "$VLM" --served-model-name tiny-qwen2-vl --host 127.0.0.1
+            --port "$port" --max-model-len 4096 --dtype bfloat16 --enforce-eager
+            --limit-mm-per-prompt '{"image": 2, "video": 0}' "$@")
+    else
+        CMD=("$VENV/bin/vllm" serve "$MODEL" --served-model-name gemma-3-270m --host 127.0.0.1
+            --port "$port" --max-model-len 2048 --dtype bfloat16 --enforce-eager "$@")
+    fi
 }
 
 # CPU backend settings; no network (the model is local, no usage statistics).
@@ -131,6 +158,7 @@ case "${1:-}" in
     model) install && echo "$MODEL" ;;
     serve) shift; serve "$@" ;;
     start) shift; start "$@" ;;
+    start-vl) shift; VL=1 start "$@" ;;
     stop) stop "${2:-}" ;;
-    *) die "usage: $0 install|python|model|serve PORT [ARG…]|start PORT [ARG…]|stop [PORT]" ;;
+    *) die "usage: $0 install|python|model|serve PORT [ARG…]|start PORT [ARG…]|start-vl PORT [ARG…]|stop [PORT]" ;;
 esac

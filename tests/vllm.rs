@@ -923,3 +923,131 @@ fn vllm_bench_serve_chat_and_completions_agree_row_by_row_across_seeds() {
         }
     }
 }
+
+/// A tiny vision-language model served by vLLM for the test that needs it (`scripts/vllm.sh
+/// start-vl`), stopped when dropped.
+struct VisionServer {
+    url: String,
+    port: u16,
+}
+
+impl VisionServer {
+    fn start() -> VisionServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = script(&[
+            "start-vl",
+            &port.to_string(),
+            "--enable-prompt-tokens-details",
+        ]);
+        VisionServer { url, port }
+    }
+}
+
+impl Drop for VisionServer {
+    fn drop(&mut self) {
+        let _ = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/vllm.sh"))
+            .args(["stop", &self.port.to_string()])
+            .output();
+    }
+}
+
+/// Issue #76 on a real engine: vLLM serving a Qwen2-VL (random weights, built here) is sent 1
+/// or 2 images of two sizes per request. Its prompt tokens are the text, Qwen2-VL's image
+/// tokens ((W/28)·(H/28) each, plus its two markers) and one constant (the chat template), on
+/// every request; a cold run's images are never found in vLLM's multimodal cache and its
+/// prompts share no cached block; a pool of one image is found there on every repeat.
+#[test]
+#[ignore = "needs vLLM (scripts/vllm.sh install); .ci/run runs it"]
+fn vllm_vision_model_counts_image_tokens_by_the_rule_and_cold_images_never_hit() {
+    let vl = VisionServer::start();
+    let text = |name: &str, images: &str| {
+        format!(
+            r#"name = "{name}"
+[target]
+url = "{url}"
+model = "tiny-qwen2-vl"
+timeout = "120s"
+[workload]
+seed = 5
+tokenizer = "server"
+input_tokens = {{ dist = "fixed", value = 40 }}
+output_tokens = {{ dist = "fixed", value = 4 }}
+[workload.images]
+{images}
+tokens = {{ rule = "grid", px = 28, extra = 2 }}
+[load]
+arrival = "poisson"
+rate = 2
+requests = 16
+[warmup]
+requests = 2
+[measurement]
+server_metrics_interval = "1s"
+[quality]
+mode = "none"
+"#,
+            url = vl.url
+        )
+    };
+    let cold = run(&text(
+        "vllm-vision-cold",
+        "count = { dist = \"uniform\", min = 1, max = 2 }\nsizes = [\"448x336\", \"224x224\"]",
+    ));
+    let ok: Vec<_> = cold.records.iter().filter(|x| x.is_ok()).collect();
+    assert_eq!(ok.len(), 18, "every request answered");
+    let sizes: std::collections::BTreeSet<_> = ok
+        .iter()
+        .flat_map(|r| r.images.iter().map(|i| i.width))
+        .collect();
+    assert_eq!(sizes.len(), 2, "both sizes sent");
+    assert!(ok.iter().any(|r| r.images.len() == 2) && ok.iter().any(|r| r.images.len() == 1));
+    let i = cold.summary.steady.images.as_ref().unwrap();
+    eprintln!(
+        "{:?} remainder {:?}",
+        i.rule_check,
+        i.remainder.as_ref().map(|d| (d.min, d.max))
+    );
+    assert!(
+        i.rule_check.as_deref().unwrap().starts_with("held"),
+        "{i:?}"
+    );
+    // The remainder, per request, by hand: reported − text − Σ (w/28)(h/28) + 2.
+    let rem: std::collections::BTreeSet<i64> = ok
+        .iter()
+        .map(|r| {
+            let img: i64 = r
+                .images
+                .iter()
+                .map(|i| i64::from(i.width / 28 * (i.height / 28) + 2))
+                .sum();
+            i64::from(r.usage_prompt_tokens.unwrap()) - i64::from(r.input_tokens_planned) - img
+        })
+        .collect();
+    assert_eq!(rem.len(), 1, "one constant: {rem:?}");
+    assert_eq!(i.server_hits, Some(0), "{i:?}");
+    assert!(i.server_queries.unwrap() > 0);
+    assert!(i.notes.is_empty(), "{:?}", i.notes);
+    // No prompt of the cold run found a cached block (16 tokens) of another's.
+    assert!(
+        ok.iter().all(|r| r.usage_cached_tokens.unwrap_or(0) < 16),
+        "{:?}",
+        ok.iter().map(|r| r.usage_cached_tokens).collect::<Vec<_>>()
+    );
+
+    let pool = run(&text(
+        "vllm-vision-pool",
+        "sizes = [\"224x224\"]\nreuse = \"pool\"\npool = 1",
+    ));
+    let p = pool.summary.steady.images.as_ref().unwrap();
+    eprintln!(
+        "pool: repeats {} server hits {:?} of {:?}",
+        p.repeats, p.server_hits, p.server_queries
+    );
+    assert_eq!(p.repeats, 17, "one image, sent 18 times");
+    let hits = p.server_hits.unwrap();
+    assert!(hits > 0 && hits <= p.repeats, "{p:?}");
+}
