@@ -111,6 +111,11 @@ pub struct SimConfig {
     /// (loading and applying its weights).
     #[serde(skip_serializing_if = "is_zero_f64")]
     pub adapter_cost_ms: f64,
+    /// The largest request body it reads, MiB; a larger one is refused with 413 before it is
+    /// read whole, as a server's body limit does (axum's default is 2 MB; 64 holds eight
+    /// 4-megapixel images as base64).
+    #[serde(skip_serializing_if = "is_default_body")]
+    pub max_body_mb: u32,
     /// How it reads and encodes images (`[target.simulator.vision]`; left out of the
     /// configuration at its defaults).
     #[serde(skip_serializing_if = "Vision::is_default")]
@@ -207,6 +212,7 @@ impl Default for SimConfig {
             scheduling: Scheduling::Fcfs,
             adapters: Vec::new(),
             adapter_cost_ms: 0.0,
+            max_body_mb: DEFAULT_BODY_MB,
             vision: Vision::default(),
             power: Default::default(),
             faults: Faults::default(),
@@ -343,6 +349,9 @@ impl SimConfig {
         }
         if self.max_batch == 0 {
             return err("max_batch", 0, "must be >= 1");
+        }
+        if self.max_body_mb == 0 {
+            return err("max_body_mb", 0, "must be >= 1 MiB");
         }
         if self.vision.token_px == 0 {
             return err("vision.token_px", 0, "must be >= 1 pixel");
@@ -502,6 +511,13 @@ fn is_zero_f64(x: &f64) -> bool {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// The simulator's body limit by default, MiB.
+const DEFAULT_BODY_MB: u32 = 64;
+
+fn is_default_body(mb: &u32) -> bool {
+    *mb == DEFAULT_BODY_MB
 }
 
 /// `[target.simulator.vision]`: the simulated vision encoder. An image of W×H pixels is

@@ -160,15 +160,12 @@ fn routes(shared: Arc<Shared>) -> Router {
         .route("/telemetry", get(telemetry))
         .route("/ground_truth", get(ground_truth_jsonl))
         .route("/ground_truth/energy", get(ground_truth_energy))
-        // A request with images is megabytes (axum's default refuses bodies past 2 MB; vLLM
-        // and SGLang take far more).
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        // A request with images is megabytes (axum's default refuses bodies past 2 MB).
+        .layer(axum::extract::DefaultBodyLimit::max(
+            (shared.cfg.max_body_mb as usize) << 20,
+        ))
         .with_state(shared)
 }
-
-/// The largest request body the simulator reads: 8 images at Pillow's pixel limit would be
-/// more, but no API client sends that; 256 MiB holds any plausible multimodal request.
-const MAX_BODY_BYTES: usize = 256 << 20;
 
 impl SimServer {
     /// Validates `cfg`, binds `addr` (port 0 = ephemeral) and starts serving.

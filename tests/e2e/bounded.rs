@@ -274,7 +274,7 @@ fn a_body_the_server_refuses_early_is_named_by_its_status() {
     std::fs::write(dir.path().join("big.jsonl"), format!("{line}\n")).unwrap();
     std::fs::write(
         dir.path().join("c.toml"),
-        "name = \"big-prompt\"\n[workload]\nprompt_source = \"dataset\"\ndataset = \"big.jsonl\"\noutput_tokens = { dist = \"fixed\", value = 4 }\n[load]\nkind = \"closed\"\nconcurrency = 1\nrequests = 3\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n[quality]\nmode = \"none\"\n",
+        "name = \"big-prompt\"\n[target.simulator]\nmax_body_mb = 2\n[workload]\nprompt_source = \"dataset\"\ndataset = \"big.jsonl\"\noutput_tokens = { dist = \"fixed\", value = 4 }\n[load]\nkind = \"closed\"\nconcurrency = 1\nrequests = 3\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0\n[quality]\nmode = \"none\"\n",
     )
     .unwrap();
     let out = goodput(&["run", "c.toml", "-q", "--out", "runs"], dir.path());

@@ -237,3 +237,35 @@ fn bad_image_inputs_name_the_file_line_and_key() {
         "{e}"
     );
 }
+
+/// The Responses API carries images as `input_image` parts of a user message: the simulator
+/// reads them as the Chat Completions API's, and counts them alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_responses_api_sends_images_the_server_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig::default()).await;
+    let text = format!(
+        "name = \"responses-images\"\n[target]\nurl = \"{}\"\napi = \"openai-responses\"\n[workload]\nseed = 4\ntokenizer = \"server\"\ninput_tokens = {{ dist = \"fixed\", value = 30 }}\noutput_tokens = {{ dist = \"fixed\", value = 4 }}\n[workload.images]\ncount = {{ dist = \"fixed\", value = 2 }}\nsizes = [\"84x56\"]\ntokens = {{ rule = \"grid\", px = 28, extra = 2 }}\n[load]\nrate = 10\nrequests = 6\n[warmup]\nrequests = 0\n",
+        server.base_url()
+    );
+    let r = run_in(common::parse(&text), dir.path()).await;
+    let truth = truth_by_id(&server);
+    // The steady requests (the quality probes after them repeat text only).
+    let ok: Vec<_> = r
+        .records
+        .iter()
+        .filter(|x| x.is_ok() && x.phase == goodput::plan::Phase::Steady)
+        .collect();
+    assert_eq!(ok.len(), 6);
+    for rec in ok {
+        let g = &truth[&rec.request_id];
+        assert_eq!(g.images, 2);
+        // 84×56 is 3×2 tiles, and two markers: 8 tokens an image.
+        assert_eq!(g.image_tokens, 16);
+    }
+    let i = r.summary.steady.images.as_ref().unwrap();
+    assert!(
+        i.rule_check.as_deref().unwrap().starts_with("held"),
+        "{i:?}"
+    );
+}

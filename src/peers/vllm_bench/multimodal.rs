@@ -17,7 +17,8 @@ const DEFAULT_IMAGE_LIMIT: u64 = 255;
 fn buckets(text: &str) -> Result<Vec<(u32, u32, u32, f64)>, String> {
     let bad = || {
         format!(
-            "`--random-mm-bucket-config {text}`: not {{(height, width, frames): probability, …}}"
+            "`--random-mm-bucket-config {}`: not {{(height, width, frames): probability, …}}",
+            crate::text::one_line(text).0
         )
     };
     let mut numbers = Vec::new();
@@ -61,7 +62,8 @@ fn image_limit(f: &Flags) -> Result<u64, ImportError> {
     };
     let v: serde_json::Value = serde_json::from_str(t).map_err(|_| {
         ImportError(format!(
-            "`--random-mm-limit-mm-per-prompt {t}`: not JSON such as {{\"image\": 3, \"video\": 0}}"
+            "`--random-mm-limit-mm-per-prompt {}`: not JSON such as {{\"image\": 3, \"video\": 0}}",
+            crate::text::one_line(t).0
         ))
     })?;
     Ok(v["image"].as_u64().unwrap_or(0))
