@@ -204,8 +204,10 @@ fn rule_check(remainders: &[f64], c: &Contract) -> String {
         return "cannot be judged: no successful request reported usage.prompt_tokens".into();
     };
     if lo == hi {
+        let n = remainders.len();
         return format!(
-            "held: every request's prompt tokens are its text, the rule's image tokens and {lo} more"
+            "held: on each of {n} request{} the prompt tokens are its text, the rule's image tokens and {lo} more",
+            if n == 1 { "" } else { "s" }
         );
     }
     if c.workload.tokenizer.is_none() && !c.embedded() {
