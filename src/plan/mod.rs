@@ -1163,6 +1163,11 @@ impl Plan {
         };
         let sizes = images.parsed_sizes();
         let files = &self.sources.images;
+        if sizes.is_empty() && files.is_empty() {
+            // A resolved contract whose folder is gone (`run` refuses it; a listing shows no
+            // images rather than failing).
+            return Vec::new();
+        }
         (0..n)
             .map(|j| {
                 if !files.is_empty() {
