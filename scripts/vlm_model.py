@@ -81,6 +81,12 @@ def main() -> int:
     torch.manual_seed(0)
     tok = tokenizer(out)
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL}
+    # The text model's and the whole model's: the tokenizer's, not Qwen2's 151k vocabulary's.
+    token_ids = dict(
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+    )
     config = Qwen2VLConfig(
         text_config=dict(
             vocab_size=len(tok),
@@ -94,9 +100,7 @@ def main() -> int:
             rope_scaling={"type": "mrope", "mrope_section": [8, 12, 12]},
             tie_word_embeddings=True,
             torch_dtype="bfloat16",
-            bos_token_id=ids["<|endoftext|>"],
-            eos_token_id=ids["<|im_end|>"],
-            pad_token_id=ids["<|endoftext|>"],
+            **token_ids,
         ),
         vision_config=dict(
             depth=2,
@@ -113,10 +117,8 @@ def main() -> int:
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
         vision_end_token_id=ids["<|vision_end|>"],
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        pad_token_id=ids["<|endoftext|>"],
         tie_word_embeddings=True,
+        **token_ids,
     )
     model = Qwen2VLForConditionalGeneration(config).to(torch.bfloat16)
     model.generation_config.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]

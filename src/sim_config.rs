@@ -556,11 +556,16 @@ impl Vision {
 
     /// The prompt tokens of a `w`×`h` image.
     pub fn tokens(&self, w: u32, h: u32) -> u32 {
-        let px = self.token_px.max(1);
-        w.div_ceil(px)
-            .saturating_mul(h.div_ceil(px))
-            .saturating_add(self.token_extra)
+        u32::try_from(grid_tokens(w, h, self.token_px, self.token_extra)).unwrap_or(u32::MAX)
     }
+}
+
+/// The grid rule of image tokens, one definition for the simulator and the contract's
+/// `tokens = { rule = "grid" }`: one token per `px`×`px` tile of a `w`×`h` image, its edges
+/// rounded up, plus `extra`.
+pub fn grid_tokens(w: u32, h: u32, px: u32, extra: u32) -> u64 {
+    let px = px.max(1);
+    u64::from(w.div_ceil(px)) * u64::from(h.div_ceil(px)) + u64::from(extra)
 }
 
 /// `[target.simulator.power]`: the simulated accelerators.

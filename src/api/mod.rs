@@ -344,42 +344,28 @@ fn attach_images(body: &mut serde_json::Value, images: &[String]) {
     let Some(o) = body.as_object_mut() else {
         return;
     };
-    let (list, text_kind, image) = if o.contains_key("messages") {
-        (
-            o.get_mut("messages"),
-            "text",
-            &(|u: &str| json!({ "type": "image_url", "image_url": { "url": u } }))
-                as &dyn Fn(&str) -> Value,
-        )
-    } else {
-        if let Some(Value::String(prompt)) = o.get("input") {
-            let prompt = prompt.clone();
-            o.insert(
-                "input".into(),
-                json!([{ "role": "user", "content": prompt }]),
-            );
-        }
-        (
-            o.get_mut("input"),
-            "input_text",
-            &(|u: &str| json!({ "type": "input_image", "image_url": u })) as &dyn Fn(&str) -> Value,
-        )
-    };
-    let Some(user) = list
+    let chat = o.contains_key("messages");
+    if !chat && let Some(Value::String(prompt)) = o.get("input") {
+        let user = json!([{ "role": "user", "content": prompt }]);
+        o.insert("input".into(), user);
+    }
+    let Some(user) = o
+        .get_mut(if chat { "messages" } else { "input" })
         .and_then(Value::as_array_mut)
         .and_then(|m| m.iter_mut().rev().find(|m| m["role"] == "user"))
     else {
         return;
     };
-    let text = match user["content"].take() {
+    let text_kind = if chat { "text" } else { "input_text" };
+    let mut parts = match user["content"].take() {
         Value::String(t) => vec![json!({ "type": text_kind, "text": t })],
         Value::Array(parts) => parts,
         _ => Vec::new(),
     };
-    let parts: Vec<Value> = text
-        .into_iter()
-        .chain(images.iter().map(|u| image(u)))
-        .collect();
+    parts.extend(images.iter().map(|u| match chat {
+        true => json!({ "type": "image_url", "image_url": { "url": u } }),
+        false => json!({ "type": "input_image", "image_url": u }),
+    }));
     user["content"] = Value::Array(parts);
 }
 

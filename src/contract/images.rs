@@ -97,10 +97,7 @@ impl ImageTokens {
     pub fn of(&self, w: u32, h: u32) -> u64 {
         match *self {
             ImageTokens::Fixed { per_image } => u64::from(per_image),
-            ImageTokens::Grid { px, extra } => {
-                let px = px.max(1);
-                u64::from(w.div_ceil(px)) * u64::from(h.div_ceil(px)) + u64::from(extra)
-            }
+            ImageTokens::Grid { px, extra } => crate::sim_config::grid_tokens(w, h, px, extra),
         }
     }
 }
@@ -129,6 +126,39 @@ pub fn check_pixels(w: u32, h: u32) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The media type of an image format the chat APIs accept (OpenAI's list: PNG, JPEG, WebP,
+/// non-animated GIF); `None` for any other.
+fn mime_of(t: imagesize::ImageType) -> Option<&'static str> {
+    match t {
+        imagesize::ImageType::Png => Some("image/png"),
+        imagesize::ImageType::Jpeg => Some("image/jpeg"),
+        imagesize::ImageType::Webp => Some("image/webp"),
+        imagesize::ImageType::Gif => Some("image/gif"),
+        _ => None,
+    }
+}
+
+/// An image's media type and size from its first bytes (its header, read by `imagesize`; its
+/// pixels are never decoded), or why it is not one a server takes: what the folder reader and
+/// the simulator both ask of an image.
+pub fn describe(header: &[u8]) -> Result<(&'static str, u32, u32), String> {
+    let t = imagesize::image_type(header).map_err(|_| {
+        "not an image goodput can send: PNG, JPEG, WebP or GIF (the formats the chat APIs accept)"
+            .to_owned()
+    })?;
+    let mime = mime_of(t).ok_or_else(|| {
+        format!("a {t:?} image, which the chat APIs refuse: send PNG, JPEG, WebP or GIF")
+    })?;
+    let size = imagesize::blob_size(header)
+        .map_err(|e| format!("its header does not give its size ({e})"))?;
+    let (w, h) = (
+        u32::try_from(size.width).unwrap_or(u32::MAX),
+        u32::try_from(size.height).unwrap_or(u32::MAX),
+    );
+    check_pixels(w, h)?;
+    Ok((mime, w, h))
 }
 
 impl Images {

@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
 
-use crate::contract::images::check_pixels;
+use crate::contract::images::{check_pixels, describe};
 
 /// Most bytes one image file may hold: a 89 MP image (Pillow's limit) is ~270 MB as raw RGB,
 /// and no API takes a request that large; 64 MiB is past any real photograph.
@@ -25,37 +25,6 @@ pub struct ImageFile {
     /// Its media type (`image/png`, …), from its header, not its name.
     pub mime: &'static str,
     pub bytes: u64,
-}
-
-/// The media type of an image format the chat APIs accept (OpenAI's list: PNG, JPEG, WebP,
-/// non-animated GIF); `None` for any other.
-fn mime_of(t: imagesize::ImageType) -> Option<&'static str> {
-    match t {
-        imagesize::ImageType::Png => Some("image/png"),
-        imagesize::ImageType::Jpeg => Some("image/jpeg"),
-        imagesize::ImageType::Webp => Some("image/webp"),
-        imagesize::ImageType::Gif => Some("image/gif"),
-        _ => None,
-    }
-}
-
-/// An image's media type and size from its first bytes, or why it is not one a server takes.
-pub fn describe(header: &[u8]) -> Result<(&'static str, u32, u32), String> {
-    let t = imagesize::image_type(header).map_err(|_| {
-        "not an image goodput can send: PNG, JPEG, WebP or GIF (the formats the chat APIs accept)"
-            .to_owned()
-    })?;
-    let mime = mime_of(t).ok_or_else(|| {
-        format!("a {t:?} image, which the chat APIs refuse: send PNG, JPEG, WebP or GIF")
-    })?;
-    let size = imagesize::blob_size(header)
-        .map_err(|e| format!("its header does not give its size ({e})"))?;
-    let (w, h) = (
-        u32::try_from(size.width).unwrap_or(u32::MAX),
-        u32::try_from(size.height).unwrap_or(u32::MAX),
-    );
-    check_pixels(w, h)?;
-    Ok((mime, w, h))
 }
 
 /// Reads a folder of images: each file's header (format, size) and length, in name order,

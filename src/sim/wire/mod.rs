@@ -248,13 +248,7 @@ fn read_image(url: &str) -> Result<SimImage, String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data)
         .map_err(|e| format!("an image's base64 is invalid: {e}"))?;
-    let size = imagesize::blob_size(&bytes)
-        .map_err(|_| "cannot identify image file: not PNG, JPEG, WebP or GIF".to_owned())?;
-    let (width, height) = (
-        u32::try_from(size.width).unwrap_or(u32::MAX),
-        u32::try_from(size.height).unwrap_or(u32::MAX),
-    );
-    crate::contract::images::check_pixels(width, height)?;
+    let (_, width, height) = crate::contract::images::describe(&bytes)?;
     Ok(SimImage {
         width,
         height,
