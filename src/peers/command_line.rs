@@ -157,6 +157,19 @@ impl Draft {
         if let Some(p) = parsed.password() {
             self.secret(p);
         }
+        // As typed, too: the parsed URL percent-encodes what it must (`"` is `%22`), and the
+        // command line echoed in comments holds the characters themselves.
+        let typed = url
+            .split_once("://")
+            .and_then(|(_, rest)| rest.split(['/', '?', '#']).next())
+            .and_then(|authority| authority.rsplit_once('@'))
+            .map(|(info, _)| info.to_owned());
+        if let Some(info) = typed {
+            if let Some((_, p)) = info.split_once(':') {
+                self.secret(p);
+            }
+            self.secret(&info);
+        }
         let _ = parsed.set_username("");
         let _ = parsed.set_password(None);
         let bare = parsed.as_str().trim_end_matches('/').to_owned();
