@@ -532,6 +532,23 @@ async fn a_random_mm_command_imports_as_images_and_runs() {
         images.count,
         goodput::contract::LengthDist::Uniform { min: 0, max: 2 }
     );
+    // A password typed in the URL (with a character the URL parser escapes) reaches no file.
+    let typed = import(&words(&line.replace(
+        &format!("--port {port}"),
+        "--base-url 'http://u:pa\"ss@127.0.0.1:9'",
+    )))
+    .unwrap();
+    assert!(!typed.contract.contains("pa\"ss") && !typed.contract.contains("pa%22ss"));
+    // Without a chat endpoint the images have nowhere to go: refused naming the flag.
+    let e = import(&words(
+        &line.replace(" --endpoint /v1/chat/completions", ""),
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("--endpoint") && e.contains("chat endpoint"),
+        "{e}"
+    );
     let r = common::run_in(c, dir.path()).await;
     let ok: Vec<_> = r.records.iter().filter(|x| x.is_ok()).collect();
     assert_eq!(ok.len(), 30);

@@ -100,6 +100,14 @@ fn items(f: &Flags, limit: u64) -> Result<(String, String), ImportError> {
 
 /// `[workload.images]` from the random-mm flags (the text is `random`'s, set before).
 pub(super) fn random_mm(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
+    // Images go only in chat-shaped requests, in vLLM as in goodput.
+    let endpoint = f.text("endpoint").unwrap_or("/v1/completions");
+    if !matches!(endpoint, "/v1/chat/completions" | "/v1/responses") {
+        return Err(ImportError(format!(
+            "--dataset-name random-mm sends images, which only a chat endpoint takes: {} (add --backend openai-chat --endpoint /v1/chat/completions, as vLLM needs too)",
+            f.from("endpoint")
+        )));
+    }
     let (text, bucket_from) = match f.text("random-mm-bucket-config") {
         Some(t) => (t, f.from("random-mm-bucket-config")),
         None => (
