@@ -490,7 +490,15 @@ async fn an_imported_contract_runs_against_the_simulator() {
     assert!(String::from_utf8_lossy(&status.stderr).contains("note: no --temperature"));
     let text = std::fs::read_to_string(&out).unwrap();
     let r = common::run_in(common::parse(&text), dir.path()).await;
-    assert_eq!(r.records.iter().filter(|x| x.is_ok()).count(), 40);
+    // The steady requests are the command's; drain requests keep the load on while the last
+    // of them finish, and how many of those complete depends on this machine's speed.
+    let steady = |ok: bool| {
+        r.records
+            .iter()
+            .filter(|x| x.phase == goodput::plan::Phase::Steady && (!ok || x.is_ok()))
+            .count()
+    };
+    assert_eq!((steady(false), steady(true)), (40, 40));
 }
 
 /// `--dataset-name random-mm` (vLLM's own example, its videos bucket included): the images a
@@ -551,7 +559,8 @@ async fn a_random_mm_command_imports_as_images_and_runs() {
     );
     let r = common::run_in(c, dir.path()).await;
     let ok: Vec<_> = r.records.iter().filter(|x| x.is_ok()).collect();
-    assert_eq!(ok.len(), 30);
+    let steady = ok.iter().filter(|x| x.phase == goodput::plan::Phase::Steady);
+    assert_eq!(steady.count(), 30, "drain requests are the machine's; steady are the command's");
     let truth = common::truth_by_id(&sim);
     let mut counts = [0; 3];
     for rec in &ok {

@@ -843,7 +843,15 @@ async fn imported_guidellm_and_aiperf_contracts_run_against_the_simulator() {
         assert!(stderr.contains("note: "), "{stderr}");
         let text = std::fs::read_to_string(&out).unwrap();
         let r = common::run_in(common::parse(&text), dir.path()).await;
-        assert_eq!(r.records.iter().filter(|x| x.is_ok()).count(), ok, "{tool}");
+        // Steady requests only: how many drain requests (sent while the last steady ones
+        // finish) complete depends on this machine's speed.
+        let steady = |only_ok: bool| {
+            r.records
+                .iter()
+                .filter(|x| x.phase == goodput::plan::Phase::Steady && (!only_ok || x.is_ok()))
+                .count()
+        };
+        assert_eq!((steady(false), steady(true)), (ok, ok), "{tool}");
     }
 }
 
