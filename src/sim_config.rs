@@ -178,6 +178,15 @@ pub struct Faults {
     /// How much slower a step is after `slow_after_requests` (1 = not at all).
     #[serde(skip_serializing_if = "is_one_f64")]
     pub slow_factor: f64,
+    /// Fraction of tool-call answers (a request that offers tools) with one call made wrong,
+    /// on an idle engine: its arguments cut short, an argument's value changed, another
+    /// function's name, or no call at all (the ground truth says which).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub tool_error_rate: f64,
+    /// Added to that fraction for every request already in the engine (running or waiting)
+    /// when one arrives, so wrong calls grow with load (capped at 1).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub tool_error_per_request: f64,
 }
 
 impl Default for SimConfig {
@@ -235,6 +244,8 @@ impl Default for Faults {
             truncate_rate: 0.0,
             slow_after_requests: 0,
             slow_factor: 1.0,
+            tool_error_rate: 0.0,
+            tool_error_per_request: 0.0,
         }
     }
 }
@@ -433,6 +444,8 @@ impl SimConfig {
             ("faults.perturb_rate", f.perturb_rate),
             ("faults.truncate_rate", f.truncate_rate),
             ("faults.slow_headers_rate", f.slow_headers_rate),
+            ("faults.tool_error_rate", f.tool_error_rate),
+            ("faults.tool_error_per_request", f.tool_error_per_request),
         ] {
             if !fraction(v) {
                 return err(k, v, "must be a fraction in [0, 1]");

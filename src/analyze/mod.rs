@@ -43,6 +43,7 @@ pub mod spans;
 pub mod stages;
 pub mod steadiness;
 pub mod tasks;
+pub mod tools;
 mod validity;
 
 use std::collections::BTreeMap;
@@ -758,6 +759,10 @@ pub struct Steady {
     /// the encoder cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<images::ImagesResult>,
+    /// A tool dataset's calls as graded per request: correct and wrong by verdict, by phase,
+    /// and on time but wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<tools::ToolsResult>,
     pub slo: Option<SloResult>,
     /// For each SLO metric (TTFT, TPOT and E2E without an SLO), the strongest percentile
     /// claim the steady sample supports at the contract's confidence, and what the SLO's
@@ -1236,6 +1241,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         let lengths = first_turn_lengths(c, workload, steady_recs, &ok);
         let server = window.and_then(|w| server_window(scrapes, records, w));
         let images = images::summarize(c, records, steady_recs, server.as_ref());
+        let tools = tools::summarize(c, records, steady_recs, &steady_metrics);
 
         let (classes, slo) = judged(c, steady_recs, &steady_metrics, achieved);
         let claims = steady_claims(c, steady_recs, &steady_metrics);
@@ -1321,6 +1327,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 output_count,
                 lengths,
                 images,
+                tools,
                 errors,
                 first_errors,
                 output_length_mismatches,

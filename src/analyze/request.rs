@@ -24,6 +24,9 @@ pub struct RequestMetrics {
     /// reported them, else the client's count of the reasoning chunks.
     pub reasoning_tokens: Option<u32>,
     pub reasoning_from_usage: bool,
+    /// A tool dataset's request: whether its calls were graded correct (`None`: no tools, or
+    /// not graded).
+    pub tool_correct: Option<bool>,
 }
 
 /// A latency, ms, or none (NaN: no latency this module derives is NaN).
@@ -138,6 +141,7 @@ pub fn request_metrics(r: &Record, origin: LatencyOrigin, source: TokenSource) -
         tpot_answer_ms: tpot_answer.into(),
         reasoning_from_usage: reasoning.as_ref().is_some_and(|x| x.from_usage),
         reasoning_tokens: reasoning.map(|x| x.tokens),
+        tool_correct: r.tool_grade.as_ref().map(|g| g.correct()),
     }
 }
 
@@ -317,7 +321,11 @@ pub(super) fn within_slo(slo: &crate::contract::Slo, m: &RequestMetrics) -> bool
             (Some(t), Some(v)) => v <= t.0,
             (Some(_), None) => absent_ok,
         };
-    within(slo.ttft_ms, m.ttft_ms(), false)
+    // A tool request is on time and right, or it does not count (unless the contract says
+    // correctness is reported beside the latency only).
+    let right = slo.correct_tool_calls == Some(false) || m.tool_correct != Some(false);
+    right
+        && within(slo.ttft_ms, m.ttft_ms(), false)
         && within(slo.ttfo_ms, m.ttfo_ms(), false)
         && within(slo.tpot_ms, m.tpot_ms(), true)
         && within(slo.e2e_ms, m.e2e_ms(), false)

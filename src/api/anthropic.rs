@@ -142,6 +142,7 @@ impl Adapter for Messages {
             generates: true,
             batches: false,
             images: false,
+            tools: false,
         }
     }
 

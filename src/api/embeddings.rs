@@ -48,6 +48,7 @@ impl Adapter for Embeddings {
             generates: false,
             batches: true,
             images: false,
+            tools: false,
         }
     }
 

@@ -80,6 +80,9 @@ pub struct Capabilities {
     pub batches: bool,
     /// Images as content parts of the user's message (`workload.images`).
     pub images: bool,
+    /// Tools offered in the request and calls streamed back (`workload.dataset_format` `bfcl`
+    /// or `tools`).
+    pub tools: bool,
 }
 
 /// How a streamed answer is framed.
@@ -200,6 +203,17 @@ impl ApiKind {
         Ok(())
     }
 
+    /// Whether this API can offer tools and read the calls streamed back.
+    pub fn check_tools(self) -> Result<(), CannotSend> {
+        if !self.capabilities().tools {
+            return Err(CannotSend(format!(
+                "offers tools, which only {} can send and read calls back from",
+                Self::kinds_that(|c| c.tools)
+            )));
+        }
+        Ok(())
+    }
+
     /// Whether this API can send `batch` inputs per request.
     pub fn check_batch(self, batch: u32) -> Result<(), CannotSend> {
         if batch > 1 && !self.capabilities().batches {
@@ -271,6 +285,10 @@ pub struct RequestSpec<'a> {
     pub extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
     /// Images (`data:` URIs) for the user's message, behind its text (`workload.images`).
     pub images: &'a [String],
+    /// Tools offered to the model, as the Chat Completions API writes them
+    /// (`[{"type": "function", "function": {name, description, parameters}}]`); each adapter
+    /// that takes tools writes them in its API's shape.
+    pub tools: Option<&'a serde_json::Value>,
 }
 
 impl<'a> RequestSpec<'a> {
@@ -288,6 +306,7 @@ impl<'a> RequestSpec<'a> {
             batch: 1,
             extra: None,
             images: &[],
+            tools: None,
         }
     }
 
@@ -495,6 +514,50 @@ pub struct StreamEvent<'a> {
     pub choice: bool,
     /// The engine's own timing of the request (llama.cpp's `timings`), when the event has it.
     pub timing: Option<timing::EngineTiming>,
+    /// Pieces of tool calls this event carries (a call's name, then its arguments in pieces).
+    pub tool_calls: Vec<ToolDelta<'a>>,
+}
+
+/// A piece of a streamed tool call: the call it belongs to (its place among the answer's
+/// calls), and what this event adds to it.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ToolDelta<'a> {
+    pub index: u32,
+    pub id: Option<Cow<'a, str>>,
+    pub name: Option<Cow<'a, str>>,
+    /// A piece of the call's arguments (JSON text, in pieces).
+    pub arguments: Option<Cow<'a, str>>,
+}
+
+/// One tool call as it arrived: its name and its arguments' text (JSON when the model wrote it
+/// well; graded by `quality::tools`).
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub name: String,
+    pub arguments: String,
+}
+
+/// Adds a streamed piece to the calls gathered so far: a piece of a call not seen yet opens
+/// it; its arguments are appended. A call's id is left out (the server's, not the model's).
+pub fn gather_tool_call(calls: &mut Vec<ToolCall>, d: &ToolDelta<'_>) {
+    let at = d.index as usize;
+    // A server that numbers its calls out of order or skips a number still gets one call per
+    // index, up to a bound: an index beyond it is taken as the next call.
+    let at = if at <= calls.len() { at } else { calls.len() };
+    if at == calls.len() {
+        calls.push(ToolCall::default());
+    }
+    let c = &mut calls[at];
+    // The name comes in the call's first piece; a server that repeats it in later pieces
+    // does not double it.
+    match &d.name {
+        Some(n) if c.name.is_empty() => c.name.push_str(n),
+        Some(n) if c.name != *n => c.name.push_str(n),
+        _ => {}
+    }
+    if let Some(a) = &d.arguments {
+        c.arguments.push_str(a);
+    }
 }
 
 impl StreamEvent<'_> {
@@ -509,6 +572,7 @@ impl StreamEvent<'_> {
             || self.finish_reason.is_some()
             || self.usage.is_some()
             || self.timing.is_some()
+            || !self.tool_calls.is_empty()
             || self.done
     }
 }

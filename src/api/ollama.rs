@@ -60,6 +60,7 @@ impl Adapter for Chat {
             generates: true,
             batches: false,
             images: false,
+            tools: false,
         }
     }
 

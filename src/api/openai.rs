@@ -83,6 +83,29 @@ struct Delta<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     reasoning: Option<Cow<'a, str>>,
+    /// Pieces of tool calls (a whole answer's `message` has the calls whole).
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<CallDelta<'a>>>,
+}
+
+/// `delta.tool_calls[k]`: `index` (absent in a whole answer's `message`, where the place is
+/// the call's), `id`, `function.name` in its first piece, `function.arguments` in pieces.
+#[derive(Deserialize)]
+struct CallDelta<'a> {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    function: Option<CallFunction<'a>>,
+}
+
+#[derive(Deserialize)]
+struct CallFunction<'a> {
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
+    arguments: Option<Cow<'a, str>>,
 }
 
 impl Adapter for OpenAi {
@@ -101,11 +124,13 @@ impl Adapter for OpenAi {
             generates: true,
             batches: false,
             images: *self == OpenAi::Chat,
+            tools: *self == OpenAi::Chat,
         }
     }
 
     fn body(&self, spec: &RequestSpec<'_>) -> Vec<u8> {
-        if spec.extra.is_none_or(|e| e.is_empty()) && spec.images.is_empty() {
+        if spec.extra.is_none_or(|e| e.is_empty()) && spec.images.is_empty() && spec.tools.is_none()
+        {
             return serde_json::to_vec(&Body::of(*self, spec)).unwrap_or_default();
         }
         self.body_value(spec)
@@ -135,6 +160,24 @@ impl Adapter for OpenAi {
                         .or(d.reasoning)
                         .filter(|r| !r.is_empty());
                     ev.text = super::non_empty(d.content);
+                    ev.tool_calls = d
+                        .tool_calls
+                        .unwrap_or_default()
+                        .into_iter()
+                        .enumerate()
+                        .map(|(k, c)| {
+                            let f = c.function.unwrap_or(CallFunction {
+                                name: None,
+                                arguments: None,
+                            });
+                            super::ToolDelta {
+                                index: c.index.unwrap_or(k as u32),
+                                id: c.id,
+                                name: super::non_empty(f.name),
+                                arguments: super::non_empty(f.arguments),
+                            }
+                        })
+                        .collect();
                 }
                 (None, t) => ev.text = t,
             }
@@ -221,10 +264,11 @@ impl OpenAi {
     /// The body as a `Value` with the contract's extra fields merged in (a table into the table
     /// of the same name).
     fn body_value(&self, spec: &RequestSpec<'_>) -> Vec<u8> {
-        super::encode(
-            serde_json::to_value(Body::of(*self, spec)).unwrap_or_default(),
-            spec,
-        )
+        let mut b = serde_json::to_value(Body::of(*self, spec)).unwrap_or_default();
+        if let (Some(tools), Some(o), OpenAi::Chat) = (spec.tools, b.as_object_mut(), self) {
+            o.insert("tools".into(), tools.clone());
+        }
+        super::encode(b, spec)
     }
 }
 
@@ -350,6 +394,7 @@ mod tests {
                             batch: 1,
                             extra: None,
                             images: &[],
+                            tools: None,
                         };
                         let typed = api.body(&spec);
                         assert_eq!(
@@ -378,6 +423,7 @@ mod tests {
             batch: 1,
             extra: None,
             images: &[],
+            tools: None,
         };
         let v: serde_json::Value = serde_json::from_slice(&OpenAi::Chat.body(&spec)).unwrap();
         assert_eq!(v["stream_options"]["include_usage"], true);

@@ -170,6 +170,7 @@ impl Adapter for Responses {
             generates: true,
             batches: false,
             images: true,
+            tools: false,
         }
     }
 

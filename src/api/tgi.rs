@@ -65,6 +65,7 @@ impl Adapter for Generate {
             generates: true,
             batches: false,
             images: false,
+            tools: false,
         }
     }
 

@@ -629,6 +629,10 @@ impl Client {
         if self.answers && rec.answer.is_none() {
             rec.answer = Some(String::new());
         }
+        // A tool dataset's answer is graded as it ends, so the run counts only right calls.
+        if let Some(case) = rec.tool_case.clone() {
+            rec.tool_grade = Some(crate::quality::tools::grade(&case, &rec.tool_calls));
+        }
         self.keep(rec, text.as_deref());
         if self.recount && rec.usage_completion_tokens != Some(rec.client_output_tokens) {
             rec.received = Some(Box::new(crate::record::Received {
@@ -1104,6 +1108,9 @@ impl Client {
         let answer = ev.text.as_deref().filter(|t| !t.is_empty());
         if reasoning.is_some() || answer.is_some() {
             self.on_text(reasoning, answer, now, rec, st);
+        } else if let Some(piece) = tool_piece(rec, &ev.tool_calls) {
+            // A piece of a tool call is generated text: timed and counted as a chunk.
+            self.on_text(None, Some(&piece), now, rec, st);
         } else if ev.choice {
             rec.bare_us.push(now);
         }
@@ -1196,6 +1203,7 @@ impl Client {
                 rec.response_model = ev.model.map(Into::into);
                 rec.finish_reason = ev.finish_reason.map(Into::into);
                 take_stated(rec, ev.usage.as_ref(), ev.timing);
+                let _ = tool_piece(rec, &ev.tool_calls);
                 if self.answers {
                     rec.answer = Some(ev.text.as_deref().unwrap_or_default().to_owned());
                 }
@@ -1226,6 +1234,25 @@ fn snippet(data: &[u8]) -> String {
 
 /// A stream none of whose events said anything this API says: another API's stream (an
 /// OpenAI chat stream read as Anthropic's, say), which would otherwise pass as a success
+/// Gathers an event's pieces of tool calls into the record's calls; returns the text they
+/// add (arguments, or a name alone), `None` when the event carries none.
+fn tool_piece(rec: &mut Record, deltas: &[crate::api::ToolDelta<'_>]) -> Option<String> {
+    if deltas.is_empty() {
+        return None;
+    }
+    let mut piece = String::new();
+    let rare: &mut crate::record::Rare = rec;
+    for d in deltas {
+        crate::api::gather_tool_call(&mut rare.tool_calls, d);
+        match (&d.arguments, &d.name) {
+            (Some(a), _) => piece.push_str(a),
+            (None, Some(n)) => piece.push_str(n),
+            _ => {}
+        }
+    }
+    (!piece.is_empty()).then_some(piece)
+}
+
 /// with no tokens. The message, when it was one.
 fn foreign_stream(st: &mut StreamState, from: &str) -> Option<String> {
     (!st.understood && st.foreign > 0).then(|| {
@@ -1855,6 +1882,7 @@ mod tests {
             stage: None,
             stage_rps: None,
             images: Vec::new(),
+            tools: None,
             model: None,
         }
     }

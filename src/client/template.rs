@@ -115,6 +115,7 @@ impl Template {
             || ev.usage.is_some()
             || ev.timing.is_some()
             || ev.done
+            || !ev.tool_calls.is_empty()
             || self.misses >= GIVE_UP
         {
             return;

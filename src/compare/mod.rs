@@ -1455,6 +1455,7 @@ mod tests {
                     stage: None,
                     stage_rps: None,
                     images: Vec::new(),
+                    tools: None,
                     model: None,
                 };
                 let mut r = Record::planned(&p, Phase::Quality, "t");

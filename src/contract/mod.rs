@@ -50,6 +50,19 @@ pub enum DatasetFormat {
     Jsonl,
     /// ShareGPT conversations: a JSON array or JSON lines.
     Sharegpt,
+    /// The Berkeley Function-Calling Leaderboard's data (`BFCL_v4_<category>.json`, its
+    /// answers in `possible_answer/` beside it): tools offered, calls graded by BFCL's rule.
+    Bfcl,
+    /// goodput's own tool-call lines: `prompt` or `messages`, `tools`, `expected` calls,
+    /// graded exactly.
+    Tools,
+}
+
+impl DatasetFormat {
+    /// Whether its entries offer tools and expect calls (graded per request).
+    pub fn has_tools(self) -> bool {
+        matches!(self, DatasetFormat::Bfcl | DatasetFormat::Tools)
+    }
 }
 
 /// A complete, validated contract. Every field has its resolved value.
@@ -532,6 +545,31 @@ pub struct Workload {
     /// Images in each request's user message (`[workload.images]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<images::Images>,
+    /// Tool calls graded per request (`[workload.tools]`): filled for a dataset of tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Tools>,
+}
+
+/// `[workload.tools]`: how a tool dataset's calls are graded (`dataset_format` `bfcl` or
+/// `tools`); written out in a resolved contract.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tools {
+    /// BFCL's category (`simple_python`, `multiple`, `parallel`, …): from the data file's name
+    /// (`BFCL_v4_<category>.json`) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// BFCL's answers file, relative to the contract: `possible_answer/<the dataset's name>`
+    /// beside the dataset when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<PathBuf>,
+    /// SHA-256 of `answers`, filled when the contract is loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers_sha256: Option<String>,
+    /// The grading rule, filled when the dataset is read: `simple`, `multiple`, `parallel`
+    /// (BFCL's AST check) or `exact`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 /// `[workload.sessions]`: every open-loop arrival starts a conversation of `turns` turns. Turn
@@ -759,6 +797,11 @@ pub struct Slo {
     /// call met the thresholds above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_ms: Option<Millis>,
+    /// A request of a tool workload meets the SLO only when its calls are graded correct as
+    /// well as on time (default on for a dataset of tools; off: correctness is reported
+    /// beside the latency, never in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correct_tool_calls: Option<bool>,
     #[serde(default = "default_percentile")]
     pub percentile: f64,
     #[serde(default = "default_attainment")]
@@ -1173,6 +1216,7 @@ impl Default for Workload {
             sessions: None,
             task: None,
             images: None,
+            tools: None,
         }
     }
 }
@@ -1185,6 +1229,7 @@ impl Default for Slo {
             tpot_ms: None,
             e2e_ms: None,
             task_ms: None,
+            correct_tool_calls: None,
             percentile: default_percentile(),
             attainment: default_attainment(),
         }

@@ -283,6 +283,7 @@ impl Contract {
                 batch: self.workload.batch,
                 extra: None,
                 images: &[],
+                tools: None,
             },
         );
         let mut extra = Vec::new();

@@ -263,6 +263,7 @@ impl Driver {
             batch: w.batch,
             extra: Some(self.plan.extra_body(p)),
             images,
+            tools: p.tools.as_ref().map(|t| &t.tools),
         }))
     }
 

@@ -82,6 +82,9 @@ pub struct PlannedRequest {
     /// The images its user message carries (`[workload.images]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<PlannedImage>,
+    /// The tools it offers and the calls its answer must make (a tool dataset's entry).
+    #[serde(skip)]
+    pub tools: Option<std::sync::Arc<crate::quality::tools::ToolCase>>,
 }
 
 /// One image of a request: its size and where its pixels come from; once its body is built,
@@ -130,6 +133,7 @@ impl PlannedRequest {
             stage: None,
             stage_rps: None,
             images: Vec::new(),
+            tools: None,
         }
     }
 }
@@ -1287,6 +1291,7 @@ impl Plan {
             self.tagged_prompt(index, run_lead, item, input_tokens, &mut rng);
         PlannedRequest {
             messages,
+            tools: item.and_then(|i| i.tools.clone()),
             ..PlannedRequest::steady(index, input_tokens, output_tokens, prompt)
         }
     }

@@ -206,6 +206,19 @@ pub struct Rare {
     /// never written.
     #[serde(skip)]
     pub answer: Option<String>,
+    /// The tool calls its answer made (a tool dataset's request), as they arrived.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<crate::api::ToolCall>,
+    /// Their grade against the entry's expected calls (`quality::tools`), given by the client
+    /// as the answer ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_grade: Option<crate::quality::tools::Grade>,
+    /// The entry it asked (BFCL's id, or the line of goodput's own format).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_entry: Option<String>,
+    /// The entry's tools and expected calls, held while it runs, never written.
+    #[serde(skip)]
+    pub tool_case: Option<Arc<crate::quality::tools::ToolCase>>,
 }
 
 /// A request body at least this large has its upload timed and recorded (`upload_us`): an
@@ -239,6 +252,10 @@ impl Rare {
         redirects: Vec::new(),
         output_text: None,
         answer: None,
+        tool_calls: Vec::new(),
+        tool_grade: None,
+        tool_entry: None,
+        tool_case: None,
     };
 }
 
@@ -598,7 +615,8 @@ impl Record {
             || p.stage_rps.is_some()
             || p.model.is_some()
             || p.shared_tokens.is_some()
-            || !p.images.is_empty();
+            || !p.images.is_empty()
+            || p.tools.is_some();
         if says {
             let rare: &mut Rare = &mut r;
             rare.class = p.class.clone();
@@ -607,6 +625,8 @@ impl Record {
             rare.model = p.model.clone();
             rare.expected_cached_tokens = p.shared_tokens;
             rare.images = p.images.clone();
+            rare.tool_entry = p.tools.as_ref().map(|t| t.id.clone());
+            rare.tool_case = p.tools.clone();
         }
         r
     }
@@ -629,6 +649,7 @@ impl Record {
             stage: None,
             stage_rps: None,
             images: Vec::new(),
+            tools: None,
         };
         let mut r = Record::planned(&at, phase, "");
         r.request_id.clear();

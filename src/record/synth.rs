@@ -101,6 +101,7 @@ pub fn record(spec: &Spec, i: u64, intended_us: u64) -> Record {
         stage: None,
         stage_rps: None,
         images: Vec::new(),
+        tools: None,
     };
     let mut r = Record::planned(&planned, phase, "synthetic");
     let dispatched = intended_us + rng.random_range(5..60);

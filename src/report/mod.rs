@@ -10,6 +10,7 @@ pub(crate) mod html;
 mod spans;
 pub(crate) mod svg;
 mod tasks;
+mod tools;
 
 use crate::analyze::classes::Standing;
 use crate::analyze::{Dist, PhaseStats, Summary};
@@ -221,6 +222,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     spans::section(&mut d, s);
     prefix_reuse(&mut d, s);
     images(&mut d, s);
+    tools::section(&mut d, s);
     details(&mut d, s, verbose);
     failures_and_start(&mut d, s);
     phases(&mut d, s);
@@ -476,12 +478,17 @@ fn slo_and_throughput(d: &mut Doc, s: &Summary) {
             d.toned(
                 Tone::warn_if(!slo.pass || !valid),
                 format!(
-                    "SLO {}: {}; attainment {:.1}%{cancelled} (target {:.0}%); goodput {} req/s",
+                    "SLO {}: {}; attainment {:.1}%{cancelled}{right} (target {:.0}%); goodput {} req/s",
                     slo_verdict_words(slo, valid),
                     parts.join(", "),
                     slo.attainment * 100.0,
                     slo.attainment_target * 100.0,
-                    opt(slo.goodput_rps)
+                    opt(slo.goodput_rps),
+                    right = if st.tools.as_ref().is_some_and(|t| t.counted_in_slo) {
+                        " on time with correct tool calls"
+                    } else {
+                        ""
+                    },
                 ),
             );
         }

@@ -248,6 +248,7 @@ impl Prober<'_> {
             batch: w.batch,
             extra: Some(self.plan.extra_body(&p)),
             images: &images,
+            tools: None,
         });
         let mut rec = Record::planned(&p, Phase::Warmup, "goodput-init");
         self.client

@@ -52,6 +52,12 @@ pub struct GroundTruth {
     pub images_cached: u32,
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub vision_us: u64,
+    /// Tool calls its answer made (a request that offered tools), and what the simulator made
+    /// wrong in them (`truncated`, `wrong_value`, `wrong_name`, `no_call`; absent: nothing).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_calls: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_error: Option<String>,
 }
 
 fn is_zero_u64(n: &u64) -> bool {
@@ -162,6 +168,8 @@ impl Ledger {
                 image_tokens: 0,
                 images_cached: 0,
                 vision_us: 0,
+                tool_calls: 0,
+                tool_error: None,
             },
         );
     }

@@ -12,6 +12,7 @@ pub(crate) mod metrics;
 pub mod model;
 pub mod power;
 pub(crate) mod server;
+pub(crate) mod tools;
 pub(crate) mod wire;
 
 pub use crate::sim_config::{ConfigError, Faults, Scheduling, SimConfig};

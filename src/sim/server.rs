@@ -89,6 +89,8 @@ struct Shared {
     /// The accelerators' energy over the model's step timeline.
     meter: Mutex<super::power::Meter>,
     done: Mutex<Vec<GroundTruth>>,
+    /// Tool answers' truth by arrival, until the request's ground truth is recorded.
+    tool_truth: Mutex<HashMap<u64, (u32, Option<&'static str>)>>,
     gt_file: Mutex<Option<BufWriter<File>>>,
     engine: Sender<Msg>,
     /// Where finished requests' server spans go (`--otlp-traces-endpoint`), and the wall-clock
@@ -106,7 +108,11 @@ impl Shared {
         self.now() * 1000.0 >= self.cfg.load_time_ms
     }
 
-    fn record(&self, g: GroundTruth) {
+    fn record(&self, mut g: GroundTruth) {
+        if let Some((calls, error)) = lock(&self.tool_truth).remove(&g.seq) {
+            g.tool_calls = calls;
+            g.tool_error = error.map(str::to_owned);
+        }
         if let Some(b) = &self.spans
             && let Some(span) = g.span(self.epoch_unix_ns, &self.cfg.model)
         {
@@ -215,6 +221,7 @@ impl SimServer {
             metrics: Mutex::new(MetricsState::default()),
             meter: Mutex::new(meter),
             done: Mutex::new(Vec::new()),
+            tool_truth: Mutex::new(HashMap::new()),
             gt_file: Mutex::new(gt_file),
             engine: tx,
             spans: traces.map(|(endpoint, protocol)| {
@@ -798,6 +805,7 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         s.record(g);
         return error_response(status, "injected fault");
     }
+    let (tools, plan) = tool_answer(&s, seq, &ask, plan);
     let (drop_after, malformed_at, fault) = stream_faults(&s.cfg, seq, ask.stream, plan.tokens);
     let (tx, rx) = unbounded_channel();
     let sent = s.engine.send(Msg::Arrive(Pending {
@@ -846,12 +854,48 @@ async fn complete(s: Arc<Shared>, headers: HeaderMap, body: Bytes, api: Api) -> 
         finish_reason: plan.finish_reason,
         inputs: ask.inputs,
         usage: !ask.stream || (s.cfg.stream_usage && ask.include_usage),
+        tools,
     };
     if ask.stream {
         stream_response(out, rx, drop_after, malformed_at)
     } else {
         full_response(out, rx).await
     }
+}
+
+/// A request that offers tools to an API that takes them: the calls it answers with (the
+/// simulator's rule, `sim::tools`) as pieces, one a token, and the output plan they make — as
+/// many tokens as pieces, cut by `max_tokens`. The truth waits for the request's record.
+fn tool_answer(
+    s: &Shared,
+    seq: u64,
+    ask: &Ask,
+    plan: super::model::OutputPlan,
+) -> (
+    Option<Arc<Vec<super::tools::Piece>>>,
+    super::model::OutputPlan,
+) {
+    if ask.tools.is_empty() {
+        return (None, plan);
+    }
+    let in_engine = {
+        let m = lock(&s.metrics);
+        m.running + m.waiting
+    };
+    let a = super::tools::answer(&s.cfg, seq, &ask.tools, &ask.prompt, in_engine);
+    lock(&s.tool_truth).insert(seq, (a.calls.len() as u32, a.error.map(|e| e.name())));
+    // No call: a text answer of the planned length.
+    if a.calls.is_empty() {
+        return (None, plan);
+    }
+    let pieces = super::tools::pieces(&a.calls);
+    let max = ask.max_tokens.unwrap_or(s.cfg.default_max_tokens).max(1);
+    let n = pieces.len() as u32;
+    let plan = super::model::OutputPlan {
+        tokens: n.min(max),
+        finish_reason: if n > max { "length" } else { "tool_calls" },
+    };
+    (Some(Arc::new(pieces)), plan)
 }
 
 /// The ids of every generated token (reasoning, then answer), cached with the prompt when the
@@ -894,6 +938,8 @@ struct Output {
     inputs: u32,
     /// Usage is reported.
     usage: bool,
+    /// A tool answer's pieces, one a token (instead of words).
+    tools: Option<Arc<Vec<super::tools::Piece>>>,
 }
 
 impl Output {
@@ -973,6 +1019,12 @@ impl StreamState {
         if self.malformed_at.is_some_and(|m| self.generated >= m) {
             self.malformed_at = None;
             self.out.wire.malformed(&reply, &mut buf);
+        }
+        if let Some(pieces) = &self.out.tools {
+            let at = (first_index as usize).min(pieces.len());
+            let to = (at + tokens as usize).min(pieces.len());
+            self.out.wire.tool_chunk(&reply, &mut buf, &pieces[at..to]);
+            return Ok(Bytes::from(buf));
         }
         let (r, c) = self.out.parts(first_index, tokens);
         self.out
@@ -1072,8 +1124,24 @@ async fn full_response(out: Output, mut rx: UnboundedReceiver<Delivery>) -> Resp
         }
     };
     let counts = out.counts(generated, cached, timings);
-    let mut resp =
-        axum::Json(out.wire.whole(&out.reply(), &reasoning, &text, &counts)).into_response();
+    let whole = match &out.tools {
+        Some(pieces) => {
+            let mut calls: Vec<(String, String)> = Vec::new();
+            for p in pieces.iter().take(generated as usize) {
+                match &p.name {
+                    Some(n) => calls.push((n.clone(), p.arguments.clone())),
+                    None => {
+                        if let Some(c) = calls.last_mut() {
+                            c.1.push_str(&p.arguments);
+                        }
+                    }
+                }
+            }
+            out.wire.whole_tools(&out.reply(), &calls, &counts)
+        }
+        None => out.wire.whole(&out.reply(), &reasoning, &text, &counts),
+    };
+    let mut resp = axum::Json(whole).into_response();
     for (name, value) in out.wire.head(&counts) {
         if let Ok(v) = HeaderValue::from_str(&value) {
             resp.headers_mut().insert(name, v);

@@ -31,6 +31,34 @@ pub struct Item {
     /// system text, then each user message with the answer the file gives it. Empty: the entry
     /// has no user message.
     pub conversation: Conversation,
+    /// The tools it offers and the calls it must make (`bfcl` and `tools` datasets).
+    pub tools: Option<std::sync::Arc<crate::quality::tools::ToolCase>>,
+}
+
+impl Item {
+    /// A tool dataset's entry: its messages sent as they are, its case kept to grade the
+    /// answer.
+    pub fn of_tools(e: crate::quality::tools::Entry) -> Item {
+        let prompt = e
+            .messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        Item {
+            conversation: Conversation::of(
+                e.messages
+                    .iter()
+                    .map(|m| (m.role.as_str(), m.content.as_str())),
+            ),
+            prompt,
+            messages: Some(e.messages),
+            output_tokens: None,
+            answer: None,
+            at: e.at,
+            tools: Some(std::sync::Arc::new(e.case)),
+        }
+    }
 }
 
 /// An entry's conversation, for sessions.
@@ -115,6 +143,8 @@ pub fn detect(text: &str) -> DatasetFormat {
     let first = t.lines().next().unwrap_or("");
     match serde_json::from_str::<serde_json::Value>(first) {
         Ok(v) if v.get("conversations").is_some() => DatasetFormat::Sharegpt,
+        Ok(v) if v.get("question").is_some() && v.get("function").is_some() => DatasetFormat::Bfcl,
+        Ok(v) if v.get("tools").is_some() && v.get("expected").is_some() => DatasetFormat::Tools,
         _ => DatasetFormat::Jsonl,
     }
 }
@@ -179,6 +209,16 @@ pub fn parse(
     }
     let mut out = Dataset::default();
     match format {
+        DatasetFormat::Tools => {
+            let entries = crate::quality::tools::parse_own(path, text)?;
+            out.items = entries.into_iter().map(Item::of_tools).collect();
+        }
+        // Its answers are in a file of their own: read with it (`workload::inputs`).
+        DatasetFormat::Bfcl => {
+            return Err(format!(
+                "{name}: BFCL's questions are read with their answers (workload.tools.answers)"
+            ));
+        }
         DatasetFormat::Jsonl => {
             for (i, line) in text.lines().enumerate() {
                 if line.trim().is_empty() {
@@ -226,6 +266,7 @@ pub fn parse(
                             };
                             (role, t.value.as_str())
                         })),
+                        tools: None,
                     }),
                     _ => out.skipped += 1,
                 }
@@ -330,6 +371,7 @@ fn jsonl_item(l: Line, at: &str) -> Result<Item, String> {
         answer: None,
         at: at.to_owned(),
         conversation,
+        tools: None,
     })
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{Prompt, Tokenizer, dataset, trace};
-use crate::contract::{Contract, ContractError, LengthDist, Workload, source};
+use crate::contract::{Contract, ContractError, DatasetFormat, LengthDist, Workload, source};
 use crate::quality::Reference;
 
 /// Everything read from a contract's files.
@@ -279,11 +279,49 @@ impl Files<'_> {
     fn dataset(&mut self, c: &mut Contract, sources: &mut Sources) -> Result<(), ContractError> {
         let key = "workload.dataset";
         let w = &mut c.workload;
+        let rel = w.dataset.clone();
         let Some((file, text, sha)) = self.named(key, &w.dataset, &w.dataset_sha256)? else {
             return Ok(());
         };
-        let (d, format) =
-            dataset::parse(&file, &text, w.dataset_format).map_err(|m| self.invalid(key, m))?;
+        let format = w.dataset_format.unwrap_or_else(|| dataset::detect(&text));
+        let (d, format) = match format {
+            DatasetFormat::Bfcl => (self.bfcl(c, rel.as_deref(), &file, &text)?, format),
+            _ => dataset::parse(&file, &text, Some(format)).map_err(|m| self.invalid(key, m))?,
+        };
+        let w = &mut c.workload;
+        if format.has_tools() {
+            let tools = w.tools.get_or_insert_with(Default::default);
+            if let Some(case) = d.items.iter().find_map(|i| i.tools.as_ref()) {
+                tools.rule = Some(case.rule.name().to_owned());
+            }
+            if let Err(why) = c.target.api.check_tools() {
+                return Err(self.invalid("target.api", format!("{} {why}", file.display())));
+            }
+            let other = [
+                ("workload.sessions", w.sessions.is_some()),
+                ("workload.task", w.task.is_some()),
+                ("workload.images", w.images.is_some()),
+            ];
+            if let Some((k, _)) = other.iter().find(|(_, set)| *set) {
+                return Err(self.invalid(
+                    k,
+                    format!(
+                        "{} offers tools in single requests, graded as each answer ends: {k} cannot go with it yet",
+                        file.display()
+                    ),
+                ));
+            }
+            // A tool request is right or it is not goodput, unless the contract says otherwise.
+            c.slo.correct_tool_calls.get_or_insert(true);
+        } else if w.tools.is_some() {
+            return Err(self.invalid(
+                "workload.tools",
+                format!(
+                    "{} is not a dataset of tools (dataset_format \"bfcl\" or \"tools\"): nothing to grade",
+                    file.display()
+                ),
+            ));
+        }
         if let Some(item) = d.items.iter().find(|i| i.messages.is_some())
             && let Err(why) = c.target.api.check(true)
         {
@@ -319,6 +357,7 @@ impl Files<'_> {
                 messages: i.messages,
                 at: i.at,
                 system: i.conversation.system,
+                tools: i.tools,
                 turns: i
                     .conversation
                     .turns
@@ -337,6 +376,65 @@ impl Files<'_> {
         w.dataset_sha256 = Some(sha);
         w.dataset_format = Some(format);
         Ok(())
+    }
+
+    /// BFCL's questions (`file`, `text`) and their answers (`workload.tools.answers`, by
+    /// default `possible_answer/` beside the questions, as the `bfcl-eval` package lays them
+    /// out), graded by the rule of their category.
+    fn bfcl(
+        &mut self,
+        c: &mut Contract,
+        rel: Option<&Path>,
+        file: &Path,
+        text: &str,
+    ) -> Result<dataset::Dataset, ContractError> {
+        use crate::quality::tools;
+        let t = c.workload.tools.get_or_insert_with(Default::default);
+        let category = match (&t.category, tools::bfcl_category(file)) {
+            (Some(c), _) => c.clone(),
+            (None, Some(c)) => c,
+            (None, None) => {
+                return Err(self.invalid(
+                    "workload.dataset",
+                    format!(
+                        "{}: BFCL's category is not in the file's name (BFCL_v4_<category>.json): set workload.tools.category",
+                        file.display()
+                    ),
+                ));
+            }
+        };
+        let key = if t.category.is_some() {
+            "workload.tools.category"
+        } else {
+            "workload.dataset"
+        };
+        let rule = tools::bfcl_rule(&category)
+            .map_err(|why| self.invalid(key, format!("{}: {why}", file.display())))?;
+        t.category = Some(category);
+        let answers = t.answers.clone().or_else(|| {
+            let rel = rel?;
+            Some(rel.parent()?.join("possible_answer").join(rel.file_name()?))
+        });
+        let akey = "workload.tools.answers";
+        let kept = t.answers_sha256.clone();
+        let Some((afile, atext, asha)) = self.named(akey, &answers, &kept)? else {
+            return Err(self.invalid(akey, format!("{}: no answers file", file.display())));
+        };
+        let entries = tools::parse_bfcl((file, text), (&afile, &atext), rule).map_err(|m| {
+            let key = if m.starts_with(&afile.display().to_string()) {
+                akey
+            } else {
+                "workload.dataset"
+            };
+            self.invalid(key, m)
+        })?;
+        let t = c.workload.tools.get_or_insert_with(Default::default);
+        t.answers = Some(afile);
+        t.answers_sha256 = Some(asha);
+        Ok(dataset::Dataset {
+            items: entries.into_iter().map(dataset::Item::of_tools).collect(),
+            skipped: 0,
+        })
     }
 
     /// `empirical` lengths (from a file of lengths, or from the dataset), and a check that

@@ -33,6 +33,8 @@ pub struct Prompt {
     /// The entry's conversation, for sessions: its system text, then each user message.
     pub system: String,
     pub turns: Vec<DatasetTurn>,
+    /// The tools it offers and the calls its answer must make (a tool dataset's entry).
+    pub tools: Option<std::sync::Arc<crate::quality::tools::ToolCase>>,
 }
 
 /// One user message of a dataset conversation, counted.

@@ -559,8 +559,14 @@ async fn a_random_mm_command_imports_as_images_and_runs() {
     );
     let r = common::run_in(c, dir.path()).await;
     let ok: Vec<_> = r.records.iter().filter(|x| x.is_ok()).collect();
-    let steady = ok.iter().filter(|x| x.phase == goodput::plan::Phase::Steady);
-    assert_eq!(steady.count(), 30, "drain requests are the machine's; steady are the command's");
+    let steady = ok
+        .iter()
+        .filter(|x| x.phase == goodput::plan::Phase::Steady);
+    assert_eq!(
+        steady.count(),
+        30,
+        "drain requests are the machine's; steady are the command's"
+    );
     let truth = common::truth_by_id(&sim);
     let mut counts = [0; 3];
     for rec in &ok {

@@ -121,6 +121,7 @@ mod tests {
             stage: None,
             stage_rps: None,
             images: Vec::new(),
+            tools: None,
         };
         let mut r = Record::planned(&p, Phase::Steady, "t");
         r.sent_us = Some(1_000_000);

@@ -92,6 +92,8 @@ pub(crate) struct Ask {
     pub priority: i64,
     /// Its messages' images, in order.
     pub images: Vec<SimImage>,
+    /// The names of the tools it offers (an API whose wire takes tools).
+    pub tools: Vec<String>,
 }
 
 /// What one answer is: its id and the shared facts it names.
@@ -182,6 +184,18 @@ pub(crate) trait Wire: Send + Sync {
     }
     /// A whole answer.
     fn whole(&self, r: &Reply<'_>, reasoning: &str, answer: &str, c: &Counts) -> serde_json::Value;
+    /// Writes pieces of tool calls as one event (an API that takes tools; others never get
+    /// a tool answer).
+    fn tool_chunk(&self, _r: &Reply<'_>, _buf: &mut String, _pieces: &[super::tools::Piece]) {}
+    /// A whole answer of tool calls (name, arguments).
+    fn whole_tools(
+        &self,
+        r: &Reply<'_>,
+        _calls: &[(String, String)],
+        c: &Counts,
+    ) -> serde_json::Value {
+        self.whole(r, "", "", c)
+    }
     /// Headers a whole answer carries besides its content type (TGI's timing).
     fn head(&self, _c: &Counts) -> Vec<(&'static str, String)> {
         Vec::new()

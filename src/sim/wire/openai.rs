@@ -25,6 +25,19 @@ struct Request {
     #[serde(default)]
     stream: bool,
     stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    tools: Vec<Tool>,
+}
+
+/// An offered tool: `{"type": "function", "function": {"name", …}}`.
+#[derive(Deserialize)]
+struct Tool {
+    function: ToolFunction,
+}
+
+#[derive(Deserialize)]
+struct ToolFunction {
+    name: String,
 }
 
 #[derive(Deserialize)]
@@ -108,6 +121,9 @@ impl Wire for OpenAi {
         a.max_tokens = req.max_completion_tokens.or(req.max_tokens);
         a.stream = req.stream;
         a.include_usage = req.stream_options.is_some_and(|o| o.include_usage);
+        if chat {
+            a.tools = req.tools.into_iter().map(|t| t.function.name).collect();
+        }
         Ok(a)
     }
 
@@ -154,6 +170,45 @@ impl Wire for OpenAi {
             buf.push_str("\n\n");
         }
         buf.push_str("data: [DONE]\n\n");
+    }
+
+    fn tool_chunk(&self, r: &Reply<'_>, buf: &mut String, pieces: &[crate::sim::tools::Piece]) {
+        // vLLM's shape: a call opens with its id, type and name (arguments empty); later
+        // pieces carry only the call's index and a piece of its arguments.
+        let calls: Vec<serde_json::Value> = pieces
+            .iter()
+            .map(|p| match &p.name {
+                Some(name) => json!({
+                    "index": p.call, "id": format!("call_{}_{}", r.id, p.call), "type": "function",
+                    "function": { "name": name, "arguments": p.arguments },
+                }),
+                None => json!({ "index": p.call, "function": { "arguments": p.arguments } }),
+            })
+            .collect();
+        let delta = json!({ "tool_calls": calls });
+        self.event(r, buf, &format!("\"delta\":{delta}"), None);
+    }
+
+    fn whole_tools(
+        &self,
+        r: &Reply<'_>,
+        calls: &[(String, String)],
+        c: &Counts,
+    ) -> serde_json::Value {
+        let mut whole = self.whole(r, "", "", c);
+        let calls: Vec<serde_json::Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(k, (name, args))| {
+                json!({
+                    "id": format!("call_{}_{k}", r.id), "type": "function",
+                    "function": { "name": name, "arguments": args },
+                })
+            })
+            .collect();
+        whole["choices"][0]["message"]["content"] = serde_json::Value::Null;
+        whole["choices"][0]["message"]["tool_calls"] = json!(calls);
+        whole
     }
 
     fn whole(&self, r: &Reply<'_>, reasoning: &str, answer: &str, c: &Counts) -> serde_json::Value {

@@ -13,6 +13,8 @@
 //! Token agreement between two outputs is the longest common prefix of their words over the
 //! longer one's length: greedy decoding that diverges once diverges for good.
 
+pub mod tools;
+
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
