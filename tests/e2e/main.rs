@@ -47,6 +47,7 @@ mod steadiness;
 mod sweep;
 mod timing;
 mod tls;
+mod tools;
 mod traces;
 mod trust;
 mod tune;
