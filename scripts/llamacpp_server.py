@@ -2,6 +2,7 @@
 running until SIGTERM/SIGINT. Called by scripts/real-engine.sh; not imported by anything else.
 
 Usage: llamacpp_server.py --model PATH --port N [--parallel 4] [--ctx 4096] [--threads 1] [--swa-full]
+                          [--draft PATH [--draft-max 8]] [--chat-template FILE]
 """
 
 import argparse
@@ -23,6 +24,12 @@ def main() -> int:
     # Gemma 3 attends over a sliding window: without a full-size window cache, llama.cpp
     # cannot cut a slot's cache back to a shared prefix and reuses none of it (cache_n 1).
     ap.add_argument("--swa-full", action="store_true")
+    # Speculative decoding with a draft model (the model itself is allowed: every draft is
+    # then the target's own greedy choice, and acceptance should be near 1).
+    ap.add_argument("--draft")
+    ap.add_argument("--draft-max", type=int, default=8)
+    # A Jinja chat template of its own (tool calls: scripts/tools-template.jinja).
+    ap.add_argument("--chat-template")
     a = ap.parse_args()
 
     p = xllamacpp.CommonParams()
@@ -40,6 +47,17 @@ def main() -> int:
     p.cpuparams_batch.n_threads = a.threads
     p.n_threads_http = 4
     p.swa_full = a.swa_full
+    p.use_jinja = True
+    if a.chat_template:
+        with open(a.chat_template, encoding="utf-8") as f:
+            p.chat_template = f.read()
+    if a.draft:
+        s = p.speculative
+        s.draft.mparams.path = a.draft
+        s.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+        s.draft.n_max = a.draft_max
+        s.draft.n_min = 0
+        p.speculative = s
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -12,7 +12,11 @@
 #
 # GOODPUT_REAL_ENGINE_SLOTS, _CTX and _THREADS size the server; GOODPUT_REAL_ENGINE_SWA_FULL=1
 # gives Gemma 3's sliding-window layers a full cache, without which llama.cpp reuses no shared
-# prompt prefix (only a conversation's exact continuation).
+# prompt prefix (only a conversation's exact continuation). GOODPUT_REAL_ENGINE_DRAFT=1 decodes
+# speculatively with the model itself as its draft (acceptance near 1: each draft is the
+# target's own greedy choice); GOODPUT_REAL_ENGINE_TOOLS=1 serves with a chat template that
+# offers tools and whose tool calls llama.cpp parses (scripts/tools-template.jinja; the GGUF's
+# own has none).
 #
 # Servers started on different ports are independent (a pid and a log file each), so tests
 # that each start their own can run side by side.
@@ -60,14 +64,26 @@ PY
     touch "$STAMP"
 }
 
+# The optional arguments the environment asks for.
+extra_args() {
+    if [[ -n "${GOODPUT_REAL_ENGINE_DRAFT:-}" ]]; then
+        printf '%s\n' --draft "$MODEL"
+    fi
+    if [[ -n "${GOODPUT_REAL_ENGINE_TOOLS:-}" ]]; then
+        printf '%s\n' --chat-template "$HERE/tools-template.jinja"
+    fi
+}
+
 serve() {
     local port="${1:?serve needs a port}"
     # A second argument sets the slots (goodput tune's `{parallel}`), else the environment.
     local slots="${2:-${GOODPUT_REAL_ENGINE_SLOTS:-4}}"
     install
+    local extra
+    mapfile -t extra < <(extra_args)
     exec "$PY" "$HERE/llamacpp_server.py" --model "$MODEL" --port "$port" \
         --parallel "$slots" --ctx "${GOODPUT_REAL_ENGINE_CTX:-4096}" \
-        --threads "${GOODPUT_REAL_ENGINE_THREADS:-1}" ${GOODPUT_REAL_ENGINE_SWA_FULL:+--swa-full}
+        --threads "${GOODPUT_REAL_ENGINE_THREADS:-1}" ${GOODPUT_REAL_ENGINE_SWA_FULL:+--swa-full} "${extra[@]}"
 }
 
 start() {
@@ -75,9 +91,11 @@ start() {
     install
     local pidfile="$DIR/server-$port.pid" log="$DIR/server-$port.log"
     stop "$port" >/dev/null 2>&1 || true
+    local extra
+    mapfile -t extra < <(extra_args)
     setsid "$PY" "$HERE/llamacpp_server.py" --model "$MODEL" --port "$port" \
         --parallel "${GOODPUT_REAL_ENGINE_SLOTS:-4}" --ctx "${GOODPUT_REAL_ENGINE_CTX:-4096}" \
-        --threads "${GOODPUT_REAL_ENGINE_THREADS:-1}" ${GOODPUT_REAL_ENGINE_SWA_FULL:+--swa-full} >"$log" 2>&1 &
+        --threads "${GOODPUT_REAL_ENGINE_THREADS:-1}" ${GOODPUT_REAL_ENGINE_SWA_FULL:+--swa-full} "${extra[@]}" >"$log" 2>&1 &
     echo $! >"$pidfile"
     local deadline=$((SECONDS + READY_TIMEOUT_S))
     until python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=1)" 2>/dev/null; do

@@ -40,6 +40,7 @@ pub(crate) mod server;
 pub mod sessions;
 pub mod shards;
 pub mod spans;
+pub mod speculative;
 pub mod stages;
 pub mod steadiness;
 pub mod tasks;
@@ -763,6 +764,10 @@ pub struct Steady {
     /// and on time but wrong.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<tools::ToolsResult>,
+    /// Speculative decoding's acceptance: per request where the engine states it, else over
+    /// the window; with the TPOT of the less and the more accepted requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<speculative::SpeculativeResult>,
     pub slo: Option<SloResult>,
     /// For each SLO metric (TTFT, TPOT and E2E without an SLO), the strongest percentile
     /// claim the steady sample supports at the contract's confidence, and what the SLO's
@@ -1242,6 +1247,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         let server = window.and_then(|w| server_window(scrapes, records, w));
         let images = images::summarize(c, records, steady_recs, server.as_ref());
         let tools = tools::summarize(c, records, steady_recs, &steady_metrics);
+        let speculative = speculative::summarize(steady_recs, &steady_metrics, server.as_ref());
 
         let (classes, slo) = judged(c, steady_recs, &steady_metrics, achieved);
         let claims = steady_claims(c, steady_recs, &steady_metrics);
@@ -1328,6 +1334,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 lengths,
                 images,
                 tools,
+                speculative,
                 errors,
                 first_errors,
                 output_length_mismatches,

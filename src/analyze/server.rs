@@ -113,6 +113,18 @@ pub struct ServerSide {
     /// (vLLM's `vllm:mm_cache_queries` and `vllm:mm_cache_hits`), when it published them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mm_cache: Option<ItemCache>,
+    /// Speculative decoding's draft tokens proposed and accepted between the two scrapes
+    /// (vLLM's and llama.cpp's `spec_decode_num_draft_tokens` and `…_accepted_tokens`), when
+    /// it drafted any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drafts: Option<Drafts>,
+}
+
+/// Draft tokens proposed and accepted over the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Drafts {
+    pub drafted: u64,
+    pub accepted: u64,
 }
 
 /// A cache's queries and hits, in items, over the window.
@@ -316,6 +328,24 @@ pub fn derive(
         ))
         .filter(|&(q, _)| q > 0)
         .map(|(queries, hits)| ItemCache { queries, hits }),
+        drafts: grown(
+            start,
+            end,
+            &[
+                "vllm:spec_decode_num_draft_tokens_total",
+                "llamacpp:spec_decode_num_draft_tokens_total",
+            ],
+        )
+        .zip(grown(
+            start,
+            end,
+            &[
+                "vllm:spec_decode_num_accepted_tokens_total",
+                "llamacpp:spec_decode_num_accepted_tokens_total",
+            ],
+        ))
+        .filter(|&(d, _)| d > 0)
+        .map(|(drafted, accepted)| Drafts { drafted, accepted }),
     })
 }
 

@@ -246,7 +246,7 @@ pub fn summarize(
     let listened = t.and_then(|t| t.listen.as_ref()).is_some();
     let timed = steady
         .iter()
-        .any(|r| r.is_ok() && r.engine_timing.is_some());
+        .any(|r| r.is_ok() && r.engine_timing.is_some_and(|t| t.states_time()));
     if spans.is_empty() && (timed || !listened) {
         return without_spans(c, steady, engine);
     }
@@ -309,7 +309,7 @@ pub fn summarize(
 fn without_spans(c: &Contract, steady: &[&Record], engine: Option<&str>) -> Option<ServerSpans> {
     if steady
         .iter()
-        .any(|r| r.is_ok() && r.engine_timing.is_some())
+        .any(|r| r.is_ok() && r.engine_timing.is_some_and(|t| t.states_time()))
     {
         return Some(from_answers(c, steady));
     }
@@ -359,7 +359,10 @@ fn from_answers(c: &Contract, steady: &[&Record]) -> ServerSpans {
                 && (t.prefill_us.is_some() || t.inference_us.is_some())
         })
         .collect();
-    for r in ok.iter().filter(|r| r.engine_timing.is_none()) {
+    for r in ok
+        .iter()
+        .filter(|r| !r.engine_timing.is_some_and(|t| t.states_time()))
+    {
         out.unreported(r.index);
     }
     out.source = stated.first().map(|(_, t)| t.source.name().to_owned());

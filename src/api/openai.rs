@@ -34,6 +34,9 @@ struct Chunk<'a> {
     /// llama-server's per-request timing.
     #[serde(default)]
     timings: Option<super::timing::LlamaTimings>,
+    /// vLLM's per-request metrics (speculative decoding's acceptance).
+    #[serde(default)]
+    metrics: Option<super::timing::VllmMetrics>,
     #[serde(default)]
     error: Option<serde_json::Value>,
 }
@@ -147,7 +150,10 @@ impl Adapter for OpenAi {
             id: c.id,
             model: c.model,
             usage: c.usage,
-            timing: c.timings.map(super::timing::LlamaTimings::timing),
+            timing: c
+                .timings
+                .map(super::timing::LlamaTimings::timing)
+                .or_else(|| c.metrics.as_ref().and_then(|m| m.timing())),
             ..StreamEvent::default()
         };
         if let Some(choice) = c.choices.and_then(|v| v.0) {

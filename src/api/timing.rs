@@ -51,6 +51,31 @@ pub struct EngineTiming {
     /// Tokens generated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u32>,
+    /// Speculative decoding: draft tokens proposed for this request, and those the target
+    /// model accepted (their ratio is the request's acceptance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_accepted: Option<u32>,
+}
+
+impl EngineTiming {
+    /// Whether it states any of the request's time (not only its drafts).
+    pub fn states_time(&self) -> bool {
+        self.queue_us.is_some()
+            || self.prefill_us.is_some()
+            || self.decode_us.is_some()
+            || self.inference_us.is_some()
+    }
+
+    /// The request's draft acceptance (accepted / proposed), when the engine stated both and
+    /// proposed any.
+    pub fn acceptance(&self) -> Option<f64> {
+        match (self.draft_tokens, self.draft_accepted) {
+            (Some(d), Some(a)) if d > 0 => Some(f64::from(a) / f64::from(d)),
+            _ => None,
+        }
+    }
 }
 
 /// Whose per-answer timing fields a record holds.
@@ -62,6 +87,10 @@ pub enum TimingSource {
     /// TGI's `x-queue-time`, `x-inference-time`, … headers.
     #[serde(rename = "TGI headers")]
     Tgi,
+    /// vLLM's per-request `metrics` (its speculative decoding, its queue time when the server
+    /// states per-request metrics).
+    #[serde(rename = "vLLM metrics")]
+    Vllm,
 }
 
 impl TimingSource {
@@ -69,6 +98,7 @@ impl TimingSource {
         match self {
             TimingSource::LlamaCpp => "llama.cpp timings",
             TimingSource::Tgi => "TGI headers",
+            TimingSource::Vllm => "vLLM metrics",
         }
     }
 
@@ -76,6 +106,9 @@ impl TimingSource {
     pub fn caveat(self) -> Option<&'static str> {
         match self {
             TimingSource::LlamaCpp => None,
+            TimingSource::Vllm => Some(
+                "vLLM states a request's queue time only with per-request metrics enabled, and its prefill and decode not at all",
+            ),
             TimingSource::Tgi => Some(
                 "TGI states its times in whole milliseconds (truncated) and prefill and decode as one (x-inference-time), and only on whole answers: its streamed answers carry none",
             ),
@@ -84,9 +117,13 @@ impl TimingSource {
 
     /// The source a report names, back from its name.
     pub fn named(name: &str) -> Option<TimingSource> {
-        [TimingSource::LlamaCpp, TimingSource::Tgi]
-            .into_iter()
-            .find(|s| s.name() == name)
+        [
+            TimingSource::LlamaCpp,
+            TimingSource::Tgi,
+            TimingSource::Vllm,
+        ]
+        .into_iter()
+        .find(|s| s.name() == name)
     }
 }
 
@@ -116,6 +153,8 @@ pub(crate) fn tgi_headers<'a>(header: impl Fn(&str) -> Option<&'a str>) -> Optio
         prompt_tokens: None,
         cached_tokens: None,
         output_tokens: header("x-generated-tokens").and_then(|v| v.trim().parse().ok()),
+        draft_tokens: None,
+        draft_accepted: None,
     })
 }
 
@@ -132,6 +171,11 @@ pub(crate) struct LlamaTimings {
     predicted_n: Option<i64>,
     #[serde(default)]
     predicted_ms: Option<f64>,
+    /// With a draft model (`--model-draft`): tokens drafted, and accepted, for this request.
+    #[serde(default)]
+    draft_n: Option<i64>,
+    #[serde(default)]
+    draft_n_accepted: Option<i64>,
 }
 
 impl LlamaTimings {
@@ -149,7 +193,60 @@ impl LlamaTimings {
             prompt_tokens: n(self.prompt_n),
             cached_tokens: n(self.cache_n),
             output_tokens: n(self.predicted_n),
+            draft_tokens: n(self.draft_n),
+            draft_accepted: n(self.draft_n_accepted),
         }
+    }
+}
+
+/// vLLM's per-request `metrics` object (the last event of a stream, or a whole answer; its
+/// `speculative_decoding` part is filled when the server drafts): `acceptance_histogram[j]`
+/// counts the verify steps that accepted exactly `j` draft tokens, so a request drafted
+/// (steps × (its length − 1)) tokens and accepted Σ j × h[j].
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct VllmMetrics {
+    #[serde(default)]
+    speculative_decoding: Option<VllmSpec>,
+    #[serde(default)]
+    queue_time_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct VllmSpec {
+    #[serde(default)]
+    acceptance_histogram: Vec<u64>,
+}
+
+impl VllmMetrics {
+    /// The timing it states, when it states any.
+    pub(crate) fn timing(&self) -> Option<EngineTiming> {
+        let spec = self.speculative_decoding.as_ref().and_then(|s| {
+            let h = &s.acceptance_histogram;
+            let per_step = h.len().checked_sub(1)? as u64;
+            let steps: u64 = h.iter().sum();
+            let accepted: u64 = h.iter().enumerate().map(|(j, n)| j as u64 * n).sum();
+            Some((
+                u32::try_from(steps * per_step).ok()?,
+                u32::try_from(accepted).ok()?,
+            ))
+        });
+        let queue_us = self.queue_time_ms.and_then(ms_to_us);
+        if spec.is_none() && queue_us.is_none() {
+            return None;
+        }
+        Some(EngineTiming {
+            source: TimingSource::Vllm,
+            other_us: None,
+            queue_us,
+            prefill_us: None,
+            decode_us: None,
+            inference_us: None,
+            prompt_tokens: None,
+            cached_tokens: None,
+            output_tokens: None,
+            draft_tokens: spec.map(|s| s.0),
+            draft_accepted: spec.map(|s| s.1),
+        })
     }
 }
 

@@ -223,6 +223,7 @@ pub fn document_at(s: &Summary, verbose: bool) -> Doc {
     prefix_reuse(&mut d, s);
     images(&mut d, s);
     tools::section(&mut d, s);
+    tools::speculative(&mut d, s);
     details(&mut d, s, verbose);
     failures_and_start(&mut d, s);
     phases(&mut d, s);

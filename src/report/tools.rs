@@ -1,5 +1,6 @@
-//! A tool dataset's calls in a report: how many were right, how they went wrong, and how many
-//! answers were on time but wrong — what a latency-only goodput would have counted.
+//! What the answers were and how they were made, in a report: a tool dataset's calls (how many
+//! were right, how they went wrong, how many were on time but wrong — what a latency-only
+//! goodput would have counted), and speculative decoding's acceptance beside TPOT.
 
 use super::{Doc, Tone};
 use crate::analyze::Summary;
@@ -61,5 +62,33 @@ pub(super) fn section(d: &mut Doc, s: &Summary) {
     }
     for e in &t.examples {
         d.line(format!("Wrong: {e}"));
+    }
+}
+
+/// Speculative decoding: the acceptance, where it comes from, and the TPOT it explains.
+pub(super) fn speculative(d: &mut Doc, s: &Summary) {
+    let Some(x) = &s.steady.speculative else {
+        return;
+    };
+    let share = x
+        .acceptance
+        .map_or("—".to_owned(), |a| format!("{:.1}%", a * 100.0));
+    let mut line = format!(
+        "Speculative decoding: {} of {} draft tokens accepted ({share}), {}",
+        x.accepted, x.drafted, x.source
+    );
+    if let Some(p) = &x.per_request {
+        line.push_str(&format!(
+            "; per request min {:.1}% · p50 {:.1}% · max {:.1}%",
+            p.min * 100.0,
+            p.p50 * 100.0,
+            p.max * 100.0
+        ));
+    }
+    d.line(line);
+    if let (Some(lo), Some(hi)) = (x.tpot_p50_low_ms, x.tpot_p50_high_ms) {
+        d.line(format!(
+            "TPOT p50 {lo:.1} ms below the median acceptance, {hi:.1} ms at or above it: a prompt set that drafts worse decodes slower, so acceptance is part of the workload"
+        ));
     }
 }

@@ -115,8 +115,10 @@ async fn each_grade_is_what_the_simulator_did_and_only_right_answers_meet_the_sl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_calls_that_grow_with_load_lower_goodput_at_the_same_latency() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = SimConfig::default();
-    cfg.decode_base_ms = 60.0;
+    let mut cfg = SimConfig {
+        decode_base_ms: 60.0,
+        ..SimConfig::default()
+    };
     cfg.faults.tool_error_per_request = 0.05;
     let server = sim(cfg).await;
     let file = calls_file(dir.path());
