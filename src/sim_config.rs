@@ -120,6 +120,9 @@ pub struct SimConfig {
     /// configuration at its defaults).
     #[serde(skip_serializing_if = "Vision::is_default")]
     pub vision: Vision,
+    /// Speculative decoding (`[target.simulator.speculative]`; off, and left out, by default).
+    #[serde(skip_serializing_if = "Speculative::is_off")]
+    pub speculative: Speculative,
     /// The simulated accelerators' power, published DCGM-style at `/telemetry`
     /// (`[target.simulator.power]`; left out of the configuration at its defaults).
     #[serde(skip_serializing_if = "Power::is_default")]
@@ -223,6 +226,7 @@ impl Default for SimConfig {
             adapter_cost_ms: 0.0,
             max_body_mb: DEFAULT_BODY_MB,
             vision: Vision::default(),
+            speculative: Speculative::default(),
             power: Default::default(),
             faults: Faults::default(),
         }
@@ -312,7 +316,32 @@ impl SimConfig {
         self.validate_names()?;
         self.validate_engine()?;
         self.validate_power()?;
+        self.validate_speculative()?;
         self.validate_faults()
+    }
+
+    /// `[speculative]`: a bounded draft, fractions for the acceptance and its spread.
+    fn validate_speculative(&self) -> Result<(), ConfigError> {
+        let s = &self.speculative;
+        if s.draft_tokens > 64 {
+            return err(
+                "speculative.draft_tokens",
+                s.draft_tokens,
+                "must be at most 64",
+            );
+        }
+        for (k, v) in [
+            ("speculative.acceptance", s.acceptance),
+            ("speculative.spread", s.spread),
+        ] {
+            if !fraction(v) {
+                return err(k, v, "must be a fraction in [0, 1]");
+            }
+        }
+        if !(s.draft_cost.is_finite() && (0.0..=1.0).contains(&s.draft_cost)) {
+            return err("speculative.draft_cost", s.draft_cost, "must be in [0, 1]");
+        }
+        Ok(())
     }
 
     /// The model's name and its adapters'.
@@ -673,5 +702,44 @@ mod tests {
     fn unknown_keys_are_refused() {
         let e = toml::from_str::<SimConfig>("max_bacth = 3\n").unwrap_err();
         assert!(e.to_string().contains("max_bacth"), "{e}");
+    }
+}
+
+/// Speculative decoding, by a stated rule: every decode step drafts `draft_tokens` tokens (fewer
+/// near the answer's end) and the target accepts a leading run of them, each draft token with
+/// the request's acceptance probability — `acceptance` ± `spread`, drawn per prompt (the same
+/// prompts accept alike in every run) — so a step emits one token plus those accepted. Each
+/// draft token adds `draft_cost` of a step to the step's time. The ground truth keeps each
+/// request's drafted and accepted tokens; `timings` answers state them as llama.cpp does, and
+/// `/metrics` counts them as vLLM does (`vllm:spec_decode_num_draft_tokens_total`, …).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Speculative {
+    /// Draft tokens per step (0: off).
+    pub draft_tokens: u32,
+    pub acceptance: f64,
+    pub spread: f64,
+    pub draft_cost: f64,
+}
+
+impl Default for Speculative {
+    fn default() -> Self {
+        Speculative {
+            draft_tokens: 0,
+            acceptance: 0.7,
+            spread: 0.2,
+            draft_cost: 0.05,
+        }
+    }
+}
+
+impl Speculative {
+    pub fn is_off(&self) -> bool {
+        self.draft_tokens == 0 && *self == Speculative::default()
+    }
+
+    /// A request's acceptance probability from `u`, a uniform draw in [0, 1).
+    pub fn acceptance_of(&self, u: f64) -> f64 {
+        (self.acceptance + self.spread * (2.0 * u - 1.0)).clamp(0.0, 1.0)
     }
 }

@@ -156,6 +156,11 @@ pub fn run(cfg: &SimConfig, load: DesLoad) -> Vec<GroundTruth> {
                     vision_us,
                     ..
                 } => ledger.encoded(id, hits, vision_us),
+                Event::Drafted {
+                    id,
+                    drafted,
+                    accepted,
+                } => ledger.drafted(id, drafted, accepted),
                 Event::Rejected { id } => {
                     if let Some(g) = ledger.finish(id, step.start, SimOutcome::RejectedTooLong) {
                         finish(g, &mut done, &mut pending, step.start);

@@ -55,6 +55,13 @@ pub enum Event {
         first_index: u32,
         tokens: u32,
     },
+    /// Speculative decoding: the draft tokens proposed for it in all, and those accepted
+    /// (said once, just before `Finished`).
+    Drafted {
+        id: u64,
+        drafted: u32,
+        accepted: u32,
+    },
     /// All output emitted at the step's end.
     Finished { id: u64 },
 }
@@ -86,6 +93,41 @@ struct Seq {
     priority: i64,
     extra_ms: f64,
     images: Vec<(u64, u32)>,
+    /// Speculative decoding: its acceptance probability (drawn from its prompt), and the draft
+    /// tokens proposed and accepted so far.
+    acceptance: f64,
+    drafted: u32,
+    accepted: u32,
+}
+
+/// Salt of the speculative draws.
+const SPEC_SALT: u64 = 0x7370_6563;
+
+/// One decode step's draft for `s`: up to `draft_tokens` (never past the answer's end), the
+/// target accepting a leading run of them, each with the sequence's acceptance; returns the
+/// tokens drafted and accepted, and counts both on the sequence.
+fn draft_step(cfg: &SimConfig, s: &mut Seq) -> (u32, u32) {
+    let k = cfg.speculative.draft_tokens;
+    let left = s.target.saturating_sub(s.generated + 1);
+    let k = k.min(left);
+    if k == 0 {
+        return (0, 0);
+    }
+    let step = u64::from(s.generated);
+    let mut accepted = 0;
+    for j in 0..k {
+        let u = crate::text::unit_interval(crate::text::mix2(
+            crate::text::mix2(cfg.seed ^ SPEC_SALT, s.id),
+            step << 8 | u64::from(j),
+        ));
+        if u >= s.acceptance {
+            break;
+        }
+        accepted += 1;
+    }
+    s.drafted += k;
+    s.accepted += accepted;
+    (k, accepted)
 }
 
 /// Counters for `/metrics`.
@@ -99,6 +141,10 @@ pub struct Counters {
     /// Images looked up in the encoder cache, and found there.
     pub mm_queries: u64,
     pub mm_hits: u64,
+    /// Speculative decoding: verify steps, draft tokens proposed, draft tokens accepted.
+    pub spec_drafts: u64,
+    pub spec_draft_tokens: u64,
+    pub spec_accepted: u64,
 }
 
 /// The engine state.
@@ -146,8 +192,16 @@ impl Engine {
             all.extend_from_slice(&s.output_ids);
             block_hashes(&all, self.cfg.prefix_block_tokens as usize)
         };
+        let u = crate::text::unit_interval(crate::text::mix2(
+            self.cfg.seed ^ SPEC_SALT,
+            super::model::prompt_hash(&s.prompt_ids),
+        ));
+        let acceptance = self.cfg.speculative.acceptance_of(u);
         self.waiting.push_back(Seq {
             id: s.id,
+            acceptance,
+            drafted: 0,
+            accepted: 0,
             prompt_len,
             prefill_left: prompt_len,
             prefill_now: 0,
@@ -258,7 +312,8 @@ impl Engine {
         let (prefill, kv) = self.share_prefill();
         let work = (self.cfg.step_seconds(self.running.len(), prefill, kv) + extra_ms / 1000.0)
             * self.warmup_factor()
-            * self.drift_factor();
+            * self.drift_factor()
+            * self.draft_factor();
         let end = self.end_with_stalls(start, work);
         self.counters.steps += 1;
         self.counters.prompt_tokens += prefill;
@@ -280,8 +335,16 @@ impl Engine {
                     emitted = true;
                 }
             } else if s.prefill_left == 0 {
-                s.generated += 1;
-                s.pending += 1;
+                // One token, and with a draft the leading run of its tokens the target accepts.
+                let (drafted, extra) = draft_step(&self.cfg, s);
+                s.generated += 1 + extra;
+                s.pending += 1 + extra;
+                self.counters.generation_tokens += u64::from(extra);
+                if drafted > 0 {
+                    self.counters.spec_drafts += 1;
+                    self.counters.spec_draft_tokens += u64::from(drafted);
+                    self.counters.spec_accepted += u64::from(extra);
+                }
                 emitted = true;
             }
             if emitted {
@@ -298,6 +361,13 @@ impl Engine {
                 self.counters.generation_tokens += 1;
             }
             if s.generated >= s.target {
+                if s.drafted > 0 {
+                    events.push(Event::Drafted {
+                        id: s.id,
+                        drafted: s.drafted,
+                        accepted: s.accepted,
+                    });
+                }
                 events.push(Event::Finished { id: s.id });
                 if !s.finished_hashes.is_empty() {
                     self.cache.insert(&s.finished_hashes);
@@ -309,6 +379,12 @@ impl Engine {
             }
         }
         Some(Step { start, end })
+    }
+
+    /// How much longer a step is with a draft: `draft_cost` of a step per draft token.
+    fn draft_factor(&self) -> f64 {
+        let d = &self.cfg.speculative;
+        1.0 + d.draft_cost * f64::from(d.draft_tokens)
     }
 
     /// This step's prefill: each running sequence's share of the chunk budget, in order; and

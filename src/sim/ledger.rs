@@ -58,6 +58,11 @@ pub struct GroundTruth {
     pub tool_calls: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_error: Option<String>,
+    /// Speculative decoding: draft tokens proposed for it, and those accepted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub draft_tokens: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub draft_accepted: u32,
 }
 
 fn is_zero_u64(n: &u64) -> bool {
@@ -170,6 +175,8 @@ impl Ledger {
                 vision_us: 0,
                 tool_calls: 0,
                 tool_error: None,
+                draft_tokens: 0,
+                draft_accepted: 0,
             },
         );
     }
@@ -229,6 +236,14 @@ impl Ledger {
         }
     }
 
+    /// Records its drafts (speculative decoding).
+    pub fn drafted(&mut self, seq: u64, drafted: u32, accepted: u32) {
+        if let Some(g) = self.open.get_mut(&seq) {
+            g.draft_tokens = drafted;
+            g.draft_accepted = accepted;
+        }
+    }
+
     pub fn set_reasoning(&mut self, seq: u64, tokens: u32) {
         if let Some(g) = self.open.get_mut(&seq) {
             g.reasoning_tokens = tokens;
@@ -266,6 +281,7 @@ impl GroundTruth {
             prompt_n: self.prompt_tokens.saturating_sub(self.cached_tokens),
             cache_n: self.cached_tokens,
             predicted_n: self.output_tokens,
+            drafts: (self.draft_tokens > 0).then_some((self.draft_tokens, self.draft_accepted)),
         })
     }
 

@@ -54,6 +54,9 @@ pub struct MetricsState {
     pub queue_time: Histogram,
     pub ttft: Histogram,
     pub requests_ok: u64,
+    /// The engine drafts (speculative decoding): its counters are published from the start,
+    /// as a server with a draft model publishes them.
+    pub drafts: bool,
 }
 
 impl MetricsState {
@@ -98,6 +101,32 @@ impl MetricsState {
             "Time from arrival to the first token.",
             &labels,
         );
+        // Speculative decoding's counters (a server without a draft publishes none).
+        let c = &self.counters;
+        if self.drafts {
+            for (name, help, v) in [
+                (
+                    "vllm:spec_decode_num_drafts_total",
+                    "Verify steps with a draft.",
+                    c.spec_drafts,
+                ),
+                (
+                    "vllm:spec_decode_num_draft_tokens_total",
+                    "Draft tokens proposed.",
+                    c.spec_draft_tokens,
+                ),
+                (
+                    "vllm:spec_decode_num_accepted_tokens_total",
+                    "Draft tokens accepted.",
+                    c.spec_accepted,
+                ),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{{labels}}} {v}"
+                );
+            }
+        }
         out
     }
 }

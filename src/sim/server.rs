@@ -208,6 +208,7 @@ impl SimServer {
             .map_err(|cause| SimError::Bind { addr, cause })?;
         let (tx, rx) = std::sync::mpsc::channel();
         let meter = super::power::Meter::new(cfg.power.clone(), cfg.max_batch);
+        let drafts = cfg.speculative.draft_tokens > 0;
         let epoch = Instant::now();
         let shared = Arc::new(Shared {
             model_json: serde_json::to_string(&cfg.model).unwrap_or_else(|_| "\"sim\"".into()),
@@ -218,7 +219,10 @@ impl SimServer {
             cfg,
             epoch,
             arrivals: AtomicU64::new(0),
-            metrics: Mutex::new(MetricsState::default()),
+            metrics: Mutex::new(MetricsState {
+                drafts,
+                ..MetricsState::default()
+            }),
             meter: Mutex::new(meter),
             done: Mutex::new(Vec::new()),
             tool_truth: Mutex::new(HashMap::new()),
@@ -531,6 +535,11 @@ impl EngineLoop {
                     vision_us,
                     ..
                 } => self.ledger.encoded(id, hits, vision_us),
+                Event::Drafted {
+                    id,
+                    drafted,
+                    accepted,
+                } => self.ledger.drafted(id, drafted, accepted),
                 Event::Rejected { id } => {
                     self.ledger.set_outcome(id, SimOutcome::RejectedTooLong);
                     if let Some(g) = self.ledger.finish(id, start, SimOutcome::RejectedTooLong) {

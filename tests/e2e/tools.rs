@@ -270,3 +270,54 @@ fn bad_tool_datasets_name_file_line_and_key() {
         "{e}"
     );
 }
+
+/// Speculative decoding on the simulator: each request's drafted and accepted tokens, as its
+/// answer states them (llama.cpp's `timings`), equal the truth; the less accepted requests
+/// decode slower; the server's counters over the window agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acceptance_per_request_equals_the_truth_and_explains_tpot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = SimConfig {
+        timings: true,
+        ..SimConfig::default()
+    };
+    cfg.speculative.draft_tokens = 4;
+    cfg.speculative.acceptance = 0.55;
+    cfg.speculative.spread = 0.4;
+    let server = sim(cfg).await;
+    let c = common::parse(&format!(
+        "name = \"spec\"\n[target]\nurl = \"{}\"\n[workload]\ninput_tokens = {{ dist = \"fixed\", value = 32 }}\noutput_tokens = {{ dist = \"fixed\", value = 48 }}\n[load]\nrate = 20\nrequests = 40\n[warmup]\nrequests = 0\n[measurement]\nserver_metrics_interval = 0.25\n",
+        server.base_url()
+    ));
+    let r = run_in(c, dir.path()).await;
+    let truth = truth_by_id(&server);
+    let (mut drafted, mut accepted) = (0u64, 0u64);
+    for rec in r.records.iter().filter(|x| x.is_ok()) {
+        let g = &truth[&rec.request_id];
+        let t = rec.engine_timing.expect("timings stated");
+        assert_eq!(
+            (t.draft_tokens, t.draft_accepted),
+            (Some(g.draft_tokens), Some(g.draft_accepted)),
+            "{rec:?}"
+        );
+        assert!(g.draft_tokens > 0);
+        if rec.phase == Phase::Steady {
+            drafted += u64::from(g.draft_tokens);
+            accepted += u64::from(g.draft_accepted);
+        }
+    }
+    let s = r.summary.steady.speculative.as_ref().expect("drafts seen");
+    assert_eq!(s.source, "per request (llama.cpp timings)");
+    assert_eq!((s.drafted, s.accepted), (drafted, accepted));
+    // Acceptance differs by prompt (0.15 to 0.95): the less accepted decode slower.
+    let (lo, hi) = (s.tpot_p50_low_ms.unwrap(), s.tpot_p50_high_ms.unwrap());
+    assert!(
+        lo > hi * 1.2,
+        "TPOT {lo} ms (low acceptance) vs {hi} ms (high)"
+    );
+    let server_side = r.summary.server.as_ref().and_then(|x| x.drafts.clone());
+    let d = server_side.expect("the counters over the window");
+    assert!(d.drafted > 0 && d.accepted <= d.drafted, "{d:?}");
+    let report = std::fs::read_to_string(r.bundle.path("report.md")).unwrap();
+    assert!(report.contains("Speculative decoding:"), "{report}");
+}

@@ -137,6 +137,9 @@ pub(crate) struct Timings {
     pub prompt_n: u32,
     pub cache_n: u32,
     pub predicted_n: u32,
+    /// Speculative decoding's draft tokens proposed and accepted (llama.cpp's `draft_n`,
+    /// `draft_n_accepted`), when it drafted.
+    pub drafts: Option<(u32, u32)>,
 }
 
 impl Timings {
@@ -144,13 +147,18 @@ impl Timings {
     /// that reads back as the same double), its counts.
     pub(crate) fn value(&self) -> serde_json::Value {
         let ms = |us: u64| us as f64 / 1000.0;
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "cache_n": self.cache_n,
             "prompt_n": self.prompt_n,
             "prompt_ms": ms(self.prefill_us),
             "predicted_n": self.predicted_n,
             "predicted_ms": ms(self.decode_us),
-        })
+        });
+        if let Some((drafted, accepted)) = self.drafts {
+            v["draft_n"] = drafted.into();
+            v["draft_n_accepted"] = accepted.into();
+        }
+        v
     }
 }
 
