@@ -829,8 +829,60 @@ impl QualityGuard {
 }
 
 /// Checks that `other`'s outputs are those of `baseline` (consistency) or score as well
-/// (reference), by the baseline contract's tolerances.
+/// (reference), by the baseline contract's tolerances; and that the way they were made held
+/// too: speculative decoding's acceptance (a changed acceptance is a changed output regime —
+/// a prompt set or a draft that drafts differently decodes at another speed) and a tool
+/// workload's share of correct calls.
 pub fn quality_guard(baseline: &Side, other: &Side) -> QualityGuard {
+    let g = outputs_guard(baseline, other);
+    match regime_change(baseline, other) {
+        Some(why) => QualityGuard {
+            status: GuardStatus::NotHeld,
+            detail: match g.status {
+                GuardStatus::NotHeld => format!("{}; {why}", g.detail),
+                _ => format!("{why} (outputs: {})", g.detail),
+            },
+            consistency: g.consistency,
+        },
+        None => g,
+    }
+}
+
+/// Speculative acceptance that moved by more than this (absolute) is a changed output regime.
+const ACCEPTANCE_TOLERANCE: f64 = 0.05;
+/// A share of correct tool calls lower by more than this is quality not held.
+const TOOLS_TOLERANCE: f64 = 0.02;
+
+/// What changed in how the outputs were made, in words: the acceptance of speculative decoding
+/// (both sides stating it), or the share of correct tool calls (lower on `other`).
+fn regime_change(baseline: &Side, other: &Side) -> Option<String> {
+    let first = |s: &Side| s.runs.first().map(|(sum, _)| sum.steady.clone());
+    let (a, b) = (first(baseline)?, first(other)?);
+    let acceptance = |s: &crate::analyze::Steady| s.speculative.as_ref()?.acceptance;
+    if let (Some(x), Some(y)) = (acceptance(&a), acceptance(&b))
+        && (x - y).abs() > ACCEPTANCE_TOLERANCE
+    {
+        return Some(format!(
+            "speculative decoding's acceptance moved from {:.1}% to {:.1}% (more than {:.0} points): a changed output regime, so a speed difference is not like for like",
+            x * 100.0,
+            y * 100.0,
+            ACCEPTANCE_TOLERANCE * 100.0
+        ));
+    }
+    let correct = |s: &crate::analyze::Steady| s.tools.as_ref()?.correct_share;
+    if let (Some(x), Some(y)) = (correct(&a), correct(&b))
+        && y < x - TOOLS_TOLERANCE
+    {
+        return Some(format!(
+            "correct tool calls fell from {:.1}% to {:.1}%: a faster result with wrong calls is not a win",
+            x * 100.0,
+            y * 100.0
+        ));
+    }
+    None
+}
+
+fn outputs_guard(baseline: &Side, other: &Side) -> QualityGuard {
     use crate::contract::QualityMode;
     let q = &baseline.contract.quality;
     let unchecked = |detail: &str| QualityGuard {

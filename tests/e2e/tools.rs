@@ -321,3 +321,35 @@ async fn acceptance_per_request_equals_the_truth_and_explains_tpot() {
     let report = std::fs::read_to_string(r.bundle.path("report.md")).unwrap();
     assert!(report.contains("Speculative decoding:"), "{report}");
 }
+
+/// Two runs of one contract whose servers draft alike but accept differently: the compare's
+/// quality guard calls the acceptance's move a changed output regime, not a win.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_acceptance_is_a_changed_output_regime_in_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bundles = Vec::new();
+    for acceptance in [0.3, 0.9] {
+        let mut cfg = SimConfig {
+            timings: true,
+            ..SimConfig::instant()
+        };
+        cfg.speculative.draft_tokens = 4;
+        cfg.speculative.acceptance = acceptance;
+        cfg.speculative.spread = 0.0;
+        let server = sim(cfg).await;
+        let c = common::parse(&format!(
+            "name = \"spec\"\n[target]\nurl = \"{}\"\n[workload]\ninput_tokens = {{ dist = \"fixed\", value = 16 }}\noutput_tokens = {{ dist = \"fixed\", value = 32 }}\n[load]\nrate = 40\nrequests = 30\n[warmup]\nrequests = 0\n",
+            server.base_url()
+        ));
+        let r = run_in(c, dir.path()).await;
+        bundles.push(r.bundle.dir.clone());
+    }
+    let a = goodput::compare::load_side(&bundles[0]).unwrap();
+    let b = goodput::compare::load_side(&bundles[1]).unwrap();
+    let g = goodput::compare::quality_guard(&a, &b);
+    assert!(!g.held(), "{g:?}");
+    assert!(g.detail.contains("changed output regime"), "{}", g.detail);
+    // The same acceptance on both sides is no change.
+    let g = goodput::compare::quality_guard(&b, &b);
+    assert!(!g.detail.contains("changed output regime"), "{}", g.detail);
+}
