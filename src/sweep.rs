@@ -118,6 +118,10 @@ pub struct SweepPoint {
     /// The client fell behind its schedule in this run: the point measures the client too.
     #[serde(default)]
     pub client_limited: bool,
+    /// A tool workload's share of correct calls among the point's graded steady requests:
+    /// how right the answers stayed as the load rose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correct_calls: Option<f64>,
     /// Output tokens/s one user sees: 1000 ÷ the median TPOT of the SLO-meeting requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tps_per_user: Option<f64>,
@@ -254,6 +258,7 @@ impl SweepPoint {
             output_tokens_per_s: st.throughput.output_tokens_per_s,
             attainment: st.slo.as_ref().map(|x| x.attainment),
             goodput_rps: st.slo.as_ref().and_then(|x| x.goodput_rps),
+            correct_calls: st.tools.as_ref().and_then(|t| t.correct_share),
             validity: s.validity.verdict,
             slo_met: st.slo.as_ref().map(|x| x.pass).filter(|_| !s.interrupted),
             slo_verdict: st
@@ -957,6 +962,7 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
         latency_cells(p).into_iter().map(|(name, _)| name).collect()
     });
     let by_slo = model.is_some_and(|p| !p.slo_metrics.is_empty());
+    let tools = r.points.iter().any(|p| p.correct_calls.is_some());
     let rows = r
         .points
         .iter()
@@ -967,8 +973,11 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
             } else {
                 row.extend(latency_cells(p).into_iter().map(|(_, v)| f(v)));
             }
+            row.push(f(p.output_tokens_per_s));
+            if tools {
+                row.push(pct(p.correct_calls));
+            }
             row.extend([
-                f(p.output_tokens_per_s),
                 pct(p.attainment),
                 f(p.goodput_rps),
                 slo_cell(p),
@@ -979,13 +988,11 @@ pub fn document(r: &SweepResult) -> crate::report::Doc {
         .collect();
     let mut head = vec![r.vary.key.as_str(), "offered req/s", "achieved req/s"];
     head.extend(latency.iter().map(String::as_str));
-    head.extend([
-        "output tok/s",
-        "attainment",
-        "goodput req/s",
-        "SLO",
-        "validity",
-    ]);
+    head.push("output tok/s");
+    if tools {
+        head.push("correct calls");
+    }
+    head.extend(["attainment", "goodput req/s", "SLO", "validity"]);
     d.table(&head, rows);
     d.line("Latency in ms, steady phase of each point; every point's bundle holds its raw records and full report.");
     frontier_table(&mut d, r);

@@ -1245,10 +1245,8 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
         let output_length_mismatches = output_length_mismatches(c, &ok, &metrics);
         let lengths = first_turn_lengths(c, workload, steady_recs, &ok);
         let server = window.and_then(|w| server_window(scrapes, records, w));
-        let images = images::summarize(c, records, steady_recs, server.as_ref());
-        let tools = tools::summarize(c, records, steady_recs, &steady_metrics);
-        let speculative = speculative::summarize(steady_recs, &steady_metrics, server.as_ref());
-
+        let (images, tools, speculative) =
+            carried(c, records, (steady_recs, &steady_metrics), server.as_ref());
         let (classes, slo) = judged(c, steady_recs, &steady_metrics, achieved);
         let claims = steady_claims(c, steady_recs, &steady_metrics);
 
@@ -1398,6 +1396,25 @@ fn server_window(
 }
 
 /// Every steady request's metrics (a failed one's TTFT counts in the SLO's figures).
+/// What the steady answers carried besides their text: images (sent), tool calls (graded),
+/// speculative drafts (accepted).
+fn carried(
+    c: &Contract,
+    records: &[Record],
+    (steady, metrics): (&[&Record], &[RequestMetrics]),
+    server: Option<&server::ServerSide>,
+) -> (
+    Option<images::ImagesResult>,
+    Option<tools::ToolsResult>,
+    Option<speculative::SpeculativeResult>,
+) {
+    (
+        images::summarize(c, records, steady, server),
+        tools::summarize(c, records, steady, metrics),
+        speculative::summarize(steady, metrics, server),
+    )
+}
+
 fn steady_request_metrics(
     steady: &[&Record],
     origin: LatencyOrigin,

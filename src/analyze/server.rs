@@ -134,6 +134,45 @@ pub struct ItemCache {
     pub hits: u64,
 }
 
+/// The multimodal cache's queries and hits between two scrapes (vLLM's), when it had any.
+fn item_cache(start: &Scrape, end: &Scrape) -> Option<ItemCache> {
+    grown(
+        start,
+        end,
+        &["vllm:mm_cache_queries_total", "vllm:mm_cache_queries"],
+    )
+    .zip(grown(
+        start,
+        end,
+        &["vllm:mm_cache_hits_total", "vllm:mm_cache_hits"],
+    ))
+    .filter(|&(q, _)| q > 0)
+    .map(|(queries, hits)| ItemCache { queries, hits })
+}
+
+/// Speculative decoding's draft tokens between two scrapes (vLLM's or llama.cpp's), when it
+/// drafted any.
+fn drafts(start: &Scrape, end: &Scrape) -> Option<Drafts> {
+    grown(
+        start,
+        end,
+        &[
+            "vllm:spec_decode_num_draft_tokens_total",
+            "llamacpp:spec_decode_num_draft_tokens_total",
+        ],
+    )
+    .zip(grown(
+        start,
+        end,
+        &[
+            "vllm:spec_decode_num_accepted_tokens_total",
+            "llamacpp:spec_decode_num_accepted_tokens_total",
+        ],
+    ))
+    .filter(|&(d, _)| d > 0)
+    .map(|(drafted, accepted)| Drafts { drafted, accepted })
+}
+
 /// A counter's growth from `a` to `b` (both scrapes must publish it).
 fn grown(a: &Scrape, b: &Scrape, names: &[&str]) -> Option<u64> {
     names.iter().find_map(|n| {
@@ -316,36 +355,8 @@ pub fn derive(
         waiting: gauge(&inside, &[names.waiting]),
         kv_cache_usage: gauge(&inside, names.kv),
         queue_time: names.queue.and_then(|q| queue_time(start, end, q)),
-        mm_cache: grown(
-            start,
-            end,
-            &["vllm:mm_cache_queries_total", "vllm:mm_cache_queries"],
-        )
-        .zip(grown(
-            start,
-            end,
-            &["vllm:mm_cache_hits_total", "vllm:mm_cache_hits"],
-        ))
-        .filter(|&(q, _)| q > 0)
-        .map(|(queries, hits)| ItemCache { queries, hits }),
-        drafts: grown(
-            start,
-            end,
-            &[
-                "vllm:spec_decode_num_draft_tokens_total",
-                "llamacpp:spec_decode_num_draft_tokens_total",
-            ],
-        )
-        .zip(grown(
-            start,
-            end,
-            &[
-                "vllm:spec_decode_num_accepted_tokens_total",
-                "llamacpp:spec_decode_num_accepted_tokens_total",
-            ],
-        ))
-        .filter(|&(d, _)| d > 0)
-        .map(|(drafted, accepted)| Drafts { drafted, accepted }),
+        mm_cache: item_cache(start, end),
+        drafts: drafts(start, end),
     })
 }
 

@@ -631,39 +631,12 @@ pub fn parse_bfcl(
         }
         let (tools, functions) =
             bfcl_functions(&q.function).map_err(|why| format!("{qname}:{n}: `function`: {why}"))?;
-        let mut expected = Vec::new();
-        for (k, g) in answer.ground_truth.into_iter().enumerate() {
-            let Some((name, args)) = g.into_iter().next() else {
-                return Err(format!(
-                    "{aname}:{an}: `ground_truth[{k}]` names no function"
-                ));
-            };
-            let name = name.replace('.', "_");
-            let Some(f) = functions.iter().find(|f| f.name == name) else {
-                return Err(format!(
-                    "{aname}:{an}: `ground_truth[{k}]` calls {name}, which no function of {qname}:{n} defines"
-                ));
-            };
-            let Value::Object(args) = args else {
-                return Err(format!(
-                    "{aname}:{an}: `ground_truth[{k}].{name}` is not an object of parameters"
-                ));
-            };
-            if let Some((p, _)) = args.iter().find(|(_, v)| !v.is_array()) {
-                return Err(format!(
-                    "{aname}:{an}: `ground_truth[{k}].{name}.{p}` is not a list of acceptable values"
-                ));
-            }
-            if let Some(p) = args
-                .keys()
-                .find(|p| !f.params.iter().any(|(q, _, _)| q == *p))
-            {
-                return Err(format!(
-                    "{aname}:{an}: `ground_truth[{k}].{name}.{p}` is no parameter of {name}"
-                ));
-            }
-            expected.push(Expected { name, args });
-        }
+        let expected = bfcl_expected(
+            answer.ground_truth,
+            &functions,
+            (&aname.to_string(), an),
+            &format!("{qname}:{n}"),
+        )?;
         if expected.is_empty() {
             return Err(format!(
                 "{aname}:{an}: `ground_truth` is empty: nothing to grade"
@@ -685,6 +658,51 @@ pub fn parse_bfcl(
         return Err(format!("{qname}: no entries"));
     }
     Ok(out)
+}
+
+/// An answer line's expected calls (`at`: the answers file and line; `question`: the
+/// question's file and line), each naming a function the question defines and giving a list
+/// of acceptable values for parameters of it.
+fn bfcl_expected(
+    truth: Vec<Map<String, Value>>,
+    functions: &[Function],
+    (aname, an): (&str, usize),
+    question: &str,
+) -> Result<Vec<Expected>, String> {
+    let mut expected = Vec::new();
+    for (k, g) in truth.into_iter().enumerate() {
+        let Some((name, args)) = g.into_iter().next() else {
+            return Err(format!(
+                "{aname}:{an}: `ground_truth[{k}]` names no function"
+            ));
+        };
+        let name = name.replace('.', "_");
+        let Some(f) = functions.iter().find(|f| f.name == name) else {
+            return Err(format!(
+                "{aname}:{an}: `ground_truth[{k}]` calls {name}, which no function of {question} defines"
+            ));
+        };
+        let Value::Object(args) = args else {
+            return Err(format!(
+                "{aname}:{an}: `ground_truth[{k}].{name}` is not an object of parameters"
+            ));
+        };
+        if let Some((p, _)) = args.iter().find(|(_, v)| !v.is_array()) {
+            return Err(format!(
+                "{aname}:{an}: `ground_truth[{k}].{name}.{p}` is not a list of acceptable values"
+            ));
+        }
+        if let Some(p) = args
+            .keys()
+            .find(|p| !f.params.iter().any(|(q, _, _)| q == *p))
+        {
+            return Err(format!(
+                "{aname}:{an}: `ground_truth[{k}].{name}.{p}` is no parameter of {name}"
+            ));
+        }
+        expected.push(Expected { name, args });
+    }
+    Ok(expected)
 }
 
 /// BFCL's function documents as Chat Completions tools (names with dots as underscores, types

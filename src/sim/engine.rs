@@ -105,13 +105,13 @@ const SPEC_SALT: u64 = 0x7370_6563;
 
 /// One decode step's draft for `s`: up to `draft_tokens` (never past the answer's end), the
 /// target accepting a leading run of them, each with the sequence's acceptance; returns the
-/// tokens drafted and accepted, and counts both on the sequence.
-fn draft_step(cfg: &SimConfig, s: &mut Seq) -> (u32, u32) {
+/// tokens accepted, and counts the draft on the sequence and in the `/metrics` counters.
+fn draft_step(cfg: &SimConfig, s: &mut Seq, counters: &mut Counters) -> u32 {
     let k = cfg.speculative.draft_tokens;
     let left = s.target.saturating_sub(s.generated + 1);
     let k = k.min(left);
     if k == 0 {
-        return (0, 0);
+        return 0;
     }
     let step = u64::from(s.generated);
     let mut accepted = 0;
@@ -127,7 +127,11 @@ fn draft_step(cfg: &SimConfig, s: &mut Seq) -> (u32, u32) {
     }
     s.drafted += k;
     s.accepted += accepted;
-    (k, accepted)
+    counters.spec_drafts += 1;
+    counters.spec_draft_tokens += u64::from(k);
+    counters.spec_accepted += u64::from(accepted);
+    counters.generation_tokens += u64::from(accepted);
+    accepted
 }
 
 /// Counters for `/metrics`.
@@ -336,15 +340,9 @@ impl Engine {
                 }
             } else if s.prefill_left == 0 {
                 // One token, and with a draft the leading run of its tokens the target accepts.
-                let (drafted, extra) = draft_step(&self.cfg, s);
+                let extra = draft_step(&self.cfg, s, &mut self.counters);
                 s.generated += 1 + extra;
                 s.pending += 1 + extra;
-                self.counters.generation_tokens += u64::from(extra);
-                if drafted > 0 {
-                    self.counters.spec_drafts += 1;
-                    self.counters.spec_draft_tokens += u64::from(drafted);
-                    self.counters.spec_accepted += u64::from(extra);
-                }
                 emitted = true;
             }
             if emitted {

@@ -219,22 +219,7 @@ pub fn parse(
                 "{name}: BFCL's questions are read with their answers (workload.tools.answers)"
             ));
         }
-        DatasetFormat::Jsonl => {
-            for (i, line) in text.lines().enumerate() {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let at = format!("line {}", i + 1);
-                let l: Line = serde_json::from_str(line).map_err(|e| {
-                    format!(
-                        "{name}:{}: {e} (each line is {{\"prompt\": …}} or {{\"messages\": […]}}, with an optional \"output_tokens\")",
-                        i + 1
-                    )
-                })?;
-                out.items
-                    .push(jsonl_item(l, &at).map_err(|m| format!("{name}:{}: {m}", i + 1))?);
-            }
-        }
+        DatasetFormat::Jsonl => out.items = jsonl_items(path, text)?,
         DatasetFormat::Sharegpt => {
             let convs = sharegpt_conversations(path, text)?;
             for (at, c) in convs {
@@ -280,6 +265,26 @@ pub fn parse(
         ));
     }
     Ok((out, format))
+}
+
+/// A JSONL file's entries; each error names the file and line.
+fn jsonl_items(path: &Path, text: &str) -> Result<Vec<Item>, String> {
+    let name = path.display();
+    let mut items = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = format!("line {}", i + 1);
+        let l: Line = serde_json::from_str(line).map_err(|e| {
+            format!(
+                "{name}:{}: {e} (each line is {{\"prompt\": …}} or {{\"messages\": […]}}, with an optional \"output_tokens\")",
+                i + 1
+            )
+        })?;
+        items.push(jsonl_item(l, &at).map_err(|m| format!("{name}:{}: {m}", i + 1))?);
+    }
+    Ok(items)
 }
 
 fn is_human(from: &str) -> bool {

@@ -288,40 +288,8 @@ impl Files<'_> {
             DatasetFormat::Bfcl => (self.bfcl(c, rel.as_deref(), &file, &text)?, format),
             _ => dataset::parse(&file, &text, Some(format)).map_err(|m| self.invalid(key, m))?,
         };
+        self.tools_checked(c, &file, &d, format)?;
         let w = &mut c.workload;
-        if format.has_tools() {
-            let tools = w.tools.get_or_insert_with(Default::default);
-            if let Some(case) = d.items.iter().find_map(|i| i.tools.as_ref()) {
-                tools.rule = Some(case.rule.name().to_owned());
-            }
-            if let Err(why) = c.target.api.check_tools() {
-                return Err(self.invalid("target.api", format!("{} {why}", file.display())));
-            }
-            let other = [
-                ("workload.sessions", w.sessions.is_some()),
-                ("workload.task", w.task.is_some()),
-                ("workload.images", w.images.is_some()),
-            ];
-            if let Some((k, _)) = other.iter().find(|(_, set)| *set) {
-                return Err(self.invalid(
-                    k,
-                    format!(
-                        "{} offers tools in single requests, graded as each answer ends: {k} cannot go with it yet",
-                        file.display()
-                    ),
-                ));
-            }
-            // A tool request is right or it is not goodput, unless the contract says otherwise.
-            c.slo.correct_tool_calls.get_or_insert(true);
-        } else if w.tools.is_some() {
-            return Err(self.invalid(
-                "workload.tools",
-                format!(
-                    "{} is not a dataset of tools (dataset_format \"bfcl\" or \"tools\"): nothing to grade",
-                    file.display()
-                ),
-            ));
-        }
         if let Some(item) = d.items.iter().find(|i| i.messages.is_some())
             && let Err(why) = c.target.api.check(true)
         {
@@ -375,6 +343,52 @@ impl Files<'_> {
         w.dataset = Some(file);
         w.dataset_sha256 = Some(sha);
         w.dataset_format = Some(format);
+        Ok(())
+    }
+
+    /// A dataset of tools: its rule written out, an API that takes tools, nothing it cannot go
+    /// with, and the SLO's correctness on by default; `[workload.tools]` without one refused.
+    fn tools_checked(
+        &self,
+        c: &mut Contract,
+        file: &Path,
+        d: &dataset::Dataset,
+        format: DatasetFormat,
+    ) -> Result<(), ContractError> {
+        let w = &mut c.workload;
+        if format.has_tools() {
+            let tools = w.tools.get_or_insert_with(Default::default);
+            if let Some(case) = d.items.iter().find_map(|i| i.tools.as_ref()) {
+                tools.rule = Some(case.rule.name().to_owned());
+            }
+            if let Err(why) = c.target.api.check_tools() {
+                return Err(self.invalid("target.api", format!("{} {why}", file.display())));
+            }
+            let other = [
+                ("workload.sessions", w.sessions.is_some()),
+                ("workload.task", w.task.is_some()),
+                ("workload.images", w.images.is_some()),
+            ];
+            if let Some((k, _)) = other.iter().find(|(_, set)| *set) {
+                return Err(self.invalid(
+                    k,
+                    format!(
+                        "{} offers tools in single requests, graded as each answer ends: {k} cannot go with it yet",
+                        file.display()
+                    ),
+                ));
+            }
+            // A tool request is right or it is not goodput, unless the contract says otherwise.
+            c.slo.correct_tool_calls.get_or_insert(true);
+        } else if w.tools.is_some() {
+            return Err(self.invalid(
+                "workload.tools",
+                format!(
+                    "{} is not a dataset of tools (dataset_format \"bfcl\" or \"tools\"): nothing to grade",
+                    file.display()
+                ),
+            ));
+        }
         Ok(())
     }
 
