@@ -22,14 +22,19 @@ use goodput::plan::Phase;
 static CPU: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 fn script(args: &[&str]) -> String {
+    run_script("real-engine.sh", args)
+}
+
+/// `scripts/NAME ARGS…`, which must succeed: its output, trimmed.
+fn run_script(name: &str, args: &[&str]) -> String {
     let root = env!("CARGO_MANIFEST_DIR");
-    let out = Command::new(format!("{root}/scripts/real-engine.sh"))
+    let out = Command::new(format!("{root}/scripts/{name}"))
         .args(args)
         .output()
-        .expect("scripts/real-engine.sh runs");
+        .unwrap_or_else(|e| panic!("scripts/{name} runs: {e}"));
     assert!(
         out.status.success(),
-        "scripts/real-engine.sh {args:?} failed: {}",
+        "scripts/{name} {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
@@ -1318,17 +1323,7 @@ async fn llamacpp_grades_bfcl_and_echoed_calls_and_states_each_requests_acceptan
     );
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let root = env!("CARGO_MANIFEST_DIR");
-    let out = Command::new(format!("{root}/scripts/bfcl.sh"))
-        .arg("data")
-        .output()
-        .expect("scripts/bfcl.sh runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let data = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let data = std::path::PathBuf::from(run_script("bfcl.sh", &["data"]));
     let head = |p: &Path| -> String {
         let t = std::fs::read_to_string(p).unwrap();
         t.lines().take(4).map(|l| format!("{l}\n")).collect()

@@ -1346,12 +1346,7 @@ pub fn summarize(c: &Contract, records: &[Record], context: &Context) -> Summary
                 prefix_reuse: prefix_reuse(c, &ok),
             },
             predictions: None,
-            quality: quality::summarize(
-                c.quality.mode,
-                c.quality.scoring,
-                &workload.references,
-                records,
-            ),
+            quality: quality_of(c, workload, records),
             server,
             efficiency,
             target: Some(target_identity(c, &facts)),
@@ -1396,6 +1391,20 @@ fn server_window(
 }
 
 /// Every steady request's metrics (a failed one's TTFT counts in the SLO's figures).
+/// Output quality beside the speed figures, by the contract's `[quality]`.
+fn quality_of(
+    c: &Contract,
+    workload: &crate::workload::Inputs,
+    records: &[Record],
+) -> Option<quality::QualityResult> {
+    quality::summarize(
+        c.quality.mode,
+        c.quality.scoring,
+        &workload.references,
+        records,
+    )
+}
+
 /// What the steady answers carried besides their text: images (sent), tool calls (graded),
 /// speculative drafts (accepted).
 fn carried(

@@ -68,8 +68,10 @@ pub fn summarize(
             p.correct += u64::from(g.correct());
         }
     }
-    let mut verdicts: BTreeMap<String, u64> =
-        Verdict::ALL.iter().map(|v| (verdict_key(*v), 0)).collect();
+    let mut verdicts: BTreeMap<String, u64> = Verdict::ALL
+        .iter()
+        .map(|v| (v.key().to_owned(), 0))
+        .collect();
     let mut examples = Vec::new();
     let latency_only = crate::contract::Slo {
         correct_tool_calls: Some(false),
@@ -80,7 +82,7 @@ pub fn summarize(
         let (Some(g), true) = (&r.tool_grade, r.is_ok()) else {
             continue;
         };
-        *verdicts.entry(verdict_key(g.verdict)).or_default() += 1;
+        *verdicts.entry(g.verdict.key().to_owned()).or_default() += 1;
         if !g.correct() && examples.len() < EXAMPLES {
             examples.push(format!(
                 "{}: {}",
@@ -94,7 +96,7 @@ pub fn summarize(
         }
     }
     let graded: u64 = verdicts.values().sum();
-    let correct = verdicts[&verdict_key(Verdict::Correct)];
+    let correct = verdicts[Verdict::Correct.key()];
     // From the contract, so the summary a bundle recomputes says the same.
     let rule = c.workload.tools.as_ref().and_then(|t| t.rule.as_deref());
     let has_slo = c.slo.is_set();
@@ -115,11 +117,4 @@ pub fn summarize(
         by_phase,
         examples,
     })
-}
-
-fn verdict_key(v: Verdict) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
 }

@@ -138,6 +138,23 @@ impl Verdict {
         }
     }
 
+    /// As records and summaries write it (`no_call`, …).
+    pub fn key(self) -> &'static str {
+        match self {
+            Verdict::Correct => "correct",
+            Verdict::NoCall => "no_call",
+            Verdict::Unparsable => "unparsable",
+            Verdict::WrongCount => "wrong_count",
+            Verdict::WrongName => "wrong_name",
+            Verdict::WrongArguments => "wrong_arguments",
+        }
+    }
+
+    /// The verdict a record or summary names.
+    pub fn keyed(key: &str) -> Option<Verdict> {
+        Verdict::ALL.into_iter().find(|v| v.key() == key)
+    }
+
     pub const ALL: [Verdict; 6] = [
         Verdict::Correct,
         Verdict::NoCall,
@@ -1103,6 +1120,15 @@ mod tests {
         assert_eq!(g(r#"{"o": {"a": 3}}"#), Verdict::WrongArguments);
         assert_eq!(g(r#"{"o": {"a": 1, "c": 1}}"#), Verdict::WrongArguments);
         assert_eq!(g(r#"{"o": {"b": "xy"}}"#), Verdict::WrongArguments);
+    }
+
+    /// The key each verdict is written under is serde's name for it.
+    #[test]
+    fn verdict_keys_are_the_serialized_names() {
+        for v in Verdict::ALL {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.key());
+            assert_eq!(Verdict::keyed(v.key()), Some(v));
+        }
     }
 
     #[test]

@@ -26,8 +26,8 @@ pub(super) fn section(d: &mut Doc, s: &Summary) {
         .iter()
         .filter(|(_, n)| **n > 0)
         .map(|(v, n)| {
-            let name = serde_json::from_value::<crate::quality::tools::Verdict>(v.as_str().into())
-                .map_or_else(|_| v.replace('_', " "), |v| v.name().to_owned());
+            let name = crate::quality::tools::Verdict::keyed(v)
+                .map_or_else(|| v.replace('_', " "), |v| v.name().to_owned());
             vec![
                 name,
                 n.to_string(),
