@@ -15,6 +15,12 @@
 //! `cache_read_input_tokens`; output tokens are `message_delta`'s `usage.output_tokens`.
 //! Anthropic reports no separate count of thinking tokens: the client counts them.
 //!
+//! Tool calls (tools go in the body as `{name, description, input_schema}`): a
+//! `content_block_start` whose block is `tool_use` opens a call with its `name` (its `input`
+//! is `{}` then), `input_json_delta`s carry the arguments' JSON in pieces (`partial_json`);
+//! the block's `index` keys the call. A whole body's `tool_use` blocks hold `input` whole, as
+//! an object.
+//!
 //! The key goes in `x-api-key` with `anthropic-version: 2023-06-01`. System messages go into
 //! the top-level `system` field (the API has no system role in `messages`). There is no field
 //! for an exact output length or a sampling seed; `top_p` is sent only when it is not 1 (recent
@@ -56,6 +62,11 @@ struct Event<'a> {
     content: Option<Vec<Block<'a>>>,
     #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     stop_reason: Option<Cow<'a, str>>,
+    /// The content block an event belongs to.
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(borrow, default)]
+    content_block: Option<Block<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -83,6 +94,9 @@ struct Delta<'a> {
     thinking: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     stop_reason: Option<Cow<'a, str>>,
+    /// An `input_json_delta`'s piece of a tool call's arguments.
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
+    partial_json: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -98,6 +112,30 @@ struct Block<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     thinking: Option<Cow<'a, str>>,
+    /// A `tool_use` block's function and arguments.
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
+    name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    input: Option<serde_json::Value>,
+}
+
+impl<'a> Block<'a> {
+    /// A `tool_use` block as a piece of call `index`: its name, and its input unless empty
+    /// (a streamed block opens with `{}` and its input follows in deltas).
+    fn call(self, index: u32) -> Option<super::ToolDelta<'a>> {
+        if self.kind.as_deref() != Some("tool_use") {
+            return None;
+        }
+        let input = self
+            .input
+            .filter(|i| !(i.is_null() || i.as_object().is_some_and(|o| o.is_empty())));
+        Some(super::ToolDelta {
+            index,
+            id: None,
+            name: super::non_empty(self.name),
+            arguments: input.map(|i| Cow::Owned(super::arguments_text(i))),
+        })
+    }
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -142,7 +180,7 @@ impl Adapter for Messages {
             generates: true,
             batches: false,
             images: false,
-            tools: false,
+            tools: true,
         }
     }
 
@@ -182,6 +220,25 @@ impl Adapter for Messages {
         if let Some(k) = spec.sampling.top_k {
             o.insert("top_k".into(), json!(k));
         }
+        if let Some(tools) = spec.tools {
+            let tools: Vec<_> = super::tool_functions(tools)
+                .map(|f| {
+                    let mut t = serde_json::Map::new();
+                    for key in ["name", "description"] {
+                        if let Some(v) = f.get(key) {
+                            t.insert(key.into(), v.clone());
+                        }
+                    }
+                    let schema = f.get("parameters").cloned();
+                    t.insert(
+                        "input_schema".into(),
+                        schema.unwrap_or_else(|| json!({ "type": "object" })),
+                    );
+                    t
+                })
+                .collect();
+            o.insert("tools".into(), json!(tools));
+        }
         super::encode(b, spec)
     }
 
@@ -201,11 +258,24 @@ impl Adapter for Messages {
                     ev.usage = m.usage.map(|u| u.usage(false));
                 }
             }
+            Some("content_block_start") => {
+                let call = e.content_block.and_then(|b| b.call(e.index.unwrap_or(0)));
+                ev.tool_calls.extend(call);
+            }
             Some("content_block_delta") => {
                 if let Some(d) = e.delta {
                     match d.kind.as_deref() {
                         Some("thinking_delta") => ev.reasoning = super::non_empty(d.thinking),
                         Some("text_delta") | None => ev.text = super::non_empty(d.text),
+                        Some("input_json_delta") => {
+                            if let Some(piece) = super::non_empty(d.partial_json) {
+                                ev.tool_calls.push(super::ToolDelta {
+                                    index: e.index.unwrap_or(0),
+                                    arguments: Some(piece),
+                                    ..super::ToolDelta::default()
+                                });
+                            }
+                        }
                         _ => {}
                     }
                 }
@@ -222,17 +292,18 @@ impl Adapter for Messages {
                 ev.finish_reason = e.stop_reason;
                 ev.usage = e.usage.map(|u| u.usage(true));
                 let (mut text, mut thinking) = (String::new(), String::new());
-                for b in e.content.into_iter().flatten() {
+                for (k, b) in e.content.into_iter().flatten().enumerate() {
                     match b.kind.as_deref() {
                         Some("thinking") => thinking.push_str(b.thinking.as_deref().unwrap_or("")),
                         Some("text") => text.push_str(b.text.as_deref().unwrap_or("")),
+                        Some("tool_use") => ev.tool_calls.extend(b.call(k as u32)),
                         _ => {}
                     }
                 }
                 ev.text = super::gathered(text);
                 ev.reasoning = super::gathered(thinking);
             }
-            // ping, content_block_start/stop and event types added later carry no tokens.
+            // ping, content_block_stop and event types added later carry no tokens.
             _ => {}
         }
         Ok(ev)
@@ -332,5 +403,51 @@ mod tests {
         assert_eq!(v["system"], "be brief");
         assert_eq!(v["messages"].as_array().unwrap().len(), 1);
         assert!(v.get("top_p").is_none(), "top_p 1 is not sent");
+    }
+
+    /// Tool calls as Anthropic documents them: a `tool_use` block opens a call (`input: {}`),
+    /// `input_json_delta`s carry its arguments by block index; a whole body's `input` is an
+    /// object.
+    #[test]
+    fn tool_calls_streamed_and_whole() {
+        let mut calls = Vec::new();
+        for e in [
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"city\": \"Os"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"lo\"}"}}"#,
+            r#"{"type":"content_block_stop","index":1}"#,
+        ] {
+            for d in &parse(e).tool_calls {
+                crate::api::gather_tool_call(&mut calls, d);
+            }
+        }
+        let got: Vec<_> = calls
+            .iter()
+            .map(|c| (c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(got, [("get_weather", r#"{"city": "Oslo"}"#)]);
+        let whole = parse(
+            r#"{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"ok"},{"type":"tool_use","id":"t","name":"add","input":{"a":2}}],"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":8}}"#,
+        );
+        assert_eq!(whole.text.as_deref(), Some("ok"));
+        assert_eq!(whole.tool_calls.len(), 1);
+        assert_eq!(whole.tool_calls[0].arguments.as_deref(), Some(r#"{"a":2}"#));
+    }
+
+    #[test]
+    fn tools_go_in_the_messages_shape() {
+        let sampling = crate::contract::Sampling::default();
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "add", "description": "adds", "parameters": {"type": "object", "properties": {}}}}, {"type": "function", "function": {"name": "now"}}]);
+        let spec = RequestSpec {
+            tools: Some(&tools),
+            ..RequestSpec::for_test(&sampling)
+        };
+        let v: serde_json::Value = serde_json::from_slice(&Messages.body(&spec)).unwrap();
+        assert_eq!(
+            v["tools"],
+            serde_json::json!([{"name": "add", "description": "adds", "input_schema": {"type": "object", "properties": {}}}, {"name": "now", "input_schema": {"type": "object"}}])
+        );
     }
 }

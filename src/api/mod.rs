@@ -518,10 +518,12 @@ pub struct StreamEvent<'a> {
     pub tool_calls: Vec<ToolDelta<'a>>,
 }
 
-/// A piece of a streamed tool call: the call it belongs to (its place among the answer's
-/// calls), and what this event adds to it.
+/// A piece of a streamed tool call: the call it belongs to, and what this event adds to it.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ToolDelta<'a> {
+    /// Names the call among the answer's: Chat Completions' `index`, the Messages API's
+    /// content block `index`, the Responses API's output item (its id, hashed, or its
+    /// `output_index`). Calls are kept in the order their keys first arrive.
     pub index: u32,
     pub id: Option<Cow<'a, str>>,
     pub name: Option<Cow<'a, str>>,
@@ -535,18 +537,29 @@ pub struct ToolDelta<'a> {
 pub struct ToolCall {
     pub name: String,
     pub arguments: String,
+    /// The key its pieces came with ([`ToolDelta::index`]); not kept in the record.
+    #[serde(skip)]
+    pub key: u32,
 }
 
-/// Adds a streamed piece to the calls gathered so far: a piece of a call not seen yet opens
-/// it; its arguments are appended. A call's id is left out (the server's, not the model's).
+/// Calls one answer can open: a server that names every piece a new call cannot grow the
+/// record without bound; pieces beyond go to the last call.
+const MAX_TOOL_CALLS: usize = 128;
+
+/// Adds a streamed piece to the calls gathered so far: a piece with a key not seen yet opens
+/// a call; its arguments are appended. A call's id is left out (the server's, not the model's).
 pub fn gather_tool_call(calls: &mut Vec<ToolCall>, d: &ToolDelta<'_>) {
-    let at = d.index as usize;
-    // A server that numbers its calls out of order or skips a number still gets one call per
-    // index, up to a bound: an index beyond it is taken as the next call.
-    let at = if at <= calls.len() { at } else { calls.len() };
-    if at == calls.len() {
-        calls.push(ToolCall::default());
-    }
+    let at = match calls.iter().position(|c| c.key == d.index) {
+        Some(at) => at,
+        None if calls.len() < MAX_TOOL_CALLS => {
+            calls.push(ToolCall {
+                key: d.index,
+                ..ToolCall::default()
+            });
+            calls.len() - 1
+        }
+        None => calls.len() - 1,
+    };
     let c = &mut calls[at];
     // The name comes in the call's first piece; a server that repeats it in later pieces
     // does not double it.
@@ -606,6 +619,38 @@ pub trait Adapter: Send + Sync {
 /// Text that carries tokens: `None` when absent or empty (role-only and closing events).
 pub(crate) fn non_empty(t: Option<Cow<'_, str>>) -> Option<Cow<'_, str>> {
     t.filter(|t| !t.is_empty())
+}
+
+/// The functions of tools written in Chat Completions' shape (`{"type": "function",
+/// "function": {name, description, parameters}}`, as [`RequestSpec::tools`] holds them), for
+/// an API that writes them in another shape.
+pub(crate) fn tool_functions(
+    tools: &serde_json::Value,
+) -> impl Iterator<Item = &serde_json::Map<String, serde_json::Value>> {
+    tools
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get("function").and_then(|f| f.as_object()))
+}
+
+/// A tool call's key from the server's id for it (the Responses API's item id): ids are
+/// strings, keys numbers; a hash names the same id the same way in every event.
+pub(crate) fn call_key(id: &str) -> u32 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    id.hash(&mut h);
+    h.finish() as u32
+}
+
+/// A call's arguments as text, from an API that sends them as a JSON object (Anthropic's
+/// `input`): the object's JSON, or a string's own text (a server that could not parse what
+/// the model wrote and passes it on as it came).
+pub(crate) fn arguments_text(input: serde_json::Value) -> String {
+    match input {
+        serde_json::Value::String(s) => s,
+        v => v.to_string(),
+    }
 }
 
 /// A whole answer's text, gathered from its parts: `None` when it holds none.
@@ -700,5 +745,36 @@ mod tests {
         }
         assert!(ApiKind::OpenAiEmbeddings.check_batch(2).is_ok());
         assert!(ApiKind::OpenAiChat.check(true).is_ok());
+    }
+
+    /// Calls are kept by key, in the order keys first arrive: sparse or hashed keys and
+    /// interleaved pieces each land in their own call; a name repeated is not doubled.
+    #[test]
+    fn tool_pieces_gather_by_key() {
+        let piece = |index, name: Option<&'static str>, args: Option<&'static str>| ToolDelta {
+            index,
+            id: None,
+            name: name.map(Cow::Borrowed),
+            arguments: args.map(Cow::Borrowed),
+        };
+        let mut calls = Vec::new();
+        for d in [
+            piece(7, Some("a"), None),
+            piece(3_000_000_000, Some("b"), Some("{")),
+            piece(7, Some("a"), Some("{\"x\":")),
+            piece(3_000_000_000, None, Some("}")),
+            piece(7, None, Some("1}")),
+        ] {
+            gather_tool_call(&mut calls, &d);
+        }
+        let got: Vec<_> = calls
+            .iter()
+            .map(|c| (c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(got, [("a", "{\"x\":1}"), ("b", "{}")]);
+        for k in 0..1000 {
+            gather_tool_call(&mut calls, &piece(k + 10, Some("n"), None));
+        }
+        assert_eq!(calls.len(), MAX_TOOL_CALLS, "bounded");
     }
 }

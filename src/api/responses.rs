@@ -10,6 +10,13 @@
 //! (`output_item.added`, `content_part.added`, `*.done`) repeat text already counted, or none:
 //! they are not tokens.
 //!
+//! Tool calls (tools go in the body as `{"type": "function", name, description, parameters}`):
+//! `response.output_item.added` opens a `function_call` item with its `name` (and arguments,
+//! usually empty), `response.function_call_arguments.delta` carries the arguments in pieces
+//! (`item_id`, `output_index`); the `*.done` events repeat them. A call is keyed by its item's
+//! id where the server sends one, else by `output_index`. A whole body has `function_call`
+//! items with their `arguments` whole.
+//!
 //! Usage: `input_tokens` (cached ones included, `input_tokens_details.cached_tokens`),
 //! `output_tokens` (reasoning included, `output_tokens_details.reasoning_tokens`). The finish
 //! reason is the response's `status`, or `incomplete_details.reason` (`max_output_tokens`).
@@ -44,6 +51,13 @@ struct Event<'a> {
     /// `"response"` when the data is a whole body (not streamed): the response itself.
     #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
     object: Option<Cow<'a, str>>,
+    /// `output_item.added`'s item (a `function_call` opens a tool call).
+    #[serde(borrow, default)]
+    item: Option<Item<'a>>,
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
+    item_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    output_index: Option<u32>,
 }
 
 #[derive(Deserialize, Default)]
@@ -83,6 +97,33 @@ struct Item<'a> {
     content: Option<Vec<Part<'a>>>,
     #[serde(borrow, default)]
     summary: Option<Vec<Part<'a>>>,
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
+    id: Option<Cow<'a, str>>,
+    /// A `function_call` item's function and arguments' text.
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "super::json::opt_str")]
+    arguments: Option<Cow<'a, str>>,
+}
+
+/// The key of the call an event belongs to: its item's id, else its place among the items.
+fn key(id: Option<&str>, output_index: Option<u32>) -> u32 {
+    match id {
+        Some(id) => super::call_key(id),
+        None => output_index.unwrap_or(0),
+    }
+}
+
+impl<'a> Item<'a> {
+    /// A `function_call` item as a piece of a call (its name, and arguments when it has any).
+    fn call(self, output_index: Option<u32>) -> Option<super::ToolDelta<'a>> {
+        (self.kind.as_deref() == Some("function_call")).then(|| super::ToolDelta {
+            index: key(self.id.as_deref(), output_index),
+            id: None,
+            name: super::non_empty(self.name),
+            arguments: super::non_empty(self.arguments),
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -134,13 +175,17 @@ impl<'a> Response<'a> {
         };
     }
 
-    /// A whole body's reasoning and answer text, from its output items.
-    fn texts(items: Vec<Item<'a>>) -> (String, String) {
-        let (mut reasoning, mut text) = (String::new(), String::new());
-        for item in items {
+    /// A whole body's reasoning and answer text and its tool calls, from its output items.
+    fn texts(items: Vec<Item<'a>>) -> (String, String, Vec<super::ToolDelta<'a>>) {
+        let (mut reasoning, mut text, mut calls) = (String::new(), String::new(), Vec::new());
+        for (k, item) in items.into_iter().enumerate() {
             let into = match item.kind.as_deref() {
                 Some("reasoning") => &mut reasoning,
                 Some("message") => &mut text,
+                Some("function_call") => {
+                    calls.extend(item.call(Some(k as u32)));
+                    continue;
+                }
                 _ => continue,
             };
             // A reasoning item holds its text in `content` (vLLM) or only a `summary`.
@@ -153,7 +198,7 @@ impl<'a> Response<'a> {
                 into.push_str(p.text.as_deref().unwrap_or(""));
             }
         }
-        (reasoning, text)
+        (reasoning, text, calls)
     }
 }
 
@@ -170,7 +215,7 @@ impl Adapter for Responses {
             generates: true,
             batches: false,
             images: true,
-            tools: false,
+            tools: true,
         }
     }
 
@@ -189,6 +234,16 @@ impl Adapter for Responses {
         });
         let o = b.as_object_mut().expect("object literal");
         spec.top_k_and_seed(o);
+        if let Some(tools) = spec.tools {
+            let tools: Vec<_> = super::tool_functions(tools)
+                .map(|f| {
+                    let mut t = f.clone();
+                    t.insert("type".into(), json!("function"));
+                    t
+                })
+                .collect();
+            o.insert("tools".into(), json!(tools));
+        }
         super::encode(b, spec)
     }
 
@@ -204,6 +259,19 @@ impl Adapter for Responses {
                 | "response.reasoning.delta"
                 | "response.reasoning_summary_text.delta",
             ) => ev.reasoning = super::non_empty(e.delta),
+            Some("response.output_item.added") => {
+                ev.tool_calls
+                    .extend(e.item.and_then(|i| i.call(e.output_index)));
+            }
+            Some("response.function_call_arguments.delta") => {
+                if let Some(piece) = super::non_empty(e.delta) {
+                    ev.tool_calls.push(super::ToolDelta {
+                        index: key(e.item_id.as_deref(), e.output_index),
+                        arguments: Some(piece),
+                        ..super::ToolDelta::default()
+                    });
+                }
+            }
             Some("response.created") => {
                 if let Some(r) = e.response {
                     ev.id = r.id;
@@ -236,8 +304,10 @@ impl Adapter for Responses {
                 if let Some(err) = whole.error.take().filter(|e| !e.is_null()) {
                     return Err(super::server_error(&err));
                 }
-                let (reasoning, text) = Response::texts(whole.output.take().unwrap_or_default());
+                let (reasoning, text, calls) =
+                    Response::texts(whole.output.take().unwrap_or_default());
                 whole.end(&mut ev);
+                ev.tool_calls = calls;
                 ev.text = super::gathered(text);
                 ev.reasoning = super::gathered(reasoning);
             }
@@ -329,5 +399,54 @@ mod tests {
             (Some("so"), Some("Hello"))
         );
         assert_eq!(ev.usage.unwrap().completion_tokens, Some(8));
+    }
+
+    /// Tool calls as OpenAI documents them: an item opens a call with its name, deltas carry
+    /// its arguments by item id; two calls interleaved stay apart; a whole body's items too.
+    #[test]
+    fn tool_calls_streamed_and_whole() {
+        let mut calls = Vec::new();
+        for e in [
+            r#"{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc_a","call_id":"call_a","name":"get_weather","arguments":""}}"#,
+            r#"{"type":"response.output_item.added","output_index":2,"item":{"type":"function_call","id":"fc_b","call_id":"call_b","name":"add","arguments":""}}"#,
+            r#"{"type":"response.function_call_arguments.delta","item_id":"fc_a","output_index":1,"delta":"{\"city\":"}"#,
+            r#"{"type":"response.function_call_arguments.delta","item_id":"fc_b","output_index":2,"delta":"{\"a\":1}"}"#,
+            r#"{"type":"response.function_call_arguments.delta","item_id":"fc_a","output_index":1,"delta":"\"Oslo\"}"}"#,
+            r#"{"type":"response.function_call_arguments.done","item_id":"fc_a","output_index":1,"arguments":"{\"city\":\"Oslo\"}"}"#,
+            r#"{"type":"response.output_item.done","output_index":1,"item":{"type":"function_call","id":"fc_a","name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}"#,
+        ] {
+            for d in &parse(e).tool_calls {
+                crate::api::gather_tool_call(&mut calls, d);
+            }
+        }
+        let got: Vec<_> = calls
+            .iter()
+            .map(|c| (c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [("get_weather", r#"{"city":"Oslo"}"#), ("add", r#"{"a":1}"#)]
+        );
+        let whole = parse(
+            r#"{"id":"r","object":"response","status":"completed","output":[{"type":"reasoning","content":[]},{"type":"function_call","id":"fc_1","name":"add","arguments":"{\"a\":2}"}],"usage":{"input_tokens":3,"output_tokens":5}}"#,
+        );
+        assert_eq!(whole.tool_calls.len(), 1);
+        assert_eq!(whole.tool_calls[0].name.as_deref(), Some("add"));
+        assert_eq!(whole.tool_calls[0].arguments.as_deref(), Some(r#"{"a":2}"#));
+    }
+
+    #[test]
+    fn tools_go_in_the_responses_shape() {
+        let sampling = crate::contract::Sampling::default();
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "add", "description": "adds", "parameters": {"type": "object"}}}]);
+        let spec = RequestSpec {
+            tools: Some(&tools),
+            ..RequestSpec::for_test(&sampling)
+        };
+        let v: serde_json::Value = serde_json::from_slice(&Responses.body(&spec)).unwrap();
+        assert_eq!(
+            v["tools"],
+            serde_json::json!([{"type": "function", "name": "add", "description": "adds", "parameters": {"type": "object"}}])
+        );
     }
 }

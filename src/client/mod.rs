@@ -1232,8 +1232,6 @@ fn snippet(data: &[u8]) -> String {
     String::from_utf8_lossy(&data[..data.len().min(200)]).into_owned()
 }
 
-/// A stream none of whose events said anything this API says: another API's stream (an
-/// OpenAI chat stream read as Anthropic's, say), which would otherwise pass as a success
 /// Gathers an event's pieces of tool calls into the record's calls; returns the text they
 /// add (arguments, or a name alone), `None` when the event carries none.
 fn tool_piece(rec: &mut Record, deltas: &[crate::api::ToolDelta<'_>]) -> Option<String> {
@@ -1253,6 +1251,8 @@ fn tool_piece(rec: &mut Record, deltas: &[crate::api::ToolDelta<'_>]) -> Option<
     (!piece.is_empty()).then_some(piece)
 }
 
+/// A stream none of whose events said anything this API says: another API's stream (an
+/// OpenAI chat stream read as Anthropic's, say), which would otherwise pass as a success
 /// with no tokens. The message, when it was one.
 fn foreign_stream(st: &mut StreamState, from: &str) -> Option<String> {
     (!st.understood && st.foreign > 0).then(|| {

@@ -982,6 +982,7 @@ mod tests {
         ToolCall {
             name: name.into(),
             arguments: args.into(),
+            ..ToolCall::default()
         }
     }
 

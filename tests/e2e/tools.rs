@@ -109,6 +109,61 @@ async fn each_grade_is_what_the_simulator_did_and_only_right_answers_meet_the_sl
     assert!(resolved.contains("correct_tool_calls = true"), "{resolved}");
 }
 
+/// The Responses and Messages APIs send tools in their own shapes and stream calls in their
+/// own events (a `function_call` item and its arguments' deltas; a `tool_use` block and its
+/// `input_json_delta`s); streamed or whole, every grade is still what the simulator did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_responses_and_messages_apis_send_tools_and_read_calls_back_streamed_or_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = SimConfig::instant();
+    cfg.faults.tool_error_rate = 0.4;
+    let server = sim(cfg).await;
+    let file = calls_file(dir.path());
+    for api in ["openai-responses", "anthropic-messages"] {
+        for stream in [true, false] {
+            let text = contract(&server.base_url(), &file, 40.0, 30, "e2e_ms = 60000")
+                .replacen("[target]\n", &format!("[target]\napi = \"{api}\"\n"), 1)
+                .replacen(
+                    "[workload]\n",
+                    &format!("[workload]\nstream = {stream}\n"),
+                    1,
+                );
+            let r = run_in(
+                common::parse(&text),
+                &dir.path().join(format!("{api}-{stream}")),
+            )
+            .await;
+            let truth = truth_by_id(&server);
+            let (mut graded, mut two_calls, mut wrong) = (0, 0, 0);
+            for rec in r.records.iter().filter(|x| x.is_ok()) {
+                let g = &truth[&rec.request_id];
+                let grade = rec.tool_grade.as_ref().expect("every answer is graded");
+                let expected = match g.tool_error.as_deref() {
+                    None => Verdict::Correct,
+                    Some("truncated") => Verdict::Unparsable,
+                    Some("wrong_value") => Verdict::WrongArguments,
+                    Some("wrong_name") => Verdict::WrongName,
+                    Some("no_call") => Verdict::NoCall,
+                    Some(other) => panic!("unknown tool error {other}"),
+                };
+                assert_eq!(
+                    grade.verdict, expected,
+                    "{api} stream {stream}: {rec:?} truth {g:?}"
+                );
+                assert_eq!(rec.tool_calls.len() as u32, g.tool_calls, "{api} {stream}");
+                graded += 1;
+                two_calls += usize::from(rec.tool_calls.len() == 2);
+                wrong += usize::from(grade.verdict != Verdict::Correct);
+            }
+            assert_eq!(graded, 30, "{api} stream {stream}: every request answered");
+            assert!(
+                two_calls > 0 && wrong > 0,
+                "{api} {stream}: {two_calls} {wrong}"
+            );
+        }
+    }
+}
+
 /// Wrong calls that grow with the requests in the engine: at a high rate more answers are
 /// wrong than at a low one, while every request is on time, so goodput falls where latency
 /// says nothing.

@@ -3,7 +3,10 @@
 //! (`thinking = { type = "enabled", budget_tokens = … }`; Anthropic's models think only then),
 //! then a `text` block, a `ping` between them, `message_delta` with the stop reason and the
 //! cumulative output tokens, `message_stop`. No `[DONE]`. Stop reasons: `max_tokens` where the
-//! length cut the answer, else `end_turn`.
+//! length cut the answer, `tool_use` after tool calls, else `end_turn`. A tool answer opens
+//! each call with a `tool_use` block (`input: {}`) and streams its arguments as
+//! `input_json_delta`s; a whole one holds `input` as an object (a string where the arguments
+//! are not JSON, which Anthropic itself never sends: the simulator's cut-arguments fault).
 
 use serde::Deserialize;
 use serde_json::json;
@@ -27,6 +30,8 @@ struct Request {
     stream: bool,
     #[serde(default)]
     thinking: Option<Thinking>,
+    #[serde(default)]
+    tools: Vec<super::NamedTool>,
 }
 
 #[derive(Deserialize)]
@@ -36,10 +41,10 @@ struct Thinking {
 }
 
 fn stop_reason(finish: &str) -> &'static str {
-    if finish == "length" {
-        "max_tokens"
-    } else {
-        "end_turn"
+    match finish {
+        "length" => "max_tokens",
+        "tool_calls" => "tool_use",
+        _ => "end_turn",
     }
 }
 
@@ -65,6 +70,7 @@ impl Wire for Messages {
         a.max_tokens = req.max_tokens;
         a.stream = req.stream;
         a.include_usage = true;
+        a.tools = req.tools.into_iter().map(|t| t.name).collect();
         Ok(a)
     }
 
@@ -127,6 +133,48 @@ impl Wire for Messages {
 
     fn malformed(&self, _r: &Reply<'_>, buf: &mut String) {
         buf.push_str("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\n\n");
+    }
+
+    fn tool_chunk(&self, r: &Reply<'_>, buf: &mut String, pieces: &[crate::sim::tools::Piece]) {
+        for p in pieces {
+            match &p.name {
+                Some(name) => named_event(
+                    buf,
+                    "content_block_start",
+                    &json!({ "type": "content_block_start", "index": p.call,
+                             "content_block": { "type": "tool_use",
+                                                "id": format!("toolu_{}_{}", r.id, p.call),
+                                                "name": name, "input": {} } }),
+                ),
+                None => named_event(
+                    buf,
+                    "content_block_delta",
+                    &json!({ "type": "content_block_delta", "index": p.call,
+                             "delta": { "type": "input_json_delta", "partial_json": p.arguments } }),
+                ),
+            }
+        }
+    }
+
+    fn whole_tools(
+        &self,
+        r: &Reply<'_>,
+        calls: &[(String, String)],
+        c: &Counts,
+    ) -> serde_json::Value {
+        let content: Vec<_> = calls
+            .iter()
+            .enumerate()
+            .map(|(k, (name, args))| {
+                let input =
+                    serde_json::from_str::<serde_json::Value>(args).unwrap_or_else(|_| json!(args));
+                json!({ "type": "tool_use", "id": format!("toolu_{}_{k}", r.id),
+                        "name": name, "input": input })
+            })
+            .collect();
+        let mut whole = self.whole(r, "", "", c);
+        whole["content"] = json!(content);
+        whole
     }
 
     fn whole(&self, r: &Reply<'_>, reasoning: &str, answer: &str, c: &Counts) -> serde_json::Value {

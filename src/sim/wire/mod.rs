@@ -210,6 +210,12 @@ pub(crate) trait Wire: Send + Sync {
     }
 }
 
+/// An offered tool as the Responses and Messages APIs write it: its name at the top.
+#[derive(Deserialize)]
+pub(crate) struct NamedTool {
+    pub name: String,
+}
+
 /// An SSE event with a name (`event:`) and JSON data, as Anthropic's and the Responses API's
 /// streams send them.
 pub(crate) fn named_event(buf: &mut String, name: &str, data: &serde_json::Value) {

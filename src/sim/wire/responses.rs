@@ -3,6 +3,8 @@
 //! whose text streams as `response.output_text.delta` (each with `sequence_number`), the
 //! items' `*.done` events, then `response.completed` (or `response.incomplete` with
 //! `incomplete_details.reason = "max_output_tokens"`) carrying the usage. No `[DONE]`.
+//! A tool answer opens each call with `response.output_item.added` (a `function_call` item,
+//! arguments empty) and streams its arguments as `response.function_call_arguments.delta`.
 
 use serde::Deserialize;
 use serde_json::json;
@@ -30,6 +32,8 @@ struct Request {
     max_output_tokens: Option<u32>,
     #[serde(default)]
     stream: bool,
+    #[serde(default)]
+    tools: Vec<super::NamedTool>,
 }
 
 fn usage(c: &Counts) -> serde_json::Value {
@@ -93,6 +97,7 @@ impl Wire for Responses {
         a.max_tokens = req.max_output_tokens;
         a.stream = req.stream;
         a.include_usage = true;
+        a.tools = req.tools.into_iter().map(|t| t.name).collect();
         Ok(a)
     }
 
@@ -164,6 +169,46 @@ impl Wire for Responses {
 
     fn malformed(&self, _r: &Reply<'_>, buf: &mut String) {
         buf.push_str("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"\n\n");
+    }
+
+    fn tool_chunk(&self, r: &Reply<'_>, buf: &mut String, pieces: &[crate::sim::tools::Piece]) {
+        for p in pieces {
+            let item_id = format!("fc_{}_{}", r.id, p.call);
+            match &p.name {
+                Some(name) => named_event(
+                    buf,
+                    "response.output_item.added",
+                    &json!({ "type": "response.output_item.added", "output_index": p.call,
+                             "item": { "type": "function_call", "id": item_id,
+                                       "call_id": format!("call_{}_{}", r.id, p.call),
+                                       "name": name, "arguments": "", "status": "in_progress" } }),
+                ),
+                None => named_event(
+                    buf,
+                    "response.function_call_arguments.delta",
+                    &json!({ "type": "response.function_call_arguments.delta", "item_id": item_id,
+                             "output_index": p.call, "delta": p.arguments }),
+                ),
+            }
+        }
+    }
+
+    fn whole_tools(
+        &self,
+        r: &Reply<'_>,
+        calls: &[(String, String)],
+        c: &Counts,
+    ) -> serde_json::Value {
+        let output: Vec<_> = calls
+            .iter()
+            .enumerate()
+            .map(|(k, (name, args))| {
+                json!({ "type": "function_call", "id": format!("fc_{}_{k}", r.id),
+                        "call_id": format!("call_{}_{k}", r.id), "name": name,
+                        "arguments": args, "status": "completed" })
+            })
+            .collect();
+        response(r, status(c), json!(output), Some(c))
     }
 
     fn whole(&self, r: &Reply<'_>, reasoning: &str, answer: &str, c: &Counts) -> serde_json::Value {
