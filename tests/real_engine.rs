@@ -1306,7 +1306,8 @@ async fn llamacpp_tune_launches_probes_searches_and_stops_each_parallel_setting(
 /// base model mostly echoes the question as text ("no call"), and once was seen calling
 /// algebra_quadratic_roots with a=1, b=-3, c=2 — right — then starting a second call, cut by
 /// max_tokens ("arguments not JSON"). Lines of goodput's own format whose prompts write a call
-/// make the model echo calls, which llama.cpp streams as tool-call deltas, graded the same way.
+/// make the model echo calls, which llama.cpp streams in each of the three APIs that take tools
+/// (Chat Completions, Responses, Messages), graded the same way.
 /// Every answer states its drafts; self-drafting has a text answer's drafts accepted, while
 /// the tool-call grammar (the draft drafts without it) rejects many.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1352,12 +1353,12 @@ async fn llamacpp_grades_bfcl_and_echoed_calls_and_states_each_requests_acceptan
     let echo = d.join("echo.jsonl");
     let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
     std::fs::write(&echo, text.join("\n") + "\n").unwrap();
-    let contract = |name: &str, file: &Path, requests: u32| {
+    let contract = |name: &str, file: &Path, requests: u32, api: &str| {
         format!(
             r#"name = "{name}"
 [target]
 url = "{url}"
-api = "openai-chat"
+api = "{api}"
 model = "gemma-3-270m"
 timeout = "120s"
 [workload]
@@ -1387,7 +1388,11 @@ mode = "none"
 
     // BFCL: every answer graded by BFCL's simple rule, and each grade as this checker, written
     // from the four entries' answers by hand, gives it (optional parameters left out).
-    let r = common::run_in(common::parse(&contract("bfcl", &d.join(name), 4)), d).await;
+    let r = common::run_in(
+        common::parse(&contract("bfcl", &d.join(name), 4, "openai-chat")),
+        d,
+    )
+    .await;
     let t = r.summary.steady.tools.as_ref().expect("graded");
     assert_eq!(t.graded, 4, "{t:?}");
     let hand = |entry: &str| -> (&str, serde_json::Value) {
@@ -1445,8 +1450,23 @@ mode = "none"
     assert_eq!(spec.source, "per request (llama.cpp timings)");
     assert!(spec.drafted > 0 && spec.accepted > 0, "{spec:?}");
 
-    // Echoed calls: streamed as tool-call deltas, each graded as this checker grades it.
-    let r = common::run_in(common::parse(&contract("echo", &echo, 6)), d).await;
+    // Echoed calls: streamed as each API streams calls (Chat Completions' tool_calls deltas,
+    // the Responses API's function_call items — llama.cpp names them by item id only — and the
+    // Messages API's tool_use blocks), each graded as this checker grades it.
+    for (api, requests) in [
+        ("openai-chat", 6),
+        ("openai-responses", 4),
+        ("anthropic-messages", 4),
+    ] {
+        let r = common::run_in(common::parse(&contract(api, &echo, requests, api)), d).await;
+        echoed_calls_graded_by_hand(&r, api, u64::from(requests));
+    }
+}
+
+/// Each echoed-call answer's grade is what this checker, written from the lines by hand, gives;
+/// a text answer's self-drafts are accepted; the window's counters saw drafts.
+fn echoed_calls_graded_by_hand(r: &goodput::run::RunResult, api: &str, requests: u64) {
+    use goodput::quality::tools::Verdict;
     let expected = |entry: &str| -> Vec<&str> {
         match entry {
             "echo-once" | "question" => vec!["Paris"],
@@ -1459,7 +1479,7 @@ mode = "none"
         let mut cities = Vec::new();
         let mut parsed = true;
         for c in &rec.tool_calls {
-            assert_eq!(c.name, "get_weather", "{rec:?}");
+            assert_eq!(c.name, "get_weather", "{api}: {rec:?}");
             match serde_json::from_str::<serde_json::Value>(&c.arguments) {
                 Ok(v) => cities.push(v["city"].as_str().unwrap_or("?").to_owned()),
                 Err(_) => parsed = false,
@@ -1478,25 +1498,31 @@ mode = "none"
         } else {
             Verdict::WrongArguments
         };
-        assert_eq!(rec.tool_grade.as_ref().unwrap().verdict, verdict, "{rec:?}");
+        assert_eq!(
+            rec.tool_grade.as_ref().unwrap().verdict,
+            verdict,
+            "{api}: {rec:?}"
+        );
         if entry == "question" {
             assert_eq!(verdict, Verdict::NoCall, "{rec:?}");
         }
         // An answer in text has the model's own drafts accepted; under the tool-call grammar
         // the draft (which drafts without it) is rejected more (38 of 72 seen, 2026-12-07).
-        if rec.tool_calls.is_empty() && rec.client_output_tokens > 1 {
+        // llama.cpp states its timings in Chat Completions only (not in its Responses or
+        // Messages streams), so there the window's counters below carry the drafts.
+        if api == "openai-chat" && rec.tool_calls.is_empty() && rec.client_output_tokens > 1 {
             let timing = rec.engine_timing.unwrap();
             let a = timing.acceptance().expect("drafts stated");
             assert!(a >= 0.8, "acceptance {a}: {timing:?}");
         }
     }
-    assert!(calls_seen > 0, "llama.cpp parsed no tool call");
+    assert!(calls_seen > 0, "{api}: llama.cpp parsed no tool call");
     let t = r.summary.steady.tools.as_ref().unwrap();
-    assert_eq!(t.graded, 6);
+    assert_eq!(t.graded, requests, "{api}");
     let server = r.summary.server.as_ref().and_then(|s| s.drafts.clone());
     assert!(
         server.is_some_and(|d| d.drafted > 0),
-        "{:?}",
+        "{api}: {:?}",
         r.summary.server
     );
 }
