@@ -98,6 +98,10 @@ pub fn expected() -> String {
         .collect()
 }
 
+/// A peer's speculative-decoding dataset or option imported: the note says where goodput's
+/// acceptance comes from.
+pub(crate) const ACCEPTANCE: &str = "speculative decoding: goodput states each request's acceptance from what the engine returns (llama.cpp's timings; vLLM's metrics.speculative_decoding when the server runs with --per-request-spec-decode-metrics summary) and the window's from its spec_decode counters, beside TPOT";
+
 /// The largest result file of another tool read: its JSON is held as a tree, about three times
 /// the file's size (a 300 MB file cost 824 MB). vLLM's result with every request's timings for
 /// 10,000 prompts is about 10 MB.

@@ -296,11 +296,17 @@ fn text_dataset_examples_plan_a_count_and_say_their_prompts_are_goodputs() {
     --bfcl-categories simple,live_simple,multiple \\
     --num-prompts 200",
     ];
-    for line in lines {
+    for line in [lines[0], lines[3], lines[4]] {
         let i = imported(line);
         assert!(i.says("goodput cannot read this dataset"), "{line}");
     }
+    // SpecBench's and SPEED-Bench's prompts are read from the JSON lines a jq line makes
+    // (category a filter), BFCL's graded (bfcl_and_speculative_datasets_import_…).
     let spec = imported(lines[1]);
+    assert!(spec.says("jq -c 'select(.category == \"summarization\") | {prompt: .turns[0]}' data/spec_bench/question.jsonl > data/spec_bench/question.summarization.prompts.jsonl"));
+    let speed = imported(lines[2]);
+    assert!(speed.says("jq -c '{prompt: .messages[0].content}' data/speed_bench/throughput_2k.jsonl > data/speed_bench/throughput_2k.prompts.jsonl"));
+    assert!(imported(lines[5]).says("grades every answer by BFCL's rule for simple"));
     assert_eq!(spec.contract.load.requests, Some(1000));
     assert!(spec.says("--num-prompts -1"));
     let aime = imported(lines[3]);
@@ -577,6 +583,120 @@ async fn a_random_mm_command_imports_as_images_and_runs() {
         counts.iter().all(|&n| n > 0),
         "0, 1 and 2 images: {counts:?}"
     );
+}
+
+/// vLLM's tool-call and speculative-decoding datasets: `--dataset-name hf` with BFCL's Hub id
+/// imports as the same BFCL file read from disk and graded (one category a run, the rest named,
+/// an ungradable one refused by name), and runs against the simulator with every answer
+/// graded; `spec_bench` names the JSON lines a `jq` makes and runs on them; `speed_bench` needs
+/// its folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bfcl_and_speculative_datasets_import_as_graded_tool_calls_and_named_prompts() {
+    let sim = common::sim(goodput::sim::SimConfig::instant()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = sim.addr().port().to_string();
+    let hub = "gorilla-llm/Berkeley-Function-Calling-Leaderboard";
+    let line = format!(
+        "vllm bench serve --backend openai-chat --endpoint /v1/chat/completions --port {port} --dataset-name hf --dataset-path {hub} --bfcl-categories simple,irrelevance,parallel --num-prompts 6 --request-rate 20 --hf-output-len 64"
+    );
+    let i = imported(&line);
+    assert_eq!(
+        i.contract.workload.dataset.as_deref(),
+        Some(std::path::Path::new("BFCL_v3_simple.json"))
+    );
+    assert!(i.text.contains("dataset_format = \"bfcl\""), "{}", i.text);
+    assert!(i.says("grades every answer by BFCL's rule for simple"));
+    assert!(i.says("run this contract again") && i.says("for parallel"));
+    assert!(i.says("irrelevance not imported"));
+    // A local copy (`--hf-name` the Hub id) is read from its folder; only ungradable categories,
+    // or another backend, are refused naming the flag.
+    let local = imported(&line.replace(
+        &format!("--dataset-path {hub}"),
+        &format!("--dataset-path /data/bfcl --hf-name {hub}"),
+    ));
+    assert!(
+        local
+            .text
+            .contains("dataset = \"/data/bfcl/BFCL_v3_simple.json\"")
+    );
+    for (from, to, flag) in [
+        (
+            "simple,irrelevance,parallel",
+            "irrelevance,multi_turn_base",
+            "--bfcl-categories",
+        ),
+        (
+            "--backend openai-chat",
+            "--backend openai",
+            "--backend openai-chat",
+        ),
+    ] {
+        let e = import(&words(&line.replace(from, to)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(flag), "{e}");
+    }
+    // The imported contract runs on BFCL's own entries, every answer graded.
+    let data = dir.path();
+    std::fs::create_dir_all(data.join("possible_answer")).unwrap();
+    let q = r#"{"id": "simple_0", "question": [[{"role": "user", "content": "Area of a triangle, base 10 and height 5?"}]], "function": [{"name": "calculate_triangle_area", "description": "Area.", "parameters": {"type": "dict", "properties": {"base": {"type": "integer", "description": "b"}, "height": {"type": "integer", "description": "h"}}, "required": ["base", "height"]}}]}"#;
+    let a = r#"{"id": "simple_0", "ground_truth": [{"calculate_triangle_area": {"base": [10], "height": [5]}}]}"#;
+    std::fs::write(data.join("BFCL_v3_simple.json"), format!("{q}\n")).unwrap();
+    std::fs::write(
+        data.join("possible_answer").join("BFCL_v3_simple.json"),
+        format!("{a}\n"),
+    )
+    .unwrap();
+    let text = i.text.replace(
+        "dataset = \"BFCL_v3_simple.json\"",
+        &format!(
+            "dataset = \"{}\"",
+            data.join("BFCL_v3_simple.json").display()
+        ),
+    );
+    let r = common::run_in(common::parse(&text), data).await;
+    let t = r.summary.steady.tools.as_ref().expect("graded");
+    assert_eq!(t.graded, 6);
+    assert!(t.counted_in_slo);
+
+    // SpecBench: the contract names the prompts file the jq line makes; made so, it runs.
+    let question = data.join("question.jsonl");
+    let lines: Vec<String> = (0..8)
+        .map(|k| {
+            serde_json::json!({"question_id": k, "category": if k % 2 == 0 { "math" } else { "writing" }, "turns": [format!("question {k} asks this"), "then"]}).to_string()
+        })
+        .collect();
+    std::fs::write(&question, lines.join("\n") + "\n").unwrap();
+    let spec = imported(&format!(
+        "vllm bench serve --backend openai-chat --endpoint /v1/chat/completions --port {port} --dataset-name spec_bench --dataset-path {} --spec-bench-category math --num-prompts 4 --request-rate 20 --spec-bench-output-len 16",
+        question.display()
+    ));
+    let prompts = data.join("question.math.prompts.jsonl");
+    assert_eq!(
+        spec.contract.workload.dataset.as_deref(),
+        Some(prompts.as_path())
+    );
+    assert!(spec.says("select(.category == \"math\") | {prompt: .turns[0]}"));
+    assert!(spec.says("acceptance"));
+    // What the jq line makes, made here.
+    let made: Vec<String> = lines
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["category"] == "math")
+        .map(|v| serde_json::json!({"prompt": v["turns"][0]}).to_string())
+        .collect();
+    std::fs::write(&prompts, made.join("\n") + "\n").unwrap();
+    let r = common::run_in(spec.contract, data).await;
+    let ok: Vec<_> = r.records.iter().filter(|x| x.is_ok()).collect();
+    assert!(ok.len() >= 4, "{}", ok.len());
+
+    // SPEED-Bench needs its folder, as vLLM does.
+    let e = import(&words(&format!(
+        "vllm bench serve --port {port} --dataset-name speed_bench --num-prompts 4"
+    )))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("--dataset-path"), "{e}");
 }
 
 /// `vllm bench sweep serve` through the binary: the contract a tune runs (the server launched

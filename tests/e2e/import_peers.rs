@@ -677,6 +677,17 @@ fn aiperf_trace_and_other_examples_name_what_differs() {
         &[],
         &["--sequence-distribution 64|10,32|8:70;256|40,128|20:20;1024|100,512|50:10: not mapped"],
     );
+    // SPEED-Bench (AIPerf's speculative-decoding prompt set, its tutorial's line): a download,
+    // named; acceptance needs no flag in either tool.
+    aiperf(
+        "aiperf profile --model m --endpoint-type chat --streaming --url localhost:8000 \
+         --public-dataset speed_bench_coding --request-count 80 --concurrency 1",
+        &[("load.requests", Some("80"))],
+        &[
+            "--public-dataset speed_bench_coding: AIPerf downloads it",
+            "goodput states each request's acceptance",
+        ],
+    );
     for line in [
         "aiperf profile -m deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B --input-file example_trace.jsonl --custom-dataset-type mooncake_trace --fixed-schedule",
         "aiperf profile -m deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B --input-file mooncake_trace_short.jsonl --custom-dataset-type mooncake_trace --fixed-schedule",

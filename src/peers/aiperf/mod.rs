@@ -678,6 +678,11 @@ fn workload(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
     images(f, d)?;
     if let Some(p) = f.text("public-dataset") {
         d.annotate(format!("--public-dataset {p}: AIPerf downloads it; goodput reads only local files: save it as JSON lines with a `prompt` field and set workload.dataset"));
+        // SPEED-Bench and SpecBench are speculative decoding's prompt sets; AIPerf reads the
+        // acceptance from the responses without a flag, as goodput does.
+        if p.starts_with("speed_bench") || p.starts_with("spec_bench") {
+            d.annotate(crate::peers::ACCEPTANCE);
+        }
     }
     if !body.is_empty() {
         let mut body = body;

@@ -5,6 +5,7 @@
 mod multimodal;
 pub mod result;
 mod sweep;
+mod tools_and_drafts;
 
 use crate::peers::command_line::{Draft, ImportError, Imported};
 
@@ -351,6 +352,9 @@ fn workload(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
         }
         "sharegpt" | "custom" => dataset(f, d, name)?,
         "prefix_repetition" => prefix_repetition(f, d),
+        "hf" if tools_and_drafts::is_bfcl(f) => tools_and_drafts::bfcl(f, d)?,
+        "spec_bench" => tools_and_drafts::spec_bench(f, d)?,
+        "speed_bench" => tools_and_drafts::speed_bench(f, d)?,
         other => {
             d.annotate(format!(
                 "--dataset-name {other}: goodput cannot read this dataset; its prompts are goodput's synthetic ones at the lengths below. Export it as JSON lines with a `prompt` field and set workload.dataset."
