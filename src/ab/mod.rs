@@ -244,6 +244,13 @@ pub struct BlockFigures {
     pub values: Vec<Option<f64>>,
     /// The block's bundle (raw records, full report).
     pub bundle: PathBuf,
+    /// Speculative decoding's draft tokens proposed and accepted in the block's steady window
+    /// (`None`: the engine stated none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drafts: Option<[u64; 2]>,
+    /// The block's steady tool-call answers graded and correct (`None`: no dataset of tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_grades: Option<[u64; 2]>,
 }
 
 /// The whole verdict in one word.
@@ -539,6 +546,18 @@ async fn one_block(
         window_s: sample.window_s,
         values: metrics.iter().map(|m| figure(m, &sample)).collect(),
         bundle: dir,
+        drafts: r
+            .summary
+            .steady
+            .speculative
+            .as_ref()
+            .map(|x| [x.drafted, x.accepted]),
+        tool_grades: r
+            .summary
+            .steady
+            .tools
+            .as_ref()
+            .map(|t| [t.graded, t.correct]),
     };
     Ok((block, sample, r.summary.target))
 }
@@ -642,8 +661,60 @@ fn settle(r: &mut AbResult, started: Instant) {
     }
 }
 
+/// Each side's pooled (acceptance, share of correct tool calls) over its blocks, `[A, B]`.
+fn side_quality(r: &AbResult) -> [(Option<f64>, Option<f64>); 2] {
+    let share = |pick: fn(&BlockFigures) -> Option<[u64; 2]>, side: &str| {
+        let (n, k) = r
+            .blocks
+            .iter()
+            .filter(|b| b.side == side)
+            .filter_map(pick)
+            .fold((0, 0), |(n, k), [x, y]| (n + x, k + y));
+        (n > 0).then(|| k as f64 / n as f64)
+    };
+    ["A", "B"].map(|side| (share(|b| b.drafts, side), share(|b| b.tool_grades, side)))
+}
+
+/// The outputs held alike across A and B, as `compare`'s guard asks: speculative acceptance
+/// within 5 points, correct tool calls not down by more than 2. When not, the speed verdict is
+/// not a win.
+fn quality_held(r: &mut AbResult) {
+    let [a, b] = side_quality(r);
+    if a == (None, None) && b == (None, None) {
+        return;
+    }
+    match crate::compare::regime_words((a.0, b.0), (a.1, b.1)) {
+        Some(why) => {
+            r.notes.push(format!("QUALITY NOT HELD: {why}"));
+            if matches!(r.overall, Overall::Better | Overall::Mixed) {
+                r.sentence += "; not a win: quality not held (see the notes)";
+            }
+        }
+        None => {
+            let pct = |x: Option<f64>| x.map_or("—".into(), |x| format!("{:.1}%", x * 100.0));
+            let mut held = Vec::new();
+            if a.0.is_some() || b.0.is_some() {
+                held.push(format!(
+                    "speculative acceptance A {} vs B {}",
+                    pct(a.0),
+                    pct(b.0)
+                ));
+            }
+            if a.1.is_some() || b.1.is_some() {
+                held.push(format!(
+                    "correct tool calls A {} vs B {}",
+                    pct(a.1),
+                    pct(b.1)
+                ));
+            }
+            r.notes.push(format!("quality held: {}", held.join("; ")));
+        }
+    }
+}
+
 /// What a reader should know beside the verdict.
 fn notes(r: &mut AbResult) {
+    quality_held(r);
     let invalid: Vec<String> = r
         .blocks
         .iter()
@@ -963,6 +1034,8 @@ mod tests {
             window_s: 10.0,
             values: vec![Some(x)],
             bundle: PathBuf::new(),
+            drafts: None,
+            tool_grades: None,
         };
         let mut r = AbResult {
             a: "a.toml".into(),

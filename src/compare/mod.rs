@@ -859,7 +859,18 @@ fn regime_change(baseline: &Side, other: &Side) -> Option<String> {
     let first = |s: &Side| s.runs.first().map(|(sum, _)| sum.steady.clone());
     let (a, b) = (first(baseline)?, first(other)?);
     let acceptance = |s: &crate::analyze::Steady| s.speculative.as_ref()?.acceptance;
-    if let (Some(x), Some(y)) = (acceptance(&a), acceptance(&b))
+    let correct = |s: &crate::analyze::Steady| s.tools.as_ref()?.correct_share;
+    regime_words((acceptance(&a), acceptance(&b)), (correct(&a), correct(&b)))
+}
+
+/// The changed output regime of two results, from their speculative acceptance and their
+/// share of correct tool calls (each `(baseline, other)`): what `compare` and `ab` refuse to
+/// call a win.
+pub(crate) fn regime_words(
+    acceptance: (Option<f64>, Option<f64>),
+    correct: (Option<f64>, Option<f64>),
+) -> Option<String> {
+    if let (Some(x), Some(y)) = acceptance
         && (x - y).abs() > ACCEPTANCE_TOLERANCE
     {
         return Some(format!(
@@ -869,8 +880,7 @@ fn regime_change(baseline: &Side, other: &Side) -> Option<String> {
             ACCEPTANCE_TOLERANCE * 100.0
         ));
     }
-    let correct = |s: &crate::analyze::Steady| s.tools.as_ref()?.correct_share;
-    if let (Some(x), Some(y)) = (correct(&a), correct(&b))
+    if let (Some(x), Some(y)) = correct
         && y < x - TOOLS_TOLERANCE
     {
         return Some(format!(

@@ -188,6 +188,61 @@ fn through_the_binary_b_is_worse_and_fails_the_gate() {
     );
 }
 
+/// Issue #77: B decodes with a draft accepted far more often, so it is faster, but its outputs
+/// are made another way: the verdict does not call it a win, and the notes say why with each
+/// side's pooled acceptance, as `compare`'s guard does.
+#[test]
+fn a_faster_b_with_another_acceptance_is_not_a_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let draft = |acceptance: f64| {
+        format!(
+            "[target.simulator.speculative]\ndraft_tokens = 4\nacceptance = {acceptance}\nspread = 0.0\n"
+        )
+    };
+    std::fs::write(dir.path().join("a.toml"), text(12.0, 7, &draft(0.3))).unwrap();
+    std::fs::write(dir.path().join("b.toml"), text(12.0, 7, &draft(0.9))).unwrap();
+    let (j, out) = ab(dir.path(), &["a.toml", "b.toml", "--max-blocks", "8"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        matches!(j["overall"].as_str(), Some("better" | "mixed")),
+        "{err}\n{j:#}"
+    );
+    let sentence = j["sentence"].as_str().unwrap();
+    assert!(
+        sentence.contains("not a win: quality not held"),
+        "{sentence}"
+    );
+    let notes: Vec<&str> = j["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("QUALITY NOT HELD: speculative decoding's acceptance moved")),
+        "{notes:?}"
+    );
+    // Every block states its drafts.
+    for b in j["blocks"].as_array().unwrap() {
+        let [drafted, accepted] = [
+            b["drafts"][0].as_u64().unwrap(),
+            b["drafts"][1].as_u64().unwrap(),
+        ];
+        assert!(drafted > 0 && accepted <= drafted, "{b}");
+    }
+    // A against itself holds quality, and says so.
+    let (j, _) = ab(dir.path(), &["a.toml", "--max-blocks", "8"]);
+    let held = j["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .any(|n| n.starts_with("quality held: speculative acceptance A"));
+    assert!(held, "{j:#}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drifting_target_fools_two_sequential_runs_but_not_the_paired_blocks() {
     let dir = tempfile::tempdir().unwrap();
