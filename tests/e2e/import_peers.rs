@@ -285,6 +285,14 @@ fn guidellm_guide_examples_import_field_by_field() {
 /// GuideLLM 0.6.1's geospatial, multimodal, multi-turn, outputs and over-saturation guides.
 #[test]
 fn guidellm_specialised_examples_name_what_goodput_does_not_send() {
+    // A dataset's image column (GuideLLM 0.6.1 has no synthetic images) is named as not sent.
+    guidellm(
+        "guidellm benchmark --target http://localhost:8000 --data vqa.jsonl \
+         --data-column-mapper '{\"image_column\": \"img\", \"text_column\": \"q\"}' \
+         --profile constant --rate 2 --max-requests 10",
+        &[("workload.dataset", Some(r#""vqa.jsonl""#))],
+        &["GuideLLM sends the dataset's image column as image parts"],
+    );
     guidellm(
         "guidellm benchmark \\
   --target http://localhost:8000 \\

@@ -312,6 +312,13 @@ fn workload(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
             ));
         }
     }
+    // GuideLLM 0.6.1 has no synthetic images: a dataset's image column (found by name, or
+    // named in the column mapper) is sent as image parts.
+    if f.text("data-column-mapper")
+        .is_some_and(|m| m.contains("image"))
+    {
+        d.annotate("--data-column-mapper: GuideLLM sends the dataset's image column as image parts; goodput sends no images from a dataset: put them in a folder and set [workload.images] folder (and count), or generated ones of the same sizes (sizes)");
+    }
     for flag in ["processor", "processor-args"] {
         if f.has(flag) {
             d.annotate(format!("{}: GuideLLM counts tokens with this tokenizer; goodput counts with workload.tokenizer (\"server\": the target's own)", f.from(flag)));

@@ -218,6 +218,22 @@ fn load_axis(a: &mut Audit, benches: &[Value]) {
     }
 }
 
+/// The images a benchmark's requests carried, from GuideLLM's `metrics.image` (0.6's image
+/// counts, tokens and bytes per request, each over its successful requests): a workload whose
+/// speed is not comparable to one without them. `None` when it sent none (or says nothing).
+fn images_sent(m: &Value) -> Option<String> {
+    let mean = |what: &str| m["image"][what]["input"]["successful"]["mean"].as_f64();
+    let count = mean("images").filter(|n| *n > 0.0)?;
+    let mut s = format!("images: {} a request", crate::report::num(count));
+    if let Some(t) = mean("tokens").filter(|t| *t > 0.0) {
+        s += &format!(", {} image tokens", crate::report::num(t));
+    }
+    if let Some(b) = mean("bytes").filter(|b| *b > 0.0) {
+        s += &format!(", {} KB", crate::report::num(b / 1000.0));
+    }
+    Some(s + " (GuideLLM's metrics.image; goodput's [workload.images] sends them)")
+}
+
 fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
     let mut a = Audit::new(path, "GuideLLM report");
     let benches = v["benchmarks"].as_array().map(Vec::as_slice).unwrap_or(&[]);
@@ -250,13 +266,14 @@ fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
     ] {
         a.missing.push(m.into());
     }
-    a.axis(
-        "workload",
-        match &args["data"] {
-            Value::Null => "not stated".to_owned(),
-            d => format!("data {d}"),
-        },
-    );
+    let mut workload = match &args["data"] {
+        Value::Null => "not stated".to_owned(),
+        d => format!("data {d}"),
+    };
+    if let Some(images) = images_sent(&benches[0]["metrics"]) {
+        workload += &format!(" · {images}");
+    }
+    a.axis("workload", workload);
     load_axis(&mut a, benches);
     let phase_set = |p: &Value| p["percent"].is_number() || p["value"].is_number();
     let warm = benches.iter().all(|b| phase_set(&b["config"]["warmup"]))
@@ -280,4 +297,29 @@ fn grade(path: &Path, v: &Value) -> anyhow::Result<Audit> {
         if benches.len() == 1 { "" } else { "s" }
     ));
     Ok(a.done())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GuideLLM 0.6's image metrics (the schema of `GenerativeImageMetricsSummary`) put in the
+    /// audit's workload axis; a text-only benchmark says nothing of images.
+    #[test]
+    fn image_metrics_are_stated_in_the_workload() {
+        let m = serde_json::json!({"image": {
+            "images": {"input": {"successful": {"mean": 1.5}}},
+            "tokens": {"input": {"successful": {"mean": 1024.0}}},
+            "bytes": {"input": {"successful": {"mean": 300000.0}}},
+        }});
+        let s = images_sent(&m).unwrap();
+        assert!(
+            s.starts_with("images: 1.50 a request, 1024 image tokens, 300 KB"),
+            "{s}"
+        );
+        let none =
+            serde_json::json!({"image": {"images": {"input": {"successful": {"mean": 0.0}}}}});
+        assert_eq!(images_sent(&none), None);
+        assert_eq!(images_sent(&serde_json::json!({})), None);
+    }
 }
