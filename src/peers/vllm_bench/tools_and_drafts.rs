@@ -97,7 +97,15 @@ pub(super) fn bfcl(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
         "BFCL: vLLM downloads {file_name} from the Hub ({BFCL_HUB}) and sends its tools without grading the answers; goodput reads it from disk with possible_answer/{file_name} beside it (e.g. `huggingface-cli download --repo-type dataset {BFCL_HUB} {file_name} possible_answer/{file_name} --local-dir .`, or bfcl-eval's BFCL_v4 files) and grades every answer by BFCL's rule for {first}; slo.correct_tool_calls (on for a dataset of tools) counts only right, on-time answers",
         file_name = format!("BFCL_v3_{first}.json"),
     ));
-    let again: Vec<&str> = gradable[1..].to_vec();
+    other_categories(d, &categories, &gradable);
+    d.annotate("BFCL: vLLM sends tool_choice \"auto\", the APIs' default when tools are offered; goodput sends none");
+    Ok(())
+}
+
+/// vLLM interleaves several categories; goodput grades one a run: the others to run again,
+/// and those it cannot grade, named.
+fn other_categories(d: &mut Draft, categories: &[&str], gradable: &[&str]) {
+    let again = &gradable[1..];
     let ungraded: Vec<&str> = categories
         .iter()
         .copied()
@@ -122,8 +130,6 @@ pub(super) fn bfcl(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
         }
         d.annotate(note);
     }
-    d.annotate("BFCL: vLLM sends tool_choice \"auto\", the APIs' default when tools are offered; goodput sends none");
-    Ok(())
 }
 
 /// `--dataset-name spec_bench`: the prompts of SpecBench's `question.jsonl`, each its first turn.
