@@ -734,8 +734,9 @@ impl Default for Speculative {
 }
 
 impl Speculative {
+    /// At its defaults (no draft): left out of a written configuration.
     pub fn is_off(&self) -> bool {
-        self.draft_tokens == 0 && *self == Speculative::default()
+        *self == Speculative::default()
     }
 
     /// A request's acceptance probability from `u`, a uniform draw in [0, 1).

@@ -1390,7 +1390,6 @@ fn server_window(
     server::derive(scrapes, from as f64 / 1e6, to as f64 / 1e6, &finished)
 }
 
-/// Every steady request's metrics (a failed one's TTFT counts in the SLO's figures).
 /// Output quality beside the speed figures, by the contract's `[quality]`.
 fn quality_of(
     c: &Contract,
@@ -1424,6 +1423,7 @@ fn carried(
     )
 }
 
+/// Every steady request's metrics (a failed one's TTFT counts in the SLO's figures).
 fn steady_request_metrics(
     steady: &[&Record],
     origin: LatencyOrigin,

@@ -136,41 +136,37 @@ pub struct ItemCache {
 
 /// The multimodal cache's queries and hits between two scrapes (vLLM's), when it had any.
 fn item_cache(start: &Scrape, end: &Scrape) -> Option<ItemCache> {
-    grown(
-        start,
-        end,
+    let (queries, hits) = grown_pair(
+        (start, end),
         &["vllm:mm_cache_queries_total", "vllm:mm_cache_queries"],
-    )
-    .zip(grown(
-        start,
-        end,
         &["vllm:mm_cache_hits_total", "vllm:mm_cache_hits"],
-    ))
-    .filter(|&(q, _)| q > 0)
-    .map(|(queries, hits)| ItemCache { queries, hits })
+    )?;
+    Some(ItemCache { queries, hits })
 }
 
 /// Speculative decoding's draft tokens between two scrapes (vLLM's or llama.cpp's), when it
 /// drafted any.
 fn drafts(start: &Scrape, end: &Scrape) -> Option<Drafts> {
-    grown(
-        start,
-        end,
+    let (drafted, accepted) = grown_pair(
+        (start, end),
         &[
             "vllm:spec_decode_num_draft_tokens_total",
             "llamacpp:spec_decode_num_draft_tokens_total",
         ],
-    )
-    .zip(grown(
-        start,
-        end,
         &[
             "vllm:spec_decode_num_accepted_tokens_total",
             "llamacpp:spec_decode_num_accepted_tokens_total",
         ],
-    ))
-    .filter(|&(d, _)| d > 0)
-    .map(|(drafted, accepted)| Drafts { drafted, accepted })
+    )?;
+    Some(Drafts { drafted, accepted })
+}
+
+/// Two counters' growth between two scrapes — a total and the part of it that succeeded —
+/// when both are published and the total grew.
+fn grown_pair((a, b): (&Scrape, &Scrape), total: &[&str], part: &[&str]) -> Option<(u64, u64)> {
+    grown(a, b, total)
+        .zip(grown(a, b, part))
+        .filter(|&(t, _)| t > 0)
 }
 
 /// A counter's growth from `a` to `b` (both scrapes must publish it).

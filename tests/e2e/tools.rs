@@ -42,6 +42,19 @@ fn calls_file(dir: &Path) -> std::path::PathBuf {
     path
 }
 
+/// The verdict the grader must give an answer the simulator made wrong in this way (its
+/// ground truth's `tool_error`).
+fn verdict_of(tool_error: Option<&str>) -> Verdict {
+    match tool_error {
+        None => Verdict::Correct,
+        Some("truncated") => Verdict::Unparsable,
+        Some("wrong_value") => Verdict::WrongArguments,
+        Some("wrong_name") => Verdict::WrongName,
+        Some("no_call") => Verdict::NoCall,
+        Some(other) => panic!("unknown tool error {other}"),
+    }
+}
+
 fn contract(url: &str, dataset: &Path, rate: f64, requests: u32, slo: &str) -> String {
     format!(
         "name = \"tools\"\n[target]\nurl = \"{url}\"\n[workload]\nprompt_source = \"dataset\"\ndataset = \"{}\"\noutput_tokens = {{ dist = \"fixed\", value = 64 }}\nenforce_output_length = false\n[load]\narrival = \"poisson\"\nrate = {rate}\nrequests = {requests}\n[warmup]\nrequests = 0\n[slo]\n{slo}\n",
@@ -69,14 +82,7 @@ async fn each_grade_is_what_the_simulator_did_and_only_right_answers_meet_the_sl
     for rec in r.records.iter().filter(|x| x.is_ok()) {
         let g = &truth[&rec.request_id];
         let grade = rec.tool_grade.as_ref().expect("every answer is graded");
-        let expected = match g.tool_error.as_deref() {
-            None => Verdict::Correct,
-            Some("truncated") => Verdict::Unparsable,
-            Some("wrong_value") => Verdict::WrongArguments,
-            Some("wrong_name") => Verdict::WrongName,
-            Some("no_call") => Verdict::NoCall,
-            Some(other) => panic!("unknown tool error {other}"),
-        };
+        let expected = verdict_of(g.tool_error.as_deref());
         assert_eq!(grade.verdict, expected, "{rec:?} truth {g:?}");
         assert_eq!(rec.tool_calls.len() as u32, g.tool_calls);
         kinds.insert(grade.verdict);
@@ -138,14 +144,7 @@ async fn the_responses_and_messages_apis_send_tools_and_read_calls_back_streamed
             for rec in r.records.iter().filter(|x| x.is_ok()) {
                 let g = &truth[&rec.request_id];
                 let grade = rec.tool_grade.as_ref().expect("every answer is graded");
-                let expected = match g.tool_error.as_deref() {
-                    None => Verdict::Correct,
-                    Some("truncated") => Verdict::Unparsable,
-                    Some("wrong_value") => Verdict::WrongArguments,
-                    Some("wrong_name") => Verdict::WrongName,
-                    Some("no_call") => Verdict::NoCall,
-                    Some(other) => panic!("unknown tool error {other}"),
-                };
+                let expected = verdict_of(g.tool_error.as_deref());
                 assert_eq!(
                     grade.verdict, expected,
                     "{api} stream {stream}: {rec:?} truth {g:?}"

@@ -465,6 +465,31 @@ pub(super) fn shift(len: &str, by: f64) -> String {
     out
 }
 
+/// The prompts of a file: `workload.dataset` at `path` in `format` (each with the flag it came
+/// from), each prompt its own length (`lengths` says whose).
+fn prompts_from(
+    f: &Flags,
+    d: &mut Draft,
+    (path, path_from): (&str, String),
+    (format, format_from): (&str, String),
+    lengths: &str,
+) {
+    d.str(
+        "workload",
+        "prompt_source",
+        "dataset",
+        f.from("dataset-name"),
+    );
+    d.str("workload", "dataset", path, path_from);
+    d.str("workload", "dataset_format", format, format_from);
+    d.set(
+        "workload",
+        "input_tokens",
+        "{ dist = \"dataset\" }".into(),
+        lengths,
+    );
+}
+
 /// `--dataset-name sharegpt` or `custom`: the file itself, its prompts verbatim.
 fn dataset(f: &Flags, d: &mut Draft, name: &str) -> Result<(), ImportError> {
     let path = f.text("dataset-path").ok_or_else(|| {
@@ -472,24 +497,15 @@ fn dataset(f: &Flags, d: &mut Draft, name: &str) -> Result<(), ImportError> {
             "`--dataset-name {name}` needs --dataset-path (vLLM refuses it without one too)"
         ))
     })?;
-    d.str(
-        "workload",
-        "prompt_source",
-        "dataset",
-        f.from("dataset-name"),
-    );
-    d.str("workload", "dataset", path, f.from("dataset-path"));
     let sharegpt = name == "sharegpt";
-    d.str(
-        "workload",
-        "dataset_format",
-        if sharegpt { "sharegpt" } else { "jsonl" },
-        f.from("dataset-name"),
-    );
-    d.set(
-        "workload",
-        "input_tokens",
-        "{ dist = \"dataset\" }".into(),
+    prompts_from(
+        f,
+        d,
+        (path, f.from("dataset-path")),
+        (
+            if sharegpt { "sharegpt" } else { "jsonl" },
+            f.from("dataset-name"),
+        ),
         "each prompt's own length",
     );
     let out = if sharegpt {

@@ -74,18 +74,11 @@ pub(super) fn bfcl(f: &Flags, d: &mut Draft) -> Result<(), ImportError> {
         .map(|p| format!("{}/", p.trim_end_matches('/')))
         .unwrap_or_default();
     let file = format!("{dir}BFCL_v3_{first}.json");
-    d.str(
-        "workload",
-        "prompt_source",
-        "dataset",
-        f.from("dataset-name"),
-    );
-    d.str("workload", "dataset", &file, from.clone());
-    d.str("workload", "dataset_format", "bfcl", from);
-    d.set(
-        "workload",
-        "input_tokens",
-        "{ dist = \"dataset\" }".into(),
+    super::prompts_from(
+        f,
+        d,
+        (&file, from.clone()),
+        ("bfcl", from),
         "each BFCL question's own length",
     );
     let (out, ofrom) = match f.num("hf-output-len") {
@@ -193,23 +186,11 @@ fn first_turns(
         Some(c) => format!("{stem}.{c}.prompts.jsonl"),
         None => format!("{stem}.prompts.jsonl"),
     };
-    d.str(
-        "workload",
-        "prompt_source",
-        "dataset",
-        f.from("dataset-name"),
-    );
-    d.str("workload", "dataset", &prompts, f.from("dataset-path"));
-    d.str(
-        "workload",
-        "dataset_format",
-        "jsonl",
-        f.from("dataset-name"),
-    );
-    d.set(
-        "workload",
-        "input_tokens",
-        "{ dist = \"dataset\" }".into(),
+    super::prompts_from(
+        f,
+        d,
+        (&prompts, f.from("dataset-path")),
+        ("jsonl", f.from("dataset-name")),
         "each prompt's own length",
     );
     let select = category.map_or(String::new(), |c| {
